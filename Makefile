@@ -1,0 +1,117 @@
+# dptrain: data-parallel training with MPI. Plain GNU make; objects in build/.
+#   make          build build/dptrain and the tools (run `make deps` first on a new machine)
+#   make run      install deps, build, make the default dataset, train it on 2 ranks
+#   make test     install deps, build, run every test
+#   make deps     install the Debian packages (as root)
+# Settings (override on the command line): CUDA=auto|0|1, CUDA_HOME, NVCC_ARCH, DEBUG=0|1,
+# VERBOSE=0|1, ARCH_FLAGS, NP (ranks for make run).
+
+CXX        ?= g++
+CUDA       ?= auto
+CUDA_HOME  ?= /usr/local/cuda
+NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+DEBUG      ?= 0
+VERBOSE    ?= 0
+ARCH_FLAGS ?= -march=native
+NP         ?= 2
+
+ifeq ($(filter $(CUDA),auto 0 1),)
+$(error CUDA=$(CUDA) is not valid: use CUDA=auto, CUDA=0 or CUDA=1)
+endif
+ifeq ($(filter $(DEBUG),0 1),)
+$(error DEBUG=$(DEBUG) is not valid: use DEBUG=0 or DEBUG=1)
+endif
+
+.DEFAULT_GOAL := all
+BUILD  := build
+CONFIG := $(BUILD)/config.mk
+Q      := $(if $(filter 1,$(VERBOSE)),,@)
+# mpirun as root needs the flag; --oversubscribe lets a small machine run more ranks than cores.
+MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
+
+# Goals that must work before the libraries are installed do not read the configuration.
+NO_CONFIG := deps run test clean help
+ifneq ($(filter-out $(NO_CONFIG),$(or $(MAKECMDGOALS),all)),)
+include $(CONFIG)
+endif
+
+# Re-detect when the detection script, this Makefile or CUDA= change.
+$(CONFIG): scripts/configure Makefile $(BUILD)/.cuda-$(CUDA)
+	@echo "configure (CUDA=$(CUDA)):"
+	$(Q)CXX="$(CXX)" CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) scripts/configure $@
+$(BUILD)/.cuda-$(CUDA):
+	$(Q)mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-* && touch $@
+
+SAN      := -fsanitize=address,undefined
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
+VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
+CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
+            $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
+            $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
+CXXFLAGS := -std=c++17 $(OPT) -fopenmp -Wall -Wextra -MMD -MP
+LDLIBS   := $(HDF5_LIBS) -lboost_program_options -lopenblas $(MPI_LIBS) -fopenmp -lpthread \
+            $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
+            $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
+LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
+
+LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp)
+LIB_SRCS := $(filter-out src/main.cpp,$(LIB_SRCS))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+LIB      := $(BUILD)/libdptrain.a
+TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt
+UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
+TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests
+
+.PHONY: all deps run test clean help tests
+all: $(BUILD)/dptrain $(TOOLS)
+tests: $(TESTS)
+
+$(BUILD)/%.o: %.cpp | $(CONFIG)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX   $<")
+	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@$(if $(Q),echo "  AR    $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/dptrain: $(BUILD)/src/main.o $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/dptrain-%: $(BUILD)/src/tools/dptrain_%.o $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/unit_tests: $(UNIT_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+deps:
+	@scripts/install-deps
+
+# The default dataset: 64k training samples in 4 shards + 8k validation, made once.
+data/synth/val-00000-of-00001.h5: | $(BUILD)/dptrain-data
+	$(BUILD)/dptrain-data synth --out data/synth
+
+run: deps
+	@$(MAKE) --no-print-directory all data/synth/val-00000-of-00001.h5
+	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
+
+test: deps
+	@$(MAKE) --no-print-directory all tests
+	@MPIRUN="$(MPIRUN)" tests/run_all.sh
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,45 @@
+// Checkpoints: everything an exact resume needs, in one HDF5 file written atomically (temp name,
+// fsync, rename, fsync of the directory) with a checksum per dataset verified on load.
+// Not for: deciding when to checkpoint (the trainer does).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+struct CheckpointState {
+    long step = 0;          // optimizer steps completed
+    long epoch = 0;         // data position: epoch of the next step ...
+    long epoch_offset = 0;  // ... and samples of that epoch already consumed
+    long global_batch = 0;
+    uint64_t seed = 0;  // every random stream is counter-based from seed + position
+    int world_size = 0;  // informational: a different world size may resume
+    std::string model;      // model signature; a resume must match it
+    std::string optimizer;  // adamw | sgd
+    std::string options;    // the resolved options as INI text
+    std::vector<float> params, opt_m, opt_v;
+};
+
+// 64-bit FNV-1a over 8-byte words (tail bytes folded in): cheap and order-sensitive.
+uint64_t checksum64(const void* data, size_t bytes);
+
+// DIR/ckpt-00000120.h5 for step 120.
+std::string checkpoint_path(const std::string& dir, long step);
+
+// Writes the checkpoint of s.step into dir (created if missing) atomically, then deletes all but
+// the newest `keep` checkpoints. Returns the path. Throws UserError (previous checkpoints intact).
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep);
+
+// Loads and verifies every checksum. Throws UserError naming the file and what is wrong.
+CheckpointState load_checkpoint(const std::string& path);
+
+// Checkpoints in dir, newest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// The newest checkpoint of dir that verifies; a bad newer one adds a line to *warnings and is
+// skipped. Returns false when dir has no usable checkpoint.
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings);
+
+} // namespace dptrain

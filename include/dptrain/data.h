@@ -1,0 +1,115 @@
+// Training data: the HDF5 shard set (format in data/README.md), the world-size independent
+// Sampler, and the Prefetcher thread that reads the next batches while the current step
+// computes. Not for: knowing the backend's memory beyond the host buffers it fills.
+#pragma once
+
+#include "dptrain/h5.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dptrain {
+
+// One split ("train" or "val") of a tabular dataset: DIR/SPLIT-00000-of-0000S.h5 ... with
+// /features float32 (N, D), /labels int32 (N), root attribute num_classes. Opening checks every
+// shard (presence, dtype, shape, agreement between shards) and throws one UserError naming the
+// first bad file. Not thread-safe: one reader per ShardSet.
+class ShardSet {
+  public:
+    static ShardSet open(const std::string& dir, const std::string& split, int max_rows);
+    ShardSet(ShardSet&&) = default;
+
+    long num_samples() const { return total_; }
+    int dim() const { return dim_; }
+    int num_classes() const { return classes_; }
+    int num_shards() const { return (int)shards_.size(); }
+    const std::string& shard_path(int i) const { return shards_[i].path; }
+
+    // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order. One
+    // HDF5 read per shard touched, with the rows' runs as one hyperslab selection.
+    void read_rows(const long* idx, int n, float* x, int* y);
+
+  private:
+    struct Shard {
+        std::string path;
+        long first = 0, count = 0;  // global index of row 0, rows
+        h5::Hid file, features, labels;
+    };
+    ShardSet() = default;
+    std::vector<Shard> shards_;
+    long total_ = 0;
+    int dim_ = 0, classes_ = 0, max_rows_ = 0;
+    // scratch reused by every read: (row in shard, position in the output) pairs, staged rows
+    std::vector<std::pair<long, int>> order_;
+    std::vector<float> xs_;
+    std::vector<int> ys_;
+};
+
+// The global sample order: epoch e visits a permutation of [0, N) drawn from (seed, e), in
+// global batches of G samples (the last batch of an epoch holds N mod G, when nonzero). Rank r
+// of W reads samples [c*r/W, c*(r+1)/W) of a batch of c. Nothing here depends on W except the
+// slice, so W ranks consume exactly the samples 1 rank would.
+class Sampler {
+  public:
+    Sampler(long num_samples, long global_batch, uint64_t seed);
+    long steps_per_epoch() const { return steps_per_epoch_; }
+    long epoch_of(long step) const { return step / steps_per_epoch_; }
+    // Samples in the global batch of `step`.
+    int global_count(long step) const;
+    // Fills out with this rank's sample indices for `step`; returns how many.
+    int slice(long step, int rank, int world, long* out);
+    // The whole global batch of `step` (for tests and tools).
+    int batch(long step, long* out);
+
+  private:
+    void ensure_epoch(long epoch);
+    long n_, global_batch_, steps_per_epoch_;
+    uint64_t seed_;
+    std::vector<long> perm_;
+    long perm_epoch_ = -1;
+};
+
+struct Batch {
+    long step = -1;
+    int n = 0;         // rows this rank holds
+    int global_n = 0;  // rows in the global batch (the loss is averaged over these)
+    std::vector<float> x;  // (max_rows, D)
+    std::vector<int> y;    // (max_rows)
+};
+
+// A reader thread that fills a ring of `depth` Batch slots for steps first_step, first_step+1,
+// ..., end_step-1, in order. Buffers are allocated once. A read error is rethrown by next().
+class Prefetcher {
+  public:
+    Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
+               long end_step);
+    ~Prefetcher();
+    // Blocks until the batch of the next step is ready; the wait is added to wait_seconds().
+    const Batch& next();
+    // Hands the slot returned by next() back to the reader.
+    void release();
+    double take_wait_seconds();
+
+  private:
+    void run();
+    ShardSet& shards_;
+    Sampler& sampler_;
+    int rank_, world_;
+    long first_, end_;
+    std::vector<Batch> slots_;
+    std::vector<long> idx_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    long produced_ = 0, consumed_ = 0;  // batches, counted from first_step
+    bool stop_ = false;
+    std::exception_ptr error_;
+    double wait_ = 0.0;
+    std::thread thread_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,42 @@
+// Errors: the two tiers of STYLE.md. UserError is for problems a user can fix (an option, a
+// file, a dataset); it carries one line that names the thing and the fix. Library failures
+// (MPI, HDF5, CUDA) are fatal at once through the *_CHECK macros, which name the statement,
+// file:line, rank and host. Not for: deciding how an MPI job ends (see fatal.h).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace dptrain {
+
+// A problem the user can fix. what() is the whole message: no prefix, no trailing newline.
+class UserError : public std::runtime_error {
+  public:
+    explicit UserError(const std::string& msg) : std::runtime_error(msg) {}
+};
+
+// printf-style std::string.
+std::string strfmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Identity of this process for error lines: set once after MPI_Init ("rank 3 on ip-10-0-1-7").
+void set_process_identity(int rank, const std::string& host);
+std::string process_identity();
+
+// Print "dptrain: error: WHAT (rank R on HOST)" and end every rank of the job (MPI_Abort when
+// MPI is up, exit otherwise). Never returns.
+[[noreturn]] void fatal(const std::string& what, int code = 1);
+
+} // namespace dptrain
+
+#define DPTRAIN_STR2(x) #x
+#define DPTRAIN_STR(x) DPTRAIN_STR2(x)
+
+// MPI_CHECK(MPI_Allreduce(...)): MPI errors are fatal; the default MPI error handler would abort
+// with less context, so main() sets MPI_ERRORS_RETURN on the communicators it uses.
+#define MPI_CHECK(call)                                                                            \
+    do {                                                                                           \
+        int mpi_check_rc_ = (call);                                                                \
+        if (mpi_check_rc_ != 0)                                                                    \
+            ::dptrain::fatal(::dptrain::strfmt("MPI error %d in %s at %s:%d", mpi_check_rc_, #call, \
+                                               __FILE__, __LINE__));                               \
+    } while (0)

@@ -1,0 +1,70 @@
+// Thin HDF5 helpers shared by the data reader, the checkpointer and the tools: RAII handles,
+// typed checks that turn a wrong file into one UserError naming the path and the dataset, and a
+// process-wide lock (the HDF5 library as packaged is not thread-safe, and the prefetch thread
+// reads while the main thread may checkpoint). Not for: the shard layout (data.h).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dptrain::h5 {
+
+// Hold this around every sequence of HDF5 calls.
+std::mutex& lock();
+
+class Hid {
+  public:
+    Hid() = default;
+    Hid(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+    Hid(const Hid&) = delete;
+    Hid& operator=(const Hid&) = delete;
+    Hid(Hid&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+    Hid& operator=(Hid&& o) noexcept;
+    ~Hid() { reset(); }
+    void reset();
+    hid_t release() {  // hands the id to the caller, who closes it
+        hid_t id = id_;
+        id_ = -1;
+        return id;
+    }
+    hid_t get() const { return id_; }
+    explicit operator bool() const { return id_ >= 0; }
+
+  private:
+    hid_t id_ = -1;
+    herr_t (*close_)(hid_t) = nullptr;
+};
+
+// Silences HDF5's own error stack printing (we report one line instead). Idempotent.
+void quiet();
+
+// Opening: a missing or unreadable file -> UserError("PATH: ... HINT").
+Hid open_file(const std::string& path, const std::string& hint);
+Hid create_file(const std::string& path);  // truncates; throws UserError on failure
+Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint);
+
+enum class Kind { f32, i32, u16, u32, u8 };
+const char* kind_name(Kind k);
+// Throws UserError when dataset `name` in `path` is not of kind k.
+void expect_kind(hid_t dset, Kind k, const std::string& path, const std::string& name, const std::string& hint);
+std::vector<hsize_t> dims(hid_t dset);
+
+// Whole-dataset write/read of a 1-D or N-D array of kind k.
+void write_dataset(hid_t file, const std::string& name, Kind k, const std::vector<hsize_t>& shape,
+                   const void* data);
+void read_dataset(hid_t dset, Kind k, void* out);
+
+// Attributes on an object (file root or dataset).
+bool has_attr(hid_t obj, const std::string& name);
+void write_attr_i64(hid_t obj, const std::string& name, int64_t v);
+void write_attr_u64(hid_t obj, const std::string& name, uint64_t v);
+void write_attr_str(hid_t obj, const std::string& name, const std::string& v);
+int64_t read_attr_i64(hid_t obj, const std::string& name);
+uint64_t read_attr_u64(hid_t obj, const std::string& name);
+std::string read_attr_str(hid_t obj, const std::string& name);
+
+} // namespace dptrain::h5

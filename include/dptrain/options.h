@@ -1,0 +1,56 @@
+// Every option dptrain accepts: declared once (name, default, help) in options.cpp, read from the
+// command line and from an INI file given by --config (the command line wins), and validated.
+// Not for: checks that need the world size or the data (the trainer does those).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+struct Options {
+    // general
+    std::string config;  // INI file; same names as the command line, without the dashes
+    // model
+    std::string model;           // mlp
+    std::string hidden;          // "256,256": widths of the hidden layers
+    std::vector<int> hidden_sizes; // parsed from hidden
+    std::string activation;      // relu | gelu
+    // data
+    std::string data;  // directory holding train-*-of-*.h5 and val-*-of-*.h5
+    int prefetch;      // batches read ahead by the background reader
+    // training
+    long steps;
+    int batch_size;  // per rank; the global batch is batch_size * ranks
+    std::string optimizer;  // adamw | sgd
+    double lr, min_lr_ratio;
+    long warmup_steps;
+    double momentum, beta1, beta2, eps, weight_decay, grad_clip;
+    unsigned long seed;
+    long stop_after;  // stop (with a checkpoint) after this many steps of this run; 0 = never
+    // parallel
+    int ranks_per_node;  // 0 = the real nodes; K = simulate nodes of K ranks
+    int threads;         // compute threads per rank; 0 = cores of the node / local ranks
+    // checkpoints
+    std::string run_dir, checkpoint_dir, resume;
+    long checkpoint_every;
+    int keep_checkpoints;
+    bool overwrite_checkpoints;  // a fresh run may delete the checkpoints already in checkpoint_dir
+    // output
+    long log_every, eval_every;
+    std::string metrics;  // JSON lines; default RUN_DIR/metrics.jsonl
+
+    std::string to_ini() const;  // every option with its resolved value, as an INI file
+};
+
+struct ParseResult {
+    Options opts;
+    bool help = false;     // --help: print help_text, exit 0
+    bool version = false;  // --version
+    std::string help_text;
+};
+
+// Throws UserError with one line naming the option (or file) and the fix.
+ParseResult parse_options(int argc, const char* const* argv);
+
+} // namespace dptrain

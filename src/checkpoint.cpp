@@ -1,0 +1,179 @@
+// Atomic, checksummed HDF5 checkpoints.
+#include "dptrain/checkpoint.h"
+
+#include "dptrain/error.h"
+#include "dptrain/h5.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace dptrain {
+
+uint64_t checksum64(const void* data, size_t bytes) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t words = bytes / 8;
+    for (size_t i = 0; i < words; ++i) {
+        uint64_t w;
+        std::memcpy(&w, p + 8 * i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (size_t i = words * 8; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h ^ bytes;
+}
+
+std::string checkpoint_path(const std::string& dir, long step) { return strfmt("%s/ckpt-%08ld.h5", dir.c_str(), step); }
+
+static void mkdirs(const std::string& dir) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+                throw UserError(strfmt("--checkpoint-dir %s: cannot create %s: %s", dir.c_str(), cur.c_str(), std::strerror(errno)));
+        }
+        if (i < dir.size()) cur += dir[i];
+    }
+}
+
+static void fsync_path(const std::string& path, bool dir) {
+    int fd = ::open(path.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) throw UserError(strfmt("%s: cannot open to sync: %s", path.c_str(), std::strerror(errno)));
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) throw UserError(strfmt("%s: fsync failed: %s (disk full?)", path.c_str(), std::strerror(err)));
+}
+
+static void write_checked(hid_t file, const std::string& name, const std::vector<float>& v) {
+    h5::write_dataset(file, name, h5::Kind::f32, {(hsize_t)v.size()}, v.data());
+    h5::Hid d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+    h5::write_attr_u64(d.get(), "checksum", checksum64(v.data(), v.size() * sizeof(float)));
+}
+
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep) {
+    mkdirs(dir);
+    std::string path = checkpoint_path(dir, s.step);
+    std::string tmp = strfmt("%s/.ckpt-%08ld.h5.tmp", dir.c_str(), s.step);
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        try {
+            h5::Hid f = h5::create_file(tmp);
+            hid_t root = f.get();
+            h5::write_attr_i64(root, "step", s.step);
+            h5::write_attr_i64(root, "epoch", s.epoch);
+            h5::write_attr_i64(root, "epoch_offset", s.epoch_offset);
+            h5::write_attr_i64(root, "global_batch", s.global_batch);
+            h5::write_attr_u64(root, "seed", s.seed);
+            h5::write_attr_i64(root, "world_size", s.world_size);
+            h5::write_attr_str(root, "model", s.model);
+            h5::write_attr_str(root, "optimizer", s.optimizer);
+            h5::write_attr_str(root, "options", s.options);
+            write_checked(root, "/params", s.params);
+            write_checked(root, "/opt_m", s.opt_m);
+            write_checked(root, "/opt_v", s.opt_v);
+            if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (disk full?)");
+            if (H5Fclose(f.release()) < 0) throw UserError("close failed (disk full?)");
+        } catch (const UserError& e) {
+            std::remove(tmp.c_str());
+            throw UserError(strfmt("checkpoint %s: %s; the previous checkpoints are intact", path.c_str(), e.what()));
+        }
+    }
+    try {
+        fsync_path(tmp, false);
+    } catch (const UserError& e) {
+        std::remove(tmp.c_str());
+        throw UserError(strfmt("checkpoint %s: %s; the previous checkpoints are intact", path.c_str(), e.what()));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        std::remove(tmp.c_str());
+        throw UserError(strfmt("checkpoint %s: rename failed: %s", path.c_str(), std::strerror(err)));
+    }
+    fsync_path(dir, true);
+
+    auto all = list_checkpoints(dir);
+    for (size_t i = (size_t)keep; i < all.size(); ++i) std::remove(all[i].c_str());
+    return path;
+}
+
+static std::vector<float> read_checked(hid_t file, const std::string& path, const std::string& name) {
+    h5::Hid d = h5::open_dataset(file, path, name, "the checkpoint is incomplete");
+    h5::expect_kind(d.get(), h5::Kind::f32, path, name, "the checkpoint is not dptrain's");
+    auto dims = h5::dims(d.get());
+    if (dims.size() != 1) throw UserError(strfmt("%s: dataset %s is not 1-D", path.c_str(), name.c_str()));
+    std::vector<float> v(dims[0]);
+    try {
+        if (!v.empty()) h5::read_dataset(d.get(), h5::Kind::f32, v.data());
+    } catch (const UserError& e) {
+        throw UserError(strfmt("%s: dataset %s: %s", path.c_str(), name.c_str(), e.what()));
+    }
+    uint64_t want = h5::read_attr_u64(d.get(), "checksum");
+    if (checksum64(v.data(), v.size() * sizeof(float)) != want)
+        throw UserError(strfmt("%s: dataset %s fails its checksum (corrupt file)", path.c_str(), name.c_str()));
+    return v;
+}
+
+CheckpointState load_checkpoint(const std::string& path) {
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::open_file(path, "the checkpoint file is missing or damaged");
+    CheckpointState s;
+    try {
+        hid_t root = f.get();
+        s.step = h5::read_attr_i64(root, "step");
+        s.epoch = h5::read_attr_i64(root, "epoch");
+        s.epoch_offset = h5::read_attr_i64(root, "epoch_offset");
+        s.global_batch = h5::read_attr_i64(root, "global_batch");
+        s.seed = h5::read_attr_u64(root, "seed");
+        s.world_size = (int)h5::read_attr_i64(root, "world_size");
+        s.model = h5::read_attr_str(root, "model");
+        s.optimizer = h5::read_attr_str(root, "optimizer");
+        s.options = h5::read_attr_str(root, "options");
+        s.params = read_checked(root, path, "/params");
+        s.opt_m = read_checked(root, path, "/opt_m");
+        s.opt_v = read_checked(root, path, "/opt_v");
+    } catch (const UserError& e) {
+        std::string msg = e.what();
+        if (msg.rfind(path, 0) == 0) throw;
+        throw UserError(strfmt("%s: %s", path.c_str(), msg.c_str()));
+    }
+    return s;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            long step = 0;
+            int used = 0;
+            if (std::sscanf(e->d_name, "ckpt-%8ld.h5%n", &step, &used) == 1 && used == (int)std::strlen(e->d_name))
+                names.push_back(e->d_name);
+        }
+        closedir(d);
+    }
+    std::sort(names.rbegin(), names.rend());  // zero-padded step: lexical order is step order
+    for (auto& n : names) n = dir + "/" + n;
+    return names;
+}
+
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings) {
+    for (const std::string& p : list_checkpoints(dir)) {
+        try {
+            *out = load_checkpoint(p);
+            *path = p;
+            return true;
+        } catch (const UserError& e) {
+            warnings->push_back(strfmt("skipping checkpoint: %s; falling back to an older one", e.what()));
+        }
+    }
+    return false;
+}
+
+} // namespace dptrain

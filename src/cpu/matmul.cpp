@@ -1,0 +1,39 @@
+// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major). The bias sum is a column
+// loop with rows summed in order, so results do not depend on the thread count.
+#include "dptrain/backend.h"
+
+#include <cblas.h>
+
+namespace dptrain::cpu {
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
+                    int OC) {
+    if (B <= 0) return;
+    float beta = 0.0f;
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int b = 0; b < B; ++b)
+            for (int o = 0; o < OC; ++o) out[(long)b * OC + o] = bias[o];
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int B, int C, int OC) {
+    if (B <= 0) return;
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
+                    dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) {
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; ++o) {
+            float s = 0.0f;
+            for (int b = 0; b < B; ++b) s += dout[(long)b * OC + o];
+            dbias[o] += s;
+        }
+    }
+}
+
+} // namespace dptrain::cpu

@@ -1,0 +1,249 @@
+// ShardSet (open + validate + batched hyperslab reads), Sampler and Prefetcher.
+#include "dptrain/data.h"
+
+#include "dptrain/error.h"
+#include "dptrain/rng.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace dptrain {
+
+static std::string shard_name(const std::string& dir, const std::string& split, int i, int of) {
+    return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), i, of);
+}
+
+ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows) {
+    const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
+    DIR* d = opendir(dir.c_str());
+    if (!d) throw UserError(strfmt("--data %s: directory not found; %s", dir.c_str(), hint.c_str()));
+    std::map<int, int> of_counts;  // "of" value -> files seen with it
+    while (dirent* e = readdir(d)) {
+        int i = 0, of = 0, used = 0;
+        std::string fmt = split + "-%5d-of-%5d.h5%n";
+        if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
+            of_counts[of]++;
+    }
+    closedir(d);
+    if (of_counts.empty())
+        throw UserError(strfmt("--data %s: no %s-NNNNN-of-NNNNN.h5 shards; %s", dir.c_str(), split.c_str(), hint.c_str()));
+    if (of_counts.size() > 1)
+        throw UserError(strfmt("--data %s: %s shards from different sets (differing -of-NNNNN counts); keep one set per directory",
+                               dir.c_str(), split.c_str()));
+    int of = of_counts.begin()->first;
+
+    std::lock_guard<std::mutex> g(h5::lock());
+    ShardSet s;
+    s.max_rows_ = max_rows;
+    for (int i = 0; i < of; ++i) {
+        Shard sh;
+        sh.path = shard_name(dir, split, i, of);
+        FILE* probe = std::fopen(sh.path.c_str(), "rb");
+        if (!probe)
+            throw UserError(strfmt("%s: shard missing (%d of %d %s shards present); restore it or %s", sh.path.c_str(),
+                                   of_counts.begin()->second, of, split.c_str(), hint.c_str()));
+        std::fclose(probe);
+        sh.file = h5::open_file(sh.path, hint);
+        sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
+        sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
+        h5::expect_kind(sh.features.get(), h5::Kind::f32, sh.path, "/features", hint);
+        h5::expect_kind(sh.labels.get(), h5::Kind::i32, sh.path, "/labels", hint);
+        auto fd = h5::dims(sh.features.get());
+        auto ld = h5::dims(sh.labels.get());
+        if (fd.size() != 2)
+            throw UserError(strfmt("%s: /features has %zu dimensions, expected 2 (samples, features); %s",
+                                   sh.path.c_str(), fd.size(), hint.c_str()));
+        if (ld.size() != 1 || ld[0] != fd[0])
+            throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,); %s",
+                                   sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0], hint.c_str()));
+        int classes = 0;
+        try {
+            classes = (int)h5::read_attr_i64(sh.file.get(), "num_classes");
+        } catch (const UserError& e) {
+            throw UserError(strfmt("%s: %s (the number of classes); %s", sh.path.c_str(), e.what(), hint.c_str()));
+        }
+        if (classes < 2)
+            throw UserError(strfmt("%s: num_classes = %d, expected at least 2", sh.path.c_str(), classes));
+        if (i == 0) {
+            s.dim_ = (int)fd[1];
+            s.classes_ = classes;
+        } else if ((int)fd[1] != s.dim_ || classes != s.classes_) {
+            throw UserError(strfmt("%s: %llu features and %d classes, but %s has %d and %d; shards of one set must agree",
+                                   sh.path.c_str(), (unsigned long long)fd[1], classes, s.shards_[0].path.c_str(),
+                                   s.dim_, s.classes_));
+        }
+        if (fd[0] == 0) throw UserError(strfmt("%s: shard holds no samples; %s", sh.path.c_str(), hint.c_str()));
+        sh.first = s.total_;
+        sh.count = (long)fd[0];
+        s.total_ += sh.count;
+        s.shards_.push_back(std::move(sh));
+    }
+    s.order_.reserve(max_rows);
+    s.xs_.resize((size_t)max_rows * s.dim_);
+    s.ys_.resize(max_rows);
+    return s;
+}
+
+void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
+    if (n > max_rows_) throw std::invalid_argument("ShardSet::read_rows: more rows than max_rows");
+    order_.clear();
+    for (int i = 0; i < n; ++i) order_.emplace_back(idx[i], i);
+    std::sort(order_.begin(), order_.end());
+    const hsize_t D = (hsize_t)dim_;
+    std::lock_guard<std::mutex> g(h5::lock());
+    size_t k = 0;
+    while (k < order_.size()) {
+        // Shard of order_[k]: the last shard whose first row is <= the index.
+        long gi = order_[k].first;
+        auto it = std::upper_bound(shards_.begin(), shards_.end(), gi,
+                                   [](long v, const Shard& s) { return v < s.first; });
+        Shard& sh = *(it - 1);
+        size_t begin = k;
+        while (k < order_.size() && order_[k].first < sh.first + sh.count) ++k;
+        hsize_t rows = k - begin;
+
+        // File selection: the union of runs of consecutive rows; memory: `rows` packed rows.
+        h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
+        h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+        for (size_t r = begin; r < k;) {
+            size_t e = r + 1;
+            while (e < k && order_[e].first == order_[e - 1].first + 1) ++e;
+            hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
+            hsize_t count[2] = {(hsize_t)(e - r), D};
+            H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
+            H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr);
+            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr);
+            r = e;
+        }
+        hsize_t mdims[2] = {rows, D};
+        h5::Hid mf(H5Screate_simple(2, mdims, nullptr), H5Sclose);
+        h5::Hid ml(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+        if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, xs_.data()) < 0 ||
+            H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ys_.data()) < 0)
+            throw UserError(strfmt("%s: reading %llu rows failed (file truncated or corrupt?); regenerate or restore the shard",
+                                   sh.path.c_str(), (unsigned long long)rows));
+        for (hsize_t r = 0; r < rows; ++r) {
+            auto [row, pos] = order_[begin + r];
+            int label = ys_[r];
+            if (label < 0 || label >= classes_)
+                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the attribute",
+                                       sh.path.c_str(), row - sh.first, label, classes_));
+            std::memcpy(x + (size_t)pos * D, xs_.data() + r * D, D * sizeof(float));
+            y[pos] = label;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Sampler::Sampler(long num_samples, long global_batch, uint64_t seed)
+    : n_(num_samples), global_batch_(global_batch), seed_(seed) {
+    steps_per_epoch_ = (n_ + global_batch_ - 1) / global_batch_;
+    perm_.resize(n_);
+}
+
+int Sampler::global_count(long step) const {
+    long in_epoch = step % steps_per_epoch_;
+    return (int)std::min(global_batch_, n_ - in_epoch * global_batch_);
+}
+
+void Sampler::ensure_epoch(long epoch) {
+    if (epoch == perm_epoch_) return;
+    for (long i = 0; i < n_; ++i) perm_[i] = i;
+    Rng rng(stream_seed(seed_, (uint64_t)epoch));
+    for (long i = n_ - 1; i > 0; --i) std::swap(perm_[i], perm_[rng.below((uint64_t)i + 1)]);
+    perm_epoch_ = epoch;
+}
+
+int Sampler::slice(long step, int rank, int world, long* out) {
+    ensure_epoch(epoch_of(step));
+    long base = (step % steps_per_epoch_) * global_batch_;
+    long c = global_count(step);
+    long lo = c * rank / world, hi = c * (rank + 1) / world;
+    for (long i = lo; i < hi; ++i) out[i - lo] = perm_[base + i];
+    return (int)(hi - lo);
+}
+
+int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
+
+// ---------------------------------------------------------------------------------------------
+
+Prefetcher::Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth,
+                       long first_step, long end_step)
+    : shards_(shards), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
+      slots_(depth), idx_(max_rows) {
+    for (Batch& b : slots_) {
+        b.x.resize((size_t)max_rows * shards.dim());
+        b.y.resize(max_rows);
+    }
+    thread_ = std::thread(&Prefetcher::run, this);
+}
+
+Prefetcher::~Prefetcher() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void Prefetcher::run() {
+    const long depth = (long)slots_.size();
+    for (long step = first_; step < end_; ++step) {
+        long k = step - first_;
+        {
+            std::unique_lock<std::mutex> g(mu_);
+            cv_.wait(g, [&] { return stop_ || k - consumed_ < depth; });
+            if (stop_) return;
+        }
+        Batch& b = slots_[k % depth];
+        try {
+            b.step = step;
+            b.global_n = sampler_.global_count(step);
+            b.n = sampler_.slice(step, rank_, world_, idx_.data());
+            shards_.read_rows(idx_.data(), b.n, b.x.data(), b.y.data());
+        } catch (...) {
+            std::lock_guard<std::mutex> g(mu_);
+            error_ = std::current_exception();
+            cv_.notify_all();
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            produced_ = k + 1;
+        }
+        cv_.notify_all();
+    }
+}
+
+const Batch& Prefetcher::next() {
+    auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return produced_ > consumed_ || error_; });
+    if (produced_ <= consumed_ && error_) std::rethrow_exception(error_);
+    wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return slots_[consumed_ % (long)slots_.size()];
+}
+
+void Prefetcher::release() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        ++consumed_;
+    }
+    cv_.notify_all();
+}
+
+double Prefetcher::take_wait_seconds() {
+    std::lock_guard<std::mutex> g(mu_);
+    double w = wait_;
+    wait_ = 0.0;
+    return w;
+}
+
+} // namespace dptrain

@@ -1,0 +1,22 @@
+// The fatal path of an MPI job: one line naming the cause, rank and host, then MPI_Abort so that
+// no other rank waits forever in a collective (DESIGN.md invariant 3).
+#include "dptrain/error.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace dptrain {
+
+[[noreturn]] void fatal(const std::string& what, int code) {
+    std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
+    std::fflush(stderr);
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+}
+
+} // namespace dptrain

@@ -1,0 +1,46 @@
+// dptrain: parse options, set up MPI and the topology, hand over to the trainer.
+#include "dptrain/comm.h"
+#include "dptrain/error.h"
+#include "dptrain/options.h"
+#include "dptrain/topology.h"
+#include "dptrain/trainer.h"
+#include "dptrain/version.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+
+using namespace dptrain;
+
+static int finish(int code, Topology* topo) {
+    if (topo) topo->destroy();
+    MPI_Finalize();
+    return code;
+}
+
+int main(int argc, char** argv) {
+    // FUNNELED: only the main thread calls MPI; the prefetch thread reads files only.
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    set_process_identity(rank, std::string(host, len));
+
+    ParseResult parsed;
+    if (!all_ok(MPI_COMM_WORLD, [&] { parsed = parse_options(argc, argv); })) return finish(2, nullptr);
+    if (parsed.help || parsed.version) {
+        if (rank == 0) std::fputs(parsed.help ? parsed.help_text.c_str() : "dptrain " DPTRAIN_VERSION "\n", stdout);
+        return finish(0, nullptr);
+    }
+    Topology topo;
+    if (!all_ok(MPI_COMM_WORLD, [&] { topo = Topology::create(MPI_COMM_WORLD, parsed.opts.ranks_per_node); }))
+        return finish(2, nullptr);
+    MPI_Comm_set_errhandler(topo.node, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(topo.cross, MPI_ERRORS_RETURN);
+    int code = run_training(parsed.opts, topo);
+    return finish(code, &topo);
+}

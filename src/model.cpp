@@ -1,0 +1,129 @@
+// Parameter layout and the MLP's forward/backward. Layer l maps dims_[l] -> dims_[l+1] with
+// weight fc{l}.weight (OC, C) and bias fc{l}.bias (OC).
+#include "dptrain/model.h"
+
+#include "dptrain/backend.h"
+#include "dptrain/error.h"
+#include "dptrain/rng.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dptrain {
+
+void ParamLayout::add(const std::string& name, std::vector<int> shape, bool decay) {
+    ParamView v;
+    v.name = name;
+    v.shape = std::move(shape);
+    v.offset = total;
+    v.size = 1;
+    for (int d : v.shape) v.size *= (size_t)d;
+    v.decay = decay;
+    total += v.size;
+    views.push_back(v);
+}
+
+const ParamView& ParamLayout::find(const std::string& name) const {
+    for (auto& v : views)
+        if (v.name == name) return v;
+    throw std::out_of_range("no parameter named " + name);
+}
+
+Mlp::Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch)
+    : act_(act), max_batch_(max_batch) {
+    dims_.push_back(in);
+    dims_.insert(dims_.end(), hidden.begin(), hidden.end());
+    dims_.push_back(classes);
+    int L = (int)dims_.size() - 1;
+    int widest = *std::max_element(dims_.begin(), dims_.end());
+    for (int l = 0; l < L; ++l) {
+        layout_.add(strfmt("fc%d.weight", l), {dims_[l + 1], dims_[l]}, true);
+        layout_.add(strfmt("fc%d.bias", l), {dims_[l + 1]}, false);
+        pre_.emplace_back((size_t)max_batch * dims_[l + 1]);
+        post_.emplace_back(l + 1 < L ? (size_t)max_batch * dims_[l + 1] : 0);
+    }
+    probs_.resize((size_t)max_batch * classes);
+    losses_.resize(max_batch);
+    dbuf_a_.resize((size_t)max_batch * widest);
+    dbuf_b_.resize((size_t)max_batch * widest);
+}
+
+std::string Mlp::signature() const {
+    std::string h;
+    for (size_t i = 1; i + 1 < dims_.size(); ++i) h += (h.empty() ? "" : ",") + std::to_string(dims_[i]);
+    return strfmt("mlp in=%d hidden=%s classes=%d act=%s", dims_.front(), h.c_str(), dims_.back(),
+                  act_ == Activation::relu ? "relu" : "gelu");
+}
+
+double Mlp::flops_per_sample() const {
+    double f = 0;
+    for (size_t l = 0; l + 1 < dims_.size(); ++l) f += 2.0 * dims_[l] * dims_[l + 1];
+    return 3.0 * f;
+}
+
+void Mlp::init(float* params, uint64_t seed) const {
+    int L = (int)dims_.size() - 1;
+    for (int l = 0; l < L; ++l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        float sigma = std::sqrt((l + 1 < L ? 2.0f : 1.0f) / dims_[l]);
+        Rng rng(stream_seed(seed, 1000 + l));
+        for (size_t i = 0; i < w.size; ++i) params[w.offset + i] = sigma * rng.normal();
+        std::fill(params + b.offset, params + b.offset + b.size, 0.0f);
+    }
+}
+
+double Mlp::forward(const float* params, const float* x, const int* y, int B, long* correct) {
+    if (B > max_batch_) throw std::invalid_argument("Mlp::forward: batch larger than max_batch");
+    int L = (int)dims_.size() - 1;
+    const float* inp = x;
+    for (int l = 0; l < L; ++l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l], dims_[l + 1]);
+        if (l + 1 < L) {
+            long n = (long)B * dims_[l + 1];
+            if (act_ == Activation::relu) cpu::relu_forward(post_[l].data(), pre_[l].data(), n);
+            else cpu::gelu_forward(post_[l].data(), pre_[l].data(), n);
+            inp = post_[l].data();
+        }
+    }
+    int V = dims_.back();
+    const float* logits = pre_[L - 1].data();
+    cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits, y, B, V);
+    double sum = 0.0;
+    for (int b = 0; b < B; ++b) sum += losses_[b];
+    if (correct) {
+        long c = 0;
+        for (int b = 0; b < B; ++b) {
+            const float* z = logits + (long)b * V;
+            c += (std::max_element(z, z + V) - z) == y[b];
+        }
+        *correct += c;
+    }
+    return sum;
+}
+
+void Mlp::backward(float* grads, const float* params, const float* x, const int* y, int B, float scale) {
+    int L = (int)dims_.size() - 1;
+    float* dout = dbuf_a_.data();  // gradient w.r.t. the current layer's output
+    float* dnext = dbuf_b_.data();
+    cpu::softmax_crossentropy_backward(dout, probs_.data(), y, scale, B, dims_.back());
+    for (int l = L - 1; l >= 0; --l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        const float* inp = l == 0 ? x : post_[l - 1].data();
+        float* dinp = l == 0 ? nullptr : dnext;
+        cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
+                             dims_[l], dims_[l + 1]);
+        if (l > 0) {
+            long n = (long)B * dims_[l];
+            // d(pre) = f'(pre) * d(post), in place is fine: each element reads then writes itself.
+            if (act_ == Activation::relu) cpu::relu_backward(dnext, pre_[l - 1].data(), dnext, n);
+            else cpu::gelu_backward(dnext, pre_[l - 1].data(), dnext, n);
+            std::swap(dout, dnext);
+        }
+    }
+}
+
+} // namespace dptrain

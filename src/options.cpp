@@ -1,0 +1,230 @@
+// Option declarations (each exactly once), INI + command line parsing, and validation.
+// Not for: anything that needs MPI or the data; those checks live in the trainer.
+#include "dptrain/options.h"
+
+#include "dptrain/error.h"
+
+#include <boost/program_options.hpp>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace dptrain {
+
+namespace {
+
+// One declaration per option: registers it with Boost and keeps a printer for to_ini().
+struct Registry {
+    po::options_description desc;
+    std::vector<std::pair<std::string, std::function<std::string(const Options&)>>> printers;
+
+    explicit Registry(const char* title) : desc(title, 100, 50) {}
+
+    // A switch: `--name` alone means true; `--name false` and `name = false` in the INI work too.
+    void flag(const char* name, bool Options::*field, Options& o, const char* help) {
+        desc.add_options()(name, po::value<bool>(&(o.*field))->default_value(false)->implicit_value(true), help);
+        printers.emplace_back(name, [field](const Options& x) { return std::string(x.*field ? "true" : "false"); });
+    }
+
+    template <typename T>
+    void add(const char* name, T Options::*field, Options& o, T def, const char* help) {
+        desc.add_options()(name, po::value<T>(&(o.*field))->default_value(def), help);
+        printers.emplace_back(name, [field](const Options& x) {
+            std::ostringstream s;
+            s.precision(10);
+            s << x.*field;
+            return s.str();
+        });
+    }
+};
+
+void declare(Registry& r, Options& o) {
+    using S = std::string;
+    r.add<S>("model", &Options::model, o, "mlp", "model kind: mlp");
+    r.add<S>("hidden", &Options::hidden, o, "256,256", "MLP hidden layer widths, comma separated");
+    r.add<S>("activation", &Options::activation, o, "relu", "MLP activation: relu | gelu");
+    r.add<S>("data", &Options::data, o, "data/synth",
+             "dataset directory with train-NNNNN-of-NNNNN.h5 and val-NNNNN-of-NNNNN.h5 shards");
+    r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background reader keeps ready");
+    r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
+    r.add<int>("batch-size", &Options::batch_size, o, 64,
+               "samples per rank per step; the global batch is batch-size x ranks");
+    r.add<S>("optimizer", &Options::optimizer, o, "adamw", "adamw | sgd (with momentum)");
+    r.add<double>("lr", &Options::lr, o, 1e-3, "peak learning rate");
+    r.add<double>("min-lr-ratio", &Options::min_lr_ratio, o, 0.1,
+                  "cosine decay ends at lr x min-lr-ratio");
+    r.add<long>("warmup-steps", &Options::warmup_steps, o, 10, "linear warmup steps");
+    r.add<double>("momentum", &Options::momentum, o, 0.9, "SGD momentum");
+    r.add<double>("beta1", &Options::beta1, o, 0.9, "AdamW beta1");
+    r.add<double>("beta2", &Options::beta2, o, 0.999, "AdamW beta2");
+    r.add<double>("eps", &Options::eps, o, 1e-8, "AdamW epsilon");
+    r.add<double>("weight-decay", &Options::weight_decay, o, 0.0,
+                  "decoupled weight decay on weight matrices (not biases)");
+    r.add<double>("grad-clip", &Options::grad_clip, o, 1.0, "clip the global gradient norm; 0 = off");
+    r.add<unsigned long>("seed", &Options::seed, o, 1234, "seed for initialisation and sample order");
+    r.add<long>("stop-after", &Options::stop_after, o, 0,
+                "end this run after N steps with a checkpoint (time-boxed jobs); 0 = run to --steps");
+    r.add<int>("ranks-per-node", &Options::ranks_per_node, o, 0,
+               "simulate nodes of K ranks on one machine; 0 = use the real nodes");
+    r.add<int>("threads", &Options::threads, o, 0,
+               "compute threads per rank; 0 = cores of the node / ranks on the node");
+    r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
+    r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
+             "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
+    r.add<long>("checkpoint-every", &Options::checkpoint_every, o, 100,
+                "checkpoint every N steps (and at the end); 0 = only at the end");
+    r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3, "keep the newest K checkpoints");
+    r.add<S>("resume", &Options::resume, o, "none",
+             "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file");
+    r.flag("overwrite-checkpoints", &Options::overwrite_checkpoints, o,
+           "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
+    r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
+    r.add<long>("eval-every", &Options::eval_every, o, 100,
+                "evaluate on the validation shards every N steps (and at the end); 0 = only at the end");
+    r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
+}
+
+std::vector<int> parse_widths(const std::string& s) {
+    std::vector<int> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        int v = 0;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v <= 0)
+            throw UserError(strfmt("--hidden '%s': '%s' is not a positive width; give comma-separated "
+                                   "widths such as --hidden 256,256",
+                                   s.c_str(), item.c_str()));
+        out.push_back(v);
+    }
+    return out;
+}
+
+void validate(Options& o) {
+    auto need = [](bool ok, const std::string& msg) {
+        if (!ok) throw UserError(msg);
+    };
+    need(o.model == "mlp", strfmt("--model '%s' is not a model kind; use --model mlp", o.model.c_str()));
+    o.hidden_sizes = o.hidden.empty() ? std::vector<int>{} : parse_widths(o.hidden);
+    need(o.activation == "relu" || o.activation == "gelu",
+         strfmt("--activation '%s' is unknown; use relu or gelu", o.activation.c_str()));
+    need(o.optimizer == "adamw" || o.optimizer == "sgd",
+         strfmt("--optimizer '%s' is unknown; use adamw or sgd", o.optimizer.c_str()));
+    need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
+    need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
+    need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
+    need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
+    need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
+         strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));
+    need(o.warmup_steps >= 0, strfmt("--warmup-steps %ld must be >= 0", o.warmup_steps));
+    need(o.momentum >= 0 && o.momentum < 1, strfmt("--momentum %g must be in [0, 1)", o.momentum));
+    need(o.beta1 >= 0 && o.beta1 < 1, strfmt("--beta1 %g must be in [0, 1)", o.beta1));
+    need(o.beta2 >= 0 && o.beta2 < 1, strfmt("--beta2 %g must be in [0, 1)", o.beta2));
+    need(o.eps > 0, strfmt("--eps %g must be positive", o.eps));
+    need(o.weight_decay >= 0, strfmt("--weight-decay %g must be >= 0", o.weight_decay));
+    need(o.grad_clip >= 0, strfmt("--grad-clip %g must be >= 0 (0 turns clipping off)", o.grad_clip));
+    need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
+    need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
+    need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
+    need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
+    need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
+    need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
+    need(o.eval_every >= 0, strfmt("--eval-every %ld must be >= 0", o.eval_every));
+    need(!o.run_dir.empty(), "--run-dir must not be empty");
+    if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
+    if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";
+}
+
+// Boost's messages name the option ("unrecognised option '--bach-size'"); add the fix.
+std::string with_fix(const std::string& where, const po::error& e) {
+    return where + e.what() + "; see dptrain --help for the options and their values";
+}
+
+} // namespace
+
+static void make_registry(Registry& general, Registry& r, Options& o) {
+    general.desc.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
+        "config", po::value<std::string>(&o.config)->default_value(""),
+        "INI file of options (name = value, names as below without dashes); the command line wins");
+    declare(r, o);
+}
+
+ParseResult parse_options(int argc, const char* const* argv) {
+    ParseResult res;
+    Registry general("General");
+    Registry r("Training options");
+    make_registry(general, r, res.opts);
+    po::options_description all;
+    all.add(general.desc).add(r.desc);
+
+    po::variables_map vm;
+    try {
+        po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
+        // A repeated option: the last one wins (scripts append overrides to a base command).
+        auto& v = parsed.options;
+        for (size_t i = v.size(); i-- > 0;)
+            for (size_t j = 0; j < i; ++j)
+                if (v[j].string_key == v[i].string_key) {
+                    v.erase(v.begin() + j);
+                    --i;
+                    --j;
+                }
+        po::store(parsed, vm);
+    } catch (const po::error& e) {
+        throw UserError(with_fix("", e));
+    }
+    if (vm.count("help")) {
+        std::ostringstream s;
+        s << "dptrain: data-parallel training with MPI\n\n"
+          << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n\n"
+          << all;
+        res.help = true;
+        res.help_text = s.str();
+        return res;
+    }
+    if (vm.count("version")) {
+        res.version = true;
+        return res;
+    }
+    auto cfg = vm.find("config");
+    if (cfg != vm.end() && !cfg->second.as<std::string>().empty()) {
+        std::string path = cfg->second.as<std::string>();
+        std::ifstream in(path);
+        if (!in)
+            throw UserError(strfmt("--config %s: cannot open the file; check the path (configs/ holds examples)",
+                                   path.c_str()));
+        try {
+            // store() keeps the first value seen, so the command line (stored above) wins.
+            po::store(po::parse_config_file(in, r.desc, /*allow_unregistered=*/false), vm);
+        } catch (const po::error& e) {
+            throw UserError(with_fix(strfmt("config %s: ", path.c_str()), e));
+        }
+    }
+    try {
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw UserError(with_fix("", e));
+    }
+    validate(res.opts);
+    return res;
+}
+
+std::string Options::to_ini() const {
+    Registry general("General");
+    Registry r("Training options");
+    Options scratch;
+    make_registry(general, r, scratch);
+    std::string out;
+    for (auto& [name, print] : r.printers) out += name + " = " + print(*this) + "\n";
+    return out;
+}
+
+} // namespace dptrain

@@ -1,0 +1,325 @@
+// The training loop. Set-up runs in phases that every rank finishes before the next one starts
+// (all_ok): a user error in one of them ends the job with one message and exit code 2 on every
+// rank. After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a collective.
+#include "dptrain/trainer.h"
+
+#include "dptrain/backend.h"
+#include "dptrain/checkpoint.h"
+#include "dptrain/comm.h"
+#include "dptrain/data.h"
+#include "dptrain/error.h"
+#include "dptrain/metrics.h"
+#include "dptrain/model.h"
+#include "dptrain/optim.h"
+#include "dptrain/version.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+namespace dptrain {
+
+namespace {
+
+constexpr int kEvalRows = 512;  // validation rows per forward pass
+
+struct Run {
+    const Options& o;
+    const Topology& topo;
+    MpiCommunicator comm;
+    int W, rank;
+    long global_batch;
+    std::unique_ptr<ShardSet> train, val;
+    std::unique_ptr<Mlp> model;
+    std::unique_ptr<Optimizer> opt;
+    std::unique_ptr<Sampler> sampler;
+    std::vector<float> params, grads;
+    LrSchedule sched;
+    long start_step = 0;
+    std::string resumed_from;
+    JsonlWriter jsonl;
+    std::string last_checkpoint;
+
+    Run(const Options& o_, const Topology& t)
+        : o(o_), topo(t), comm(t.world), W(t.size), rank(t.rank), global_batch((long)o_.batch_size * t.size) {}
+
+    void print(const std::string& s) const {
+        if (rank == 0) {
+            std::fputs(s.c_str(), stdout);
+            std::fflush(stdout);
+        }
+    }
+
+    // Phase 1, local on every rank: threads, data, model, optimizer.
+    void setup_local() {
+        int threads = o.threads;
+        if (threads == 0) threads = std::max(1, (int)std::thread::hardware_concurrency() / topo.local_size);
+        cpu::set_threads(threads);
+
+        train = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
+        val = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
+        if (val->dim() != train->dim() || val->num_classes() != train->num_classes())
+            throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / %d; "
+                                   "regenerate them together",
+                                   o.data.c_str(), val->dim(), val->num_classes(), train->dim(), train->num_classes()));
+        Activation act = o.activation == "gelu" ? Activation::gelu : Activation::relu;
+        model = std::make_unique<Mlp>(train->dim(), o.hidden_sizes, train->num_classes(), act,
+                                      std::max(o.batch_size, kEvalRows));
+        params.assign(model->num_params(), 0.0f);
+        grads.assign(model->num_params(), 0.0f);
+        model->init(params.data(), o.seed);
+        opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
+                                          model->layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
+        sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed);
+        sched.lr = o.lr;
+        sched.min_ratio = o.min_lr_ratio;
+        sched.warmup = o.warmup_steps;
+        sched.total = o.steps;
+    }
+
+    // Phase 2, collective: every rank must see the same dataset (a node with stale shards would
+    // silently train on other data).
+    void check_same_data() {
+        long mine[3] = {train->num_samples(), (long)train->dim(), val->num_samples()};
+        long lo[3], hi[3];
+        MPI_CHECK(MPI_Allreduce(mine, lo, 3, MPI_LONG, MPI_MIN, topo.world));
+        MPI_CHECK(MPI_Allreduce(mine, hi, 3, MPI_LONG, MPI_MAX, topo.world));
+        if (std::memcmp(lo, hi, sizeof lo) != 0)
+            throw UserError(strfmt("--data %s: ranks see different datasets (%ld..%ld training samples); every node "
+                                   "must read the same shards",
+                                   o.data.c_str(), lo[0], hi[0]));
+    }
+
+    // Phase 3, on rank 0: find and verify the checkpoint to resume from.
+    CheckpointState ck;
+    bool have_ck = false;
+    void load_rank0() {
+        if (rank != 0) return;
+        if (o.resume == "none") {
+            // A fresh run next to another run's checkpoints would rotate its own away (they sort
+            // by step) and leave --resume auto to pick a stranger's: refuse unless told.
+            auto old = list_checkpoints(o.checkpoint_dir);
+            if (!old.empty() && !o.overwrite_checkpoints)
+                throw UserError(strfmt("--checkpoint-dir %s already holds %zu checkpoints (newest %s); continue that run "
+                                       "with --resume auto, delete them with --overwrite-checkpoints, or choose another "
+                                       "--checkpoint-dir",
+                                       o.checkpoint_dir.c_str(), old.size(), old[0].c_str()));
+            for (auto& p : old) std::remove(p.c_str());
+            return;
+        }
+        std::vector<std::string> warnings;
+        if (o.resume == "auto") {
+            have_ck = load_latest(o.checkpoint_dir, &ck, &resumed_from, &warnings);
+            for (auto& w : warnings) std::fprintf(stderr, "dptrain: warning: %s\n", w.c_str());
+        } else {
+            ck = load_checkpoint(o.resume);
+            resumed_from = o.resume;
+            have_ck = true;
+        }
+        if (!have_ck) return;
+        const std::string fix = "start a fresh run with another --checkpoint-dir, or --resume none";
+        if (ck.model != model->signature())
+            throw UserError(strfmt("%s: checkpoint is from another model (%s; this run: %s); %s", resumed_from.c_str(),
+                                   ck.model.c_str(), model->signature().c_str(), fix.c_str()));
+        if (ck.optimizer != o.optimizer)
+            throw UserError(strfmt("%s: checkpoint has %s optimizer state, this run uses --optimizer %s; %s",
+                                   resumed_from.c_str(), ck.optimizer.c_str(), o.optimizer.c_str(), fix.c_str()));
+        if (ck.global_batch != global_batch)
+            throw UserError(strfmt("%s: checkpoint was trained with global batch %ld, this run has %ld (--batch-size %d x "
+                                   "%d ranks); keep the global batch: --batch-size %ld",
+                                   resumed_from.c_str(), ck.global_batch, global_batch, o.batch_size, W,
+                                   ck.global_batch % W == 0 ? ck.global_batch / W : 0L));
+        if (ck.seed != o.seed)
+            throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
+                                   "the same seed so the sample order continues",
+                                   resumed_from.c_str(), (unsigned long long)ck.seed, o.seed));
+        if (ck.params.size() != params.size() || ck.opt_m.size() != opt->m().size() ||
+            ck.opt_v.size() != opt->v().size())
+            throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", resumed_from.c_str(), fix.c_str()));
+    }
+
+    // Phase 4, collective: rank 0's checkpoint (if any) to every rank.
+    void share_checkpoint() {
+        long hdr[2] = {have_ck ? 1L : 0L, have_ck ? ck.step : 0L};
+        comm.broadcast(hdr, sizeof hdr, 0);
+        if (!hdr[0]) return;
+        if (rank == 0) {
+            params = ck.params;
+            opt->m() = ck.opt_m;
+            opt->v() = ck.opt_v;
+        }
+        comm.broadcast(params.data(), params.size() * sizeof(float), 0);
+        comm.broadcast(opt->m().data(), opt->m().size() * sizeof(float), 0);
+        comm.broadcast(opt->v().data(), opt->v().size() * sizeof(float), 0);
+        start_step = hdr[1];
+    }
+
+    void banner() {
+        std::string t = topo.table();
+        // The CPU backend is the only one so far; CUDA is detected and reported, not used.
+        print(strfmt("dptrain %s | %s | backend cpu, %d threads per rank\n", DPTRAIN_VERSION, build_features().c_str(),
+                     cpu::get_threads()));
+        print(t);
+        print(strfmt("data %s: %ld training samples in %d shards, %ld validation samples, %d features, %d classes\n",
+                     o.data.c_str(), train->num_samples(), train->num_shards(), val->num_samples(), train->dim(),
+                     train->num_classes()));
+        print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
+                     model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
+                     sampler->steps_per_epoch()));
+        if (!resumed_from.empty() || start_step > 0)
+            print(strfmt("resumed from %s at step %ld (epoch %ld)\n", resumed_from.c_str(), start_step,
+                         sampler->epoch_of(start_step)));
+    }
+
+    EvalStats evaluate(long step) {
+        long N = val->num_samples();
+        long lo = N * rank / W, hi = N * (rank + 1) / W;
+        std::vector<long> idx(kEvalRows);
+        std::vector<float> x((size_t)kEvalRows * val->dim());
+        std::vector<int> y(kEvalRows);
+        double sums[3] = {0, 0, 0};  // loss, correct, samples
+        for (long s = lo; s < hi; s += kEvalRows) {
+            int n = (int)std::min<long>(kEvalRows, hi - s);
+            for (int i = 0; i < n; ++i) idx[i] = s + i;
+            val->read_rows(idx.data(), n, x.data(), y.data());
+            long correct = 0;
+            sums[0] += model->forward(params.data(), x.data(), y.data(), n, &correct);
+            sums[1] += correct;
+            sums[2] += n;
+        }
+        comm.allreduce_sum(sums, 3);
+        EvalStats e;
+        e.step = step;
+        e.samples = (long)sums[2];
+        e.loss = sums[0] / std::max(1.0, sums[2]);
+        e.accuracy = sums[1] / std::max(1.0, sums[2]);
+        return e;
+    }
+
+    void checkpoint(long step) {
+        if (rank == 0) {
+            CheckpointState s;
+            s.step = step;
+            s.epoch = sampler->epoch_of(step);
+            s.epoch_offset = (step % sampler->steps_per_epoch()) * global_batch;
+            s.global_batch = global_batch;
+            s.seed = o.seed;
+            s.world_size = W;
+            s.model = model->signature();
+            s.optimizer = o.optimizer;
+            s.options = o.to_ini();
+            s.params = params;
+            s.opt_m = opt->m();
+            s.opt_v = opt->v();
+            try {
+                last_checkpoint = save_checkpoint(o.checkpoint_dir, s, o.keep_checkpoints);
+            } catch (const UserError& e) {
+                fatal(e.what(), 1);
+            }
+        }
+    }
+
+    void train_loop() {
+        long end = o.steps;
+        if (o.stop_after > 0) end = std::min(end, start_step + o.stop_after);
+        if (start_step >= end) {
+            print(strfmt("nothing to train: the checkpoint is at step %ld and --steps is %ld\n", start_step, o.steps));
+            return;
+        }
+        if (rank == 0) jsonl.open(o.metrics, start_step > 0);
+        Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end);
+
+        double t_run = now_seconds(), t_int = t_run;
+        // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
+        // left out of ms/step and samples/s: they measure training alone.
+        double int_loss = 0, int_comm = 0, int_other = 0, last_norm = 0, last_lr = 0, final_loss = 0;
+        long int_steps = 0, int_samples = 0;
+        bool evaluated = false, saved = false;
+        EvalStats last_eval;
+        for (long step = start_step; step < end; ++step) {
+            const Batch& b = pf.next();
+            std::memset(grads.data(), 0, grads.size() * sizeof(float));
+            double loss_sum = model->forward(params.data(), b.x.data(), b.y.data(), b.n, nullptr);
+            model->backward(grads.data(), params.data(), b.x.data(), b.y.data(), b.n, 1.0f / (float)b.global_n);
+            int global_n = b.global_n;
+            pf.release();
+
+            double tc = now_seconds();
+            comm.allreduce_sum(grads.data(), grads.size());
+            comm.allreduce_sum(&loss_sum, 1);
+            int_comm += now_seconds() - tc;
+
+            last_norm = clip_grad_norm(grads.data(), grads.size(), o.grad_clip);
+            last_lr = sched.at(step);
+            opt->step(params.data(), grads.data(), last_lr, step + 1);
+
+            final_loss = loss_sum / global_n;
+            int_loss += final_loss;
+            int_samples += global_n;
+            ++int_steps;
+            long done = step + 1;
+            evaluated = saved = false;
+
+            if (done % o.log_every == 0 || done == end) {
+                double t = now_seconds(), dt = t - t_int - int_other;
+                double shares[2] = {pf.take_wait_seconds() / dt, int_comm / dt};
+                MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 2, MPI_DOUBLE, MPI_MAX, topo.world));
+                StepStats s;
+                s.step = done;
+                s.total = o.steps;
+                s.loss = int_loss / int_steps;
+                s.grad_norm = last_norm;
+                s.lr = last_lr;
+                s.ms_per_step = 1000.0 * dt / int_steps;
+                s.samples_per_s = int_samples / dt;
+                s.data_wait_pct = 100.0 * shares[0];
+                s.comm_pct = 100.0 * shares[1];
+                print(format_step_line(s) + "\n");
+                if (rank == 0) jsonl.write(JsonlWriter::step_json(s));
+                int_loss = int_comm = int_other = 0;
+                int_steps = int_samples = 0;
+                t_int = now_seconds();
+            }
+            double t_other = now_seconds();
+            if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+                last_eval = evaluate(done);
+                evaluated = true;
+                print(format_eval_line(last_eval) + "\n");
+                if (rank == 0) jsonl.write(JsonlWriter::eval_json(last_eval));
+            }
+            if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || done == end) {
+                checkpoint(done);
+                saved = true;
+            }
+            int_other += now_seconds() - t_other;
+        }
+        double secs = now_seconds() - t_run;
+        std::string tail = evaluated ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval.loss, 100.0 * last_eval.accuracy) : "";
+        print(strfmt("done: steps %ld..%ld in %.1f s | final train loss %.4f%s\n", start_step + 1, end, secs, final_loss,
+                     tail.c_str()));
+        if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));
+    }
+};
+
+} // namespace
+
+int run_training(const Options& opts, const Topology& topo) {
+    Run run(opts, topo);
+    if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
+    if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
+    if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;
+    run.share_checkpoint();
+    run.banner();
+    try {
+        run.train_loop();
+    } catch (const UserError& e) {
+        fatal(e.what(), 2);
+    } catch (const std::exception& e) {
+        fatal(strfmt("internal error: %s", e.what()), 1);
+    }
+    return 0;
+}
+
+} // namespace dptrain

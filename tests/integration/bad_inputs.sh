@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A bad option, config, shard or checkpoint: one "dptrain: error:" line that names the thing,
+# a non-zero exit (2 for what the user can fix), on every rank, and no hang (train's timeout).
+source "$(dirname "$0")/lib.bash"
+PY=/usr/bin/python3  # Debian's python3, which has h5py (make deps)
+synth "$WORK/good" --train-samples 512 --val-samples 64 --shards 4
+
+# expect_error NAME WANT_RC PATTERN NP [dptrain options]
+expect_error() {
+  local name=$1 want=$2 pattern=$3 np=$4; shift 4
+  train "$np" "$@"
+  local lines
+  lines=$(grep -c '^dptrain: error:' "$WORK/out" || true)
+  if [ "$RC" = 0 ] || { [ "$want" != any ] && [ "$RC" != "$want" ]; } || [ "$lines" != 1 ] \
+     || ! grep '^dptrain: error:' "$WORK/out" | grep -q -- "$pattern"; then
+    cat "$WORK/out"
+    fail "$name: want exit ${want} and one error line matching '$pattern'; got exit $RC and $lines error lines"
+  fi
+  if grep -qiE 'terminate called|stack trace|Segmentation' "$WORK/out"; then cat "$WORK/out"; fail "$name: crashed"; fi
+  echo "ok: $name -> $(grep '^dptrain: error:' "$WORK/out")"
+}
+
+base=(--data "$WORK/good" --run-dir "$WORK/run" --steps 4 --batch-size 8 --eval-every 0)
+expect_error "unknown option" 2 "bach-size" 2 "${base[@]}" --bach-size 3
+expect_error "bad value" 2 "'--lr' is invalid" 2 "${base[@]}" --lr fast
+expect_error "bad choice" 2 "--optimizer 'lamb'" 2 "${base[@]}" --optimizer lamb
+expect_error "missing config" 2 "$WORK/none.ini" 2 "${base[@]}" --config "$WORK/none.ini"
+printf 'stepz = 3\n' >"$WORK/bad.ini"
+expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
+expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3
+expect_error "missing data dir" 2 "$WORK/nowhere" 2 "${base[@]}" --data "$WORK/nowhere"
+
+cp -r "$WORK/good" "$WORK/missing"
+rm "$WORK/missing/train-00002-of-00004.h5"
+expect_error "missing shard" 2 "train-00002-of-00004.h5: shard missing" 2 "${base[@]}" --data "$WORK/missing"
+
+cp -r "$WORK/good" "$WORK/trunc"
+f="$WORK/trunc/train-00001-of-00004.h5"
+truncate -s $(( $(stat -c %s "$f") / 2 )) "$f"
+expect_error "truncated shard" 2 "train-00001-of-00004.h5.*truncated" 2 "${base[@]}" --data "$WORK/trunc"
+
+cp -r "$WORK/good" "$WORK/dtype"
+$PY - "$WORK/dtype/train-00003-of-00004.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    x = f["features"][...]
+    del f["features"]
+    f["features"] = x.astype(np.float64)
+PY
+expect_error "wrong dtype" 2 "/features has dtype float64, expected float32" 2 "${base[@]}" --data "$WORK/dtype"
+
+cp -r "$WORK/good" "$WORK/shape"
+$PY - "$WORK/shape/val-00000-of-00001.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    y = f["labels"][...]
+    del f["labels"]
+    f["labels"] = y[:-3]
+PY
+expect_error "wrong shape" 2 "val-00000-of-00001.h5: /labels shape does not match" 2 "${base[@]}" --data "$WORK/shape"
+
+# Only rank 1 lacks a shard (as when one node's copy is stale): rank 1 names it, rank 0 does not
+# wait forever. MPMD launch gives the two ranks different --data.
+cp -r "$WORK/good" "$WORK/stale"
+rm "$WORK/stale/train-00000-of-00004.h5"
+set +e
+timeout -k 5 120 $MPIRUN -np 1 "$BIN/dptrain" "${base[@]}" : -np 1 "$BIN/dptrain" "${base[@]}" --data "$WORK/stale" \
+  >"$WORK/out" 2>&1
+RC=$?
+set -e
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && grep -q "stale/train-00000-of-00004.h5: shard missing.*(rank 1 on" "$WORK/out" \
+  || { cat "$WORK/out"; fail "shard missing on rank 1 only: want exit 2 and one line from rank 1; got exit $RC"; }
+echo "ok: shard missing on one rank -> $(grep '^dptrain: error:' "$WORK/out")"
+
+# A checkpoint from another model: resume refuses with the fix.
+train 1 "${base[@]}" --hidden 16 --run-dir "$WORK/other"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training the small model failed"; }
+expect_error "checkpoint from another model" 2 "checkpoint is from another model" 2 "${base[@]}" \
+  --checkpoint-dir "$WORK/other/checkpoints" --resume auto
+
+# A bad label found mid-training (by the reader thread on one rank): MPI_Abort ends every rank.
+cp -r "$WORK/good" "$WORK/label"
+$PY - "$WORK/label/train-00001-of-00004.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["labels"][:] = 99
+PY
+# Each rank that meets the shard reports it itself (they fail independently, at once), so here
+# every error line must name the cause; at least one must appear.
+train 2 "${base[@]}" --data "$WORK/label" --steps 50
+n=$(grep -c '^dptrain: error:' "$WORK/out" || true)
+bad=$(grep '^dptrain: error:' "$WORK/out" | grep -vc 'train-00001-of-00004.h5: /labels\[[0-9]*\] = 99 is outside' || true)
+[ "$RC" != 0 ] && [ "$n" -ge 1 ] && [ "$bad" = 0 ] || { cat "$WORK/out"; fail "bad label mid-training: got exit $RC, $n error lines, $bad off-topic"; }
+echo "ok: label out of range during training -> exit $RC, $n error line(s)"
+
+# A fresh run into a directory holding another run's checkpoints refuses, naming both ways out.
+expect_error "checkpoint dir in use" 2 "already holds 1 checkpoints.*--resume auto.*--overwrite-checkpoints" 2 \
+  "${base[@]}" --run-dir "$WORK/other"
+train 2 "${base[@]}" --run-dir "$WORK/other" --hidden 16 --overwrite-checkpoints
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "--overwrite-checkpoints did not start over"; }

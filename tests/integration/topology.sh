@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Rank table: 4 ranks with --ranks-per-node 2 form 2 simulated nodes of 2; without it, 1 node.
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 256 --val-samples 32
+train 4 --data "$WORK/data" --run-dir "$WORK/run" --steps 2 --batch-size 4 --eval-every 0 --ranks-per-node 2
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "exit $RC"; }
+grep -q "4 ranks on 2 simulated nodes" "$WORK/out" || { cat "$WORK/out"; fail "no simulated-node line"; }
+for want in "0 0 0/2" "1 0 1/2" "2 1 0/2" "3 1 1/2"; do
+  awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3}' "$WORK/out" | grep -qx "$want" \
+    || { cat "$WORK/out"; fail "rank table lacks row '$want'"; }
+done
+train 4 --data "$WORK/data" --run-dir "$WORK/run2" --steps 2 --batch-size 4 --eval-every 0
+grep -q "4 ranks on 1 node$" "$WORK/out" || { cat "$WORK/out"; fail "real topology: want 1 node"; }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test: the unit tests, the multi-rank tests under mpirun -np 1, 2 and 4, and the
+# integration scripts, each under a time limit. Prints one PASS/FAIL line per suite and ends with
+# "N passed, N failed"; exits non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/.."
+MPIRUN=${MPIRUN:-mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )}
+export MPIRUN OMPI_MCA_btl_vader_single_copy_mechanism=none
+log=build/test-logs
+mkdir -p "$log"
+passed=0 failed=0 failures=()
+
+# suite NAME LIMIT_SECONDS COMMAND...
+suite() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS rc
+  timeout -k 5 "$limit" "$@" >"$log/$name.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    passed=$((passed + 1)); printf 'PASS  %-28s %4ds\n' "$name" $((SECONDS - t0))
+  else
+    failed=$((failed + 1)); failures+=("$name")
+    [ $rc = 124 ] && echo "      (timed out after ${limit}s)" >>"$log/$name.log"
+    printf 'FAIL  %-28s %4ds  (exit %d; log: %s)\n' "$name" $((SECONDS - t0)) $rc "$log/$name.log"
+    tail -n 25 "$log/$name.log" | sed 's/^/      | /'
+  fi
+}
+
+suite unit 300 build/unit_tests --use-colour no
+for np in 1 2 4; do suite "mpi-np$np" 120 $MPIRUN -np $np build/mpi_tests --use-colour no; done
+for t in tests/integration/*.sh; do suite "$(basename "$t" .sh)" 600 "$t"; done
+
+echo
+[ $failed = 0 ] || echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

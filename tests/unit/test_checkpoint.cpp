@@ -1,0 +1,122 @@
+// Checkpoints: exact round trip, corruption caught by checksum, fallback, and keep-K.
+#include "helpers.h"
+
+#include "dptrain/checkpoint.h"
+#include "dptrain/error.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace dptrain;
+
+static CheckpointState sample_state(long step) {
+    CheckpointState s;
+    s.step = step;
+    s.epoch = 2;
+    s.epoch_offset = 640;
+    s.global_batch = 64;
+    s.seed = 0xFEEDFACEull;
+    s.world_size = 4;
+    s.model = "mlp in=3 hidden=4 classes=2 act=relu";
+    s.optimizer = "adamw";
+    s.options = "lr = 0.001\nsteps = 10\n";
+    for (int i = 0; i < 1000; ++i) {
+        s.params.push_back(0.001f * i - 0.3f + step);
+        s.opt_m.push_back(1e-5f * i);
+        s.opt_v.push_back(1e-9f * i * i);
+    }
+    return s;
+}
+
+TEST_CASE("checkpoint round trip is exact", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt") + "/nested/dir";
+    CheckpointState a = sample_state(20);
+    std::string path = save_checkpoint(dir, a, 3);
+    CHECK(path == dir + "/ckpt-00000020.h5");
+    CheckpointState b = load_checkpoint(path);
+    CHECK(b.step == 20);
+    CHECK(b.epoch == 2);
+    CHECK(b.epoch_offset == 640);
+    CHECK(b.global_batch == 64);
+    CHECK(b.seed == 0xFEEDFACEull);
+    CHECK(b.world_size == 4);
+    CHECK(b.model == a.model);
+    CHECK(b.optimizer == "adamw");
+    CHECK(b.options == a.options);
+    CHECK(b.params == a.params);
+    CHECK(b.opt_m == a.opt_m);
+    CHECK(b.opt_v == a.opt_v);
+    // No temporary file is left behind.
+    CHECK(access((dir + "/.ckpt-00000020.h5.tmp").c_str(), F_OK) != 0);
+
+    SECTION("an empty optimizer tensor (SGD has no second moment) round-trips") {
+        CheckpointState s = sample_state(21);
+        s.opt_v.clear();
+        CHECK(load_checkpoint(save_checkpoint(dir, s, 3)).opt_v.empty());
+    }
+}
+
+TEST_CASE("a corrupted checkpoint fails its checksum and the previous one is used", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-bad");
+    save_checkpoint(dir, sample_state(10), 5);
+    std::string newest = save_checkpoint(dir, sample_state(20), 5);
+    // Flip bytes inside the parameter data: find the first parameter's bytes in the file.
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    float first = sample_state(20).params[5];
+    std::string needle(reinterpret_cast<const char*>(&first), 4);
+    size_t at = bytes.find(needle);
+    REQUIRE(at != std::string::npos);
+    f.seekp((std::streamoff)at);
+    f.put((char)(bytes[at] ^ 0x40));
+    f.close();
+    CHECK_THROWS_WITH(load_checkpoint(newest), Catch::Contains("checksum") && Catch::Contains(newest));
+
+    CheckpointState got;
+    std::string path;
+    std::vector<std::string> warnings;
+    REQUIRE(load_latest(dir, &got, &path, &warnings));
+    CHECK(got.step == 10);
+    CHECK(path == dir + "/ckpt-00000010.h5");
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find(newest) != std::string::npos);
+}
+
+TEST_CASE("a truncated newest checkpoint falls back; an empty directory has none", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-trunc");
+    CheckpointState got;
+    std::string path;
+    std::vector<std::string> warnings;
+    CHECK_FALSE(load_latest(dir, &got, &path, &warnings));
+    save_checkpoint(dir, sample_state(1), 5);
+    std::string newest = save_checkpoint(dir, sample_state(2), 5);
+    struct stat st;
+    REQUIRE(stat(newest.c_str(), &st) == 0);
+    REQUIRE(truncate(newest.c_str(), st.st_size - 100) == 0);
+    REQUIRE(load_latest(dir, &got, &path, &warnings));
+    CHECK(got.step == 1);
+}
+
+TEST_CASE("only the newest K checkpoints are kept", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-keep");
+    for (long s = 1; s <= 5; ++s) save_checkpoint(dir, sample_state(s * 100), 2);
+    auto all = list_checkpoints(dir);
+    REQUIRE(all.size() == 2);
+    CHECK(all[0] == dir + "/ckpt-00000500.h5");
+    CHECK(all[1] == dir + "/ckpt-00000400.h5");
+}
+
+TEST_CASE("checksum64 sees every byte and its position", "[checkpoint]") {
+    std::vector<unsigned char> a(37, 1), b = a;
+    CHECK(checksum64(a.data(), a.size()) == checksum64(b.data(), b.size()));
+    b[36] = 2;
+    CHECK(checksum64(a.data(), a.size()) != checksum64(b.data(), b.size()));
+    b = a;
+    b[3] = 0, b[11] = 2;  // same byte sum, different bytes
+    CHECK(checksum64(a.data(), a.size()) != checksum64(b.data(), b.size()));
+    CHECK(checksum64(a.data(), 36) != checksum64(a.data(), 37));
+}

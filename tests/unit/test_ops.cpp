@@ -1,0 +1,166 @@
+// Every CPU op's backward against central finite differences of its forward, and the whole MLP.
+// Tolerance: float32 forward with step h = 1e-2 (1e-3 for the model) gives O(h^2) truncation
+// plus rounding ~1e-7/h; |analytic - numeric| <= 2e-3 + 2e-2 * |numeric| covers both with margin
+// while still catching a wrong term (errors of a wrong formula are O(1)).
+#include "dptrain/backend.h"
+#include "dptrain/model.h"
+#include "dptrain/rng.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+using namespace dptrain;
+
+static std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+    Rng r(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = scale * r.normal();
+    return v;
+}
+
+// Checks grad[i] against d loss / d x[i] by central differences over every element of x.
+static void check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss,
+                       float h = 1e-2f) {
+    REQUIRE(x.size() == grad.size());
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        float keep = x[i];
+        x[i] = keep + h;
+        double up = loss();
+        x[i] = keep - h;
+        double down = loss();
+        x[i] = keep;
+        double num = (up - down) / (2.0 * h);
+        if (std::fabs(grad[i] - num) > 2e-3 + 2e-2 * std::fabs(num)) {
+            if (++bad <= 5) WARN("element " << i << ": analytic " << grad[i] << " numeric " << num);
+        }
+    }
+    CHECK(bad == 0);
+}
+
+// Weighted sum of outputs, so every output gets a distinct upstream gradient.
+static double dot(const std::vector<float>& a, const std::vector<float>& w) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += (double)a[i] * w[i];
+    return s;
+}
+
+TEST_CASE("matmul_backward matches finite differences", "[ops]") {
+    const int B = 3, C = 5, OC = 4;
+    auto inp = randn(B * C, 1), w = randn(OC * C, 2), bias = randn(OC, 3), dout = randn(B * OC, 4);
+    std::vector<float> out(B * OC);
+    auto loss = [&] {
+        cpu::matmul_forward(out.data(), inp.data(), w.data(), bias.data(), B, C, OC);
+        return dot(out, dout);
+    };
+    std::vector<float> dinp(B * C), dw(OC * C, 0.0f), db(OC, 0.0f);
+    cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+    check_grad(inp, dinp, loss);
+    check_grad(w, dw, loss);
+    check_grad(bias, db, loss);
+
+    SECTION("weight and bias gradients accumulate") {
+        std::vector<float> dw2 = dw, db2 = db;
+        cpu::matmul_backward(nullptr, dw2.data(), db2.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+        for (size_t i = 0; i < dw.size(); ++i) CHECK(dw2[i] == Approx(2 * dw[i]));
+        for (size_t i = 0; i < db.size(); ++i) CHECK(db2[i] == Approx(2 * db[i]));
+    }
+}
+
+TEST_CASE("relu and gelu backward match finite differences", "[ops]") {
+    const long N = 40;
+    auto inp = randn(N, 5), dout = randn(N, 6);
+    // Keep ReLU inputs away from the kink at 0, where the derivative is undefined.
+    for (auto& x : inp)
+        if (std::fabs(x) < 0.05f) x = 0.5f;
+    std::vector<float> out(N), dinp(N);
+    auto relu_loss = [&] {
+        cpu::relu_forward(out.data(), inp.data(), N);
+        return dot(out, dout);
+    };
+    cpu::relu_backward(dinp.data(), inp.data(), dout.data(), N);
+    check_grad(inp, dinp, relu_loss);
+
+    auto gelu_loss = [&] {
+        cpu::gelu_forward(out.data(), inp.data(), N);
+        return dot(out, dout);
+    };
+    cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), N);
+    check_grad(inp, dinp, gelu_loss);
+    // Known values of the tanh approximation.
+    float x[3] = {0.0f, 1.0f, -2.0f}, y[3];
+    cpu::gelu_forward(y, x, 3);
+    CHECK(y[0] == 0.0f);
+    CHECK(y[1] == Approx(0.841192f).epsilon(1e-5));
+    CHECK(y[2] == Approx(-0.045402f).epsilon(1e-4));
+}
+
+TEST_CASE("softmax cross-entropy: values and backward", "[ops]") {
+    const int B = 4, V = 6;
+    auto logits = randn(B * V, 7, 2.0f);
+    std::vector<int> targets = {0, 5, 2, 2};
+    std::vector<float> losses(B), probs(B * V);
+    auto loss = [&] {
+        cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), B, V);
+        double s = 0;
+        for (float l : losses) s += l;
+        return s / B;
+    };
+    loss();
+    for (int b = 0; b < B; ++b) {
+        double z = 0;
+        for (int v = 0; v < V; ++v) z += std::exp((double)logits[b * V + v]);
+        CHECK(losses[b] == Approx(std::log(z) - logits[b * V + targets[b]]).epsilon(1e-5));
+    }
+    std::vector<float> dlogits(B * V);
+    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / B, B, V);
+    check_grad(logits, dlogits, loss);
+
+    SECTION("large logits do not overflow") {
+        std::vector<float> big = {1000.0f, 0.0f}, p(2), l(1);
+        int t = 1;
+        cpu::softmax_crossentropy_forward(l.data(), p.data(), big.data(), &t, 1, 2);
+        CHECK(l[0] == Approx(1000.0f));
+        CHECK(std::isfinite(p[1]));
+    }
+}
+
+TEST_CASE("MLP backward matches finite differences of the mean loss", "[ops][model]") {
+    for (Activation act : {Activation::gelu, Activation::relu}) {
+        const int B = 5, D = 6, K = 4;
+        Mlp m(D, {7, 5}, K, act, B);
+        std::vector<float> params(m.num_params()), grads(m.num_params(), 0.0f);
+        m.init(params.data(), 11);
+        // Biases start at zero; give them values so their gradients are exercised off the origin.
+        Rng r(12);
+        for (auto& p : params) p += 0.1f * r.normal();
+        auto x = randn(B * D, 13);
+        std::vector<int> y = {0, 3, 1, 2, 3};
+        auto loss = [&] { return m.forward(params.data(), x.data(), y.data(), B, nullptr) / B; };
+        loss();
+        m.backward(grads.data(), params.data(), x.data(), y.data(), B, 1.0f / B);
+        check_grad(params, grads, loss, 1e-3f);
+    }
+}
+
+TEST_CASE("MLP layout, init and signature", "[model]") {
+    Mlp m(3, {4}, 2, Activation::relu, 8);
+    const ParamLayout& L = m.layout();
+    REQUIRE(L.views.size() == 4);
+    CHECK(L.find("fc0.weight").shape == std::vector<int>{4, 3});
+    CHECK(L.find("fc1.bias").offset == 4 * 3 + 4 + 2 * 4);
+    CHECK(L.total == 4 * 3 + 4 + 2 * 4 + 2);
+    CHECK(L.find("fc0.weight").decay);
+    CHECK_FALSE(L.find("fc0.bias").decay);
+    CHECK(m.signature() == "mlp in=3 hidden=4 classes=2 act=relu");
+    std::vector<float> a(m.num_params()), b(m.num_params()), c(m.num_params());
+    m.init(a.data(), 5);
+    m.init(b.data(), 5);
+    m.init(c.data(), 6);
+    CHECK(a == b);
+    CHECK(a != c);
+    CHECK(m.flops_per_sample() == 3.0 * 2.0 * (3 * 4 + 4 * 2));
+}

@@ -1,0 +1,112 @@
+// Options: defaults, INI + command line precedence, and one clear message per bad input.
+#include "dptrain/error.h"
+#include "dptrain/options.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace dptrain;
+
+static ParseResult parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "dptrain");
+    std::vector<const char*> argv;
+    for (auto& a : args) argv.push_back(a.c_str());
+    return parse_options((int)argv.size(), argv.data());
+}
+
+static std::string error_of(std::vector<std::string> args) {
+    try {
+        parse(args);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+static std::string write_tmp(const std::string& name, const std::string& text) {
+    std::string path = "/tmp/dptrain-test-" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+TEST_CASE("defaults are valid and derived paths follow --run-dir", "[options]") {
+    Options o = parse({}).opts;
+    CHECK(o.model == "mlp");
+    CHECK(o.hidden_sizes == std::vector<int>{256, 256});
+    CHECK(o.checkpoint_dir == "runs/local/checkpoints");
+    CHECK(o.metrics == "runs/local/metrics.jsonl");
+    Options p = parse({"--run-dir", "/x/y", "--hidden", "8,4,2"}).opts;
+    CHECK(p.checkpoint_dir == "/x/y/checkpoints");
+    CHECK(p.hidden_sizes == std::vector<int>{8, 4, 2});
+}
+
+TEST_CASE("INI file values apply and the command line wins", "[options]") {
+    std::string cfg = write_tmp("a.ini", "# comment\nbatch-size = 7\nlr = 0.5\noptimizer = sgd\n");
+    Options o = parse({"--config", cfg, "--lr", "0.25"}).opts;
+    CHECK(o.batch_size == 7);
+    CHECK(o.lr == 0.25);
+    CHECK(o.optimizer == "sgd");
+}
+
+TEST_CASE("to_ini round-trips every option", "[options]") {
+    Options a = parse({"--batch-size", "3", "--hidden", "5,6", "--activation", "gelu", "--lr", "0.0123",
+                       "--seed", "99", "--resume", "auto"}).opts;
+    std::string cfg = write_tmp("round.ini", a.to_ini());
+    Options b = parse({"--config", cfg}).opts;
+    CHECK(b.to_ini() == a.to_ini());
+    CHECK(b.hidden_sizes == std::vector<int>{5, 6});
+    CHECK(b.lr == 0.0123);
+}
+
+TEST_CASE("bad options give one line naming the option and the fix", "[options]") {
+    std::string e = error_of({"--bach-size", "4"});
+    CHECK(e.find("bach-size") != std::string::npos);
+    CHECK(e.find("--help") != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+
+    e = error_of({"--batch-size", "four"});
+    CHECK(e.find("batch-size") != std::string::npos);
+    CHECK(e.find("four") != std::string::npos);
+
+    e = error_of({"--batch-size", "0"});
+    CHECK(e.find("--batch-size 0") != std::string::npos);
+
+    e = error_of({"--activation", "tanh"});
+    CHECK(e.find("--activation 'tanh'") != std::string::npos);
+    CHECK(e.find("relu or gelu") != std::string::npos);
+
+    e = error_of({"--hidden", "8,x"});
+    CHECK(e.find("--hidden") != std::string::npos);
+
+    e = error_of({"--config", "/nonexistent/dptrain.ini"});
+    CHECK(e.find("/nonexistent/dptrain.ini") != std::string::npos);
+    CHECK(e.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("bad INI contents name the file and the key", "[options]") {
+    std::string cfg = write_tmp("bad.ini", "batchsize = 4\n");
+    std::string e = error_of({"--config", cfg});
+    CHECK(e.find(cfg) != std::string::npos);
+    CHECK(e.find("batchsize") != std::string::npos);
+    cfg = write_tmp("bad2.ini", "steps = many\n");
+    e = error_of({"--config", cfg});
+    CHECK(e.find("steps") != std::string::npos);
+    CHECK(e.find("many") != std::string::npos);
+}
+
+TEST_CASE("--help returns the help text listing every option", "[options]") {
+    ParseResult r = parse({"--help"});
+    CHECK(r.help);
+    for (const char* name : {"--batch-size", "--config", "--resume", "--ranks-per-node", "--checkpoint-every"})
+        CHECK(r.help_text.find(name) != std::string::npos);
+}
+
+TEST_CASE("a repeated option: the last one wins", "[options]") {
+    Options o = parse({"--steps", "5", "--lr", "0.1", "--steps", "7", "--steps", "9"}).opts;
+    CHECK(o.steps == 9);
+    CHECK(o.lr == 0.1);
+}
