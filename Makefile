@@ -49,7 +49,7 @@ VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1
 CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
-CXXFLAGS := -std=c++17 $(OPT) -fopenmp -Wall -Wextra -MMD -MP
+CXXFLAGS := -std=c++17 $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -MMD -MP
 LDLIBS   := $(HDF5_LIBS) -lboost_program_options -lopenblas $(MPI_LIBS) -fopenmp -lpthread \
             $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
@@ -65,10 +65,11 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests
 
 .PHONY: all deps run test clean help tests
+.SECONDARY:
 all: $(BUILD)/dptrain $(TOOLS)
 tests: $(TESTS)
 
-$(BUILD)/%.o: %.cpp | $(CONFIG)
+$(BUILD)/%.o: %.cpp $(CONFIG)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX   $<")
 	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
@@ -100,12 +101,14 @@ deps:
 data/synth/val-00000-of-00001.h5: | $(BUILD)/dptrain-data
 	$(BUILD)/dptrain-data synth --out data/synth
 
+JOBS := -j$(shell nproc 2>/dev/null || echo 2)
+
 run: deps
-	@$(MAKE) --no-print-directory all data/synth/val-00000-of-00001.h5
+	@$(MAKE) --no-print-directory $(JOBS) all data/synth/val-00000-of-00001.h5
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
 
 test: deps
-	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory $(JOBS) all tests
 	@MPIRUN="$(MPIRUN)" tests/run_all.sh
 
 clean:

@@ -5,8 +5,12 @@
 #include "dptrain/rng.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +20,44 @@ namespace dptrain {
 
 static std::string shard_name(const std::string& dir, const std::string& split, int i, int of) {
     return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), i, of);
+}
+
+// Direct reads need a contiguous, allocated, unfiltered dataset of the native type (the file
+// then holds the rows as plain little-endian arrays at a fixed offset). Anything else keeps the
+// HDF5 path. A file shorter than its datasets' extent is caught here as truncated.
+static void setup_direct(const std::string& path, hid_t features, hid_t labels, hsize_t rows, hsize_t dim, int* fd,
+                         long* features_at, long* labels_at) {
+    auto plain = [](hid_t dset, hid_t native) {
+        h5::Hid dcpl(H5Dget_create_plist(dset), H5Pclose);
+        h5::Hid type(H5Dget_type(dset), H5Tclose);
+        return H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 &&
+               H5Tequal(type.get(), native) > 0 && H5Dget_offset(dset) != HADDR_UNDEF;
+    };
+    if (!plain(features, H5T_NATIVE_FLOAT) || !plain(labels, H5T_NATIVE_INT32)) return;
+    long fo = (long)H5Dget_offset(features), lo = (long)H5Dget_offset(labels);
+    int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f < 0) return;
+    struct stat st;
+    long need = std::max(fo + (long)(rows * dim * 4), lo + (long)(rows * 4));
+    if (fstat(f, &st) != 0 || st.st_size < need) {
+        ::close(f);
+        throw UserError(strfmt("%s: truncated: %lld bytes, its datasets need %ld; restore or regenerate the shard",
+                               path.c_str(), (long long)st.st_size, need));
+    }
+    *fd = f;
+    *features_at = fo;
+    *labels_at = lo;
+}
+
+ShardSet::~ShardSet() {
+    for (Shard& sh : shards_)
+        if (sh.fd >= 0) ::close(sh.fd);
+}
+
+bool ShardSet::direct() const {
+    for (const Shard& sh : shards_)
+        if (sh.fd < 0) return false;
+    return !shards_.empty();
 }
 
 ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows) {
@@ -78,6 +120,7 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
                                    s.dim_, s.classes_));
         }
         if (fd[0] == 0) throw UserError(strfmt("%s: shard holds no samples; %s", sh.path.c_str(), hint.c_str()));
+        setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at, &sh.labels_at);
         sh.first = s.total_;
         sh.count = (long)fd[0];
         s.total_ += sh.count;
@@ -94,8 +137,6 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     order_.clear();
     for (int i = 0; i < n; ++i) order_.emplace_back(idx[i], i);
     std::sort(order_.begin(), order_.end());
-    const hsize_t D = (hsize_t)dim_;
-    std::lock_guard<std::mutex> g(h5::lock());
     size_t k = 0;
     while (k < order_.size()) {
         // Shard of order_[k]: the last shard whose first row is <= the index.
@@ -105,29 +146,11 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
         Shard& sh = *(it - 1);
         size_t begin = k;
         while (k < order_.size() && order_[k].first < sh.first + sh.count) ++k;
-        hsize_t rows = k - begin;
-
-        // File selection: the union of runs of consecutive rows; memory: `rows` packed rows.
-        h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
-        h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
-        for (size_t r = begin; r < k;) {
-            size_t e = r + 1;
-            while (e < k && order_[e].first == order_[e - 1].first + 1) ++e;
-            hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
-            hsize_t count[2] = {(hsize_t)(e - r), D};
-            H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
-            H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr);
-            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr);
-            r = e;
-        }
-        hsize_t mdims[2] = {rows, D};
-        h5::Hid mf(H5Screate_simple(2, mdims, nullptr), H5Sclose);
-        h5::Hid ml(H5Screate_simple(1, mdims, nullptr), H5Sclose);
-        if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, xs_.data()) < 0 ||
-            H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ys_.data()) < 0)
-            throw UserError(strfmt("%s: reading %llu rows failed (file truncated or corrupt?); regenerate or restore the shard",
-                                   sh.path.c_str(), (unsigned long long)rows));
-        for (hsize_t r = 0; r < rows; ++r) {
+        if (sh.fd >= 0) read_direct(sh, begin, k);
+        else read_hdf5(sh, begin, k);
+        // Rows arrive packed in file order in xs_/ys_; check labels and place rows in batch order.
+        const size_t D = (size_t)dim_;
+        for (size_t r = 0; r < k - begin; ++r) {
             auto [row, pos] = order_[begin + r];
             int label = ys_[r];
             if (label < 0 || label >= classes_)
@@ -137,6 +160,59 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
             y[pos] = label;
         }
     }
+}
+
+// One pread per run of consecutive rows, for features and labels.
+void ShardSet::read_direct(Shard& sh, size_t begin, size_t end) {
+    const size_t row_bytes = (size_t)dim_ * sizeof(float);
+    for (size_t r = begin; r < end;) {
+        size_t e = r + 1;
+        while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
+        long row = order_[r].first - sh.first;
+        size_t rows = e - r;
+        auto read_all = [&](void* dst, size_t bytes, long at) {
+            char* p = static_cast<char*>(dst);
+            while (bytes > 0) {
+                ssize_t got = ::pread(sh.fd, p, bytes, at);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: read of %zu bytes at offset %ld failed (%s); is the file truncated or "
+                                           "the filesystem unavailable?",
+                                           sh.path.c_str(), bytes, at, got == 0 ? "end of file" : std::strerror(errno)));
+                p += got;
+                bytes -= (size_t)got;
+                at += got;
+            }
+        };
+        read_all(xs_.data() + (r - begin) * dim_, rows * row_bytes, sh.features_at + row * (long)row_bytes);
+        read_all(ys_.data() + (r - begin), rows * sizeof(int), sh.labels_at + row * (long)sizeof(int));
+        r = e;
+    }
+}
+
+// One H5Dread per dataset of the union of the runs' hyperslabs.
+void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
+    const hsize_t D = (hsize_t)dim_;
+    hsize_t rows = end - begin;
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
+    h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+    for (size_t r = begin; r < end;) {
+        size_t e = r + 1;
+        while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
+        hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
+        hsize_t count[2] = {(hsize_t)(e - r), D};
+        H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
+        H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr);
+        H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr);
+        r = e;
+    }
+    hsize_t mdims[2] = {rows, D};
+    h5::Hid mf(H5Screate_simple(2, mdims, nullptr), H5Sclose);
+    h5::Hid ml(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+    if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, xs_.data()) < 0 ||
+        H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ys_.data()) < 0)
+        throw UserError(strfmt("%s: reading %llu rows failed (file truncated or corrupt?); regenerate or restore the shard",
+                               sh.path.c_str(), (unsigned long long)rows));
 }
 
 // ---------------------------------------------------------------------------------------------

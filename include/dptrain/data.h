@@ -23,6 +23,7 @@ class ShardSet {
   public:
     static ShardSet open(const std::string& dir, const std::string& split, int max_rows);
     ShardSet(ShardSet&&) = default;
+    ~ShardSet();
 
     long num_samples() const { return total_; }
     int dim() const { return dim_; }
@@ -30,16 +31,25 @@ class ShardSet {
     int num_shards() const { return (int)shards_.size(); }
     const std::string& shard_path(int i) const { return shards_[i].path; }
 
-    // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order. One
-    // HDF5 read per shard touched, with the rows' runs as one hyperslab selection.
+    // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
+    // Contiguous, unfiltered little-endian datasets (what dptrain-data and h5py write by default)
+    // are read with one pread per run of consecutive rows at the dataset's file offset; HDF5's
+    // own read of a scattered selection copies whole 64 KiB sieve buffers per row and cost ~4x
+    // more. Other layouts (chunked, compressed) take one H5Dread per shard touched, with the
+    // rows' runs as one hyperslab selection.
     void read_rows(const long* idx, int n, float* x, int* y);
+    bool direct() const;  // every shard is read with pread
 
   private:
     struct Shard {
         std::string path;
         long first = 0, count = 0;  // global index of row 0, rows
         h5::Hid file, features, labels;
+        int fd = -1;  // >= 0: direct reads at the offsets below
+        long features_at = 0, labels_at = 0;
     };
+    void read_hdf5(Shard& sh, size_t begin, size_t end);
+    void read_direct(Shard& sh, size_t begin, size_t end);
     ShardSet() = default;
     std::vector<Shard> shards_;
     long total_ = 0;
