@@ -19,9 +19,10 @@ static int finish(int code, Topology* topo) {
 }
 
 int main(int argc, char** argv) {
-    // FUNNELED: only the main thread calls MPI; the prefetch thread reads files only.
+    // SERIALIZED: the communication thread calls MPI while the main thread computes, never both
+    // at once; the prefetch thread reads files only.
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -55,9 +55,10 @@ void JsonlWriter::write(const std::string& json_object) {
 
 std::string JsonlWriter::step_json(const StepStats& s) {
     return strfmt("{\"type\":\"step\",\"step\":%ld,\"total\":%ld,\"loss\":%.6g,\"grad_norm\":%.6g,\"lr\":%.6g,"
-                  "\"ms_per_step\":%.4g,\"samples_per_s\":%.6g,\"data_wait_pct\":%.4g,\"comm_pct\":%.4g}",
+                  "\"ms_per_step\":%.4g,\"samples_per_s\":%.6g,\"data_wait_pct\":%.4g,\"comm_exposed_pct\":%.4g,"
+                  "\"comm_total_pct\":%.4g}",
                   s.step, s.total, s.loss, s.grad_norm, s.lr, s.ms_per_step, s.samples_per_s, s.data_wait_pct,
-                  s.comm_pct);
+                  s.comm_pct, s.comm_total_pct);
 }
 
 std::string JsonlWriter::eval_json(const EvalStats& e) {

@@ -104,7 +104,8 @@ double Mlp::forward(const float* params, const float* x, const int* y, int B, lo
     return sum;
 }
 
-void Mlp::backward(float* grads, const float* params, const float* x, const int* y, int B, float scale) {
+void Mlp::backward(float* grads, const float* params, const float* x, const int* y, int B, float scale,
+                   GradHook* hook) {
     int L = (int)dims_.size() - 1;
     float* dout = dbuf_a_.data();  // gradient w.r.t. the current layer's output
     float* dnext = dbuf_b_.data();
@@ -116,6 +117,7 @@ void Mlp::backward(float* grads, const float* params, const float* x, const int*
         float* dinp = l == 0 ? nullptr : dnext;
         cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
                              dims_[l], dims_[l + 1]);
+        if (hook) hook->grads_ready_from(w.offset);  // layer l's weight and bias are final
         if (l > 0) {
             long n = (long)B * dims_[l];
             // d(pre) = f'(pre) * d(post), in place is fine: each element reads then writes itself.

@@ -71,6 +71,15 @@ void declare(Registry& r, Options& o) {
                "simulate nodes of K ranks on one machine; 0 = use the real nodes");
     r.add<int>("threads", &Options::threads, o, 0,
                "compute threads per rank; 0 = cores of the node / ranks on the node");
+    r.add<S>("allreduce", &Options::allreduce, o, "auto",
+             "gradient all-reduce: flat (MPI over all ranks) | hierarchical (shared memory in the node, then "
+             "MPI across nodes) | auto (by topology and message size)");
+    r.add<double>("bucket-mb", &Options::bucket_mb, o, 4.0, "gradient bucket size in MiB");
+    r.add<S>("overlap", &Options::overlap, o, "auto",
+             "all-reduce each bucket on a communication thread while backward continues: on | off | auto "
+             "(on when the node has a spare core per rank for it)");
+    r.add<S>("grad-dtype", &Options::grad_dtype, o, "float32",
+             "gradient type on the wire: float32 | bf16 (half the bytes; sums stay float32)");
     r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
     r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
              "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
@@ -134,6 +143,13 @@ void validate(Options& o) {
     need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
     need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
     need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
+    need(o.allreduce == "flat" || o.allreduce == "hierarchical" || o.allreduce == "auto",
+         strfmt("--allreduce '%s' is unknown; use flat, hierarchical or auto", o.allreduce.c_str()));
+    need(o.overlap == "on" || o.overlap == "off" || o.overlap == "auto",
+         strfmt("--overlap '%s' is unknown; use on, off or auto", o.overlap.c_str()));
+    need(o.bucket_mb > 0, strfmt("--bucket-mb %g must be positive", o.bucket_mb));
+    need(o.grad_dtype == "float32" || o.grad_dtype == "bf16",
+         strfmt("--grad-dtype '%s' is unknown; use float32 or bf16", o.grad_dtype.c_str()));
     need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
     need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
     need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));

@@ -3,11 +3,13 @@
 // rank. After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a collective.
 #include "dptrain/trainer.h"
 
+#include "dptrain/allreduce.h"
 #include "dptrain/backend.h"
 #include "dptrain/checkpoint.h"
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/error.h"
+#include "dptrain/gradsync.h"
 #include "dptrain/metrics.h"
 #include "dptrain/model.h"
 #include "dptrain/optim.h"
@@ -35,7 +37,9 @@ struct Run {
     std::unique_ptr<Mlp> model;
     std::unique_ptr<Optimizer> opt;
     std::unique_ptr<Sampler> sampler;
-    std::vector<float> params, grads;
+    std::vector<float> params;
+    std::unique_ptr<AllreduceEngine> engine;  // owns the gradient buffer
+    std::unique_ptr<GradSync> sync;
     LrSchedule sched;
     long start_step = 0;
     std::string resumed_from;
@@ -68,7 +72,6 @@ struct Run {
         model = std::make_unique<Mlp>(train->dim(), o.hidden_sizes, train->num_classes(), act,
                                       std::max(o.batch_size, kEvalRows));
         params.assign(model->num_params(), 0.0f);
-        grads.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
                                           model->layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
@@ -79,7 +82,26 @@ struct Run {
         sched.total = o.steps;
     }
 
-    // Phase 2, collective: every rank must see the same dataset (a node with stale shards would
+    // Phase 2, collective: the all-reduce engine (its shared window is allocated by the ranks of
+    // each node together) and the gradient buckets over its buffer.
+    void setup_comm() {
+        engine = std::make_unique<AllreduceEngine>(o.allreduce, topo, model->num_params());
+        DType wire = o.grad_dtype == "bf16" ? DType::bf16 : DType::f32;
+        int level = 0;
+        MPI_CHECK(MPI_Query_thread(&level));
+        // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
+        // auto: a communication thread only pays when it has a core of its own; sharing the
+        // compute threads' cores it slowed 2 ranks on 2 cores by 8% of the step (BENCHMARKS.md).
+        int cores = (int)std::thread::hardware_concurrency();
+        spare_core = cores >= topo.local_size * (cpu::get_threads() + 1);
+        overlap = (o.overlap == "on" || (o.overlap == "auto" && spare_core)) && level >= MPI_THREAD_SERIALIZED;
+        thread_level_ok = level >= MPI_THREAD_SERIALIZED;
+        sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap);
+        overlap = sync->overlapped();
+    }
+    bool overlap = false, spare_core = false, thread_level_ok = true;
+
+    // Phase 3, collective: every rank must see the same dataset (a node with stale shards would
     // silently train on other data).
     void check_same_data() {
         long mine[3] = {train->num_samples(), (long)train->dim(), val->num_samples()};
@@ -92,7 +114,7 @@ struct Run {
                                    o.data.c_str(), lo[0], hi[0]));
     }
 
-    // Phase 3, on rank 0: find and verify the checkpoint to resume from.
+    // Phase 4, on rank 0: find and verify the checkpoint to resume from.
     CheckpointState ck;
     bool have_ck = false;
     void load_rank0() {
@@ -140,7 +162,7 @@ struct Run {
             throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", resumed_from.c_str(), fix.c_str()));
     }
 
-    // Phase 4, collective: rank 0's checkpoint (if any) to every rank.
+    // Phase 5, collective: rank 0's checkpoint (if any) to every rank.
     void share_checkpoint() {
         long hdr[2] = {have_ck ? 1L : 0L, have_ck ? ck.step : 0L};
         comm.broadcast(hdr, sizeof hdr, 0);
@@ -168,6 +190,14 @@ struct Run {
         print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
                      model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
                      sampler->steps_per_epoch()));
+        print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),
+                     sync->num_buckets(), sync->num_buckets() == 1 ? "" : "s", o.bucket_mb,
+                     overlap ? "overlapped with backward" : "after backward", o.grad_dtype.c_str()));
+        if (o.overlap != "off" && !thread_level_ok)
+            print("note: the MPI library lacks MPI_THREAD_SERIALIZED; gradients are reduced after backward\n");
+        else if (o.overlap == "auto" && !overlap && topo.size > 1)
+            print("note: --overlap auto: no spare core per rank for a communication thread; gradients are reduced "
+                  "after backward (--overlap on forces it)\n");
         if (!resumed_from.empty() || start_step > 0)
             print(strfmt("resumed from %s at step %ld (epoch %ld)\n", resumed_from.c_str(), start_step,
                          sampler->epoch_of(start_step)));
@@ -234,29 +264,27 @@ struct Run {
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
         // left out of ms/step and samples/s: they measure training alone.
-        double int_loss = 0, int_comm = 0, int_other = 0, last_norm = 0, last_lr = 0, final_loss = 0;
+        // int_loss sums this rank's share of each step's global mean loss (its loss sum / the
+        // global batch); the ranks' shares add up to the global mean at the step line.
+        double int_loss = 0, int_exposed = 0, int_other = 0, last_norm = 0, last_lr = 0, final_loss = 0;
         long int_steps = 0, int_samples = 0;
         bool evaluated = false, saved = false;
         EvalStats last_eval;
         for (long step = start_step; step < end; ++step) {
             const Batch& b = pf.next();
-            std::memset(grads.data(), 0, grads.size() * sizeof(float));
+            float* grads = sync->grads();
+            sync->begin_step();
             double loss_sum = model->forward(params.data(), b.x.data(), b.y.data(), b.n, nullptr);
-            model->backward(grads.data(), params.data(), b.x.data(), b.y.data(), b.n, 1.0f / (float)b.global_n);
+            model->backward(grads, params.data(), b.x.data(), b.y.data(), b.n, 1.0f / (float)b.global_n, sync.get());
             int global_n = b.global_n;
             pf.release();
+            int_exposed += sync->finish();
 
-            double tc = now_seconds();
-            comm.allreduce_sum(grads.data(), grads.size());
-            comm.allreduce_sum(&loss_sum, 1);
-            int_comm += now_seconds() - tc;
-
-            last_norm = clip_grad_norm(grads.data(), grads.size(), o.grad_clip);
+            last_norm = clip_grad_norm(grads, model->num_params(), o.grad_clip);
             last_lr = sched.at(step);
-            opt->step(params.data(), grads.data(), last_lr, step + 1);
+            opt->step(params.data(), grads, last_lr, step + 1);
 
-            final_loss = loss_sum / global_n;
-            int_loss += final_loss;
+            int_loss += loss_sum / global_n;
             int_samples += global_n;
             ++int_steps;
             long done = step + 1;
@@ -264,8 +292,10 @@ struct Run {
 
             if (done % o.log_every == 0 || done == end) {
                 double t = now_seconds(), dt = t - t_int - int_other;
-                double shares[2] = {pf.take_wait_seconds() / dt, int_comm / dt};
-                MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 2, MPI_DOUBLE, MPI_MAX, topo.world));
+                double shares[3] = {pf.take_wait_seconds() / dt, int_exposed / dt, sync->take_comm_seconds() / dt};
+                MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 3, MPI_DOUBLE, MPI_MAX, topo.world));
+                MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &int_loss, 1, MPI_DOUBLE, MPI_SUM, topo.world));
+                final_loss = int_loss / int_steps;
                 StepStats s;
                 s.step = done;
                 s.total = o.steps;
@@ -276,9 +306,10 @@ struct Run {
                 s.samples_per_s = int_samples / dt;
                 s.data_wait_pct = 100.0 * shares[0];
                 s.comm_pct = 100.0 * shares[1];
+                s.comm_total_pct = 100.0 * shares[2];
                 print(format_step_line(s) + "\n");
                 if (rank == 0) jsonl.write(JsonlWriter::step_json(s));
-                int_loss = int_comm = int_other = 0;
+                int_loss = int_exposed = int_other = 0;
                 int_steps = int_samples = 0;
                 t_int = now_seconds();
             }
@@ -297,7 +328,7 @@ struct Run {
         }
         double secs = now_seconds() - t_run;
         std::string tail = evaluated ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval.loss, 100.0 * last_eval.accuracy) : "";
-        print(strfmt("done: steps %ld..%ld in %.1f s | final train loss %.4f%s\n", start_step + 1, end, secs, final_loss,
+        print(strfmt("done: steps %ld..%ld in %.1f s | train loss %.4f (last interval)%s\n", start_step + 1, end, secs, final_loss,
                      tail.c_str()));
         if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));
     }
@@ -308,6 +339,7 @@ struct Run {
 int run_training(const Options& opts, const Topology& topo) {
     Run run(opts, topo);
     if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
+    if (!all_ok(topo.world, [&] { run.setup_comm(); })) return 2;
     if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
     if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;
     run.share_checkpoint();

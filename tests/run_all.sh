@@ -5,7 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 MPIRUN=${MPIRUN:-mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )}
-export MPIRUN OMPI_MCA_btl_vader_single_copy_mechanism=none
+export MPIRUN
 log=build/test-logs
 mkdir -p "$log"
 passed=0 failed=0 failures=()
@@ -27,7 +27,7 @@ suite() {
 }
 
 suite unit 300 build/unit_tests --use-colour no
-for np in 1 2 4; do suite "mpi-np$np" 120 $MPIRUN -np $np build/mpi_tests --use-colour no; done
+for np in 1 2 3 4 5 6 7 8; do suite "mpi-np$np" 300 $MPIRUN -np $np build/mpi_tests --use-colour no; done
 for t in tests/integration/*.sh; do suite "$(basename "$t" .sh)" 600 "$t"; done
 
 echo

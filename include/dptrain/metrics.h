@@ -18,7 +18,9 @@ struct StepStats {
     double ms_per_step = 0;     // wall time per step over the interval
     double samples_per_s = 0;   // global samples per second over the interval
     double data_wait_pct = 0;   // share of the interval spent waiting for data (max over ranks)
-    double comm_pct = 0;        // share spent in gradient all-reduce (max over ranks)
+    double comm_pct = 0;        // share spent waiting for gradient all-reduce that backward did not
+                                // hide: the exposed communication (max over ranks)
+    double comm_total_pct = 0;  // share of the interval the all-reduce calls took, hidden or not
 };
 
 struct EvalStats {

@@ -27,6 +27,14 @@ struct ParamLayout {
 
 enum class Activation { relu, gelu };
 
+// Told by backward as gradients become final: grads_ready_from(o) means every gradient at flat
+// offset >= o is written for this step (backward runs last layer first, i.e. high offsets first).
+// Gradient communication uses it to start early (gradsync.h).
+struct GradHook {
+    virtual ~GradHook() = default;
+    virtual void grads_ready_from(size_t offset) = 0;
+};
+
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,
 // softmax cross-entropy at the end. Activations are allocated once for max_batch rows.
 class Mlp {
@@ -49,8 +57,10 @@ class Mlp {
     // Forward over B rows of x (B, in) with labels y (B). Returns the summed loss of the rows and
     // adds the number of correct argmax predictions to *correct (when not null).
     double forward(const float* params, const float* x, const int* y, int B, long* correct);
-    // Backward of the last forward: grads += d(scale * summed loss) / d params.
-    void backward(float* grads, const float* params, const float* x, const int* y, int B, float scale);
+    // Backward of the last forward: grads += d(scale * summed loss) / d params. hook (optional)
+    // hears of each layer's gradients as soon as they are written.
+    void backward(float* grads, const float* params, const float* x, const int* y, int B, float scale,
+                  GradHook* hook = nullptr);
 
   private:
     std::vector<int> dims_;  // in, hidden..., classes

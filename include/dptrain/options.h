@@ -31,6 +31,10 @@ struct Options {
     // parallel
     int ranks_per_node;  // 0 = the real nodes; K = simulate nodes of K ranks
     int threads;         // compute threads per rank; 0 = cores of the node / local ranks
+    std::string allreduce;  // flat | hierarchical | auto
+    double bucket_mb;       // gradient bucket size
+    std::string overlap;    // on | off | auto: all-reduce buckets while backward runs
+    std::string grad_dtype;  // float32 | bf16 on the wire
     // checkpoints
     std::string run_dir, checkpoint_dir, resume;
     long checkpoint_every;

@@ -1,11 +1,16 @@
-// dptrain-bench allreduce: the gradient all-reduce through dptrain's Communicator beside the MPI
-// library's own MPI_Allreduce, in the nccl-tests table format (algbw = bytes / time; busbw =
-// algbw * 2 (n-1) / n, the per-link traffic of an optimal all-reduce).
-//   mpirun -np N dptrain-bench allreduce [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
-// Buffers are allocated and touched once; every timed call reuses them.
-#include "dptrain/comm.h"
+// dptrain-bench allreduce: dptrain's all-reduce algorithms beside Open MPI's own MPI_Allreduce,
+// measured in one run, sizes interleaved so machine noise hits all alike. Per algorithm a table
+// in the nccl-tests format (size, count, type, redop, time, algbw, busbw, #wrong), then a
+// summary of busbw against MPI_Allreduce.
+//   mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]
+//          [--ranks-per-node K] [--dtype float32|bf16] [-J FILE]
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the traffic per link of an optimal all-reduce.
+// Each algorithm's buffer is allocated and touched once; timed calls reuse it. Results are
+// checked with small-integer inputs whose sums are exact in any order.
+#include "dptrain/allreduce.h"
 #include "dptrain/error.h"
 #include "dptrain/metrics.h"
+#include "dptrain/topology.h"
 
 #include <mpi.h>
 
@@ -13,12 +18,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 using namespace dptrain;
 
-static size_t parse_size(const char* s) {
+namespace {
+
+size_t parse_size(const char* s) {
     char* end = nullptr;
     double v = std::strtod(s, &end);
     switch (end && *end ? *end : ' ') {
@@ -30,16 +38,82 @@ static size_t parse_size(const char* s) {
     return (size_t)v;
 }
 
-// Median seconds per call of fn over iters calls (after warmup), max over ranks.
+struct Args {
+    size_t minb = 4 << 10, maxb = 256 << 20;
+    double factor = 4;
+    int iters = 20, warmup = 3, rpn = 0;
+    DType dtype = DType::f32;
+    std::string json;
+};
+
+bool parse(int argc, char** argv, Args* a) {
+    if (argc < 2 || std::strcmp(argv[1], "allreduce") != 0) return false;
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc) return false;
+        const char* k = argv[i];
+        const char* v = argv[i + 1];
+        if (!std::strcmp(k, "-b")) a->minb = parse_size(v);
+        else if (!std::strcmp(k, "-e")) a->maxb = parse_size(v);
+        else if (!std::strcmp(k, "-f")) a->factor = std::atof(v);
+        else if (!std::strcmp(k, "-n")) a->iters = std::atoi(v);
+        else if (!std::strcmp(k, "-w")) a->warmup = std::atoi(v);
+        else if (!std::strcmp(k, "--ranks-per-node")) a->rpn = std::atoi(v);
+        else if (!std::strcmp(k, "-J")) a->json = v;
+        else if (!std::strcmp(k, "--dtype")) {
+            if (!std::strcmp(v, "bf16")) a->dtype = DType::bf16;
+            else if (std::strcmp(v, "float32") != 0) return false;
+        } else return false;
+    }
+    return a->minb >= 4 && a->maxb >= a->minb && a->factor > 1 && a->iters >= 1 && a->warmup >= 0 && a->rpn >= 0;
+}
+
+// One contender: an engine (or the raw MPI reference) and its results per size.
+struct Contender {
+    std::string name;
+    std::unique_ptr<AllreduceEngine> engine;  // null: MPI_Allreduce itself
+    std::vector<float> ref;                   // the reference's own buffer (float32 view)
+    std::vector<bf16> ref16;
+    struct Row {
+        size_t bytes, count;
+        double us, algbw, busbw;
+        long wrong;
+    };
+    std::vector<Row> rows;
+
+    void* data(DType t) {
+        if (engine) return engine->buffer();
+        return t == DType::f32 ? (void*)ref.data() : (void*)ref16.data();
+    }
+    void call(size_t n, DType t) {
+        if (engine) {
+            engine->run(0, n, t);
+            return;
+        }
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data(t), (int)n, mpi_type(t), mpi_sum_op(t), MPI_COMM_WORLD));
+    }
+};
+
+float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }
+
+// Median seconds per call over iters calls after warmup, max over ranks. Big messages get fewer
+// iterations so a size never takes more than about a second.
 template <typename Fn>
-static double time_calls(Fn&& fn, int warmup, int iters) {
+double time_calls(Fn&& fn, int warmup, int iters) {
+    double t0 = now_seconds();
+    fn();
+    double first = now_seconds() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (first * (iters + warmup) > 1.0) {
+        iters = std::max(3, (int)(1.0 / first));
+        warmup = 1;
+    }
     for (int i = 0; i < warmup; ++i) fn();
     std::vector<double> t(iters);
     for (int i = 0; i < iters; ++i) {
         MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = now_seconds();
+        double s = now_seconds();
         fn();
-        t[i] = now_seconds() - t0;
+        t[i] = now_seconds() - s;
     }
     std::sort(t.begin(), t.end());
     double med = t[iters / 2];
@@ -47,61 +121,126 @@ static double time_calls(Fn&& fn, int warmup, int iters) {
     return med;
 }
 
+} // namespace
+
 int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    size_t minb = 1 << 10, maxb = 64 << 20;
-    double factor = 4;
-    int iters = 20, warmup = 3;
-    bool ok = argc > 1 && std::strcmp(argv[1], "allreduce") == 0;
-    for (int i = 2; ok && i < argc; i += 2) {
-        if (i + 1 >= argc) ok = false;
-        else if (!std::strcmp(argv[i], "-b")) minb = parse_size(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "-f")) factor = std::atof(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "-n")) iters = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "-w")) warmup = std::atoi(argv[i + 1]);
-        else ok = false;
-    }
-    if (!ok || minb < 4 || maxb < minb || factor <= 1 || iters < 1 || warmup < 0) {
+    Args a;
+    if (!parse(argc, argv, &a)) {
         if (rank == 0)
-            std::fprintf(stderr, "usage: mpirun -np N dptrain-bench allreduce [-b 1K] [-e 64M] [-f 4] [-n 20] [-w 3]\n");
+            std::fprintf(stderr, "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3] "
+                                 "[--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n");
         MPI_Finalize();
         return 2;
     }
-    MpiCommunicator comm(MPI_COMM_WORLD);
-    size_t maxn = maxb / sizeof(float);
-    std::vector<float> buf(maxn, 1.0f), peer(maxn, 1.0f);
-    if (rank == 0) {
-        std::printf("# dptrain-bench allreduce: %d ranks, float32 sum, median of %d iterations after %d warm-up\n", size,
-                    iters, warmup);
-        std::printf("# %12s %12s | %10s %8s %8s | %10s %8s %8s | %6s\n", "size(B)", "count", "dptrain(us)", "algbw",
-                    "busbw", "MPI(us)", "algbw", "busbw", "ratio");
+    const DType t = a.dtype;
+    const size_t maxn = a.maxb / dtype_size(t);
+    Topology real, sim;
+    std::vector<Contender> cs;
+    bool ok = all_ok(MPI_COMM_WORLD, [&] {
+        real = Topology::create(MPI_COMM_WORLD, 0);
+        sim = a.rpn > 0 ? Topology::create(MPI_COMM_WORLD, a.rpn) : real;
+        const Topology& topo = a.rpn > 0 ? sim : real;
+        cs.push_back({"MPI_Allreduce", nullptr, {}, {}, {}});
+        if (t == DType::f32) cs.back().ref.assign(maxn, 0.0f);
+        else cs.back().ref16.assign(maxn, 0);
+        cs.push_back({"flat", std::make_unique<AllreduceEngine>("flat", topo, maxn), {}, {}, {}});
+        cs.push_back({"hierarchical", std::make_unique<AllreduceEngine>("hierarchical", topo, maxn), {}, {}, {}});
+        // With simulated nodes, also the shared-memory path over the whole (real) node.
+        if (a.rpn > 0 && real.num_nodes == 1)
+            cs.push_back({"shm", std::make_unique<AllreduceEngine>("hierarchical", real, maxn), {}, {}, {}});
+    });
+    if (!ok) {
+        MPI_Finalize();
+        return 2;
     }
-    int errors = 0;
-    for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * factor)) {
-        size_t n = bytes / sizeof(float);
-        // Small integers: every sum is exact, so the result can be checked whatever the order.
-        for (size_t i = 0; i < n; ++i) buf[i] = (float)((rank + i) % 7);
-        comm.allreduce_sum(buf.data(), n);
-        for (size_t i = 0; i < n; ++i) {
-            float want = 0;
-            for (int r = 0; r < size; ++r) want += (float)((r + i) % 7);
-            if (buf[i] != want) ++errors;
+    if (rank == 0)
+        std::printf("# dptrain-bench allreduce: %d ranks, %d %s node%s of %d, %s sum, median of %d iterations after %d "
+                    "warm-up\n",
+                    size, (a.rpn ? sim : real).num_nodes, a.rpn ? "simulated" : "real",
+                    (a.rpn ? sim : real).num_nodes == 1 ? "" : "s", (a.rpn ? sim : real).local_size, dtype_name(t),
+                    a.iters, a.warmup);
+
+    const double bus = size > 1 ? 2.0 * (size - 1) / size : 1.0;
+    for (size_t bytes = a.minb; bytes <= a.maxb; bytes = (size_t)(bytes * a.factor)) {
+        size_t n = bytes / dtype_size(t);
+        for (Contender& c : cs) {
+            // Check: exact integer sums (bf16 holds them exactly).
+            void* d = c.data(t);
+            for (size_t i = 0; i < n; ++i) {
+                if (t == DType::f32) static_cast<float*>(d)[i] = input(rank, i);
+                else static_cast<bf16*>(d)[i] = float_to_bf16(input(rank, i));
+            }
+            if (c.engine && t == DType::bf16)  // engines hold float32 and convert on the wire
+                for (size_t i = 0; i < n; ++i) c.engine->buffer()[i] = input(rank, i);
+            c.call(n, t);
+            long wrong = 0;
+            for (size_t i = 0; i < n; ++i) {
+                float want = 0;
+                for (int q = 0; q < size; ++q) want += input(q, i);
+                float got = (c.engine || t == DType::f32) ? static_cast<float*>(c.data(DType::f32))[i]
+                                                         : bf16_to_float(static_cast<bf16*>(d)[i]);
+                wrong += got != want;
+            }
+            MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            // Timed calls keep summing in place; the values grow but the cost does not change.
+            double sec = time_calls([&] { c.call(n, t); }, a.warmup, a.iters);
+            double algbw = bytes / sec / 1e9;
+            c.rows.push_back({bytes, n, sec * 1e6, algbw, algbw * bus, wrong});
         }
-        double t_ours = time_calls([&] { comm.allreduce_sum(buf.data(), n); }, warmup, iters);
-        double t_mpi = time_calls(
-            [&] { MPI_Allreduce(MPI_IN_PLACE, peer.data(), (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }, warmup, iters);
-        double bus = size > 1 ? 2.0 * (size - 1) / size : 1.0;
-        double a1 = bytes / t_ours / 1e9, a2 = bytes / t_mpi / 1e9;
-        if (rank == 0)
-            std::printf("  %12zu %12zu | %10.1f %8.2f %8.2f | %10.1f %8.2f %8.2f | %6.2f\n", bytes, n, t_ours * 1e6, a1,
-                        a1 * bus, t_mpi * 1e6, a2, a2 * bus, t_mpi / t_ours);
     }
-    MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (rank == 0) std::printf("# wrong results: %d%s\n", errors, errors ? "  <-- FAILED" : "");
+
+    long total_wrong = 0;
+    if (rank == 0) {
+        for (Contender& c : cs) {
+            std::printf("\n# %s\n#%12s %12s %8s %6s %11s %8s %8s %7s\n", c.name.c_str(), "size(B)", "count", "type",
+                        "redop", "time(us)", "algbw", "busbw", "#wrong");
+            for (auto& r : c.rows) {
+                std::printf(" %12zu %12zu %8s %6s %11.1f %8.2f %8.2f %7ld\n", r.bytes, r.count, dtype_name(t), "sum", r.us,
+                            r.algbw, r.busbw, r.wrong);
+                total_wrong += r.wrong;
+            }
+        }
+        std::printf("\n# busbw (GB/s) and ratio to MPI_Allreduce\n#%12s", "size(B)");
+        for (Contender& c : cs) std::printf(" %14s", c.name.c_str());
+        for (size_t k = 1; k < cs.size(); ++k) std::printf(" %8s", ("x" + cs[k].name.substr(0, 7)).c_str());
+        std::printf("\n");
+        for (size_t i = 0; i < cs[0].rows.size(); ++i) {
+            std::printf(" %12zu", cs[0].rows[i].bytes);
+            for (Contender& c : cs) std::printf(" %14.2f", c.rows[i].busbw);
+            for (size_t k = 1; k < cs.size(); ++k) std::printf(" %8.2f", cs[k].rows[i].busbw / cs[0].rows[i].busbw);
+            std::printf("\n");
+        }
+        std::printf("# wrong results: %ld%s\n", total_wrong, total_wrong ? "  <-- FAILED" : "");
+        if (!a.json.empty()) {
+            FILE* f = std::fopen(a.json.c_str(), "w");
+            if (!f) {
+                std::fprintf(stderr, "dptrain-bench: error: cannot write -J %s\n", a.json.c_str());
+            } else {
+                std::fprintf(f, "[\n");
+                bool first = true;
+                for (Contender& c : cs)
+                    for (auto& r : c.rows) {
+                        std::fprintf(f,
+                                     "%s  {\"algorithm\":\"%s\",\"ranks\":%d,\"ranks_per_node\":%d,\"size\":%zu,\"count\":%zu,"
+                                     "\"type\":\"%s\",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}",
+                                     first ? "" : ",\n", c.name.c_str(), size, (a.rpn ? sim : real).local_size, r.bytes,
+                                     r.count, dtype_name(t), r.us, r.algbw, r.busbw, r.wrong);
+                        first = false;
+                    }
+                std::fprintf(f, "\n]\n");
+                std::fclose(f);
+            }
+        }
+    }
+    MPI_Bcast(&total_wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    cs.clear();
+    if (a.rpn > 0) sim.destroy();
+    real.destroy();
     MPI_Finalize();
-    return errors ? 1 : 0;
+    return total_wrong ? 1 : 0;
 }

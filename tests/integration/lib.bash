@@ -6,7 +6,6 @@ BIN=$ROOT/build
 MPIRUN=${MPIRUN:-mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )}
 WORK=$(mktemp -d /tmp/dptrain-it-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid CMA
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 

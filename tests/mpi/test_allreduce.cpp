@@ -1,0 +1,194 @@
+// Every all-reduce algorithm on every simulated node shape the world size allows, for counts
+// 0, 1, primes, sizes that do not divide by the ranks, and a large one; inputs are small
+// integers so the sums are exact whatever the order. bf16 within its rounding; reduce-scatter and
+// all-gather of the MPI communicator; GradSync buckets with and without overlap.
+#include "dptrain/allreduce.h"
+#include "dptrain/error.h"
+#include "dptrain/gradsync.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace dptrain;
+
+static int world_rank() {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+static int world_size() {
+    int s;
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return s;
+}
+
+// Element i of rank r's input: small integers, exact in float32 and in bf16 (|v| <= 256).
+static float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }
+
+static const size_t kCounts[] = {0, 1, 2, 3, 17, 31, 1000, 1021, 4099, 65537, 1 << 20};
+
+TEST_CASE("all-reduce algorithms give exact sums on every node shape", "[allreduce]") {
+    const int R = world_rank(), W = world_size();
+    const size_t cap = (1 << 20) + 64;
+    for (int rpn = 0; rpn <= W; ++rpn) {
+        if (rpn > 0 && W % rpn != 0) continue;
+        Topology topo = Topology::create(MPI_COMM_WORLD, rpn);
+        for (const char* algo : {"flat", "hierarchical", "auto"}) {
+            AllreduceEngine eng(algo, topo, cap, /*threshold_bytes=*/4096);
+            for (DType wire : {DType::f32, DType::bf16}) {
+                for (size_t count : kCounts) {
+                    // A range not starting at 0 also checks the offset arithmetic.
+                    size_t offset = count == (1u << 20) ? 0 : 37;
+                    float* buf = eng.buffer();
+                    for (size_t i = 0; i < count; ++i) buf[offset + i] = input(R, i);
+                    buf[offset + count] = 123.0f;  // guard: must stay untouched
+                    eng.run(offset, count, wire);
+                    long wrong = 0;
+                    for (size_t i = 0; i < count; ++i) {
+                        float want = 0;
+                        for (int q = 0; q < W; ++q) want += input(q, i);
+                        // bf16 holds integers up to 256 exactly, and |sums| <= 5 * 8 here.
+                        wrong += buf[offset + i] != want;
+                    }
+                    wrong += buf[offset + count] != 123.0f;
+                    INFO(algo << " rpn=" << rpn << " " << dtype_name(wire) << " count=" << count << " ranks=" << W);
+                    CHECK(wrong == 0);
+                }
+            }
+        }
+        topo.destroy();
+    }
+}
+
+TEST_CASE("bf16 on the wire: within bf16 rounding of the float32 sum, identical on every rank", "[allreduce]") {
+    const int R = world_rank(), W = world_size();
+    Topology topo = Topology::create(MPI_COMM_WORLD, W % 2 == 0 ? 2 : 0);
+    for (const char* algo : {"flat", "hierarchical"}) {
+        AllreduceEngine eng(algo, topo, 5000);
+        std::vector<float> exact(5000, 0.0f);
+        for (size_t i = 0; i < 5000; ++i) {
+            eng.buffer()[i] = std::sin(0.001f * i * (R + 1)) * 1e-3f;
+            for (int q = 0; q < W; ++q) exact[i] += std::sin(0.001f * i * (q + 1)) * 1e-3f;
+        }
+        eng.run(0, 5000, DType::bf16);
+        // Each combining step rounds to bf16 (relative 2^-8); W - 1 steps at most, plus the input.
+        double tol = (W + 1) * std::ldexp(1.0, -8);
+        long bad = 0;
+        for (size_t i = 0; i < 5000; ++i) {
+            double scale = 0;
+            for (int q = 0; q < W; ++q) scale += std::fabs(std::sin(0.001f * i * (q + 1)) * 1e-3f);
+            bad += std::fabs(eng.buffer()[i] - exact[i]) > tol * scale + 1e-12;
+        }
+        CHECK(bad == 0);
+        // Identical bits on every rank: compare against rank 0's copy.
+        std::vector<float> root(eng.buffer(), eng.buffer() + 5000);
+        MPI_Bcast(root.data(), 5000, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        CHECK(std::equal(root.begin(), root.end(), eng.buffer()));
+    }
+    topo.destroy();
+}
+
+TEST_CASE("hierarchical refuses nodes of unequal size; auto falls back to flat", "[allreduce]") {
+    const int W = world_size();
+    if (W < 3) return;
+    // Split into a node of 2 ranks and the rest: unequal when W != 4.
+    int R = world_rank();
+    MPI_Comm node;
+    MPI_Comm_split(MPI_COMM_WORLD, R < 2 ? 0 : 1, R, &node);
+    Topology t;
+    t.world = MPI_COMM_WORLD;
+    t.rank = R;
+    t.size = W;
+    t.node = node;
+    MPI_Comm_rank(node, &t.local_rank);
+    MPI_Comm_size(node, &t.local_size);
+    t.node_index = R < 2 ? 0 : 1;
+    t.num_nodes = 2;
+    MPI_Comm_split(MPI_COMM_WORLD, t.local_rank, t.node_index, &t.cross);
+    if (W != 4) {
+        CHECK_THROWS_WITH(AllreduceEngine("hierarchical", t, 10), Catch::Contains("same number of ranks on every node"));
+        AllreduceEngine a("auto", t, 10);
+        CHECK(a.algo() == AllreduceEngine::Algo::flat);
+    }
+    t.destroy();
+}
+
+TEST_CASE("MPI reduce-scatter and all-gather with uneven blocks, float32 and bf16", "[comm]") {
+    const int R = world_rank(), W = world_size();
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    std::vector<size_t> counts(W);
+    size_t total = 0;
+    for (int q = 0; q < W; ++q) total += counts[q] = (size_t)(q * 3 + 1);
+    std::vector<float> send(total), recv(counts[R]), all(total);
+    for (size_t i = 0; i < total; ++i) send[i] = input(R, i);
+    comm.reduce_scatter_sum(send.data(), recv.data(), counts.data(), DType::f32);
+    size_t first = 0;
+    for (int q = 0; q < R; ++q) first += counts[q];
+    long wrong = 0;
+    for (size_t i = 0; i < counts[R]; ++i) {
+        float want = 0;
+        for (int q = 0; q < W; ++q) want += input(q, first + i);
+        wrong += recv[i] != want;
+    }
+    comm.allgather(recv.data(), all.data(), counts.data(), DType::f32);
+    for (size_t i = 0; i < total; ++i) {
+        float want = 0;
+        for (int q = 0; q < W; ++q) want += input(q, i);
+        wrong += all[i] != want;
+    }
+    std::vector<bf16> s16(total), r16(counts[R]), a16(total);
+    for (size_t i = 0; i < total; ++i) s16[i] = float_to_bf16(input(R, i));
+    comm.reduce_scatter_sum(s16.data(), r16.data(), counts.data(), DType::bf16);
+    comm.allgather(r16.data(), a16.data(), counts.data(), DType::bf16);
+    for (size_t i = 0; i < total; ++i) {
+        float want = 0;
+        for (int q = 0; q < W; ++q) want += input(q, i);
+        wrong += bf16_to_float(a16[i]) != want;
+    }
+    CHECK(wrong == 0);
+}
+
+// A hook-driven "backward" that writes the layout's views last to first, as a model would.
+TEST_CASE("GradSync: buckets cover the buffer once, overlap or not, same result", "[gradsync]") {
+    const int R = world_rank(), W = world_size();
+    ParamLayout layout;
+    for (int l = 0; l < 5; ++l) {
+        layout.add("w" + std::to_string(l), {100 + 37 * l, 13}, true);
+        layout.add("b" + std::to_string(l), {100 + 37 * l}, false);
+    }
+    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
+    for (bool overlap : {false, true}) {
+        for (double mb : {0.001, 0.01, 100.0}) {
+            AllreduceEngine eng("auto", topo, layout.total, 1024);
+            GradSync sync(eng, layout, mb, DType::f32, overlap);
+            size_t covered = 0, expect_end = layout.total;
+            for (auto& b : sync.buckets()) {  // contiguous, from the end down
+                CHECK(b.end == expect_end);
+                covered += b.end - b.begin;
+                expect_end = b.begin;
+            }
+            CHECK(covered == layout.total);
+            for (int step = 0; step < 3; ++step) {
+                sync.begin_step();
+                float* g = sync.grads();
+                for (size_t v = layout.views.size(); v-- > 0;) {
+                    const ParamView& pv = layout.views[v];
+                    for (size_t i = 0; i < pv.size; ++i) g[pv.offset + i] += input(R + step, pv.offset + i);
+                    sync.grads_ready_from(pv.offset);
+                }
+                sync.finish();
+                long wrong = 0;
+                for (size_t i = 0; i < layout.total; ++i) {
+                    float want = 0;
+                    for (int q = 0; q < W; ++q) want += input(q + step, i);
+                    wrong += g[i] != want;
+                }
+                INFO("overlap " << overlap << " bucket-mb " << mb << " step " << step);
+                CHECK(wrong == 0);
+            }
+        }
+    }
+    topo.destroy();
+}
