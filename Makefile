@@ -55,7 +55,7 @@ LDLIBS   := $(HDF5_LIBS) -lboost_program_options -lopenblas $(MPI_LIBS) -fopenmp
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
 LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
 
-LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp)
+LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp) $(if $(filter 1,$(HAVE_NCCL)),src/cuda/nccl_comm.cpp)
 LIB_SRCS := $(filter-out src/main.cpp,$(LIB_SRCS))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdptrain.a
@@ -97,7 +97,7 @@ $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 deps:
 	@scripts/install-deps
 
-# The default dataset: 64k training samples in 4 shards + 8k validation, made once.
+# The default dataset: 128k training samples in 4 shards + 8k validation, made once.
 data/synth/val-00000-of-00001.h5: | $(BUILD)/dptrain-data
 	$(BUILD)/dptrain-data synth --out data/synth
 

@@ -52,6 +52,14 @@ static void fsync_path(const std::string& path, bool dir) {
     if (rc != 0) throw UserError(strfmt("%s: fsync failed: %s (disk full?)", path.c_str(), std::strerror(err)));
 }
 
+// The root attributes as one string, for their checksum (the tensors carry their own).
+static std::string meta_text(const CheckpointState& s) {
+    return strfmt("step=%ld epoch=%ld offset=%ld batch=%ld seed=%llu world=%d model=%s optimizer=%s\n", s.step, s.epoch,
+                  s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
+                  s.optimizer.c_str()) +
+           s.options;
+}
+
 static void write_checked(hid_t file, const std::string& name, const std::vector<float>& v) {
     h5::write_dataset(file, name, h5::Kind::f32, {(hsize_t)v.size()}, v.data());
     h5::Hid d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
@@ -76,6 +84,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_str(root, "model", s.model);
             h5::write_attr_str(root, "optimizer", s.optimizer);
             h5::write_attr_str(root, "options", s.options);
+            std::string meta = meta_text(s);
+            h5::write_attr_u64(root, "meta_checksum", checksum64(meta.data(), meta.size()));
             write_checked(root, "/params", s.params);
             write_checked(root, "/opt_m", s.opt_m);
             write_checked(root, "/opt_v", s.opt_v);
@@ -136,6 +146,9 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.model = h5::read_attr_str(root, "model");
         s.optimizer = h5::read_attr_str(root, "optimizer");
         s.options = h5::read_attr_str(root, "options");
+        std::string meta = meta_text(s);
+        if (h5::read_attr_u64(root, "meta_checksum") != checksum64(meta.data(), meta.size()))
+            throw UserError("its attributes (step, model, options, ...) fail their checksum (corrupt file)");
         s.params = read_checked(root, path, "/params");
         s.opt_m = read_checked(root, path, "/opt_m");
         s.opt_v = read_checked(root, path, "/opt_v");
@@ -145,6 +158,24 @@ CheckpointState load_checkpoint(const std::string& path) {
         throw UserError(strfmt("%s: %s", path.c_str(), msg.c_str()));
     }
     return s;
+}
+
+void prepare_checkpoint_dir(const std::string& dir) {
+    mkdirs(dir);
+    std::string probe = dir + "/.write-test";
+    FILE* f = std::fopen(probe.c_str(), "w");
+    if (!f || std::fputs("ok", f) < 0 || std::fclose(f) != 0)
+        throw UserError(strfmt("--checkpoint-dir %s: cannot write there: %s; choose a writable directory", dir.c_str(),
+                               std::strerror(errno)));
+    std::remove(probe.c_str());
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            std::string n = e->d_name;
+            if (n.rfind(".ckpt-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0)
+                std::remove((dir + "/" + n).c_str());
+        }
+        closedir(d);
+    }
 }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {

@@ -202,8 +202,10 @@ void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
         hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
         hsize_t count[2] = {(hsize_t)(e - r), D};
         H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
-        H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr);
-        H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr);
+        if (H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr) < 0 ||
+            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr) < 0)
+            throw UserError(strfmt("%s: cannot select rows %llu..%llu", sh.path.c_str(), (unsigned long long)start[0],
+                                   (unsigned long long)(start[0] + count[0])));
         r = e;
     }
     hsize_t mdims[2] = {rows, D};

@@ -145,10 +145,19 @@ static void write_attr(hid_t obj, const std::string& name, hid_t type, T v) {
     if (!a || H5Awrite(a.get(), type, &v) < 0) throw UserError(strfmt("cannot write attribute %s", name.c_str()));
 }
 
+// An attribute must hold exactly one value; reading an array into one value would overrun it.
+static void expect_scalar(hid_t attr, const std::string& name) {
+    Hid space(H5Aget_space(attr), H5Sclose);
+    if (H5Sget_simple_extent_npoints(space.get()) != 1)
+        throw UserError(strfmt("attribute %s holds %lld values, expected one", name.c_str(),
+                               (long long)H5Sget_simple_extent_npoints(space.get())));
+}
+
 template <typename T>
 static T read_attr(hid_t obj, const std::string& name, hid_t type) {
     if (!has_attr(obj, name)) throw UserError(strfmt("attribute %s missing", name.c_str()));
     Hid a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    expect_scalar(a.get(), name);
     Hid t(H5Aget_type(a.get()), H5Tclose);
     if (H5Tget_class(t.get()) != H5T_INTEGER) throw UserError(strfmt("attribute %s is not an integer", name.c_str()));
     T v{};
@@ -175,6 +184,7 @@ void write_attr_str(hid_t obj, const std::string& name, const std::string& v) {
 std::string read_attr_str(hid_t obj, const std::string& name) {
     if (!has_attr(obj, name)) throw UserError(strfmt("attribute %s missing", name.c_str()));
     Hid a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    expect_scalar(a.get(), name);
     Hid t(H5Aget_type(a.get()), H5Tclose);
     if (H5Tget_class(t.get()) != H5T_STRING) throw UserError(strfmt("attribute %s is not a string", name.c_str()));
     if (H5Tis_variable_str(t.get()) > 0) {

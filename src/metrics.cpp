@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace dptrain {
@@ -22,7 +23,7 @@ std::string human(double v) {
 
 std::string format_step_line(const StepStats& s) {
     int w = (int)std::to_string(s.total).size();
-    return strfmt("step %*ld/%ld | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %s samples/s | data %4.1f%% | comm %4.1f%%",
+    return strfmt("step %*ld/%ld | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %5s samples/s | data %4.1f%% | comm %4.1f%%",
                   w, s.step, s.total, s.loss, s.grad_norm, s.lr, s.ms_per_step, human(s.samples_per_s).c_str(),
                   s.data_wait_pct, s.comm_pct);
 }
@@ -30,6 +31,26 @@ std::string format_step_line(const StepStats& s) {
 std::string format_eval_line(const EvalStats& e) {
     return strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples", e.step, e.loss,
                   100.0 * e.accuracy, e.samples);
+}
+
+void truncate_jsonl_after(const std::string& path, long step) {
+    FILE* in = std::fopen(path.c_str(), "r");
+    if (!in) return;
+    std::string kept, line;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, in)) {
+        line += buf;
+        if (line.empty() || line.back() != '\n') continue;
+        size_t at = line.find("\"step\":");
+        long s = at == std::string::npos ? 0 : std::atol(line.c_str() + at + 7);
+        if (s <= step) kept += line;
+        line.clear();
+    }
+    std::fclose(in);
+    std::string tmp = path + ".tmp";
+    FILE* out = std::fopen(tmp.c_str(), "w");
+    if (!out || std::fputs(kept.c_str(), out) < 0 || std::fclose(out) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw UserError(strfmt("--metrics %s: cannot rewrite it for the resumed run: %s", path.c_str(), std::strerror(errno)));
 }
 
 JsonlWriter::~JsonlWriter() {

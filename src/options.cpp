@@ -62,7 +62,7 @@ void declare(Registry& r, Options& o) {
     r.add<double>("beta2", &Options::beta2, o, 0.999, "AdamW beta2");
     r.add<double>("eps", &Options::eps, o, 1e-8, "AdamW epsilon");
     r.add<double>("weight-decay", &Options::weight_decay, o, 0.0,
-                  "decoupled weight decay on weight matrices (not biases)");
+                  "weight decay of weight matrices (not biases): decoupled for adamw, L2 through the momentum for sgd");
     r.add<double>("grad-clip", &Options::grad_clip, o, 1.0, "clip the global gradient norm; 0 = off");
     r.add<unsigned long>("seed", &Options::seed, o, 1234, "seed for initialisation and sample order");
     r.add<long>("stop-after", &Options::stop_after, o, 0,
@@ -70,7 +70,8 @@ void declare(Registry& r, Options& o) {
     r.add<int>("ranks-per-node", &Options::ranks_per_node, o, 0,
                "simulate nodes of K ranks on one machine; 0 = use the real nodes");
     r.add<int>("threads", &Options::threads, o, 0,
-               "compute threads per rank; 0 = cores of the node / ranks on the node");
+               "compute threads per rank; 0 = the cores the launcher bound the rank to (unbound: the node's cores / "
+               "its ranks)");
     r.add<S>("allreduce", &Options::allreduce, o, "auto",
              "gradient all-reduce: flat (MPI over all ranks) | hierarchical (shared memory in the node, then "
              "MPI across nodes) | auto (by topology and message size)");
@@ -92,7 +93,7 @@ void declare(Registry& r, Options& o) {
            "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
-                "evaluate on the validation shards every N steps (and at the end); 0 = only at the end");
+                "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
 }
 

@@ -59,7 +59,13 @@ struct Run {
     // Phase 1, local on every rank: threads, data, model, optimizer.
     void setup_local() {
         int threads = o.threads;
-        if (threads == 0) threads = std::max(1, (int)std::thread::hardware_concurrency() / topo.local_size);
+        if (threads == 0) {
+            // Bound by the launcher (mpirun binds each rank to cores): use what it was given.
+            // Unbound: share the node's cores among its ranks.
+            bool bound = false;
+            int cores = cpu::usable_cores(&bound);
+            threads = bound ? cores : std::max(1, cores / topo.local_size);
+        }
         cpu::set_threads(threads);
 
         train = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
@@ -92,8 +98,9 @@ struct Run {
         // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
         // auto: a communication thread only pays when it has a core of its own; sharing the
         // compute threads' cores it slowed 2 ranks on 2 cores by 8% of the step (BENCHMARKS.md).
-        int cores = (int)std::thread::hardware_concurrency();
-        spare_core = cores >= topo.local_size * (cpu::get_threads() + 1);
+        bool bound = false;
+        int cores = cpu::usable_cores(&bound);
+        spare_core = bound ? cores > cpu::get_threads() : cores >= topo.local_size * (cpu::get_threads() + 1);
         overlap = (o.overlap == "on" || (o.overlap == "auto" && spare_core)) && level >= MPI_THREAD_SERIALIZED;
         thread_level_ok = level >= MPI_THREAD_SERIALIZED;
         sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap);
@@ -104,6 +111,15 @@ struct Run {
     // Phase 3, collective: every rank must see the same dataset (a node with stale shards would
     // silently train on other data).
     void check_same_data() {
+        // Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
+        // collectives and hang: compare a checksum of every resolved option first.
+        std::string ini = o.to_ini();
+        unsigned long h[2] = {(unsigned long)checksum64(ini.data(), ini.size()), 0};
+        h[1] = ~h[0];
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UNSIGNED_LONG, MPI_MAX, topo.world));
+        if (h[0] != ~h[1])
+            throw UserError("ranks were started with different options (the resolved options differ between ranks); "
+                            "give every rank the same command line and --config");
         long mine[3] = {train->num_samples(), (long)train->dim(), val->num_samples()};
         long lo[3], hi[3];
         MPI_CHECK(MPI_Allreduce(mine, lo, 3, MPI_LONG, MPI_MIN, topo.world));
@@ -119,6 +135,7 @@ struct Run {
     bool have_ck = false;
     void load_rank0() {
         if (rank != 0) return;
+        prepare_checkpoint_dir(o.checkpoint_dir);
         if (o.resume == "none") {
             // A fresh run next to another run's checkpoints would rotate its own away (they sort
             // by step) and leave --resume auto to pick a stranger's: refuse unless told.
@@ -160,6 +177,15 @@ struct Run {
         if (ck.params.size() != params.size() || ck.opt_m.size() != opt->m().size() ||
             ck.opt_v.size() != opt->v().size())
             throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", resumed_from.c_str(), fix.c_str()));
+    }
+
+    // Phase 6, on rank 0: the metrics file. A fresh run starts it anew; a resumed run keeps the
+    // records up to its checkpoint's step and drops the later ones of the run that stopped (they
+    // are trained again).
+    void open_metrics() {
+        if (rank != 0) return;
+        if (start_step > 0) truncate_jsonl_after(o.metrics, start_step);
+        jsonl.open(o.metrics, start_step > 0);
     }
 
     // Phase 5, collective: rank 0's checkpoint (if any) to every rank.
@@ -246,7 +272,7 @@ struct Run {
             try {
                 last_checkpoint = save_checkpoint(o.checkpoint_dir, s, o.keep_checkpoints);
             } catch (const UserError& e) {
-                fatal(e.what(), 1);
+                fatal(e.what(), 2);
             }
         }
     }
@@ -258,7 +284,6 @@ struct Run {
             print(strfmt("nothing to train: the checkpoint is at step %ld and --steps is %ld\n", start_step, o.steps));
             return;
         }
-        if (rank == 0) jsonl.open(o.metrics, start_step > 0);
         Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end);
 
         double t_run = now_seconds(), t_int = t_run;
@@ -343,6 +368,7 @@ int run_training(const Options& opts, const Topology& topo) {
     if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
     if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;
     run.share_checkpoint();
+    if (!all_ok(topo.world, [&] { run.open_metrics(); })) return 2;
     run.banner();
     try {
         run.train_loop();

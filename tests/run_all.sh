@@ -18,6 +18,7 @@ suite() {
   rc=$?
   if [ $rc = 0 ]; then
     passed=$((passed + 1)); printf 'PASS  %-28s %4ds\n' "$name" $((SECONDS - t0))
+    grep -h '^SKIPPED' "$log/$name.log" | sort -u | sed 's/^/      /' || true
   else
     failed=$((failed + 1)); failures+=("$name")
     [ $rc = 124 ] && echo "      (timed out after ${limit}s)" >>"$log/$name.log"

@@ -9,6 +9,9 @@ namespace dptrain::cpu {
 // Compute threads for OpenBLAS and OpenMP in this process.
 void set_threads(int n);
 int get_threads();
+// Cores this process may run on (its CPU affinity; mpirun binds ranks to cores by default), and
+// whether that is fewer than the machine has (the process is bound).
+int usable_cores(bool* bound = nullptr);
 
 // out = inp @ weight^T + bias.  out (B, OC), inp (B, C), weight (OC, C), bias (OC) or null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,

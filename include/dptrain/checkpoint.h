@@ -35,6 +35,11 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
 // Loads and verifies every checksum. Throws UserError naming the file and what is wrong.
 CheckpointState load_checkpoint(const std::string& path);
 
+// Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
+// start, not at the first checkpoint), and removes temporary files a killed writer left behind.
+// Throws UserError naming the directory.
+void prepare_checkpoint_dir(const std::string& dir);
+
 // Checkpoints in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 

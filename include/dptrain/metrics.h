@@ -35,6 +35,10 @@ std::string format_eval_line(const EvalStats& e);
 // "12.3k", "1.20M": three significant digits with a unit suffix.
 std::string human(double v);
 
+// Rewrites a JSON-lines metrics file keeping only the records whose "step" is <= step (a missing
+// file is fine).
+void truncate_jsonl_after(const std::string& path, long step);
+
 // Appends one JSON object per line; flushes each line so a crashed run keeps its history.
 class JsonlWriter {
   public:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Exact resume (DESIGN invariant 5): 40 steps straight and 20 + stop + resume 20 give
-# bit-identical parameters and optimizer state, on 1 and 2 ranks, for AdamW and SGD.
+# bit-identical parameters and optimizer state, on 1 and 2 ranks, for AdamW and SGD. 500 samples
+# make epochs of 32 (1 rank) or 16 steps (2 ranks), so both halves cross epoch boundaries. The
+# resumed run's metrics continue the stopped run's without repeating a step.
 source "$(dirname "$0")/lib.bash"
-synth "$WORK/data" --train-samples 3000 --val-samples 256
+synth "$WORK/data" --train-samples 500 --val-samples 256
 for np in 1 2; do
   for optim in adamw sgd; do
     common=(--data "$WORK/data" --steps 40 --batch-size 16 --optimizer "$optim" --lr 5e-3 --warmup-steps 5
@@ -17,5 +19,7 @@ for np in 1 2; do
     grep -q "resumed from .*ckpt-00000020.h5 at step 20" "$WORK/out" || { cat "$WORK/out"; fail "did not resume at step 20"; }
     "$BIN/dptrain-ckpt" diff "$WORK/straight-$np-$optim/checkpoints/ckpt-00000040.h5" \
       "$WORK/split-$np-$optim/checkpoints/ckpt-00000040.h5" || fail "$np ranks, $optim: resume is not bit-identical"
+    steps=$(grep -o '"type":"step","step":[0-9]*' "$WORK/split-$np-$optim/metrics.jsonl" | sed 's/.*://' | tr '\n' ' ')
+    [ "$steps" = "10 20 30 40 " ] || fail "metrics of the resumed run: steps '$steps', want '10 20 30 40 '"
   done
 done

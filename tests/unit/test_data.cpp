@@ -115,6 +115,23 @@ TEST_CASE("ShardSet names the bad file and the fix", "[data]") {
         }
         CHECK(open_error(dir3).find("num_classes") != std::string::npos);
     }
+    SECTION("an attribute holding an array instead of one value") {
+        std::string dir = temp_dir("attr-array");
+        write_shards(dir, "train", {4}, 2, 2);
+        {
+            std::lock_guard<std::mutex> g(h5::lock());
+            hid_t f = H5Fopen((dir + "/train-00000-of-00001.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+            H5Adelete(f, "num_classes");
+            hsize_t n = 3;
+            h5::Hid space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+            h5::Hid a(H5Acreate2(f, "num_classes", H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+            int64_t v[3] = {2, 3, 4};
+            H5Awrite(a.get(), H5T_NATIVE_INT64, v);
+            a.reset();
+            H5Fclose(f);
+        }
+        CHECK(open_error(dir).find("num_classes holds 3 values, expected one") != std::string::npos);
+    }
     SECTION("labels outside [0, num_classes) fail the read that meets them") {
         std::string dir = temp_dir("labels");
         write_shards(dir, "train", {6}, 2, 3);

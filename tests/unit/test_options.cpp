@@ -1,4 +1,6 @@
 // Options: defaults, INI + command line precedence, and one clear message per bad input.
+#include "helpers.h"
+
 #include "dptrain/error.h"
 #include "dptrain/options.h"
 
@@ -28,7 +30,8 @@ static std::string error_of(std::vector<std::string> args) {
 }
 
 static std::string write_tmp(const std::string& name, const std::string& text) {
-    std::string path = "/tmp/dptrain-test-" + name;
+    static std::string dir = testing::temp_dir("options");
+    std::string path = dir + "/" + name;
     std::ofstream(path) << text;
     return path;
 }

@@ -1,0 +1,49 @@
+// The Communicator over device memory: NCCL, with the ncclUniqueId handed out over MPI. Built when
+// NCCL is found (DPTRAIN_HAVE_NCCL). Calls are ordered on the communicator's CUDA stream and
+// return at once; wait() blocks until they finished, polling NCCL's asynchronous error so a
+// failed peer ends the job instead of hanging it.
+// Not for: host buffers (MpiCommunicator) or choosing an algorithm.
+#pragma once
+
+#ifdef DPTRAIN_HAVE_NCCL
+
+#include "dptrain/comm.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <vector>
+
+namespace dptrain {
+
+class NcclCommunicator : public Communicator {
+  public:
+    // Collective over `comm`; the calling rank's CUDA device must be set already.
+    explicit NcclCommunicator(MPI_Comm comm);
+    ~NcclCommunicator() override;
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    const char* name() const override { return "nccl"; }
+    using Communicator::allreduce_sum;
+    void allreduce_sum(void* buf, size_t count, DType t) override;
+    // Equal blocks use ncclReduceScatter / ncclAllGather; unequal ones a group of ncclReduce /
+    // ncclBroadcast, one per rank (NCCL has no v-variants).
+    void reduce_scatter_sum(const void* send, void* recv, const size_t* counts, DType t) override;
+    void allgather(const void* send, void* recv, const size_t* counts, DType t) override;
+    void broadcast(void* buf, size_t bytes, int root) override;
+    void barrier() override;  // a 1-element all-reduce, then wait()
+    // Blocks until every call issued so far has finished; a NCCL error (local or a peer's) is
+    // fatal: the communicator is aborted and the job ends.
+    void wait();
+    cudaStream_t stream() const { return stream_; }
+
+  private:
+    ncclComm_t comm_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    int rank_ = 0, size_ = 1;
+    float* scratch_ = nullptr;  // one float on the device, for barrier()
+};
+
+} // namespace dptrain
+
+#endif

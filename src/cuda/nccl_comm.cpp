@@ -1,0 +1,114 @@
+// NcclCommunicator. Compiled only with NCCL (the Makefile adds it when configure finds NCCL).
+#include "dptrain/nccl_comm.h"
+
+#ifdef DPTRAIN_HAVE_NCCL
+
+#include "dptrain/error.h"
+
+#include <sched.h>
+
+#define CUDA_CHECK(call)                                                                                     \
+    do {                                                                                                     \
+        cudaError_t cuda_check_rc_ = (call);                                                                 \
+        if (cuda_check_rc_ != cudaSuccess)                                                                   \
+            ::dptrain::fatal(::dptrain::strfmt("CUDA error %s in %s at %s:%d", cudaGetErrorString(cuda_check_rc_), \
+                                               #call, __FILE__, __LINE__));                                  \
+    } while (0)
+
+#define NCCL_CHECK(call)                                                                                     \
+    do {                                                                                                     \
+        ncclResult_t nccl_check_rc_ = (call);                                                                \
+        if (nccl_check_rc_ != ncclSuccess)                                                                   \
+            ::dptrain::fatal(::dptrain::strfmt("NCCL error %s in %s at %s:%d", ncclGetErrorString(nccl_check_rc_), \
+                                               #call, __FILE__, __LINE__));                                  \
+    } while (0)
+
+namespace dptrain {
+
+static ncclDataType_t nccl_type(DType t) { return t == DType::f32 ? ncclFloat32 : ncclBfloat16; }
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm) {
+    MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm, &size_));
+    ncclUniqueId id;
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+    if (comm_) ncclCommDestroy(comm_);
+    if (scratch_) cudaFree(scratch_);
+    if (stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclCommunicator::allreduce_sum(void* buf, size_t count, DType t) {
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm_, stream_));
+}
+
+void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, const size_t* counts, DType t) {
+    bool equal = true;
+    for (int q = 1; q < size_; ++q) equal = equal && counts[q] == counts[0];
+    if (equal) {
+        NCCL_CHECK(ncclReduceScatter(send, recv, counts[0], nccl_type(t), ncclSum, comm_, stream_));
+        return;
+    }
+    const char* s = static_cast<const char*>(send);
+    size_t at = 0;
+    NCCL_CHECK(ncclGroupStart());
+    for (int q = 0; q < size_; ++q) {
+        NCCL_CHECK(ncclReduce(s + at * dtype_size(t), q == rank_ ? recv : nullptr, counts[q], nccl_type(t), ncclSum, q,
+                              comm_, stream_));
+        at += counts[q];
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclCommunicator::allgather(const void* send, void* recv, const size_t* counts, DType t) {
+    bool equal = true;
+    for (int q = 1; q < size_; ++q) equal = equal && counts[q] == counts[0];
+    if (equal) {
+        NCCL_CHECK(ncclAllGather(send, recv, counts[0], nccl_type(t), comm_, stream_));
+        return;
+    }
+    char* r = static_cast<char*>(recv);
+    size_t at = 0;
+    NCCL_CHECK(ncclGroupStart());
+    for (int q = 0; q < size_; ++q) {
+        NCCL_CHECK(ncclBroadcast(q == rank_ ? send : nullptr, r + at * dtype_size(t), counts[q], nccl_type(t), q, comm_,
+                                 stream_));
+        at += counts[q];
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
+    NCCL_CHECK(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream_));
+}
+
+void NcclCommunicator::barrier() {
+    NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
+    wait();
+}
+
+void NcclCommunicator::wait() {
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady) CUDA_CHECK(q);
+        ncclResult_t async = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+        if (async != ncclSuccess) {
+            ncclCommAbort(comm_);
+            comm_ = nullptr;
+            fatal(strfmt("NCCL asynchronous error: %s (a peer failed or the network is down)", ncclGetErrorString(async)));
+        }
+        sched_yield();
+    }
+}
+
+} // namespace dptrain
+
+#endif

@@ -1,0 +1,114 @@
+// NcclCommunicator on device buffers, against the same exact small-integer sums as the MPI tests.
+// Each rank uses GPU (local rank mod GPUs). Without NCCL in the build or without a GPU the test
+// prints a SKIPPED line (tests/run_all.sh shows it) and checks nothing.
+#include "dptrain/comm.h"
+#include "dptrain/error.h"
+#include "dptrain/topology.h"
+#include "dptrain/version.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <vector>
+
+#ifdef DPTRAIN_HAVE_NCCL
+#include "dptrain/bf16.h"
+#include "dptrain/nccl_comm.h"
+
+#include <cuda_runtime.h>
+#endif
+
+using namespace dptrain;
+
+static void skip(const std::string& why) {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (r == 0) std::printf("SKIPPED [nccl] NcclCommunicator tests: %s\n", why.c_str());
+}
+
+TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast on device", "[nccl][cuda]") {
+#ifndef DPTRAIN_HAVE_NCCL
+    skip("built without NCCL");
+#else
+    std::string why;
+    int gpus = cuda_device_count(&why);
+    int min_gpus = gpus;
+    MPI_Allreduce(MPI_IN_PLACE, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (min_gpus <= 0) {
+        skip("no GPU (" + why + ")");
+        return;
+    }
+    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
+    REQUIRE(cudaSetDevice(topo.local_rank % gpus) == cudaSuccess);
+    const int R = topo.rank, W = topo.size;
+    NcclCommunicator nc(MPI_COMM_WORLD);
+    auto input = [](int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); };
+    for (size_t n : {size_t(1), size_t(1021), size_t(1) << 20}) {
+        std::vector<float> h(n);
+        for (size_t i = 0; i < n; ++i) h[i] = input(R, i);
+        float* d = nullptr;
+        REQUIRE(cudaMalloc(&d, n * sizeof(float)) == cudaSuccess);
+        cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+        nc.allreduce_sum(d, n, DType::f32);
+        nc.wait();
+        cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
+        long wrong = 0;
+        for (size_t i = 0; i < n; ++i) {
+            float want = 0;
+            for (int q = 0; q < W; ++q) want += input(q, i);
+            wrong += h[i] != want;
+        }
+        CHECK(wrong == 0);
+        cudaFree(d);
+    }
+    // Uneven and even blocks, float32 and bf16.
+    for (bool even : {false, true}) {
+        std::vector<size_t> counts(W);
+        size_t total = 0;
+        for (int q = 0; q < W; ++q) total += counts[q] = even ? 5 : (size_t)(q * 3 + 1);
+        size_t first = 0;
+        for (int q = 0; q < R; ++q) first += counts[q];
+        for (DType t : {DType::f32, DType::bf16}) {
+            size_t es = dtype_size(t);
+            std::vector<char> send(total * es), all(total * es);
+            for (size_t i = 0; i < total; ++i) {
+                if (t == DType::f32) reinterpret_cast<float*>(send.data())[i] = input(R, i);
+                else reinterpret_cast<bf16*>(send.data())[i] = float_to_bf16(input(R, i));
+            }
+            void *ds = nullptr, *dr = nullptr, *da = nullptr;
+            cudaMalloc(&ds, total * es);
+            cudaMalloc(&dr, counts[R] * es + 1);
+            cudaMalloc(&da, total * es);
+            cudaMemcpy(ds, send.data(), total * es, cudaMemcpyHostToDevice);
+            nc.reduce_scatter_sum(ds, dr, counts.data(), t);
+            nc.allgather(dr, da, counts.data(), t);
+            nc.wait();
+            cudaMemcpy(all.data(), da, total * es, cudaMemcpyDeviceToHost);
+            long wrong = 0;
+            for (size_t i = 0; i < total; ++i) {
+                float want = 0;
+                for (int q = 0; q < W; ++q) want += input(q, i);
+                float got = t == DType::f32 ? reinterpret_cast<float*>(all.data())[i]
+                                            : bf16_to_float(reinterpret_cast<bf16*>(all.data())[i]);
+                wrong += got != want;
+            }
+            INFO((even ? "even" : "uneven") << " blocks, " << dtype_name(t));
+            CHECK(wrong == 0);
+            cudaFree(ds);
+            cudaFree(dr);
+            cudaFree(da);
+        }
+    }
+    long v = R == W - 1 ? 42 : 0;
+    long* dv = nullptr;
+    cudaMalloc(&dv, sizeof v);
+    cudaMemcpy(dv, &v, sizeof v, cudaMemcpyHostToDevice);
+    nc.broadcast(dv, sizeof v, W - 1);
+    nc.wait();
+    cudaMemcpy(&v, dv, sizeof v, cudaMemcpyDeviceToHost);
+    CHECK(v == 42);
+    cudaFree(dv);
+    nc.barrier();
+    topo.destroy();
+#endif
+}
