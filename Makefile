@@ -30,7 +30,7 @@ Q      := $(if $(filter 1,$(VERBOSE)),,@)
 MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
 
 # Goals that must work before the libraries are installed do not read the configuration.
-NO_CONFIG := deps run test clean help
+NO_CONFIG := deps run test clean help fuzz
 ifneq ($(filter-out $(NO_CONFIG),$(or $(MAKECMDGOALS),all)),)
 include $(CONFIG)
 endif
@@ -64,7 +64,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests
 
-.PHONY: all deps run test clean help tests
+.PHONY: all deps run test clean help tests fuzz fuzzers
 .SECONDARY:
 all: $(BUILD)/dptrain $(TOOLS)
 tests: $(TESTS)
@@ -94,6 +94,32 @@ $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# libFuzzer targets (clang): the option parser and the shard and checkpoint readers, built with
+# ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs
+# from tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 120
+FUZZ_SRCS    := src/error.cpp src/fatal.cpp src/options.cpp src/h5.cpp src/data.cpp src/checkpoint.cpp
+FUZZ_FLAGS   := -std=c++17 -g -O1 -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
+                $(MPI_CFLAGS) $(HDF5_CFLAGS)
+FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/,fuzz_options fuzz_shard fuzz_checkpoint))
+
+$(BUILD)/fuzz/%.o: %.cpp $(CONFIG)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CLANG $<")
+	$(Q)clang++ $(FUZZ_FLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_SRCS:%.cpp=$(BUILD)/fuzz/%.o)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)clang++ -fsanitize=fuzzer,address $^ -o $@ $(HDF5_LIBS) -lboost_program_options $(MPI_LIBS) -lpthread
+
+fuzzers: $(FUZZERS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory $(JOBS) fuzzers
+	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  echo "$$n: $(FUZZ_SECONDS) s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
+
 deps:
 	@scripts/install-deps
 
@@ -108,7 +134,7 @@ run: deps
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
 
 test: deps
-	@$(MAKE) --no-print-directory $(JOBS) all tests
+	@$(MAKE) --no-print-directory $(JOBS) all tests fuzzers
 	@MPIRUN="$(MPIRUN)" tests/run_all.sh
 
 clean:

@@ -16,9 +16,8 @@
 
 namespace dptrain {
 
-uint64_t checksum64(const void* data, size_t bytes) {
+void Checksum64::update(const void* data, size_t bytes) {
     const unsigned char* p = static_cast<const unsigned char*>(data);
-    uint64_t h = 0xcbf29ce484222325ull;
     size_t words = bytes / 8;
     for (size_t i = 0; i < words; ++i) {
         uint64_t w;
@@ -27,7 +26,63 @@ uint64_t checksum64(const void* data, size_t bytes) {
         h ^= h >> 29;
     }
     for (size_t i = words * 8; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h ^ bytes;
+    total += bytes;
+}
+
+uint64_t checksum64(const void* data, size_t bytes) {
+    Checksum64 c;
+    c.update(data, bytes);
+    return c.value();
+}
+
+// Checksum of the file from `from` to its end, and its size.
+static uint64_t file_checksum(int fd, size_t from, size_t* size) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 0;
+    *size = (size_t)st.st_size;
+    Checksum64 c;
+    std::vector<char> buf(1 << 20);
+    for (size_t at = from; at < *size;) {
+        ssize_t got = ::pread(fd, buf.data(), std::min(buf.size(), *size - at), (off_t)at);
+        if (got <= 0) return 0;
+        c.update(buf.data(), (size_t)got);
+        at += (size_t)got;
+    }
+    return c.value();
+}
+
+static const char kMagic[] = "DPTRAIN-CHECKPOINT 1";
+
+// Writes the header of a finished checkpoint file: magic, size, checksum of the HDF5 part.
+static void write_header(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0) throw UserError(strfmt("cannot reopen %s: %s", path.c_str(), std::strerror(errno)));
+    size_t size = 0;
+    uint64_t sum = file_checksum(fd, kCheckpointHeader, &size);
+    char header[kCheckpointHeader] = {0};
+    std::snprintf(header, sizeof header, "%s size=%zu sum=%016llx\n", kMagic, size, (unsigned long long)sum);
+    ssize_t w = ::pwrite(fd, header, sizeof header, 0);
+    int err = errno;
+    ::close(fd);
+    if (w != (ssize_t)sizeof header) throw UserError(strfmt("cannot write the header: %s (disk full?)", std::strerror(err)));
+}
+
+// Throws UserError unless the header matches the file's size and checksum.
+static void verify_header(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw UserError(strfmt("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
+    char header[kCheckpointHeader + 1] = {0};
+    ssize_t got = ::pread(fd, header, kCheckpointHeader, 0);
+    size_t want_size = 0, size = 0;
+    unsigned long long want_sum = 0;
+    std::string fmt = std::string(kMagic) + " size=%zu sum=%llx";
+    bool parsed = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &want_size, &want_sum) == 2;
+    uint64_t sum = parsed ? file_checksum(fd, kCheckpointHeader, &size) : 0;
+    ::close(fd);
+    if (!parsed) throw UserError(strfmt("%s: not a dptrain checkpoint (no valid header)", path.c_str()));
+    if (size != want_size)
+        throw UserError(strfmt("%s: truncated or extended: %zu bytes, its header says %zu", path.c_str(), size, want_size));
+    if (sum != want_sum) throw UserError(strfmt("%s: file checksum mismatch (corrupt file)", path.c_str()));
 }
 
 std::string checkpoint_path(const std::string& dir, long step) { return strfmt("%s/ckpt-%08ld.h5", dir.c_str(), step); }
@@ -73,7 +128,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
     {
         std::lock_guard<std::mutex> g(h5::lock());
         try {
-            h5::Hid f = h5::create_file(tmp);
+            h5::Hid f = h5::create_file(tmp, kCheckpointHeader);
             hid_t root = f.get();
             h5::write_attr_i64(root, "step", s.step);
             h5::write_attr_i64(root, "epoch", s.epoch);
@@ -91,6 +146,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             write_checked(root, "/opt_v", s.opt_v);
             if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (disk full?)");
             if (H5Fclose(f.release()) < 0) throw UserError("close failed (disk full?)");
+            write_header(tmp);
         } catch (const UserError& e) {
             std::remove(tmp.c_str());
             throw UserError(strfmt("checkpoint %s: %s; the previous checkpoints are intact", path.c_str(), e.what()));
@@ -132,6 +188,7 @@ static std::vector<float> read_checked(hid_t file, const std::string& path, cons
 }
 
 CheckpointState load_checkpoint(const std::string& path) {
+    verify_header(path);
     std::lock_guard<std::mutex> g(h5::lock());
     h5::Hid f = h5::open_file(path, "the checkpoint file is missing or damaged");
     CheckpointState s;
@@ -158,6 +215,86 @@ CheckpointState load_checkpoint(const std::string& path) {
         throw UserError(strfmt("%s: %s", path.c_str(), msg.c_str()));
     }
     return s;
+}
+
+void corrupt_checkpoint_file(const std::string& path) {
+    haddr_t at = HADDR_UNDEF;
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        h5::Hid f = h5::open_file(path, "corrupt_checkpoint_file");
+        h5::Hid d = h5::open_dataset(f.get(), path, "/params", "");
+        at = H5Dget_offset(d.get());
+    }
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0 || at == HADDR_UNDEF) throw UserError(strfmt("%s: cannot corrupt it for the injected fault", path.c_str()));
+    unsigned char junk[64];
+    for (int i = 0; i < 64; ++i) junk[i] = (unsigned char)(0xA5 ^ i);
+    ssize_t w = ::pwrite(fd, junk, sizeof junk, (off_t)at);
+    ::fsync(fd);
+    ::close(fd);
+    if (w != (ssize_t)sizeof junk) throw UserError(strfmt("%s: cannot corrupt it for the injected fault", path.c_str()));
+}
+
+AsyncCheckpointer::AsyncCheckpointer() : thread_(&AsyncCheckpointer::run, this) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+    try {
+        wait();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+    }
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+CheckpointState& AsyncCheckpointer::next() {
+    wait();
+    return state_;
+}
+
+void AsyncCheckpointer::start(const std::string& dir, int keep) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        dir_ = dir;
+        keep_ = keep;
+        pending_ = true;
+    }
+    cv_.notify_all();
+}
+
+std::string AsyncCheckpointer::wait() {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return !pending_; });
+    if (!error_.empty()) {
+        std::string e = error_;
+        error_.clear();
+        throw UserError(e);
+    }
+    return path_;
+}
+
+void AsyncCheckpointer::run() {
+    std::unique_lock<std::mutex> g(mu_);
+    for (;;) {
+        cv_.wait(g, [&] { return stop_ || pending_; });
+        if (stop_ && !pending_) return;
+        g.unlock();
+        std::string path, err;
+        try {
+            path = save_checkpoint(dir_, state_, keep_);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+        g.lock();
+        path_ = path;
+        error_ = err;
+        pending_ = false;
+        cv_.notify_all();
+    }
 }
 
 void prepare_checkpoint_dir(const std::string& dir) {

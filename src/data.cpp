@@ -120,6 +120,11 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
                                    s.dim_, s.classes_));
         }
         if (fd[0] == 0) throw UserError(strfmt("%s: shard holds no samples; %s", sh.path.c_str(), hint.c_str()));
+        // A batch of rows is staged in memory: refuse a row width no batch could hold.
+        if (fd[1] == 0 || (double)fd[1] * 4.0 * max_rows > (double)(1ull << 32))
+            throw UserError(strfmt("%s: /features has %llu features per sample; a batch of %d such rows does not fit "
+                                   "in 4 GiB of host memory",
+                                   sh.path.c_str(), (unsigned long long)fd[1], max_rows));
         setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at, &sh.labels_at);
         sh.first = s.total_;
         sh.count = (long)fd[0];
@@ -252,9 +257,9 @@ int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
 // ---------------------------------------------------------------------------------------------
 
 Prefetcher::Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth,
-                       long first_step, long end_step)
+                       long first_step, long end_step, long fail_step)
     : shards_(shards), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
-      slots_(depth), idx_(max_rows) {
+      fail_step_(fail_step), slots_(depth), idx_(max_rows) {
     for (Batch& b : slots_) {
         b.x.resize((size_t)max_rows * shards.dim());
         b.y.resize(max_rows);
@@ -285,6 +290,9 @@ void Prefetcher::run() {
             b.step = step;
             b.global_n = sampler_.global_count(step);
             b.n = sampler_.slice(step, rank_, world_, idx_.data());
+            if (step == fail_step_)
+                throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
+                                       shards_.shard_path(0).c_str(), step + 1));
             shards_.read_rows(idx_.data(), b.n, b.x.data(), b.y.data());
         } catch (...) {
             std::lock_guard<std::mutex> g(mu_);

@@ -11,8 +11,9 @@
 
 namespace dptrain {
 
-GradSync::GradSync(AllreduceEngine& engine, const ParamLayout& layout, double bucket_mb, DType wire, bool overlap)
-    : engine_(engine), wire_(wire), overlap_(overlap), total_(layout.total) {
+GradSync::GradSync(AllreduceEngine& engine, const ParamLayout& layout, double bucket_mb, DType wire, bool overlap,
+                   size_t control)
+    : engine_(engine), wire_(wire), overlap_(overlap), total_(layout.total + control), control_(control) {
     if (total_ > engine.capacity()) fatal("GradSync: gradient buffer smaller than the model");
     // Walk the flat buffer from its end (what backward finishes first) to its start, closing a
     // bucket once it holds bucket_mb. A bucket may end inside a parameter: all of a parameter's

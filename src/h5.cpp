@@ -47,9 +47,11 @@ Hid open_file(const std::string& path, const std::string& hint) {
     return Hid(f, H5Fclose);
 }
 
-Hid create_file(const std::string& path) {
+Hid create_file(const std::string& path, size_t userblock) {
     quiet();
-    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    Hid fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    if (userblock > 0) H5Pset_userblock(fcpl.get(), userblock);
+    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT);
     if (f < 0) throw UserError(strfmt("%s: cannot create the file; check the directory exists and is writable", path.c_str()));
     return Hid(f, H5Fclose);
 }

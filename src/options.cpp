@@ -91,6 +91,15 @@ void declare(Registry& r, Options& o) {
              "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file");
     r.flag("overwrite-checkpoints", &Options::overwrite_checkpoints, o,
            "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
+    r.flag("async-checkpoint", &Options::async_checkpoint, o,
+           "copy parameters and optimizer state to host memory and write the checkpoint on a background thread");
+    r.add<double>("step-timeout", &Options::step_timeout, o, 900.0,
+                  "abort the job, naming the stuck rank and phase, when a step (or an evaluation or checkpoint) takes "
+                  "longer than this many seconds; 0 = never");
+    r.add<S>("on-nonfinite", &Options::on_nonfinite, o, "stop",
+             "a NaN/Inf loss or gradient: stop (exit 4 with a message) | skip (leave the parameters, go on)");
+    r.add<S>("inject-fault", &Options::inject_fault, o, "",
+             "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
@@ -151,6 +160,9 @@ void validate(Options& o) {
     need(o.bucket_mb > 0, strfmt("--bucket-mb %g must be positive", o.bucket_mb));
     need(o.grad_dtype == "float32" || o.grad_dtype == "bf16",
          strfmt("--grad-dtype '%s' is unknown; use float32 or bf16", o.grad_dtype.c_str()));
+    need(o.step_timeout >= 0, strfmt("--step-timeout %g must be >= 0 (0 turns the watchdog off)", o.step_timeout));
+    need(o.on_nonfinite == "skip" || o.on_nonfinite == "stop",
+         strfmt("--on-nonfinite '%s' is unknown; use skip or stop", o.on_nonfinite.c_str()));
     need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
     need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
     need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
@@ -158,6 +170,15 @@ void validate(Options& o) {
     need(!o.run_dir.empty(), "--run-dir must not be empty");
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
     if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";
+}
+
+// Boost formats its error messages by replacing placeholders such as %value% with the offending
+// text until none is left; a token that itself contains a placeholder makes that loop endless
+// (found by tests/fuzz/fuzz_options). Such text is refused before Boost sees it.
+void refuse_placeholders(const std::string& text, const std::string& where) {
+    for (const char* tag : {"%canonical_option%", "%option%", "%value%", "%prefix%", "%original_token%"})
+        if (text.find(tag) != std::string::npos)
+            throw UserError(strfmt("%s contains '%s', which the option parser cannot handle; remove it", where.c_str(), tag));
 }
 
 // Boost's messages name the option ("unrecognised option '--bach-size'"); add the fix.
@@ -182,6 +203,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     po::options_description all;
     all.add(general.desc).add(r.desc);
 
+    for (int i = 1; i < argc; ++i) refuse_placeholders(argv[i], strfmt("argument '%s'", argv[i]));
     po::variables_map vm;
     try {
         po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
@@ -218,9 +240,12 @@ ParseResult parse_options(int argc, const char* const* argv) {
         if (!in)
             throw UserError(strfmt("--config %s: cannot open the file; check the path (configs/ holds examples)",
                                    path.c_str()));
+        std::stringstream text;
+        text << in.rdbuf();
+        refuse_placeholders(text.str(), strfmt("config %s", path.c_str()));
         try {
             // store() keeps the first value seen, so the command line (stored above) wins.
-            po::store(po::parse_config_file(in, r.desc, /*allow_unregistered=*/false), vm);
+            po::store(po::parse_config_file(text, r.desc, /*allow_unregistered=*/false), vm);
         } catch (const po::error& e) {
             throw UserError(with_fix(strfmt("config %s: ", path.c_str()), e));
         }

@@ -13,10 +13,13 @@
 #include "dptrain/metrics.h"
 #include "dptrain/model.h"
 #include "dptrain/optim.h"
+#include "dptrain/reliability.h"
 #include "dptrain/version.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -26,6 +29,7 @@ namespace dptrain {
 namespace {
 
 constexpr int kEvalRows = 512;  // validation rows per forward pass
+constexpr size_t kControl = 2;  // control floats summed with the gradients (see train_loop)
 
 struct Run {
     const Options& o;
@@ -58,6 +62,8 @@ struct Run {
 
     // Phase 1, local on every rank: threads, data, model, optimizer.
     void setup_local() {
+        faults = FaultPlan::parse(o.inject_fault);
+        if (rank == 0 && o.async_checkpoint) async_ckpt = std::make_unique<AsyncCheckpointer>();
         int threads = o.threads;
         if (threads == 0) {
             // Bound by the launcher (mpirun binds each rank to cores): use what it was given.
@@ -91,7 +97,7 @@ struct Run {
     // Phase 2, collective: the all-reduce engine (its shared window is allocated by the ranks of
     // each node together) and the gradient buckets over its buffer.
     void setup_comm() {
-        engine = std::make_unique<AllreduceEngine>(o.allreduce, topo, model->num_params());
+        engine = std::make_unique<AllreduceEngine>(o.allreduce, topo, model->num_params() + kControl);
         DType wire = o.grad_dtype == "bf16" ? DType::bf16 : DType::f32;
         int level = 0;
         MPI_CHECK(MPI_Query_thread(&level));
@@ -103,7 +109,7 @@ struct Run {
         spare_core = bound ? cores > cpu::get_threads() : cores >= topo.local_size * (cpu::get_threads() + 1);
         overlap = (o.overlap == "on" || (o.overlap == "auto" && spare_core)) && level >= MPI_THREAD_SERIALIZED;
         thread_level_ok = level >= MPI_THREAD_SERIALIZED;
-        sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap);
+        sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap, kControl);
         overlap = sync->overlapped();
     }
     bool overlap = false, spare_core = false, thread_level_ok = true;
@@ -254,37 +260,63 @@ struct Run {
         return e;
     }
 
-    void checkpoint(long step) {
+    // Rank 0 writes the checkpoint of `step` (every replica is identical). With
+    // --async-checkpoint the state is copied to host buffers and written by a background thread;
+    // the next checkpoint (or the end of the run) waits for it. A failure ends the job: the
+    // previous checkpoints are intact (save_checkpoint writes a temporary file, then renames).
+    void checkpoint(long step, bool final_one) {
+        watchdog->begin(step, Phase::checkpoint);
         if (rank == 0) {
-            CheckpointState s;
-            s.step = step;
-            s.epoch = sampler->epoch_of(step);
-            s.epoch_offset = (step % sampler->steps_per_epoch()) * global_batch;
-            s.global_batch = global_batch;
-            s.seed = o.seed;
-            s.world_size = W;
-            s.model = model->signature();
-            s.optimizer = o.optimizer;
-            s.options = o.to_ini();
-            s.params = params;
-            s.opt_m = opt->m();
-            s.opt_v = opt->v();
             try {
-                last_checkpoint = save_checkpoint(o.checkpoint_dir, s, o.keep_checkpoints);
+                CheckpointState& s = async_ckpt ? async_ckpt->next() : sync_ckpt;
+                s.step = step;
+                s.epoch = sampler->epoch_of(step);
+                s.epoch_offset = (step % sampler->steps_per_epoch()) * global_batch;
+                s.global_batch = global_batch;
+                s.seed = o.seed;
+                s.world_size = W;
+                s.model = model->signature();
+                s.optimizer = o.optimizer;
+                s.options = o.to_ini();
+                s.params.assign(params.begin(), params.end());
+                s.opt_m.assign(opt->m().begin(), opt->m().end());
+                s.opt_v.assign(opt->v().begin(), opt->v().end());
+                bool corrupt = faults.has(0, step, Fault::Kind::corrupt_checkpoint);
+                if (async_ckpt) {
+                    async_ckpt->start(o.checkpoint_dir, o.keep_checkpoints);
+                    last_checkpoint = checkpoint_path(o.checkpoint_dir, step);
+                    if (final_one || corrupt) async_ckpt->wait();
+                } else {
+                    last_checkpoint = save_checkpoint(o.checkpoint_dir, s, o.keep_checkpoints);
+                }
+                if (corrupt) corrupt_checkpoint_file(last_checkpoint);
             } catch (const UserError& e) {
-                fatal(e.what(), 2);
+                fatal(e.what(), kExitUser);
             }
         }
     }
 
-    void train_loop() {
+    // One step's fault injection on this rank (--inject-fault).
+    void inject_before_step(long done) {
+        if (faults.has(rank, done, Fault::Kind::kill)) raise(SIGKILL);
+        if (faults.has(rank, done, Fault::Kind::hang)) {
+            watchdog->phase(Phase::forward);
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+    }
+
+    int train_loop() {
         long end = o.steps;
         if (o.stop_after > 0) end = std::min(end, start_step + o.stop_after);
         if (start_step >= end) {
             print(strfmt("nothing to train: the checkpoint is at step %ld and --steps is %ld\n", start_step, o.steps));
-            return;
+            return kExitOk;
         }
-        Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end);
+        long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
+        for (long s = start_step; s < end; ++s)
+            if (faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
+        Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail);
+        const size_t P = model->num_params();
 
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
@@ -292,71 +324,132 @@ struct Run {
         // int_loss sums this rank's share of each step's global mean loss (its loss sum / the
         // global batch); the ranks' shares add up to the global mean at the step line.
         double int_loss = 0, int_exposed = 0, int_other = 0, last_norm = 0, last_lr = 0, final_loss = 0;
-        long int_steps = 0, int_samples = 0;
-        bool evaluated = false, saved = false;
+        long int_steps = 0, int_samples = 0, skipped = 0;
+        bool evaluated = false;
         EvalStats last_eval;
+        int code = kExitOk;
+        long done = start_step;
+        last_logged = start_step;
         for (long step = start_step; step < end; ++step) {
+            done = step + 1;
+            watchdog->begin(done, Phase::data);
+            inject_before_step(done);
             const Batch& b = pf.next();
             float* grads = sync->grads();
             sync->begin_step();
+            // Control floats, summed with the gradients: [0] > 0 when any rank was signalled,
+            // [1] non-finite when any rank's loss was.
+            float* ctl = sync->control();
+            ctl[0] = preemption_requested() ? 1.0f : 0.0f;
+            watchdog->phase(Phase::forward);
             double loss_sum = model->forward(params.data(), b.x.data(), b.y.data(), b.n, nullptr);
+            ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
+            if (faults.has(rank, done, Fault::Kind::nan)) grads[0] = NAN;  // poisons the summed gradient
+            watchdog->phase(Phase::backward);
             model->backward(grads, params.data(), b.x.data(), b.y.data(), b.n, 1.0f / (float)b.global_n, sync.get());
             int global_n = b.global_n;
             pf.release();
+            watchdog->phase(Phase::allreduce);
             int_exposed += sync->finish();
 
-            last_norm = clip_grad_norm(grads, model->num_params(), o.grad_clip);
+            // Every rank sees the same summed gradient and control floats, so every decision
+            // below is the same on all ranks without another collective.
+            watchdog->phase(Phase::optimizer);
+            bool stop_requested = ctl[0] > 0.0f;
+            last_norm = global_norm(grads, P);
+            bool finite = std::isfinite(last_norm) && std::isfinite(ctl[1]);
             last_lr = sched.at(step);
-            opt->step(params.data(), grads, last_lr, step + 1);
-
-            int_loss += loss_sum / global_n;
+            if (finite) {
+                clip_grad_norm(grads, P, o.grad_clip);
+                opt->step(params.data(), grads, last_lr, step + 1);
+                int_loss += loss_sum / global_n;
+                ++int_steps;
+            } else if (o.on_nonfinite == "stop") {
+                if (rank == 0) {
+                    std::fprintf(stderr, "dptrain: error: step %ld: non-finite %s (gradient norm %g); stopping before the "
+                                         "parameters are touched. Resume from the last checkpoint with a lower --lr, or "
+                                         "pass --on-nonfinite skip to skip such steps\n",
+                                 done, std::isfinite(ctl[1]) ? "gradient" : "loss", last_norm);
+                    std::fflush(stderr);
+                }
+                code = kExitNonfinite;
+                break;
+            } else {
+                ++skipped;
+                print(strfmt("warning: step %ld: non-finite %s; step skipped, parameters unchanged (%ld skipped so far)\n",
+                             done, std::isfinite(ctl[1]) ? "gradient" : "loss", skipped));
+            }
             int_samples += global_n;
-            ++int_steps;
-            long done = step + 1;
-            evaluated = saved = false;
 
-            if (done % o.log_every == 0 || done == end) {
+            if (done % o.log_every == 0 || done == end || stop_requested) {
                 double t = now_seconds(), dt = t - t_int - int_other;
                 double shares[3] = {pf.take_wait_seconds() / dt, int_exposed / dt, sync->take_comm_seconds() / dt};
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 3, MPI_DOUBLE, MPI_MAX, topo.world));
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &int_loss, 1, MPI_DOUBLE, MPI_SUM, topo.world));
-                final_loss = int_loss / int_steps;
-                StepStats s;
-                s.step = done;
-                s.total = o.steps;
-                s.loss = int_loss / int_steps;
-                s.grad_norm = last_norm;
-                s.lr = last_lr;
-                s.ms_per_step = 1000.0 * dt / int_steps;
-                s.samples_per_s = int_samples / dt;
-                s.data_wait_pct = 100.0 * shares[0];
-                s.comm_pct = 100.0 * shares[1];
-                s.comm_total_pct = 100.0 * shares[2];
-                print(format_step_line(s) + "\n");
-                if (rank == 0) jsonl.write(JsonlWriter::step_json(s));
+                StepStats st;
+                st.step = done;
+                st.total = o.steps;
+                st.loss = int_steps ? int_loss / int_steps : NAN;
+                final_loss = st.loss;
+                st.grad_norm = last_norm;
+                st.lr = last_lr;
+                long n_steps = done - last_logged;
+                st.ms_per_step = 1000.0 * dt / std::max(1L, n_steps);
+                st.samples_per_s = int_samples / dt;
+                st.data_wait_pct = 100.0 * shares[0];
+                st.comm_pct = 100.0 * shares[1];
+                st.comm_total_pct = 100.0 * shares[2];
+                print(format_step_line(st) + "\n");
+                if (rank == 0) jsonl.write(JsonlWriter::step_json(st));
                 int_loss = int_exposed = int_other = 0;
                 int_steps = int_samples = 0;
                 t_int = now_seconds();
+                last_logged = done;
             }
             double t_other = now_seconds();
             if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+                watchdog->begin(done, Phase::eval);
                 last_eval = evaluate(done);
                 evaluated = true;
                 print(format_eval_line(last_eval) + "\n");
                 if (rank == 0) jsonl.write(JsonlWriter::eval_json(last_eval));
             }
-            if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || done == end) {
-                checkpoint(done);
-                saved = true;
-            }
+            bool last = done == end || stop_requested;
+            if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last) checkpoint(done, last);
             int_other += now_seconds() - t_other;
+            if (stop_requested) {
+                code = kExitPreempted;
+                break;
+            }
+        }
+        watchdog->begin(done, Phase::done);
+        if (rank == 0 && async_ckpt) {
+            try {
+                async_ckpt->wait();
+            } catch (const UserError& e) {
+                fatal(e.what(), kExitUser);
+            }
         }
         double secs = now_seconds() - t_run;
+        if (code == kExitNonfinite) return code;
+        if (code == kExitPreempted) {
+            print(strfmt("preempted: a rank received a stop signal (SIGTERM/SIGUSR1); stopped after step %ld with a "
+                         "checkpoint\ncheckpoint: %s\nexit %d: requeue the job with --resume auto to continue\n",
+                         done, last_checkpoint.c_str(), kExitPreempted));
+            return code;
+        }
         std::string tail = evaluated ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval.loss, 100.0 * last_eval.accuracy) : "";
+        if (skipped) tail += strfmt(" | %ld non-finite steps skipped", skipped);
         print(strfmt("done: steps %ld..%ld in %.1f s | train loss %.4f (last interval)%s\n", start_step + 1, end, secs, final_loss,
                      tail.c_str()));
         if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));
+        return kExitOk;
     }
+    long last_logged = 0;
+    CheckpointState sync_ckpt;  // reused by every synchronous checkpoint
+    std::unique_ptr<AsyncCheckpointer> async_ckpt;
+    std::unique_ptr<Watchdog> watchdog;
+    FaultPlan faults;
 };
 
 } // namespace
@@ -370,14 +463,18 @@ int run_training(const Options& opts, const Topology& topo) {
     run.share_checkpoint();
     if (!all_ok(topo.world, [&] { run.open_metrics(); })) return 2;
     run.banner();
+    install_preemption_handlers();
+    run.watchdog = std::make_unique<Watchdog>(opts.step_timeout);
+    int code = kExitOk;
     try {
-        run.train_loop();
+        code = run.train_loop();
     } catch (const UserError& e) {
-        fatal(e.what(), 2);
+        fatal(e.what(), kExitUser);
     } catch (const std::exception& e) {
-        fatal(strfmt("internal error: %s", e.what()), 1);
+        fatal(strfmt("internal error: %s", e.what()), kExitFatal);
     }
-    return 0;
+    run.watchdog->stop();
+    return code;
 }
 
 } // namespace dptrain

@@ -31,6 +31,20 @@ suite unit 300 build/unit_tests --use-colour no
 for np in 1 2 3 4 5 6 7 8; do suite "mpi-np$np" 300 $MPIRUN -np $np build/mpi_tests --use-colour no; done
 for t in tests/integration/*.sh; do suite "$(basename "$t" .sh)" 600 "$t"; done
 
+# Fuzz targets (libFuzzer, ASan): a fixed number of inputs from the checked-in corpus, seed 1, so
+# a run is repeatable; `make fuzz` runs them for longer. HDF5 leaks on some error paths of its
+# own, so leak detection is off (ASan's other checks stay on).
+fuzz() {  # fuzz NAME RUNS
+  local bin=build/fuzz/fuzz_$1 scratch=build/fuzz/run-$1
+  if [ ! -x "$bin" ]; then echo "SKIPPED fuzz-$1: no libFuzzer (clang) in this build"; return; fi
+  rm -rf "$scratch" && mkdir -p "$scratch"
+  suite "fuzz-$1" 300 "$bin" -runs="$2" -seed=1 -max_len=4096 -detect_leaks=0 -timeout=20 \
+    -artifact_prefix="$scratch/" "$scratch" "tests/fuzz/corpus/$1"
+}
+fuzz options 20000
+fuzz shard 5000
+fuzz checkpoint 5000
+
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"
 echo "$passed passed, $failed failed"

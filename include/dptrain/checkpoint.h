@@ -3,11 +3,20 @@
 // Not for: deciding when to checkpoint (the trainer does).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dptrain {
+
+// File layout: a 512-byte header ("user block", which HDF5 skips) holding the file's size and a
+// checksum of everything after the header, then the HDF5 file. The header is verified before
+// HDF5 reads a byte, so a corrupt or partial file is refused without being parsed (HDF5 1.10
+// itself can crash on corrupt input; tests/fuzz found it).
+constexpr size_t kCheckpointHeader = 512;
 
 struct CheckpointState {
     long step = 0;          // optimizer steps completed
@@ -24,6 +33,13 @@ struct CheckpointState {
 
 // 64-bit FNV-1a over 8-byte words (tail bytes folded in): cheap and order-sensitive.
 uint64_t checksum64(const void* data, size_t bytes);
+// The same, fed in pieces: every piece but the last must be a multiple of 8 bytes.
+struct Checksum64 {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t total = 0;
+    void update(const void* data, size_t bytes);
+    uint64_t value() const { return h ^ total; }
+};
 
 // DIR/ckpt-00000120.h5 for step 120.
 std::string checkpoint_path(const std::string& dir, long step);
@@ -34,6 +50,34 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
 
 // Loads and verifies every checksum. Throws UserError naming the file and what is wrong.
 CheckpointState load_checkpoint(const std::string& path);
+
+// Flips bytes inside the /params data of a checkpoint file (fault injection for tests).
+void corrupt_checkpoint_file(const std::string& path);
+
+// Writes checkpoints on a background thread from a host copy taken when the write is started, so
+// training continues meanwhile; one write in flight at a time, with save_checkpoint's atomicity.
+class AsyncCheckpointer {
+  public:
+    AsyncCheckpointer();
+    ~AsyncCheckpointer();  // waits for the write in flight (errors then are printed, not thrown)
+    // Waits for the previous write (throwing its UserError), then returns the state to fill. Its
+    // tensors keep their capacity between checkpoints: filling them does not allocate.
+    CheckpointState& next();
+    // Starts writing what next() returned.
+    void start(const std::string& dir, int keep);
+    // Waits for the write in flight; throws its UserError. Returns its path ("" if none).
+    std::string wait();
+
+  private:
+    void run();
+    CheckpointState state_;
+    std::string dir_, path_, error_;
+    int keep_ = 1;
+    bool pending_ = false, stop_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread thread_;
+};
 
 // Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
 // start, not at the first checkpoint), and removes temporary files a killed writer left behind.

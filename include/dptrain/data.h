@@ -96,8 +96,9 @@ struct Batch {
 // ..., end_step-1, in order. Buffers are allocated once. A read error is rethrown by next().
 class Prefetcher {
   public:
+    // fail_step >= 0: the read for that step fails with an injected I/O error (--inject-fault).
     Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
-               long end_step);
+               long end_step, long fail_step = -1);
     ~Prefetcher();
     // Blocks until the batch of the next step is ready; the wait is added to wait_seconds().
     const Batch& next();
@@ -110,7 +111,7 @@ class Prefetcher {
     ShardSet& shards_;
     Sampler& sampler_;
     int rank_, world_;
-    long first_, end_;
+    long first_, end_, fail_step_;
     std::vector<Batch> slots_;
     std::vector<long> idx_;
     std::mutex mu_;

@@ -19,11 +19,16 @@ namespace dptrain {
 
 class GradSync : public GradHook {
   public:
-    // overlap = false: every bucket is reduced by finish(), on the calling thread.
-    GradSync(AllreduceEngine& engine, const ParamLayout& layout, double bucket_mb, DType wire, bool overlap);
+    // overlap = false: every bucket is reduced by finish(), on the calling thread. `control`
+    // extra floats after the gradients are summed with them (in the first bucket to go): the
+    // trainer passes per-step flags there (a stop request, a non-finite loss) at no extra cost.
+    GradSync(AllreduceEngine& engine, const ParamLayout& layout, double bucket_mb, DType wire, bool overlap,
+             size_t control = 0);
     ~GradSync() override;
 
     float* grads() const { return engine_.buffer(); }
+    // The control floats, right after the gradients; write them after begin_step().
+    float* control() const { return engine_.buffer() + total_ - control_; }
     bool overlapped() const { return overlap_; }
     size_t num_buckets() const { return buckets_.size(); }
     // Zeroes the gradients for a new step. Nothing may be in flight (finish() was called).
@@ -49,7 +54,8 @@ class GradSync : public GradHook {
     AllreduceEngine& engine_;
     DType wire_;
     bool overlap_;
-    size_t total_;
+    size_t total_;  // gradients + control floats
+    size_t control_;
     std::vector<Bucket> buckets_;  // in launch order: highest offsets first
     size_t launched_ = 0;          // buckets handed to the worker (or reduced, without overlap)
     size_t done_ = 0;              // buckets reduced

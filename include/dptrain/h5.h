@@ -44,7 +44,9 @@ void quiet();
 
 // Opening: a missing or unreadable file -> UserError("PATH: ... HINT").
 Hid open_file(const std::string& path, const std::string& hint);
-Hid create_file(const std::string& path);  // truncates; throws UserError on failure
+// Truncates; throws UserError on failure. userblock > 0 (a power of two >= 512) reserves that
+// many bytes at the start of the file for the caller.
+Hid create_file(const std::string& path, size_t userblock = 0);
 Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint);
 
 enum class Kind { f32, i32, u16, u32, u8 };

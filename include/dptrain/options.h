@@ -40,6 +40,11 @@ struct Options {
     long checkpoint_every;
     int keep_checkpoints;
     bool overwrite_checkpoints;  // a fresh run may delete the checkpoints already in checkpoint_dir
+    bool async_checkpoint;       // write checkpoints on a background thread
+    // reliability
+    double step_timeout;       // seconds; 0 = no watchdog
+    std::string on_nonfinite;  // skip | stop
+    std::string inject_fault;  // RANK:STEP:KIND,... (tests)
     // output
     long log_every, eval_every;
     std::string metrics;  // JSON lines; default RUN_DIR/metrics.jsonl

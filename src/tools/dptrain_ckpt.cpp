@@ -1,5 +1,6 @@
 // dptrain-ckpt: look into checkpoints.
-//   dptrain-ckpt info FILE          step, data position, model, tensor sizes, checksums verified
+//   dptrain-ckpt info FILE          step, data position, model, tensor sizes, checksums verified;
+//                                   exit 1 when a tensor holds NaN/Inf
 //   dptrain-ckpt diff A B [--tol X] max |A - B| over parameters and optimizer state; exit 0 when
 //                                   within X (default 0: bit-identical), 1 otherwise
 #include "dptrain/checkpoint.h"
@@ -27,11 +28,14 @@ int main(int argc, char** argv) {
     try {
         if (cmd == "info" && argc == 3) {
             CheckpointState s = load_checkpoint(argv[2]);
+            long nonfinite = 0;
+            for (const auto* v : {&s.params, &s.opt_m, &s.opt_v})
+                for (float x : *v) nonfinite += !std::isfinite(x);
             std::printf("%s: step %ld | epoch %ld + %ld samples | global batch %ld | seed %llu | written by %d ranks\n"
-                        "model %s | optimizer %s | %zu parameters | checksums verified\n",
+                        "model %s | optimizer %s | %zu parameters | checksums verified | %ld non-finite values\n",
                         argv[2], s.step, s.epoch, s.epoch_offset, s.global_batch, (unsigned long long)s.seed,
-                        s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size());
-            return 0;
+                        s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size(), nonfinite);
+            return nonfinite ? 1 : 0;
         }
         if (cmd == "diff" && (argc == 4 || (argc == 6 && std::strcmp(argv[4], "--tol") == 0))) {
             double tol = argc == 6 ? std::atof(argv[5]) : 0.0;

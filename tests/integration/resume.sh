@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Exact resume (DESIGN invariant 5): 40 steps straight and 20 + stop + resume 20 give
-# bit-identical parameters and optimizer state, on 1 and 2 ranks, for AdamW and SGD. 500 samples
+# bit-identical parameters and optimizer state, on 1, 2 and 4 ranks, for AdamW and SGD. 500 samples
 # make epochs of 32 (1 rank) or 16 steps (2 ranks), so both halves cross epoch boundaries. The
 # resumed run's metrics continue the stopped run's without repeating a step.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 500 --val-samples 256
-for np in 1 2; do
+for np in 1 2 4; do
   for optim in adamw sgd; do
     common=(--data "$WORK/data" --steps 40 --batch-size 16 --optimizer "$optim" --lr 5e-3 --warmup-steps 5
             --eval-every 0 --log-every 10 --checkpoint-every 0 --weight-decay 0.01)
@@ -23,3 +23,18 @@ for np in 1 2; do
     [ "$steps" = "10 20 30 40 " ] || fail "metrics of the resumed run: steps '$steps', want '10 20 30 40 '"
   done
 done
+
+# A different rank count: 20 steps on 4 ranks x 8, resumed on 2 ranks x 16 (the same global batch
+# of 32, so the same samples per step) -> within 1e-5 of 40 steps on 4 ranks (sums in another
+# order). A resume that changes the global batch is refused with the fix.
+common=(--data "$WORK/data" --steps 40 --lr 5e-3 --warmup-steps 5 --eval-every 0 --log-every 10 --checkpoint-every 0)
+train 4 "${common[@]}" --batch-size 8 --run-dir "$WORK/w4"
+train 4 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --stop-after 20
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "4-rank first half exited $RC"; }
+train 2 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 2 ] && grep -q "global batch 32, this run has 16 (--batch-size 8 x 2 ranks); keep the global batch: --batch-size 16" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume with another global batch was not refused with the fix"; }
+train 2 "${common[@]}" --batch-size 16 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "2-rank resume exited $RC"; }
+"$BIN/dptrain-ckpt" diff "$WORK/w4/checkpoints/ckpt-00000040.h5" "$WORK/w42/checkpoints/ckpt-00000040.h5" --tol 1e-5 \
+  || fail "4 -> 2 ranks resume differs from 4 ranks straight"

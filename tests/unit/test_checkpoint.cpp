@@ -101,6 +101,19 @@ TEST_CASE("a truncated newest checkpoint falls back; an empty directory has none
     CHECK(got.step == 1);
 }
 
+TEST_CASE("a checkpoint without a valid header is refused before HDF5 parses it", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-header");
+    std::string path = save_checkpoint(dir, sample_state(3), 5);
+    {
+        std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(0);
+        f.put('X');
+    }
+    CHECK_THROWS_WITH(load_checkpoint(path), Catch::Contains("not a dptrain checkpoint"));
+    std::ofstream(dir + "/ckpt-00000004.h5") << "not even HDF5";
+    CHECK_THROWS_WITH(load_checkpoint(dir + "/ckpt-00000004.h5"), Catch::Contains("not a dptrain checkpoint"));
+}
+
 TEST_CASE("only the newest K checkpoints are kept", "[checkpoint]") {
     std::string dir = testing::temp_dir("ckpt-keep");
     for (long s = 1; s <= 5; ++s) save_checkpoint(dir, sample_state(s * 100), 2);

@@ -113,3 +113,10 @@ TEST_CASE("a repeated option: the last one wins", "[options]") {
     CHECK(o.steps == 9);
     CHECK(o.lr == 0.1);
 }
+
+TEST_CASE("a value containing a Boost message placeholder is refused, not looped on", "[options]") {
+    // Found by fuzz_options: Boost's error formatting never ended on this input.
+    CHECK(error_of({"--batch-size", "-argument ('%value%')"}).find("cannot handle") != std::string::npos);
+    std::string cfg = write_tmp("placeholder.ini", "lr = %option%\n");
+    CHECK(error_of({"--config", cfg}).find("cannot handle") != std::string::npos);
+}

@@ -1,0 +1,75 @@
+// What keeps a job from hanging or losing work: exit codes, the preemption signal flag, the step
+// watchdog, and fault injection for tests (--inject-fault). Not for: checkpoint files
+// (checkpoint.h) or the loop (trainer.cpp).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dptrain {
+
+// Process exit codes (docs/RELIABILITY.md; the sbatch scripts requeue on kExitPreempted).
+constexpr int kExitOk = 0;
+constexpr int kExitFatal = 1;       // MPI / HDF5 / internal error, watchdog, a peer's failure
+constexpr int kExitUser = 2;        // a bad option, file, shard or checkpoint
+constexpr int kExitNonfinite = 4;   // NaN/Inf loss or gradient with --on-nonfinite stop
+constexpr int kExitPreempted = 75;  // SIGTERM/SIGUSR1: checkpoint written; requeue with --resume auto
+
+// SIGTERM and SIGUSR1 set a flag (and nothing else: async-signal-safe); the trainer polls it at
+// every step and all ranks agree through the gradient all-reduce.
+void install_preemption_handlers();
+bool preemption_requested();
+int preemption_signal();  // the signal received, 0 if none
+
+enum class Phase : int { setup, data, forward, backward, allreduce, optimizer, eval, checkpoint, done };
+const char* phase_name(Phase p);
+
+// A thread that ends the job when one step (or one evaluation / checkpoint) runs longer than
+// `timeout_s`: it prints one line naming this rank, its host, the step and the phase, then calls
+// MPI_Abort. A rank waiting in the all-reduce is usually waiting for a stuck peer, so it waits a
+// grace period longer: the stuck rank names itself first.
+class Watchdog {
+  public:
+    explicit Watchdog(double timeout_s);
+    ~Watchdog();
+    // Marks the start of step `step` (1-based: the step being computed) or of a long phase.
+    void begin(long step, Phase p);
+    // Changes the phase within the current step, without restarting its clock.
+    void phase(Phase p) { phase_.store((int)p, std::memory_order_relaxed); }
+    void stop();
+
+  private:
+    void run();
+    double timeout_;
+    std::atomic<long> step_{0};
+    std::atomic<int> phase_{(int)Phase::setup};
+    std::atomic<double> since_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+// --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
+// STEP is the 1-based step during which the fault fires.
+struct Fault {
+    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error } kind;
+    int rank;
+    long step;
+};
+class FaultPlan {
+  public:
+    // Throws UserError naming the bad entry.
+    static FaultPlan parse(const std::string& spec);
+    bool has(int rank, long step, Fault::Kind kind) const;
+    bool empty() const { return faults_.empty(); }
+
+  private:
+    std::vector<Fault> faults_;
+};
+
+} // namespace dptrain

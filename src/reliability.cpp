@@ -1,0 +1,121 @@
+// Signals, the watchdog and fault injection.
+#include "dptrain/reliability.h"
+
+#include "dptrain/error.h"
+#include "dptrain/metrics.h"
+
+#include <mpi.h>
+
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+
+namespace dptrain {
+
+static volatile std::sig_atomic_t g_signal = 0;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+void install_preemption_handlers() {
+    struct sigaction sa = {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGUSR1, &sa, nullptr);
+}
+
+bool preemption_requested() { return g_signal != 0; }
+int preemption_signal() { return g_signal; }
+
+const char* phase_name(Phase p) {
+    switch (p) {
+    case Phase::setup: return "setup";
+    case Phase::data: return "data";
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::allreduce: return "all-reduce";
+    case Phase::optimizer: return "optimizer";
+    case Phase::eval: return "evaluation";
+    case Phase::checkpoint: return "checkpoint";
+    case Phase::done: return "done";
+    }
+    return "?";
+}
+
+Watchdog::Watchdog(double timeout_s) : timeout_(timeout_s), since_(now_seconds()) {
+    if (timeout_ > 0) thread_ = std::thread(&Watchdog::run, this);
+}
+
+Watchdog::~Watchdog() { stop(); }
+
+void Watchdog::stop() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Watchdog::begin(long step, Phase p) {
+    since_.store(now_seconds(), std::memory_order_relaxed);
+    step_.store(step, std::memory_order_relaxed);
+    phase_.store((int)p, std::memory_order_relaxed);
+}
+
+void Watchdog::run() {
+    // A waiting rank gives the stuck one this long to report itself first.
+    const double grace = std::max(2.0, 0.2 * timeout_);
+    const auto tick = std::chrono::duration<double>(std::min(1.0, timeout_ / 10));
+    std::unique_lock<std::mutex> g(mu_);
+    while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
+        Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        if (p == Phase::done) continue;
+        double waited = now_seconds() - since_.load(std::memory_order_relaxed);
+        bool waiting_for_peers = p == Phase::allreduce;
+        if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
+        std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
+                                  waited, timeout_);
+        if (waiting_for_peers) what += "; this rank waits for its peers: one of them is stuck or gone";
+        std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, kExitFatal);
+    }
+}
+
+FaultPlan FaultPlan::parse(const std::string& spec) {
+    FaultPlan plan;
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        int rank = -1, used = 0;
+        long step = -1;
+        char kind[32] = {0};
+        bool ok = std::sscanf(item.c_str(), "%d:%ld:%31s%n", &rank, &step, kind, &used) == 3 &&
+                  used == (int)item.size() && rank >= 0 && step >= 1;
+        Fault f{Fault::Kind::kill, rank, step};
+        std::string k = kind;
+        if (k == "kill") f.kind = Fault::Kind::kill;
+        else if (k == "hang") f.kind = Fault::Kind::hang;
+        else if (k == "nan") f.kind = Fault::Kind::nan;
+        else if (k == "corrupt-checkpoint") f.kind = Fault::Kind::corrupt_checkpoint;
+        else if (k == "io-error") f.kind = Fault::Kind::io_error;
+        else ok = false;
+        if (!ok)
+            throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
+                                   "hang, nan, corrupt-checkpoint, io-error",
+                                   item.c_str()));
+        plan.faults_.push_back(f);
+    }
+    return plan;
+}
+
+bool FaultPlan::has(int rank, long step, Fault::Kind kind) const {
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.step == step && f.kind == kind) return true;
+    return false;
+}
+
+} // namespace dptrain

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Failures, each made to happen (signals from outside, --inject-fault inside) and what dptrain
+# must do: docs/RELIABILITY.md lists them with this test.
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 4000 --val-samples 256
+C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000)
+
+# --- preemption: SIGUSR1 to one rank / SIGTERM to another run's rank -> every rank stops at the
+# next step boundary, checkpoint, exit 75; --resume auto then ends bit-identical to a run that
+# never stopped.
+for sig in USR1 TERM; do
+  run="$WORK/pre-$sig"
+  ( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 400000 --run-dir "$run" >"$WORK/pre.out" 2>&1
+    echo $? >"$WORK/pre.rc" ) &
+  for _ in $(seq 50); do [ -f "$run/metrics.jsonl" ] && break; sleep 0.1; done
+  sleep 1
+  victim=$(pgrep -f -- "--run-dir $run" | while read -r p; do [ "$(ps -o comm= -p "$p")" = dptrain ] && echo "$p"; done | tail -n1)
+  [ -n "$victim" ] || fail "no dptrain rank to signal"
+  kill -"$sig" "$victim"
+  wait
+  rc=$(cat "$WORK/pre.rc")
+  [ "$rc" = 75 ] || { cat "$WORK/pre.out"; fail "SIG$sig: want exit 75, got $rc"; }
+  at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/pre.out")
+  ck=$(printf '%s/checkpoints/ckpt-%08d.h5' "$run" "$at")
+  "$BIN/dptrain-ckpt" info "$ck" >/dev/null || fail "SIG$sig: no valid checkpoint at step $at"
+  echo "ok: SIG$sig -> exit 75, checkpoint at step $at"
+done
+# Exactness of the resume after a signal: continue the USR1 run for 50 more steps, and train
+# the same total straight.
+at=$(ls "$WORK/pre-USR1/checkpoints" | sed -n 's/ckpt-0*\([0-9]*\).h5/\1/p' | sort -n | tail -n1)
+total=$((at + 50))
+train 2 "${C[@]}" --steps 400000 --stop-after 50 --run-dir "$WORK/pre-USR1" --resume auto
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "resume after preemption exited $RC"; }
+train 2 "${C[@]}" --steps 400000 --stop-after "$total" --run-dir "$WORK/straight"
+"$BIN/dptrain-ckpt" diff "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/pre-USR1" "$total")" \
+  "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/straight" "$total")" || fail "resume after preemption is not exact"
+
+# --- a hung rank: the watchdog names it and its phase, and the job ends within the timeout.
+t0=$SECONDS
+train 2 "${C[@]}" --steps 100 --run-dir "$WORK/hang" --inject-fault 1:20:hang --step-timeout 3
+grep -q "^dptrain: error: step 20 stuck in forward for [0-9.]* s (--step-timeout 3) (rank 1 on " "$WORK/out" \
+  || { cat "$WORK/out"; fail "hang: no line naming rank 1 stuck in forward"; }
+[ "$RC" != 0 ] && [ $((SECONDS - t0)) -le 30 ] || fail "hang: exit $RC after $((SECONDS - t0)) s"
+echo "ok: hang -> $(grep '^dptrain: error' "$WORK/out")"
+
+# --- a rank killed with SIGKILL: the whole job ends non-zero, well within --step-timeout.
+t0=$SECONDS
+train 2 "${C[@]}" --steps 100 --run-dir "$WORK/kill" --inject-fault 1:20:kill --step-timeout 20
+[ "$RC" != 0 ] && [ $((SECONDS - t0)) -le 20 ] || { cat "$WORK/out"; fail "kill: exit $RC after $((SECONDS - t0)) s"; }
+echo "ok: SIGKILL of rank 1 -> exit $RC after $((SECONDS - t0)) s"
+
+# --- NaN gradient: stop (exit 4, one line, parameters untouched) or skip (go on, finite result).
+train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-stop" --inject-fault 0:12:nan --checkpoint-every 10
+[ "$RC" = 4 ] && grep -q "^dptrain: error: step 12: non-finite gradient" "$WORK/out" \
+  || { cat "$WORK/out"; fail "nan stop: want exit 4 and a line"; }
+train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-skip" --inject-fault 0:12:nan,1:15:nan --on-nonfinite skip
+[ "$RC" = 0 ] && grep -q "2 non-finite steps skipped" "$WORK/out" || { cat "$WORK/out"; fail "nan skip"; }
+"$BIN/dptrain-ckpt" info "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" >/dev/null || fail "nan skip: non-finite parameters"
+echo "ok: NaN -> stop exit 4 / skip 2 steps with finite parameters"
+
+# --- a corrupt newest checkpoint: resume warns and falls back to the previous one.
+train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --stop-after 20 --inject-fault 0:20:corrupt-checkpoint
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "corrupt: first run exited $RC"; }
+train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --resume auto
+grep -q "warning: skipping checkpoint: .*ckpt-00000020.h5: file checksum mismatch" "$WORK/out" \
+  && grep -q "resumed from .*ckpt-00000010.h5 at step 10" "$WORK/out" && [ "$RC" = 0 ] \
+  || { cat "$WORK/out"; fail "corrupt: no fallback to step 10"; }
+echo "ok: corrupt newest checkpoint -> fell back to step 10"
+
+# --- an I/O error while reading: one line, every rank ends.
+train 2 "${C[@]}" --steps 30 --run-dir "$WORK/io" --inject-fault 1:15:io-error
+[ "$RC" != 0 ] && grep -q "^dptrain: error: .*injected I/O error (--inject-fault) for step 15 (rank 1 on" "$WORK/out" \
+  || { cat "$WORK/out"; fail "io-error"; }
+echo "ok: I/O error -> exit $RC"
+
+# --- async checkpoints: the same files as synchronous ones.
+train 2 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 5 --run-dir "$WORK/sync"
+train 2 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 5 --run-dir "$WORK/async" --async-checkpoint
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "async exited $RC"; }
+for s in 10 20 30; do
+  "$BIN/dptrain-ckpt" diff "$WORK/sync/checkpoints/ckpt-000000$s.h5" "$WORK/async/checkpoints/ckpt-000000$s.h5" >/dev/null \
+    || fail "async checkpoint at step $s differs from the synchronous one"
+done
+echo "ok: async checkpoints identical to synchronous ones"
+
+# --- a full disk during a checkpoint (a small tmpfs): an error naming it, the previous checkpoint
+# intact, no temporary file left. Needs root to mount.
+if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/small" && mount -t tmpfs -o size=1200k tmpfs "$WORK/small" 2>/dev/null; then
+  trap 'umount "$WORK/small" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  # One checkpoint of this model is 0.92 MB (76,810 parameters x 3 floats): one fits in 1200 KiB,
+  # two do not.
+  train 2 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 3 --checkpoint-dir "$WORK/small" \
+    --run-dir "$WORK/full"
+  [ "$RC" != 0 ] && grep -q "^dptrain: error: checkpoint .*ckpt-00000020.h5: .*the previous checkpoints are intact" "$WORK/out" \
+    || { cat "$WORK/out"; fail "full disk: want an error at the second checkpoint"; }
+  "$BIN/dptrain-ckpt" info "$WORK/small/ckpt-00000010.h5" >/dev/null || fail "full disk: the previous checkpoint is damaged"
+  ! ls -a "$WORK/small" | grep -q '\.tmp$' || fail "full disk: a temporary file was left"
+  echo "ok: full disk -> $(grep '^dptrain: error' "$WORK/out" | cut -c1-160)"
+else
+  echo "SKIPPED full-disk case: needs root and a tmpfs mount"
+fi
