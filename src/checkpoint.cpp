@@ -112,7 +112,7 @@ static std::string meta_text(const CheckpointState& s) {
     return strfmt("step=%ld epoch=%ld offset=%ld batch=%ld seed=%llu world=%d model=%s optimizer=%s\n", s.step, s.epoch,
                   s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
                   s.optimizer.c_str()) +
-           s.options;
+           s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab;
 }
 
 static void write_checked(hid_t file, const std::string& name, const std::vector<float>& v) {
@@ -139,6 +139,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_str(root, "model", s.model);
             h5::write_attr_str(root, "optimizer", s.optimizer);
             h5::write_attr_str(root, "options", s.options);
+            h5::write_attr_str(root, "tokenizer", s.tokenizer);
+            h5::write_attr_str(root, "vocab", s.vocab);
             std::string meta = meta_text(s);
             h5::write_attr_u64(root, "meta_checksum", checksum64(meta.data(), meta.size()));
             write_checked(root, "/params", s.params);
@@ -203,6 +205,8 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.model = h5::read_attr_str(root, "model");
         s.optimizer = h5::read_attr_str(root, "optimizer");
         s.options = h5::read_attr_str(root, "options");
+        s.tokenizer = h5::read_attr_str(root, "tokenizer");
+        s.vocab = h5::read_attr_str(root, "vocab");
         std::string meta = meta_text(s);
         if (h5::read_attr_u64(root, "meta_checksum") != checksum64(meta.data(), meta.size()))
             throw UserError("its attributes (step, model, options, ...) fail their checksum (corrupt file)");

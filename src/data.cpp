@@ -60,8 +60,7 @@ bool ShardSet::direct() const {
     return !shards_.empty();
 }
 
-ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows) {
-    const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split, const std::string& hint) {
     DIR* d = opendir(dir.c_str());
     if (!d) throw UserError(strfmt("--data %s: directory not found; %s", dir.c_str(), hint.c_str()));
     std::map<int, int> of_counts;  // "of" value -> files seen with it
@@ -78,18 +77,27 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
         throw UserError(strfmt("--data %s: %s shards from different sets (differing -of-NNNNN counts); keep one set per directory",
                                dir.c_str(), split.c_str()));
     int of = of_counts.begin()->first;
+    std::vector<std::string> paths;
+    for (int i = 0; i < of; ++i) {
+        paths.push_back(shard_name(dir, split, i, of));
+        FILE* probe = std::fopen(paths.back().c_str(), "rb");
+        if (!probe)
+            throw UserError(strfmt("%s: shard missing (%d of %d %s shards present); restore it or %s", paths.back().c_str(),
+                                   of_counts.begin()->second, of, split.c_str(), hint.c_str()));
+        std::fclose(probe);
+    }
+    return paths;
+}
 
+ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows) {
+    const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
+    std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     ShardSet s;
     s.max_rows_ = max_rows;
-    for (int i = 0; i < of; ++i) {
+    for (const std::string& path : paths) {
         Shard sh;
-        sh.path = shard_name(dir, split, i, of);
-        FILE* probe = std::fopen(sh.path.c_str(), "rb");
-        if (!probe)
-            throw UserError(strfmt("%s: shard missing (%d of %d %s shards present); restore it or %s", sh.path.c_str(),
-                                   of_counts.begin()->second, of, split.c_str(), hint.c_str()));
-        std::fclose(probe);
+        sh.path = path;
         sh.file = h5::open_file(sh.path, hint);
         sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
         sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
@@ -111,7 +119,7 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
         }
         if (classes < 2)
             throw UserError(strfmt("%s: num_classes = %d, expected at least 2", sh.path.c_str(), classes));
-        if (i == 0) {
+        if (s.shards_.empty()) {
             s.dim_ = (int)fd[1];
             s.classes_ = classes;
         } else if ((int)fd[1] != s.dim_ || classes != s.classes_) {
@@ -256,13 +264,13 @@ int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
 
 // ---------------------------------------------------------------------------------------------
 
-Prefetcher::Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth,
+Prefetcher::Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth,
                        long first_step, long end_step, long fail_step)
     : shards_(shards), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
       fail_step_(fail_step), slots_(depth), idx_(max_rows) {
     for (Batch& b : slots_) {
-        b.x.resize((size_t)max_rows * shards.dim());
-        b.y.resize(max_rows);
+        b.x.resize((size_t)max_rows * shards.floats_per_sample());
+        b.y.resize((size_t)max_rows * shards.ints_per_sample());
     }
     thread_ = std::thread(&Prefetcher::run, this);
 }
@@ -293,7 +301,7 @@ void Prefetcher::run() {
             if (step == fail_step_)
                 throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
                                        shards_.shard_path(0).c_str(), step + 1));
-            shards_.read_rows(idx_.data(), b.n, b.x.data(), b.y.data());
+            shards_.read(idx_.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
         } catch (...) {
             std::lock_guard<std::mutex> g(mu_);
             error_ = std::current_exception();

@@ -167,6 +167,18 @@ static T read_attr(hid_t obj, const std::string& name, hid_t type) {
     return v;
 }
 
+double read_attr_f64(hid_t obj, const std::string& name) {
+    if (!has_attr(obj, name)) throw UserError(strfmt("attribute %s missing", name.c_str()));
+    Hid a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+    expect_scalar(a.get(), name);
+    Hid t(H5Aget_type(a.get()), H5Tclose);
+    H5T_class_t c = H5Tget_class(t.get());
+    if (c != H5T_FLOAT && c != H5T_INTEGER) throw UserError(strfmt("attribute %s is not a number", name.c_str()));
+    double v = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) throw UserError(strfmt("attribute %s cannot be read", name.c_str()));
+    return v;
+}
+
 void write_attr_i64(hid_t obj, const std::string& name, int64_t v) { write_attr(obj, name, H5T_NATIVE_INT64, v); }
 void write_attr_u64(hid_t obj, const std::string& name, uint64_t v) { write_attr(obj, name, H5T_NATIVE_UINT64, v); }
 int64_t read_attr_i64(hid_t obj, const std::string& name) { return read_attr<int64_t>(obj, name, H5T_NATIVE_INT64); }

@@ -1,6 +1,7 @@
 // dptrain: parse options, set up MPI and the topology, hand over to the trainer.
 #include "dptrain/comm.h"
 #include "dptrain/error.h"
+#include "dptrain/generate.h"
 #include "dptrain/options.h"
 #include "dptrain/topology.h"
 #include "dptrain/trainer.h"
@@ -9,6 +10,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <string>
 
 using namespace dptrain;
 
@@ -19,6 +21,15 @@ static int finish(int code, Topology* topo) {
 }
 
 int main(int argc, char** argv) {
+    // `dptrain generate ...` runs on one process, without MPI.
+    if (argc > 1 && std::string(argv[1]) == "generate") {
+        try {
+            return run_generate(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+            return 2;
+        }
+    }
     // SERIALIZED: the communication thread calls MPI while the main thread computes, never both
     // at once; the prefetch thread reads files only.
     int provided = 0;

@@ -23,9 +23,12 @@ std::string human(double v) {
 
 std::string format_step_line(const StepStats& s) {
     int w = (int)std::to_string(s.total).size();
-    return strfmt("step %*ld/%ld | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %5s samples/s | data %4.1f%% | comm %4.1f%%",
-                  w, s.step, s.total, s.loss, s.grad_norm, s.lr, s.ms_per_step, human(s.samples_per_s).c_str(),
-                  s.data_wait_pct, s.comm_pct);
+    std::string rate = s.tokens_per_sample > 0 ? strfmt("%5s tok/s", human(s.samples_per_s * s.tokens_per_sample).c_str())
+                                               : strfmt("%5s samples/s", human(s.samples_per_s).c_str());
+    std::string mfu = s.mfu >= 0 ? strfmt(" | MFU %4.1f%%", 100.0 * s.mfu) : "";
+    return strfmt("step %*ld/%ld | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %s%s | data %4.1f%% | comm %4.1f%%", w,
+                  s.step, s.total, s.loss, s.grad_norm, s.lr, s.ms_per_step, rate.c_str(), mfu.c_str(), s.data_wait_pct,
+                  s.comm_pct);
 }
 
 std::string format_eval_line(const EvalStats& e) {
@@ -77,9 +80,9 @@ void JsonlWriter::write(const std::string& json_object) {
 std::string JsonlWriter::step_json(const StepStats& s) {
     return strfmt("{\"type\":\"step\",\"step\":%ld,\"total\":%ld,\"loss\":%.6g,\"grad_norm\":%.6g,\"lr\":%.6g,"
                   "\"ms_per_step\":%.4g,\"samples_per_s\":%.6g,\"data_wait_pct\":%.4g,\"comm_exposed_pct\":%.4g,"
-                  "\"comm_total_pct\":%.4g}",
+                  "\"comm_total_pct\":%.4g,\"tokens_per_s\":%.6g,\"mfu\":%.4g}",
                   s.step, s.total, s.loss, s.grad_norm, s.lr, s.ms_per_step, s.samples_per_s, s.data_wait_pct,
-                  s.comm_pct, s.comm_total_pct);
+                  s.comm_pct, s.comm_total_pct, s.samples_per_s * s.tokens_per_sample, s.mfu);
 }
 
 std::string JsonlWriter::eval_json(const EvalStats& e) {

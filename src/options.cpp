@@ -43,9 +43,16 @@ struct Registry {
 
 void declare(Registry& r, Options& o) {
     using S = std::string;
-    r.add<S>("model", &Options::model, o, "mlp", "model kind: mlp");
+    r.add<S>("model", &Options::model, o, "mlp", "model kind: mlp (classifier on tabular shards) | gpt (language model "
+             "on token shards)");
     r.add<S>("hidden", &Options::hidden, o, "256,256", "MLP hidden layer widths, comma separated");
     r.add<S>("activation", &Options::activation, o, "relu", "MLP activation: relu | gelu");
+    r.add<int>("n-layer", &Options::n_layer, o, 4, "GPT: transformer blocks");
+    r.add<int>("n-head", &Options::n_head, o, 4, "GPT: attention heads (must divide --n-embd)");
+    r.add<int>("n-embd", &Options::n_embd, o, 128, "GPT: channels");
+    r.add<int>("block-size", &Options::block_size, o, 64, "GPT: context length in tokens");
+    r.add<int>("vocab-size", &Options::vocab_size, o, 0,
+               "GPT: vocabulary size; 0 = the data's (a larger value pads the embedding table)");
     r.add<S>("data", &Options::data, o, "data/synth",
              "dataset directory with train-NNNNN-of-NNNNN.h5 and val-NNNNN-of-NNNNN.h5 shards");
     r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background reader keeps ready");
@@ -103,6 +110,9 @@ void declare(Registry& r, Options& o) {
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
+    r.add<long>("eval-max", &Options::eval_max, o, 0, "evaluate on at most N validation samples; 0 = all");
+    r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
+                  "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
 }
 
@@ -131,7 +141,13 @@ void validate(Options& o) {
     auto need = [](bool ok, const std::string& msg) {
         if (!ok) throw UserError(msg);
     };
-    need(o.model == "mlp", strfmt("--model '%s' is not a model kind; use --model mlp", o.model.c_str()));
+    need(o.model == "mlp" || o.model == "gpt", strfmt("--model '%s' is not a model kind; use mlp or gpt", o.model.c_str()));
+    need(o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 && o.n_embd % o.n_head == 0,
+         strfmt("--n-embd %d must be a multiple of --n-head %d, and --n-layer %d positive", o.n_embd, o.n_head, o.n_layer));
+    need(o.block_size > 0, strfmt("--block-size %d must be positive", o.block_size));
+    need(o.vocab_size >= 0, strfmt("--vocab-size %d must be >= 0", o.vocab_size));
+    need(o.eval_max >= 0, strfmt("--eval-max %ld must be >= 0", o.eval_max));
+    need(o.peak_gflops >= 0, strfmt("--peak-gflops %g must be >= 0", o.peak_gflops));
     o.hidden_sizes = o.hidden.empty() ? std::vector<int>{} : parse_widths(o.hidden);
     need(o.activation == "relu" || o.activation == "gelu",
          strfmt("--activation '%s' is unknown; use relu or gelu", o.activation.c_str()));
@@ -223,7 +239,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
     if (vm.count("help")) {
         std::ostringstream s;
         s << "dptrain: data-parallel training with MPI\n\n"
-          << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n\n"
+          << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n"
+          << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n\n"
           << all;
         res.help = true;
         res.help_text = s.str();

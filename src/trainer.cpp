@@ -9,11 +9,13 @@
 #include "dptrain/comm.h"
 #include "dptrain/data.h"
 #include "dptrain/error.h"
+#include "dptrain/gpt.h"
 #include "dptrain/gradsync.h"
 #include "dptrain/metrics.h"
 #include "dptrain/model.h"
 #include "dptrain/optim.h"
 #include "dptrain/reliability.h"
+#include "dptrain/tokens.h"
 #include "dptrain/version.h"
 
 #include <algorithm>
@@ -37,8 +39,13 @@ struct Run {
     MpiCommunicator comm;
     int W, rank;
     long global_batch;
-    std::unique_ptr<ShardSet> train, val;
-    std::unique_ptr<Mlp> model;
+    std::unique_ptr<Dataset> train, val;
+    std::unique_ptr<Model> model;
+    bool lm = false;  // a language model on token windows
+    int eval_rows = kEvalRows;
+    std::string data_desc;
+    Tokenizer tok;
+    double peak_gflops = 0;  // summed over ranks, for MFU
     std::unique_ptr<Optimizer> opt;
     std::unique_ptr<Sampler> sampler;
     std::vector<float> params;
@@ -74,15 +81,47 @@ struct Run {
         }
         cpu::set_threads(threads);
 
-        train = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
-        val = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
-        if (val->dim() != train->dim() || val->num_classes() != train->num_classes())
-            throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / %d; "
-                                   "regenerate them together",
-                                   o.data.c_str(), val->dim(), val->num_classes(), train->dim(), train->num_classes()));
-        Activation act = o.activation == "gelu" ? Activation::gelu : Activation::relu;
-        model = std::make_unique<Mlp>(train->dim(), o.hidden_sizes, train->num_classes(), act,
-                                      std::max(o.batch_size, kEvalRows));
+        lm = o.model == "gpt";
+        if (lm) {
+            auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
+            auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
+            if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
+                throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
+                                       "regenerate them together",
+                                       o.data.c_str()));
+            tok = tr->tokenizer();
+            GptConfig cfg;
+            cfg.vocab_size = o.vocab_size > 0 ? o.vocab_size : tok.vocab_size();
+            if (cfg.vocab_size < tok.vocab_size())
+                throw UserError(strfmt("--vocab-size %d is smaller than the data's vocabulary of %d", o.vocab_size,
+                                       tok.vocab_size()));
+            cfg.block_size = o.block_size;
+            cfg.n_layer = o.n_layer;
+            cfg.n_head = o.n_head;
+            cfg.n_embd = o.n_embd;
+            eval_rows = o.batch_size;  // activations are sized for the training batch
+            data_desc = strfmt("%ld training tokens in %d shard%s (%ld windows of %d + 1), %ld validation windows, %s "
+                               "vocabulary of %d",
+                               tr->num_tokens(), tr->num_shards(), tr->num_shards() == 1 ? "" : "s", tr->num_samples(),
+                               o.block_size, va->num_samples(), tok.kind.c_str(), tok.vocab_size());
+            model = std::make_unique<Gpt>(cfg, o.batch_size);
+            train = std::move(tr);
+            val = std::move(va);
+        } else {
+            auto tr = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
+            auto va = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
+            if (va->dim() != tr->dim() || va->num_classes() != tr->num_classes())
+                throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / "
+                                       "%d; regenerate them together",
+                                       o.data.c_str(), va->dim(), va->num_classes(), tr->dim(), tr->num_classes()));
+            Activation act = o.activation == "gelu" ? Activation::gelu : Activation::relu;
+            model = std::make_unique<Mlp>(tr->dim(), o.hidden_sizes, tr->num_classes(), act,
+                                          std::max(o.batch_size, kEvalRows));
+            data_desc = strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes",
+                               tr->num_samples(), tr->num_shards(), va->num_samples(), tr->dim(), tr->num_classes());
+            train = std::move(tr);
+            val = std::move(va);
+        }
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
@@ -116,6 +155,13 @@ struct Run {
 
     // Phase 3, collective: every rank must see the same dataset (a node with stale shards would
     // silently train on other data).
+    // Phase 3b, collective: the MFU denominator. Every rank measures sgemm at once (so shared
+    // cores and memory are counted as they will be used), and the peaks add up.
+    void measure_peak() {
+        double mine = o.peak_gflops > 0 ? o.peak_gflops : cpu::measure_sgemm_gflops(512, 0.2);
+        MPI_CHECK(MPI_Allreduce(&mine, &peak_gflops, 1, MPI_DOUBLE, MPI_SUM, topo.world));
+    }
+
     void check_same_data() {
         // Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
         // collectives and hang: compare a checksum of every resolved option first.
@@ -126,7 +172,8 @@ struct Run {
         if (h[0] != ~h[1])
             throw UserError("ranks were started with different options (the resolved options differ between ranks); "
                             "give every rank the same command line and --config");
-        long mine[3] = {train->num_samples(), (long)train->dim(), val->num_samples()};
+        long mine[3] = {train->num_samples(), (long)train->floats_per_sample() + train->ints_per_sample(),
+                        val->num_samples()};
         long lo[3], hi[3];
         MPI_CHECK(MPI_Allreduce(mine, lo, 3, MPI_LONG, MPI_MIN, topo.world));
         MPI_CHECK(MPI_Allreduce(mine, hi, 3, MPI_LONG, MPI_MAX, topo.world));
@@ -216,9 +263,7 @@ struct Run {
         print(strfmt("dptrain %s | %s | backend cpu, %d threads per rank\n", DPTRAIN_VERSION, build_features().c_str(),
                      cpu::get_threads()));
         print(t);
-        print(strfmt("data %s: %ld training samples in %d shards, %ld validation samples, %d features, %d classes\n",
-                     o.data.c_str(), train->num_samples(), train->num_shards(), val->num_samples(), train->dim(),
-                     train->num_classes()));
+        print(strfmt("data %s: %s\n", o.data.c_str(), data_desc.c_str()));
         print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
                      model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
                      sampler->steps_per_epoch()));
@@ -230,33 +275,53 @@ struct Run {
         else if (o.overlap == "auto" && !overlap && topo.size > 1)
             print("note: --overlap auto: no spare core per rank for a communication thread; gradients are reduced "
                   "after backward (--overlap on forces it)\n");
+        print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W,
+                     W == 1 ? "" : "s", peak_gflops / W,
+                     o.peak_gflops > 0 ? "(--peak-gflops)" : "(sgemm measured at start; --peak-gflops sets it)",
+                     model->flops_per_sample() / 1e9, lm ? "window" : "sample"));
         if (!resumed_from.empty() || start_step > 0)
             print(strfmt("resumed from %s at step %ld (epoch %ld)\n", resumed_from.c_str(), start_step,
                          sampler->epoch_of(start_step)));
     }
 
+    ModelBatch model_batch(const float* x, const int* y, int n) const {
+        ModelBatch in;
+        in.B = n;
+        if (lm) {
+            in.tokens = y;
+            in.stride = o.block_size + 1;
+        } else {
+            in.x = x;
+            in.labels = y;
+        }
+        return in;
+    }
+
+    // Mean loss and accuracy per loss term (sample, or token of a window) over the validation
+    // samples (the first --eval-max of them), split evenly over the ranks.
     EvalStats evaluate(long step) {
-        long N = val->num_samples();
+        long N = o.eval_max > 0 ? std::min(o.eval_max, val->num_samples()) : val->num_samples();
         long lo = N * rank / W, hi = N * (rank + 1) / W;
-        std::vector<long> idx(kEvalRows);
-        std::vector<float> x((size_t)kEvalRows * val->dim());
-        std::vector<int> y(kEvalRows);
+        std::vector<long> idx(eval_rows);
+        std::vector<float> x((size_t)eval_rows * val->floats_per_sample());
+        std::vector<int> y((size_t)eval_rows * val->ints_per_sample());
         double sums[3] = {0, 0, 0};  // loss, correct, samples
-        for (long s = lo; s < hi; s += kEvalRows) {
-            int n = (int)std::min<long>(kEvalRows, hi - s);
+        for (long s = lo; s < hi; s += eval_rows) {
+            int n = (int)std::min<long>(eval_rows, hi - s);
             for (int i = 0; i < n; ++i) idx[i] = s + i;
-            val->read_rows(idx.data(), n, x.data(), y.data());
+            val->read(idx.data(), n, 0, x.data(), y.data());
             long correct = 0;
-            sums[0] += model->forward(params.data(), x.data(), y.data(), n, &correct);
+            sums[0] += model->forward(params.data(), model_batch(x.data(), y.data(), n), &correct);
             sums[1] += correct;
             sums[2] += n;
         }
         comm.allreduce_sum(sums, 3);
+        double terms = std::max(1.0, sums[2] * model->terms_per_sample());
         EvalStats e;
         e.step = step;
         e.samples = (long)sums[2];
-        e.loss = sums[0] / std::max(1.0, sums[2]);
-        e.accuracy = sums[1] / std::max(1.0, sums[2]);
+        e.loss = sums[0] / terms;
+        e.accuracy = sums[1] / terms;
         return e;
     }
 
@@ -278,6 +343,8 @@ struct Run {
                 s.model = model->signature();
                 s.optimizer = o.optimizer;
                 s.options = o.to_ini();
+                s.tokenizer = lm ? tok.kind : "";
+                s.vocab = lm ? tok.table() : "";
                 s.params.assign(params.begin(), params.end());
                 s.opt_m.assign(opt->m().begin(), opt->m().end());
                 s.opt_v.assign(opt->v().begin(), opt->v().end());
@@ -342,11 +409,13 @@ struct Run {
             float* ctl = sync->control();
             ctl[0] = preemption_requested() ? 1.0f : 0.0f;
             watchdog->phase(Phase::forward);
-            double loss_sum = model->forward(params.data(), b.x.data(), b.y.data(), b.n, nullptr);
+            const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
+            const double terms = (double)b.global_n * model->terms_per_sample();
+            double loss_sum = model->forward(params.data(), in, nullptr);
             ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
             if (faults.has(rank, done, Fault::Kind::nan)) grads[0] = NAN;  // poisons the summed gradient
             watchdog->phase(Phase::backward);
-            model->backward(grads, params.data(), b.x.data(), b.y.data(), b.n, 1.0f / (float)b.global_n, sync.get());
+            model->backward(grads, params.data(), in, (float)(1.0 / terms), sync.get());
             int global_n = b.global_n;
             pf.release();
             watchdog->phase(Phase::allreduce);
@@ -362,7 +431,7 @@ struct Run {
             if (finite) {
                 clip_grad_norm(grads, P, o.grad_clip);
                 opt->step(params.data(), grads, last_lr, step + 1);
-                int_loss += loss_sum / global_n;
+                int_loss += loss_sum / terms;
                 ++int_steps;
             } else if (o.on_nonfinite == "stop") {
                 if (rank == 0) {
@@ -396,6 +465,8 @@ struct Run {
                 long n_steps = done - last_logged;
                 st.ms_per_step = 1000.0 * dt / std::max(1L, n_steps);
                 st.samples_per_s = int_samples / dt;
+                st.tokens_per_sample = lm ? o.block_size : 0;
+                st.mfu = peak_gflops > 0 ? st.samples_per_s * model->flops_per_sample() / (peak_gflops * 1e9) : -1;
                 st.data_wait_pct = 100.0 * shares[0];
                 st.comm_pct = 100.0 * shares[1];
                 st.comm_total_pct = 100.0 * shares[2];
@@ -459,6 +530,7 @@ int run_training(const Options& opts, const Topology& topo) {
     if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
     if (!all_ok(topo.world, [&] { run.setup_comm(); })) return 2;
     if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
+    run.measure_peak();
     if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;
     run.share_checkpoint();
     if (!all_ok(topo.world, [&] { run.open_metrics(); })) return 2;

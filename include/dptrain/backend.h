@@ -21,10 +21,14 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int B, int C, int OC);
 
+// Measured sgemm throughput of this process (its current thread count), GFLOP/s: n x n x n
+// products for about `seconds`. For the MFU denominator.
+double measure_sgemm_gflops(int n, double seconds);
+
 // Elementwise activations over N values. backward writes dinp = dout * f'(inp).
 void relu_forward(float* out, const float* inp, long N);
 void relu_backward(float* dinp, const float* inp, const float* dout, long N);
-// GELU, tanh approximation (as GPT-2).
+// GELU, tanh approximation (as GPT-2), through tanh_approx (fastmath.h).
 void gelu_forward(float* out, const float* inp, long N);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
 
@@ -34,5 +38,29 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
 // dlogits = (probs - onehot(targets)) * scale  (scale = 1 / global batch for a mean loss).
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float scale,
                                    int B, int V);
+
+// GPT ops (llm.c shapes: B batch, T time, C channels, NH heads, V vocabulary).
+// out(B,T,C) = wte[inp] + wpe[t].  inp (B,T) with row stride `stride` (>= T), wte (V,C), wpe (maxT,C).
+void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C);
+// dwte[inp] += dout, dwpe[t] += dout (sequential over rows: deterministic).
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C);
+
+// out = (inp - mean) * rstd * weight + bias per row of C; mean, rstd (N) kept for backward. N rows.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, long N, int C);
+// dinp += ..., dweight += ..., dbias += ... (dinp accumulates: it is a residual stream).
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, long N, int C);
+
+// Causal multi-head self-attention. inp (B,T,3C) holds q,k,v; out (B,T,C); att (B,NH,T,T) keeps
+// the softmax for backward (only t2 <= t is used).
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH);
+// dinp (B,T,3C) written (not accumulated); datt scratch (B,NH,T,T).
+void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B,
+                        int T, int C, int NH);
+
+// out = a + b, N values; backward: da += dout, db += dout.
+void residual_forward(float* out, const float* a, const float* b, long N);
+void residual_backward(float* da, float* db, const float* dout, long N);
 
 } // namespace dptrain::cpu

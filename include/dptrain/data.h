@@ -15,21 +15,42 @@
 
 namespace dptrain {
 
+// What the Prefetcher reads from: samples made of `floats` features and `ints` integers (a label,
+// or a window of tokens). Implemented by ShardSet (tabular) and TokenShardSet (tokens.h).
+class Dataset {
+  public:
+    virtual ~Dataset() = default;
+    virtual long num_samples() const = 0;
+    virtual int floats_per_sample() const = 0;
+    virtual int ints_per_sample() const = 0;
+    // Reads samples idx[0..n) of `epoch` into x (n, floats) and y (n, ints), in that order.
+    virtual void read(const long* idx, int n, long epoch, float* x, int* y) = 0;
+    virtual int num_shards() const = 0;
+    virtual const std::string& shard_path(int i) const = 0;
+};
+
+// DIR/SPLIT-00000-of-0000S.h5 ... : every path of the set, checked present; throws UserError
+// naming the missing shard (or the directory) with `hint` as the fix.
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split, const std::string& hint);
+
 // One split ("train" or "val") of a tabular dataset: DIR/SPLIT-00000-of-0000S.h5 ... with
 // /features float32 (N, D), /labels int32 (N), root attribute num_classes. Opening checks every
 // shard (presence, dtype, shape, agreement between shards) and throws one UserError naming the
 // first bad file. Not thread-safe: one reader per ShardSet.
-class ShardSet {
+class ShardSet : public Dataset {
   public:
     static ShardSet open(const std::string& dir, const std::string& split, int max_rows);
     ShardSet(ShardSet&&) = default;
     ~ShardSet();
 
-    long num_samples() const { return total_; }
+    long num_samples() const override { return total_; }
+    int floats_per_sample() const override { return dim_; }
+    int ints_per_sample() const override { return 1; }
+    void read(const long* idx, int n, long, float* x, int* y) override { read_rows(idx, n, x, y); }
     int dim() const { return dim_; }
     int num_classes() const { return classes_; }
-    int num_shards() const { return (int)shards_.size(); }
-    const std::string& shard_path(int i) const { return shards_[i].path; }
+    int num_shards() const override { return (int)shards_.size(); }
+    const std::string& shard_path(int i) const override { return shards_[i].path; }
 
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
     // Contiguous, unfiltered little-endian datasets (what dptrain-data and h5py write by default)
@@ -86,10 +107,10 @@ class Sampler {
 
 struct Batch {
     long step = -1;
-    int n = 0;         // rows this rank holds
-    int global_n = 0;  // rows in the global batch (the loss is averaged over these)
-    std::vector<float> x;  // (max_rows, D)
-    std::vector<int> y;    // (max_rows)
+    int n = 0;         // samples this rank holds
+    int global_n = 0;  // samples in the global batch (the loss is averaged over these)
+    std::vector<float> x;  // (max_rows, floats_per_sample)
+    std::vector<int> y;    // (max_rows, ints_per_sample)
 };
 
 // A reader thread that fills a ring of `depth` Batch slots for steps first_step, first_step+1,
@@ -97,7 +118,7 @@ struct Batch {
 class Prefetcher {
   public:
     // fail_step >= 0: the read for that step fails with an injected I/O error (--inject-fault).
-    Prefetcher(ShardSet& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
+    Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
                long end_step, long fail_step = -1);
     ~Prefetcher();
     // Blocks until the batch of the next step is ready; the wait is added to wait_seconds().
@@ -108,7 +129,7 @@ class Prefetcher {
 
   private:
     void run();
-    ShardSet& shards_;
+    Dataset& shards_;
     Sampler& sampler_;
     int rank_, world_;
     long first_, end_, fail_step_;

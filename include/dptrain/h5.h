@@ -66,6 +66,7 @@ void write_attr_i64(hid_t obj, const std::string& name, int64_t v);
 void write_attr_u64(hid_t obj, const std::string& name, uint64_t v);
 void write_attr_str(hid_t obj, const std::string& name, const std::string& v);
 int64_t read_attr_i64(hid_t obj, const std::string& name);
+double read_attr_f64(hid_t obj, const std::string& name);  // any numeric attribute, as double
 uint64_t read_attr_u64(hid_t obj, const std::string& name);
 std::string read_attr_str(hid_t obj, const std::string& name);
 

@@ -17,6 +17,8 @@ struct StepStats {
     double loss = 0, grad_norm = 0, lr = 0;
     double ms_per_step = 0;     // wall time per step over the interval
     double samples_per_s = 0;   // global samples per second over the interval
+    int tokens_per_sample = 0;  // > 0: a language model; the line shows tokens/s
+    double mfu = -1;            // model FLOPs utilisation (0..1); < 0: unknown
     double data_wait_pct = 0;   // share of the interval spent waiting for data (max over ranks)
     double comm_pct = 0;        // share spent waiting for gradient all-reduce that backward did not
                                 // hide: the exposed communication (max over ranks)

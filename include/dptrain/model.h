@@ -35,24 +35,52 @@ struct GradHook {
     virtual void grads_ready_from(size_t offset) = 0;
 };
 
+// What a model reads from a batch: MLP features and labels, or GPT token windows.
+struct ModelBatch {
+    int B = 0;                    // samples (rows or windows)
+    const float* x = nullptr;     // (B, in) features (MLP)
+    const int* labels = nullptr;  // (B) class labels (MLP)
+    const int* tokens = nullptr;  // (B, stride) token windows: inputs [0, T), targets [1, T] (GPT)
+    int stride = 0;
+};
+
+// The interface the trainer uses; Mlp and Gpt implement it.
+class Model {
+  public:
+    virtual ~Model() = default;
+    virtual const ParamLayout& layout() const = 0;
+    size_t num_params() const { return layout().total; }
+    // Checkpoints must match it: kind and every shape-determining setting.
+    virtual std::string signature() const = 0;
+    // Loss terms per sample: 1 for a classifier, T for a language model window.
+    virtual int terms_per_sample() const = 0;
+    // Training FLOPs (forward + backward) per sample, for throughput and MFU.
+    virtual double flops_per_sample() const = 0;
+    virtual void init(float* params, uint64_t seed) const = 0;
+    // Summed loss over the batch's loss terms; adds correct argmax predictions to *correct.
+    virtual double forward(const float* params, const ModelBatch& in, long* correct) = 0;
+    // grads += d(scale * summed loss) / d params, for the last forward; hook hears of finished layers.
+    virtual void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) = 0;
+};
+
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,
 // softmax cross-entropy at the end. Activations are allocated once for max_batch rows.
-class Mlp {
+class Mlp : public Model {
   public:
     Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch);
 
-    const ParamLayout& layout() const { return layout_; }
-    size_t num_params() const { return layout_.total; }
+    const ParamLayout& layout() const override { return layout_; }
     int in_dim() const { return dims_.front(); }
     int classes() const { return dims_.back(); }
     // "mlp in=64 hidden=256,256 classes=10 act=relu": checkpoints must match it.
-    std::string signature() const;
+    std::string signature() const override;
+    int terms_per_sample() const override { return 1; }
     // FLOPs of forward + backward for one sample (2 per multiply-add; backward = 2x forward).
-    double flops_per_sample() const;
+    double flops_per_sample() const override;
 
     // He-normal weights (std sqrt(2/fan_in); the output layer sqrt(1/fan_in)), zero biases.
     // Each tensor has its own counter-based stream, so the result depends only on seed.
-    void init(float* params, uint64_t seed) const;
+    void init(float* params, uint64_t seed) const override;
 
     // Forward over B rows of x (B, in) with labels y (B). Returns the summed loss of the rows and
     // adds the number of correct argmax predictions to *correct (when not null).
@@ -61,6 +89,13 @@ class Mlp {
     // hears of each layer's gradients as soon as they are written.
     void backward(float* grads, const float* params, const float* x, const int* y, int B, float scale,
                   GradHook* hook = nullptr);
+
+    double forward(const float* params, const ModelBatch& in, long* correct) override {
+        return forward(params, in.x, in.labels, in.B, correct);
+    }
+    void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override {
+        backward(grads, params, in.x, in.labels, in.B, scale, hook);
+    }
 
   private:
     std::vector<int> dims_;  // in, hidden..., classes

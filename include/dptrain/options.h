@@ -12,10 +12,11 @@ struct Options {
     // general
     std::string config;  // INI file; same names as the command line, without the dashes
     // model
-    std::string model;           // mlp
+    std::string model;           // mlp | gpt
     std::string hidden;          // "256,256": widths of the hidden layers
     std::vector<int> hidden_sizes; // parsed from hidden
     std::string activation;      // relu | gelu
+    int n_layer, n_head, n_embd, block_size, vocab_size;  // gpt; vocab_size 0 = the data's
     // data
     std::string data;  // directory holding train-*-of-*.h5 and val-*-of-*.h5
     int prefetch;      // batches read ahead by the background reader
@@ -46,7 +47,8 @@ struct Options {
     std::string on_nonfinite;  // skip | stop
     std::string inject_fault;  // RANK:STEP:KIND,... (tests)
     // output
-    long log_every, eval_every;
+    long log_every, eval_every, eval_max;
+    double peak_gflops;  // per rank, for MFU; 0 = measure at start
     std::string metrics;  // JSON lines; default RUN_DIR/metrics.jsonl
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file

@@ -4,6 +4,9 @@
 
 #include <cblas.h>
 
+#include <chrono>
+#include <vector>
+
 namespace dptrain::cpu {
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
@@ -34,6 +37,20 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
             dbias[o] += s;
         }
     }
+}
+
+double measure_sgemm_gflops(int n, double seconds) {
+    std::vector<float> a((size_t)n * n, 0.5f), b((size_t)n * n, 0.25f), c((size_t)n * n, 0.0f);
+    auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    long calls = 0;
+    double t0 = now(), t = t0;
+    while (t - t0 < seconds) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+        ++calls;
+        t = now();
+    }
+    return 2.0 * n * n * (double)n * calls / (t - t0) / 1e9;
 }
 
 } // namespace dptrain::cpu

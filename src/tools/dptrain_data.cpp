@@ -1,19 +1,23 @@
 // dptrain-data: makes datasets in dptrain's shard format (data/README.md).
 //   dptrain-data synth --out DIR [--train-samples N] [--val-samples M] [--features D] [--classes K]
 //                      [--shards S] [--seed X]
+//   dptrain-data text --input FILE --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
 // synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
 // function of (seed, index), so the data do not depend on the shard count.
 #include "dptrain/error.h"
 #include "dptrain/h5.h"
 #include "dptrain/rng.h"
+#include "dptrain/tokens.h"
 
 #include <boost/program_options.hpp>
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -115,17 +119,91 @@ int synth(int argc, char** argv) {
     return 0;
 }
 
+void make_dirs(const std::string& out) {
+    std::string cur;
+    for (size_t i = 0; i <= out.size(); ++i) {
+        if ((i == out.size() || out[i] == '/') && !cur.empty()) mkdir(cur.c_str(), 0755);
+        if (i < out.size()) cur += out[i];
+    }
+}
+
+void write_tokens(const std::string& path, const std::vector<int>& ids, size_t begin, size_t end, const Tokenizer& tok,
+                  const std::string& source) {
+    h5::Hid f = h5::create_file(path);
+    hsize_t n = end - begin;
+    if (tok.vocab_size() <= 65536) {
+        std::vector<uint16_t> v(ids.begin() + begin, ids.begin() + end);
+        h5::write_dataset(f.get(), "/tokens", h5::Kind::u16, {n}, v.data());
+    } else {
+        std::vector<uint32_t> v(ids.begin() + begin, ids.begin() + end);
+        h5::write_dataset(f.get(), "/tokens", h5::Kind::u32, {n}, v.data());
+    }
+    h5::write_attr_i64(f.get(), "vocab_size", tok.vocab_size());
+    h5::write_attr_str(f.get(), "tokenizer", tok.kind);
+    if (tok.kind == "char") h5::write_attr_str(f.get(), "vocab", tok.table());
+    h5::write_attr_str(f.get(), "source", source);
+}
+
+int text(int argc, char** argv) {
+    std::string input, out, vocab;
+    double val_fraction;
+    int shards;
+    po::options_description desc("dptrain-data text: token shards from a text file", 100, 50);
+    desc.add_options()("help,h", "print this help")("input", po::value(&input)->default_value(""), "text file (UTF-8 for --vocab char)")(
+        "out", po::value(&out)->default_value("data/text"), "output directory")(
+        "vocab", po::value(&vocab)->default_value("char"),
+        "byte (256 ids) | char (the text's characters, in code-point order)")(
+        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
+        "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)");
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+        std::cout << desc;
+        return 0;
+    }
+    if (input.empty()) throw UserError("text: give the text file with --input FILE");
+    if (vocab != "byte" && vocab != "char") throw UserError(strfmt("text: --vocab '%s' is unknown; use byte or char", vocab.c_str()));
+    if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
+        throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
+    FILE* in = std::fopen(input.c_str(), "rb");
+    if (!in) throw UserError(strfmt("text: --input %s: cannot open it: %s", input.c_str(), std::strerror(errno)));
+    std::string data;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, got);
+    std::fclose(in);
+    Tokenizer tok = vocab == "byte" ? Tokenizer::from("byte", "") : Tokenizer::chars_of(data);
+    std::vector<int> ids = tok.encode(data);
+    size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
+    if (n_train < (size_t)shards * 2 || n_val < 2)
+        throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
+                               input.c_str(), ids.size(), shards));
+    make_dirs(out);
+    for (int s = 0; s < shards; ++s)
+        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
+                     n_train * (s + 1) / shards, tok, input);
+    write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, input);
+    std::printf("dptrain-data text: %zu tokens from %s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
+                "%zu validation tokens, in %s\n",
+                ids.size(), input.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
+                n_val, out.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     std::string cmd = argc > 1 ? argv[1] : "";
     try {
         if (cmd == "synth") return synth(argc - 1, argv + 1);
+        if (cmd == "text") return text(argc - 1, argv + 1);
         if (cmd == "-h" || cmd == "--help") {
-            std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n");
+            std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n"
+                        "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n");
             return 0;
         }
-        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use: dptrain-data synth --help\n", cmd.c_str());
+        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use dptrain-data synth|text --help\n", cmd.c_str());
         return 2;
     } catch (const po::error& e) {
         std::fprintf(stderr, "dptrain-data: error: %s; see dptrain-data %s --help\n", e.what(), cmd.c_str());

@@ -3,6 +3,7 @@
 // plus rounding ~1e-7/h; |analytic - numeric| <= 2e-3 + 2e-2 * |numeric| covers both with margin
 // while still catching a wrong term (errors of a wrong formula are O(1)).
 #include "dptrain/backend.h"
+#include "dptrain/fastmath.h"
 #include "dptrain/model.h"
 #include "dptrain/rng.h"
 
@@ -163,4 +164,15 @@ TEST_CASE("MLP layout, init and signature", "[model]") {
     CHECK(a == b);
     CHECK(a != c);
     CHECK(m.flops_per_sample() == 3.0 * 2.0 * (3 * 4 + 4 * 2));
+}
+
+TEST_CASE("tanh_approx stays within 3e-7 of std::tanh", "[ops]") {
+    double worst = 0;
+    for (int i = -200000; i <= 200000; ++i) {
+        float y = i * 1e-4f;
+        worst = std::max(worst, (double)std::fabs(cpu::tanh_approx(y) - std::tanh(y)));
+    }
+    CHECK(worst < 3e-7);
+    CHECK(cpu::tanh_approx(50.0f) == 1.0f);
+    CHECK(cpu::tanh_approx(-50.0f) == -1.0f);
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The peer for dptrain's GPT step: the same model (GPT-2 style, pre-LayerNorm, tanh GELU, tied
+head), AdamW with weight decay on matrices, global-norm clipping and batch, in PyTorch on the CPU
+with the batches already in memory (dptrain reads them from HDF5). Prints tokens/s.
+
+usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
+"""
+import argparse
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--threads", type=int, default=1)
+p.add_argument("--batch", type=int, default=12)
+p.add_argument("--block", type=int, default=64)
+p.add_argument("--layers", type=int, default=4)
+p.add_argument("--heads", type=int, default=4)
+p.add_argument("--embd", type=int, default=128)
+p.add_argument("--vocab", type=int, default=65)
+p.add_argument("--steps", type=int, default=50)
+p.add_argument("--warmup", type=int, default=5)
+a = p.parse_args()
+torch.set_num_threads(a.threads)
+torch.manual_seed(0)
+B, T, C, NH, V, L = a.batch, a.block, a.embd, a.heads, a.vocab, a.layers
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.fcproj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
+        q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
+        att = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.blocks = nn.ModuleList(Block() for _ in range(L))
+        self.lnf = nn.LayerNorm(C)
+
+    def forward(self, idx, targets):
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+
+model = GPT()
+decay = [q for q in model.parameters() if q.dim() == 2]
+other = [q for q in model.parameters() if q.dim() != 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=1e-3)
+data = torch.randint(0, V, (16, B, T + 1))
+
+
+def step(i):
+    opt.zero_grad(set_to_none=True)
+    loss = model(data[i % 16, :, :T], data[i % 16, :, 1:])
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+for i in range(a.warmup):
+    step(i)
+t0 = time.perf_counter()
+for i in range(a.steps):
+    step(i)
+dt = time.perf_counter() - t0
+print(f"pytorch {torch.__version__} threads={a.threads} B={B} T={T} L={L} H={NH} C={C}: "
+      f"{a.steps * B * T / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")

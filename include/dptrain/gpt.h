@@ -1,0 +1,67 @@
+// GPT-2 style decoder-only transformer over the backend ops: token + position embeddings, L
+// pre-LayerNorm blocks (causal multi-head self-attention, residual, MLP with GELU at 4x,
+// residual), a final LayerNorm, and an LM head tied to the token embedding.
+// Parameters live in one flat buffer, grouped by layer (wte, wpe, h0.*, h1.*, ..., lnf.*), so
+// gradient buckets follow backward's order: lnf, then the last layer down to the first, then
+// the embeddings. Activations are allocated once for (max_batch, T).
+// Not for: data, sampling strategy (generate.cpp) or anything MPI.
+#pragma once
+
+#include "dptrain/model.h"
+
+#include <vector>
+
+namespace dptrain {
+
+struct GptConfig {
+    int vocab_size = 256;
+    int block_size = 64;  // T: context length (and the position table's size)
+    int n_layer = 4;
+    int n_head = 4;
+    int n_embd = 128;  // C
+};
+
+class Gpt : public Model {
+  public:
+    Gpt(const GptConfig& cfg, int max_batch);
+
+    const ParamLayout& layout() const override { return layout_; }
+    // "gpt V=65 T=64 L=4 H=4 C=128"
+    std::string signature() const override;
+    int terms_per_sample() const override { return cfg_.block_size; }
+    // Per window of T tokens: T * (6 * (N - T*C) + 12 * L * T * C), N = all parameters; the
+    // position table costs nothing, the tied LM head counts once (through wte), attention counts
+    // Q.K^T and att.V over the full T x T (the PaLM convention, although causal work is half).
+    double flops_per_sample() const override;
+    // GPT-2: weights N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)), biases 0, LayerNorm
+    // weights 1. Each tensor draws from its own counter-based stream.
+    void init(float* params, uint64_t seed) const override;
+    // in.tokens: (B, in.stride) windows of T + 1 tokens; the loss terms are B * T next tokens.
+    double forward(const float* params, const ModelBatch& in, long* correct) override;
+    void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+
+    const GptConfig& config() const { return cfg_; }
+    // Logits of the last forward: (B, T, V).
+    const float* logits() const { return logits_.data(); }
+
+  private:
+    struct LayerViews {
+        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    };
+    GptConfig cfg_;
+    int max_batch_;
+    ParamLayout layout_;
+    size_t wte_, wpe_, lnfw_, lnfb_;
+    std::vector<LayerViews> lv_;
+
+    // Activations, allocated once. Per layer (index l): ln1, qkv, atty, att, residual2, ln2, fch,
+    // fch_gelu, residual3 and the LayerNorm statistics. Shapes in gpt.cpp.
+    std::vector<float> encoded_, ln1_, ln1_mean_, ln1_rstd_, qkv_, atty_, att_, residual2_, ln2_, ln2_mean_,
+        ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, scratch_;
+    std::vector<int> targets_;
+    int last_B_ = 0;
+    // Backward scratch, reused by every layer.
+    std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,225 @@
+// GPT forward and backward over the CPU backend ops (llm.c's structure, one flat buffer).
+#include "dptrain/gpt.h"
+
+#include "dptrain/backend.h"
+#include "dptrain/error.h"
+#include "dptrain/rng.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dptrain {
+
+Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch) {
+    const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head;
+    if (V <= 0 || T <= 0 || C <= 0 || L <= 0 || NH <= 0 || C % NH != 0)
+        throw UserError(strfmt("GPT: n_embd %d must be a positive multiple of n_head %d, and vocab, block size and "
+                               "layers positive",
+                               C, NH));
+    auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
+        layout_.add(name, std::move(shape), decay);
+        return layout_.views.back().offset;
+    };
+    wte_ = add("wte", {V, C}, true);  // (V, C), also the LM head
+    wpe_ = add("wpe", {T, C}, true);  // (T, C)
+    for (int l = 0; l < L; ++l) {
+        std::string p = "h" + std::to_string(l) + ".";
+        LayerViews v;
+        v.ln1w = add(p + "ln1.weight", {C}, false);
+        v.ln1b = add(p + "ln1.bias", {C}, false);
+        v.qkvw = add(p + "attn.qkv.weight", {3 * C, C}, true);  // (3C, C)
+        v.qkvb = add(p + "attn.qkv.bias", {3 * C}, false);
+        v.attprojw = add(p + "attn.proj.weight", {C, C}, true);  // (C, C)
+        v.attprojb = add(p + "attn.proj.bias", {C}, false);
+        v.ln2w = add(p + "ln2.weight", {C}, false);
+        v.ln2b = add(p + "ln2.bias", {C}, false);
+        v.fcw = add(p + "mlp.fc.weight", {4 * C, C}, true);  // (4C, C)
+        v.fcb = add(p + "mlp.fc.bias", {4 * C}, false);
+        v.fcprojw = add(p + "mlp.proj.weight", {C, 4 * C}, true);  // (C, 4C)
+        v.fcprojb = add(p + "mlp.proj.bias", {C}, false);
+        lv_.push_back(v);
+    }
+    lnfw_ = add("lnf.weight", {C}, false);
+    lnfb_ = add("lnf.bias", {C}, false);
+
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C, Ls = (size_t)L;
+    encoded_.resize(BTC);
+    ln1_.resize(Ls * BTC);
+    ln1_mean_.resize(Ls * BT);
+    ln1_rstd_.resize(Ls * BT);
+    qkv_.resize(Ls * 3 * BTC);
+    atty_.resize(Ls * BTC);
+    att_.resize(Ls * max_batch * NH * (size_t)T * T);
+    residual2_.resize(Ls * BTC);
+    ln2_.resize(Ls * BTC);
+    ln2_mean_.resize(Ls * BT);
+    ln2_rstd_.resize(Ls * BT);
+    fch_.resize(Ls * 4 * BTC);
+    fch_gelu_.resize(Ls * 4 * BTC);
+    residual3_.resize(Ls * BTC);
+    lnf_.resize(BTC);
+    lnf_mean_.resize(BT);
+    lnf_rstd_.resize(BT);
+    logits_.resize(BT * V);
+    probs_.resize(BT * V);
+    losses_.resize(BT);
+    scratch_.resize(BTC);
+    targets_.resize(BT);
+    dres_.resize(BTC);
+    dbig_.resize(4 * BTC);
+    dsmall_.resize(BTC);
+    dqkv_.resize(3 * BTC);
+    datt_.resize((size_t)max_batch * NH * T * T);
+    datty_.resize(BTC);
+}
+
+std::string Gpt::signature() const {
+    return strfmt("gpt V=%d T=%d L=%d H=%d C=%d", cfg_.vocab_size, cfg_.block_size, cfg_.n_layer, cfg_.n_head,
+                  cfg_.n_embd);
+}
+
+double Gpt::flops_per_sample() const {
+    const double T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer;
+    double n = (double)layout_.total - T * C;
+    return T * (6.0 * n + 12.0 * L * T * C);
+}
+
+void Gpt::init(float* params, uint64_t seed) const {
+    const float residual_std = 0.02f / std::sqrt(2.0f * cfg_.n_layer);
+    for (size_t i = 0; i < layout_.views.size(); ++i) {
+        const ParamView& v = layout_.views[i];
+        float* p = params + v.offset;
+        const std::string& n = v.name;
+        bool is_ln_weight = n.find("ln") != std::string::npos && n.find(".weight") != std::string::npos;
+        if (v.shape.size() == 1) {
+            std::fill(p, p + v.size, is_ln_weight ? 1.0f : 0.0f);
+            continue;
+        }
+        bool residual = n.find("attn.proj.weight") != std::string::npos || n.find("mlp.proj.weight") != std::string::npos;
+        float sigma = residual ? residual_std : 0.02f;
+        Rng rng(stream_seed(seed, 2000 + i));
+        for (size_t k = 0; k < v.size; ++k) p[k] = sigma * rng.normal();
+    }
+}
+
+double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B > max_batch_) throw std::invalid_argument("Gpt::forward: batch larger than max_batch");
+    if (B == 0) {
+        last_B_ = 0;
+        return 0.0;
+    }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+            int tok = in.tokens[(long)b * in.stride + t + 1];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+            targets_[(long)b * T + t] = tok;
+        }
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+            int tok = in.tokens[(long)b * in.stride + t];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+        }
+    cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C);
+    const float* residual = encoded_.data();
+    for (int l = 0; l < L; ++l) {
+        const LayerViews& v = lv_[l];
+        float* ln1 = ln1_.data() + l * sBTC;
+        float* qkv = qkv_.data() + l * 3 * sBTC;
+        float* atty = atty_.data() + l * sBTC;
+        float* att = att_.data() + l * sATT;
+        float* res2 = residual2_.data() + l * sBTC;
+        float* ln2 = ln2_.data() + l * sBTC;
+        float* fch = fch_.data() + l * 4 * sBTC;
+        float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        float* res3 = residual3_.data() + l * sBTC;
+        cpu::layernorm_forward(ln1, ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, residual, params + v.ln1w,
+                               params + v.ln1b, BT, C);
+        cpu::matmul_forward(qkv, ln1, params + v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
+        cpu::attention_forward(atty, att, qkv, B, T, C, NH);
+        cpu::matmul_forward(scratch_.data(), atty, params + v.attprojw, params + v.attprojb, (int)BT, C, C);
+        cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC);
+        cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
+                               params + v.ln2b, BT, C);
+        cpu::matmul_forward(fch, ln2, params + v.fcw, params + v.fcb, (int)BT, C, 4 * C);
+        cpu::gelu_forward(fchg, fch, 4 * (long)BTC);
+        cpu::matmul_forward(scratch_.data(), fchg, params + v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
+        cpu::residual_forward(res3, res2, scratch_.data(), (long)BTC);
+        residual = res3;
+    }
+    cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, params + lnfw_, params + lnfb_,
+                           BT, C);
+    cpu::matmul_forward(logits_.data(), lnf_.data(), params + wte_, nullptr, (int)BT, C, V);
+    cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), (int)BT, V);
+    last_B_ = B;
+    double sum = 0.0;
+    for (long i = 0; i < BT; ++i) sum += losses_[i];
+    if (correct) {
+        long c = 0;
+        for (long i = 0; i < BT; ++i) {
+            const float* z = logits_.data() + i * V;
+            c += (std::max_element(z, z + V) - z) == targets_[i];
+        }
+        *correct += c;
+    }
+    return sum;
+}
+
+void Gpt::backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B != last_B_) throw std::logic_error("Gpt::backward without the matching forward");
+    if (B == 0) {
+        if (hook) hook->grads_ready_from(0);
+        return;
+    }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    // dlogits overwrite probs in place (each element reads its own probability first).
+    float* dlogits = probs_.data();
+    cpu::softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), scale, (int)BT, V);
+    float* dlnf = dsmall_.data();
+    cpu::matmul_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params + wte_, (int)BT, C, V);
+    float* dres = dres_.data();
+    std::memset(dres, 0, BTC * sizeof(float));
+    const float* last = L > 0 ? residual3_.data() + (L - 1) * sBTC : encoded_.data();
+    cpu::layernorm_backward(dres, grads + lnfw_, grads + lnfb_, dlnf, last, params + lnfw_, lnf_mean_.data(),
+                            lnf_rstd_.data(), BT, C);
+    if (hook) hook->grads_ready_from(lnfw_);
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerViews& v = lv_[l];
+        const float* residual = l == 0 ? encoded_.data() : residual3_.data() + (l - 1) * sBTC;
+        const float* ln1 = ln1_.data() + l * sBTC;
+        const float* qkv = qkv_.data() + l * 3 * sBTC;
+        const float* atty = atty_.data() + l * sBTC;
+        const float* att = att_.data() + l * sATT;
+        const float* res2 = residual2_.data() + l * sBTC;
+        const float* ln2 = ln2_.data() + l * sBTC;
+        const float* fch = fch_.data() + l * 4 * sBTC;
+        const float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        // dres = d residual3 = d fcproj (residual3 = residual2 + fcproj) and, below, d residual2.
+        float* dfc = dbig_.data();
+        cpu::matmul_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params + v.fcprojw, (int)BT, 4 * C, C);
+        cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC);
+        float* dln = dsmall_.data();
+        cpu::matmul_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params + v.fcw, (int)BT, C, 4 * C);
+        cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
+                                ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
+        // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
+        float* datty = datty_.data();
+        cpu::matmul_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params + v.attprojw, (int)BT, C, C);
+        cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH);
+        cpu::matmul_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv_.data(), ln1, params + v.qkvw, (int)BT, C, 3 * C);
+        cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
+                                ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);
+        if (hook) hook->grads_ready_from(v.ln1w);
+    }
+    cpu::encoder_backward(grads + wte_, grads + wpe_, dres, in.tokens, in.stride, B, T, C);
+    if (hook) hook->grads_ready_from(0);
+}
+
+} // namespace dptrain
