@@ -99,7 +99,7 @@ $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 # from tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 120
 FUZZ_SRCS    := src/error.cpp src/fatal.cpp src/options.cpp src/h5.cpp src/data.cpp src/checkpoint.cpp
-FUZZ_FLAGS   := -std=c++17 -g -O1 -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
+FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/,fuzz_options fuzz_shard fuzz_checkpoint))
 
