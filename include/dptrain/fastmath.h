@@ -10,7 +10,10 @@ namespace dptrain::cpu {
 // exp(x) = 2^k * p(r), r = x - k ln2 (ln2 split in two for accuracy), p of degree 6; x clamped
 // to [-87, 88]. Relative error about 2e-7.
 inline float exp_approx(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    // One comparison per statement: GCC if-converts these to min/max, but not a nested ?: chain
+    // or std::min/std::max (it reports control flow and leaves the loop scalar).
+    x = x > 88.0f ? 88.0f : x;
+    x = x < -87.0f ? -87.0f : x;
     // floor(x / ln2 + 0.5) by truncation of a positive number (the offset keeps it positive)
     float k = (float)(int)(x * 1.44269504f + 128.5f) - 128.0f;
     float r = x - k * 0.693145752f - k * 1.42860677e-06f;
@@ -24,7 +27,8 @@ inline float exp_approx(float x) {
 // tanh(y) = 1 - 2 / (exp(2y) + 1), y clamped to +-10 (tanh is +-1 in float beyond). Absolute
 // error below 3e-7 (tests/unit/test_ops.cpp).
 inline float tanh_approx(float y) {
-    y = y < -10.0f ? -10.0f : (y > 10.0f ? 10.0f : y);
+    y = y > 10.0f ? 10.0f : y;
+    y = y < -10.0f ? -10.0f : y;
     return 1.0f - 2.0f / (exp_approx(2.0f * y) + 1.0f);
 }
 

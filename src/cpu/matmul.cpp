@@ -1,5 +1,5 @@
-// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major). The bias sum is a column
-// loop with rows summed in order, so results do not depend on the thread count.
+// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major). The bias gradient sums
+// rows in order, so results do not depend on the thread count.
 #include "dptrain/backend.h"
 
 #include <cblas.h>
@@ -30,11 +30,19 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                     dinp, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) {
+        // Column sums, rows in order (deterministic): blocks of 64 columns per thread, each row's
+        // block added at once so the inner loop runs along memory and vectorizes.
+        constexpr int kBlock = 64;
+        int blocks = (OC + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; ++o) {
-            float s = 0.0f;
-            for (int b = 0; b < B; ++b) s += dout[(long)b * OC + o];
-            dbias[o] += s;
+        for (int blk = 0; blk < blocks; ++blk) {
+            int o0 = blk * kBlock, n = OC - o0 < kBlock ? OC - o0 : kBlock;
+            float acc[kBlock] = {0};
+            for (int b = 0; b < B; ++b) {
+                const float* row = dout + (long)b * OC + o0;
+                for (int j = 0; j < n; ++j) acc[j] += row[j];
+            }
+            for (int j = 0; j < n; ++j) dbias[o0 + j] += acc[j];
         }
     }
 }
