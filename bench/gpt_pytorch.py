@@ -6,12 +6,10 @@ with the batches already in memory (dptrain reads them from HDF5). Prints tokens
 usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
 """
 import argparse
+import os
 import math
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 p = argparse.ArgumentParser()
 p.add_argument("--threads", type=int, default=1)
@@ -24,6 +22,14 @@ p.add_argument("--vocab", type=int, default=65)
 p.add_argument("--steps", type=int, default=50)
 p.add_argument("--warmup", type=int, default=5)
 a = p.parse_args()
+# torch.set_num_threads does not reach the BLAS library that Debian's PyTorch calls for its matrix
+# products (OpenBLAS, with its own thread pool): without these the "1 thread" peer multiplied on
+# every core. They must be set before torch loads.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(a.threads)
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
 B, T, C, NH, V, L = a.batch, a.block, a.embd, a.heads, a.vocab, a.layers

@@ -6,9 +6,8 @@ its batches from HDF5). Prints samples/s over the timed steps.
 usage: mlp_pytorch.py --threads T --batch B --steps N [--in 32 --hidden 256,256 --classes 10]
 """
 import argparse
+import os
 import time
-
-import torch
 
 p = argparse.ArgumentParser()
 p.add_argument("--threads", type=int, default=1)
@@ -19,6 +18,12 @@ p.add_argument("--in", dest="inp", type=int, default=32)
 p.add_argument("--hidden", default="256,256")
 p.add_argument("--classes", type=int, default=10)
 a = p.parse_args()
+# torch.set_num_threads does not reach the BLAS library that Debian's PyTorch calls for its matrix
+# products (OpenBLAS, with its own thread pool): without these the "1 thread" peer multiplied on
+# every core. They must be set before torch loads.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(a.threads)
+import torch  # noqa: E402
 torch.set_num_threads(a.threads)
 torch.manual_seed(0)
 dims = [a.inp] + [int(h) for h in a.hidden.split(",")] + [a.classes]
