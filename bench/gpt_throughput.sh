@@ -23,7 +23,10 @@ V=$(h5dump -a /vocab_size "$work/tok/val-00000-of-00001.h5" | sed -n 's/.*(0): \
 # dptrain tokens/s: the mean of the step lines after the first (warm-up) one.
 dp() {  # dp NP THREADS BATCH STEPS LOG L H C T
   local np=$1 th=$2 b=$3 steps=$4 log=$5 L=$6 H=$7 C=$8 T=$9
-  $MPIRUN -np "$np" build/dptrain --model gpt --data "$work/tok" --n-layer "$L" --n-head "$H" --n-embd "$C" \
+  # mpirun binds each rank to one core by default; a rank with several threads needs them all.
+  local bind=""
+  [ "$th" -gt 1 ] && bind="--bind-to none"
+  $MPIRUN $bind -np "$np" build/dptrain --model gpt --data "$work/tok" --n-layer "$L" --n-head "$H" --n-embd "$C" \
     --block-size "$T" --batch-size "$b" --steps "$steps" --threads "$th" --log-every "$log" --eval-every 0 \
     --checkpoint-every 0 --run-dir "$work/run" --overwrite-checkpoints --step-timeout 0 >"$work/dp.out"
   grep '"type":"step"' "$work/run/metrics.jsonl" | tail -n +2 | sed 's/.*"tokens_per_s":\([0-9.e+]*\).*/\1/' |
