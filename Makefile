@@ -59,7 +59,7 @@ LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp) $(if $(filter 1,$(HAVE_NCCL)),sr
 LIB_SRCS := $(filter-out src/main.cpp,$(LIB_SRCS))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdptrain.a
-TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt
+TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests

@@ -104,6 +104,11 @@ std::string AllreduceEngine::describe() const {
     return "?";
 }
 
+const char* AllreduceEngine::path_for(size_t count, DType wire) const {
+    bool hier = algo_ == Algo::hierarchical || (algo_ == Algo::automatic && count * dtype_size(wire) >= threshold_);
+    return hier ? "hierarchical" : "flat";
+}
+
 void AllreduceEngine::run(size_t offset, size_t count, DType wire) {
     if (offset + count > capacity_) fatal(strfmt("allreduce range %zu+%zu beyond the buffer's %zu", offset, count, capacity_));
     if (topo_.size == 1 || count == 0) {

@@ -41,8 +41,9 @@ GradSync::~GradSync() {
     }
 }
 
-void GradSync::begin_step() {
+void GradSync::begin_step(long step) {
     std::lock_guard<std::mutex> g(mu_);
+    step_ = step;
     if (done_ != launched_) fatal("GradSync::begin_step with buckets in flight");
     launched_ = done_ = 0;
     std::memset(engine_.buffer(), 0, total_ * sizeof(float));
@@ -51,9 +52,13 @@ void GradSync::begin_step() {
 void GradSync::reduce(const Bucket& b) {
     double t0 = now_seconds();
     engine_.run(b.begin, b.end - b.begin, wire_);
-    double dt = now_seconds() - t0;
+    double t1 = now_seconds();
+    if (tracer_) {
+        size_t n = b.end - b.begin;
+        tracer_->comm("allreduce", step_, t0, t1, n * dtype_size(wire_), engine_.path_for(n, wire_));
+    }
     std::lock_guard<std::mutex> g(mu_);
-    comm_seconds_ += dt;
+    comm_seconds_ += t1 - t0;
 }
 
 void GradSync::grads_ready_from(size_t offset) {

@@ -114,6 +114,9 @@ void declare(Registry& r, Options& o) {
     r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
                   "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
+    r.add<S>("trace", &Options::trace, o, "",
+             "write a Chrome trace of every step's phases to FILE-rankNNNNN.json on each rank (merge them with "
+             "dptrain-report trace)");
 }
 
 std::vector<int> parse_widths(const std::string& s) {

@@ -16,6 +16,7 @@
 #include "dptrain/optim.h"
 #include "dptrain/reliability.h"
 #include "dptrain/tokens.h"
+#include "dptrain/trace.h"
 #include "dptrain/version.h"
 
 #include <algorithm>
@@ -330,7 +331,7 @@ struct Run {
     // the next checkpoint (or the end of the run) waits for it. A failure ends the job: the
     // previous checkpoints are intact (save_checkpoint writes a temporary file, then renames).
     void checkpoint(long step, bool final_one) {
-        watchdog->begin(step, Phase::checkpoint);
+        phase(Phase::checkpoint, step, true);
         if (rank == 0) {
             try {
                 CheckpointState& s = async_ckpt ? async_ckpt->next() : sync_ckpt;
@@ -367,7 +368,7 @@ struct Run {
     void inject_before_step(long done) {
         if (faults.has(rank, done, Fault::Kind::kill)) raise(SIGKILL);
         if (faults.has(rank, done, Fault::Kind::hang)) {
-            watchdog->phase(Phase::forward);
+            phase(Phase::forward, done);
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         }
     }
@@ -384,6 +385,12 @@ struct Run {
             if (faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
         Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail);
         const size_t P = model->num_params();
+        if (!o.trace.empty()) {
+            // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
+            size_t per_step = 8 + sync->num_buckets();
+            tracer.enable(std::min<size_t>(4u << 20, (size_t)(end - start_step) * per_step + 64));
+            sync->set_tracer(&tracer);
+        }
 
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
@@ -399,31 +406,31 @@ struct Run {
         last_logged = start_step;
         for (long step = start_step; step < end; ++step) {
             done = step + 1;
-            watchdog->begin(done, Phase::data);
+            phase(Phase::data, done, true);
             inject_before_step(done);
             const Batch& b = pf.next();
             float* grads = sync->grads();
-            sync->begin_step();
+            sync->begin_step(done);
             // Control floats, summed with the gradients: [0] > 0 when any rank was signalled,
             // [1] non-finite when any rank's loss was.
             float* ctl = sync->control();
             ctl[0] = preemption_requested() ? 1.0f : 0.0f;
-            watchdog->phase(Phase::forward);
+            phase(Phase::forward, done);
             const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
             const double terms = (double)b.global_n * model->terms_per_sample();
             double loss_sum = model->forward(params.data(), in, nullptr);
             ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
             if (faults.has(rank, done, Fault::Kind::nan)) grads[0] = NAN;  // poisons the summed gradient
-            watchdog->phase(Phase::backward);
+            phase(Phase::backward, done);
             model->backward(grads, params.data(), in, (float)(1.0 / terms), sync.get());
             int global_n = b.global_n;
             pf.release();
-            watchdog->phase(Phase::allreduce);
+            phase(Phase::allreduce, done);
             int_exposed += sync->finish();
 
             // Every rank sees the same summed gradient and control floats, so every decision
             // below is the same on all ranks without another collective.
-            watchdog->phase(Phase::optimizer);
+            phase(Phase::optimizer, done);
             bool stop_requested = ctl[0] > 0.0f;
             last_norm = global_norm(grads, P);
             bool finite = std::isfinite(last_norm) && std::isfinite(ctl[1]);
@@ -479,7 +486,7 @@ struct Run {
             }
             double t_other = now_seconds();
             if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
-                watchdog->begin(done, Phase::eval);
+                phase(Phase::eval, done, true);
                 last_eval = evaluate(done);
                 evaluated = true;
                 print(format_eval_line(last_eval) + "\n");
@@ -493,7 +500,14 @@ struct Run {
                 break;
             }
         }
-        watchdog->begin(done, Phase::done);
+        phase(Phase::done, done, true);
+        if (tracer.on()) {
+            try {
+                tracer.write(Tracer::rank_path(o.trace, rank), rank, topo.host);
+            } catch (const UserError& e) {
+                fatal(e.what(), kExitUser);
+            }
+        }
         if (rank == 0 && async_ckpt) {
             try {
                 async_ckpt->wait();
@@ -520,6 +534,15 @@ struct Run {
     CheckpointState sync_ckpt;  // reused by every synchronous checkpoint
     std::unique_ptr<AsyncCheckpointer> async_ckpt;
     std::unique_ptr<Watchdog> watchdog;
+    Tracer tracer;
+    // The watchdog's clock and the trace follow the same phase marks. restart: a new step (or a
+    // long phase with its own timeout).
+    void phase(Phase p, long step, bool restart = false) {
+        if (restart) watchdog->begin(step, p);
+        else watchdog->phase(p);
+        if (p == Phase::done) tracer.close();
+        else tracer.mark(phase_name(p), step);
+    }
     FaultPlan faults;
 };
 

@@ -69,6 +69,8 @@ class AllreduceEngine {
     // "hierarchical (2 nodes x 2 ranks)" or "auto: hierarchical from 64 KiB, flat below".
     std::string describe() const;
     Algo algo() const { return algo_; }
+    // The path run() takes for a message of `count` elements: "flat" or "hierarchical".
+    const char* path_for(size_t count, DType wire) const;
     int world_size() const { return topo_.size; }
 
     // Measured crossover (docs/BENCHMARKS.md): the shared-memory path wins from 4 KiB on.

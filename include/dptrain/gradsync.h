@@ -9,6 +9,7 @@
 
 #include "dptrain/allreduce.h"
 #include "dptrain/model.h"
+#include "dptrain/trace.h"
 
 #include <condition_variable>
 #include <mutex>
@@ -31,8 +32,11 @@ class GradSync : public GradHook {
     float* control() const { return engine_.buffer() + total_ - control_; }
     bool overlapped() const { return overlap_; }
     size_t num_buckets() const { return buckets_.size(); }
-    // Zeroes the gradients for a new step. Nothing may be in flight (finish() was called).
-    void begin_step();
+    // Zeroes the gradients for a new step (1-based number, for the trace). Nothing may be in
+    // flight (finish() was called).
+    void begin_step(long step = 0);
+    // Records each bucket's all-reduce (bytes, algorithm) on the tracer's communication track.
+    void set_tracer(Tracer* t) { tracer_ = t; }
     // GradHook: gradients [offset, end) are final; launches the buckets they complete.
     void grads_ready_from(size_t offset) override;
     // Launches what is left and waits for every bucket. Returns the seconds this call waited
@@ -60,6 +64,8 @@ class GradSync : public GradHook {
     size_t launched_ = 0;          // buckets handed to the worker (or reduced, without overlap)
     size_t done_ = 0;              // buckets reduced
     double comm_seconds_ = 0;
+    Tracer* tracer_ = nullptr;
+    long step_ = 0;
     bool stop_ = false;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -50,6 +50,7 @@ struct Options {
     long log_every, eval_every, eval_max;
     double peak_gflops;  // per rank, for MFU; 0 = measure at start
     std::string metrics;  // JSON lines; default RUN_DIR/metrics.jsonl
+    std::string trace;    // Chrome trace per rank (FILE-rankNNNNN.json); "" = off
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file
 };

@@ -1,0 +1,47 @@
+// --trace: a Chrome trace (JSON, opens in Perfetto or chrome://tracing) of every step's phases on
+// this rank, with each bucket's all-reduce on its own track. Events go into buffers allocated
+// when tracing starts; recording is two clock reads and a store, and nothing allocates while
+// training. `dptrain-report trace` merges the ranks' files into one with a track per rank.
+// Not for: metrics over intervals (metrics.h).
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+class Tracer {
+  public:
+    // capacity: events kept per track; later events are counted as dropped.
+    void enable(size_t capacity);
+    bool on() const { return on_; }
+    // Main-thread phases: closes the phase in progress (if any) and opens `name` for `step`.
+    void mark(const char* name, long step);
+    void close();  // closes the phase in progress
+    // A finished interval on the communication track (thread-safe).
+    void comm(const char* name, long step, double t0, double t1, size_t bytes, const char* algo);
+    // Writes the trace; every rank writes its own file. Throws UserError when it cannot.
+    void write(const std::string& path, int rank, const std::string& host) const;
+    // FILE -> FILE with "-rank00003" before its extension.
+    static std::string rank_path(const std::string& path, int rank);
+
+  private:
+    struct Event {
+        const char* name;
+        const char* algo;
+        long step;
+        double t0, t1;
+        size_t bytes;
+    };
+    bool on_ = false;
+    size_t cap_ = 0, dropped_ = 0;
+    std::vector<Event> main_, comm_;
+    const char* open_ = nullptr;
+    long open_step_ = 0;
+    double open_t_ = 0;
+    mutable std::mutex mu_;  // comm_ (the communication thread appends)
+};
+
+} // namespace dptrain

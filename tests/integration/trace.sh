@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# --trace: each rank writes a Chrome trace; dptrain-report merges them; the merged file parses as
+# JSON and holds every phase of every step on every rank, each bucket's all-reduce with its bytes
+# and algorithm, and the evaluation and checkpoint phases.
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 2000 --val-samples 256
+train 2 --data "$WORK/data" --steps 20 --batch-size 8 --log-every 10 --eval-every 10 --checkpoint-every 10 \
+  --bucket-mb 0.1 --overlap on --run-dir "$WORK/run" --trace "$WORK/run/trace.json"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "traced run exited $RC"; }
+"$BIN/dptrain-report" trace "$WORK/merged.json" "$WORK"/run/trace-rank0000{0,1}.json || fail "merge failed"
+/usr/bin/python3 - "$WORK/merged.json" <<'PY' || fail "the merged trace is incomplete"
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+bad = []
+for rank in (0, 1):
+    mine = [e for e in events if e["pid"] == rank]
+    for step in range(1, 21):
+        names = {e["name"] for e in mine if e["args"]["step"] == step}
+        for phase in ("data", "forward", "backward", "all-reduce", "optimizer", "allreduce"):
+            if phase not in names:
+                bad.append(f"rank {rank} step {step}: no {phase}")
+    for phase, steps in (("evaluation", {10, 20}), ("checkpoint", {10, 20})):
+        got = {e["args"]["step"] for e in mine if e["name"] == phase}
+        if got != steps:
+            bad.append(f"rank {rank}: {phase} at steps {sorted(got)}, want {sorted(steps)}")
+    buckets = [e for e in mine if e["name"] == "allreduce"]
+    if any(e["args"]["bytes"] <= 0 or e["args"]["algorithm"] not in ("flat", "hierarchical") for e in buckets):
+        bad.append(f"rank {rank}: an all-reduce event without bytes or algorithm")
+    if any(e["dur"] < 0 for e in mine):
+        bad.append(f"rank {rank}: negative duration")
+print("\n".join(bad[:10]) if bad else f"trace ok: {len(events)} events")
+sys.exit(1 if bad else 0)
+PY
