@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# The deployment files that cannot run here are checked for what they must say: the ParallelCluster
+# configuration (keys known to ParallelCluster 3, a Slurm queue per GPU type with EFA and a
+# placement group, FSx linked to S3, local NVMe, the bootstrap action), the EKS manifests (MPIJob,
+# FSx claim, eksctl node group, and that they agree with each other), the Dockerfile's packages
+# against scripts/install-deps, and the Slurm scripts' directives and shell syntax.
+source "$(dirname "$0")/lib.bash"
+PY=/usr/bin/python3
+if ! "$PY" -c 'import yaml' 2>/dev/null; then
+  echo "SKIPPED deploy_manifests: $PY cannot import yaml (python3-yaml, installed by make deps)"
+  exit 0
+fi
+
+# --- shell syntax of every script of the three paths
+for f in "$ROOT"/slurm/*.sbatch "$ROOT"/slurm/*.sh "$ROOT"/ParallelCluster/bootstrap.sh "$ROOT"/eks/entrypoint.sh; do
+  bash -n "$f" || fail "$f: bash syntax error"
+  [ -x "$f" ] || fail "$f: not executable"
+done
+echo "ok: shell syntax of slurm/, ParallelCluster/bootstrap.sh, eks/entrypoint.sh"
+
+# --- the Slurm scripts' directives
+m=$ROOT/slurm/multi-node.sbatch
+for want in '^#SBATCH --ntasks-per-node=8$' '^#SBATCH --gpus-per-node=8$' '^#SBATCH --exclusive$' \
+            '^#SBATCH --requeue$' '^#SBATCH --signal=USR1@120$' '^srun --mpi=pmix ' '--resume auto' \
+            '^export FI_PROVIDER=efa$' '^export NCCL_NET="AWS Libfabric"$' 'FI_EFA_USE_DEVICE_RDMA=1' \
+            '^export NCCL_DEBUG=' 'RUN_DIR=\${RUN_DIR:-/fsx/' 'scontrol requeue "\$SLURM_JOB_ID"'; do
+  grep -qE -- "$want" "$m" || fail "multi-node.sbatch lacks /$want/"
+done
+for f in "$ROOT"/slurm/*.sbatch; do
+  ! grep -q -- '--signal=B:' "$f" || fail "$f: --signal=B: signals only the batch shell, not dptrain's ranks"
+done
+grep -q 'build/dptrain-bench allreduce \$BENCH_ARGS -J "\$RUN_DIR/allreduce.json"' "$ROOT/slurm/allreduce-bench.sbatch" \
+  || fail "allreduce-bench.sbatch does not write RUN_DIR/allreduce.json"
+echo "ok: slurm/ directives (one task per GPU, PMIx, --signal=USR1@120, requeue, EFA/NCCL environment)"
+
+"$PY" - "$ROOT" <<'PYEOF'
+import re, sys, yaml
+root = sys.argv[1]
+failed = []
+def check(cond, what):
+    if not cond:
+        failed.append(what)
+    return cond
+def get(d, path):
+    """d[a][b]... for path 'a.b...', None when any part is missing."""
+    for k in path.split('.'):
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+def load_all(rel):
+    with open(f"{root}/{rel}") as f:
+        text = f.read()
+    return text, [d for d in yaml.safe_load_all(text) if d is not None]
+def placeholders(text):
+    """${VAR} names used outside comments, and whether each is named in a comment."""
+    used = set(re.findall(r'\$\{([A-Z0-9_]+)\}', "\n".join(l.split('#', 1)[0] for l in text.splitlines())))
+    comments = "\n".join(l for l in text.splitlines() if l.lstrip().startswith('#'))
+    return used, {v for v in used if re.search(r'\b' + v + r'\b', comments)}
+
+# ---------------------------------------------------------------- ParallelCluster 3
+text, docs = load_all("ParallelCluster/cluster-config.yaml")
+pc = docs[0]
+# Keys ParallelCluster 3 knows at each level used here (from its configuration reference): a
+# misspelt key would be refused by pcluster, so it is refused here too.
+known = {
+    "": {"Region", "Image", "HeadNode", "Scheduling", "SharedStorage", "Tags", "Iam", "Monitoring",
+         "Imds", "CustomS3Bucket", "AdditionalPackages", "DeploymentSettings", "LoginNodes"},
+    "Image": {"Os", "CustomAmi"},
+    "HeadNode": {"InstanceType", "Networking", "Ssh", "LocalStorage", "CustomActions", "Iam", "Dcv",
+                 "Imds", "Image", "DisableSimultaneousMultithreading", "SharedStorageType"},
+    "HeadNode.Networking": {"SubnetId", "ElasticIp", "SecurityGroups", "AdditionalSecurityGroups", "Proxy"},
+    "HeadNode.Ssh": {"KeyName", "AllowedIps"},
+    "HeadNode.LocalStorage": {"RootVolume", "EphemeralVolume"},
+    "HeadNode.CustomActions": {"OnNodeStart", "OnNodeConfigured", "OnNodeUpdated"},
+    "HeadNode.Iam": {"InstanceRole", "InstanceProfile", "S3Access", "AdditionalIamPolicies"},
+    "Scheduling": {"Scheduler", "SlurmSettings", "SlurmQueues", "ScalingStrategy"},
+    "Scheduling.SlurmSettings": {"ScaledownIdletime", "QueueUpdateStrategy", "EnableMemoryBasedScheduling",
+                                 "CustomSlurmSettings", "CustomSlurmSettingsIncludeFile", "Database", "Dns",
+                                 "MungeKeySecretArn", "ExternalSlurmdbd"},
+    "queue": {"Name", "CapacityType", "AllocationStrategy", "JobExclusiveAllocation", "ComputeSettings",
+              "Networking", "ComputeResources", "CustomActions", "Iam", "Image", "HealthChecks", "Tags",
+              "CustomSlurmSettings", "CapacityReservationTarget"},
+    "queue.ComputeSettings": {"LocalStorage"},
+    "queue.ComputeSettings.LocalStorage": {"RootVolume", "EphemeralVolume"},
+    "queue.Networking": {"SubnetIds", "AssignPublicIp", "SecurityGroups", "AdditionalSecurityGroups",
+                         "PlacementGroup", "Proxy"},
+    "queue.Networking.PlacementGroup": {"Enabled", "Id", "Name"},
+    "queue.CustomActions": {"OnNodeStart", "OnNodeConfigured"},
+    "queue.Iam": {"InstanceRole", "InstanceProfile", "S3Access", "AdditionalIamPolicies"},
+    "resource": {"Name", "InstanceType", "Instances", "MinCount", "MaxCount", "DynamicNodePriority",
+                 "StaticNodePriority", "SpotPrice", "DisableSimultaneousMultithreading", "SchedulableMemory",
+                 "HealthChecks", "Efa", "CapacityReservationTarget", "Networking", "CustomSlurmSettings", "Tags"},
+    "resource.Efa": {"Enabled", "GdrSupport"},
+    "storage": {"MountDir", "Name", "StorageType", "EbsSettings", "EfsSettings", "FsxLustreSettings",
+                "FsxOntapSettings", "FsxOpenZfsSettings", "FileCacheSettings"},
+    "storage.FsxLustreSettings": {"StorageCapacity", "DeploymentType", "ImportedFileChunkSize", "DataCompressionType",
+                                  "ExportPath", "ImportPath", "WeeklyMaintenanceStartTime",
+                                  "AutomaticBackupRetentionDays", "CopyTagsToBackups", "DailyAutomaticBackupStartTime",
+                                  "PerUnitStorageThroughput", "BackupId", "KmsKeyId", "FileSystemId",
+                                  "AutoImportPolicy", "DriveCacheType", "StorageType", "DeletionPolicy",
+                                  "DataRepositoryAssociations", "FileSystemTypeVersion"},
+}
+def keys_known(d, level, where):
+    if isinstance(d, dict):
+        unknown = set(d) - known[level]
+        check(not unknown, f"cluster-config.yaml: {where}: keys ParallelCluster 3 does not have: {sorted(unknown)}")
+for level in [l for l in known if not l.startswith(("queue", "resource", "storage"))]:
+    keys_known(pc if level == "" else get(pc, level), level, level or "top level")
+check(get(pc, "Region"), "cluster-config.yaml: no Region")
+check(get(pc, "Image.Os") in ("ubuntu2204", "alinux2023"), "cluster-config.yaml: Image.Os must be ubuntu2204 or alinux2023")
+check(get(pc, "HeadNode.InstanceType"), "cluster-config.yaml: no HeadNode.InstanceType")
+check(get(pc, "HeadNode.Networking.SubnetId"), "cluster-config.yaml: no HeadNode.Networking.SubnetId")
+check(re.fullmatch(r'\$\{[A-Z_]+\}', str(get(pc, "HeadNode.Ssh.KeyName"))),
+      "cluster-config.yaml: HeadNode.Ssh.KeyName must be a named ${...} value for the user's key pair")
+check(str(get(pc, "HeadNode.CustomActions.OnNodeConfigured.Script")).endswith("/bootstrap.sh"),
+      "cluster-config.yaml: HeadNode must run bootstrap.sh OnNodeConfigured")
+check(get(pc, "Scheduling.Scheduler") == "slurm", "cluster-config.yaml: Scheduler must be slurm")
+types = set()
+for q in get(pc, "Scheduling.SlurmQueues") or []:
+    name = q.get("Name")
+    keys_known(q, "queue", f"queue {name}")
+    for sub in ("ComputeSettings", "ComputeSettings.LocalStorage", "Networking", "Networking.PlacementGroup",
+                "CustomActions", "Iam"):
+        keys_known(get(q, sub), "queue." + sub, f"queue {name} {sub}")
+    check(get(q, "Networking.PlacementGroup.Enabled") is True, f"queue {name}: PlacementGroup not enabled")
+    check(get(q, "Networking.SubnetIds"), f"queue {name}: no Networking.SubnetIds")
+    check(str(get(q, "ComputeSettings.LocalStorage.EphemeralVolume.MountDir")).startswith("/"),
+          f"queue {name}: no node-local NVMe (ComputeSettings.LocalStorage.EphemeralVolume.MountDir)")
+    check(str(get(q, "CustomActions.OnNodeConfigured.Script")).endswith("/bootstrap.sh"),
+          f"queue {name}: compute nodes must run bootstrap.sh OnNodeConfigured")
+    for r in q.get("ComputeResources") or []:
+        keys_known(r, "resource", f"queue {name} resource {r.get('Name')}")
+        keys_known(r.get("Efa"), "resource.Efa", f"queue {name} resource {r.get('Name')} Efa")
+        check(get(r, "Efa.Enabled") is True, f"queue {name} resource {r.get('Name')}: Efa not enabled")
+        check(isinstance(r.get("MaxCount"), int) and r["MaxCount"] >= 2, f"queue {name}: MaxCount < 2 (no multi-node jobs)")
+        types.add(r.get("InstanceType"))
+check(types >= {"p5.48xlarge", "p4d.24xlarge"}, f"cluster-config.yaml: want p5.48xlarge and p4d.24xlarge compute resources, have {sorted(map(str, types))}")
+fsx = [s for s in pc.get("SharedStorage") or [] if s.get("StorageType") == "FsxLustre"]
+if check(len(fsx) == 1, "cluster-config.yaml: want one FsxLustre SharedStorage"):
+    keys_known(fsx[0], "storage", "FSx storage")
+    keys_known(fsx[0].get("FsxLustreSettings"), "storage.FsxLustreSettings", "FsxLustreSettings")
+    check(fsx[0].get("MountDir") == "/fsx", "cluster-config.yaml: FSx must be mounted on /fsx (the scripts' default)")
+    s = fsx[0].get("FsxLustreSettings") or {}
+    linked = (str(s.get("ImportPath", "")).startswith("s3://") and str(s.get("ExportPath", "")).startswith("s3://")) \
+        or bool(s.get("DataRepositoryAssociations"))
+    check(linked, "cluster-config.yaml: FSx not linked to S3 (ImportPath/ExportPath or DataRepositoryAssociations)")
+used, documented = placeholders(text)
+check(used == documented, f"cluster-config.yaml: ${{...}} values not explained in its header: {sorted(used - documented)}")
+print(f"ok: ParallelCluster/cluster-config.yaml: {len(get(pc, 'Scheduling.SlurmQueues'))} queues "
+      f"({', '.join(sorted(map(str, types)))}) with EFA and placement groups, FSx on /fsx linked to S3, "
+      f"/scratch NVMe, bootstrap.sh; placeholders {', '.join(sorted(used))}")
+
+# ---------------------------------------------------------------- EKS
+text_job, (job,) = load_all("eks/mpijob.yaml")
+text_pvc, pvc_docs = load_all("eks/fsx-pvc.yaml")
+text_ng, (ng,) = load_all("eks/nodegroup.yaml")
+check(job.get("apiVersion") == "kubeflow.org/v2beta1" and job.get("kind") == "MPIJob", "mpijob.yaml: want a kubeflow.org/v2beta1 MPIJob")
+spec = job.get("spec") or {}
+slots = spec.get("slotsPerWorker")
+check(slots == 8, "mpijob.yaml: slotsPerWorker must be 8 (one rank per GPU)")
+launcher = get(spec, "mpiReplicaSpecs.Launcher") or {}
+worker = get(spec, "mpiReplicaSpecs.Worker") or {}
+check(launcher.get("replicas") == 1, "mpijob.yaml: want 1 launcher")
+nworkers = worker.get("replicas")
+check(isinstance(nworkers, int) and nworkers >= 1, "mpijob.yaml: no worker replicas")
+lc = (get(launcher, "template.spec.containers") or [{}])[0]
+wspec = get(worker, "template.spec") or {}
+wc = (wspec.get("containers") or [{}])[0]
+cmd = " ".join(map(str, (lc.get("command") or []) + (lc.get("args") or [])))
+check("mpirun" in cmd and "build/dptrain" in cmd and "--resume auto" in cmd,
+      "mpijob.yaml: the launcher must run mpirun ... build/dptrain ... --resume auto")
+np_ = re.search(r'-np (\d+)', cmd)
+check(np_ and isinstance(nworkers, int) and int(np_.group(1)) == nworkers * (slots or 0),
+      f"mpijob.yaml: mpirun -np must be workers x slotsPerWorker = {nworkers} x {slots}")
+for var in re.findall(r'-x (\w+)', cmd):
+    check(var == "LD_LIBRARY_PATH" or any(e.get("name") == var for e in lc.get("env") or []),
+          f"mpijob.yaml: mpirun exports {var}, which the launcher does not set")
+env = {e.get("name"): e.get("value") for e in lc.get("env") or []}
+check(env.get("NCCL_NET") in ("AWS Libfabric", "Libfabric", "OFI"), "mpijob.yaml: NCCL_NET must name the aws-ofi-nccl network")
+check(env.get("FI_PROVIDER") == "efa", "mpijob.yaml: FI_PROVIDER must be efa")
+check(lc.get("image") == wc.get("image") and lc.get("image"), "mpijob.yaml: launcher and workers must run the same image")
+limits = get(wc, "resources.limits") or {}
+check(limits.get("nvidia.com/gpu") == 8, "mpijob.yaml: workers must have nvidia.com/gpu: 8")
+efa = limits.get("vpc.amazonaws.com/efa")
+check(efa in (32, 4), "mpijob.yaml: vpc.amazonaws.com/efa must be 32 (p5.48xlarge) or 4 (p4d.24xlarge)")
+mounts = {m.get("name"): m.get("mountPath") for m in wc.get("volumeMounts") or []}
+vols = {v.get("name"): v for v in wspec.get("volumes") or []}
+shm = [n for n, p in mounts.items() if p == "/dev/shm"]
+check(shm and get(vols.get(shm[0], {}), "emptyDir.medium") == "Memory", "mpijob.yaml: /dev/shm must be an emptyDir with medium Memory")
+claims = {n: get(v, "persistentVolumeClaim.claimName") for n, v in vols.items() if "persistentVolumeClaim" in v}
+check(any(n in mounts for n in claims), "mpijob.yaml: workers do not mount the FSx claim")
+# fsx-pvc.yaml
+sc = [d for d in pvc_docs if d.get("kind") == "StorageClass"]
+pv = [d for d in pvc_docs if d.get("kind") == "PersistentVolumeClaim"]
+if check(len(sc) == 1 and len(pv) == 1, "fsx-pvc.yaml: want one StorageClass and one PersistentVolumeClaim"):
+    sc, pv = sc[0], pv[0]
+    check(sc.get("provisioner") == "fsx.csi.aws.com", "fsx-pvc.yaml: the StorageClass must use the FSx CSI driver (fsx.csi.aws.com)")
+    params = sc.get("parameters") or {}
+    for p in ("subnetId", "securityGroupIds", "deploymentType"):
+        check(p in params, f"fsx-pvc.yaml: StorageClass lacks parameters.{p}")
+    check(get(pv, "spec.storageClassName") == get(sc, "metadata.name"), "fsx-pvc.yaml: the claim does not use the StorageClass")
+    check("ReadWriteMany" in (get(pv, "spec.accessModes") or []), "fsx-pvc.yaml: the claim must be ReadWriteMany (every pod mounts it)")
+    check(get(pv, "metadata.name") in claims.values(), "mpijob.yaml: claimName does not match fsx-pvc.yaml's claim")
+# nodegroup.yaml
+check(ng.get("apiVersion") == "eksctl.io/v1alpha5" and ng.get("kind") == "ClusterConfig", "nodegroup.yaml: want an eksctl ClusterConfig")
+gpu = [g for g in ng.get("managedNodeGroups") or [] if str(g.get("instanceType")) in ("p5.48xlarge", "p4d.24xlarge")]
+if check(len(gpu) == 1, "nodegroup.yaml: want one managed node group of p5.48xlarge or p4d.24xlarge"):
+    g = gpu[0]
+    check(g.get("amiFamily") == "AmazonLinux2023", "nodegroup.yaml: the GPU node group must use amiFamily AmazonLinux2023")
+    check(g.get("efaEnabled") is True, "nodegroup.yaml: efaEnabled must be true")
+    check(get(g, "placement.groupName"), "nodegroup.yaml: no placement group")
+    check(len(g.get("availabilityZones") or []) == 1, "nodegroup.yaml: the EFA node group must sit in one Availability Zone")
+    want_efa = {"p5.48xlarge": 32, "p4d.24xlarge": 4}[g["instanceType"]]
+    check(efa == want_efa, f"mpijob.yaml asks for {efa} EFA interfaces but {g['instanceType']} has {want_efa}")
+    labels = g.get("labels") or {}
+    check(all(labels.get(k) == v for k, v in (wspec.get("nodeSelector") or {}).items()),
+          "mpijob.yaml: the workers' nodeSelector does not match the GPU node group's labels")
+    for t in g.get("taints") or []:
+        check(any(tol.get("key") == t.get("key") and tol.get("effect") == t.get("effect") for tol in wspec.get("tolerations") or []),
+              f"mpijob.yaml: the workers do not tolerate the node group's taint {t.get('key')}")
+check(any(a.get("name") == "aws-fsx-csi-driver" for a in ng.get("addons") or []), "nodegroup.yaml: no aws-fsx-csi-driver add-on")
+for name, t in (("mpijob.yaml", text_job), ("fsx-pvc.yaml", text_pvc), ("nodegroup.yaml", text_ng)):
+    used, documented = placeholders(t)
+    check(used == documented, f"{name}: ${{...}} values not explained in its header: {sorted(used - documented)}")
+print(f"ok: eks/: MPIJob v2beta1 {nworkers} workers x {slots} slots (-np {np_.group(1) if np_ else '?'}), "
+      f"8 GPUs + {efa} EFA per worker, /dev/shm in memory, FSx claim, node group AL2023 + EFA + placement group")
+
+if failed:
+    print("\n".join("FAIL: " + f for f in failed), file=sys.stderr)
+    sys.exit(1)
+PYEOF
+
+# --- the Dockerfile installs every package of scripts/install-deps that the image needs.
+# Test-only packages, which the image does not need (scripts/install-deps says what each is for):
+#   clang libclang-rt-14-dev          the libFuzzer tests
+#   slurmctld slurmd slurm-client munge   the local Slurm of tests/integration/slurm.sh
+#   python3-yaml                      this test
+test_only="clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml"
+deps=$(sed -n '/^pkgs=(/,/)/p' "$ROOT/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr -s ' \n' '\n' | sed '/^$/d')
+[ "$(wc -l <<<"$deps")" -ge 10 ] || fail "could not read the pkgs array of scripts/install-deps"
+# The words after `apt-get install` in the Dockerfile's RUN lines (continuations joined), up to &&.
+docker=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$ROOT/eks/Dockerfile" | grep -E '^RUN ' \
+  | grep -oE 'apt-get install [^&]*' | tr -s ' ' '\n' | grep -vE '^(apt-get|install|-.*)$' | sort -u)
+missing=() unneeded=()
+for p in $deps; do
+  if [[ " $test_only " == *" $p "* ]]; then
+    ! grep -qx -- "$p" <<<"$docker" || unneeded+=("$p")
+  else
+    grep -qx -- "$p" <<<"$docker" || missing+=("$p")
+  fi
+done
+[ ${#missing[@]} = 0 ] || fail "eks/Dockerfile does not apt-get install these packages of scripts/install-deps: ${missing[*]}"
+[ ${#unneeded[@]} = 0 ] || fail "eks/Dockerfile installs test-only packages: ${unneeded[*]}"
+for p in $test_only; do grep -qx -- "$p" <<<"$deps" || fail "the exclusion list names $p, which scripts/install-deps no longer has"; done
+# ParallelCluster/bootstrap.sh leaves out the same test-only packages.
+boot=$(sed -n 's/^test_only=" *\(.*[^ ]\) *"$/\1/p' "$ROOT/ParallelCluster/bootstrap.sh")
+[ "$(tr ' ' '\n' <<<"$boot" | sort)" = "$(tr ' ' '\n' <<<"$test_only" | sort)" ] \
+  || fail "ParallelCluster/bootstrap.sh leaves out '$boot', this test '$test_only'"
+grep -qE '^ARG CUDA_IMAGE=nvidia/cuda:[^ ]*-devel-ubuntu22\.04$' "$ROOT/eks/Dockerfile" && grep -q '^FROM \${CUDA_IMAGE}$' "$ROOT/eks/Dockerfile" \
+  || fail "eks/Dockerfile must build FROM an nvidia/cuda devel image on Ubuntu 22.04"
+grep -q 'efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile: no EFA installer run for containers"
+grep -qE '^RUN .*make .*all' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile does not build dptrain with make"
+grep -q '^ENTRYPOINT \["/opt/dptrain/eks/entrypoint.sh"\]$' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile: no entry point"
+echo "ok: eks/Dockerfile installs all $(($(wc -l <<<"$deps") - $(wc -w <<<"$test_only"))) non-test packages of scripts/install-deps, EFA installer, CUDA devel base"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# slurm/stage-data.sh, the per-node copy of a dataset to local disk: a first copy checked against
+# the source's sizes and SHA256SUMS, the reuse of a valid copy, the repair of a damaged or outdated
+# one, and the refusal of a copy whose checksums do not match. (The Slurm side is in slurm.sh.)
+source "$(dirname "$0")/lib.bash"
+S=$ROOT/slurm/stage-data.sh
+export STAGE_ROOT=$WORK/nvme STAGE_PARALLEL=3
+mkdir -p "$WORK/fsx" "$STAGE_ROOT"
+synth "$WORK/fsx/set" --train-samples 6000 --val-samples 200
+"$S" --write-sums "$WORK/fsx/set" 2>/dev/null
+[ "$(wc -l <"$WORK/fsx/set/SHA256SUMS")" = 5 ] || fail "--write-sums: want 5 lines in SHA256SUMS"
+(cd "$WORK/fsx/set" && sha256sum --quiet -c SHA256SUMS) || fail "--write-sums wrote wrong checksums"
+
+# stage: runs stage-data.sh; its stdout in $WORK/stdout, stderr in $WORK/err, exit code in $RC
+stage() { set +e; "$S" "$@" >"$WORK/stdout" 2>"$WORK/err"; RC=$?; set -e; }
+same() { diff -r -x '.stage-*' "$WORK/fsx/set" "$1" >/dev/null; }
+
+stage "$WORK/fsx/set"
+[ "$RC" = 0 ] && [ "$(cat "$WORK/stdout")" = "$STAGE_ROOT/set" ] || { cat "$WORK/err"; fail "first copy: exit $RC, stdout '$(cat "$WORK/stdout")'"; }
+same "$STAGE_ROOT/set" || fail "first copy differs from the source"
+grep -q "copied 6 of 6 files, .* MB/s, SHA256SUMS verified" "$WORK/err" || { cat "$WORK/err"; fail "no copy-rate line"; }
+echo "ok: $(grep copied "$WORK/err")"
+
+stage "$WORK/fsx/set"
+[ "$RC" = 0 ] && grep -q "reusing the copy in $STAGE_ROOT/set" "$WORK/err" || { cat "$WORK/err"; fail "second run did not reuse the copy"; }
+echo "ok: a valid copy is reused"
+
+# A truncated file and a file that is not in the source: the one is copied again, the other goes.
+truncate -s 1000 "$STAGE_ROOT/set/train-00002-of-00004.h5"
+echo stray >"$STAGE_ROOT/set/extra.h5"
+stage "$WORK/fsx/set"
+[ "$RC" = 0 ] && grep -q "copied 1 of 6 files" "$WORK/err" || { cat "$WORK/err"; fail "damaged copy: want 1 file copied again"; }
+same "$STAGE_ROOT/set" && [ ! -e "$STAGE_ROOT/set/extra.h5" ] || fail "damaged copy not repaired"
+echo "ok: a damaged copy is repaired (1 file copied again, a stray file removed)"
+
+# The source changes (a new shard): the copy is outdated and completed.
+cp "$WORK/fsx/set/val-00000-of-00001.h5" "$WORK/fsx/set/extra-00000-of-00001.h5"
+"$S" --write-sums "$WORK/fsx/set" 2>/dev/null
+stage "$WORK/fsx/set"
+[ "$RC" = 0 ] && grep -q "copying 2 of 7 files" "$WORK/err" && same "$STAGE_ROOT/set" \
+  || { cat "$WORK/err"; fail "changed source: want the new shard and SHA256SUMS copied"; }
+echo "ok: a changed source is copied incrementally"
+
+# A shard whose bytes differ from SHA256SUMS (same size): the copy is refused, exit 1.
+printf 'X' | dd of="$WORK/fsx/set/train-00001-of-00004.h5" bs=1 seek=4000 conv=notrunc status=none
+stage "$WORK/fsx/set" "$WORK/nvme/other"
+[ "$RC" = 1 ] && grep -q "train-00001-of-00004.h5: FAILED" "$WORK/err" && grep -q "checksums in .* do not match" "$WORK/err" \
+  || { cat "$WORK/err"; fail "checksum mismatch: want exit 1 naming the shard"; }
+[ ! -e "$WORK/nvme/other/.stage-complete" ] || fail "checksum mismatch: the copy was marked complete"
+echo "ok: a checksum mismatch is refused"
+
+stage "$WORK/missing"
+[ "$RC" = 1 ] && grep -q "no such directory" "$WORK/err" || { cat "$WORK/err"; fail "missing source: want exit 1"; }
+echo "ok: a missing source is refused"
