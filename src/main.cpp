@@ -1,5 +1,6 @@
 // dptrain: parse options, set up MPI and the topology, hand over to the trainer.
 #include "dptrain/comm.h"
+#include "dptrain/doctor.h"
 #include "dptrain/error.h"
 #include "dptrain/generate.h"
 #include "dptrain/options.h"
@@ -42,8 +43,10 @@ int main(int argc, char** argv) {
     MPI_Get_processor_name(host, &len);
     set_process_identity(rank, std::string(host, len));
 
+    // `dptrain doctor [options]`: the same options as training, for the paths to check.
+    bool doctor = argc > 1 && std::string(argv[1]) == "doctor";
     ParseResult parsed;
-    if (!all_ok(MPI_COMM_WORLD, [&] { parsed = parse_options(argc, argv); })) return finish(2, nullptr);
+    if (!all_ok(MPI_COMM_WORLD, [&] { parsed = parse_options(argc - doctor, argv + doctor); })) return finish(2, nullptr);
     if (parsed.help || parsed.version) {
         if (rank == 0) std::fputs(parsed.help ? parsed.help_text.c_str() : "dptrain " DPTRAIN_VERSION "\n", stdout);
         return finish(0, nullptr);
@@ -53,6 +56,16 @@ int main(int argc, char** argv) {
         return finish(2, nullptr);
     MPI_Comm_set_errhandler(topo.node, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(topo.cross, MPI_ERRORS_RETURN);
+    if (doctor || parsed.opts.preflight) {
+        int fatal_problems = run_doctor(parsed.opts, topo);
+        if (doctor || fatal_problems > 0) {
+            if (!doctor && rank == 0)
+                std::fprintf(stderr, "dptrain: error: --preflight found %d fatal problem%s (above); fix them before "
+                                     "training\n",
+                             fatal_problems, fatal_problems == 1 ? "" : "s");
+            return finish(fatal_problems > 0 ? 2 : 0, &topo);
+        }
+    }
     int code = run_training(parsed.opts, topo);
     return finish(code, &topo);
 }

@@ -105,6 +105,8 @@ void declare(Registry& r, Options& o) {
                   "longer than this many seconds; 0 = never");
     r.add<S>("on-nonfinite", &Options::on_nonfinite, o, "stop",
              "a NaN/Inf loss or gradient: stop (exit 4 with a message) | skip (leave the parameters, go on)");
+    r.flag("preflight", &Options::preflight, o,
+           "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
              "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
@@ -243,7 +245,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
         std::ostringstream s;
         s << "dptrain: data-parallel training with MPI\n\n"
           << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n"
-          << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n\n"
+          << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
+          << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n\n"
           << all;
         res.help = true;
         res.help_text = s.str();

@@ -46,6 +46,7 @@ struct Options {
     double step_timeout;       // seconds; 0 = no watchdog
     std::string on_nonfinite;  // skip | stop
     std::string inject_fault;  // RANK:STEP:KIND,... (tests)
+    bool preflight;            // run the doctor's checks first; stop on a fatal problem
     // output
     long log_every, eval_every, eval_max;
     double peak_gflops;  // per rank, for MFU; 0 = measure at start

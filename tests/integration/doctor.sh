@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# dptrain doctor and --preflight: on this machine it must find libfabric's tcp and shm providers,
+# report efa absent (with the fix), find the data and the checkpoint directory; a missing dataset
+# or an unwritable checkpoint directory is fatal (exit 2), and --preflight stops before training.
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 512 --val-samples 64
+set +e
+timeout -k 5 60 $MPIRUN -np 2 "$BIN/dptrain" doctor --data "$WORK/data" --run-dir "$WORK/run" >"$WORK/out" 2>&1
+rc=$?
+set -e
+cat "$WORK/out"
+[ "$rc" = 0 ] || fail "doctor on a good setup exited $rc"
+for want in "libfabric providers: .*tcp" "libfabric providers: .*shm" "no efa: traffic between nodes will go over TCP" \
+            "data $WORK/data: 4 shards readable" "checkpoint directory $WORK/run/checkpoints writable" \
+            "^rank 1 on " "^doctor: 0 fatal problems"; do
+  grep -q -- "$want" "$WORK/out" || fail "doctor output lacks '$want'"
+done
+set +e
+timeout -k 5 60 $MPIRUN -np 2 "$BIN/dptrain" doctor --data "$WORK/nothing" --run-dir "$WORK/run" >"$WORK/out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "FATAL --data $WORK/nothing: directory not found" "$WORK/out" && grep -q "^doctor: 2 fatal problems" "$WORK/out" \
+  || { cat "$WORK/out"; fail "doctor with a missing dataset: want exit 2 and a FATAL line per rank"; }
+train 2 --data "$WORK/data" --run-dir "$WORK/run2" --checkpoint-dir /proc/dptrain-cannot-write --preflight --steps 5
+[ "$RC" = 2 ] && grep -q "FATAL --checkpoint-dir /proc/dptrain-cannot-write" "$WORK/out" \
+  && grep -q "^dptrain: error: --preflight found 2 fatal problems" "$WORK/out" && ! grep -q "^step" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--preflight did not stop on an unwritable checkpoint directory"; }
+echo "ok: doctor and --preflight"
