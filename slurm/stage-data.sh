@@ -102,12 +102,12 @@ have=$(list_local | awk -F'\t' '{ s += $2 } END { printf "%.0f", s }')
 [ $((bytes - have)) -le "$avail" ] || die "$dest has $(gib "$avail") free; $src needs $(gib $((bytes - have))) more"
 
 # What to copy: files missing here or of another size. Files no longer in the source go.
-todo=$(LC_ALL=C comm -23 <(printf '%s\n' "$want") <(list_local) | cut -f1)
+pending=$(LC_ALL=C comm -23 <(printf '%s\n' "$want") <(list_local) | cut -f1)
 LC_ALL=C comm -13 <(cut -f1 <<<"$want") <(list_local | cut -f1) | while IFS= read -r stale; do
   rm -f -- "$dest/$stale"
 done
-ncopy=$( [ -n "$todo" ] && wc -l <<<"$todo" || echo 0)
-copied=$(LC_ALL=C join -t $'\t' <(printf '%s\n' "$todo") <(printf '%s\n' "$want") | awk -F'\t' '{ s += $2 } END { printf "%.0f", s }')
+ncopy=$( [ -n "$pending" ] && wc -l <<<"$pending" || echo 0)
+copied=$(LC_ALL=C join -t $'\t' <(printf '%s\n' "$pending") <(printf '%s\n' "$want") | awk -F'\t' '{ s += $2 } END { printf "%.0f", s }')
 say "copying $ncopy of $files files ($(gib "$copied") of $(gib "$bytes")) from $src to $dest, $PAR streams"
 t0=$(date +%s.%N)
 if [ "$ncopy" -gt 0 ]; then
@@ -116,7 +116,7 @@ if [ "$ncopy" -gt 0 ]; then
       || die "aws s3 sync $src $dest failed"
   else
     cut -f1 <<<"$manifest" | sed 's|/[^/]*$||;t;d' | sort -u | (cd "$dest" && xargs -r -d '\n' mkdir -p)
-    printf '%s\n' "$todo" | (cd "$src" && xargs -r -d '\n' -n 1 -P "$PAR" cp --preserve=timestamps --parents -t "$dest") \
+    printf '%s\n' "$pending" | (cd "$src" && xargs -r -d '\n' -n 1 -P "$PAR" cp --preserve=timestamps --parents -t "$dest") \
       || die "copying from $src to $dest failed"
   fi
 fi

@@ -78,6 +78,14 @@ void write_split(const std::string& dir, const std::string& split, int stream, l
     }
 }
 
+void make_dirs(const std::string& out) {
+    std::string cur;
+    for (size_t i = 0; i <= out.size(); ++i) {
+        if ((i == out.size() || out[i] == '/') && !cur.empty()) mkdir(cur.c_str(), 0755);
+        if (i < out.size()) cur += out[i];
+    }
+}
+
 int synth(int argc, char** argv) {
     std::string out;
     long train_n, val_n;
@@ -105,11 +113,7 @@ int synth(int argc, char** argv) {
     if (train_n <= 0 || val_n <= 0 || D <= 0 || K < 2 || shards <= 0 || H <= 0 || shards > train_n || noise < 0 || noise > 1)
         throw UserError("synth: need --train-samples, --val-samples, --features > 0, --classes >= 2, "
                         "1 <= --shards <= --train-samples and --label-noise in [0, 1]");
-    std::string cur;
-    for (size_t i = 0; i <= out.size(); ++i) {
-        if ((i == out.size() || out[i] == '/') && !cur.empty()) mkdir(cur.c_str(), 0755);
-        if (i < out.size()) cur += out[i];
-    }
+    make_dirs(out);
     Teacher t(D, H, K, seed);
     write_split(out, "train", 0, train_n, shards, t, seed, noise);
     write_split(out, "val", 1, val_n, 1, t, seed, noise);
@@ -117,14 +121,6 @@ int synth(int argc, char** argv) {
                 "-> %s (%.1f MB)\n",
                 train_n, shards, val_n, D, K, out.c_str(), (train_n + val_n) * (D + 1) * 4.0 / 1e6);
     return 0;
-}
-
-void make_dirs(const std::string& out) {
-    std::string cur;
-    for (size_t i = 0; i <= out.size(); ++i) {
-        if ((i == out.size() || out[i] == '/') && !cur.empty()) mkdir(cur.c_str(), 0755);
-        if (i < out.size()) cur += out[i];
-    }
 }
 
 void write_tokens(const std::string& path, const std::vector<int>& ids, size_t begin, size_t end, const Tokenizer& tok,

@@ -2,6 +2,8 @@
 // 0, 1, primes, sizes that do not divide by the ranks, and a large one; inputs are small
 // integers so the sums are exact whatever the order. bf16 within its rounding; reduce-scatter and
 // all-gather of the MPI communicator; GradSync buckets with and without overlap.
+#include "helpers.h"
+
 #include "dptrain/allreduce.h"
 #include "dptrain/error.h"
 #include "dptrain/gradsync.h"
@@ -12,17 +14,9 @@
 #include <vector>
 
 using namespace dptrain;
+using testing::world_rank;
+using testing::world_size;
 
-static int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-static int world_size() {
-    int s;
-    MPI_Comm_size(MPI_COMM_WORLD, &s);
-    return s;
-}
 
 // Element i of rank r's input: small integers, exact in float32 and in bf16 (|v| <= 256).
 static float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }

@@ -1,6 +1,8 @@
 // Communicator, topology and start-up agreement, on however many ranks mpirun gives.
 // Inputs are small integers so every sum is exact whatever the reduction order (nccl-tests'
 // "verifiable" pattern).
+#include "helpers.h"
+
 #include "dptrain/comm.h"
 #include "dptrain/error.h"
 #include "dptrain/topology.h"
@@ -10,17 +12,9 @@
 #include <vector>
 
 using namespace dptrain;
+using testing::world_rank;
+using testing::world_size;
 
-static int world_rank() {
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-static int world_size() {
-    int s;
-    MPI_Comm_size(MPI_COMM_WORLD, &s);
-    return s;
-}
 
 TEST_CASE("allreduce_sum is exact and identical on every rank", "[comm]") {
     MpiCommunicator comm(MPI_COMM_WORLD);

@@ -1,11 +1,41 @@
 #include "helpers.h"
 
 #include "dptrain/error.h"
+#include "dptrain/rng.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
 
 #include <cstdlib>
 #include <unistd.h>
 
 namespace testing {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale) {
+    dptrain::Rng r(seed);
+    std::vector<float> v(n);
+    for (auto& x : v) x = scale * r.normal();
+    return v;
+}
+
+int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss, float h,
+               size_t stride) {
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); i += stride) {
+        float keep = x[i];
+        x[i] = keep + h;
+        double up = loss();
+        x[i] = keep - h;
+        double down = loss();
+        x[i] = keep;
+        double num = (up - down) / (2.0 * h);
+        if (std::fabs(grad[i] - num) > 2e-3 + 2e-2 * std::fabs(num)) {
+            if (++bad <= 5) WARN("element " << i << ": analytic " << grad[i] << " numeric " << num);
+        }
+    }
+    return bad;
+}
 
 std::string temp_dir(const std::string& tag) {
     std::string tmpl = "/tmp/dptrain-" + tag + "-XXXXXX";

@@ -3,10 +3,20 @@
 
 #include "dptrain/h5.h"
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace testing {
+
+// n normal draws times scale, from a counter-based stream of `seed`.
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
+
+// Elements of `grad` (every stride-th) that disagree with central finite differences of `loss`
+// in x: |analytic - numeric| > 2e-3 + 2e-2 |numeric|, step h. Prints the first few.
+int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss, float h,
+               size_t stride = 1);
 
 // A fresh empty directory under /tmp.
 std::string temp_dir(const std::string& tag);

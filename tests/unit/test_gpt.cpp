@@ -1,5 +1,7 @@
 // GPT ops and the whole GPT model against central finite differences (tolerance as in
 // test_ops.cpp: |analytic - numeric| <= 2e-3 + 2e-2 |numeric|, h = 1e-2 for ops, 1e-3 model).
+#include "helpers.h"
+
 #include "dptrain/backend.h"
 #include "dptrain/gpt.h"
 #include "dptrain/rng.h"
@@ -11,31 +13,8 @@
 #include <vector>
 
 using namespace dptrain;
-
-static std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-    Rng r(seed);
-    std::vector<float> v(n);
-    for (auto& x : v) x = scale * r.normal();
-    return v;
-}
-
-static int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss,
-                      float h, size_t stride = 1) {
-    int bad = 0;
-    for (size_t i = 0; i < x.size(); i += stride) {
-        float keep = x[i];
-        x[i] = keep + h;
-        double up = loss();
-        x[i] = keep - h;
-        double down = loss();
-        x[i] = keep;
-        double num = (up - down) / (2.0 * h);
-        if (std::fabs(grad[i] - num) > 2e-3 + 2e-2 * std::fabs(num)) {
-            if (++bad <= 5) WARN("element " << i << ": analytic " << grad[i] << " numeric " << num);
-        }
-    }
-    return bad;
-}
+using testing::check_grad;
+using testing::randn;
 
 static double dot(const float* a, const std::vector<float>& w) {
     double s = 0;

@@ -2,6 +2,8 @@
 // Tolerance: float32 forward with step h = 1e-2 (1e-3 for the model) gives O(h^2) truncation
 // plus rounding ~1e-7/h; |analytic - numeric| <= 2e-3 + 2e-2 * |numeric| covers both with margin
 // while still catching a wrong term (errors of a wrong formula are O(1)).
+#include "helpers.h"
+
 #include "dptrain/backend.h"
 #include "dptrain/fastmath.h"
 #include "dptrain/model.h"
@@ -14,33 +16,7 @@
 #include <vector>
 
 using namespace dptrain;
-
-static std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-    Rng r(seed);
-    std::vector<float> v(n);
-    for (auto& x : v) x = scale * r.normal();
-    return v;
-}
-
-// Checks grad[i] against d loss / d x[i] by central differences over every element of x.
-static void check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss,
-                       float h = 1e-2f) {
-    REQUIRE(x.size() == grad.size());
-    int bad = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        float keep = x[i];
-        x[i] = keep + h;
-        double up = loss();
-        x[i] = keep - h;
-        double down = loss();
-        x[i] = keep;
-        double num = (up - down) / (2.0 * h);
-        if (std::fabs(grad[i] - num) > 2e-3 + 2e-2 * std::fabs(num)) {
-            if (++bad <= 5) WARN("element " << i << ": analytic " << grad[i] << " numeric " << num);
-        }
-    }
-    CHECK(bad == 0);
-}
+using testing::randn;
 
 // Weighted sum of outputs, so every output gets a distinct upstream gradient.
 static double dot(const std::vector<float>& a, const std::vector<float>& w) {
@@ -59,9 +35,9 @@ TEST_CASE("matmul_backward matches finite differences", "[ops]") {
     };
     std::vector<float> dinp(B * C), dw(OC * C, 0.0f), db(OC, 0.0f);
     cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), B, C, OC);
-    check_grad(inp, dinp, loss);
-    check_grad(w, dw, loss);
-    check_grad(bias, db, loss);
+    CHECK(testing::check_grad(inp, dinp, loss, 1e-2f) == 0);
+    CHECK(testing::check_grad(w, dw, loss, 1e-2f) == 0);
+    CHECK(testing::check_grad(bias, db, loss, 1e-2f) == 0);
 
     SECTION("weight and bias gradients accumulate") {
         std::vector<float> dw2 = dw, db2 = db;
@@ -83,14 +59,14 @@ TEST_CASE("relu and gelu backward match finite differences", "[ops]") {
         return dot(out, dout);
     };
     cpu::relu_backward(dinp.data(), inp.data(), dout.data(), N);
-    check_grad(inp, dinp, relu_loss);
+    CHECK(testing::check_grad(inp, dinp, relu_loss, 1e-2f) == 0);
 
     auto gelu_loss = [&] {
         cpu::gelu_forward(out.data(), inp.data(), N);
         return dot(out, dout);
     };
     cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), N);
-    check_grad(inp, dinp, gelu_loss);
+    CHECK(testing::check_grad(inp, dinp, gelu_loss, 1e-2f) == 0);
     // Known values of the tanh approximation.
     float x[3] = {0.0f, 1.0f, -2.0f}, y[3];
     cpu::gelu_forward(y, x, 3);
@@ -118,7 +94,7 @@ TEST_CASE("softmax cross-entropy: values and backward", "[ops]") {
     }
     std::vector<float> dlogits(B * V);
     cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / B, B, V);
-    check_grad(logits, dlogits, loss);
+    CHECK(testing::check_grad(logits, dlogits, loss, 1e-2f) == 0);
 
     SECTION("large logits do not overflow") {
         std::vector<float> big = {1000.0f, 0.0f}, p(2), l(1);
@@ -143,7 +119,7 @@ TEST_CASE("MLP backward matches finite differences of the mean loss", "[ops][mod
         auto loss = [&] { return m.forward(params.data(), x.data(), y.data(), B, nullptr) / B; };
         loss();
         m.backward(grads.data(), params.data(), x.data(), y.data(), B, 1.0f / B);
-        check_grad(params, grads, loss, 1e-3f);
+        CHECK(testing::check_grad(params, grads, loss, 1e-3f) == 0);
     }
 }
 
