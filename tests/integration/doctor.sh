@@ -2,6 +2,8 @@
 # dptrain doctor and --preflight: on this machine it must find libfabric's tcp and shm providers,
 # report efa absent (with the fix), find the data and the checkpoint directory; a missing dataset
 # or an unwritable checkpoint directory is fatal (exit 2), and --preflight stops before training.
+# (The error line is matched anywhere in a line: mpirun forwards stdout and stderr separately,
+# so the report and the error can interleave.)
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 512 --val-samples 64
 set +e
@@ -23,6 +25,6 @@ set -e
   || { cat "$WORK/out"; fail "doctor with a missing dataset: want exit 2 and a FATAL line per rank"; }
 train 2 --data "$WORK/data" --run-dir "$WORK/run2" --checkpoint-dir /proc/dptrain-cannot-write --preflight --steps 5
 [ "$RC" = 2 ] && grep -q "FATAL --checkpoint-dir /proc/dptrain-cannot-write" "$WORK/out" \
-  && grep -q "^dptrain: error: --preflight found 2 fatal problems" "$WORK/out" && ! grep -q "^step" "$WORK/out" \
+  && grep -q "dptrain: error: --preflight found 2 fatal problems" "$WORK/out" && ! grep -q "^step" "$WORK/out" \
   || { cat "$WORK/out"; fail "--preflight did not stop on an unwritable checkpoint directory"; }
 echo "ok: doctor and --preflight"
