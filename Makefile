@@ -65,7 +65,8 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests
 
 .PHONY: all deps run test clean help tests fuzz fuzzers
-.SECONDARY:
+# Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
+.PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
 tests: $(TESTS)
 
