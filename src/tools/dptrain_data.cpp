@@ -78,6 +78,16 @@ void write_split(const std::string& dir, const std::string& split, int stream, l
     }
 }
 
+// Parses a subcommand's options; prints its help and returns true for --help.
+bool parse_or_help(int argc, char** argv, const po::options_description& desc) {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+    if (!vm.count("help")) return false;
+    std::cout << desc;
+    return true;
+}
+
 void make_dirs(const std::string& out) {
     std::string cur;
     for (size_t i = 0; i <= out.size(); ++i) {
@@ -103,13 +113,7 @@ int synth(int argc, char** argv) {
         "shards", po::value(&shards)->default_value(4), "training shards (validation: 1)")(
         "label-noise", po::value(&noise)->default_value(0.02f), "share of labels replaced by random ones")(
         "seed", po::value(&seed)->default_value(1), "seed");
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-        std::cout << desc;
-        return 0;
-    }
+    if (parse_or_help(argc, argv, desc)) return 0;
     if (train_n <= 0 || val_n <= 0 || D <= 0 || K < 2 || shards <= 0 || H <= 0 || shards > train_n || noise < 0 || noise > 1)
         throw UserError("synth: need --train-samples, --val-samples, --features > 0, --classes >= 2, "
                         "1 <= --shards <= --train-samples and --label-noise in [0, 1]");
@@ -151,13 +155,7 @@ int text(int argc, char** argv) {
         "byte (256 ids) | char (the text's characters, in code-point order)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)");
-    po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-        std::cout << desc;
-        return 0;
-    }
+    if (parse_or_help(argc, argv, desc)) return 0;
     if (input.empty()) throw UserError("text: give the text file with --input FILE");
     if (vocab != "byte" && vocab != "char") throw UserError(strfmt("text: --vocab '%s' is unknown; use byte or char", vocab.c_str()));
     if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
