@@ -50,7 +50,7 @@ CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAI
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
 CXXFLAGS := -std=c++17 $(OPT) -fno-math-errno -fno-trapping-math -fopenmp -Wall -Wextra -MMD -MP
-LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) -fopenmp -lpthread \
+LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) -lz -fopenmp -lpthread \
             $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
 LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))

@@ -45,7 +45,7 @@ esac
 [ -f "$tmp/src/scripts/install-deps" ] || { echo "bootstrap.sh: $src: no scripts/install-deps in it" >&2; exit 1; }
 
 # --- the packages: scripts/install-deps's list minus its test-only packages
-test_only=" clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml "
+test_only=" clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml python3-jsonschema "
 read -r -a listed <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr '\n' ' ')"
 pkgs=()
 for p in "${listed[@]}"; do [[ $test_only == *" $p "* ]] || pkgs+=("$p"); done

@@ -108,7 +108,8 @@ void declare(Registry& r, Options& o) {
     r.flag("preflight", &Options::preflight, o,
            "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
-             "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error");
+             "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
+             "(from STEP on, the rank's forward takes 20 ms longer: a straggler)");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
@@ -116,6 +117,15 @@ void declare(Registry& r, Options& o) {
     r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
                   "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
+    r.add<S>("metrics-format", &Options::metrics_format, o, "jsonl",
+             "jsonl | emf: the same records in CloudWatch Embedded Metric Format (one JSON object per line, which "
+             "the CloudWatch agent turns into metrics), plus one record per rank per step line with its phase times");
+    r.add<S>("metrics-namespace", &Options::metrics_namespace, o, "dptrain", "CloudWatch namespace of the EMF metrics");
+    r.add<S>("job-name", &Options::job_name, o, "",
+             "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
+    r.add<S>("progress", &Options::progress, o, "auto",
+             "rank 0's progress: tty (a status line updated in place between step lines) | plain (step lines only, "
+             "for batch logs) | auto (tty when the output is a terminal)");
     r.add<S>("trace", &Options::trace, o, "",
              "write a Chrome trace of every step's phases to FILE-rankNNNNN.json on each rank (merge them with "
              "dptrain-report trace)");
@@ -189,6 +199,13 @@ void validate(Options& o) {
     need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
     need(o.eval_every >= 0, strfmt("--eval-every %ld must be >= 0", o.eval_every));
     need(!o.run_dir.empty(), "--run-dir must not be empty");
+    need(o.metrics_format == "jsonl" || o.metrics_format == "emf",
+         strfmt("--metrics-format '%s' is unknown; use jsonl or emf", o.metrics_format.c_str()));
+    need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 && o.metrics_namespace.find(':') == std::string::npos,
+         strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
+                o.metrics_namespace.c_str()));
+    need(o.progress == "auto" || o.progress == "tty" || o.progress == "plain",
+         strfmt("--progress '%s' is unknown; use auto, tty or plain", o.progress.c_str()));
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
     if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";
 }

@@ -102,14 +102,21 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "nan") f.kind = Fault::Kind::nan;
         else if (k == "corrupt-checkpoint") f.kind = Fault::Kind::corrupt_checkpoint;
         else if (k == "io-error") f.kind = Fault::Kind::io_error;
+        else if (k == "slow") f.kind = Fault::Kind::slow;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
-                                   "hang, nan, corrupt-checkpoint, io-error",
+                                   "hang, nan, corrupt-checkpoint, io-error, slow",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }
     return plan;
+}
+
+bool FaultPlan::slow(int rank, long step) const {
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.step <= step && f.kind == Fault::Kind::slow) return true;
+    return false;
 }
 
 bool FaultPlan::has(int rank, long step, Fault::Kind kind) const {

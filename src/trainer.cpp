@@ -27,12 +27,31 @@
 #include <memory>
 #include <thread>
 
+#include <unistd.h>
+
 namespace dptrain {
 
 namespace {
 
 constexpr int kEvalRows = 512;  // validation rows per forward pass
 constexpr size_t kControl = 2;  // control floats summed with the gradients (see train_loop)
+// The phases from Phase::data to Phase::optimizer are the parts of a step the breakdown times.
+static_assert((int)Phase::optimizer - (int)Phase::data + 1 == kStepPhases, "step phases and Phase disagree");
+
+// Whether rank 0's output reaches a terminal. Under mpirun, a rank's stdout is a pseudo-terminal
+// that the launcher forwards wherever its own output goes, so it is the launcher's stdout
+// (the parent process's) that tells.
+bool output_is_terminal() {
+    const char* term = std::getenv("TERM");
+    if (!isatty(1) || (term && std::strcmp(term, "dumb") == 0)) return false;
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("SLURM_STEP_ID")) return true;
+    char link[256];
+    std::string fd = strfmt("/proc/%d/fd/1", (int)getppid());
+    ssize_t n = readlink(fd.c_str(), link, sizeof link - 1);
+    if (n <= 0) return false;
+    link[n] = 0;
+    return std::strncmp(link, "/dev/pts/", 9) == 0 || std::strncmp(link, "/dev/tty", 8) == 0;
+}
 
 struct Run {
     const Options& o;
@@ -63,6 +82,8 @@ struct Run {
 
     void print(const std::string& s) const {
         if (rank == 0) {
+            if (status_shown) std::fputs("\r\x1b[K", stdout);  // the in-place progress line goes first
+            status_shown = false;
             std::fputs(s.c_str(), stdout);
             std::fflush(stdout);
         }
@@ -239,7 +260,15 @@ struct Run {
     void open_metrics() {
         if (rank != 0) return;
         if (start_step > 0) truncate_jsonl_after(o.metrics, start_step);
-        jsonl.open(o.metrics, start_step > 0);
+        std::string job = o.job_name;
+        const char* slurm_job = std::getenv("SLURM_JOB_ID");
+        if (job.empty() && slurm_job) job = slurm_job;
+        if (job.empty()) {
+            std::string d = o.run_dir;
+            while (d.size() > 1 && d.back() == '/') d.pop_back();
+            job = d.substr(d.rfind('/') == std::string::npos ? 0 : d.rfind('/') + 1);
+        }
+        jsonl.open(o.metrics, start_step > 0, o.metrics_format == "emf", o.metrics_namespace, job);
     }
 
     // Phase 5, collective: rank 0's checkpoint (if any) to every rank.
@@ -259,6 +288,13 @@ struct Run {
     }
 
     void banner() {
+        // Every rank's host, on rank 0, to name stragglers.
+        char mine[64] = {};
+        std::snprintf(mine, sizeof mine, "%s", topo.host.c_str());
+        std::vector<char> all(rank == 0 ? (size_t)W * sizeof mine : 0);
+        MPI_CHECK(MPI_Gather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, 0, topo.world));
+        for (int r = 0; rank == 0 && r < W; ++r) hosts.emplace_back(&all[(size_t)r * sizeof mine]);
+        tty = rank == 0 && (o.progress == "tty" || (o.progress == "auto" && output_is_terminal()));
         std::string t = topo.table();
         // The CPU backend is the only one so far; CUDA is detected and reported, not used.
         print(strfmt("dptrain %s | %s | backend cpu, %d threads per rank\n", DPTRAIN_VERSION, build_features().c_str(),
@@ -391,6 +427,7 @@ struct Run {
             tracer.enable(std::min<size_t>(4u << 20, (size_t)(end - start_step) * per_step + 64));
             sync->set_tracer(&tracer);
         }
+        times.reserve(o.log_every);
 
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
@@ -419,6 +456,7 @@ struct Run {
             const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
             const double terms = (double)b.global_n * model->terms_per_sample();
             double loss_sum = model->forward(params.data(), in, nullptr);
+            if (faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
             if (faults.has(rank, done, Fault::Kind::nan)) grads[0] = NAN;  // poisons the summed gradient
             phase(Phase::backward, done);
@@ -456,12 +494,14 @@ struct Run {
                              done, std::isfinite(ctl[1]) ? "gradient" : "loss", skipped));
             }
             int_samples += global_n;
+            double t_end = end_step_times();
 
             if (done % o.log_every == 0 || done == end || stop_requested) {
-                double t = now_seconds(), dt = t - t_int - int_other;
+                double t = t_end, dt = t - t_int - int_other;
                 double shares[3] = {pf.take_wait_seconds() / dt, int_exposed / dt, sync->take_comm_seconds() / dt};
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 3, MPI_DOUBLE, MPI_MAX, topo.world));
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &int_loss, 1, MPI_DOUBLE, MPI_SUM, topo.world));
+                StepBreakdown bd = gather_breakdown(times.take_interval(), topo.world);
                 StepStats st;
                 st.step = done;
                 st.total = o.steps;
@@ -477,12 +517,25 @@ struct Run {
                 st.data_wait_pct = 100.0 * shares[0];
                 st.comm_pct = 100.0 * shares[1];
                 st.comm_total_pct = 100.0 * shares[2];
+                st.eta_s = (t - t_run) / (double)(done - start_step) * (double)(end - done);
                 print(format_step_line(st) + "\n");
-                if (rank == 0) jsonl.write(JsonlWriter::step_json(st));
+                if (rank == 0) {
+                    jsonl.write(step_record(st).raw("phases", breakdown_json(bd)));
+                    if (jsonl.emf()) write_rank_records(bd, done);
+                    if (done - start_step > o.log_every) warn_bottleneck(st, bd);
+                }
                 int_loss = int_exposed = int_other = 0;
                 int_steps = int_samples = 0;
                 t_int = now_seconds();
                 last_logged = done;
+            } else if (tty && t_end - last_status >= 0.25) {
+                // Between step lines, on a terminal: one line updated in place.
+                last_status = t_end;
+                double per_step = (t_end - t_int - int_other) / (double)(done - last_logged);
+                std::printf("\r\x1b[Kstep %ld/%ld %.0f%% | %.1f ms/step | ETA %s", done, o.steps, std::floor(100.0 * done / o.steps),
+                            1e3 * per_step, human_duration((t_end - t_run) / (double)(done - start_step) * (double)(end - done)).c_str());
+                std::fflush(stdout);
+                status_shown = true;
             }
             double t_other = now_seconds();
             if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
@@ -490,7 +543,7 @@ struct Run {
                 last_eval = evaluate(done);
                 evaluated = true;
                 print(format_eval_line(last_eval) + "\n");
-                if (rank == 0) jsonl.write(JsonlWriter::eval_json(last_eval));
+                if (rank == 0) jsonl.write(eval_record(last_eval));
             }
             bool last = done == end || stop_requested;
             if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last) checkpoint(done, last);
@@ -501,6 +554,14 @@ struct Run {
             }
         }
         phase(Phase::done, done, true);
+        // The whole run's breakdown; every rank took the same path here, so all of them gather.
+        StepBreakdown whole = gather_breakdown(times.run(), topo.world);
+        if (whole.steps > 0) {
+            print(format_breakdown(whole, hosts));
+            if (rank == 0)
+                jsonl.write(Record("summary").integer("step", done).integer("steps", whole.steps)
+                                .metric("seconds", now_seconds() - t_run, "Seconds").raw("phases", breakdown_json(whole)));
+        }
         if (tracer.on()) {
             try {
                 tracer.write(Tracer::rank_path(o.trace, rank), rank, topo.host);
@@ -530,7 +591,55 @@ struct Run {
         if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));
         return kExitOk;
     }
+    // Once per run, from the second step line on: a warning naming the bottleneck when waiting
+    // for data or for the network takes a large share of the step.
+    bool warned_data = false, warned_comm = false;
+    void warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
+        const PhaseAcross& d = bd.phase[0];
+        if (!warned_data && st.data_wait_pct > 5.0) {
+            warned_data = true;
+            print(strfmt("warning: waiting for data takes %.1f%% of the step (slowest rank %d on %s: %.3f ms per step): "
+                         "the input pipeline is the bottleneck. Raise --prefetch; if the shards are on a slow or busy "
+                         "filesystem, copy them to node-local storage first\n",
+                         st.data_wait_pct, d.slowest_rank, hosts[d.slowest_rank].c_str(), d.max_ms));
+        }
+        const PhaseAcross& c = bd.phase[3];
+        if (!warned_comm && st.comm_pct > 25.0 && W > 1) {
+            warned_comm = true;
+            print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (slowest rank %d on %s): "
+                         "the network is the bottleneck. Try --grad-dtype bf16, a larger --batch-size, or --overlap on "
+                         "where a core is free for it\n",
+                         st.comm_pct, c.slowest_rank, hosts[c.slowest_rank].c_str()));
+        }
+    }
+    // EMF: each rank's mean phase times over the interval, with rank and node as dimensions.
+    void write_rank_records(const StepBreakdown& bd, long step) {
+        for (int r = 0; r < W; ++r) {
+            Record rec("rank");
+            rec.integer("step", step);
+            for (int p = 0; p < kStepPhases; ++p) {
+                static const char* names[kStepPhases] = {"data_ms", "forward_ms", "backward_ms", "allreduce_ms", "optimizer_ms"};
+                rec.metric(names[p], bd.rank_mean_ms[(size_t)r * kStepPhases + p], "Milliseconds");
+            }
+            jsonl.write_rank(rec, r, hosts[r]);
+        }
+    }
     long last_logged = 0;
+    std::vector<std::string> hosts;  // rank 0: every rank's host
+    bool tty = false;                // rank 0: progress updates in place
+    mutable bool status_shown = false;
+    double last_status = 0;
+    PhaseTimes times;
+    int part = -1;        // the timed part of the step in progress (index from Phase::data), -1: none
+    double part_t0 = 0;
+    // Closes the step's last timed part and commits the step's times; returns the time.
+    double end_step_times() {
+        double t = now_seconds();
+        if (part >= 0) times.add(part, t - part_t0);
+        part = -1;
+        times.end_step();
+        return t;
+    }
     CheckpointState sync_ckpt;  // reused by every synchronous checkpoint
     std::unique_ptr<AsyncCheckpointer> async_ckpt;
     std::unique_ptr<Watchdog> watchdog;
@@ -540,6 +649,11 @@ struct Run {
     void phase(Phase p, long step, bool restart = false) {
         if (restart) watchdog->begin(step, p);
         else watchdog->phase(p);
+        double t = now_seconds();
+        if (part >= 0) times.add(part, t - part_t0);
+        int i = (int)p - (int)Phase::data;
+        part = i >= 0 && i < kStepPhases ? i : -1;
+        part_t0 = t;
         if (p == Phase::done) tracer.close();
         else tracer.mark(phase_name(p), step);
     }

@@ -55,9 +55,9 @@ class Watchdog {
 };
 
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
-// STEP is the 1-based step during which the fault fires.
+// STEP is the 1-based step during which the fault fires; slow fires at every step from STEP on.
 struct Fault {
-    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error } kind;
+    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow } kind;
     int rank;
     long step;
 };
@@ -66,6 +66,8 @@ class FaultPlan {
     // Throws UserError naming the bad entry.
     static FaultPlan parse(const std::string& spec);
     bool has(int rank, long step, Fault::Kind kind) const;
+    // slow: whether `rank` is a straggler at `step` (a slow fault at or before it).
+    bool slow(int rank, long step) const;
     bool empty() const { return faults_.empty(); }
 
   private:

@@ -236,7 +236,8 @@ PYEOF
 #   clang libclang-rt-14-dev          the libFuzzer tests
 #   slurmctld slurmd slurm-client munge   the local Slurm of tests/integration/slurm.sh
 #   python3-yaml                      this test
-test_only="clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml"
+#   python3-jsonschema                the EMF check of tests/integration/observability.sh
+test_only="clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml python3-jsonschema"
 deps=$(sed -n '/^pkgs=(/,/)/p' "$ROOT/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr -s ' \n' '\n' | sed '/^$/d')
 [ "$(wc -l <<<"$deps")" -ge 10 ] || fail "could not read the pkgs array of scripts/install-deps"
 # The words after `apt-get install` in the Dockerfile's RUN lines (continuations joined), up to &&.

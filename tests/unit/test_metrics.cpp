@@ -1,0 +1,86 @@
+// The step breakdown's statistics, the metrics records (JSON lines and EMF) and the progress text.
+#include "dptrain/metrics.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+using namespace dptrain;
+
+TEST_CASE("PhaseTimes: interval mean and p90 are exact, then the interval restarts", "[metrics]") {
+    PhaseTimes t;
+    t.reserve(10);
+    // Step i spends i ms in forward and 1 ms in data; p90 of 1..10 ms by nearest rank is 9 ms.
+    for (int i = 1; i <= 10; ++i) {
+        t.add(0, 1e-3);
+        t.add(1, i * 1e-3);
+        t.end_step();
+    }
+    PhaseSummary s = t.take_interval();
+    CHECK(s.steps == 10);
+    CHECK(s.mean_ms[0] == Approx(1.0));
+    CHECK(s.mean_ms[1] == Approx(5.5));
+    CHECK(s.p90_ms[1] == Approx(9.0));
+    CHECK(s.mean_ms[2] == 0.0);
+    // The next interval sees only its own steps.
+    t.add(1, 0.1);
+    t.end_step();
+    s = t.take_interval();
+    CHECK(s.steps == 1);
+    CHECK(s.mean_ms[1] == Approx(100.0));
+    CHECK(s.p90_ms[1] == Approx(100.0));
+}
+
+TEST_CASE("PhaseTimes: the whole run's p90 comes from the histogram within 6%", "[metrics]") {
+    PhaseTimes t;
+    t.reserve(4);
+    // 1000 steps: forward takes 1..1000 us; the true p90 is 900 us, the mean 500.5 us.
+    for (int i = 1; i <= 1000; ++i) {
+        t.add(1, i * 1e-6);
+        t.end_step();
+    }
+    PhaseSummary s = t.run();
+    CHECK(s.steps == 1000);
+    CHECK(s.mean_ms[1] == Approx(0.5005));
+    CHECK(std::abs(s.p90_ms[1] / 0.9 - 1.0) < 0.06);
+    // Bins are 20 per decade: neighbouring bin centres differ by 10^(1/20) (12%).
+    CHECK(PhaseTimes::bin_of(1e-3) == 60);
+    CHECK(PhaseTimes::bin_mid(60) / PhaseTimes::bin_mid(59) == Approx(std::pow(10.0, 0.05)));
+    CHECK(PhaseTimes::bin_of(0.0) == 0);
+    CHECK(PhaseTimes::bin_of(1e9) == PhaseTimes::kBins - 1);
+}
+
+TEST_CASE("Record: JSON with null for non-finite numbers, EMF declares only finite metrics", "[metrics]") {
+    Record r("step");
+    r.integer("step", 1234567).metric("loss", NAN).metric("ms_per_step", 2.5, "Milliseconds").value("mfu", -1);
+    r.text("note", "a \"quoted\"\nline");
+    CHECK(r.json() == "{\"type\":\"step\",\"step\":1234567,\"loss\":null,\"ms_per_step\":2.5,\"mfu\":-1,"
+                      "\"note\":\"a \\\"quoted\\\"\\u000aline\"}");
+    std::string e = r.emf("dptrain", {{"job", "j1"}, {"rank", "3"}}, 1700000000123LL);
+    CHECK(e.rfind("{\"_aws\":{\"Timestamp\":1700000000123,\"CloudWatchMetrics\":[{\"Namespace\":\"dptrain\","
+                  "\"Dimensions\":[[\"job\",\"rank\"]],\"Metrics\":[{\"Name\":\"ms_per_step\",\"Unit\":\"Milliseconds\"}]}]}",
+                  0) == 0);
+    CHECK(e.find(",\"job\":\"j1\",\"rank\":\"3\",\"type\":\"step\",\"step\":1234567,") != std::string::npos);
+    CHECK(e.find("\"Name\":\"loss\"") == std::string::npos);
+    CHECK(e.back() == '}');
+}
+
+TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
+    StepStats s;
+    s.step = 250;
+    s.total = 1000;
+    s.loss = 1.5;
+    s.samples_per_s = 1000;
+    s.eta_s = 3725;
+    std::string line = format_step_line(s);
+    CHECK(line.find("step  250/1000  25% |") == 0);
+    CHECK(line.find("| ETA 1h02m") != std::string::npos);
+    std::string j = step_record(s).json();
+    CHECK(j.find("\"progress_pct\":25,") != std::string::npos);
+    CHECK(j.find("\"eta_s\":3725") != std::string::npos);
+    CHECK(j.find("\"mfu\":-1") != std::string::npos);
+    CHECK(human_duration(42.4) == "42s");
+    CHECK(human_duration(185) == "3m05s");
+    CHECK(human_duration(NAN) == "?");
+}
