@@ -54,6 +54,10 @@ ShardSet::~ShardSet() {
         if (sh.fd >= 0) ::close(sh.fd);
 }
 
+std::unique_ptr<Dataset> ShardSet::reopen() const {
+    return std::make_unique<ShardSet>(ShardSet::open(dir_, split_, max_rows_));
+}
+
 bool ShardSet::direct() const {
     for (const Shard& sh : shards_)
         if (sh.fd < 0) return false;
@@ -94,6 +98,8 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     ShardSet s;
+    s.dir_ = dir;
+    s.split_ = split;
     s.max_rows_ = max_rows;
     for (const std::string& path : paths) {
         Shard sh;
@@ -232,10 +238,11 @@ void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
 
 // ---------------------------------------------------------------------------------------------
 
-Sampler::Sampler(long num_samples, long global_batch, uint64_t seed)
+Sampler::Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs)
     : n_(num_samples), global_batch_(global_batch), seed_(seed) {
     steps_per_epoch_ = (n_ + global_batch_ - 1) / global_batch_;
-    perm_.resize(n_);
+    perm_[0].resize(n_);
+    if (cached_epochs > 1) perm_[1].resize(n_);
 }
 
 int Sampler::global_count(long step) const {
@@ -243,20 +250,26 @@ int Sampler::global_count(long step) const {
     return (int)std::min(global_batch_, n_ - in_epoch * global_batch_);
 }
 
-void Sampler::ensure_epoch(long epoch) {
-    if (epoch == perm_epoch_) return;
-    for (long i = 0; i < n_; ++i) perm_[i] = i;
+const std::vector<long>& Sampler::perm_of(long epoch) {
+    for (int c = 0; c < 2; ++c)
+        if (perm_epoch_[c] == epoch && !perm_[c].empty()) return perm_[c];
+    // Replace the older cached epoch (the only one, with a single cache).
+    int c = perm_[1].empty() ? 0 : (perm_epoch_[0] <= perm_epoch_[1] ? 0 : 1);
+    std::vector<long>& p = perm_[c];
+    for (long i = 0; i < n_; ++i) p[i] = i;
     Rng rng(stream_seed(seed_, (uint64_t)epoch));
-    for (long i = n_ - 1; i > 0; --i) std::swap(perm_[i], perm_[rng.below((uint64_t)i + 1)]);
-    perm_epoch_ = epoch;
+    for (long i = n_ - 1; i > 0; --i) std::swap(p[i], p[rng.below((uint64_t)i + 1)]);
+    perm_epoch_[c] = epoch;
+    return p;
 }
 
 int Sampler::slice(long step, int rank, int world, long* out) {
-    ensure_epoch(epoch_of(step));
+    std::lock_guard<std::mutex> g(mu_);
+    const std::vector<long>& perm = perm_of(epoch_of(step));
     long base = (step % steps_per_epoch_) * global_batch_;
     long c = global_count(step);
     long lo = c * rank / world, hi = c * (rank + 1) / world;
-    for (long i = lo; i < hi; ++i) out[i - lo] = perm_[base + i];
+    for (long i = lo; i < hi; ++i) out[i - lo] = perm[base + i];
     return (int)(hi - lo);
 }
 
@@ -264,15 +277,17 @@ int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
 
 // ---------------------------------------------------------------------------------------------
 
-Prefetcher::Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth,
+Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
                        long first_step, long end_step, long fail_step)
-    : shards_(shards), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
-      fail_step_(fail_step), slots_(depth), idx_(max_rows) {
+    : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
+      fail_step_(fail_step), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
+      ready_(slots_.size(), -1) {
     for (Batch& b : slots_) {
-        b.x.resize((size_t)max_rows * shards.floats_per_sample());
-        b.y.resize((size_t)max_rows * shards.ints_per_sample());
+        b.x.resize((size_t)max_rows * readers_[0]->floats_per_sample());
+        b.y.resize((size_t)max_rows * readers_[0]->ints_per_sample());
     }
-    thread_ = std::thread(&Prefetcher::run, this);
+    for (auto& v : idx_) v.resize(max_rows);
+    for (int k = 0; k < (int)readers_.size(); ++k) threads_.emplace_back(&Prefetcher::run, this, k);
 }
 
 Prefetcher::~Prefetcher() {
@@ -281,36 +296,41 @@ Prefetcher::~Prefetcher() {
         stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    for (auto& t : threads_) t.join();
 }
 
-void Prefetcher::run() {
-    const long depth = (long)slots_.size();
-    for (long step = first_; step < end_; ++step) {
-        long k = step - first_;
+void Prefetcher::run(int reader) {
+    const long depth = (long)slots_.size(), K = (long)readers_.size();
+    Dataset& data = *readers_[reader];
+    for (long k = reader; first_ + k < end_; k += K) {
+        long step = first_ + k;
         {
+            // Slot k % depth is free once batch k - depth has been consumed.
             std::unique_lock<std::mutex> g(mu_);
             cv_.wait(g, [&] { return stop_ || k - consumed_ < depth; });
-            if (stop_) return;
+            if (stop_ || (error_ && error_at_ < k)) return;
         }
         Batch& b = slots_[k % depth];
         try {
             b.step = step;
             b.global_n = sampler_.global_count(step);
-            b.n = sampler_.slice(step, rank_, world_, idx_.data());
+            b.n = sampler_.slice(step, rank_, world_, idx_[reader].data());
             if (step == fail_step_)
                 throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
-                                       shards_.shard_path(0).c_str(), step + 1));
-            shards_.read(idx_.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
+                                       data.shard_path(0).c_str(), step + 1));
+            data.read(idx_[reader].data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
         } catch (...) {
             std::lock_guard<std::mutex> g(mu_);
-            error_ = std::current_exception();
+            if (!error_ || k < error_at_) {
+                error_ = std::current_exception();
+                error_at_ = k;
+            }
             cv_.notify_all();
             return;
         }
         {
             std::lock_guard<std::mutex> g(mu_);
-            produced_ = k + 1;
+            ready_[k % depth] = k;
         }
         cv_.notify_all();
     }
@@ -319,12 +339,12 @@ void Prefetcher::run() {
 const Batch& Prefetcher::next() {
     auto t0 = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> g(mu_);
-    cv_.wait(g, [&] { return produced_ > consumed_ || error_; });
-    if (produced_ <= consumed_ && error_) std::rethrow_exception(error_);
+    const size_t slot = (size_t)(consumed_ % (long)slots_.size());
+    cv_.wait(g, [&] { return ready_[slot] == consumed_ || (error_ && error_at_ <= consumed_); });
+    if (ready_[slot] != consumed_) std::rethrow_exception(error_);
     wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return slots_[consumed_ % (long)slots_.size()];
+    return slots_[slot];
 }
-
 void Prefetcher::release() {
     {
         std::lock_guard<std::mutex> g(mu_);

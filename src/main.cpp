@@ -4,6 +4,7 @@
 #include "dptrain/error.h"
 #include "dptrain/generate.h"
 #include "dptrain/options.h"
+#include "dptrain/stage.h"
 #include "dptrain/topology.h"
 #include "dptrain/trainer.h"
 #include "dptrain/version.h"
@@ -29,6 +30,15 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
             std::fprintf(stderr, "dptrain: error: %s\n", e.what());
             return 2;
+        }
+    }
+    // `dptrain stage ...`: staging a dataset to local storage (slurm/stage-data.sh), without MPI.
+    if (argc > 1 && std::string(argv[1]) == "stage") {
+        try {
+            return run_stage_command(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dptrain stage: error: %s\n", e.what());
+            return 1;
         }
     }
     // SERIALIZED: the communication thread calls MPI while the main thread computes, never both

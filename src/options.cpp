@@ -55,7 +55,15 @@ void declare(Registry& r, Options& o) {
                "GPT: vocabulary size; 0 = the data's (a larger value pads the embedding table)");
     r.add<S>("data", &Options::data, o, "data/synth",
              "dataset directory with train-NNNNN-of-NNNNN.h5 and val-NNNNN-of-NNNNN.h5 shards");
-    r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background reader keeps ready");
+    r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background readers keep ready (at least --io-threads)");
+    r.add<S>("stage-dir", &Options::stage_dir, o, "",
+             "copy --data to DIR/<name of --data> on node-local storage before training (local rank 0 of each node "
+             "copies, its other ranks wait), verify it (sizes, and SHA256SUMS when the source has one), reuse a valid "
+             "earlier copy, and train from the copy");
+    r.add<int>("io-threads", &Options::io_threads, o, 1,
+               "reader threads per rank, each with its own file handles, reading different steps' batches "
+               "(more hide a slow filesystem's latency; HDF5's own reads of chunked or compressed shards are "
+               "serialised, the direct reads of contiguous shards are not)");
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
     r.add<int>("batch-size", &Options::batch_size, o, 64,
                "samples per rank per step; the global batch is batch-size x ranks");
@@ -171,6 +179,7 @@ void validate(Options& o) {
     need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
     need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
     need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
+    need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
     need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
     need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
          strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));

@@ -113,6 +113,10 @@ Tokenizer Tokenizer::chars_of(const std::string& utf8) {
 
 // ---- TokenShardSet
 
+std::unique_ptr<Dataset> TokenShardSet::reopen() const {
+    return std::make_unique<TokenShardSet>(TokenShardSet::open(dir_, split_, T_, seed_, shift_));
+}
+
 TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
                                   bool shift_per_epoch) {
     const std::string hint = strfmt("create token shards with `dptrain-data text --input FILE --out %s` (format: "
@@ -121,6 +125,8 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     TokenShardSet s;
+    s.dir_ = dir;
+    s.split_ = split;
     s.T_ = block_size;
     s.seed_ = seed;
     s.shift_ = shift_per_epoch;

@@ -15,6 +15,7 @@
 #include "dptrain/model.h"
 #include "dptrain/optim.h"
 #include "dptrain/reliability.h"
+#include "dptrain/stage.h"
 #include "dptrain/tokens.h"
 #include "dptrain/trace.h"
 #include "dptrain/version.h"
@@ -60,6 +61,7 @@ struct Run {
     int W, rank;
     long global_batch;
     std::unique_ptr<Dataset> train, val;
+    std::vector<std::unique_ptr<Dataset>> extra_readers;  // --io-threads > 1: more handles on the training shards
     std::unique_ptr<Model> model;
     bool lm = false;  // a language model on token windows
     int eval_rows = kEvalRows;
@@ -148,7 +150,8 @@ struct Run {
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
                                           model->layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
-        sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed);
+        sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1);
+        for (int k = 1; k < o.io_threads; ++k) extra_readers.push_back(train->reopen());
         sched.lr = o.lr;
         sched.min_ratio = o.min_lr_ratio;
         sched.warmup = o.warmup_steps;
@@ -419,7 +422,9 @@ struct Run {
         long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
         for (long s = start_step; s < end; ++s)
             if (faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
-        Prefetcher pf(*train, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail);
+        std::vector<Dataset*> readers{train.get()};
+        for (auto& d : extra_readers) readers.push_back(d.get());
+        Prefetcher pf(readers, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail);
         const size_t P = model->num_params();
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
@@ -662,7 +667,40 @@ struct Run {
 
 } // namespace
 
-int run_training(const Options& opts, const Topology& topo) {
+// --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
+// ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
+// and the slowest node's time.
+static bool stage_data(Options& o, const Topology& topo) {
+    std::string src = o.data;
+    while (src.size() > 1 && src.back() == '/') src.pop_back();
+    std::string dest = o.stage_dir + "/" + src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
+    StageResult r;
+    bool ok = all_ok(topo.world, [&] {
+        if (topo.local_rank == 0)
+            r = stage_directory(src, dest, 8, true, [&](const std::string& s) {
+                if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
+            });
+    });
+    if (!ok) return false;
+    struct {
+        double seconds;
+        int rank;
+    } slowest{r.seconds, topo.rank};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, topo.world));
+    if (topo.rank == 0) {
+        if (!r.reused) std::printf("stage: %s\n", r.summary().c_str());
+        std::printf("stage: %d node%s hold%s a verified copy in %s; the slowest (rank %d's) took %.1f s\n", topo.num_nodes,
+                    topo.num_nodes == 1 ? "" : "s", topo.num_nodes == 1 ? "s" : "", dest.c_str(), slowest.rank,
+                    slowest.seconds);
+        std::fflush(stdout);
+    }
+    o.data = dest;
+    return true;
+}
+
+int run_training(const Options& opts_in, const Topology& topo) {
+    Options opts = opts_in;
+    if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return 2;
     Run run(opts, topo);
     if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
     if (!all_ok(topo.world, [&] { run.setup_comm(); })) return 2;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -27,6 +28,9 @@ class Dataset {
     virtual void read(const long* idx, int n, long epoch, float* x, int* y) = 0;
     virtual int num_shards() const = 0;
     virtual const std::string& shard_path(int i) const = 0;
+    // Another reader of the same shards with its own file handles and scratch, for a second
+    // reader thread (a Dataset is not thread-safe; its copies are).
+    virtual std::unique_ptr<Dataset> reopen() const = 0;
 };
 
 // DIR/SPLIT-00000-of-0000S.h5 ... : every path of the set, checked present; throws UserError
@@ -51,6 +55,7 @@ class ShardSet : public Dataset {
     int num_classes() const { return classes_; }
     int num_shards() const override { return (int)shards_.size(); }
     const std::string& shard_path(int i) const override { return shards_[i].path; }
+    std::unique_ptr<Dataset> reopen() const override;
 
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
     // Contiguous, unfiltered little-endian datasets (what dptrain-data and h5py write by default)
@@ -72,6 +77,7 @@ class ShardSet : public Dataset {
     void read_hdf5(Shard& sh, size_t begin, size_t end);
     void read_direct(Shard& sh, size_t begin, size_t end);
     ShardSet() = default;
+    std::string dir_, split_;
     std::vector<Shard> shards_;
     long total_ = 0;
     int dim_ = 0, classes_ = 0, max_rows_ = 0;
@@ -84,10 +90,12 @@ class ShardSet : public Dataset {
 // The global sample order: epoch e visits a permutation of [0, N) drawn from (seed, e), in
 // global batches of G samples (the last batch of an epoch holds N mod G, when nonzero). Rank r
 // of W reads samples [c*r/W, c*(r+1)/W) of a batch of c. Nothing here depends on W except the
-// slice, so W ranks consume exactly the samples 1 rank would.
+// slice, so W ranks consume exactly the samples 1 rank would. slice() and batch() are
+// thread-safe; with several reader threads the permutations of two epochs are kept, since the
+// steps in flight span at most an epoch boundary.
 class Sampler {
   public:
-    Sampler(long num_samples, long global_batch, uint64_t seed);
+    Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs = 1);
     long steps_per_epoch() const { return steps_per_epoch_; }
     long epoch_of(long step) const { return step / steps_per_epoch_; }
     // Samples in the global batch of `step`.
@@ -98,11 +106,12 @@ class Sampler {
     int batch(long step, long* out);
 
   private:
-    void ensure_epoch(long epoch);
+    const std::vector<long>& perm_of(long epoch);  // under mu_
     long n_, global_batch_, steps_per_epoch_;
     uint64_t seed_;
-    std::vector<long> perm_;
-    long perm_epoch_ = -1;
+    std::mutex mu_;
+    std::vector<long> perm_[2];
+    long perm_epoch_[2] = {-1, -1};
 };
 
 struct Batch {
@@ -113,13 +122,20 @@ struct Batch {
     std::vector<int> y;    // (max_rows, ints_per_sample)
 };
 
-// A reader thread that fills a ring of `depth` Batch slots for steps first_step, first_step+1,
-// ..., end_step-1, in order. Buffers are allocated once. A read error is rethrown by next().
+// Reader threads that fill a ring of `depth` Batch slots for steps first_step, first_step+1,
+// ..., end_step-1; next() hands them out in step order. With K readers, reader k reads the steps
+// k, k+K, k+2K, ... after first_step, each through its own Dataset, so K reads are in flight
+// (depth is raised to K when smaller). Buffers are allocated once. A read error is rethrown by
+// next() when the step it belongs to is due.
 class Prefetcher {
   public:
     // fail_step >= 0: the read for that step fails with an injected I/O error (--inject-fault).
+    Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
+               long first_step, long end_step, long fail_step = -1);
     Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
-               long end_step, long fail_step = -1);
+               long end_step, long fail_step = -1)
+        : Prefetcher(std::vector<Dataset*>{&shards}, sampler, rank, world, max_rows, depth, first_step, end_step,
+                     fail_step) {}
     ~Prefetcher();
     // Blocks until the batch of the next step is ready; the wait is added to wait_seconds().
     const Batch& next();
@@ -128,20 +144,22 @@ class Prefetcher {
     double take_wait_seconds();
 
   private:
-    void run();
-    Dataset& shards_;
+    void run(int reader);
+    std::vector<Dataset*> readers_;
     Sampler& sampler_;
     int rank_, world_;
     long first_, end_, fail_step_;
     std::vector<Batch> slots_;
-    std::vector<long> idx_;
+    std::vector<std::vector<long>> idx_;  // per reader
+    std::vector<long> ready_;             // per slot: the batch (counted from first_step) it holds, -1 none
     std::mutex mu_;
     std::condition_variable cv_;
-    long produced_ = 0, consumed_ = 0;  // batches, counted from first_step
+    long consumed_ = 0;  // batches, counted from first_step
     bool stop_ = false;
+    long error_at_ = -1;  // the batch whose read failed
     std::exception_ptr error_;
     double wait_ = 0.0;
-    std::thread thread_;
+    std::vector<std::thread> threads_;
 };
 
 } // namespace dptrain

@@ -19,7 +19,9 @@ struct Options {
     int n_layer, n_head, n_embd, block_size, vocab_size;  // gpt; vocab_size 0 = the data's
     // data
     std::string data;  // directory holding train-*-of-*.h5 and val-*-of-*.h5
-    int prefetch;      // batches read ahead by the background reader
+    std::string stage_dir;  // node-local directory to copy --data into first; "" = read --data in place
+    int prefetch;      // batches read ahead by the background readers
+    int io_threads;    // reader threads per rank
     // training
     long steps;
     int batch_size;  // per rank; the global batch is batch_size * ranks

@@ -45,6 +45,7 @@ class TokenShardSet : public Dataset {
     void read(const long* idx, int n, long epoch, float* x, int* y) override;
     int num_shards() const override { return (int)shards_.size(); }
     const std::string& shard_path(int i) const override { return shards_[i].path; }
+    std::unique_ptr<Dataset> reopen() const override;
     const Tokenizer& tokenizer() const { return tok_; }
     long num_tokens() const { return tokens_; }
 
@@ -58,6 +59,7 @@ class TokenShardSet : public Dataset {
         int width = 2;  // bytes per token
     };
     TokenShardSet() = default;
+    std::string dir_, split_;
     std::vector<Shard> shards_;
     Tokenizer tok_;
     long total_ = 0, tokens_ = 0;

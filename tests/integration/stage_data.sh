@@ -44,7 +44,7 @@ echo "ok: a changed source is copied incrementally"
 # A shard whose bytes differ from SHA256SUMS (same size): the copy is refused, exit 1.
 printf 'X' | dd of="$WORK/fsx/set/train-00001-of-00004.h5" bs=1 seek=4000 conv=notrunc status=none
 stage "$WORK/fsx/set" "$WORK/nvme/other"
-[ "$RC" = 1 ] && grep -q "train-00001-of-00004.h5: FAILED" "$WORK/err" && grep -q "checksums in .* do not match" "$WORK/err" \
+[ "$RC" = 1 ] && grep -q "train-00001-of-00004.h5: FAILED" "$WORK/err" && grep -q "does not match SHA256SUMS" "$WORK/err" \
   || { cat "$WORK/err"; fail "checksum mismatch: want exit 1 naming the shard"; }
 [ ! -e "$WORK/nvme/other/.stage-complete" ] || fail "checksum mismatch: the copy was marked complete"
 echo "ok: a checksum mismatch is refused"
@@ -52,3 +52,34 @@ echo "ok: a checksum mismatch is refused"
 stage "$WORK/missing"
 [ "$RC" = 1 ] && grep -q "no such directory" "$WORK/err" || { cat "$WORK/err"; fail "missing source: want exit 1"; }
 echo "ok: a missing source is refused"
+
+# An interrupted copy never leaves a partial file under a shard's name, and the next run completes
+# it. The copy of a 96 MiB file is killed at several points (the kill may also land after it).
+mkdir -p "$WORK/big"
+head -c $((96 << 20)) /dev/urandom >"$WORK/big/train-00000-of-00001.h5"
+"$S" --write-sums "$WORK/big" 2>/dev/null
+for delay in 0.05 0.2 0.5; do
+  rm -rf "$WORK/nvme/big"
+  set +e; timeout -s KILL "$delay" "$BIN/dptrain" stage "$WORK/big" "$WORK/nvme/big" >/dev/null 2>&1; set -e
+  f=$WORK/nvme/big/train-00000-of-00001.h5
+  if [ -e "$f" ] && ! cmp -s "$f" "$WORK/big/train-00000-of-00001.h5"; then fail "killed after ${delay}s: a partial shard under its own name"; fi
+  stage "$WORK/big" "$WORK/nvme/big"
+  [ "$RC" = 0 ] && cmp -s "$f" "$WORK/big/train-00000-of-00001.h5" || { cat "$WORK/err"; fail "killed after ${delay}s: the next run did not complete the copy"; }
+  ls -A "$WORK/nvme/big" | grep -q '^\.stage-tmp-' && fail "killed after ${delay}s: a temporary file was left behind"
+done
+echo "ok: an interrupted copy is never used and the next run completes it"
+
+# dptrain --stage-dir: one copy per node (2 simulated nodes stage into the same directory: the
+# lock makes the second reuse the first's copy), training reads the copy; a second run reuses it.
+rm -rf "$WORK/nvme/set" "$WORK/fsx/set"
+synth "$WORK/fsx/set" --train-samples 3000 --val-samples 200
+"$S" --write-sums "$WORK/fsx/set" 2>/dev/null
+train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --ranks-per-node 1 --steps 20 --batch-size 8 --run-dir "$WORK/run"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "--stage-dir run exited $RC"; }
+grep -q "^stage: copied 6 of 6 files, .* MB/s, SHA256SUMS verified" "$WORK/out" \
+  && grep -q "^stage: 2 nodes hold a verified copy in $WORK/nvme/set" "$WORK/out" \
+  && grep -q "^data $WORK/nvme/set: " "$WORK/out" || { cat "$WORK/out"; fail "--stage-dir: no copy report or not trained from the copy"; }
+same "$WORK/nvme/set" || fail "--stage-dir: the copy differs from the source"
+train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --steps 20 --batch-size 8 --run-dir "$WORK/run" --overwrite-checkpoints
+[ "$RC" = 0 ] && grep -q "^stage: reusing the copy in $WORK/nvme/set" "$WORK/out" || { cat "$WORK/out"; fail "--stage-dir: the second run did not reuse the copy"; }
+echo "ok: --stage-dir copies once per node, reuses a valid copy, and trains from it"

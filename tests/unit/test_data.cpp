@@ -241,6 +241,55 @@ TEST_CASE("Prefetcher delivers each step's slice in order and rethrows read erro
     }
 }
 
+TEST_CASE("Prefetcher: batches are the same for any reader count and depth", "[data]") {
+    std::string dir = temp_dir("prefetch-k");
+    write_shards(dir, "train", {30, 23, 27}, 3, 7);
+    ShardSet base = ShardSet::open(dir, "train", 6);
+    // 80 samples in global batches of 12: 7 steps per epoch, the last one partial; 30 steps
+    // cross four epoch boundaries.
+    Sampler ref(80, 12, 9);
+    std::vector<long> idx(6);
+    for (int K : {1, 2, 3, 5}) {
+        for (int depth : {1, 2, 4}) {
+            std::vector<std::unique_ptr<Dataset>> extra;
+            std::vector<Dataset*> readers{&base};
+            for (int k = 1; k < K; ++k) {
+                extra.push_back(base.reopen());
+                readers.push_back(extra.back().get());
+            }
+            Sampler sampler(80, 12, 9, K > 1 ? 2 : 1);
+            Prefetcher pf(readers, sampler, 1, 2, 6, depth, 2, 32);
+            for (long step = 2; step < 32; ++step) {
+                const Batch& b = pf.next();
+                REQUIRE(b.step == step);
+                int n = ref.slice(step, 1, 2, idx.data());
+                REQUIRE(b.n == n);
+                for (int i = 0; i < n; ++i) {
+                    INFO("readers " << K << ", depth " << depth << ", step " << step << ", row " << i);
+                    REQUIRE(b.y[i] == idx[i] % 7);
+                    REQUIRE(b.x[3 * i] == (float)idx[i]);
+                }
+                pf.release();
+            }
+        }
+    }
+}
+
+TEST_CASE("Prefetcher: with several readers a failed read surfaces at its own step", "[data]") {
+    std::string dir = temp_dir("prefetch-fail");
+    write_shards(dir, "train", {40}, 2, 5);
+    ShardSet base = ShardSet::open(dir, "train", 4);
+    auto r2 = base.reopen(), r3 = base.reopen();
+    Sampler sampler(40, 4, 1, 2);
+    // The read of step 6 fails: steps 0..5 arrive, then next() throws, and nothing hangs.
+    Prefetcher pf({&base, r2.get(), r3.get()}, sampler, 0, 1, 4, 4, 0, 20, 6);
+    for (long step = 0; step < 6; ++step) {
+        REQUIRE(pf.next().step == step);
+        pf.release();
+    }
+    CHECK_THROWS_WITH(pf.next(), Catch::Contains("injected I/O error") && Catch::Contains("step 7"));
+}
+
 TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
     // Same contents twice: contiguous (direct pread path) and chunked + compressed (HDF5 path).
     std::string a = temp_dir("contig"), b = temp_dir("chunked");
