@@ -55,7 +55,45 @@ ShardSet::~ShardSet() {
 }
 
 std::unique_ptr<Dataset> ShardSet::reopen() const {
-    return std::make_unique<ShardSet>(ShardSet::open(dir_, split_, max_rows_));
+    if (mode_ == IoMode::collective) throw std::logic_error("ShardSet::reopen: collective reads have one reader");
+    auto s = std::make_unique<ShardSet>(ShardSet::open(dir_, split_, max_rows_, mode_, comm_));
+    s->node_copy_ = node_copy_;  // memory: the same node-shared rows
+    return s;
+}
+
+void ShardSet::load_node_memory() {
+    int L = 1, l = 0;
+    MPI_Comm_size(comm_, &L);
+    MPI_Comm_rank(comm_, &l);
+    const size_t D = (size_t)dim_;
+    double need = (double)total_ * (D + 1) * 4, phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (need > 0.5 * phys)
+        throw UserError(strfmt("--io memory: %s/%s holds %.1f GiB of training rows, more than half of this node's %.1f GiB "
+                               "of memory; use --io direct",
+                               dir_.c_str(), split_.c_str(), need / 1073741824.0, phys / 1073741824.0));
+    MPI_Aint bytes = l == 0 ? (MPI_Aint)need : 0;
+    auto copy = std::make_shared<NodeCopy>();
+    void* base = nullptr;
+    if (MPI_Win_allocate_shared(bytes, 4, MPI_INFO_NULL, comm_, &base, &copy->win) != MPI_SUCCESS)
+        throw UserError(strfmt("--io memory: cannot allocate %.1f MiB of node-shared memory for %s/%s; use --io direct",
+                               (double)total_ * (D + 1) * 4 / 1048576.0, dir_.c_str(), split_.c_str()));
+    MPI_Aint size = 0;
+    int unit = 0;
+    MPI_Win_shared_query(copy->win, 0, &size, &unit, &base);
+    float* features = static_cast<float*>(base);
+    int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
+    copy->features = features;
+    copy->labels = labels;
+    // This rank's share: global rows [lo, hi), read shard by shard in runs of up to max_rows.
+    long lo = total_ * l / L, hi = total_ * (l + 1) / L;
+    std::vector<long> idx(max_rows_);
+    for (long r = lo; r < hi;) {
+        int n = (int)std::min<long>(max_rows_, hi - r);
+        for (int i = 0; i < n; ++i) idx[i] = r + i;
+        read_rows(idx.data(), n, features + (size_t)r * D, labels + r);  // checks every label once
+        r += n;
+    }
+    node_copy_ = std::move(copy);
 }
 
 bool ShardSet::direct() const {
@@ -93,7 +131,18 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
     return paths;
 }
 
-ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows) {
+IoMode parse_io_mode(const std::string& s) {
+    if (s == "direct") return IoMode::direct;
+    if (s == "memory") return IoMode::memory;
+    if (s == "collective") return IoMode::collective;
+    throw UserError(strfmt("--io '%s' is unknown; use direct, memory or collective", s.c_str()));
+}
+
+ShardSet::NodeCopy::~NodeCopy() {
+    if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+}
+
+ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {
     const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
@@ -101,10 +150,18 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
     s.dir_ = dir;
     s.split_ = split;
     s.max_rows_ = max_rows;
+    s.mode_ = mode;
+    s.comm_ = comm;
+    h5::Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    if (mode == IoMode::collective) {
+        H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL);
+        s.xfer_ = h5::Hid(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+        H5Pset_dxpl_mpio(s.xfer_.get(), H5FD_MPIO_COLLECTIVE);
+    }
     for (const std::string& path : paths) {
         Shard sh;
         sh.path = path;
-        sh.file = h5::open_file(sh.path, hint);
+        sh.file = h5::open_file(sh.path, hint, fapl.get());
         sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
         sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
         h5::expect_kind(sh.features.get(), h5::Kind::f32, sh.path, "/features", hint);
@@ -139,7 +196,9 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
             throw UserError(strfmt("%s: /features has %llu features per sample; a batch of %d such rows does not fit "
                                    "in 4 GiB of host memory",
                                    sh.path.c_str(), (unsigned long long)fd[1], max_rows));
-        setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at, &sh.labels_at);
+        if (mode != IoMode::collective)
+            setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at,
+                         &sh.labels_at);
         sh.first = s.total_;
         sh.count = (long)fd[0];
         s.total_ += sh.count;
@@ -153,16 +212,33 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
 
 void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     if (n > max_rows_) throw std::invalid_argument("ShardSet::read_rows: more rows than max_rows");
+    if (node_copy_) {
+        const size_t D = (size_t)dim_;
+        for (int i = 0; i < n; ++i) {
+            std::memcpy(x + (size_t)i * D, node_copy_->features + (size_t)idx[i] * D, D * sizeof(float));
+            y[i] = node_copy_->labels[idx[i]];
+        }
+        return;
+    }
     order_.clear();
     for (int i = 0; i < n; ++i) order_.emplace_back(idx[i], i);
     std::sort(order_.begin(), order_.end());
     size_t k = 0;
-    while (k < order_.size()) {
-        // Shard of order_[k]: the last shard whose first row is <= the index.
-        long gi = order_[k].first;
-        auto it = std::upper_bound(shards_.begin(), shards_.end(), gi,
-                                   [](long v, const Shard& s) { return v < s.first; });
-        Shard& sh = *(it - 1);
+    // Collective reads visit every shard, in order, on every rank (a shard without rows here gets
+    // an empty read); the other modes only the shards that hold rows.
+    size_t next_shard = 0;
+    while (k < order_.size() || (mode_ == IoMode::collective && next_shard < shards_.size())) {
+        Shard* shp;
+        if (mode_ == IoMode::collective) {
+            shp = &shards_[next_shard++];
+        } else {
+            // Shard of order_[k]: the last shard whose first row is <= the index.
+            long gi = order_[k].first;
+            auto it = std::upper_bound(shards_.begin(), shards_.end(), gi,
+                                       [](long v, const Shard& s) { return v < s.first; });
+            shp = &*(it - 1);
+        }
+        Shard& sh = *shp;
         size_t begin = k;
         while (k < order_.size() && order_[k].first < sh.first + sh.count) ++k;
         if (sh.fd >= 0) read_direct(sh, begin, k);
@@ -215,6 +291,18 @@ void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
     std::lock_guard<std::mutex> g(h5::lock());
     h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
     h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+    if (rows == 0) {  // a collective read with nothing for this rank: it still takes part
+        hsize_t one[2] = {1, D};
+        h5::Hid mf(H5Screate_simple(2, one, nullptr), H5Sclose), ml(H5Screate_simple(1, one, nullptr), H5Sclose);
+        H5Sselect_none(fspace.get());
+        H5Sselect_none(lspace.get());
+        H5Sselect_none(mf.get());
+        H5Sselect_none(ml.get());
+        if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), xfer_.get(), xs_.data()) < 0 ||
+            H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), xfer_.get(), ys_.data()) < 0)
+            throw UserError(strfmt("%s: collective read failed", sh.path.c_str()));
+        return;
+    }
     for (size_t r = begin; r < end;) {
         size_t e = r + 1;
         while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
@@ -230,8 +318,9 @@ void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
     hsize_t mdims[2] = {rows, D};
     h5::Hid mf(H5Screate_simple(2, mdims, nullptr), H5Sclose);
     h5::Hid ml(H5Screate_simple(1, mdims, nullptr), H5Sclose);
-    if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, xs_.data()) < 0 ||
-        H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ys_.data()) < 0)
+    hid_t xfer = xfer_.get() >= 0 ? xfer_.get() : H5P_DEFAULT;
+    if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), xfer, xs_.data()) < 0 ||
+        H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), xfer, ys_.data()) < 0)
         throw UserError(strfmt("%s: reading %llu rows failed (file truncated or corrupt?); regenerate or restore the shard",
                                sh.path.c_str(), (unsigned long long)rows));
 }
@@ -278,16 +367,17 @@ int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
 // ---------------------------------------------------------------------------------------------
 
 Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-                       long first_step, long end_step, long fail_step)
+                       long first_step, long end_step, long fail_step, bool in_caller)
     : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
       fail_step_(fail_step), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
-      ready_(slots_.size(), -1) {
+      ready_(slots_.size(), -1), in_caller_(in_caller) {
     for (Batch& b : slots_) {
         b.x.resize((size_t)max_rows * readers_[0]->floats_per_sample());
         b.y.resize((size_t)max_rows * readers_[0]->ints_per_sample());
     }
     for (auto& v : idx_) v.resize(max_rows);
-    for (int k = 0; k < (int)readers_.size(); ++k) threads_.emplace_back(&Prefetcher::run, this, k);
+    if (!in_caller_)
+        for (int k = 0; k < (int)readers_.size(); ++k) threads_.emplace_back(&Prefetcher::run, this, k);
 }
 
 Prefetcher::~Prefetcher() {
@@ -299,26 +389,30 @@ Prefetcher::~Prefetcher() {
     for (auto& t : threads_) t.join();
 }
 
+// Batch k (counted from first_step) into its slot.
+void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
+    long step = first_ + k;
+    Batch& b = slots_[k % (long)slots_.size()];
+    b.step = step;
+    b.global_n = sampler_.global_count(step);
+    b.n = sampler_.slice(step, rank_, world_, idx.data());
+    if (step == fail_step_)
+        throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
+                               data.shard_path(0).c_str(), step + 1));
+    data.read(idx.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
+}
+
 void Prefetcher::run(int reader) {
     const long depth = (long)slots_.size(), K = (long)readers_.size();
-    Dataset& data = *readers_[reader];
     for (long k = reader; first_ + k < end_; k += K) {
-        long step = first_ + k;
         {
             // Slot k % depth is free once batch k - depth has been consumed.
             std::unique_lock<std::mutex> g(mu_);
             cv_.wait(g, [&] { return stop_ || k - consumed_ < depth; });
             if (stop_ || (error_ && error_at_ < k)) return;
         }
-        Batch& b = slots_[k % depth];
         try {
-            b.step = step;
-            b.global_n = sampler_.global_count(step);
-            b.n = sampler_.slice(step, rank_, world_, idx_[reader].data());
-            if (step == fail_step_)
-                throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
-                                       data.shard_path(0).c_str(), step + 1));
-            data.read(idx_[reader].data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
+            read_batch(*readers_[reader], k, idx_[reader]);
         } catch (...) {
             std::lock_guard<std::mutex> g(mu_);
             if (!error_ || k < error_at_) {
@@ -338,13 +432,19 @@ void Prefetcher::run(int reader) {
 
 const Batch& Prefetcher::next() {
     auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> g(mu_);
     const size_t slot = (size_t)(consumed_ % (long)slots_.size());
+    if (in_caller_) {
+        read_batch(*readers_[0], consumed_, idx_[0]);
+        wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return slots_[slot];
+    }
+    std::unique_lock<std::mutex> g(mu_);
     cv_.wait(g, [&] { return ready_[slot] == consumed_ || (error_ && error_at_ <= consumed_); });
     if (ready_[slot] != consumed_) std::rethrow_exception(error_);
     wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return slots_[slot];
 }
+
 void Prefetcher::release() {
     {
         std::lock_guard<std::mutex> g(mu_);

@@ -32,7 +32,7 @@ void quiet() {
     std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
 
-Hid open_file(const std::string& path, const std::string& hint) {
+Hid open_file(const std::string& path, const std::string& hint, hid_t fapl) {
     quiet();
     struct stat st;
     if (stat(path.c_str(), &st) != 0)
@@ -40,7 +40,7 @@ Hid open_file(const std::string& path, const std::string& hint) {
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw UserError(strfmt("%s: not an HDF5 file (or truncated before its header); %s", path.c_str(),
                                hint.c_str()));
-    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
     if (f < 0)
         throw UserError(strfmt("%s: HDF5 cannot open it (truncated or corrupt: its size is %lld bytes); %s",
                                path.c_str(), (long long)st.st_size, hint.c_str()));

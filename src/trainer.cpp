@@ -132,7 +132,9 @@ struct Run {
             train = std::move(tr);
             val = std::move(va);
         } else {
-            auto tr = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
+            IoMode io = parse_io_mode(o.io);
+            MPI_Comm io_comm = io == IoMode::memory ? topo.node : io == IoMode::collective ? topo.world : MPI_COMM_NULL;
+            auto tr = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size, io, io_comm));
             auto va = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
             if (va->dim() != tr->dim() || va->num_classes() != tr->num_classes())
                 throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / "
@@ -160,6 +162,19 @@ struct Run {
 
     // Phase 2, collective: the all-reduce engine (its shared window is allocated by the ranks of
     // each node together) and the gradient buckets over its buffer.
+    // --io memory: the node's ranks load the training rows into one shared buffer, each a share;
+    // the all_ok around this is the barrier before anyone reads.
+    void load_memory() {
+        auto* shards = dynamic_cast<ShardSet*>(train.get());
+        if (!shards || shards->mode() != IoMode::memory) return;
+        double t0 = now_seconds();
+        shards->load_node_memory();
+        if (topo.local_rank == 0)
+            io_note = strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
+                             shards->memory_bytes() / 1048576.0, now_seconds() - t0);
+    }
+    std::string io_note;
+
     void setup_comm() {
         engine = std::make_unique<AllreduceEngine>(o.allreduce, topo, model->num_params() + kControl);
         DType wire = o.grad_dtype == "bf16" ? DType::bf16 : DType::f32;
@@ -304,6 +319,10 @@ struct Run {
                      cpu::get_threads()));
         print(t);
         print(strfmt("data %s: %s\n", o.data.c_str(), data_desc.c_str()));
+        print(strfmt("input: --io %s, %d reader thread%s, %d batches ahead%s\n", o.io.c_str(), o.io_threads,
+                     o.io_threads == 1 ? "" : "s", std::max(o.prefetch, o.io_threads),
+                     o.io == "collective" ? " (collective reads run in the training thread: no prefetch)" : ""));
+        if (!io_note.empty()) print(io_note + "\n");
         print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
                      model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
                      sampler->steps_per_epoch()));
@@ -424,7 +443,8 @@ struct Run {
             if (faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
         std::vector<Dataset*> readers{train.get()};
         for (auto& d : extra_readers) readers.push_back(d.get());
-        Prefetcher pf(readers, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail);
+        Prefetcher pf(readers, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail,
+                      o.io == "collective");
         const size_t P = model->num_params();
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
@@ -704,6 +724,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     Run run(opts, topo);
     if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
     if (!all_ok(topo.world, [&] { run.setup_comm(); })) return 2;
+    if (!all_ok(topo.world, [&] { run.load_memory(); })) return 2;
     if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
     run.measure_peak();
     if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;

@@ -37,13 +37,28 @@ class Dataset {
 // naming the missing shard (or the directory) with `hint` as the fix.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split, const std::string& hint);
 
+// How a ShardSet reads rows (--io):
+// - direct: each rank reads its own rows: one pread per run of consecutive rows for contiguous
+//   shards, HDF5 hyperslab reads otherwise;
+// - memory: the node's ranks load the split once into one node-shared buffer (each a share of
+//   the rows, sequentially), then every read is a copy from memory;
+// - collective: every rank opens the shards with MPI-IO and each read is one collective
+//   H5Dread per shard (ranks with no rows in a shard take part with an empty selection), so
+//   MPI-IO can merge the ranks' requests into large ones. Reads must then be issued by all ranks
+//   in the same order: the Prefetcher reads in the training thread.
+enum class IoMode { direct, memory, collective };
+IoMode parse_io_mode(const std::string& s);  // throws UserError naming --io
+
 // One split ("train" or "val") of a tabular dataset: DIR/SPLIT-00000-of-0000S.h5 ... with
 // /features float32 (N, D), /labels int32 (N), root attribute num_classes. Opening checks every
 // shard (presence, dtype, shape, agreement between shards) and throws one UserError naming the
 // first bad file. Not thread-safe: one reader per ShardSet.
 class ShardSet : public Dataset {
   public:
-    static ShardSet open(const std::string& dir, const std::string& split, int max_rows);
+    // mode memory: `comm` is the node's communicator; collective: all ranks' (the world).
+    // Opening is collective over `comm` in those modes.
+    static ShardSet open(const std::string& dir, const std::string& split, int max_rows, IoMode mode = IoMode::direct,
+                         MPI_Comm comm = MPI_COMM_NULL);
     ShardSet(ShardSet&&) = default;
     ~ShardSet();
 
@@ -65,6 +80,13 @@ class ShardSet : public Dataset {
     // rows' runs as one hyperslab selection.
     void read_rows(const long* idx, int n, float* x, int* y);
     bool direct() const;  // every shard is read with pread
+    IoMode mode() const { return mode_; }
+    // --io memory: allocates the node-shared buffer (collective over the node's communicator given
+    // to open) and loads this rank's share of the rows. Every rank of the node must have loaded its
+    // share before any reads: the caller agrees across ranks afterwards (all_ok).
+    void load_node_memory();
+    double memory_bytes() const { return (double)total_ * bytes_per_sample(); }
+    double bytes_per_sample() const { return 4.0 * dim_ + 4.0; }
 
   private:
     struct Shard {
@@ -76,8 +98,20 @@ class ShardSet : public Dataset {
     };
     void read_hdf5(Shard& sh, size_t begin, size_t end);
     void read_direct(Shard& sh, size_t begin, size_t end);
+
+    // --io memory: the split's rows in one buffer shared by the node's ranks.
+    struct NodeCopy {
+        MPI_Win win = MPI_WIN_NULL;
+        const float* features = nullptr;  // (total, D)
+        const int* labels = nullptr;      // (total)
+        ~NodeCopy();
+    };
     ShardSet() = default;
     std::string dir_, split_;
+    IoMode mode_ = IoMode::direct;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    std::shared_ptr<NodeCopy> node_copy_;
+    h5::Hid xfer_;  // collective: the transfer property list
     std::vector<Shard> shards_;
     long total_ = 0;
     int dim_ = 0, classes_ = 0, max_rows_ = 0;
@@ -130,8 +164,10 @@ struct Batch {
 class Prefetcher {
   public:
     // fail_step >= 0: the read for that step fails with an injected I/O error (--inject-fault).
+    // in_caller: no reader thread; next() reads the batch itself (collective reads, which every
+    // rank must issue from the thread that runs the step's other collectives).
     Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-               long first_step, long end_step, long fail_step = -1);
+               long first_step, long end_step, long fail_step = -1, bool in_caller = false);
     Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
                long end_step, long fail_step = -1)
         : Prefetcher(std::vector<Dataset*>{&shards}, sampler, rank, world, max_rows, depth, first_step, end_step,
@@ -145,6 +181,7 @@ class Prefetcher {
 
   private:
     void run(int reader);
+    void read_batch(Dataset& data, long k, std::vector<long>& idx);
     std::vector<Dataset*> readers_;
     Sampler& sampler_;
     int rank_, world_;
@@ -159,6 +196,7 @@ class Prefetcher {
     long error_at_ = -1;  // the batch whose read failed
     std::exception_ptr error_;
     double wait_ = 0.0;
+    bool in_caller_ = false;
     std::vector<std::thread> threads_;
 };
 

@@ -43,7 +43,8 @@ class Hid {
 void quiet();
 
 // Opening: a missing or unreadable file -> UserError("PATH: ... HINT").
-Hid open_file(const std::string& path, const std::string& hint);
+// fapl: a file access property list (H5P_DEFAULT, or one with H5Pset_fapl_mpio: then collective).
+Hid open_file(const std::string& path, const std::string& hint, hid_t fapl = H5P_DEFAULT);
 // Truncates; throws UserError on failure. userblock > 0 (a power of two >= 512) reserves that
 // many bytes at the start of the file for the caller.
 Hid create_file(const std::string& path, size_t userblock = 0);

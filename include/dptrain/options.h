@@ -22,6 +22,7 @@ struct Options {
     std::string stage_dir;  // node-local directory to copy --data into first; "" = read --data in place
     int prefetch;      // batches read ahead by the background readers
     int io_threads;    // reader threads per rank
+    std::string io;    // direct | memory | collective
     // training
     long steps;
     int batch_size;  // per rank; the global batch is batch_size * ranks
