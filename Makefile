@@ -1,6 +1,6 @@
 # dptrain: data-parallel training with MPI. Plain GNU make; objects in build/.
 #   make          build build/dptrain and the tools (run `make deps` first on a new machine)
-#   make run      install deps, build, make the default dataset, train it on 2 ranks
+#   make run      install deps, build, make the default dataset, train it on 2 ranks, plot it
 #   make test     install deps, build, run every test
 #   make deps     install the Debian packages (as root)
 # Settings (override on the command line): CUDA=auto|0|1, CUDA_HOME, NVCC_ARCH, DEBUG=0|1,
@@ -133,6 +133,7 @@ JOBS := -j$(shell nproc 2>/dev/null || echo 2)
 run: deps
 	@$(MAKE) --no-print-directory $(JOBS) all data/synth/val-00000-of-00001.h5
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
+	$(BUILD)/dptrain-report plot runs/local
 
 test: deps
 	@$(MAKE) --no-print-directory $(JOBS) all tests fuzzers

@@ -2,17 +2,43 @@
 //   dptrain-report trace OUT.json TRACE-rank00000.json TRACE-rank00001.json ...
 //       merges the per-rank Chrome traces of --trace into one file with a track per rank (open it
 //       in Perfetto or chrome://tracing).
+//   dptrain-report plot RUN_DIR|METRICS.jsonl [--out DIR]
+//       charts of a run's metrics.jsonl (loss, learning rate, throughput, time per phase), each
+//       as SVG and PNG. The charts themselves are drawn by plot.h; this file only picks the data.
+// Not for live monitoring: it reads the files as they are when it starts.
 #include "dptrain/error.h"
+#include "dptrain/json.h"
+#include "dptrain/plot.h"
 
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
+#include <vector>
 
 using namespace dptrain;
+namespace po = boost::program_options;
+
+namespace {
+
+// The one usage text: printed by --help and after a bad command.
+const char* kUsage =
+    "usage: dptrain-report trace OUT.json TRACE-rank*.json\n"
+    "           merge the per-rank Chrome traces written by --trace into OUT.json\n"
+    "       dptrain-report plot RUN_DIR|METRICS.jsonl [--out DIR]\n"
+    "           charts of the run's metrics (RUN_DIR/metrics.jsonl): loss.{svg,png}, lr.{svg,png},\n"
+    "           throughput.{svg,png} and phases.{svg,png}, written to DIR (default: plots/ beside\n"
+    "           the metrics file)\n";
 
 // The events of one trace file: the text inside its "traceEvents" array.
-static std::string events_of(const std::string& path) {
+std::string events_of(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw UserError(strfmt("%s: cannot open it", path.c_str()));
     std::stringstream ss;
@@ -27,25 +53,215 @@ static std::string events_of(const std::string& path) {
     return first == std::string::npos ? "" : body.substr(first);
 }
 
+int trace(int argc, char** argv) {
+    if (argc < 3) throw UserError("trace: give the output file and at least one rank trace; see dptrain-report --help");
+    std::string merged;
+    for (int i = 2; i < argc; ++i) {
+        std::string e = events_of(argv[i]);
+        while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
+        if (e.empty()) continue;
+        merged += (merged.empty() ? "" : ",\n") + e;
+    }
+    FILE* f = std::fopen(argv[1], "w");
+    if (!f) throw UserError(strfmt("%s: cannot write it", argv[1]));
+    std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n%s\n]}\n", merged.c_str());
+    if (std::fclose(f) != 0) throw UserError(strfmt("%s: write failed", argv[1]));
+    std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 2, argv[1]);
+    return 0;
+}
+
+// What plot takes from metrics.jsonl. A missing optional field is NaN, which the chart skips.
+struct StepRow {
+    double step, loss, lr, samples_per_s, tokens_per_s;
+    std::vector<double> phase_ms;  // mean ms of each of RunMetrics::phases (NaN: not in this record)
+};
+
+struct EvalRow {
+    double step, val_loss;
+};
+
+struct RunMetrics {
+    std::vector<std::string> phases;  // in the order they first appear in the file
+    std::vector<StepRow> steps;       // increasing step (see the rollback in read_metrics)
+    std::vector<EvalRow> evals;       // sorted by step
+};
+
+double required_number(const JsonValue& v, const char* key, const std::string& path, const JsonRecord& r,
+                       const std::string& type) {
+    const JsonValue* x = v.find(key);
+    if (!x || !x->is_number())
+        throw UserError(strfmt("%s:%d: %s record without a numeric \"%s\"", path.c_str(), r.line, type.c_str(), key));
+    return x->number;
+}
+
+RunMetrics read_metrics(const std::string& path) {
+    const double nan = std::nan("");
+    RunMetrics m;
+    for (const JsonRecord& r : read_jsonl_records(path)) {
+        const JsonValue& v = r.value;
+        std::string type = v.string_or_empty("type");
+        if (type == "step") {
+            StepRow row;
+            row.step = required_number(v, "step", path, r, type);
+            row.loss = required_number(v, "loss", path, r, type);
+            row.lr = v.number_or("lr", nan);
+            row.samples_per_s = v.number_or("samples_per_s", nan);
+            row.tokens_per_s = v.number_or("tokens_per_s", nan);
+            row.phase_ms.assign(m.phases.size(), nan);
+            if (const JsonValue* ph = v.find("phases")) {
+                if (!ph->is_object())
+                    throw UserError(strfmt("%s:%d: \"phases\" is not an object", path.c_str(), r.line));
+                for (const auto& p : ph->members) {
+                    size_t k = std::find(m.phases.begin(), m.phases.end(), p.first) - m.phases.begin();
+                    if (k == m.phases.size()) m.phases.push_back(p.first);
+                    row.phase_ms.resize(m.phases.size(), nan);
+                    row.phase_ms[k] = p.second.number_or("mean_ms", nan);
+                }
+            }
+            // A resumed run starts again from its last checkpoint, so the records the first attempt
+            // wrote past that step describe a timeline that was thrown away: the newer record wins,
+            // and the line keeps going forwards instead of zigzagging over the repeated steps.
+            while (!m.steps.empty() && m.steps.back().step >= row.step) m.steps.pop_back();
+            while (!m.evals.empty() && m.evals.back().step >= row.step) m.evals.pop_back();
+            m.steps.push_back(row);
+        } else if (type == "eval") {
+            m.evals.push_back({required_number(v, "step", path, r, type), required_number(v, "val_loss", path, r, type)});
+        }
+        // Other records (run, summary, health, ...) carry nothing these charts show.
+    }
+    if (m.steps.empty()) throw UserError(strfmt("%s: no step records", path.c_str()));
+    // Evaluations follow their step record, so after the rollback above they are in order too,
+    // unless the file was assembled by hand: sort them to be sure the line does not double back.
+    std::stable_sort(m.evals.begin(), m.evals.end(), [](const EvalRow& a, const EvalRow& b) { return a.step < b.step; });
+    for (StepRow& row : m.steps) row.phase_ms.resize(m.phases.size(), nan);
+    return m;
+}
+
+struct NamedChart {
+    std::string file;  // base name in the output directory
+    Chart chart;
+};
+
+std::vector<NamedChart> charts_of(const RunMetrics& m) {
+    Series train{"train loss", {}, {}, true, false};
+    Series lr{"learning rate", {}, {}, true, false};
+    Series samples{"samples/s", {}, {}, true, false};
+    Series tokens{"tokens/s", {}, {}, true, false};
+    bool any_tokens = false;
+    for (const StepRow& r : m.steps) {
+        train.x.push_back(r.step), train.y.push_back(r.loss);
+        lr.x.push_back(r.step), lr.y.push_back(r.lr);
+        samples.x.push_back(r.step), samples.y.push_back(r.samples_per_s);
+        tokens.x.push_back(r.step), tokens.y.push_back(r.tokens_per_s);
+        any_tokens = any_tokens || (std::isfinite(r.tokens_per_s) && r.tokens_per_s != 0);
+    }
+    std::vector<NamedChart> out(4);
+
+    out[0].file = "loss";
+    out[0].chart.title = "loss";
+    out[0].chart.x_title = "step";
+    out[0].chart.y_title = "loss";
+    out[0].chart.series.push_back(train);
+    if (!m.evals.empty()) {
+        Series val{"validation loss", {}, {}, true, true};
+        for (const EvalRow& e : m.evals) val.x.push_back(e.step), val.y.push_back(e.val_loss);
+        out[0].chart.series.push_back(val);
+    }
+
+    out[1].file = "lr";
+    out[1].chart.title = "learning rate";
+    out[1].chart.x_title = "step";
+    out[1].chart.y_title = "learning rate";
+    out[1].chart.y_from_zero = true;
+    out[1].chart.series.push_back(lr);
+
+    // Language models report tokens/s; for the others tokens_per_s is 0 and samples/s is the rate.
+    out[2].file = "throughput";
+    out[2].chart.title = "throughput";
+    out[2].chart.x_title = "step";
+    out[2].chart.y_title = any_tokens ? "tokens/s" : "samples/s";
+    out[2].chart.y_from_zero = true;
+    out[2].chart.series.push_back(any_tokens ? tokens : samples);
+
+    // One line per phase rather than stacked areas: with --overlap the all-reduce runs during the
+    // backward pass, so the phase times do not add up to the step time and a stack would lie.
+    out[3].file = "phases";
+    out[3].chart.title = "time per step by phase";
+    out[3].chart.x_title = "step";
+    out[3].chart.y_title = "mean ms per step";
+    out[3].chart.y_from_zero = true;
+    for (size_t k = 0; k < m.phases.size(); ++k) {
+        Series s{m.phases[k], {}, {}, true, false};
+        for (const StepRow& r : m.steps) s.x.push_back(r.step), s.y.push_back(r.phase_ms[k]);
+        out[3].chart.series.push_back(s);
+    }
+    if (m.phases.empty()) out[3].chart.message = "no phase data";
+    return out;
+}
+
+bool is_directory(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// mkdir -p.
+void make_dirs(const std::string& dir) {
+    for (size_t i = 1; i <= dir.size(); ++i) {
+        if (i < dir.size() && dir[i] != '/') continue;
+        std::string part = dir.substr(0, i);
+        if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+            throw UserError(strfmt("%s: cannot create the directory: %s", part.c_str(), std::strerror(errno)));
+    }
+    if (!is_directory(dir)) throw UserError(strfmt("%s: exists and is not a directory; choose another --out", dir.c_str()));
+}
+
+int plot(int argc, char** argv) {
+    std::string input, out;
+    po::options_description desc;
+    desc.add_options()("out", po::value(&out))("input", po::value(&input));
+    po::positional_options_description pos;
+    pos.add("input", 1);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+    if (input.empty())
+        throw UserError("plot: give a run directory or a metrics.jsonl file; see dptrain-report --help");
+
+    std::string path = input;
+    if (is_directory(input)) {
+        while (input.size() > 1 && input.back() == '/') input.pop_back();
+        path = input + "/metrics.jsonl";
+        if (out.empty()) out = input + "/plots";
+    } else if (out.empty()) {
+        size_t slash = input.rfind('/');
+        out = slash == std::string::npos ? "plots" : input.substr(0, slash + 1) + "plots";
+    }
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+
+    RunMetrics m = read_metrics(path);
+    make_dirs(out);
+    for (const NamedChart& c : charts_of(m))
+        for (const std::string& f : write_chart(c.chart, out + "/" + c.file))
+            std::printf("dptrain-report: wrote %s\n", f.c_str());
+    return 0;
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
     std::string cmd = argc > 1 ? argv[1] : "";
     try {
-        if (cmd == "trace" && argc >= 4) {
-            std::string merged;
-            for (int i = 3; i < argc; ++i) {
-                std::string e = events_of(argv[i]);
-                while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
-                if (e.empty()) continue;
-                merged += (merged.empty() ? "" : ",\n") + e;
+        for (int i = 1; i < argc; ++i)
+            if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+                std::fputs(kUsage, stdout);
+                return 0;
             }
-            FILE* f = std::fopen(argv[2], "w");
-            if (!f) throw UserError(strfmt("%s: cannot write it", argv[2]));
-            std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n%s\n]}\n", merged.c_str());
-            if (std::fclose(f) != 0) throw UserError(strfmt("%s: write failed", argv[2]));
-            std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 3, argv[2]);
-            return 0;
-        }
-        std::fprintf(stderr, "usage: dptrain-report trace OUT.json TRACE-rank*.json\n");
+        if (cmd == "trace") return trace(argc - 1, argv + 1);
+        if (cmd == "plot") return plot(argc - 1, argv + 1);
+        std::fputs(kUsage, stderr);
+        return 2;
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "dptrain-report: error: %s: %s; see dptrain-report --help\n", cmd.c_str(), e.what());
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dptrain-report: error: %s\n", e.what());

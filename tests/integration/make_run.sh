@@ -13,3 +13,9 @@ grep -q "^checkpoint: runs/local/checkpoints/ckpt-00003000.h5" "$WORK/out" || fa
 [ -f runs/local/checkpoints/ckpt-00003000.h5 ] || fail "checkpoint file missing"
 "$BIN/dptrain-ckpt" info runs/local/checkpoints/ckpt-00003000.h5
 grep '^done:' "$WORK/out"
+# ... and ends by plotting the run.
+for c in loss lr throughput phases; do
+  grep -q "^dptrain-report: wrote runs/local/plots/$c.png" "$WORK/out" || { tail -n 12 "$WORK/out"; fail "make run did not plot $c"; }
+  [ "$(head -c 8 "runs/local/plots/$c.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "runs/local/plots/$c.png is not a PNG"
+done
+echo "plots: runs/local/plots/{loss,lr,throughput,phases}.{png,svg}"

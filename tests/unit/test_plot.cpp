@@ -1,0 +1,308 @@
+// Charts and their inputs: the strict JSON parser and JSON-lines reader (line numbers in errors),
+// axis ticks, the PNG container checked byte by byte with zlib, the pixels under a drawn series,
+// and the SVG elements per series. Not the dptrain-report command line:
+// tests/integration/report_plot.sh runs that.
+#include "helpers.h"
+
+#include "dptrain/error.h"
+#include "dptrain/json.h"
+#include "dptrain/plot.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <zlib.h>
+
+using namespace dptrain;
+
+namespace {
+
+std::string json_error(const std::string& text) {
+    try {
+        parse_json(text);
+    } catch (const JsonError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::string user_error_of_jsonl(const std::string& path) {
+    try {
+        read_jsonl_records(path);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::string write_tmp(const std::string& name, const std::string& text) {
+    static std::string dir = testing::temp_dir("plot");
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+}
+
+uint32_t be32(const std::vector<uint8_t>& b, size_t at) {
+    return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 | uint32_t(b[at + 3]);
+}
+
+Chart one_line_chart() {
+    Chart c;
+    c.title = "loss";
+    c.x_title = "step";
+    c.y_title = "loss";
+    c.width = 640;
+    c.height = 360;
+    Series s;
+    s.name = "train";
+    for (int i = 0; i <= 20; ++i) {
+        s.x.push_back(100.0 * i);
+        s.y.push_back(2.0 / (1 + 0.3 * i));
+    }
+    c.series.push_back(s);
+    return c;
+}
+
+// The points="x,y x,y ..." lists of the SVG's polylines, in document order, as point counts.
+std::vector<int> polyline_point_counts(const std::string& svg) {
+    std::vector<int> counts;
+    for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) {
+        size_t a = svg.find("points=\"", at) + 8, b = svg.find('"', a);
+        std::string pts = svg.substr(a, b - a);
+        int n = pts.empty() ? 0 : 1;
+        for (char ch : pts) n += ch == ' ';
+        counts.push_back(n);
+    }
+    return counts;
+}
+
+} // namespace
+
+TEST_CASE("the JSON parser reads every kind of value", "[plot]") {
+    JsonValue v = parse_json(" {\"type\":\"step\", \"step\":250, \"loss\":-0.5e-3, \"ok\":true, \"no\":false, "
+                             "\"none\":null, \"big\":1E+2, \"list\":[1, [], {}], \"s\":\"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\","
+                             "\"phases\":{\"data\":{\"mean_ms\":0.01},\"forward\":{\"mean_ms\":2}}} ");
+    REQUIRE(v.is_object());
+    CHECK(v.string_or_empty("type") == "step");
+    CHECK(v.number_or("step", -1) == 250);
+    CHECK(v.number_or("loss", 0) == Approx(-0.5e-3));
+    CHECK(v.number_or("big", 0) == 100);
+    CHECK(v.find("ok")->boolean);
+    CHECK(v.find("no")->kind == JsonValue::Kind::boolean);
+    CHECK_FALSE(v.find("no")->boolean);
+    CHECK(v.find("none")->kind == JsonValue::Kind::null);
+    CHECK(v.find("list")->items.size() == 3);
+    CHECK(v.string_or_empty("s") == "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
+    CHECK(v.find("absent") == nullptr);
+    CHECK(v.number_or("type", 7) == 7);  // present but not a number
+    // Members keep the file's order: the phases chart lists phases as the log writes them.
+    const JsonValue* ph = v.find("phases");
+    REQUIRE(ph->members.size() == 2);
+    CHECK(ph->members[0].first == "data");
+    CHECK(ph->members[1].first == "forward");
+    CHECK(ph->members[1].second.number_or("mean_ms", 0) == 2);
+    CHECK(parse_json("0").number == 0);
+    CHECK(parse_json("\"\"").string.empty());
+}
+
+TEST_CASE("the JSON parser rejects malformed text and says where", "[plot]") {
+    const char* bad[] = {"",          "{",         "{\"a\":1,}", "[1,]",     "01",          "1.",        ".5",
+                         "+1",        "-",         "1e",         "nan",      "Infinity",    "tru",       "nul",
+                         "\"abc",     "{\"a\" 1}", "{a:1}",      "[1 2]",    "\"\\x\"",     "1 2",       "{} x",
+                         "\"\\ud800\"", "\"\\udc00\"", "\"\\u12\"", "'a'",     "{\"a\":}",    "[,1]",      "{\"a\":1 \"b\":2}"};
+    for (const char* text : bad) {
+        INFO("input: " << text);
+        CHECK_THROWS_AS(parse_json(text), JsonError);
+    }
+    CHECK(json_error("{\"a\":1,}") == "column 8: expected a quoted member name, found '}'");
+    CHECK(json_error("{\"loss\":0.5") == "column 12: expected ',' or '}' in an object, found end of input");
+    CHECK(json_error("\"a\tb\"").find("control byte 0x09") != std::string::npos);
+    CHECK(json_error("[\n1,\n2 3]") == "line 3 column 3: expected ',' or ']' in an array, found '3'");
+    // Deep nesting is refused before it can exhaust the stack.
+    CHECK(json_error(std::string(100000, '[')).find("nested deeper than") != std::string::npos);
+}
+
+TEST_CASE("read_jsonl_records skips blank lines and names the file and line of a bad one", "[plot]") {
+    std::string good = write_tmp("good.jsonl", "{\"type\":\"step\",\"step\":1}\n\n   \n{\"type\":\"eval\"}\r\n");
+    std::vector<JsonRecord> recs = read_jsonl_records(good);
+    REQUIRE(recs.size() == 2);
+    CHECK(recs[0].line == 1);
+    CHECK(recs[1].line == 4);
+    CHECK(recs[1].value.string_or_empty("type") == "eval");
+
+    // A line cut short in the middle of the file, as a crash during a write would leave it.
+    std::string cut = write_tmp("cut.jsonl", "{\"type\":\"step\",\"step\":1,\"loss\":2}\n\n{\"type\":\"step\",\"st\n"
+                                             "{\"type\":\"step\",\"step\":3,\"loss\":1}\n");
+    CHECK(user_error_of_jsonl(cut) == cut + ":3: column 19: unterminated string (end of input before the closing quote)");
+    std::string arr = write_tmp("array.jsonl", "{}\n[1]\n");
+    CHECK(user_error_of_jsonl(arr) == arr + ":2: expected one JSON object per line, found another kind of value");
+    CHECK(user_error_of_jsonl(good + ".missing") == good + ".missing: cannot open it");
+}
+
+TEST_CASE("axis ticks are round and labelled in human units", "[plot]") {
+    std::vector<double> t = nice_ticks(0.31, 2.44, 6);
+    REQUIRE(t.size() == 6);
+    CHECK(t.front() == 0);
+    CHECK(t.back() == Approx(2.5));
+    CHECK(t[1] == Approx(0.5));
+    t = nice_ticks(50, 3000, 7);
+    CHECK(t.front() == 0);
+    CHECK(t.back() == 3000);
+    CHECK(t[1] == 500);
+    // One value: a small range around it rather than a division by zero.
+    t = nice_ticks(0.5, 0.5, 6);
+    CHECK(t.front() < 0.5);
+    CHECK(t.back() > 0.5);
+
+    CHECK(tick_label(0, 3000) == "0");
+    CHECK(tick_label(500, 3000) == "500");
+    CHECK(tick_label(1500, 3000) == "1.5k");
+    CHECK(tick_label(12000, 20000) == "12k");
+    CHECK(tick_label(1.2e6, 2e6) == "1.2M");
+    CHECK(tick_label(3e9, 3e9) == "3G");
+    CHECK(tick_label(0.25, 2.5) == "0.25");
+    CHECK(tick_label(0.1 + 0.2, 1) == "0.3");
+    CHECK(tick_label(5e-4, 2e-3) == "5e-4");
+    CHECK(tick_label(1.5e-3, 2e-3) == "1.5e-3");
+    CHECK(tick_label(-2000, 4000) == "-2k");
+}
+
+TEST_CASE("the PNG is a valid file of the requested size showing the series", "[plot]") {
+    Chart c = one_line_chart();
+    Drawing d = layout_chart(c);
+    std::vector<uint8_t> rgb = render_rgb(d);
+    std::vector<uint8_t> png = encode_png(d.width, d.height, rgb);
+
+    const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    REQUIRE(png.size() > 8 + 25);
+    CHECK(std::equal(signature, signature + 8, png.begin()));
+
+    // Walk the chunks: each CRC must match, IHDR first with the size asked for, IEND last.
+    std::vector<std::string> types;
+    std::vector<uint8_t> idat;
+    size_t at = 8;
+    while (at + 12 <= png.size()) {
+        uint32_t len = be32(png, at);
+        REQUIRE(at + 12 + len <= png.size());
+        std::string type(png.begin() + at + 4, png.begin() + at + 8);
+        types.push_back(type);
+        uLong crc = crc32(crc32(0L, Z_NULL, 0), png.data() + at + 4, 4 + len);
+        INFO("chunk " << type);
+        CHECK(be32(png, at + 8 + len) == crc);
+        if (type == "IHDR") {
+            REQUIRE(len == 13);
+            CHECK(be32(png, at + 8) == 640);
+            CHECK(be32(png, at + 12) == 360);
+            CHECK(png[at + 16] == 8);  // bit depth
+            CHECK(png[at + 17] == 2);  // RGB
+        }
+        if (type == "IDAT") idat.insert(idat.end(), png.begin() + at + 8, png.begin() + at + 8 + len);
+        at += 12 + len;
+    }
+    CHECK(at == png.size());
+    REQUIRE(types.size() >= 3);
+    CHECK(types.front() == "IHDR");
+    CHECK(types.back() == "IEND");
+
+    // IDAT inflates to one filter byte and 3 bytes per pixel on each row, and holds the picture.
+    const size_t want = size_t(360) * (1 + 3 * 640);
+    std::vector<uint8_t> raw(want + 16);
+    uLongf raw_len = raw.size();
+    REQUIRE(uncompress(raw.data(), &raw_len, idat.data(), idat.size()) == Z_OK);
+    REQUIRE(raw_len == want);
+    std::vector<uint8_t> pixels;
+    for (int y = 0; y < 360; ++y) {
+        CHECK(raw[y * (1 + 3 * 640)] == 0);  // filter: none
+        pixels.insert(pixels.end(), raw.begin() + y * (1 + 3 * 640) + 1, raw.begin() + (y + 1) * (1 + 3 * 640));
+    }
+    CHECK(pixels == rgb);
+
+    auto pixel = [&](int x, int y) {
+        const uint8_t* p = &pixels[(size_t(y) * 640 + x) * 3];
+        return Rgb{p[0], p[1], p[2]};
+    };
+    const Rgb white{255, 255, 255};
+    CHECK(pixel(0, 0) == white);
+    long drawn = 0;
+    for (size_t i = 0; i < pixels.size(); i += 3) drawn += !(pixels[i] == 255 && pixels[i + 1] == 255 && pixels[i + 2] == 255);
+    CHECK(drawn > 2000);
+
+    // Every vertex of the series lies on pixels of the series colour (the line is 2.5 px wide,
+    // so one of the 3x3 pixels around the vertex is fully covered).
+    const Shape* line = nullptr;
+    for (const Shape& s : d.shapes)
+        if (s.kind == Shape::Kind::polyline && s.series == 0) line = &s;
+    REQUIRE(line != nullptr);
+    REQUIRE(line->pts.size() == 2 * 21);
+    const Rgb colour = series_colour(0);
+    int on_line = 0;
+    for (size_t k = 0; k + 1 < line->pts.size(); k += 2) {
+        int cx = (int)line->pts[k], cy = (int)line->pts[k + 1];
+        bool found = false;
+        for (int dy = -1; dy <= 1; ++dy)
+            for (int dx = -1; dx <= 1; ++dx) found = found || pixel(cx + dx, cy + dy) == colour;
+        on_line += found;
+    }
+    CHECK(on_line == 21);
+}
+
+TEST_CASE("the SVG has one polyline per line series with all its points", "[plot]") {
+    Chart c;
+    c.title = "a < b & c";
+    c.x_title = "step";
+    c.y_title = "ms";
+    for (int n : {5, 7}) {
+        Series s;
+        s.name = "series " + std::to_string(n);
+        for (int i = 0; i < n; ++i) s.x.push_back(i), s.y.push_back(n * i);
+        c.series.push_back(s);
+    }
+    Series dots;  // markers only: circles, no polyline
+    dots.name = "dots";
+    dots.line = false;
+    dots.markers = true;
+    dots.x = {1, 2, 3};
+    dots.y = {4, 5, 6};
+    c.series.push_back(dots);
+    Series gap;  // a non-finite value is left out, not drawn at 0
+    gap.name = "gap";
+    gap.x = {0, 1, 2, 3};
+    gap.y = {1, std::nan(""), 2, 3};
+    c.series.push_back(gap);
+
+    std::string svg = render_svg(layout_chart(c));
+    CHECK(svg.rfind("<?xml", 0) == 0);
+    CHECK(svg.size() > 7);
+    CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
+    CHECK(polyline_point_counts(svg) == std::vector<int>{5, 7, 3});
+    CHECK(svg.find("data-series=\"0\"") < svg.find("data-series=\"1\""));
+    CHECK(svg.find("stroke=\"#0072b2\" stroke-width=\"2.5\"") != std::string::npos);  // series_colour(0)
+    CHECK(svg.find("a &lt; b &amp; c") != std::string::npos);
+    // A legend names every series when there is more than one.
+    for (const char* name : {">series 5<", ">series 7<", ">dots<", ">gap<"}) CHECK(svg.find(name) != std::string::npos);
+
+    // With one series the legend is left out.
+    std::string single = render_svg(layout_chart(one_line_chart()));
+    CHECK(polyline_point_counts(single) == std::vector<int>{21});
+    CHECK(single.find(">train<") == std::string::npos);
+}
+
+TEST_CASE("a chart with a message draws it instead of the series", "[plot]") {
+    Chart c = one_line_chart();
+    c.series.clear();
+    c.message = "no phase data";
+    Drawing d = layout_chart(c);
+    std::string svg = render_svg(d);
+    CHECK(svg.find(">no phase data<") != std::string::npos);
+    CHECK(svg.find("<polyline") == std::string::npos);
+    std::vector<uint8_t> png = encode_png(d.width, d.height, render_rgb(d));
+    CHECK(png.size() > 8);
+    CHECK_THROWS_AS(encode_png(10, 10, std::vector<uint8_t>(299)), std::invalid_argument);
+    c.width = 100;
+    CHECK_THROWS_AS(layout_chart(c), std::invalid_argument);
+}
