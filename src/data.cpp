@@ -84,14 +84,46 @@ void ShardSet::load_node_memory() {
     int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
     copy->features = features;
     copy->labels = labels;
-    // This rank's share: global rows [lo, hi), read shard by shard in runs of up to max_rows.
+    // This rank's share: global rows [lo, hi), read shard by shard as one contiguous run each, straight
+    // into the shared buffer (the sequential read this mode is for), then every label checked once.
     long lo = total_ * l / L, hi = total_ * (l + 1) / L;
-    std::vector<long> idx(max_rows_);
-    for (long r = lo; r < hi;) {
-        int n = (int)std::min<long>(max_rows_, hi - r);
-        for (int i = 0; i < n; ++i) idx[i] = r + i;
-        read_rows(idx.data(), n, features + (size_t)r * D, labels + r);  // checks every label once
-        r += n;
+    for (Shard& sh : shards_) {
+        long a = std::max(lo, sh.first), b = std::min(hi, sh.first + sh.count);
+        if (a >= b) continue;
+        float* fdst = features + (size_t)a * D;
+        int* ldst = labels + a;
+        hsize_t rows = (hsize_t)(b - a), row0 = (hsize_t)(a - sh.first);
+        if (sh.fd >= 0) {
+            auto read_all = [&](void* dst, size_t bytes, long at) {
+                char* p = static_cast<char*>(dst);
+                while (bytes > 0) {
+                    ssize_t got = ::pread(sh.fd, p, bytes, at);
+                    if (got <= 0)
+                        throw UserError(strfmt("%s: read of %zu bytes at offset %ld failed (%s); is the file truncated?",
+                                               sh.path.c_str(), bytes, at, got == 0 ? "end of file" : std::strerror(errno)));
+                    p += got, bytes -= (size_t)got, at += got;
+                }
+            };
+            read_all(fdst, rows * D * sizeof(float), sh.features_at + (long)(row0 * D * sizeof(float)));
+            read_all(ldst, rows * sizeof(int), sh.labels_at + (long)(row0 * sizeof(int)));
+        } else {
+            std::lock_guard<std::mutex> g(h5::lock());
+            h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose), lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+            hsize_t start[2] = {row0, 0}, count[2] = {rows, (hsize_t)D};
+            H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+            H5Sselect_hyperslab(lspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+            h5::Hid mf(H5Screate_simple(2, count, nullptr), H5Sclose), ml(H5Screate_simple(1, count, nullptr), H5Sclose);
+            if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, fdst) < 0 ||
+                H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ldst) < 0)
+                throw UserError(strfmt("%s: reading rows %llu..%llu failed (file truncated or corrupt?); regenerate or "
+                                       "restore the shard",
+                                       sh.path.c_str(), (unsigned long long)row0, (unsigned long long)(row0 + rows)));
+        }
+        for (long r = 0; r < b - a; ++r)
+            if (ldst[r] < 0 || ldst[r] >= classes_)
+                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the "
+                                       "attribute",
+                                       sh.path.c_str(), (long)row0 + r, ldst[r], classes_));
     }
     node_copy_ = std::move(copy);
 }
@@ -214,9 +246,17 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     if (n > max_rows_) throw std::invalid_argument("ShardSet::read_rows: more rows than max_rows");
     if (node_copy_) {
         const size_t D = (size_t)dim_;
+        // Random rows: latency-bound, so the rows a few iterations ahead are prefetched.
+        const float* F = node_copy_->features;
+        const int* Lb = node_copy_->labels;
         for (int i = 0; i < n; ++i) {
-            std::memcpy(x + (size_t)i * D, node_copy_->features + (size_t)idx[i] * D, D * sizeof(float));
-            y[i] = node_copy_->labels[idx[i]];
+            if (i + 8 < n) {
+                const char* ahead = reinterpret_cast<const char*>(F + (size_t)idx[i + 8] * D);
+                for (size_t off = 0; off < D * sizeof(float); off += 64) __builtin_prefetch(ahead + off);
+                __builtin_prefetch(Lb + idx[i + 8]);
+            }
+            std::memcpy(x + (size_t)i * D, F + (size_t)idx[i] * D, D * sizeof(float));
+            y[i] = Lb[idx[i]];
         }
         return;
     }
