@@ -471,13 +471,14 @@ struct Run {
             phase(Phase::data, done, true);
             inject_before_step(done);
             const Batch& b = pf.next();
+            // The data phase is the wait for the batch alone; clearing the gradients counts as compute.
+            phase(Phase::forward, done);
             float* grads = sync->grads();
             sync->begin_step(done);
             // Control floats, summed with the gradients: [0] > 0 when any rank was signalled,
             // [1] non-finite when any rank's loss was.
             float* ctl = sync->control();
             ctl[0] = preemption_requested() ? 1.0f : 0.0f;
-            phase(Phase::forward, done);
             const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
             const double terms = (double)b.global_n * model->terms_per_sample();
             double loss_sum = model->forward(params.data(), in, nullptr);
@@ -624,8 +625,9 @@ struct Run {
         if (!warned_data && st.data_wait_pct > 5.0) {
             warned_data = true;
             print(strfmt("warning: waiting for data takes %.1f%% of the step (slowest rank %d on %s: %.3f ms per step): "
-                         "the input pipeline is the bottleneck. Raise --prefetch; if the shards are on a slow or busy "
-                         "filesystem, copy them to node-local storage first\n",
+                         "the input pipeline is the bottleneck. Raise --io-threads (and --prefetch); --io memory reads "
+                         "a split that fits in memory once per node; shards on a slow or busy filesystem can be copied "
+                         "to node-local storage with --stage-dir\n",
                          st.data_wait_pct, d.slowest_rank, hosts[d.slowest_rank].c_str(), d.max_ms));
         }
         const PhaseAcross& c = bd.phase[3];
