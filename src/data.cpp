@@ -407,9 +407,9 @@ int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
 // ---------------------------------------------------------------------------------------------
 
 Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-                       long first_step, long end_step, long fail_step, bool in_caller)
+                       long first_step, long end_step, long fail_step, bool in_caller, long slow_from)
     : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
-      fail_step_(fail_step), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
+      fail_step_(fail_step), slow_from_(slow_from), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
       ready_(slots_.size(), -1), in_caller_(in_caller) {
     for (Batch& b : slots_) {
         b.x.resize((size_t)max_rows * readers_[0]->floats_per_sample());
@@ -440,6 +440,7 @@ void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
         throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
                                data.shard_path(0).c_str(), step + 1));
     data.read(idx.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
+    if (slow_from_ >= 0 && step >= slow_from_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 void Prefetcher::run(int reader) {

@@ -121,7 +121,8 @@ void declare(Registry& r, Options& o) {
            "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
              "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
-             "(from STEP on, the rank's forward takes 20 ms longer: a straggler)");
+             "(from STEP on, the rank's forward takes 20 ms longer: a straggler) | slow-read (from STEP on, each of "
+             "the rank's batch reads takes 20 ms longer)");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");

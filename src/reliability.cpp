@@ -103,10 +103,11 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "corrupt-checkpoint") f.kind = Fault::Kind::corrupt_checkpoint;
         else if (k == "io-error") f.kind = Fault::Kind::io_error;
         else if (k == "slow") f.kind = Fault::Kind::slow;
+        else if (k == "slow-read") f.kind = Fault::Kind::slow_read;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
-                                   "hang, nan, corrupt-checkpoint, io-error, slow",
+                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }
@@ -117,6 +118,13 @@ bool FaultPlan::slow(int rank, long step) const {
     for (const Fault& f : faults_)
         if (f.rank == rank && f.step <= step && f.kind == Fault::Kind::slow) return true;
     return false;
+}
+
+long FaultPlan::slow_read_from(int rank) const {
+    long from = -1;
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.kind == Fault::Kind::slow_read && (from < 0 || f.step - 1 < from)) from = f.step - 1;
+    return from;
 }
 
 bool FaultPlan::has(int rank, long step, Fault::Kind kind) const {

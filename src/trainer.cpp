@@ -444,7 +444,7 @@ struct Run {
         std::vector<Dataset*> readers{train.get()};
         for (auto& d : extra_readers) readers.push_back(d.get());
         Prefetcher pf(readers, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail,
-                      o.io == "collective");
+                      o.io == "collective", faults.slow_read_from(rank));
         const size_t P = model->num_params();
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
@@ -633,9 +633,10 @@ struct Run {
         const PhaseAcross& c = bd.phase[3];
         if (!warned_comm && st.comm_pct > 25.0 && W > 1) {
             warned_comm = true;
-            print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (slowest rank %d on %s): "
-                         "the network is the bottleneck. Try --grad-dtype bf16, a larger --batch-size, or --overlap on "
-                         "where a core is free for it\n",
+            print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (longest on rank %d on "
+                         "%s): either the network is the bottleneck (try --grad-dtype bf16, a larger --batch-size, or "
+                         "--overlap on where a core is free for it) or the ranks wait for a slower one (the step "
+                         "breakdown names the slowest rank of each phase)\n",
                          st.comm_pct, c.slowest_rank, hosts[c.slowest_rank].c_str()));
         }
     }

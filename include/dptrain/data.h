@@ -166,8 +166,9 @@ class Prefetcher {
     // fail_step >= 0: the read for that step fails with an injected I/O error (--inject-fault).
     // in_caller: no reader thread; next() reads the batch itself (collective reads, which every
     // rank must issue from the thread that runs the step's other collectives).
+    // slow_from >= 0: from that step on, each read takes 20 ms longer (--inject-fault slow-read).
     Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-               long first_step, long end_step, long fail_step = -1, bool in_caller = false);
+               long first_step, long end_step, long fail_step = -1, bool in_caller = false, long slow_from = -1);
     Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
                long end_step, long fail_step = -1)
         : Prefetcher(std::vector<Dataset*>{&shards}, sampler, rank, world, max_rows, depth, first_step, end_step,
@@ -185,7 +186,7 @@ class Prefetcher {
     std::vector<Dataset*> readers_;
     Sampler& sampler_;
     int rank_, world_;
-    long first_, end_, fail_step_;
+    long first_, end_, fail_step_, slow_from_;
     std::vector<Batch> slots_;
     std::vector<std::vector<long>> idx_;  // per reader
     std::vector<long> ready_;             // per slot: the batch (counted from first_step) it holds, -1 none

@@ -57,7 +57,7 @@ class Watchdog {
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
 // STEP is the 1-based step during which the fault fires; slow fires at every step from STEP on.
 struct Fault {
-    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow } kind;
+    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read } kind;
     int rank;
     long step;
 };
@@ -68,6 +68,8 @@ class FaultPlan {
     bool has(int rank, long step, Fault::Kind kind) const;
     // slow: whether `rank` is a straggler at `step` (a slow fault at or before it).
     bool slow(int rank, long step) const;
+    // slow-read: the first 0-based step from which `rank`'s reads are slow, -1 for none.
+    long slow_read_from(int rank) const;
     bool empty() const { return faults_.empty(); }
 
   private:

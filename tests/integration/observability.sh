@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a run says about itself: the step breakdown in the metrics and at the end (with a
-# straggler made on purpose named), EMF records that validate against docs/emf-schema.json,
+# straggler made on purpose named), the warning of an input-bound run, EMF records that validate against docs/emf-schema.json,
 # progress with percent and ETA, in place on a terminal and plain lines otherwise.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 2000 --val-samples 256
@@ -80,6 +80,15 @@ train 1 --data "$WORK/data" --steps 400 --batch-size 16 --log-every 400 --eval-e
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "the tty run exited $RC"; }
 grep -aq $'\r\x1b\[Kstep [0-9]*/400 [0-9]*% | [0-9.]* ms/step | ETA ' "$WORK/out" || { cat -v "$WORK/out"; fail "no in-place status line"; }
 grep -aq $'\r\x1b\[Kstep 400/400 100% | loss' "$WORK/out" || { cat -v "$WORK/out" | tail; fail "the status line was not cleared before the step line"; }
+
+# An input-bound run (rank 1's reads take 20 ms more from step 1) gets one warning naming the
+# input pipeline and the rank, from the second step line on; a balanced run gets none.
+train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --run-dir "$WORK/slowread" --inject-fault 1:1:slow-read
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "the slow-read run exited $RC"; }
+[ "$(grep -c '^warning: waiting for data takes .* (slowest rank 1 on .*the input pipeline is the bottleneck' "$WORK/out")" = 1 ] \
+  || { cat "$WORK/out"; fail "want exactly one data-wait warning naming rank 1"; }
+train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --run-dir "$WORK/balanced" --io memory
+grep -q '^warning: waiting for data' "$WORK/out" && { cat "$WORK/out"; fail "a warning on a run that does not wait for data"; }
 
 train 1 --data "$WORK/data" --steps 2 --metrics-format csv --run-dir "$WORK/x"
 [ "$RC" = 2 ] && grep -q "metrics-format 'csv' is unknown; use jsonl or emf" "$WORK/out" || { cat "$WORK/out"; fail "a bad --metrics-format was not refused"; }
