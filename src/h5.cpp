@@ -40,6 +40,15 @@ Hid open_file(const std::string& path, const std::string& hint, hid_t fapl) {
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw UserError(strfmt("%s: not an HDF5 file (or truncated before its header); %s", path.c_str(),
                                hint.c_str()));
+    // Read-only opens take no file lock: dptrain's files are complete once renamed into place, and
+    // Lustre mounted without flock support makes HDF5's lock fail ("Function not implemented").
+    // HDF5_USE_FILE_LOCKING in the environment still overrides this.
+    Hid own;
+    if (fapl == H5P_DEFAULT) {
+        own = Hid(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+        fapl = own.get();
+    }
+    H5Pset_file_locking(fapl, false, true);
     hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
     if (f < 0)
         throw UserError(strfmt("%s: HDF5 cannot open it (truncated or corrupt: its size is %lld bytes); %s",
