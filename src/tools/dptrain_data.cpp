@@ -2,19 +2,28 @@
 //   dptrain-data synth --out DIR [--train-samples N] [--val-samples M] [--features D] [--classes K]
 //                      [--shards S] [--seed X]
 //   dptrain-data text --input FILE --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
+//   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
 // synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
-// function of (seed, index), so the data do not depend on the shard count.
+// function of (seed, index), so the data do not depend on the shard count. ingest converts users'
+// CSV / NumPy / HDF5 files (readers in ingest.h) and is the one subcommand that uses MPI.
+// Not for: reading shards (data.h, tokens.h).
 #include "dptrain/error.h"
 #include "dptrain/h5.h"
+#include "dptrain/ingest.h"
 #include "dptrain/rng.h"
 #include "dptrain/tokens.h"
 
 #include <boost/program_options.hpp>
+#include <mpi.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -60,31 +69,49 @@ void make_sample(const Teacher& t, uint64_t seed, int stream, long index, float 
     if (r.uniform() < noise) *y = (int)r.below((uint64_t)t.K);
 }
 
+std::string shard_path(const std::string& dir, const std::string& split, int index, int of) {
+    return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), index, of);
+}
+
+// One tabular shard (data/README.md): /features float32 (rows, D), /labels int32 (rows) and the
+// root attribute num_classes; `generator` records what made it. synth and ingest both write
+// through here. Returns the file's size in bytes.
+uint64_t write_tabular_shard(const std::string& path, const float* x, const int32_t* y, long rows, int D, int K,
+                             const std::string& generator) {
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        h5::Hid f = h5::create_file(path);
+        h5::write_dataset(f.get(), "/features", h5::Kind::f32, {(hsize_t)rows, (hsize_t)D}, x);
+        h5::write_dataset(f.get(), "/labels", h5::Kind::i32, {(hsize_t)rows}, y);
+        h5::write_attr_i64(f.get(), "num_classes", K);
+        h5::write_attr_str(f.get(), "generator", generator);
+    }  // closed here, so the size below is final
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 void write_split(const std::string& dir, const std::string& split, int stream, long n, int shards,
                  const Teacher& t, uint64_t seed, float noise) {
-    long base = n / shards, extra = n % shards, first = 0;
     for (int s = 0; s < shards; ++s) {
-        long rows = base + (s < extra ? 1 : 0);
+        long first, rows;
+        ingest::shard_range(n, shards, s, &first, &rows);
         std::vector<float> x((size_t)rows * t.D);
-        std::vector<int> y(rows);
+        std::vector<int32_t> y(rows);
         for (long i = 0; i < rows; ++i) make_sample(t, seed, stream, first + i, noise, &x[(size_t)i * t.D], &y[i]);
-        std::string path = strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), s, shards);
-        h5::Hid f = h5::create_file(path);
-        h5::write_dataset(f.get(), "/features", h5::Kind::f32, {(hsize_t)rows, (hsize_t)t.D}, x.data());
-        h5::write_dataset(f.get(), "/labels", h5::Kind::i32, {(hsize_t)rows}, y.data());
-        h5::write_attr_i64(f.get(), "num_classes", t.K);
-        h5::write_attr_str(f.get(), "generator", strfmt("dptrain-data synth --seed %llu", (unsigned long long)seed));
-        first += rows;
+        write_tabular_shard(shard_path(dir, split, s, shards), x.data(), y.data(), rows, t.D, t.K,
+                            strfmt("dptrain-data synth --seed %llu", (unsigned long long)seed));
     }
 }
 
-// Parses a subcommand's options; prints its help and returns true for --help.
-bool parse_or_help(int argc, char** argv, const po::options_description& desc) {
+// Parses a subcommand's options; for --help prints the options and `epilogue` (when `print`:
+// under mpirun only rank 0 does) and returns true.
+bool parse_or_help(int argc, char** argv, const po::options_description& desc, const char* epilogue = "",
+                   bool print = true) {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
     if (!vm.count("help")) return false;
-    std::cout << desc;
+    if (print) std::cout << desc << epilogue;
     return true;
 }
 
@@ -185,6 +212,220 @@ int text(int argc, char** argv) {
     return 0;
 }
 
+// ---- ingest: users' CSV / NumPy / HDF5 files -> shards ----
+
+const char* const kIngestHelp = R"(
+Inputs (--format auto tells them apart by their first bytes, then by the file extension):
+  csv   --input data.csv [--label-column K] [--no-header]
+        numeric columns, one of them the integer label (default: the last); a first line with a
+        non-numeric field (or pandas' 0,1,2,... column names) is a header unless --no-header
+  npy   --input features.npy --input labels.npy
+        two files, features first: (N, D) or (N,) float/int, labels (N,) integer
+  npz   --input data.npz [--features-dataset x --labels-dataset y]
+        np.savez or np.savez_compressed; default names x or features, y or labels
+  hdf5  --input data.h5 [--features-dataset /data/X --labels-dataset /data/y]
+        any float or integer features, integer labels; default names /features, /labels
+Several --input files (for npy: several pairs) are concatenated in the order given.
+
+Output: --shards S equal train shards (sizes differ by at most one row) and one val shard with the
+last --val-fraction of the samples, in input order; --split train|val sends every sample to S
+shards of that split (e.g. a separate validation file: then give --num-classes to both runs).
+Existing shards of the split(s) written stop the run unless --overwrite.
+
+Under mpirun (mpirun -np 4 dptrain-data ingest ...) every rank reads the whole input, so all ranks
+see the same data and the same errors; rank 0 prepares --out; shard i, counting the train shards
+first and then val, is written by rank i % (number of ranks); rank 0 prints the summary.
+)";
+
+// Runs `step` on every rank and agrees on the outcome: when it threw anywhere, the lowest failing
+// rank prints its one line and every rank returns false (the caller finalizes and exits 2), so a
+// bad input ends the whole job cleanly instead of leaving ranks waiting in the next collective.
+template <typename Fn>
+bool agreed(Fn&& step) {
+    std::string msg;
+    bool ok = true;
+    try {
+        step();
+    } catch (const po::error& e) {
+        ok = false;
+        msg = strfmt("%s; see dptrain-data ingest --help", e.what());
+    } catch (const std::exception& e) {
+        ok = false;
+        msg = e.what();
+    }
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    int mine = ok ? INT_MAX : rank, first = INT_MAX;
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == INT_MAX) return true;
+    if (rank == first) {
+        // Messages quote bytes of the user's file; a control character there must not break the
+        // one-line promise (or the terminal).
+        for (char& c : msg)
+            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+        std::string who = size > 1 ? strfmt(" (%s)", process_identity().c_str()) : "";
+        std::fprintf(stderr, "dptrain-data: error: %s%s\n", msg.c_str(), who.c_str());
+        std::fflush(stderr);
+    }
+    return false;
+}
+
+// Rank 0, before any rank writes: --out exists and holds no shards of the splits about to be
+// written (they would mix with ours: dptrain refuses a directory with two -of-NNNNN counts), or
+// with --overwrite those shards are removed.
+void prepare_out(const std::string& out, const std::vector<ingest::ShardSpec>& plan, bool overwrite) {
+    make_dirs(out);
+    struct stat st;
+    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw UserError(strfmt("--out %s: cannot create the directory (a file of that name, or no permission?)", out.c_str()));
+    std::vector<std::string> splits;
+    for (const auto& sp : plan)
+        if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
+    std::vector<std::string> old;
+    DIR* d = opendir(out.c_str());
+    if (!d) throw UserError(strfmt("--out %s: cannot list it: %s", out.c_str(), std::strerror(errno)));
+    while (dirent* e = readdir(d)) {
+        for (const std::string& split : splits) {
+            int i = 0, of = 0, used = 0;
+            std::string fmt = split + "-%5d-of-%5d.h5%n";
+            if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
+                old.push_back(e->d_name);
+        }
+    }
+    closedir(d);
+    if (old.empty()) return;
+    std::sort(old.begin(), old.end());
+    if (!overwrite)
+        throw UserError(strfmt("--out %s already holds %zu shard%s (%s%s); pass --overwrite to replace them, or choose "
+                               "another --out",
+                               out.c_str(), old.size(), old.size() == 1 ? "" : "s", old[0].c_str(),
+                               old.size() > 1 ? ", ..." : ""));
+    for (const std::string& name : old) {
+        std::string p = out + "/" + name;
+        if (unlink(p.c_str()) != 0)
+            throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
+    }
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+    return s;
+}
+
+// The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
+//   1. every rank parses the options;
+//   2. every rank reads and checks the whole input and plans the shards: the readers are
+//      deterministic, so all ranks hold the same table and plan (or fail alike);
+//   3. rank 0 prepares --out (creates it; refuses or removes old shards);
+//   4. rank r writes plan[i] for every i with i % size == r (train shards, then val);
+//   5. the bytes written are summed on rank 0, which prints the summary.
+// Reading on every rank costs each rank the input's memory but needs no scatter protocol; the
+// shards are what takes the time, and those are split.
+int ingest_cmd(int argc, char** argv) {
+    MPI_Init(nullptr, nullptr);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    set_process_identity(rank, std::string(host, len));
+    auto finish = [](int code) {
+        MPI_Finalize();
+        return code;
+    };
+
+    std::vector<std::string> inputs;
+    std::string out, format, split, features_name, labels_name;
+    int shards = 1, label_column = -1, num_classes = 0;
+    double val_fraction = 0.1;
+    bool no_header = false, overwrite = false, help = false;
+    po::options_description desc("dptrain-data ingest: dataset shards from CSV, NumPy (.npy, .npz) or HDF5 files", 100, 50);
+    desc.add_options()("help,h", "print this help")(
+        "input", po::value(&inputs), "input file; repeat for several (npy: --input features.npy --input labels.npy)")(
+        "out", po::value(&out), "output directory (created)")(
+        "format", po::value(&format)->default_value("auto"), "auto | csv | npy | npz | hdf5")(
+        "shards", po::value(&shards)->default_value(1), "shards per split written (val: 1 unless --split val)")(
+        "val-fraction", po::value(&val_fraction)->default_value(0.1, "0.1"),
+        "the last share of the samples (input order) that becomes val-00000-of-00001.h5; 0: none")(
+        "split", po::value(&split), "train | val: every sample to that split (default: both, by --val-fraction)")(
+        "features-dataset", po::value(&features_name), "hdf5/npz: features array (default /features; npz: x or features)")(
+        "labels-dataset", po::value(&labels_name), "hdf5/npz: labels array (default /labels; npz: y or labels)")(
+        "label-column", po::value(&label_column)->default_value(-1), "csv: 0-based index of the label column; -1: last")(
+        "no-header", po::bool_switch(&no_header), "csv: the first line is data (default: a header if it is not numeric)")(
+        "num-classes", po::value(&num_classes)->default_value(0), "number of classes (default: max label + 1)")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards of the written split(s) already in --out");
+
+    ingest::Table table;
+    ingest::Format used = ingest::Format::automatic;
+    std::vector<ingest::ShardSpec> plan;
+    int K = 0;
+    // 1.
+    if (!agreed([&] {
+            help = parse_or_help(argc, argv, desc, kIngestHelp, rank == 0);
+            if (help) return;
+            if (out.empty()) throw UserError("ingest: give the output directory with --out DIR");
+            if (inputs.empty()) throw UserError("ingest: give the data with --input FILE (see dptrain-data ingest --help)");
+        }))
+        return finish(2);
+    if (help) return finish(0);
+    // 2.
+    if (!agreed([&] {
+            ingest::Options o;
+            o.format = ingest::parse_format(format);
+            o.features_name = features_name;
+            o.labels_name = labels_name;
+            o.label_column = label_column;
+            o.no_header = no_header;
+            table = ingest::read_inputs(inputs, o, &used);
+            // Labels live in the second file of an .npy pair; elsewhere name the (first) input.
+            std::string what = used == ingest::Format::npy ? inputs[1] : inputs[0];
+            if (inputs.size() > (used == ingest::Format::npy ? 2u : 1u)) what += " (and the inputs after it)";
+            K = ingest::resolve_classes(table, num_classes, what);
+            plan = ingest::plan_shards(table.n, shards, val_fraction, split);
+        }))
+        return finish(2);
+    // 3.
+    if (!agreed([&] {
+            if (rank == 0) prepare_out(out, plan, overwrite);
+        }))
+        return finish(2);
+    // 4.
+    uint64_t bytes = 0;
+    std::string generator = strfmt("dptrain-data ingest (%s: %s)", ingest::format_name(used), join(inputs).c_str());
+    if (!agreed([&] {
+            make_dirs(out);  // a no-op on rank 0's filesystem; needed where ranks' nodes do not share it
+            for (size_t i = rank; i < plan.size(); i += size) {
+                const ingest::ShardSpec& sp = plan[i];
+                bytes += write_tabular_shard(shard_path(out, sp.split, sp.index, sp.of), &table.x[(size_t)sp.first * table.d],
+                                             &table.y[sp.first], sp.rows, table.d, K, generator);
+            }
+        }))
+        return finish(2);
+    // 5.
+    uint64_t total = 0;
+    MPI_CHECK(MPI_Reduce(&bytes, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+        long n_train = 0, n_val = 0;
+        int s_train = 0, s_val = 0;
+        for (const auto& sp : plan) {
+            bool train = sp.split == "train";
+            (train ? n_train : n_val) += sp.rows;
+            (train ? s_train : s_val) += 1;
+        }
+        std::printf("dptrain-data ingest: %ld samples (%ld train, %ld val), %d features, %d classes, from %s %s -> %s: "
+                    "%d train + %d val shards, %llu bytes (%s) written by %d rank%s\n",
+                    table.n, n_train, n_val, table.d, K, ingest::format_name(used), join(inputs).c_str(), out.c_str(),
+                    s_train, s_val, (unsigned long long)total,
+                    total < 1000000 ? strfmt("%.1f kB", total / 1e3).c_str() : strfmt("%.1f MB", total / 1e6).c_str(),
+                    size, size == 1 ? "" : "s");
+    }
+    return finish(0);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -192,12 +433,16 @@ int main(int argc, char** argv) {
     try {
         if (cmd == "synth") return synth(argc - 1, argv + 1);
         if (cmd == "text") return text(argc - 1, argv + 1);
+        if (cmd == "ingest") return ingest_cmd(argc - 1, argv + 1);
         if (cmd == "-h" || cmd == "--help") {
             std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n"
-                        "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n");
+                        "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n"
+                        "       dptrain-data ingest --input FILE [--input FILE ...] --out DIR [options]   "
+                        "(dptrain-data ingest --help)\n");
             return 0;
         }
-        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use dptrain-data synth|text --help\n", cmd.c_str());
+        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use dptrain-data synth|text|ingest --help\n",
+                     cmd.c_str());
         return 2;
     } catch (const po::error& e) {
         std::fprintf(stderr, "dptrain-data: error: %s; see dptrain-data %s --help\n", e.what(), cmd.c_str());
