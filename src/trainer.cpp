@@ -705,16 +705,22 @@ static bool stage_data(Options& o, const Topology& topo) {
             });
     });
     if (!ok) return false;
+    // Which nodes copied and which reused a copy, and the slowest copy's report.
+    long counts[2] = {topo.local_rank == 0 && !r.reused ? 1L : 0L, topo.local_rank == 0 && r.reused ? 1L : 0L};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG, MPI_SUM, topo.world));
     struct {
         double seconds;
         int rank;
-    } slowest{r.seconds, topo.rank};
+    } slowest{topo.local_rank == 0 && !r.reused ? r.seconds : -1.0, topo.rank};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &slowest, 1, MPI_DOUBLE_INT, MPI_MAXLOC, topo.world));
+    char report[512] = {};
+    if (topo.rank == slowest.rank)
+        std::snprintf(report, sizeof report, "rank %d on %s: %s", topo.rank, topo.host.c_str(), r.summary().c_str());
+    MPI_CHECK(MPI_Bcast(report, sizeof report, MPI_CHAR, slowest.rank, topo.world));
     if (topo.rank == 0) {
-        if (!r.reused) std::printf("stage: %s\n", r.summary().c_str());
-        std::printf("stage: %d node%s hold%s a verified copy in %s; the slowest (rank %d's) took %.1f s\n", topo.num_nodes,
-                    topo.num_nodes == 1 ? "" : "s", topo.num_nodes == 1 ? "s" : "", dest.c_str(), slowest.rank,
-                    slowest.seconds);
+        std::printf("stage: %d node%s hold%s a verified copy in %s (copied on %ld, reused on %ld)%s%s\n", topo.num_nodes,
+                    topo.num_nodes == 1 ? "" : "s", topo.num_nodes == 1 ? "s" : "", dest.c_str(), counts[0], counts[1],
+                    counts[0] > 0 ? "; slowest copy: " : "", counts[0] > 0 ? report : "");
         std::fflush(stdout);
     }
     o.data = dest;

@@ -76,10 +76,11 @@ synth "$WORK/fsx/set" --train-samples 3000 --val-samples 200
 "$S" --write-sums "$WORK/fsx/set" 2>/dev/null
 train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --ranks-per-node 1 --steps 20 --batch-size 8 --run-dir "$WORK/run"
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "--stage-dir run exited $RC"; }
-grep -q "^stage: copied 6 of 6 files, .* MB/s, SHA256SUMS verified" "$WORK/out" \
-  && grep -q "^stage: 2 nodes hold a verified copy in $WORK/nvme/set" "$WORK/out" \
+grep -q "^stage: 2 nodes hold a verified copy in $WORK/nvme/set (copied on 1, reused on 1); slowest copy: rank [01] on .*: copied 6 of 6 files, .* MB/s, SHA256SUMS verified" "$WORK/out" \
   && grep -q "^data $WORK/nvme/set: " "$WORK/out" || { cat "$WORK/out"; fail "--stage-dir: no copy report or not trained from the copy"; }
 same "$WORK/nvme/set" || fail "--stage-dir: the copy differs from the source"
-train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --steps 20 --batch-size 8 --run-dir "$WORK/run" --overwrite-checkpoints
-[ "$RC" = 0 ] && grep -q "^stage: reusing the copy in $WORK/nvme/set" "$WORK/out" || { cat "$WORK/out"; fail "--stage-dir: the second run did not reuse the copy"; }
+train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --ranks-per-node 1 --steps 20 --batch-size 8 --run-dir "$WORK/run" --overwrite-checkpoints
+[ "$RC" = 0 ] && grep -q "^stage: reusing the copy in $WORK/nvme/set" "$WORK/out" \
+  && grep -q "^stage: 2 nodes hold a verified copy in $WORK/nvme/set (copied on 0, reused on 2)$" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--stage-dir: the second run did not reuse the copy"; }
 echo "ok: --stage-dir copies once per node, reuses a valid copy, and trains from it"
