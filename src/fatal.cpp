@@ -4,10 +4,21 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace dptrain {
+
+[[noreturn]] void abort_job(int code) {
+    std::thread([code] {
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        std::_Exit(code);
+    }).detach();
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+}
 
 [[noreturn]] void fatal(const std::string& what, int code) {
     std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
@@ -15,7 +26,7 @@ namespace dptrain {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+    if (up && !down) abort_job(code);
     std::_Exit(code);
 }
 

@@ -6,8 +6,12 @@
 
 #include <mpi.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 namespace dptrain {
@@ -64,23 +68,82 @@ void Watchdog::begin(long step, Phase p) {
     phase_.store((int)p, std::memory_order_relaxed);
 }
 
+void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool writer, std::vector<std::string> nodes) {
+    std::lock_guard<std::mutex> g(mu_);
+    hb_dir_ = dir;
+    hb_host_ = host;
+    hb_writer_ = writer;
+    hb_nodes_ = std::move(nodes);
+    if (writer) mkdir(dir.c_str(), 0755);
+}
+
+static double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string Watchdog::peers_report(double now) const {
+    std::string out;
+    const double silent_after = std::max(5.0, 3 * tick_);
+    for (const std::string& node : hb_nodes_) {
+        if (node == hb_host_) continue;
+        std::string path = hb_dir_ + "/" + node;
+        FILE* f = std::fopen(path.c_str(), "r");
+        long step = -1;
+        char phase[32] = "?";
+        double at = 0;
+        bool ok = f && std::fscanf(f, "%ld %31s %lf", &step, phase, &at) == 3;
+        if (f) std::fclose(f);
+        std::string verdict;
+        if (!ok) verdict = strfmt("%s: no heartbeat file (%s)", node.c_str(), path.c_str());
+        else if (now - at > silent_after)
+            verdict = strfmt("%s lost: no heartbeat for %.0f s (last: step %ld, %s)", node.c_str(), now - at, step, phase);
+        else if (std::strcmp(phase, "all-reduce") == 0 && step == step_.load())
+            verdict = strfmt("%s alive and also waiting in all-reduce of step %ld: the network between the nodes failed",
+                             node.c_str(), step);
+        else verdict = strfmt("%s alive, in %s of step %ld", node.c_str(), phase, step);
+        out += (out.empty() ? "" : "; ") + verdict;
+    }
+    return out;
+}
+
 void Watchdog::run() {
     // A waiting rank gives the stuck one this long to report itself first.
     const double grace = std::max(2.0, 0.2 * timeout_);
-    const auto tick = std::chrono::duration<double>(std::min(1.0, timeout_ / 10));
+    tick_ = std::min(1.0, timeout_ / 10);
+    const auto tick = std::chrono::duration<double>(tick_);
     std::unique_lock<std::mutex> g(mu_);
     while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
         Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        if (hb_writer_) {
+            // Rewritten whole and renamed, so a reader never sees half a line.
+            std::string tmp = hb_dir_ + "/." + hb_host_ + ".tmp", path = hb_dir_ + "/" + hb_host_;
+            if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+                std::fprintf(f, "%ld %s %.3f\n", step_.load(), phase_name(p), unix_now());
+                if (std::fclose(f) == 0) std::rename(tmp.c_str(), path.c_str());
+            }
+        }
         if (p == Phase::done) continue;
         double waited = now_seconds() - since_.load(std::memory_order_relaxed);
         bool waiting_for_peers = p == Phase::allreduce;
         if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
         std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
                                   waited, timeout_);
-        if (waiting_for_peers) what += "; this rank waits for its peers: one of them is stuck or gone";
+        if (waiting_for_peers) {
+            std::string peers = hb_nodes_.size() > 1 ? peers_report(unix_now()) : "";
+            what += peers.empty() ? "; this rank waits for its peers: one of them is stuck or gone"
+                                  : "; this rank waits for its peers: " + peers;
+        }
         std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
         std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, kExitFatal);
+        // A rank stuck on its own aborts the job. A rank left waiting for its peers first gives the
+        // launcher time to end the job: when the peers are unreachable (a node or link lost),
+        // MPI_Abort and even this process's exit make mpirun wait on them, while the launcher's own
+        // failure detection (mpirun's daemon keepalive, Slurm's node health) ends the job cleanly.
+        if (waiting_for_peers) {
+            g.unlock();
+            std::this_thread::sleep_for(std::chrono::seconds(30));
+        }
+        abort_job(kExitFatal);
     }
 }
 

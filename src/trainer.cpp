@@ -640,6 +640,20 @@ struct Run {
                          st.comm_pct, c.slowest_rank, hosts[c.slowest_rank].c_str()));
         }
     }
+    // With more than one host: node heartbeats beside the checkpoints, so that a rank that times
+    // out waiting for its peers can name the node that went silent (watchdog, reliability.h).
+    void start_heartbeats() {
+        char mine[64] = {};
+        std::snprintf(mine, sizeof mine, "%s", topo.host.c_str());
+        std::vector<char> all((size_t)W * sizeof mine);
+        MPI_CHECK(MPI_Allgather(mine, sizeof mine, MPI_CHAR, all.data(), sizeof mine, MPI_CHAR, topo.world));
+        std::vector<std::string> nodes;
+        for (int r = 0; r < W; ++r) {
+            std::string h(&all[(size_t)r * sizeof mine]);
+            if (std::find(nodes.begin(), nodes.end(), h) == nodes.end()) nodes.push_back(h);
+        }
+        if (nodes.size() > 1) watchdog->heartbeats(o.run_dir + "/heartbeat", topo.host, topo.local_rank == 0, nodes);
+    }
     // EMF: each rank's mean phase times over the interval, with rank and node as dimensions.
     void write_rank_records(const StepBreakdown& bd, long step) {
         for (int r = 0; r < W; ++r) {
@@ -742,6 +756,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     run.banner();
     install_preemption_handlers();
     run.watchdog = std::make_unique<Watchdog>(opts.step_timeout);
+    run.start_heartbeats();
     int code = kExitOk;
     try {
         code = run.train_loop();

@@ -24,6 +24,9 @@ std::string process_identity();
 
 // Print "dptrain: error: WHAT (rank R on HOST)" and end every rank of the job (MPI_Abort when
 // MPI is up, exit otherwise). Never returns.
+// Ends the job from this rank: MPI_Abort, and if that has not ended this process within 10 s
+// (a launcher that cannot reach a lost node may never deliver the kill), _Exit(code).
+[[noreturn]] void abort_job(int code);
 [[noreturn]] void fatal(const std::string& what, int code = 1);
 
 } // namespace dptrain

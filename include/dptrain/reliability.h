@@ -41,6 +41,14 @@ class Watchdog {
     // Changes the phase within the current step, without restarting its clock.
     void phase(Phase p) { phase_.store((int)p, std::memory_order_relaxed); }
     void stop();
+    // Node heartbeats in `dir` (on the shared filesystem, beside the checkpoints): when `writer`
+    // (one rank per node), this thread rewrites dir/HOST with its step, phase and time at every
+    // tick. A rank that times out waiting for its peers reads every node's heartbeat and says
+    // which node went silent (lost) or is stuck where (a network failure leaves both sides alive
+    // and waiting). Call before the first step.
+    void heartbeats(const std::string& dir, const std::string& host, bool writer, std::vector<std::string> nodes);
+    // The verdict on the other nodes from their heartbeats; "" when there are none to read.
+    std::string peers_report(double now_unix) const;
 
   private:
     void run();
@@ -51,6 +59,10 @@ class Watchdog {
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;
+    std::string hb_dir_, hb_host_;
+    bool hb_writer_ = false;
+    std::vector<std::string> hb_nodes_;
+    double tick_ = 1.0;
     std::thread thread_;
 };
 
