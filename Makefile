@@ -9,7 +9,9 @@
 CXX        ?= g++
 CUDA       ?= auto
 CUDA_HOME  ?= /usr/local/cuda
-NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# Ampere and Hopper machine code, plus compute_90 PTX that newer GPUs can JIT-compile.
+NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
 DEBUG      ?= 0
 VERBOSE    ?= 0
 ARCH_FLAGS ?= -march=native
@@ -43,7 +45,7 @@ $(BUILD)/.cuda-$(CUDA):
 	$(Q)mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-* && touch $@
 
 SAN      := -fsanitize=address,undefined
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
 CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
@@ -57,14 +59,18 @@ LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
 
 LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp) $(if $(filter 1,$(HAVE_NCCL)),src/cuda/nccl_comm.cpp)
 LIB_SRCS := $(filter-out src/main.cpp,$(LIB_SRCS))
-LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+# The CUDA backend (kernels in .cu, host code in .cpp) joins the library when CUDA is found.
+CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/cuda/*.cu))
+LIB_SRCS += $(if $(filter 1,$(HAVE_CUDA)),$(filter-out src/cuda/nccl_comm.cpp,$(wildcard src/cuda/*.cpp)))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdptrain.a
 TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
-TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests
+CUDA_TEST_SRCS := $(wildcard tests/cuda/*.cpp)
+TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps run test clean help tests fuzz fuzzers
+.PHONY: all deps run test clean help tests fuzz fuzzers bench-cluster
 # Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
 .PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
@@ -95,6 +101,20 @@ $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+ifeq ($(HAVE_CUDA),1)
+# Kernels: sm_80/sm_90 machine code (NVCC_ARCH); host-side warnings on as for the C++ sources.
+NVCCFLAGS := -std=c++17 -O3 -lineinfo $(NVCC_ARCH) -Iinclude -Xcompiler -Wall,-Wextra -MMD -MP
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(CONFIG)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC  $<")
+	$(Q)$(CUDA_HOME)/bin/nvcc $(NVCCFLAGS) -MF $(@:.o=.d) -c $< -o $@
+
+# CUDA ops against their CPU twins; without a GPU every case prints SKIPPED and passes.
+$(BUILD)/cuda_tests: $(CUDA_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+endif
+
 # libFuzzer targets (clang): the option parser and the shard and checkpoint readers, built with
 # ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs
 # from tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
@@ -120,6 +140,11 @@ fuzz: deps
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  echo "$$n: $(FUZZ_SECONDS) s"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
+
+# The emulated-cluster benchmarks (root): 2 x 2 and 4 x 1 nodes on shaped links.
+bench-cluster: all
+	bench/cluster_allreduce.sh $(RATE)
+RATE ?= 100mbit
 
 deps:
 	@scripts/install-deps

@@ -28,6 +28,7 @@ suite() {
 }
 
 suite unit 300 build/unit_tests --use-colour no
+if [ -x build/cuda_tests ]; then suite cuda 300 build/cuda_tests --use-colour no; else echo "SKIPPED cuda: build/cuda_tests not built (no CUDA toolkit, or CUDA=0)"; fi
 for np in 1 2 3 4 5 6 7 8; do suite "mpi-np$np" 300 $MPIRUN -np $np build/mpi_tests --use-colour no; done
 for t in tests/integration/*.sh; do suite "$(basename "$t" .sh)" 600 "$t"; done
 

@@ -1,0 +1,125 @@
+// CUDA twins of the CPU ops (backend.h) and optimizer updates (optim.h): same names, same argument
+// order and shapes, every pointer a device pointer, and a trailing stream the work is queued on.
+// Not for: allocating, synchronising or copying to the host (no op does; scratch comes from the
+// caller), or deciding what runs where. Compiles without CUDA headers so host code can include it.
+#pragma once
+
+#include "dptrain/bf16.h"
+
+#include <cstddef>
+#include <string>
+
+// The runtime's own spelling (driver_types.h): repeating an identical typedef is legal C++.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+struct cublasContext;  // cublasHandle_t is `cublasContext*`
+
+namespace dptrain::cuda {
+
+// ---- Devices ----------------------------------------------------------------------------------
+
+// CUDA devices this process can see (cudaGetDeviceCount honours CUDA_VISIBLE_DEVICES). Returns 0
+// and, when why is given, the reason (no driver, no device, none visible) instead of failing:
+// callers decide whether a missing GPU is an error. Never throws, never aborts.
+int device_count(std::string* why = nullptr);
+
+// The UserError text for a node with more ranks than GPUs; `visible` is CUDA_VISIBLE_DEVICES (""
+// when unset) and `why` device_count's reason when it found none. Pure, for tests.
+std::string device_shortage_message(int local_size, int gpus, const std::string& visible, const std::string& why);
+
+// Makes GPU local_rank the current device of this process and returns it. Throws UserError when
+// the node has more ranks (local_size) than visible GPUs, or local_rank is outside [0, local_size).
+int bind_device(int local_rank, int local_size);
+
+// One device's cuBLAS handle and stream, created once and passed to the ops that need cuBLAS (no
+// process-wide handle, so tests and several devices stay independent). Construct it after
+// bind_device; it makes `device` current. Not copyable: it owns what it creates.
+class Context {
+  public:
+    explicit Context(int device);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    int device() const { return device_; }
+    cudaStream_t stream() const { return stream_; }
+    cublasContext* blas() const { return blas_; }
+    // Queues the handle's next calls on `stream`. On the context's own stream cuBLAS uses the
+    // workspace allocated here; on any other it falls back to cuBLAS's per-stream default pool
+    // (cublasSetStream resets the workspace, so two streams never share one scratch buffer).
+    void bind_blas(cudaStream_t stream);
+
+  private:
+    int device_ = 0;
+    cudaStream_t stream_ = nullptr;
+    cublasContext* blas_ = nullptr;
+    void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
+    size_t workspace_bytes_ = 0;
+    cudaStream_t blas_stream_ = nullptr;  // the stream blas_ is bound to now
+};
+
+// ---- Ops (shapes as in backend.h; llm.c names: B batch, T time, C channels, NH heads) ---------
+
+// out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32 sgemm (no TF32).
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
+                    Context& ctx, cudaStream_t stream);
+// dinp (B, C) = dout @ weight (written; skipped when null); dweight (OC, C) += dout^T @ inp;
+// dbias (OC) += column sums of dout (skipped when null), summed in a fixed order.
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
+// Mixed precision: out (B, OC) fp32 = inp (B, C) bf16 @ weight (OC, C) bf16 ^T + bias (OC) fp32
+// or null; products and sums in fp32 on the tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F).
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                         Context& ctx, cudaStream_t stream);
+// dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
+void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
+
+// Elementwise over N values; backward writes dinp = dout * f'(inp). GELU: tanh approximation.
+void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
+void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
+void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
+
+// losses (B), probs (B, V) from logits (B, V) and targets (B).
+void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int B,
+                                  int V, cudaStream_t stream);
+// dlogits (B, V) = (probs - onehot(targets)) * scale.
+void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float scale, int B,
+                                   int V, cudaStream_t stream);
+
+// out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
+void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,
+                     cudaStream_t stream);
+// dwte[inp] += dout, dwpe[t] += dout. Deterministic without atomics, and in the CPU's order
+// (positions ascending per row of dwte), so the result equals the CPU's bit for bit.
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C,
+                      cudaStream_t stream);
+
+// out (N, C), mean and rstd (N) kept for backward; eps 1e-5 as the CPU.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       long N, int C, cudaStream_t stream);
+// dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order).
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream);
+
+// Causal self-attention. inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax.
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, Context& ctx,
+                       cudaStream_t stream);
+// dinp (B,T,3C) written (not accumulated); datt (B,NH,T,T) scratch.
+void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
+                        int C, int NH, Context& ctx, cudaStream_t stream);
+
+// out = a + b over N values; backward: da += dout, db += dout.
+void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);
+void residual_backward(float* da, float* db, const float* dout, long N, cudaStream_t stream);
+
+// ---- Optimizer updates (optim.h), over n values of the flat buffers ------------------------------
+
+// p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p), bias-corrected moments; t counts from 1.
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, long t, cudaStream_t stream);
+// buf = momentum * buf + g + wd * p;  p -= lr * buf.
+void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float lr, float momentum, float wd,
+                         cudaStream_t stream);
+
+} // namespace dptrain::cuda

@@ -1,0 +1,93 @@
+// ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
+// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp.
+// Not for: fusing with neighbouring ops (that comes with the GPU trainer).
+#include "dptrain/cuda_backend.h"
+
+#include "check.h"
+
+namespace dptrain::cuda {
+
+#define GRID_STRIDE(i, n) \
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
+
+constexpr int kThreads = 256;
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+
+__global__ void relu_forward_kernel(float* out, const float* inp, long N) {
+    GRID_STRIDE(i, N) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+__global__ void relu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
+    GRID_STRIDE(i, N) dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+// tanhf here, the CPU's tanh_approx there: both within a few 1e-7 of tanh, so the twins agree to
+// about 1e-6 (tests/cuda/test_cuda_ops.cpp holds them to 1e-5).
+__global__ void gelu_forward_kernel(float* out, const float* inp, long N) {
+    GRID_STRIDE(i, N) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        out[i] = 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube)));
+    }
+}
+
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
+    GRID_STRIDE(i, N) {
+        float x = inp[i];
+        float cube = 0.044715f * x * x * x;
+        float t = tanhf(kGeluScale * (x + cube));
+        float sech2 = 1.0f - t * t;
+        float local = 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = local * dout[i];
+    }
+}
+
+__global__ void residual_forward_kernel(float* out, const float* a, const float* b, long N) {
+    GRID_STRIDE(i, N) out[i] = a[i] + b[i];
+}
+
+__global__ void residual_backward_kernel(float* da, float* db, const float* dout, long N) {
+    GRID_STRIDE(i, N) {
+        float d = dout[i];
+        da[i] += d;
+        db[i] += d;
+    }
+}
+
+void relu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    relu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    relu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    residual_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, a, b, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void residual_backward(float* da, float* db, const float* dout, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    residual_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(da, db, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace dptrain::cuda

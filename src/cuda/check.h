@@ -1,0 +1,59 @@
+// Private to src/cuda: the CUDA_CHECK / CUBLAS_CHECK macros of STYLE.md (a device or library
+// failure is fatal at once, naming the statement, file:line, rank and host), the launch-size
+// helper and the warp reduction the kernels share. Not for: user-facing errors (UserError).
+#pragma once
+
+#include "dptrain/error.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#define CUDA_CHECK(call)                                                                                          \
+    do {                                                                                                          \
+        cudaError_t cuda_check_rc_ = (call);                                                                      \
+        if (cuda_check_rc_ != cudaSuccess)                                                                        \
+            ::dptrain::fatal(::dptrain::strfmt("CUDA error %s in %s at %s:%d", cudaGetErrorString(cuda_check_rc_), \
+                                               #call, __FILE__, __LINE__));                                       \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                                          \
+    do {                                                                                                            \
+        cublasStatus_t cublas_check_rc_ = (call);                                                                   \
+        if (cublas_check_rc_ != CUBLAS_STATUS_SUCCESS)                                                              \
+            ::dptrain::fatal(::dptrain::strfmt("cuBLAS error %s in %s at %s:%d",                                    \
+                                               cublasGetStatusString(cublas_check_rc_), #call, __FILE__, __LINE__)); \
+    } while (0)
+
+// CUDA_REQUIRE(C % NH == 0): a launcher's precondition on its arguments. A caller bug, not a user
+// error (options are validated before any op runs), so fatal like the checks above.
+#define CUDA_REQUIRE(cond)                                                                          \
+    do {                                                                                            \
+        if (!(cond))                                                                                \
+            ::dptrain::fatal(                                                                       \
+                ::dptrain::strfmt("CUDA op precondition %s failed at %s:%d", #cond, __FILE__, __LINE__)); \
+    } while (0)
+
+namespace dptrain::cuda {
+
+// Blocks for a grid-stride loop over n elements: enough to fill the device several times over,
+// never more than the grid allows (the loop covers the rest).
+inline unsigned grid_for(long n, int threads) {
+    long blocks = (n + threads - 1) / threads;
+    if (blocks > 65535L * 32) blocks = 65535L * 32;
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+#ifdef __CUDACC__
+// Sum / max over the 32 lanes of a warp; every lane gets the result. The butterfly order is
+// fixed, so the result is the same on every run.
+__device__ inline float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+__device__ inline float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+#endif
+
+} // namespace dptrain::cuda

@@ -1,0 +1,113 @@
+// LayerNorm forward/backward over rows of C, the CUDA twin of src/cpu/layernorm.cpp: one warp per
+// row (llm.c's layout: C of a few hundred to a few thousand fits a warp's loop well), and the
+// weight/bias gradients as column sums in a fixed order (no float atomics: the same every run).
+// Not for: C much larger than ~8k (a block per row would be better) or fused residual adds.
+#include "dptrain/cuda_backend.h"
+
+#include "check.h"
+
+namespace dptrain::cuda {
+
+constexpr int kRowsPerBlock = 8;  // warps per block, one row each
+constexpr float kEps = 1e-5f;     // as the CPU
+
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                         const float* bias, long N, int C) {
+    const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (row >= N) return;  // whole warps leave: the shuffles below stay full-warp
+    const float* x = inp + row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    const float m = warp_sum(s) / C;
+    // Two passes over the row (as the CPU), not E[x^2] - m^2, which cancels badly for large means.
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    const float r = 1.0f / sqrtf(warp_sum(v) / C + kEps);
+    float* o = out + row * C;
+    for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * weight.
+__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
+                                                const float* mean, const float* rstd, long N, int C) {
+    const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float* dy = dout + row * C;
+    const float* x = inp + row * C;
+    const float m = mean[row], s = rstd[row];
+    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float norm = (x[c] - m) * s;
+        float dnorm = weight[c] * dy[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * norm;
+    }
+    dnorm_mean = warp_sum(dnorm_mean) / C;
+    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / C;
+    float* dx = dinp + row * C;
+    for (int c = lane; c < C; c += 32) {
+        float norm = (x[c] - m) * s;
+        float dnorm = weight[c] * dy[c];
+        dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+    }
+}
+
+// dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]. Block (32, 32): a
+// 32-column tile, 32 row lanes each summing its rows in order, lane sums added in lane order.
+// Parallel over C / 32 blocks only; enough for now (it reads two N x C arrays once).
+__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
+                                                 const float* mean, const float* rstd, long N, int C) {
+    __shared__ float pw[32][33], pb[32][33];  // +1: lane 0 reads columns without bank conflicts
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    float dw = 0.0f, db = 0.0f;
+    if (c < C)
+        for (long i = threadIdx.y; i < N; i += 32) {
+            float d = dout[i * C + c];
+            float norm = (inp[i * C + c] - mean[i]) * rstd[i];
+            dw += norm * d;
+            db += d;
+        }
+    pw[threadIdx.y][threadIdx.x] = dw;
+    pb[threadIdx.y][threadIdx.x] = db;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int r = 0; r < 32; ++r) {
+            sw += pw[r][threadIdx.x];
+            sb += pb[r][threadIdx.x];
+        }
+        dweight[c] += sw;
+        dbias[c] += sb;
+    }
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       long N, int C, cudaStream_t stream) {
+    if (N <= 0) return;
+    unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    layernorm_forward_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream) {
+    if (N <= 0) return;
+    unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
+                                                                               C);
+    CUDA_CHECK(cudaGetLastError());
+    layernorm_backward_params_kernel<<<(C + 31) / 32, dim3(32, 32), 0, stream>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                                                N, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace dptrain::cuda

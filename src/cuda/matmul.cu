@@ -1,0 +1,109 @@
+// matmul_forward / matmul_backward in fp32 and matmul_forward_bf16 through cuBLAS, plus the
+// float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
+// its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
+// Not for: choosing precision (the caller converts) or fused epilogues (bias is a kernel here).
+#include "dptrain/cuda_backend.h"
+
+#include "check.h"
+
+#include <cstdint>
+
+namespace dptrain::cuda {
+
+// out (B, OC) rows set to bias: the GEMM then accumulates onto it with beta = 1, the same
+// order of operations as the CPU (out = bias; out += inp @ W^T).
+__global__ void fill_bias_kernel(float* out, const float* bias, long n, int OC) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        out[i] = bias[i % OC];
+}
+
+// dbias (OC) += column sums of dout (B, OC). Block (32, 32): threadIdx.x is a column of a
+// 32-column tile (a warp reads 128 contiguous bytes of a row), threadIdx.y one of 32 row lanes.
+// Each lane sums its rows in order, then lane sums are added in lane order: a fixed order, so
+// the result is the same on every run (no float atomics). One block per 32 columns is enough
+// for the bias: it reads B*OC floats once.
+__global__ void column_sum_kernel(float* dbias, const float* dout, int B, int OC) {
+    __shared__ float part[32][33];  // +1: no bank conflicts when lane 0 reads a column
+    int o = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (o < OC)
+        for (int b = threadIdx.y; b < B; b += 32) acc += dout[(long)b * OC + o];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OC) {
+        float s = 0.0f;
+        for (int r = 0; r < 32; ++r) s += part[r][threadIdx.x];
+        dbias[o] += s;
+    }
+}
+
+// Same rounding as dptrain::to_bf16 (bf16.cpp), written on the bits rather than with
+// __float2bfloat16_rn so that NaN payloads come out identical too.
+__global__ void to_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t u = __float_as_uint(src[i]);
+        uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+        uint32_t quiet_nan = (u >> 16) | 0x40u;
+        dst[i] = (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+    }
+}
+
+static void fill_bias(float* out, const float* bias, int B, int OC, cudaStream_t stream) {
+    long n = (long)B * OC;
+    fill_bias_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, bias, n, OC);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
+                    Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || OC <= 0) return;
+    float one = 1.0f, beta = 0.0f;
+    if (bias) {
+        fill_bias(out, bias, B, OC, stream);
+        beta = 1.0f;
+    }
+    ctx.bind_blas(stream);
+    // out^T (OC, B) = W (OC, C) @ inp^T (C, B); W is stored as its transpose (C, OC), hence OP_T.
+    CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, C, inp, C, &beta, out, OC));
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream) {
+    if (B <= 0) return;
+    float one = 1.0f, zero = 0.0f;
+    ctx.bind_blas(stream);
+    // dinp^T (C, B) = W^T (C, OC) @ dout^T (OC, B): both already stored that way.
+    if (dinp)
+        CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, C, dout, OC, &zero,
+                                 dinp, C));
+    // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta = 1 accumulates as the CPU does.
+    CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, C, dout, OC, &one, dweight,
+                             C));
+    if (dbias) {
+        column_sum_kernel<<<(OC + 31) / 32, dim3(32, 32), 0, stream>>>(dbias, dout, B, OC);
+        CUDA_CHECK(cudaGetLastError());
+    }
+}
+
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                         Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || OC <= 0) return;
+    float one = 1.0f, beta = 0.0f;
+    if (bias) {
+        fill_bias(out, bias, B, OC, stream);
+        beta = 1.0f;
+    }
+    ctx.bind_blas(stream);
+    // The fp32 mapping with bf16 operands: bf16 x bf16 products are exact in fp32 and summed in
+    // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.
+    CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
+                              CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    to_bf16_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(dst, src, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace dptrain::cuda

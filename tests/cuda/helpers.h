@@ -1,0 +1,77 @@
+// Helpers of the CUDA tests: the GPU gate that skips visibly, device buffers that copy in and out,
+// seeded random inputs and the tolerance check used by every op comparison.
+// Not for: anything the library itself needs (tests only).
+#pragma once
+
+#include "dptrain/cuda_backend.h"
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace cudatest {
+
+// True when a GPU is usable. Otherwise prints "SKIPPED cuda: no GPU (reason)" once per process
+// (tests/run_all.sh shows such lines under the suite's PASS).
+bool have_gpu();
+
+// Ends the test case with one passing assertion when there is no GPU (Catch2 v2 has no SKIP).
+#define REQUIRE_GPU_OR_SKIP()                 \
+    do {                                      \
+        if (!::cudatest::have_gpu()) {        \
+            SUCCEED("no GPU: test skipped");  \
+            return;                           \
+        }                                     \
+    } while (0)
+
+// n normal draws times scale (plus offset), from seed.
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f, float offset = 0.0f);
+// n integers in [0, below), from seed.
+std::vector<int> randint(size_t n, uint64_t seed, int below);
+
+// A device array of T. Copies in wait for the device so that work queued on any stream (the
+// ops run on non-blocking streams, which the legacy default stream does not order against)
+// sees the data; get() waits for everything queued before copying out.
+template <class T>
+class DeviceBuffer {
+  public:
+    explicit DeviceBuffer(size_t n) : n_(n) {
+        REQUIRE(cudaMalloc(&p_, (n ? n : 1) * sizeof(T)) == cudaSuccess);
+    }
+    explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { set(host); }
+    ~DeviceBuffer() { cudaFree(p_); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    operator T*() { return p_; }
+    void set(const std::vector<T>& host) {
+        REQUIRE(host.size() == n_);
+        REQUIRE(cudaMemcpy(p_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    }
+    std::vector<T> get() const {
+        // A kernel fault surfaces here: check it before trusting the copy.
+        cudaError_t rc = cudaDeviceSynchronize();
+        INFO("CUDA error: " << cudaGetErrorString(rc));
+        REQUIRE(rc == cudaSuccess);
+        std::vector<T> host(n_);
+        REQUIRE(cudaMemcpy(host.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+        return host;
+    }
+
+  private:
+    T* p_ = nullptr;
+    size_t n_;
+};
+
+// Elements where !(|got - want| <= abs_tol + rel_tol * s), s = scale[i] when scale is given (the
+// sum of |terms| behind an element, for reductions) and |want[i]| otherwise; NaN counts as a
+// mismatch. WARNs the first few with their index; returns the count.
+int mismatches(const char* what, const std::vector<float>& got, const std::vector<float>& want, double abs_tol,
+               double rel_tol, const std::vector<float>& scale = {});
+// Elements that differ in any bit (for ops built to match the CPU exactly).
+int bit_mismatches(const char* what, const std::vector<float>& got, const std::vector<float>& want);
+
+} // namespace cudatest

@@ -1,0 +1,381 @@
+// Every CUDA op against its CPU twin on fresh seeded random inputs (ggml test-backend-ops style):
+// run both, copy back, compare with the tolerance written beside each check and the reason for it.
+// Shapes include sizes that are not multiples of 32 and row counts larger than one thread block.
+// Without a GPU each case prints SKIPPED (once) and passes; with one, every comparison can fail.
+// Not for: the backward formulas themselves (tests/unit/test_ops.cpp checks the CPU twins against
+// finite differences; here the CPU is the reference).
+#include "helpers.h"
+
+#include "dptrain/backend.h"
+#include "dptrain/bf16.h"
+#include "dptrain/cuda_backend.h"
+#include "dptrain/optim.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using namespace dptrain;
+using cudatest::DeviceBuffer;
+using cudatest::bit_mismatches;
+using cudatest::mismatches;
+using cudatest::randint;
+using cudatest::randn;
+
+static std::vector<float> absolute(std::vector<float> v) {
+    for (auto& x : v) x = std::fabs(x);
+    return v;
+}
+
+static std::vector<float> plus_abs(std::vector<float> a, const std::vector<float>& b) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] += std::fabs(b[i]);
+    return a;
+}
+
+// fp32 GEMM tolerance: 1e-5 of the sum of |a||b| behind each element. Both sides round each
+// partial sum to fp32 (error ~6e-8 of that sum per element in practice, ~K*6e-8 worst case for
+// K = 768 would be 5e-5 but random signs keep it far below); a wrong layout or transpose is off
+// by O(1) of it.
+static constexpr double kGemmRel = 1e-5;
+
+static void check_matmul(int B, int C, int OC, bool with_bias, uint64_t seed) {
+    INFO("matmul B=" << B << " C=" << C << " OC=" << OC << (with_bias ? " with bias" : " no bias"));
+    auto inp = randn((size_t)B * C, seed), w = randn((size_t)OC * C, seed + 1), bias = randn(OC, seed + 2);
+    auto dout = randn((size_t)B * OC, seed + 3);
+    auto dw0 = randn((size_t)OC * C, seed + 4), db0 = randn(OC, seed + 5);  // gradients accumulate onto these
+    const float* bias_ptr = with_bias ? bias.data() : nullptr;
+
+    // CPU reference, and the magnitudes behind each element (the same products on |values|).
+    std::vector<float> out((size_t)B * OC), dinp((size_t)B * C), dw = dw0, db = db0;
+    cpu::matmul_forward(out.data(), inp.data(), w.data(), bias_ptr, B, C, OC);
+    cpu::matmul_backward(with_bias ? dinp.data() : nullptr, dw.data(), with_bias ? db.data() : nullptr, dout.data(),
+                         inp.data(), w.data(), B, C, OC);
+    auto ainp = absolute(inp), aw = absolute(w), adout = absolute(dout);
+    std::vector<float> s_out((size_t)B * OC), s_dinp((size_t)B * C), s_dw((size_t)OC * C, 0.0f), s_db(OC, 0.0f);
+    cpu::matmul_forward(s_out.data(), ainp.data(), aw.data(), with_bias ? absolute(bias).data() : nullptr, B, C, OC);
+    cpu::matmul_backward(s_dinp.data(), s_dw.data(), s_db.data(), adout.data(), ainp.data(), aw.data(), B, C, OC);
+    s_dw = plus_abs(s_dw, dw0);
+    s_db = plus_abs(s_db, db0);
+
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_inp(inp), d_w(w), d_bias(bias), d_dout(dout), d_dw(dw0), d_db(db0);
+    DeviceBuffer<float> d_out((size_t)B * OC), d_dinp((size_t)B * C);
+    cuda::matmul_forward(d_out, d_inp, d_w, with_bias ? (float*)d_bias : nullptr, B, C, OC, ctx, ctx.stream());
+    cuda::matmul_backward(with_bias ? (float*)d_dinp : nullptr, d_dw, with_bias ? (float*)d_db : nullptr, d_dout, d_inp,
+                          d_w, B, C, OC, ctx, ctx.stream());
+    CHECK(mismatches("out", d_out.get(), out, 0.0, kGemmRel, s_out) == 0);
+    CHECK(mismatches("dweight", d_dw.get(), dw, 0.0, kGemmRel, s_dw) == 0);
+    if (with_bias) {
+        CHECK(mismatches("dinp", d_dinp.get(), dinp, 0.0, kGemmRel, s_dinp) == 0);
+        CHECK(mismatches("dbias", d_db.get(), db, 0.0, kGemmRel, s_db) == 0);
+        // The column sums run in a fixed order: a second pass adds exactly the same amount.
+        auto db1 = d_db.get();
+        d_db.set(db0);
+        cuda::matmul_backward(nullptr, d_dw, d_db, d_dout, d_inp, d_w, B, C, OC, ctx, ctx.stream());
+        CHECK(bit_mismatches("dbias (second run)", d_db.get(), db1) == 0);
+    } else {
+        CHECK(d_db.get() == db0);  // null dbias: left alone
+    }
+
+    // Another stream than the context's: cuBLAS is rebound to it (and its default workspace).
+    cudaStream_t other = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking) == cudaSuccess);
+    DeviceBuffer<float> d_out2((size_t)B * OC);
+    cuda::matmul_forward(d_out2, d_inp, d_w, with_bias ? (float*)d_bias : nullptr, B, C, OC, ctx, other);
+    CHECK(mismatches("out (other stream)", d_out2.get(), out, 0.0, kGemmRel, s_out) == 0);
+    cuda::matmul_forward(d_out2, d_inp, d_w, with_bias ? (float*)d_bias : nullptr, B, C, OC, ctx, ctx.stream());
+    CHECK(mismatches("out (back on the context's stream)", d_out2.get(), out, 0.0, kGemmRel, s_out) == 0);
+    REQUIRE(cudaStreamDestroy(other) == cudaSuccess);
+}
+
+TEST_CASE("cuda matmul_forward/backward fp32 match the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_matmul(1037, 197, 131, true, 100);   // nothing a multiple of 32
+    check_matmul(256, 768, 2304, true, 200);   // a GPT-2 qkv projection's shape
+    check_matmul(333, 65, 7, false, 300);      // no bias, no dinp, tiny OC
+}
+
+TEST_CASE("cuda to_bf16 rounds exactly as the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    // Ties to even (1 + 2^-8 down to 1, 1 + 3*2^-8 up), subnormals, overflow to inf, inf, NaN.
+    std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -3e-39f,
+                            3.4e38f, std::numeric_limits<float>::max(), inf, -inf, nan, -nan, 65504.0f, 0.1f};
+    auto r = randn(100003, 7, 10.0f);
+    x.insert(x.end(), r.begin(), r.end());
+    uint32_t bits = 0x7FC12345u;  // a NaN with a payload
+    float payload_nan;
+    std::memcpy(&payload_nan, &bits, 4);
+    x.push_back(payload_nan);
+
+    std::vector<bf16> want(x.size());
+    dptrain::to_bf16(want.data(), x.data(), x.size());
+    DeviceBuffer<float> d_x(x);
+    DeviceBuffer<bf16> d_y(x.size());
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    cuda::to_bf16(d_y, d_x, x.size(), stream);
+    auto got = d_y.get();
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i)  // exact: the same integer arithmetic on the bits
+        if (got[i] != want[i] || got[i] != float_to_bf16(x[i]))
+            if (++bad <= 5) WARN("to_bf16(" << x[i] << "): cuda " << got[i] << " cpu " << want[i]);
+    CHECK(bad == 0);
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+static void check_matmul_bf16(int B, int C, int OC, uint64_t seed) {
+    INFO("matmul_bf16 B=" << B << " C=" << C << " OC=" << OC);
+    auto inp = randn((size_t)B * C, seed), w = randn((size_t)OC * C, seed + 1), bias = randn(OC, seed + 2);
+    std::vector<bf16> inp16(inp.size()), w16(w.size());
+    dptrain::to_bf16(inp16.data(), inp.data(), inp.size());
+    dptrain::to_bf16(w16.data(), w.data(), w.size());
+    std::vector<float> inp_r(inp.size()), w_r(w.size());  // the inputs as the GPU sees them
+    from_bf16(inp_r.data(), inp16.data(), inp16.size());
+    from_bf16(w_r.data(), w16.data(), w16.size());
+
+    std::vector<float> want_r((size_t)B * OC), want((size_t)B * OC), scale((size_t)B * OC);
+    cpu::matmul_forward(want_r.data(), inp_r.data(), w_r.data(), bias.data(), B, C, OC);
+    cpu::matmul_forward(want.data(), inp.data(), w.data(), bias.data(), B, C, OC);
+    cpu::matmul_forward(scale.data(), absolute(inp).data(), absolute(w).data(), absolute(bias).data(), B, C, OC);
+
+    cuda::Context ctx(0);
+    // Converted on the device, as the trainer will.
+    DeviceBuffer<float> d_inp(inp), d_w(w), d_bias(bias), d_out((size_t)B * OC);
+    DeviceBuffer<bf16> d_inp16(inp.size()), d_w16(w.size());
+    cuda::to_bf16(d_inp16, d_inp, inp.size(), ctx.stream());
+    cuda::to_bf16(d_w16, d_w, w.size(), ctx.stream());
+    cuda::matmul_forward_bf16(d_out, d_inp16, d_w16, d_bias, B, C, OC, ctx, ctx.stream());
+    auto got = d_out.get();
+    // Against the CPU on the same rounded inputs: bf16 x bf16 products are exact in fp32 and the
+    // tensor cores sum in fp32 (with truncating alignment, a few ulps more than a CPU sum), so
+    // 1e-4 of the |a||b| sum holds with margin while a layout error is off by O(1).
+    CHECK(mismatches("out vs rounded inputs", got, want_r, 0.0, 1e-4, scale) == 0);
+    // Against fp32 inputs: the cost of bf16 itself, each input rounded by up to 2^-9, so each
+    // product is within ~4e-3 of |a||b|: 1e-2 of the sum.
+    CHECK(mismatches("out vs fp32 inputs", got, want, 0.0, 1e-2, scale) == 0);
+}
+
+TEST_CASE("cuda matmul_forward_bf16 matches the CPU on the rounded inputs", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_matmul_bf16(300, 200, 129, 400);
+    check_matmul_bf16(128, 768, 3072, 500);  // a GPT-2 MLP up-projection's shape
+}
+
+TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const long N = 1000003;  // thousands of blocks, not a multiple of the block size
+    auto x = randn(N, 11, 2.0f), dout = randn(N, 12), b = randn(N, 13);
+    x[0] = 0.0f;  // ReLU's kink: both sides take the zero branch
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    DeviceBuffer<float> d_x(x), d_dout(dout), d_b(b), d_out(N), d_dinp(N);
+    std::vector<float> out(N), dinp(N);
+
+    // ReLU is a comparison and a copy: exact.
+    cpu::relu_forward(out.data(), x.data(), N);
+    cpu::relu_backward(dinp.data(), x.data(), dout.data(), N);
+    cuda::relu_forward(d_out, d_x, N, stream);
+    cuda::relu_backward(d_dinp, d_x, d_dout, N, stream);
+    CHECK(bit_mismatches("relu out", d_out.get(), out) == 0);
+    CHECK(bit_mismatches("relu dinp", d_dinp.get(), dinp) == 0);
+
+    // GELU: tanhf on the GPU, tanh_approx (abs error < 3e-7) on the CPU; times 0.5|x| and the
+    // other factors (|x| <~ 8 here) that stays below ~3e-6: 1e-5 absolute. Backward multiplies by
+    // the derivative's x^3 terms and dout: 3e-5 absolute. A wrong term is off by > 1e-2.
+    cpu::gelu_forward(out.data(), x.data(), N);
+    cpu::gelu_backward(dinp.data(), x.data(), dout.data(), N);
+    cuda::gelu_forward(d_out, d_x, N, stream);
+    cuda::gelu_backward(d_dinp, d_x, d_dout, N, stream);
+    CHECK(mismatches("gelu out", d_out.get(), out, 1e-5, 0.0) == 0);
+    CHECK(mismatches("gelu dinp", d_dinp.get(), dinp, 3e-5, 0.0) == 0);
+
+    // Residual: one IEEE add per element on both sides: exact.
+    cpu::residual_forward(out.data(), x.data(), b.data(), N);
+    cuda::residual_forward(d_out, d_x, d_b, N, stream);
+    CHECK(bit_mismatches("residual out", d_out.get(), out) == 0);
+    auto da = randn(N, 14), db = randn(N, 15);
+    DeviceBuffer<float> d_da(da), d_db(db);
+    cpu::residual_backward(da.data(), db.data(), dout.data(), N);
+    cuda::residual_backward(d_da, d_db, d_dout, N, stream);
+    CHECK(bit_mismatches("residual da", d_da.get(), da) == 0);
+    CHECK(bit_mismatches("residual db", d_db.get(), db) == 0);
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}
+
+static void check_crossentropy(int B, int V, uint64_t seed) {
+    INFO("crossentropy B=" << B << " V=" << V);
+    auto logits = randn((size_t)B * V, seed, 3.0f);
+    auto targets = randint(B, seed + 1, V);
+    const float scale = 1.0f / B;
+    std::vector<float> losses(B), probs((size_t)B * V), dlogits((size_t)B * V);
+    cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), B, V);
+    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), scale, B, V);
+
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_logits(logits), d_losses(B), d_probs((size_t)B * V), d_dlogits((size_t)B * V);
+    DeviceBuffer<int> d_targets(targets);
+    cuda::softmax_crossentropy_forward(d_losses, d_probs, d_logits, d_targets, B, V, ctx.stream());
+    auto got_probs = d_probs.get();
+    // Both sum exp in double; what differs is expf (CUDA: 2 ulp) against glibc's (< 1 ulp) and
+    // one rounding of the product: 2e-6 relative per probability. The loss adds log(sum) + max:
+    // 1e-5 absolute on values of a few units.
+    CHECK(mismatches("probs", got_probs, probs, 1e-12, 2e-6) == 0);
+    CHECK(mismatches("losses", d_losses.get(), losses, 1e-5, 1e-6) == 0);
+    // Backward from the CPU's probs on both sides: p * scale - [target] * scale, rounded the same
+    // way on both (the kernel keeps the product unfused), so exact.
+    d_probs.set(probs);
+    cuda::softmax_crossentropy_backward(d_dlogits, d_probs, d_targets, scale, B, V, ctx.stream());
+    CHECK(bit_mismatches("dlogits", d_dlogits.get(), dlogits) == 0);
+}
+
+TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_crossentropy(300, 97, 600);    // more rows than a block has threads, odd V
+    check_crossentropy(6, 50257, 700);   // GPT-2's vocabulary
+}
+
+static void check_encoder(int B, int T, int C, int V, int stride, uint64_t seed) {
+    INFO("encoder B=" << B << " T=" << T << " C=" << C << " V=" << V << " stride=" << stride);
+    // A small vocabulary makes tokens repeat many times: the scatter's hard case.
+    auto tokens = randint((size_t)B * stride, seed, V);
+    auto wte = randn((size_t)V * C, seed + 1), wpe = randn((size_t)T * C, seed + 2);
+    auto dout = randn((size_t)B * T * C, seed + 3);
+    auto dwte0 = randn((size_t)V * C, seed + 4), dwpe0 = randn((size_t)T * C, seed + 5);
+    std::vector<float> out((size_t)B * T * C), dwte = dwte0, dwpe = dwpe0;
+    cpu::encoder_forward(out.data(), tokens.data(), stride, wte.data(), wpe.data(), B, T, C);
+    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), stride, B, T, C);
+
+    cuda::Context ctx(0);
+    DeviceBuffer<int> d_tokens(tokens);
+    DeviceBuffer<float> d_wte(wte), d_wpe(wpe), d_dout(dout), d_dwte(dwte0), d_dwpe(dwpe0), d_out((size_t)B * T * C);
+    cuda::encoder_forward(d_out, d_tokens, stride, d_wte, d_wpe, B, T, C, ctx.stream());
+    // Exact: one add per element.
+    CHECK(bit_mismatches("out", d_out.get(), out) == 0);
+    cuda::encoder_backward(d_dwte, d_dwpe, d_dout, d_tokens, stride, B, T, C, ctx.stream());
+    // Exact: each row of dwte and dwpe adds its rows of dout onto its old value in position
+    // order, as the CPU does; any other order (or an atomic) would differ in the last bits.
+    CHECK(bit_mismatches("dwte", d_dwte.get(), dwte) == 0);
+    CHECK(bit_mismatches("dwpe", d_dwpe.get(), dwpe) == 0);
+}
+
+TEST_CASE("cuda encoder_forward/backward match the CPU bit for bit", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_encoder(5, 67, 83, 37, 70, 800);      // B*T = 335 positions, row stride > T
+    check_encoder(4, 256, 768, 1000, 257, 900);  // GPT-2 width, 1024 positions
+    check_encoder(2, 600, 40, 3, 600, 1000);     // 3 tokens over 1200 positions: > one 1024-chunk each
+}
+
+static void check_layernorm(long N, int C, uint64_t seed) {
+    INFO("layernorm N=" << N << " C=" << C);
+    auto inp = randn((size_t)N * C, seed, 1.5f, 1.0f);  // mean 1: the mean must really be subtracted
+    auto w = randn(C, seed + 1), b = randn(C, seed + 2), dout = randn((size_t)N * C, seed + 3);
+    auto dinp0 = randn((size_t)N * C, seed + 4), dw0 = randn(C, seed + 5), db0 = randn(C, seed + 6);
+    std::vector<float> out((size_t)N * C), mean(N), rstd(N), dinp = dinp0, dw = dw0, db = db0;
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
+                            rstd.data(), N, C);
+    // Magnitudes behind the parameter-gradient column sums.
+    std::vector<float> s_dw = absolute(dw0), s_db = absolute(db0);
+    for (long i = 0; i < N; ++i)
+        for (int c = 0; c < C; ++c) {
+            float d = dout[i * C + c];
+            s_dw[c] += std::fabs((inp[i * C + c] - mean[i]) * rstd[i] * d);
+            s_db[c] += std::fabs(d);
+        }
+
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_inp(inp), d_w(w), d_b(b), d_dout(dout), d_dinp(dinp0), d_dw(dw0), d_db(db0);
+    DeviceBuffer<float> d_out((size_t)N * C), d_mean(N), d_rstd(N);
+    cuda::layernorm_forward(d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, ctx.stream());
+    // Row sums in another order: the mean of C values of size ~2.5 differs by ~1e-6 (5e-5 bound);
+    // rstd by a few ulps (2e-5 relative); outputs carry both times |w| (1e-4 absolute).
+    CHECK(mismatches("mean", d_mean.get(), mean, 5e-5, 0.0) == 0);
+    CHECK(mismatches("rstd", d_rstd.get(), rstd, 0.0, 2e-5) == 0);
+    CHECK(mismatches("out", d_out.get(), out, 1e-4, 1e-5) == 0);
+    // Backward from the CPU's mean/rstd so only the backward's own rounding is compared: dinp
+    // (accumulated onto dinp0) as out; dweight/dbias are N-row column sums: 1e-5 of their sum of
+    // |terms| (the GEMM argument) plus 1e-6.
+    d_mean.set(mean);
+    d_rstd.set(rstd);
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx.stream());
+    CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-4, 1e-5) == 0);
+    auto got_dw = d_dw.get(), got_db = d_db.get();
+    CHECK(mismatches("dweight", got_dw, dw, 1e-6, 1e-5, s_dw) == 0);
+    CHECK(mismatches("dbias", got_db, db, 1e-6, 1e-5, s_db) == 0);
+    // Fixed summation order: running it again from the same start gives the same bits.
+    d_dw.set(dw0);
+    d_db.set(db0);
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx.stream());
+    CHECK(bit_mismatches("dweight (second run)", d_dw.get(), got_dw) == 0);
+    CHECK(bit_mismatches("dbias (second run)", d_db.get(), got_db) == 0);
+}
+
+TEST_CASE("cuda layernorm_forward/backward match the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_layernorm(1031, 97, 1100);  // 129 blocks of 8 rows, C not a multiple of 32
+    check_layernorm(300, 768, 1200);  // GPT-2 width
+}
+
+static void check_attention(int B, int T, int C, int NH, uint64_t seed) {
+    INFO("attention B=" << B << " T=" << T << " C=" << C << " NH=" << NH);
+    const size_t n_inp = (size_t)B * T * 3 * C, n_att = (size_t)B * NH * T * T, n_out = (size_t)B * T * C;
+    auto inp = randn(n_inp, seed), dout = randn(n_out, seed + 1);
+    std::vector<float> out(n_out), att(n_att), dinp(n_inp), datt(n_att);
+    cpu::attention_forward(out.data(), att.data(), inp.data(), B, T, C, NH);
+    cpu::attention_backward(dinp.data(), datt.data(), dout.data(), inp.data(), att.data(), B, T, C, NH);
+
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_inp(inp), d_dout(dout), d_out(n_out), d_att(n_att), d_dinp(n_inp), d_datt(n_att);
+    // Garbage in the outputs first: everything must be written (att's upper triangle included).
+    std::vector<float> junk(n_inp, std::numeric_limits<float>::quiet_NaN());
+    d_dinp.set(junk);
+    d_att.set(std::vector<float>(n_att, 7.0f));
+    cuda::attention_forward(d_out, d_att, d_inp, B, T, C, NH, ctx, ctx.stream());
+    // Scores are hs-term dot products, softmax rows sum exp in another order, outputs are T-term
+    // weighted sums of values ~1: differences ~1e-6; 1e-4 (1 + |x|) leaves margin and still
+    // catches a wrong mask, scale or head offset (errors ~1e-1).
+    CHECK(mismatches("att", d_att.get(), att, 1e-4, 1e-4) == 0);
+    CHECK(mismatches("out", d_out.get(), out, 1e-4, 1e-4) == 0);
+    cuda::attention_backward(d_dinp, d_datt, d_dout, d_inp, d_att, B, T, C, NH, ctx, ctx.stream());
+    CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-4, 1e-4) == 0);
+}
+
+TEST_CASE("cuda attention_forward/backward match the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_attention(3, 67, 48, 4, 1300);   // hs 12, T odd
+    check_attention(2, 150, 96, 3, 1400);  // hs 32, T > 128
+}
+
+TEST_CASE("cuda adamw_update and sgd_momentum_update match the CPU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const size_t n = 1000003;
+    auto p = randn(n, 1500), m = randn(n, 1501, 0.1f), v = absolute(randn(n, 1502, 0.01f));
+    auto p_cpu = p, m_cpu = m, v_cpu = v;
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    DeviceBuffer<float> d_p(p), d_m(m), d_v(v), d_g(n);
+    // Three steps with fresh gradients: t = 1..3 exercises the bias corrections.
+    for (long t = 1; t <= 3; ++t) {
+        auto g = randn(n, 1510 + t);
+        d_g.set(g);
+        adamw_update(p_cpu.data(), g.data(), m_cpu.data(), v_cpu.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        cuda::adamw_update(d_p, d_g, d_m, d_v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, stream);
+    }
+    // Same expressions on both sides; they differ only where a compiler fuses a multiply-add
+    // (1 ulp per operation). Moments: 1e-5 relative. Parameters move by ~lr = 1e-2 per step:
+    // 1e-6 absolute (+1e-6 relative) is 1e-4 of a step, so a wrong correction or decay shows.
+    CHECK(mismatches("adamw m", d_m.get(), m_cpu, 1e-9, 1e-5) == 0);
+    CHECK(mismatches("adamw v", d_v.get(), v_cpu, 1e-12, 1e-5) == 0);
+    CHECK(mismatches("adamw p", d_p.get(), p_cpu, 1e-6, 1e-6) == 0);
+
+    auto q = randn(n, 1600), buf = randn(n, 1601, 0.1f), g = randn(n, 1602);
+    auto q_cpu = q, buf_cpu = buf;
+    DeviceBuffer<float> d_q(q), d_buf(buf), d_g2(g);
+    sgd_momentum_update(q_cpu.data(), g.data(), buf_cpu.data(), n, 1e-2f, 0.9f, 1e-2f);
+    cuda::sgd_momentum_update(d_q, d_g2, d_buf, n, 1e-2f, 0.9f, 1e-2f, stream);
+    CHECK(mismatches("sgd buf", d_buf.get(), buf_cpu, 1e-7, 1e-6) == 0);
+    CHECK(mismatches("sgd p", d_q.get(), q_cpu, 1e-7, 1e-6) == 0);
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# GPU check for a machine with an NVIDIA GPU and the CUDA toolkit: builds with CUDA=1, runs the
+# CUDA op tests against their CPU twins (build/cuda_tests), the bf16 matmul benchmark
+# (tests/gpu/bench_ops.cu), and short MLP and GPT training runs, then prints a summary table last.
+# Under 8 minutes in all: every step has a time limit and the whole run a deadline.
+#   tests/gpu/run.sh            run it (logs in build/gpu-check/logs)
+#   tests/gpu/run.sh --dry-run  print every step's command without running any
+# Not for: CI (no GPU there) or tracking performance over time.
+set -u
+cd "$(dirname "$0")/../.."
+
+dry=0
+case "${1:-}" in
+  "") ;;
+  --dry-run) dry=1 ;;
+  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "run.sh: unknown argument '$1' (use --dry-run, or no argument)" >&2; exit 2 ;;
+esac
+
+W=build/gpu-check
+JOBS=$(nproc 2>/dev/null || echo 4)
+BUDGET=${GPU_CHECK_SECONDS:-450}  # the whole run; 450 s leaves margin under 8 minutes
+# The toolkit: CUDA_HOME if set, else /usr/local/cuda, else wherever nvcc is on the PATH.
+if [ -z "${CUDA_HOME:-}" ]; then
+  CUDA_HOME=/usr/local/cuda
+  if [ ! -x $CUDA_HOME/bin/nvcc ] && command -v nvcc >/dev/null 2>&1; then
+    CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")")
+  fi
+fi
+NVCC="$CUDA_HOME/bin/nvcc"
+# The trainer is an MPI program; one rank is enough here. Without mpirun it starts as a singleton.
+if command -v mpirun >/dev/null 2>&1; then
+  LAUNCH="mpirun -np 1 --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+else
+  LAUNCH=""
+fi
+
+say_what_runs_where() {
+  echo "What runs on the GPU: build/cuda_tests (every CUDA op against its CPU twin) and bench_ops"
+  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes). What does NOT: the MLP and GPT training runs"
+  echo "train on the CPU, because the trainer does not use the CUDA backend yet; they check that the"
+  echo "CUDA=1 build still trains. Nothing here is GPU-trained."
+}
+
+t0=$SECONDS
+names=() devices=() results=() times=() notes=()
+declare -A status
+
+# [NOTE=regex] [FAIL_IF=regex] step NAME DEVICE LIMIT_S NEEDS COMMAND
+# Runs COMMAND (a bash string) once step NEEDS passed ('-': no need), with its output in
+# $W/logs/NAME.log, under min(LIMIT_S, time left of BUDGET). The summary's note is the last log line
+# matching NOTE (on failure: the last line). FAIL_IF: a log line that turns success into failure.
+step() {
+  local name=$1 device=$2 limit=$3 needs=$4 cmd=$5
+  if [ $dry = 1 ]; then
+    printf '%-11s on %-4s, limit %3ss%s:\n    %s\n' "$name" "$device" "$limit" \
+      "$([ "$needs" != - ] && echo ", after $needs")" "$cmd"
+    return
+  fi
+  local log=$W/logs/$name.log left=$((BUDGET - (SECONDS - t0))) result note="" start=$SECONDS rc
+  [ "$limit" -gt "$left" ] && limit=$left
+  if [ "$needs" != - ] && [ "${status[$needs]:-}" != PASS ]; then
+    result=SKIP note="needs $needs, which did not pass"
+  elif [ "$limit" -lt 15 ]; then
+    result=SKIP note="out of time (${BUDGET}s budget)"
+  else
+    echo "==> $name ($device, limit ${limit}s): $cmd"
+    timeout -k 5 "$limit" bash -c "$cmd" >"$log" 2>&1
+    rc=$?
+    result=PASS
+    [ $rc = 0 ] || result=FAIL
+    if [ $rc = 0 ] && [ -n "${FAIL_IF:-}" ] && grep -Eq "$FAIL_IF" "$log"; then
+      result=FAIL note="log says: $(grep -Em1 "$FAIL_IF" "$log")"
+    fi
+    [ $rc = 124 ] && note="timed out after ${limit}s"
+    if [ -z "$note" ] && [ -n "${NOTE:-}" ]; then note=$(grep -E "$NOTE" "$log" | tail -n1); fi
+    if [ -z "$note" ] && [ $result = FAIL ]; then note="exit $rc: $(grep -v '^\s*$' "$log" | tail -n1)"; fi
+    tail -n 15 "$log" | sed 's/^/    | /'
+  fi
+  status[$name]=$result
+  names+=("$name") devices+=("$device") results+=("$result") times+=($((SECONDS - start)))
+  notes+=("$(echo "$note" | sed 's/^[[:space:]]*//' | cut -c1-90)")
+}
+
+if [ $dry = 1 ]; then
+  echo "tests/gpu/run.sh --dry-run: the steps, in order (nothing is run)."
+else
+  mkdir -p "$W/logs"
+fi
+say_what_runs_where
+echo
+
+step gpu-info GPU 20 - \
+  "nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader"
+
+# The whole program with CUDA=1: configure needs MPI, HDF5, Boost, OpenBLAS and Catch2 as on the
+# CPU machines (`make deps`); where they are missing it says so and the dependent steps are skipped.
+NOTE='configure: missing|error' \
+step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests"
+
+NOTE='test cases|assertions' FAIL_IF='^SKIPPED cuda: no GPU' \
+step cuda-tests GPU 120 build "build/cuda_tests --use-colour no"
+
+# Standalone (no MPI needed): only the sources the benchmark uses, Hopper machine code only.
+step bench-build host 150 - \
+  "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
+tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/context.cpp src/error.cpp -lcublas"
+
+NOTE='^RESULT' \
+step bench GPU 60 bench-build "$W/bench_ops 50"
+
+step mlp-data CPU 60 build \
+  "rm -rf $W/synth && build/dptrain-data synth --out $W/synth --train-samples 16384 --val-samples 2048 --shards 2"
+
+NOTE='^step|loss' \
+step mlp-train CPU 60 mlp-data \
+  "rm -rf $W/mlp && $LAUNCH build/dptrain --model mlp --data $W/synth --steps 100 --batch-size 64 --log-every 20 \
+--eval-every 100 --checkpoint-every 0 --run-dir $W/mlp"
+
+step gpt-data CPU 60 build \
+  "rm -rf $W/tok && mkdir -p $W && cat README.md docs/*.md >$W/docs.txt && \
+build/dptrain-data text --input $W/docs.txt --out $W/tok --vocab char --shards 2"
+
+NOTE='^step|loss' \
+step gpt-train CPU 90 gpt-data \
+  "rm -rf $W/gpt && $LAUNCH build/dptrain --model gpt --data $W/tok --n-layer 2 --n-head 4 --n-embd 64 \
+--block-size 64 --batch-size 8 --steps 40 --lr 3e-3 --warmup-steps 5 --log-every 10 --eval-every 40 --eval-max 64 \
+--checkpoint-every 0 --run-dir $W/gpt"
+
+[ $dry = 1 ] && exit 0
+
+echo
+say_what_runs_where
+echo
+printf '%-12s %-5s %-6s %5s  %s\n' step on result secs note
+failed=0
+for i in "${!names[@]}"; do
+  printf '%-12s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+  [ "${results[$i]}" = FAIL ] && failed=$((failed + 1))
+done
+echo "total $((SECONDS - t0))s; $failed failed; logs in $W/logs"
+[ $failed = 0 ]
