@@ -5,6 +5,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 namespace dptrain::h5 {
 
 std::mutex& lock() {
@@ -65,12 +67,42 @@ Hid create_file(const std::string& path, size_t userblock) {
     return Hid(f, H5Fclose);
 }
 
-Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint) {
+Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint, hid_t dapl) {
     if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
         throw UserError(strfmt("%s: dataset %s missing; %s", path.c_str(), name.c_str(), hint.c_str()));
-    hid_t d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+    hid_t d = H5Dopen2(file, name.c_str(), dapl);
     if (d < 0) throw UserError(strfmt("%s: dataset %s cannot be opened; %s", path.c_str(), name.c_str(), hint.c_str()));
     return Hid(d, H5Dclose);
+}
+
+size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_t max_bytes) {
+    Hid dcpl(H5Dget_create_plist(dataset.get()), H5Pclose);
+    if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return 0;
+    hsize_t chunk[H5S_MAX_RANK];
+    int rank = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
+    Hid type(H5Dget_type(dataset.get()), H5Tclose);
+    double chunk_bytes = (double)H5Tget_size(type.get());
+    for (int i = 0; i < rank; ++i) chunk_bytes *= (double)chunk[i];
+    double total = (double)H5Dget_storage_size(dataset.get());
+    Hid space(H5Dget_space(dataset.get()), H5Sclose);
+    total = std::max(total, (double)H5Sget_simple_extent_npoints(space.get()) * (double)H5Tget_size(type.get()));
+    size_t bytes = (size_t)std::min(total, (double)max_bytes);
+    bytes = std::max(bytes, (size_t)chunk_bytes);
+    // About 100 hash slots per chunk the cache can hold, a prime, as HDF5's documentation advises.
+    size_t slots = std::max<size_t>(521, (size_t)(100.0 * (double)bytes / std::max(1.0, chunk_bytes)));
+    slots = std::min<size_t>(slots, 1u << 24);
+    auto is_prime = [](size_t v) {
+        for (size_t d = 2; d * d <= v; ++d)
+            if (v % d == 0) return false;
+        return v > 1;
+    };
+    while (!is_prime(slots)) ++slots;
+    Hid dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+    H5Pset_chunk_cache(dapl.get(), slots, bytes, 1.0);
+    hid_t d = H5Dopen2(file, name.c_str(), dapl.get());
+    if (d < 0) return 0;  // keep the dataset opened with the default cache
+    dataset = Hid(d, H5Dclose);
+    return bytes;
 }
 
 const char* kind_name(Kind k) {

@@ -48,7 +48,13 @@ Hid open_file(const std::string& path, const std::string& hint, hid_t fapl = H5P
 // Truncates; throws UserError on failure. userblock > 0 (a power of two >= 512) reserves that
 // many bytes at the start of the file for the caller.
 Hid create_file(const std::string& path, size_t userblock = 0);
-Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint);
+Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint,
+                 hid_t dapl = H5P_DEFAULT);
+// For a chunked dataset: reopens it with a chunk cache that holds all of it up to `max_bytes`,
+// so that random rows read again later (next batch, next epoch) find their chunk decompressed.
+// HDF5's default (1 MiB, 521 slots) holds a handful of chunks. Contiguous datasets are returned
+// as they are. Returns the cache size in bytes (0: not chunked).
+size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_t max_bytes);
 
 enum class Kind { f32, i32, u16, u32, u8 };
 const char* kind_name(Kind k);
