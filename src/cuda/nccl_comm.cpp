@@ -3,17 +3,10 @@
 
 #ifdef DPTRAIN_HAVE_NCCL
 
+#include "check.h"  // CUDA_CHECK
 #include "dptrain/error.h"
 
 #include <sched.h>
-
-#define CUDA_CHECK(call)                                                                                     \
-    do {                                                                                                     \
-        cudaError_t cuda_check_rc_ = (call);                                                                 \
-        if (cuda_check_rc_ != cudaSuccess)                                                                   \
-            ::dptrain::fatal(::dptrain::strfmt("CUDA error %s in %s at %s:%d", cudaGetErrorString(cuda_check_rc_), \
-                                               #call, __FILE__, __LINE__));                                  \
-    } while (0)
 
 #define NCCL_CHECK(call)                                                                                     \
     do {                                                                                                     \

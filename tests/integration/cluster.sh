@@ -4,20 +4,7 @@
 # algorithm gives exact sums across the network; training on 2 emulated nodes x 2 ranks ends
 # where 4 ranks on one node do (within 1e-5), for flat and hierarchical.
 source "$(dirname "$0")/lib.bash"
-export DPT_CLUSTER_DIR="$WORK/cluster"
-up="$ROOT/tests/cluster/up"
-down="$ROOT/tests/cluster/down"
-set +e
-"$up" 2 --slots 2 --prefix dptt >"$WORK/up.out" 2>&1
-rc=$?
-set -e
-if [ $rc != 0 ]; then
-  cat "$WORK/up.out"
-  grep -q '^SKIPPED' "$WORK/up.out" && exit 0
-  fail "cluster up failed"
-fi
-trap '"$down" --prefix dptt >/dev/null 2>&1; rm -rf "$WORK"' EXIT
-CMPI="$MPIRUN $(cat "$DPT_CLUSTER_DIR/mpirun.args")"
+cluster_up 2 2 dptt
 synth "$WORK/data" --train-samples 2000 --val-samples 256
 common=(--data "$WORK/data" --steps 20 --batch-size 8 --lr 5e-3 --eval-every 0 --log-every 10)
 

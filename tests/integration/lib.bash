@@ -35,3 +35,23 @@ jsonl_last() {
   local file=$1 type=$2 key=$3
   grep "\"type\":\"$type\"" "$file" | tail -n1 | sed -n "s/.*\"$key\":\([-0-9.e+]*\).*/\1/p"
 }
+
+# cluster_up N SLOTS PREFIX: an emulated cluster (tests/cluster/up) in $WORK/cluster, taken down
+# (its processes killed first) when the test exits; CMPI is the mpirun command that reaches it.
+# Where it cannot run (not root, no ip) the test passes with the SKIPPED line.
+cluster_up() {
+  local n=$1 slots=$2 prefix=$3 rc
+  export DPT_CLUSTER_DIR="$WORK/cluster"
+  set +e
+  "$ROOT/tests/cluster/up" "$n" --slots "$slots" --prefix "$prefix" >"$WORK/up.out" 2>&1
+  rc=$?
+  set -e
+  if [ $rc != 0 ]; then
+    cat "$WORK/up.out"
+    grep -q '^SKIPPED' "$WORK/up.out" && exit 0
+    fail "cluster up failed"
+  fi
+  CLUSTER_PREFIX=$prefix
+  trap '"$ROOT/tests/cluster/down" --prefix "$CLUSTER_PREFIX" >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+  CMPI="$MPIRUN $(cat "$DPT_CLUSTER_DIR/mpirun.args")"
+}

@@ -8,26 +8,8 @@
 #   node 1's heartbeat says (alive, waiting in the same all-reduce: the network failed), and the
 #   job ends non-zero within the watchdog timeout plus mpirun's keepalive (about 8 s).
 source "$(dirname "$0")/lib.bash"
-export DPT_CLUSTER_DIR="$WORK/cluster"
-up="$ROOT/tests/cluster/up"
-down="$ROOT/tests/cluster/down"
 p=dptn
-set +e
-"$up" 2 --slots 2 --prefix $p >"$WORK/up.out" 2>&1
-rc=$?
-set -e
-if [ $rc != 0 ]; then
-  cat "$WORK/up.out"
-  grep -q '^SKIPPED' "$WORK/up.out" && exit 0
-  fail "cluster up failed"
-fi
-# Processes left in a namespace outlive its name: end them before the namespaces go.
-cleanup() {
-  for n in 0 1; do ip netns pids $p-node$n 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
-  "$down" --prefix $p >/dev/null 2>&1; rm -rf "$WORK"
-}
-trap cleanup EXIT
-CMPI="mpirun --oversubscribe --allow-run-as-root $(cat "$DPT_CLUSTER_DIR/mpirun.args")"
+cluster_up 2 2 $p
 addr1=$(awk -v h=$p-node1 '$2 == h { print $1 }' "$DPT_CLUSTER_DIR/hosts")
 synth "$WORK/data" --train-samples 4000 --val-samples 256
 
