@@ -6,6 +6,7 @@
 #include "dptrain/checkpoint.h"
 #include "dptrain/data.h"
 #include "dptrain/error.h"
+#include "dptrain/gpu_health.h"
 #include "dptrain/metrics.h"
 #include "dptrain/tokens.h"
 #include "dptrain/version.h"
@@ -93,6 +94,21 @@ void check(const Options& o, const Topology& t, Findings& f) {
         else f.ok(strfmt("%d GPUs visible", gpus));
     } else {
         f.warn(strfmt("no GPU (%s): the CPU backend will train", why.c_str()));
+    }
+    // The health of this rank's GPU (the local rank's CUDA device), from NVML.
+    GpuHealth nvml;
+    std::string nvml_why;
+    if (nvml.open(&nvml_why)) {
+        GpuSample s;
+        int index = nvml.index_for_cuda_device(t.local_rank);
+        if (index >= 0 && nvml.sample(index, &s, &nvml_why))
+            f.ok(strfmt("GPU %d (NVML): %s", index, format_gpu_sample(s).c_str()));
+        else if (index < 0)
+            f.warn(strfmt("NVML sees %d GPUs, none for local rank %d", nvml.count(), t.local_rank));
+        else
+            f.warn(nvml_why);
+    } else {
+        f.ok(strfmt("GPU health: %s", nvml_why.c_str()));
     }
 #ifdef DPTRAIN_HAVE_NCCL
     int v = 0;

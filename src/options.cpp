@@ -136,6 +136,9 @@ void declare(Registry& r, Options& o) {
     r.add<S>("metrics-namespace", &Options::metrics_namespace, o, "dptrain", "CloudWatch namespace of the EMF metrics");
     r.add<S>("job-name", &Options::job_name, o, "",
              "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
+    r.add<S>("gpu-health", &Options::gpu_health, o, "auto",
+             "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
+             "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");
     r.add<S>("progress", &Options::progress, o, "auto",
              "rank 0's progress: tty (a status line updated in place between step lines) | plain (step lines only, "
              "for batch logs) | auto (tty when the output is a terminal)");
@@ -224,6 +227,8 @@ void validate(Options& o) {
     need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 && o.metrics_namespace.find(':') == std::string::npos,
          strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
                 o.metrics_namespace.c_str()));
+    need(o.gpu_health == "auto" || o.gpu_health == "on" || o.gpu_health == "off",
+         strfmt("--gpu-health '%s' is unknown; use auto, on or off", o.gpu_health.c_str()));
     need(o.progress == "auto" || o.progress == "tty" || o.progress == "plain",
          strfmt("--progress '%s' is unknown; use auto, tty or plain", o.progress.c_str()));
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";

@@ -10,6 +10,7 @@
 #include "dptrain/data.h"
 #include "dptrain/error.h"
 #include "dptrain/gpt.h"
+#include "dptrain/gpu_health.h"
 #include "dptrain/gradsync.h"
 #include "dptrain/metrics.h"
 #include "dptrain/model.h"
@@ -91,8 +92,25 @@ struct Run {
         }
     }
 
+    // GPU health (--gpu-health): this rank's GPU in NVML, -1 for none; on when any rank has one.
+    GpuHealth nvml;
+    int gpu_index = -1;
+    bool gpu_health = false;
+    std::string gpu_health_note;
+    void setup_gpu_health() {
+        if (o.gpu_health == "off") return;
+        std::string why;
+        if (nvml.open(&why)) {
+            gpu_index = nvml.index_for_cuda_device(topo.local_rank);
+            if (gpu_index < 0) why = strfmt("NVML sees %d GPUs, none for local rank %d", nvml.count(), topo.local_rank);
+        }
+        if (gpu_index < 0 && o.gpu_health == "on") throw UserError(strfmt("--gpu-health on: %s", why.c_str()));
+        if (gpu_index < 0) gpu_health_note = why;
+    }
+
     // Phase 1, local on every rank: threads, data, model, optimizer.
     void setup_local() {
+        setup_gpu_health();
         faults = FaultPlan::parse(o.inject_fault);
         if (rank == 0 && o.async_checkpoint) async_ckpt = std::make_unique<AsyncCheckpointer>();
         int threads = o.threads;
@@ -176,6 +194,9 @@ struct Run {
     std::string io_note;
 
     void setup_comm() {
+        int any = gpu_index >= 0;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, topo.world));
+        gpu_health = any != 0;
         engine = std::make_unique<AllreduceEngine>(o.allreduce, topo, model->num_params() + kControl);
         DType wire = o.grad_dtype == "bf16" ? DType::bf16 : DType::f32;
         int level = 0;
@@ -323,6 +344,9 @@ struct Run {
                      o.io_threads == 1 ? "" : "s", std::max(o.prefetch, o.io_threads),
                      o.io == "collective" ? " (collective reads run in the training thread: no prefetch)" : ""));
         if (!io_note.empty()) print(io_note + "\n");
+        if (o.gpu_health != "off")
+            print(gpu_health ? "GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n"
+                             : strfmt("GPU health: off (%s)\n", gpu_health_note.c_str()));
         print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
                      model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
                      sampler->steps_per_epoch()));
@@ -545,8 +569,10 @@ struct Run {
                 st.comm_total_pct = 100.0 * shares[2];
                 st.eta_s = (t - t_run) / (double)(done - start_step) * (double)(end - done);
                 print(format_step_line(st) + "\n");
+                std::vector<double> gpus = gather_gpu_health();
                 if (rank == 0) {
                     jsonl.write(step_record(st).raw("phases", breakdown_json(bd)));
+                    write_gpu_records(gpus, done, st);
                     if (jsonl.emf()) write_rank_records(bd, done);
                     if (done - start_step > o.log_every) warn_bottleneck(st, bd);
                 }
@@ -653,6 +679,53 @@ struct Run {
             if (std::find(nodes.begin(), nodes.end(), h) == nodes.end()) nodes.push_back(h);
         }
         if (nodes.size() > 1) watchdog->heartbeats(o.run_dir + "/heartbeat", topo.host, topo.local_rank == 0, nodes);
+    }
+    // Every rank's GPU reading at a step line, gathered on rank 0: kGpuVals values per rank,
+    // util < 0 where a rank has no GPU. Empty when GPU health is off (every rank agrees).
+    static constexpr int kGpuVals = 5;  // util %, memory used MiB, memory total MiB, temperature C, power W
+    std::vector<double> gather_gpu_health() {
+        if (!gpu_health) return {};
+        double mine[kGpuVals] = {-1, 0, 0, 0, 0};
+        GpuSample s;
+        if (gpu_index >= 0 && nvml.sample(gpu_index, &s, nullptr)) {
+            mine[0] = s.util_pct, mine[1] = s.mem_used_mib, mine[2] = s.mem_total_mib, mine[3] = s.temp_c;
+            mine[4] = s.power_w;
+        }
+        std::vector<double> all(rank == 0 ? (size_t)W * kGpuVals : 0);
+        MPI_CHECK(MPI_Gather(mine, kGpuVals, MPI_DOUBLE, all.data(), kGpuVals, MPI_DOUBLE, 0, topo.world));
+        return all;
+    }
+    // Rank 0: a "gpu" record per rank, and once per run a warning when a GPU idles (under 50%)
+    // while its job waits for data or for the network.
+    bool warned_gpu_data = false, warned_gpu_comm = false;
+    void write_gpu_records(const std::vector<double>& all, long step, const StepStats& st) {
+        if (all.empty()) return;
+        int idlest = -1;
+        for (int r = 0; r < W; ++r) {
+            const double* v = &all[(size_t)r * kGpuVals];
+            if (v[0] < 0) continue;
+            if (idlest < 0 || v[0] < all[(size_t)idlest * kGpuVals]) idlest = r;
+            Record rec("gpu");
+            rec.integer("step", step);
+            rec.metric("gpu_util_pct", v[0], "Percent").metric("gpu_mem_used_mib", v[1], "Megabytes");
+            rec.value("gpu_mem_total_mib", v[2]).metric("gpu_temp_c", v[3]).metric("gpu_power_w", v[4]);
+            jsonl.write_rank(rec.text("host", hosts[r]).integer("rank_id", r), r, hosts[r]);
+        }
+        if (idlest < 0 || step - start_step <= o.log_every) return;
+        double util = all[(size_t)idlest * kGpuVals];
+        if (util >= 50.0) return;
+        if (!warned_gpu_data && st.data_wait_pct > 5.0) {
+            warned_gpu_data = true;
+            print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for data takes %.1f%% of the step: "
+                         "the job is input-bound (see the data-wait warning for what to change)\n",
+                         idlest, hosts[idlest].c_str(), util, st.data_wait_pct));
+        }
+        if (!warned_gpu_comm && st.comm_pct > 25.0) {
+            warned_gpu_comm = true;
+            print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for the all-reduce takes %.1f%% "
+                         "of the step: the job is network-bound (or waits for a straggler)\n",
+                         idlest, hosts[idlest].c_str(), util, st.comm_pct));
+        }
     }
     // EMF: each rank's mean phase times over the interval, with rank and node as dimensions.
     void write_rank_records(const StepBreakdown& bd, long step) {

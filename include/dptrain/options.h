@@ -58,6 +58,7 @@ struct Options {
     std::string metrics_format;  // jsonl | emf (CloudWatch Embedded Metric Format)
     std::string metrics_namespace, job_name;  // EMF namespace and "job" dimension ("" = from the launcher)
     std::string progress;  // auto | tty | plain
+    std::string gpu_health;  // auto | on | off
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file
 };
