@@ -5,19 +5,40 @@
 # Under 8 minutes in all: every step has a time limit and the whole run a deadline.
 #   tests/gpu/run.sh            run it (logs in build/gpu-check/logs)
 #   tests/gpu/run.sh --dry-run  print every step's command without running any
+#   tests/gpu/run.sh --prebuilt DIR [--dry-run]
+#                               on a bare GPU machine: use the binaries and runtime packages that
+#                               tests/gpu/pack.sh put in DIR (unpacked into a private prefix)
+#                               instead of building
 # Not for: CI (no GPU there) or tracking performance over time.
 set -u
 cd "$(dirname "$0")/../.."
 
-dry=0
-case "${1:-}" in
-  "") ;;
-  --dry-run) dry=1 ;;
-  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "run.sh: unknown argument '$1' (use --dry-run, or no argument)" >&2; exit 2 ;;
-esac
+dry=0 prebuilt=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) dry=1; shift ;;
+    --prebuilt) prebuilt=${2:?--prebuilt needs the directory tests/gpu/pack.sh wrote}; shift 2 ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, or no argument)" >&2; exit 2 ;;
+  esac
+done
 
 W=build/gpu-check
+B=build  # where the binaries are
+if [ -n "$prebuilt" ]; then
+  [ -d "$prebuilt/bin" ] && [ -d "$prebuilt/debs" ] || { echo "run.sh: $prebuilt is not what tests/gpu/pack.sh writes" >&2; exit 2; }
+  B=$prebuilt/bin
+  # The packed runtime in a private prefix: Open MPI relocated with OPAL_PREFIX and friends.
+  D=$PWD/$W/deps
+  if [ $dry = 0 ]; then
+    mkdir -p "$D" && for f in "$prebuilt"/debs/*.deb; do dpkg -x "$f" "$D"; done
+  fi
+  L=$D/usr/lib/x86_64-linux-gnu
+  export OPAL_PREFIX=$D/usr OPAL_LIBDIR=$L/openmpi/lib OPAL_SYSCONFDIR=$D/etc/openmpi \
+         OPAL_PKGDATADIR=$D/usr/share/openmpi PMIX_INSTALL_PREFIX=$L/pmix2 \
+         PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix PATH=$D/usr/bin:$PATH \
+         LD_LIBRARY_PATH=$L/openmpi/lib:$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+fi
 JOBS=$(nproc 2>/dev/null || echo 4)
 BUDGET=${GPU_CHECK_SECONDS:-450}  # the whole run; 450 s leaves margin under 8 minutes
 # The toolkit: CUDA_HOME if set, else /usr/local/cuda, else wherever nvcc is on the PATH.
@@ -29,7 +50,9 @@ if [ -z "${CUDA_HOME:-}" ]; then
 fi
 NVCC="$CUDA_HOME/bin/nvcc"
 # The trainer is an MPI program; one rank is enough here. Without mpirun it starts as a singleton.
-if command -v mpirun >/dev/null 2>&1; then
+if [ -n "$prebuilt" ]; then  # Debian's launcher name (dpkg -x makes no mpirun alternative link)
+  LAUNCH="orterun -np 1 --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+elif command -v mpirun >/dev/null 2>&1; then
   LAUNCH="mpirun -np 1 --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
 else
   LAUNCH=""
@@ -95,35 +118,45 @@ step gpu-info GPU 20 - \
 
 # The whole program with CUDA=1: configure needs MPI, HDF5, Boost, OpenBLAS and Catch2 as on the
 # CPU machines (`make deps`); where they are missing it says so and the dependent steps are skipped.
-NOTE='configure: missing|error' \
-step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests"
+if [ -n "$prebuilt" ]; then
+  step build host 15 - "ls -l $B"
+else
+  NOTE='configure: missing|error' \
+  step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests"
+fi
 
 NOTE='test cases|assertions' FAIL_IF='^SKIPPED cuda: no GPU' \
-step cuda-tests GPU 120 build "build/cuda_tests --use-colour no"
+step cuda-tests GPU 120 build "$B/cuda_tests --use-colour no"
 
 # Standalone (no MPI needed): only the sources the benchmark uses, Hopper machine code only.
-step bench-build host 150 - \
-  "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
+if [ -n "$prebuilt" ]; then
+  step bench-build host 15 - "ls -l $B/bench_ops"
+  BENCH=$B/bench_ops
+else
+  step bench-build host 150 - \
+    "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
 tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/context.cpp src/error.cpp -lcublas"
+  BENCH=$W/bench_ops
+fi
 
 NOTE='^RESULT' \
-step bench GPU 60 bench-build "$W/bench_ops 50"
+step bench GPU 60 bench-build "$BENCH 50"
 
 step mlp-data CPU 60 build \
-  "rm -rf $W/synth && build/dptrain-data synth --out $W/synth --train-samples 16384 --val-samples 2048 --shards 2"
+  "rm -rf $W/synth && $B/dptrain-data synth --out $W/synth --train-samples 16384 --val-samples 2048 --shards 2"
 
 NOTE='^step|loss' \
 step mlp-train CPU 60 mlp-data \
-  "rm -rf $W/mlp && $LAUNCH build/dptrain --model mlp --data $W/synth --steps 100 --batch-size 64 --log-every 20 \
+  "rm -rf $W/mlp && $LAUNCH $B/dptrain --model mlp --data $W/synth --steps 100 --batch-size 64 --log-every 20 \
 --eval-every 100 --checkpoint-every 0 --run-dir $W/mlp"
 
 step gpt-data CPU 60 build \
   "rm -rf $W/tok && mkdir -p $W && cat README.md docs/*.md >$W/docs.txt && \
-build/dptrain-data text --input $W/docs.txt --out $W/tok --vocab char --shards 2"
+$B/dptrain-data text --input $W/docs.txt --out $W/tok --vocab char --shards 2"
 
 NOTE='^step|loss' \
 step gpt-train CPU 90 gpt-data \
-  "rm -rf $W/gpt && $LAUNCH build/dptrain --model gpt --data $W/tok --n-layer 2 --n-head 4 --n-embd 64 \
+  "rm -rf $W/gpt && $LAUNCH $B/dptrain --model gpt --data $W/tok --n-layer 2 --n-head 4 --n-embd 64 \
 --block-size 64 --batch-size 8 --steps 40 --lr 3e-3 --warmup-steps 5 --log-every 10 --eval-every 40 --eval-max 64 \
 --checkpoint-every 0 --run-dir $W/gpt"
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Packs what tests/gpu/run.sh needs on a bare GPU machine (CUDA there, but no MPI, HDF5, Boost or
+# OpenBLAS, and no package registry): builds here with CUDA=1, and puts in build/gpu-pack
+#   bin/   dptrain, dptrain-data, cuda_tests and the bf16 matmul benchmark, stripped;
+#   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA
+#          (found with ldd and dpkg -S), plus Open MPI's launcher, daemon and plugins.
+# There: tests/gpu/run.sh --prebuilt build/gpu-pack unpacks the packages into a private prefix
+# (dpkg -x, never into /) and runs the same steps without building.
+#   tests/gpu/pack.sh        (as root on Debian 12, where apt-get download works)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+P=build/gpu-pack
+rm -rf "$P" && mkdir -p "$P/bin" "$P/debs"
+make -j"$(nproc)" CUDA=1 all build/cuda_tests >/dev/null
+/usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$P/bin/bench_ops" \
+  tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/context.cpp src/error.cpp -lcublas
+for b in dptrain dptrain-data cuda_tests; do cp "build/$b" "$P/bin/"; done
+strip "$P"/bin/*
+
+# The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).
+libs=$(for b in "$P"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
+  grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so|/libcu(blas|blasLt|dart|da)\.so|/usr/local/cuda')
+# The C runtime itself stays the GPU machine's own (a newer glibc runs these binaries).
+pkgs=$(for l in $libs; do dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "$l" 2>/dev/null; done | cut -d: -f1 | sort -u |
+  grep -Evx 'libc6|libgcc-s1|libstdc\+\+6')
+# Open MPI's launcher (orterun), daemon (orted) and the libraries its plugins load.
+pkgs="$pkgs openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7
+  libfabric1 libucx0 libpsm2-2 libpsm-infinipath1 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libgfortran5
+  libquadmath0 libxnvctrl0 libnuma1 libltdl7 libudev1"
+(cd "$P/debs" && apt-get download $(echo "$pkgs" | tr ' ' '\n' | sort -u) >/dev/null)
+echo "gpu-pack: $(ls "$P/bin" | wc -l) binaries, $(ls "$P/debs" | wc -l) packages, $(du -sh "$P" | cut -f1) in $P"
+echo "on the GPU machine: tests/gpu/run.sh --prebuilt $P   (carry $P)"
