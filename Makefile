@@ -170,4 +170,4 @@ clean:
 help:
 	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f -not -path '$(BUILD)/gpu-*' 2>/dev/null)

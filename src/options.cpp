@@ -136,6 +136,10 @@ void declare(Registry& r, Options& o) {
     r.add<S>("metrics-namespace", &Options::metrics_namespace, o, "dptrain", "CloudWatch namespace of the EMF metrics");
     r.add<S>("job-name", &Options::job_name, o, "",
              "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
+    r.add<S>("device", &Options::device, o, "cpu",
+             "where the model computes: cpu | cuda (the MLP on the local rank's GPU; the GPT model is CPU-only so "
+             "far; the CUDA path has not yet been run on a GPU: check it with tests/gpu/run.sh) | auto (cuda when a "
+             "GPU is visible and the model has a CUDA path, else cpu, saying why)");
     r.add<S>("gpu-health", &Options::gpu_health, o, "auto",
              "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
              "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");
@@ -227,6 +231,8 @@ void validate(Options& o) {
     need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 && o.metrics_namespace.find(':') == std::string::npos,
          strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
                 o.metrics_namespace.c_str()));
+    need(o.device == "cpu" || o.device == "cuda" || o.device == "auto",
+         strfmt("--device '%s' is unknown; use cpu, cuda or auto", o.device.c_str()));
     need(o.gpu_health == "auto" || o.gpu_health == "on" || o.gpu_health == "off",
          strfmt("--gpu-health '%s' is unknown; use auto, on or off", o.gpu_health.c_str()));
     need(o.progress == "auto" || o.progress == "tty" || o.progress == "plain",

@@ -11,6 +11,9 @@
 #include "dptrain/error.h"
 #include "dptrain/gpt.h"
 #include "dptrain/gpu_health.h"
+#ifdef DPTRAIN_HAVE_CUDA
+#include "dptrain/cuda_mlp.h"
+#endif
 #include "dptrain/gradsync.h"
 #include "dptrain/metrics.h"
 #include "dptrain/model.h"
@@ -108,6 +111,33 @@ struct Run {
         if (gpu_index < 0) gpu_health_note = why;
     }
 
+    // --device: the CUDA device this rank computes on (its local rank's GPU), or -1 for the CPU.
+    // device_note says why auto chose the CPU.
+    int gpu_device = -1;
+    std::string device_note;
+    int choose_device(bool has_cuda_path) {
+        (void)has_cuda_path;
+        if (o.device == "cpu") return -1;
+#ifdef DPTRAIN_HAVE_CUDA
+        std::string why;
+        int n = cuda::device_count(&why);
+        if (n == 0 || !has_cuda_path) {
+            std::string reason = n == 0 ? strfmt("no GPU (%s)", why.c_str())
+                                        : std::string("the GPT model has no CUDA path yet");
+            if (o.device == "cuda") throw UserError(strfmt("--device cuda: %s; use --device cpu", reason.c_str()));
+            device_note = reason + ": the CPU backend trains";
+            return -1;
+        }
+        gpu_device = cuda::bind_device(topo.local_rank, topo.local_size);
+        return gpu_device;
+#else
+        if (o.device == "cuda")
+            throw UserError("--device cuda: this build has no CUDA (build with nvcc present, or make CUDA=1)");
+        device_note = "built without CUDA: the CPU backend trains";
+        return -1;
+#endif
+    }
+
     // Phase 1, local on every rank: threads, data, model, optimizer.
     void setup_local() {
         setup_gpu_health();
@@ -125,6 +155,7 @@ struct Run {
 
         lm = o.model == "gpt";
         if (lm) {
+            choose_device(false);
             auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
             auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
             if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
@@ -159,8 +190,15 @@ struct Run {
                                        "%d; regenerate them together",
                                        o.data.c_str(), va->dim(), va->num_classes(), tr->dim(), tr->num_classes()));
             Activation act = o.activation == "gelu" ? Activation::gelu : Activation::relu;
-            model = std::make_unique<Mlp>(tr->dim(), o.hidden_sizes, tr->num_classes(), act,
-                                          std::max(o.batch_size, kEvalRows));
+            int gpu = choose_device(true);
+#ifdef DPTRAIN_HAVE_CUDA
+            if (gpu >= 0)
+                model = std::make_unique<CudaMlp>(tr->dim(), o.hidden_sizes, tr->num_classes(), act,
+                                                  std::max(o.batch_size, kEvalRows), gpu);
+#endif
+            if (!model)
+                model = std::make_unique<Mlp>(tr->dim(), o.hidden_sizes, tr->num_classes(), act,
+                                              std::max(o.batch_size, kEvalRows));
             data_desc = strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes",
                                tr->num_samples(), tr->num_shards(), va->num_samples(), tr->dim(), tr->num_classes());
             train = std::move(tr);
@@ -219,7 +257,8 @@ struct Run {
     // Phase 3b, collective: the MFU denominator. Every rank measures sgemm at once (so shared
     // cores and memory are counted as they will be used), and the peaks add up.
     void measure_peak() {
-        double mine = o.peak_gflops > 0 ? o.peak_gflops : cpu::measure_sgemm_gflops(512, 0.2);
+        // On a GPU the peak is the user's to give (--peak-gflops); the CPU's sgemm says nothing of it.
+        double mine = o.peak_gflops > 0 ? o.peak_gflops : gpu_device >= 0 ? 0.0 : cpu::measure_sgemm_gflops(512, 0.2);
         MPI_CHECK(MPI_Allreduce(&mine, &peak_gflops, 1, MPI_DOUBLE, MPI_SUM, topo.world));
     }
 
@@ -335,9 +374,11 @@ struct Run {
         for (int r = 0; rank == 0 && r < W; ++r) hosts.emplace_back(&all[(size_t)r * sizeof mine]);
         tty = rank == 0 && (o.progress == "tty" || (o.progress == "auto" && output_is_terminal()));
         std::string t = topo.table();
-        // The CPU backend is the only one so far; CUDA is detected and reported, not used.
-        print(strfmt("dptrain %s | %s | backend cpu, %d threads per rank\n", DPTRAIN_VERSION, build_features().c_str(),
-                     cpu::get_threads()));
+        std::string backend = gpu_device >= 0 ? strfmt("backend cuda (each rank on its local rank's GPU; parameters, "
+                                                      "all-reduce and optimizer on the host)")
+                                              : strfmt("backend cpu, %d threads per rank", cpu::get_threads());
+        print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), backend.c_str()));
+        if (!device_note.empty()) print(strfmt("--device %s: %s\n", o.device.c_str(), device_note.c_str()));
         print(t);
         print(strfmt("data %s: %s\n", o.data.c_str(), data_desc.c_str()));
         print(strfmt("input: --io %s, %d reader thread%s, %d batches ahead%s\n", o.io.c_str(), o.io_threads,
@@ -358,10 +399,15 @@ struct Run {
         else if (o.overlap == "auto" && !overlap && topo.size > 1)
             print("note: --overlap auto: no spare core per rank for a communication thread; gradients are reduced "
                   "after backward (--overlap on forces it)\n");
-        print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W,
-                     W == 1 ? "" : "s", peak_gflops / W,
-                     o.peak_gflops > 0 ? "(--peak-gflops)" : "(sgemm measured at start; --peak-gflops sets it)",
-                     model->flops_per_sample() / 1e9, lm ? "window" : "sample"));
+        if (peak_gflops > 0)
+            print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W,
+                         W == 1 ? "" : "s", peak_gflops / W,
+                         o.peak_gflops > 0 ? "(--peak-gflops)" : "(sgemm measured at start; --peak-gflops sets it)",
+                         model->flops_per_sample() / 1e9, lm ? "window" : "sample"));
+        else
+            print(strfmt("MFU: not shown on the GPU without --peak-gflops (the GPU's peak for this precision); model "
+                         "%.3g GFLOP per %s\n",
+                         model->flops_per_sample() / 1e9, lm ? "window" : "sample"));
         if (!resumed_from.empty() || start_step > 0)
             print(strfmt("resumed from %s at step %ld (epoch %ld)\n", resumed_from.c_str(), start_step,
                          sampler->epoch_of(start_step)));

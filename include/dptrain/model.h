@@ -71,6 +71,9 @@ class Mlp : public Model {
 
     const ParamLayout& layout() const override { return layout_; }
     int in_dim() const { return dims_.front(); }
+    const std::vector<int>& dims() const { return dims_; }  // in, hidden..., classes
+    Activation activation() const { return act_; }
+    int max_batch() const { return max_batch_; }
     int classes() const { return dims_.back(); }
     // "mlp in=64 hidden=256,256 classes=10 act=relu": checkpoints must match it.
     std::string signature() const override;

@@ -59,6 +59,7 @@ struct Options {
     std::string metrics_namespace, job_name;  // EMF namespace and "job" dimension ("" = from the launcher)
     std::string progress;  // auto | tty | plain
     std::string gpu_health;  // auto | on | off
+    std::string device;      // cpu | cuda | auto
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file
 };

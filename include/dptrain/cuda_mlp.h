@@ -1,0 +1,44 @@
+// The MLP computed on a GPU with the CUDA backend's ops (cuda_backend.h), behind the same Model
+// interface as the CPU Mlp: parameters, gradients and batches stay in host memory, where the
+// trainer, the all-reduce, the optimizer and the checkpoints keep them, and are copied to and
+// from the device around each forward and backward. Built only with CUDA. Not for: speed (the
+// copies cost more than a small MLP's compute); it is the first GPU path and the reference for
+// device-resident training.
+#pragma once
+
+#include "dptrain/cuda_backend.h"
+#include "dptrain/model.h"
+
+#include <memory>
+#include <vector>
+
+namespace dptrain {
+
+class CudaMlp : public Model {
+  public:
+    // The same network as Mlp(in, hidden, classes, act, max_batch), on CUDA device `device`.
+    CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device);
+    ~CudaMlp() override;
+
+    const ParamLayout& layout() const override { return host_.layout(); }
+    std::string signature() const override { return host_.signature(); }  // checkpoints move between CPU and GPU
+    int terms_per_sample() const override { return 1; }
+    double flops_per_sample() const override { return host_.flops_per_sample(); }
+    void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
+    double forward(const float* params, const ModelBatch& in, long* correct) override;
+    void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+
+  private:
+    float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
+    Mlp host_;             // layout, init, signature: the CPU twin's
+    std::unique_ptr<cuda::Context> ctx_;
+    std::vector<void*> allocs_;
+    std::vector<int> dims_;
+    float *params_ = nullptr, *grads_ = nullptr, *x_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+    float *dbuf_a_ = nullptr, *dbuf_b_ = nullptr;
+    int* y_ = nullptr;
+    std::vector<float*> pre_, post_;
+    std::vector<float> host_losses_, host_logits_, host_grads_;
+};
+
+} // namespace dptrain

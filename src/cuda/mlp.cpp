@@ -1,0 +1,111 @@
+// CudaMlp: the Mlp's forward and backward (src/model.cpp) with each CPU op replaced by its CUDA
+// twin, in the same order on one stream, so results match the CPU within the ops' tolerances.
+#include "dptrain/cuda_mlp.h"
+
+#include "check.h"
+#include "dptrain/error.h"
+
+#include <algorithm>
+
+namespace dptrain {
+
+CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device)
+    : host_(in, hidden, classes, act, max_batch), ctx_(std::make_unique<cuda::Context>(device)), dims_(host_.dims()) {
+    const size_t P = host_.num_params(), Bm = (size_t)max_batch;
+    int L = (int)dims_.size() - 1;
+    int widest = *std::max_element(dims_.begin(), dims_.end());
+    params_ = dev(P);
+    grads_ = dev(P);
+    x_ = dev(Bm * in);
+    y_ = reinterpret_cast<int*>(dev(Bm));
+    for (int l = 0; l < L; ++l) {
+        pre_.push_back(dev(Bm * dims_[l + 1]));
+        post_.push_back(l + 1 < L ? dev(Bm * dims_[l + 1]) : nullptr);
+    }
+    probs_ = dev(Bm * classes);
+    losses_ = dev(Bm);
+    dbuf_a_ = dev(Bm * widest);
+    dbuf_b_ = dev(Bm * widest);
+    host_losses_.resize(Bm);
+    host_logits_.resize(Bm * classes);
+    host_grads_.resize(P);
+}
+
+CudaMlp::~CudaMlp() {
+    for (void* p : allocs_) cudaFree(p);
+}
+
+float* CudaMlp::dev(size_t n) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float)));
+    allocs_.push_back(p);
+    return static_cast<float*>(p);
+}
+
+double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct) {
+    const int B = in.B, L = (int)dims_.size() - 1, V = dims_.back();
+    if (B > host_.max_batch()) throw std::invalid_argument("CudaMlp::forward: batch larger than max_batch");
+    cudaStream_t s = ctx_->stream();
+    const auto& views = host_.layout().views;
+    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(x_, in.x, (size_t)B * dims_[0] * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(y_, in.labels, (size_t)B * sizeof(int), cudaMemcpyHostToDevice, s));
+    const float* inp = x_;
+    for (int l = 0; l < L; ++l) {
+        cuda::matmul_forward(pre_[l], inp, params_ + views[2 * l].offset, params_ + views[2 * l + 1].offset, B, dims_[l],
+                             dims_[l + 1], *ctx_, s);
+        if (l + 1 < L) {
+            long n = (long)B * dims_[l + 1];
+            if (host_.activation() == Activation::relu) cuda::relu_forward(post_[l], pre_[l], n, s);
+            else cuda::gelu_forward(post_[l], pre_[l], n, s);
+            inp = post_[l];
+        }
+    }
+    cuda::softmax_crossentropy_forward(losses_, probs_, pre_[L - 1], y_, B, V, s);
+    CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost, s));
+    if (correct)
+        CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), pre_[L - 1], (size_t)B * V * sizeof(float),
+                                   cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    double sum = 0.0;
+    for (int b = 0; b < B; ++b) sum += host_losses_[b];
+    if (correct) {
+        long c = 0;
+        for (int b = 0; b < B; ++b) {
+            const float* z = host_logits_.data() + (size_t)b * V;
+            c += (std::max_element(z, z + V) - z) == in.labels[b];
+        }
+        *correct += c;
+    }
+    return sum;
+}
+
+void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float scale, GradHook* hook) {
+    // The parameters on the device are those of the forward just run (the caller's contract).
+    const int B = in.B, L = (int)dims_.size() - 1;
+    const size_t P = host_.num_params();
+    cudaStream_t s = ctx_->stream();
+    const auto& views = host_.layout().views;
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, P * sizeof(float), s));
+    float* dout = dbuf_a_;
+    float* dnext = dbuf_b_;
+    cuda::softmax_crossentropy_backward(dout, probs_, y_, scale, B, dims_.back(), s);
+    for (int l = L - 1; l >= 0; --l) {
+        const float* inp = l == 0 ? x_ : post_[l - 1];
+        float* dinp = l == 0 ? nullptr : dnext;
+        cuda::matmul_backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp,
+                              params_ + views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+        if (l > 0) {
+            long n = (long)B * dims_[l];
+            if (host_.activation() == Activation::relu) cuda::relu_backward(dnext, pre_[l - 1], dnext, n, s);
+            else cuda::gelu_backward(dnext, pre_[l - 1], dnext, n, s);
+            std::swap(dout, dnext);
+        }
+    }
+    CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, P * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < P; ++i) grads[i] += host_grads_[i];
+    if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
+}
+
+} // namespace dptrain
