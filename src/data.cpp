@@ -84,6 +84,9 @@ void ShardSet::load_node_memory() {
     int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
     copy->features = features;
     copy->labels = labels;
+    // Kept from here on, even when a read below fails: freeing the window is collective over the
+    // node, so it must wait until every rank of the node gives up together (the caller's all_ok).
+    node_copy_ = copy;
     // This rank's share: global rows [lo, hi), read shard by shard as one contiguous run each, straight
     // into the shared buffer (the sequential read this mode is for), then every label checked once.
     long lo = total_ * l / L, hi = total_ * (l + 1) / L;
@@ -125,7 +128,6 @@ void ShardSet::load_node_memory() {
                                        "attribute",
                                        sh.path.c_str(), (long)row0 + r, ldst[r], classes_));
     }
-    node_copy_ = std::move(copy);
 }
 
 bool ShardSet::direct() const {
@@ -232,15 +234,42 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
             setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at,
                          &sh.labels_at);
         if (sh.fd < 0) {
-            // HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets,
-            // up to 64 MiB each, instead of HDF5's 1 MiB.
-            h5::size_chunk_cache(sh.file.get(), sh.features, "/features", 64u << 20);
-            h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", 16u << 20);
+            // HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets
+            // instead of HDF5's 1 MiB, within 256 MiB per reader for all shards together.
+            size_t budget = std::min<size_t>(64u << 20, (256u << 20) / paths.size());
+            h5::size_chunk_cache(sh.file.get(), sh.features, "/features", budget / 5 * 4);
+            h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", budget / 5);
         }
         sh.first = s.total_;
         sh.count = (long)fd[0];
         s.total_ += sh.count;
         s.shards_.push_back(std::move(sh));
+    }
+    // Labels of direct shards, when they all fit, are read once here (one pread per shard) and
+    // checked now: a bad label stops the run at start-up instead of mid-training.
+    long direct_rows = 0;
+    for (const Shard& sh : s.shards_) direct_rows += sh.fd >= 0 ? sh.count : 0;
+    if (direct_rows > 0 && direct_rows * 4 <= kLabelCacheBytes) {
+        for (Shard& sh : s.shards_) {
+            if (sh.fd < 0) continue;
+            auto labels = std::make_shared<std::vector<int>>((size_t)sh.count);
+            char* p = reinterpret_cast<char*>(labels->data());
+            size_t left = (size_t)sh.count * sizeof(int);
+            long at = sh.labels_at;
+            while (left > 0) {
+                ssize_t got = ::pread(sh.fd, p, left, at);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: reading /labels failed (%s); is the file truncated?", sh.path.c_str(),
+                                           got == 0 ? "end of file" : std::strerror(errno)));
+                p += got, left -= (size_t)got, at += got;
+            }
+            for (long r = 0; r < sh.count; ++r)
+                if ((*labels)[r] < 0 || (*labels)[r] >= s.classes_)
+                    throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or "
+                                           "the attribute",
+                                           sh.path.c_str(), r, (*labels)[r], s.classes_));
+            sh.label_cache = std::move(labels);
+        }
     }
     s.order_.reserve(max_rows);
     s.xs_.resize((size_t)max_rows * s.dim_);
@@ -325,7 +354,8 @@ void ShardSet::read_direct(Shard& sh, size_t begin, size_t end) {
             }
         };
         read_all(xs_.data() + (r - begin) * dim_, rows * row_bytes, sh.features_at + row * (long)row_bytes);
-        read_all(ys_.data() + (r - begin), rows * sizeof(int), sh.labels_at + row * (long)sizeof(int));
+        if (sh.label_cache) std::memcpy(ys_.data() + (r - begin), sh.label_cache->data() + row, rows * sizeof(int));
+        else read_all(ys_.data() + (r - begin), rows * sizeof(int), sh.labels_at + row * (long)sizeof(int));
         r = e;
     }
 }

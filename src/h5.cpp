@@ -86,11 +86,12 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     double total = (double)H5Dget_storage_size(dataset.get());
     Hid space(H5Dget_space(dataset.get()), H5Sclose);
     total = std::max(total, (double)H5Sget_simple_extent_npoints(space.get()) * (double)H5Tget_size(type.get()));
-    size_t bytes = (size_t)std::min(total, (double)max_bytes);
-    bytes = std::max(bytes, (size_t)chunk_bytes);
-    // About 100 hash slots per chunk the cache can hold, a prime, as HDF5's documentation advises.
+    if (chunk_bytes > (double)max_bytes) return 0;  // not even one chunk fits the budget: HDF5's default
+    size_t bytes = (size_t)std::max(chunk_bytes, std::min(total, (double)max_bytes));
+    // About 100 hash slots per chunk the cache can hold, a prime, as HDF5's documentation advises;
+    // at most ~64k (HDF5 allocates and clears the slot array when the dataset opens).
     size_t slots = std::max<size_t>(521, (size_t)(100.0 * (double)bytes / std::max(1.0, chunk_bytes)));
-    slots = std::min<size_t>(slots, 1u << 24);
+    slots = std::min<size_t>(slots, 65521);
     auto is_prime = [](size_t v) {
         for (size_t d = 2; d * d <= v; ++d)
             if (v % d == 0) return false;

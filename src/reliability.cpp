@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,7 @@ const char* phase_name(Phase p) {
 }
 
 Watchdog::Watchdog(double timeout_s) : timeout_(timeout_s), since_(now_seconds()) {
+    tick_ = timeout_ > 0 ? std::min(1.0, timeout_ / 10) : 1.0;
     if (timeout_ > 0) thread_ = std::thread(&Watchdog::run, this);
 }
 
@@ -61,6 +63,7 @@ void Watchdog::stop() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    if (beat_thread_.joinable()) beat_thread_.join();
 }
 
 void Watchdog::begin(long step, Phase p) {
@@ -69,17 +72,40 @@ void Watchdog::begin(long step, Phase p) {
     phase_.store((int)p, std::memory_order_relaxed);
 }
 
-void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool writer, std::vector<std::string> nodes) {
-    std::lock_guard<std::mutex> g(mu_);
-    hb_dir_ = dir;
-    hb_host_ = host;
-    hb_writer_ = writer;
-    hb_nodes_ = std::move(nodes);
-    if (writer) mkdir(dir.c_str(), 0755);
-}
-
 static double unix_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool writer, std::vector<std::string> nodes) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        hb_dir_ = dir;
+        hb_host_ = host;
+        hb_writer_ = writer;
+        hb_nodes_ = std::move(nodes);
+    }
+    if (writer && timeout_ > 0) {
+        mkdir(dir.c_str(), 0755);
+        beat_thread_ = std::thread(&Watchdog::beat, this);
+    }
+}
+
+// The heartbeat writer: its own thread, so that a slow shared filesystem delays only the
+// heartbeat, and the file keeps being written while the watchdog waits for the launcher.
+void Watchdog::beat() {
+    const std::string tmp = hb_dir_ + "/." + hb_host_ + ".tmp", path = hb_dir_ + "/" + hb_host_;
+    std::unique_lock<std::mutex> g(mu_);
+    while (!cv_.wait_for(g, std::chrono::duration<double>(tick_), [&] { return stop_; })) {
+        long step = step_.load();
+        Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        g.unlock();
+        // Rewritten whole and renamed, so a reader never sees half a line.
+        if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+            std::fprintf(f, "%ld %s %.3f\n", step, phase_name(p), unix_now());
+            if (std::fclose(f) == 0) std::rename(tmp.c_str(), path.c_str());
+        }
+        g.lock();
+    }
 }
 
 std::string Watchdog::peers_report(double now) const {
@@ -111,27 +137,37 @@ std::string Watchdog::peers_report(double now) const {
 void Watchdog::run() {
     // A waiting rank gives the stuck one this long to report itself first.
     const double grace = std::max(2.0, 0.2 * timeout_);
-    tick_ = std::min(1.0, timeout_ / 10);
     const auto tick = std::chrono::duration<double>(tick_);
     std::unique_lock<std::mutex> g(mu_);
     while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
         Phase p = (Phase)phase_.load(std::memory_order_relaxed);
-        if (hb_writer_) {
-            // Rewritten whole and renamed, so a reader never sees half a line.
-            std::string tmp = hb_dir_ + "/." + hb_host_ + ".tmp", path = hb_dir_ + "/" + hb_host_;
-            if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-                std::fprintf(f, "%ld %s %.3f\n", step_.load(), phase_name(p), unix_now());
-                if (std::fclose(f) == 0) std::rename(tmp.c_str(), path.c_str());
-            }
-        }
         if (p == Phase::done) continue;
         double waited = now_seconds() - since_.load(std::memory_order_relaxed);
         bool waiting_for_peers = p == Phase::allreduce;
         if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
         std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
                                   waited, timeout_);
+        g.unlock();  // nothing below holds the lock: stop() and the heartbeat thread go on
         if (waiting_for_peers) {
-            std::string peers = hb_nodes_.size() > 1 ? peers_report(unix_now()) : "";
+            // The heartbeat files are on the shared filesystem, which a lost network may have taken
+            // down too: they are read on a thread of their own, given 2 s.
+            std::string peers;
+            if (hb_nodes_.size() > 1) {
+                auto box = std::make_shared<std::pair<std::mutex, std::string>>();
+                auto done = std::make_shared<std::atomic<bool>>(false);
+                double now = unix_now();
+                std::thread([this, box, done, now] {
+                    std::string r = peers_report(now);
+                    std::lock_guard<std::mutex> lk(box->first);
+                    box->second = r;
+                    done->store(true);
+                }).detach();
+                for (int i = 0; i < 20 && !done->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                std::lock_guard<std::mutex> lk(box->first);
+                peers = done->load() ? box->second
+                                     : "the other nodes' heartbeat files did not answer within 2 s (the shared "
+                                       "filesystem is unreachable too)";
+            }
             what += peers.empty() ? "; this rank waits for its peers: one of them is stuck or gone"
                                   : "; this rank waits for its peers: " + peers;
         }
@@ -141,10 +177,7 @@ void Watchdog::run() {
         // launcher time to end the job: when the peers are unreachable (a node or link lost),
         // MPI_Abort and even this process's exit make mpirun wait on them, while the launcher's own
         // failure detection (mpirun's daemon keepalive, Slurm's node health) ends the job cleanly.
-        if (waiting_for_peers) {
-            g.unlock();
-            std::this_thread::sleep_for(std::chrono::seconds(30));
-        }
+        if (waiting_for_peers) std::this_thread::sleep_for(std::chrono::seconds(30));
         abort_job(kExitFatal);
     }
 }

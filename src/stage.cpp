@@ -228,10 +228,11 @@ void copy_file(const std::string& src, const std::string& dst, std::vector<char>
         throw UserError(strfmt("%s: cannot create it: %s", tmp.c_str(), std::strerror(e)));
     }
     posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+    // Closes only what is still open: another copy thread may already own a number closed here.
     auto fail = [&](const std::string& what) {
         int e = errno;
-        ::close(in);
-        ::close(out);
+        if (in >= 0) ::close(in);
+        if (out >= 0) ::close(out);
         ::unlink(tmp.c_str());
         throw UserError(strfmt("%s: %s: %s", what.c_str(), dst.c_str(), std::strerror(e)));
     };
@@ -252,7 +253,10 @@ void copy_file(const std::string& src, const std::string& dst, std::vector<char>
     struct timespec times[2] = {st.st_atim, st.st_mtim};
     if (fdatasync(out) != 0 || futimens(out, times) != 0) fail("flushing");
     ::close(in);
-    if (::close(out) != 0) fail("closing");
+    in = -1;
+    int closed = ::close(out);
+    out = -1;
+    if (closed != 0) fail("closing");
     if (std::rename(tmp.c_str(), dst.c_str()) != 0) fail("renaming the copy to");
 }
 
@@ -290,7 +294,15 @@ struct DirLock {
         std::string path = dir + "/.stage-lock";
         fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) throw UserError(strfmt("%s: cannot create the lock file: %s", path.c_str(), std::strerror(errno)));
-        while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+        int rc;
+        while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        if (rc != 0) {
+            int e = errno;
+            ::close(fd);
+            throw UserError(strfmt("%s: cannot lock it (%s): two stagers could overwrite each other; stage to a "
+                                   "filesystem with file locks (node-local storage has them)",
+                                   path.c_str(), std::strerror(e)));
         }
     }
     ~DirLock() { ::close(fd); }
@@ -304,7 +316,7 @@ std::string StageResult::summary() const {
                   seconds, copied_bytes / t / 1e6, sums_checked ? ", SHA256SUMS verified" : "");
 }
 
-long check_sums(const std::string& dir, int streams) {
+long check_sums(const std::string& dir, int streams, bool remove_bad) {
     std::vector<std::pair<std::string, std::string>> want;  // (sum, name)
     std::ifstream in(dir + "/SHA256SUMS");
     if (!in) throw UserError(strfmt("%s/SHA256SUMS: cannot open it", dir.c_str()));
@@ -321,10 +333,17 @@ long check_sums(const std::string& dir, int streams) {
     }
     parallel_for((long)want.size(), streams, [&](long i, std::vector<char>&) {
         std::string path = dir + "/" + want[i].second;
-        if (sha256_file(path) != want[i].first)
-            throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS (a damaged copy or source); restore "
-                                   "the source file or regenerate SHA256SUMS",
+        if (sha256_file(path) == want[i].first) return;
+        if (remove_bad) {
+            ::unlink(path.c_str());
+            throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS; the copy was removed, so the next "
+                                   "staging copies it again. If this repeats, the source file is damaged: restore it "
+                                   "or regenerate SHA256SUMS",
                                    path.c_str()));
+        }
+        throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS (a damaged copy or source); restore "
+                               "the source file or regenerate SHA256SUMS",
+                               path.c_str()));
     });
     return (long)want.size();
 }
@@ -364,8 +383,13 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
     for (const Entry& e : source) r.bytes += (double)e.size;
 
     std::vector<Entry> local = list_files(dest);
-    std::map<std::string, long long> have;
-    for (const Entry& e : local) have[e.path] = e.size;
+    struct stat manifest_st;
+    if (!local.empty() && stat((dest + "/.stage-manifest").c_str(), &manifest_st) != 0)
+        throw UserError(strfmt("%s holds files that staging did not put there (no .stage-manifest); staging removes "
+                               "files not in the source, so give it an empty or dedicated directory",
+                               dest.c_str()));
+    std::map<std::string, long long> have, have_mtime;
+    for (const Entry& e : local) have[e.path] = e.size, have_mtime[e.path] = e.mtime_ns;
     bool sizes_match = local.size() == source.size();
     for (const Entry& e : source) sizes_match = sizes_match && have.count(e.path) && have[e.path] == e.size;
     struct stat done_mark;
@@ -377,6 +401,9 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
         return r;
     }
     ::unlink((dest + "/.stage-complete").c_str());
+    // The directory is marked as staging's before anything is copied, so that the next run may
+    // complete an interrupted copy (and remove what is not in the source).
+    write_text(dest + "/.stage-manifest", manifest);
 
     // What to copy: files missing here or of another size. Files no longer in the source go.
     std::vector<const Entry*> pending;
@@ -384,7 +411,9 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
     for (const Entry& e : source) {
         wanted[e.path] = true;
         auto it = have.find(e.path);
-        if (it == have.end() || it->second != e.size) pending.push_back(&e);
+        // A copy carries its source's modification time: another time means another file, even of
+        // the same size (a dataset regenerated with the same shape).
+        if (it == have.end() || it->second != e.size || have_mtime[e.path] != e.mtime_ns) pending.push_back(&e);
     }
     double have_bytes = 0;
     for (const Entry& e : local) {
@@ -423,7 +452,7 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
                                "copying?); run the staging again",
                                dest.c_str(), src.c_str()));
     if (check && wanted.count("SHA256SUMS")) {
-        check_sums(dest, streams);
+        check_sums(dest, streams, true);
         r.sums_checked = true;
     }
     write_text(dest + "/.stage-manifest", manifest);

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -128,7 +129,13 @@ struct Run {
             device_note = reason + ": the CPU backend trains";
             return -1;
         }
-        gpu_device = cuda::bind_device(topo.local_rank, topo.local_size);
+        try {
+            gpu_device = cuda::bind_device(topo.local_rank, topo.local_size);
+        } catch (const UserError& e) {
+            if (o.device == "cuda") throw;
+            device_note = strfmt("%s: the CPU backend trains", e.what());  // auto: more ranks than GPUs
+            return -1;
+        }
         return gpu_device;
 #else
         if (o.device == "cuda")
@@ -209,7 +216,6 @@ struct Run {
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
                                           model->layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
         sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1);
-        for (int k = 1; k < o.io_threads; ++k) extra_readers.push_back(train->reopen());
         sched.lr = o.lr;
         sched.min_ratio = o.min_lr_ratio;
         sched.warmup = o.warmup_steps;
@@ -220,14 +226,17 @@ struct Run {
     // each node together) and the gradient buckets over its buffer.
     // --io memory: the node's ranks load the training rows into one shared buffer, each a share;
     // the all_ok around this is the barrier before anyone reads.
+    // The extra readers of --io-threads are made afterwards, so that they share the loaded copy.
     void load_memory() {
         auto* shards = dynamic_cast<ShardSet*>(train.get());
-        if (!shards || shards->mode() != IoMode::memory) return;
-        double t0 = now_seconds();
-        shards->load_node_memory();
-        if (topo.local_rank == 0)
-            io_note = strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
-                             shards->memory_bytes() / 1048576.0, now_seconds() - t0);
+        if (shards && shards->mode() == IoMode::memory) {
+            double t0 = now_seconds();
+            shards->load_node_memory();
+            if (topo.local_rank == 0)
+                io_note = strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
+                                 shards->memory_bytes() / 1048576.0, now_seconds() - t0);
+        }
+        for (int k = 1; k < o.io_threads; ++k) extra_readers.push_back(train->reopen());
     }
     std::string io_note;
 
@@ -262,9 +271,10 @@ struct Run {
         MPI_CHECK(MPI_Allreduce(&mine, &peak_gflops, 1, MPI_DOUBLE, MPI_SUM, topo.world));
     }
 
-    void check_same_data() {
-        // Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
-        // collectives and hang: compare a checksum of every resolved option first.
+    // Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
+    // collectives and hang: a checksum of every resolved option is compared before any other
+    // collective, the datasets' sizes before the collectives that depend on them.
+    void check_same_options() {
         std::string ini = o.to_ini();
         unsigned long h[2] = {(unsigned long)checksum64(ini.data(), ini.size()), 0};
         h[1] = ~h[0];
@@ -272,6 +282,8 @@ struct Run {
         if (h[0] != ~h[1])
             throw UserError("ranks were started with different options (the resolved options differ between ranks); "
                             "give every rank the same command line and --config");
+    }
+    void check_same_data() {
         long mine[3] = {train->num_samples(), (long)train->floats_per_sample() + train->ints_per_sample(),
                         val->num_samples()};
         long lo[3], hi[3];
@@ -522,7 +534,7 @@ struct Run {
             tracer.enable(std::min<size_t>(4u << 20, (size_t)(end - start_step) * per_step + 64));
             sync->set_tracer(&tracer);
         }
-        times.reserve(o.log_every);
+        times.reserve(std::min(o.log_every, end - start_step));
 
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
@@ -757,7 +769,8 @@ struct Run {
             rec.value("gpu_mem_total_mib", v[2]).metric("gpu_temp_c", v[3]).metric("gpu_power_w", v[4]);
             jsonl.write_rank(rec.text("host", hosts[r]).integer("rank_id", r), r, hosts[r]);
         }
-        if (idlest < 0 || step - start_step <= o.log_every) return;
+        // The warnings need the GPU to be the one training: on the CPU backend it idles by design.
+        if (idlest < 0 || gpu_device < 0 || step - start_step <= o.log_every) return;
         double util = all[(size_t)idlest * kGpuVals];
         if (util >= 50.0) return;
         if (!warned_gpu_data && st.data_wait_pct > 5.0) {
@@ -829,7 +842,13 @@ struct Run {
 static bool stage_data(Options& o, const Topology& topo) {
     std::string src = o.data;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
-    std::string dest = o.stage_dir + "/" + src.substr(src.rfind('/') == std::string::npos ? 0 : src.rfind('/') + 1);
+    // The copy is named after the dataset directory's own name ("." or ".." resolved first).
+    char* real = realpath(src.c_str(), nullptr);
+    std::string name = real ? real : src;
+    std::free(real);
+    name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+    if (name.empty() || name == "." || name == "..") name = "data";
+    std::string dest = o.stage_dir + "/" + name;
     StageResult r;
     bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank == 0)
@@ -864,10 +883,11 @@ int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
     if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return 2;
     Run run(opts, topo);
+    if (!all_ok(topo.world, [&] { run.check_same_options(); })) return 2;
     if (!all_ok(topo.world, [&] { run.setup_local(); })) return 2;
+    if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
     if (!all_ok(topo.world, [&] { run.setup_comm(); })) return 2;
     if (!all_ok(topo.world, [&] { run.load_memory(); })) return 2;
-    if (!all_ok(topo.world, [&] { run.check_same_data(); })) return 2;
     run.measure_peak();
     if (!all_ok(topo.world, [&] { run.load_rank0(); })) return 2;
     run.share_checkpoint();

@@ -72,6 +72,7 @@ class ShardSet : public Dataset {
     const std::string& shard_path(int i) const override { return shards_[i].path; }
     std::unique_ptr<Dataset> reopen() const override;
 
+    static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
     // Contiguous, unfiltered little-endian datasets (what dptrain-data and h5py write by default)
     // are read with one pread per run of consecutive rows at the dataset's file offset; HDF5's
@@ -95,6 +96,9 @@ class ShardSet : public Dataset {
         h5::Hid file, features, labels;
         int fd = -1;  // >= 0: direct reads at the offsets below
         long features_at = 0, labels_at = 0;
+        // Direct shards whose labels all fit in kLabelCacheBytes: the labels, read and checked
+        // once at open, so that a row costs one pread instead of two.
+        std::shared_ptr<const std::vector<int>> label_cache;
     };
     void read_hdf5(Shard& sh, size_t begin, size_t end);
     void read_direct(Shard& sh, size_t begin, size_t end);

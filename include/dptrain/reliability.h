@@ -52,6 +52,7 @@ class Watchdog {
 
   private:
     void run();
+    void beat();
     double timeout_;
     std::atomic<long> step_{0};
     std::atomic<int> phase_{(int)Phase::setup};
@@ -63,7 +64,7 @@ class Watchdog {
     bool hb_writer_ = false;
     std::vector<std::string> hb_nodes_;
     double tick_ = 1.0;
-    std::thread thread_;
+    std::thread thread_, beat_thread_;
 };
 
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.

@@ -35,8 +35,9 @@ StageResult stage_directory(const std::string& src, const std::string& dest, int
                             const std::function<void(const std::string&)>& say);
 
 // Checks DIR's files against DIR/SHA256SUMS (sha256sum's format); throws UserError naming the
-// first file that differs. Returns the number of files checked.
-long check_sums(const std::string& dir, int streams);
+// first file that differs (removing it first when remove_bad, so that the next staging copies it
+// again). Returns the number of files checked.
+long check_sums(const std::string& dir, int streams, bool remove_bad = false);
 // Writes DIR/SHA256SUMS for every file under DIR (except SHA256SUMS and .stage-* files).
 long write_sums(const std::string& dir, int streams);
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU health through NVML, loaded at run time: with a stand-in NVML library (fake/nvml.c, two
-# GPUs at 20% busy) every rank's GPU is recorded at every step line, the doctor shows it, and an
-# input-bound run gets the idle-GPU warning; without NVML, auto turns it off and says why, and on
-# is refused with one line.
+# GPUs at 20% busy) every rank's GPU is recorded at every step line and the doctor shows it; a
+# CPU-backend run gets no idle-GPU warning (its GPU idles by design; the warning needs a GPU run);
+# without NVML, auto turns it off and says why, and on is refused with one line.
 source "$(dirname "$0")/lib.bash"
 gcc -shared -fPIC -O1 -o "$WORK/libnvidia-ml.so.1" "$ROOT/tests/integration/fake/nvml.c" || fail "cannot build the stand-in NVML"
 synth "$WORK/data" --train-samples 2000 --val-samples 256
@@ -11,8 +11,9 @@ DPTRAIN_NVML_LIB="$WORK/libnvidia-ml.so.1" MPIRUN="$MPIRUN -x DPTRAIN_NVML_LIB" 
   train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --run-dir "$WORK/run" --inject-fault 1:1:slow-read
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "the run with NVML exited $RC"; }
 grep -q '^GPU health: NVML, every rank' "$WORK/out" || { cat "$WORK/out"; fail "no GPU health banner line"; }
-[ "$(grep -c '^warning: the GPU of rank [01] on .* is 20% busy while waiting for data takes' "$WORK/out")" = 1 ] \
-  || { cat "$WORK/out"; fail "want one idle-GPU warning on the input-bound run"; }
+# The idle-GPU warning is for runs that train on the GPU; on the CPU backend the GPU idles by design.
+grep -q '^warning: waiting for data takes' "$WORK/out" || { cat "$WORK/out"; fail "no data-wait warning on the input-bound run"; }
+grep -q '^warning: the GPU of rank' "$WORK/out" && { cat "$WORK/out"; fail "an idle-GPU warning on a CPU-backend run"; }
 /usr/bin/python3 - "$WORK/run/metrics.jsonl" <<'PY' || fail "the gpu records are wrong"
 import json, sys
 gpu = [r for r in map(json.loads, open(sys.argv[1])) if r["type"] == "gpu"]

@@ -132,7 +132,8 @@ TEST_CASE("ShardSet names the bad file and the fix", "[data]") {
         }
         CHECK(open_error(dir).find("num_classes holds 3 values, expected one") != std::string::npos);
     }
-    SECTION("labels outside [0, num_classes) fail the read that meets them") {
+    SECTION("labels outside [0, num_classes) of contiguous shards fail the open") {
+        // Their labels are read and checked once at open (ShardSet::kLabelCacheBytes).
         std::string dir = temp_dir("labels");
         write_shards(dir, "train", {6}, 2, 3);
         {
@@ -141,11 +142,8 @@ TEST_CASE("ShardSet names the bad file and the fix", "[data]") {
             h5::write_attr_i64(f, "num_classes", 2);  // label 2 is now out of range
             H5Fclose(f);
         }
-        ShardSet s = ShardSet::open(dir, "train", 8);
-        long idx[2] = {0, 2};
-        float x[4];
-        int y[2];
-        CHECK_THROWS_WITH(s.read_rows(idx, 2, x, y), Catch::Contains("/labels[2] = 2"));
+        CHECK(open_error(dir).find("train-00000-of-00001.h5: /labels[2] = 2 is outside [0, num_classes = 2)") !=
+              std::string::npos);
     }
 }
 
@@ -226,17 +224,11 @@ TEST_CASE("Prefetcher delivers each step's slice in order and rethrows read erro
         }
     }
     SECTION("a reader error reaches the consumer") {
-        std::string bad = temp_dir("prefetch-bad");
-        write_shards(bad, "train", {16}, 2, 3);
-        {
-            std::lock_guard<std::mutex> g(h5::lock());
-            hid_t f = H5Fopen((bad + "/train-00000-of-00001.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-            h5::write_attr_i64(f, "num_classes", 2);
-            H5Fclose(f);
-        }
-        ShardSet s2 = ShardSet::open(bad, "train", 16);
+        std::string dir2 = temp_dir("prefetch-bad");
+        write_shards(dir2, "train", {16}, 2, 3);
+        ShardSet s2 = ShardSet::open(dir2, "train", 16);
         Sampler sm(16, 16, 1);
-        Prefetcher pf(s2, sm, 0, 1, 16, 2, 0, 4);
+        Prefetcher pf(s2, sm, 0, 1, 16, 2, 0, 4, 0);  // the read of step 0 fails
         CHECK_THROWS_AS(pf.next(), UserError);
     }
 }
@@ -319,19 +311,33 @@ TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
         chunked("/labels", H5T_NATIVE_INT32, {(hsize_t)N}, y.data());
         h5::write_attr_i64(f.get(), "num_classes", K);
     }
-    ShardSet sa = ShardSet::open(a, "train", 64), sb = ShardSet::open(b, "train", 64);
-    CHECK(sa.direct());
-    CHECK_FALSE(sb.direct());
-    Sampler sampler(N, 64, 9);
-    std::vector<long> idx(64);
-    std::vector<float> xa(64 * D), xb(64 * D);
-    std::vector<int> ya(64), yb(64);
-    for (long step = 0; step < 6; ++step) {
-        int n = sampler.batch(step, idx.data());
-        sa.read_rows(idx.data(), n, xa.data(), ya.data());
-        sb.read_rows(idx.data(), n, xb.data(), yb.data());
-        CHECK(xa == xb);
-        CHECK(ya == yb);
-        for (int i = 0; i < n; ++i) CHECK(xa[(size_t)i * D + 1] == (float)idx[i] + 0.5f);
+    {
+        ShardSet sa = ShardSet::open(a, "train", 64), sb = ShardSet::open(b, "train", 64);
+        CHECK(sa.direct());
+        CHECK_FALSE(sb.direct());
+        Sampler sampler(N, 64, 9);
+        std::vector<long> idx(64);
+        std::vector<float> xa(64 * D), xb(64 * D);
+        std::vector<int> ya(64), yb(64);
+        for (long step = 0; step < 6; ++step) {
+            int n = sampler.batch(step, idx.data());
+            sa.read_rows(idx.data(), n, xa.data(), ya.data());
+            sb.read_rows(idx.data(), n, xb.data(), yb.data());
+            CHECK(xa == xb);
+            CHECK(ya == yb);
+            for (int i = 0; i < n; ++i) CHECK(xa[(size_t)i * D + 1] == (float)idx[i] + 0.5f);
+        }
+    }  // the shards closed: HDF5 cannot reopen them for writing while they are open
+    // HDF5-path labels are checked when read: the read that meets a bad one fails, naming it.
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        hid_t f = H5Fopen((b + "/train-00000-of-00001.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        h5::write_attr_i64(f, "num_classes", 3);  // labels 3..6 are now out of range
+        H5Fclose(f);
     }
+    ShardSet bad = ShardSet::open(b, "train", 64);
+    long rows[2] = {0, 4};
+    float x2[2 * D];
+    int y2[2];
+    CHECK_THROWS_WITH(bad.read_rows(rows, 2, x2, y2), Catch::Contains("/labels[4] = 4 is outside [0, num_classes = 3)"));
 }
