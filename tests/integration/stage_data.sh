@@ -84,3 +84,22 @@ train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/nvme" --ranks-per-node 1 --ste
   && grep -q "^stage: 2 nodes hold a verified copy in $WORK/nvme/set (copied on 0, reused on 2)$" "$WORK/out" \
   || { cat "$WORK/out"; fail "--stage-dir: the second run did not reuse the copy"; }
 echo "ok: --stage-dir copies once per node, reuses a valid copy, and trains from it"
+
+# A source file rewritten with the same size (a dataset regenerated with the same shape) is
+# copied again: a copy carries its source's modification time, and another time is another file.
+mkdir -p "$WORK/same"
+head -c 100000 /dev/urandom >"$WORK/same/a.bin"
+"$BIN/dptrain" stage "$WORK/same" "$WORK/nvme/same" >/dev/null 2>&1 || fail "same-size: first copy failed"
+head -c 100000 /dev/urandom >"$WORK/same/a.bin"
+touch -d '2001-01-01' "$WORK/same/a.bin"
+set +e; "$BIN/dptrain" stage "$WORK/same" "$WORK/nvme/same" >/dev/null 2>"$WORK/err"; RC=$?; set -e
+[ "$RC" = 0 ] && grep -q "copied 1 of 1 files" "$WORK/err" && cmp -s "$WORK/same/a.bin" "$WORK/nvme/same/a.bin" \
+  || { cat "$WORK/err"; fail "a same-size rewritten source file was not copied again"; }
+echo "ok: a source file rewritten with the same size is copied again"
+
+# A destination holding files staging did not put there is refused (staging removes strays).
+mkdir -p "$WORK/mine" && echo keep >"$WORK/mine/notes.txt"
+set +e; "$BIN/dptrain" stage "$WORK/same" "$WORK/mine" >/dev/null 2>"$WORK/err"; RC=$?; set -e
+[ "$RC" = 1 ] && grep -q "holds files that staging did not put there" "$WORK/err" && [ -f "$WORK/mine/notes.txt" ] \
+  || { cat "$WORK/err"; fail "staging into a foreign directory was not refused"; }
+echo "ok: a directory of other files is refused, and its files are left alone"
