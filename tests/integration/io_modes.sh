@@ -44,6 +44,21 @@ run z-memory "$WORK/z" --io memory
 for t in threads3 depth1 memory collective z-direct z-threads z-collective z-memory; do same_as ref $t; done
 same_as ref-nodes memory2
 
+# --io memory on chunked shards with a label out of range in one rank's share: that rank's load
+# fails after the node-shared window exists; every rank must still end with one line, exit 2.
+cp -r "$WORK/z" "$WORK/zbad"
+/usr/bin/python3 - "$WORK/zbad/train-00002-of-00003.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    y = f["labels"][...]
+    y[-1] = 99
+    f["labels"][...] = y
+PY
+train 3 --data "$WORK/zbad" --steps 5 --batch-size 16 --io memory --run-dir "$WORK/zbad-run"
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && grep -q 'train-00002-of-00003.h5: /labels\[[0-9]*\] = 99 is outside' "$WORK/out" \
+  || { cat "$WORK/out"; fail "a failed --io memory load: want exit 2 and one line, got exit $RC"; }
+echo "ok: a load that fails on one rank ends every rank with one line"
+
 train 2 --data "$WORK/d" --steps 5 --io collective --io-threads 2 --run-dir "$WORK/bad"
 [ "$RC" = 2 ] && grep -q "io collective reads in the training thread; --io-threads 2 must be 1" "$WORK/out" || { cat "$WORK/out"; fail "collective with 2 reader threads was not refused"; }
 train 1 --data "$WORK/d" --steps 5 --io mmap --run-dir "$WORK/bad"
