@@ -48,21 +48,21 @@ __global__ void to_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
     }
 }
 
-static void fill_bias(float* out, const float* bias, int B, int OC, cudaStream_t stream) {
+// The start of a forward GEMM: out is filled with the bias (the GEMM then adds onto it, beta 1,
+// as the CPU does) or left for the GEMM to overwrite (beta 0); the handle is bound to the stream.
+static float begin_forward(float* out, const float* bias, int B, int OC, Context& ctx, cudaStream_t stream) {
+    ctx.bind_blas(stream);
+    if (!bias) return 0.0f;
     long n = (long)B * OC;
     fill_bias_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, bias, n, OC);
     CUDA_CHECK(cudaGetLastError());
+    return 1.0f;
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                     Context& ctx, cudaStream_t stream) {
     if (B <= 0 || OC <= 0) return;
-    float one = 1.0f, beta = 0.0f;
-    if (bias) {
-        fill_bias(out, bias, B, OC, stream);
-        beta = 1.0f;
-    }
-    ctx.bind_blas(stream);
+    float one = 1.0f, beta = begin_forward(out, bias, B, OC, ctx, stream);
     // out^T (OC, B) = W (OC, C) @ inp^T (C, B); W is stored as its transpose (C, OC), hence OP_T.
     CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, C, inp, C, &beta, out, OC));
 }
@@ -88,12 +88,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream) {
     if (B <= 0 || OC <= 0) return;
-    float one = 1.0f, beta = 0.0f;
-    if (bias) {
-        fill_bias(out, bias, B, OC, stream);
-        beta = 1.0f;
-    }
-    ctx.bind_blas(stream);
+    float one = 1.0f, beta = begin_forward(out, bias, B, OC, ctx, stream);
     // The fp32 mapping with bf16 operands: bf16 x bf16 products are exact in fp32 and summed in
     // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
