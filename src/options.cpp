@@ -68,6 +68,11 @@ void declare(Registry& r, Options& o) {
                "reader threads per rank, each with its own file handles, reading different steps' batches "
                "(more hide a slow filesystem's latency; HDF5's own reads of chunked or compressed shards are "
                "serialised, the direct reads of contiguous shards are not)");
+    r.add<long>("shuffle-block", &Options::shuffle_block, o, 1,
+                "sample order: 1 = a fresh permutation of all samples each epoch; N > 1 = blocks of N consecutive "
+                "samples are shuffled as units (the block grid shifted each epoch), so each rank reads runs of N rows "
+                "in one call each; for storage that is slow at small random reads, and only when the rows' order on "
+                "disk carries no meaning (rows sorted by label or by time would make biased batches)");
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
     r.add<int>("batch-size", &Options::batch_size, o, 64,
                "samples per rank per step; the global batch is batch-size x ranks");
@@ -192,6 +197,8 @@ void validate(Options& o) {
     need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
     need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
     need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
+    need(o.shuffle_block >= 1 && o.shuffle_block <= (1l << 30),
+         strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
     need(o.io == "direct" || o.io == "memory" || o.io == "collective",
          strfmt("--io '%s' is unknown; use direct, memory or collective", o.io.c_str()));
     need(o.io != "collective" || o.io_threads == 1,

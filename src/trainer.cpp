@@ -215,7 +215,8 @@ struct Run {
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
                                           model->layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
-        sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1);
+        sampler = std::make_unique<Sampler>(train->num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
+                                            o.shuffle_block);
         sched.lr = o.lr;
         sched.min_ratio = o.min_lr_ratio;
         sched.warmup = o.warmup_steps;
@@ -339,6 +340,14 @@ struct Run {
             throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
                                    "the same seed so the sample order continues",
                                    resumed_from.c_str(), (unsigned long long)ck.seed, o.seed));
+        // The sample order also depends on --shuffle-block (checkpoints from before the option: 1).
+        long ck_block = 1;
+        size_t at = ck.options.find("\nshuffle-block = ");
+        if (at != std::string::npos) ck_block = std::atol(ck.options.c_str() + at + 17);
+        if (ck_block != o.shuffle_block)
+            throw UserError(strfmt("%s: checkpoint was trained with --shuffle-block %ld, this run has --shuffle-block %ld; "
+                                   "resume with the same value so the sample order continues",
+                                   resumed_from.c_str(), ck_block, o.shuffle_block));
         if (ck.params.size() != params.size() || ck.opt_m.size() != opt->m().size() ||
             ck.opt_v.size() != opt->v().size())
             throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", resumed_from.c_str(), fix.c_str()));

@@ -131,9 +131,13 @@ class ShardSet : public Dataset {
 // slice, so W ranks consume exactly the samples 1 rank would. slice() and batch() are
 // thread-safe; with several reader threads the permutations of two epochs are kept, since the
 // steps in flight span at most an epoch boundary.
+// block > 1 (--shuffle-block): the permutation moves blocks of `block` consecutive samples as
+// units, so a rank's slice is a few runs of consecutive rows, each one read. The block grid is
+// shifted by a random offset each epoch (the first block is [0, offset)), so two samples share a
+// block in some epochs only. block 1 is the per-sample permutation.
 class Sampler {
   public:
-    Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs = 1);
+    Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs = 1, long block = 1);
     long steps_per_epoch() const { return steps_per_epoch_; }
     long epoch_of(long step) const { return step / steps_per_epoch_; }
     // Samples in the global batch of `step`.
@@ -145,8 +149,9 @@ class Sampler {
 
   private:
     const std::vector<long>& perm_of(long epoch);  // under mu_
-    long n_, global_batch_, steps_per_epoch_;
+    long n_, global_batch_, steps_per_epoch_, block_;
     uint64_t seed_;
+    std::vector<long> blocks_;  // block > 1: the epoch's block starts, permuted
     std::mutex mu_;
     std::vector<long> perm_[2];
     long perm_epoch_[2] = {-1, -1};
@@ -193,6 +198,7 @@ class Prefetcher {
     long first_, end_, fail_step_, slow_from_;
     std::vector<Batch> slots_;
     std::vector<std::vector<long>> idx_;  // per reader
+
     std::vector<long> ready_;             // per slot: the batch (counted from first_step) it holds, -1 none
     std::mutex mu_;
     std::condition_variable cv_;

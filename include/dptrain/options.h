@@ -22,6 +22,7 @@ struct Options {
     std::string stage_dir;  // node-local directory to copy --data into first; "" = read --data in place
     int prefetch;      // batches read ahead by the background readers
     int io_threads;    // reader threads per rank
+    long shuffle_block;  // samples shuffled as one unit (1 = per-sample permutation)
     std::string io;    // direct | memory | collective
     // training
     long steps;

@@ -150,7 +150,7 @@ int bench_allreduce(int argc, char** argv) {
             std::fprintf(stderr, "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3] "
                                  "[--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n"
                                  "       mpirun -np N dptrain-bench io --data DIR [--batch-size B] [--steps S] "
-                                 "[--modes direct,memory,collective] [--io-threads 1,4]\n"
+                                 "[--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
                                  "       dptrain-bench trace [--events N]\n");
         return 2;
     }
@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // dptrain-bench io: the reader against a raw sequential read of the same shards, for 1..N ranks.
 //   mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0] [--modes direct,memory,collective]
-//          [--io-threads 1,4] [--no-drop]
+//          [--io-threads 1,4] [--shuffle-block 1] [--no-drop]
 // Each row reads one epoch of the training split (every sample once: the bytes the raw read
 // reads, less the HDF5 metadata) through a Prefetcher whose consumer does nothing, so it shows
 // the most the input path can deliver. The raw row reads the shard files sequentially in 4 MiB
@@ -323,7 +323,7 @@ int bench_io(int argc, char** argv) {
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    std::string data, modes = "direct,memory,collective", threads = "1,4";
+    std::string data, modes = "direct,memory,collective", threads = "1,4", blocks = "1";
     int batch = 64;
     long steps = 0;
     bool drop = true;
@@ -335,13 +335,14 @@ int bench_io(int argc, char** argv) {
         else if (k == "--steps") steps = std::atol(v), ++i;
         else if (k == "--modes") modes = v, ++i;
         else if (k == "--io-threads") threads = v, ++i;
+        else if (k == "--shuffle-block") blocks = v, ++i;
         else if (k == "--no-drop") drop = false;
         else data.clear(), i = argc;
     }
     if (data.empty() || batch < 1) {
         if (rank == 0)
             std::fprintf(stderr, "usage: mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0 = one epoch] "
-                                 "[--modes direct,memory,collective] [--io-threads 1,4] [--no-drop]\n");
+                                 "[--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096] [--no-drop]\n");
         return 2;
     }
     std::vector<std::string> files;
@@ -367,7 +368,7 @@ int bench_io(int argc, char** argv) {
                     "%d per rank, %s per row\n",
                     data.c_str(), files.size(), samples, row_bytes, samples * row_bytes / 1048576.0,
                     file_bytes / 1048576.0, batch, steps > 0 ? strfmt("%ld steps", steps).c_str() : "one epoch");
-        std::printf("#%6s %-22s %12s %10s %8s %10s %9s\n", "ranks", "reader", "samples/s", "MB/s", "x raw", "raw MB/s",
+        std::printf("#%6s %-32s %12s %10s %8s %10s %9s\n", "ranks", "reader", "samples/s", "MB/s", "x raw", "raw MB/s",
                     "cached");
     }
     double worst_cached = 0;
@@ -413,10 +414,12 @@ int bench_io(int argc, char** argv) {
             double raw_mbs = file_bytes / raw_t / 1e6;
             worst_cached = std::max(worst_cached, cached);
             if (rank == 0)
-                std::printf(" %6d %-22s %12s %10.1f %8.2f %10.1f %8.0f%%\n", n, "raw sequential read", "-", raw_mbs, 1.0,
+                std::printf(" %6d %-32s %12s %10.1f %8.2f %10.1f %8.0f%%\n", n, "raw sequential read", "-", raw_mbs, 1.0,
                             raw_mbs, 100 * cached);
+            for (const std::string& bs : split_list(blocks))
             for (const std::string& m : split_list(modes)) {
                 IoMode mode = parse_io_mode(m);
+                const long B = std::max(1l, std::atol(bs.c_str()));
                 for (const std::string& ts : split_list(threads)) {
                     int K = std::max(1, std::atoi(ts.c_str()));
                     if (mode == IoMode::collective && K > 1) continue;  // one reader, in the caller
@@ -435,7 +438,7 @@ int bench_io(int argc, char** argv) {
                                 extra.push_back(s.reopen());
                                 readers.push_back(extra.back().get());
                             }
-                            Sampler sampler(samples, (long)batch * n, 1, K > 1 ? 2 : 1);
+                            Sampler sampler(samples, (long)batch * n, 1, K > 1 ? 2 : 1, B);
                             long S = steps > 0 ? steps : sampler.steps_per_epoch();
                             Prefetcher pf(readers, sampler, topo.rank, n, batch, std::max(2, K), 0, S, -1,
                                           mode == IoMode::collective);
@@ -449,8 +452,9 @@ int bench_io(int argc, char** argv) {
                     worst_cached = std::max(worst_cached, cached);
                     double mbs = rows * row_bytes / t / 1e6;
                     if (rank == 0)
-                        std::printf(" %6d %-22s %12s %10.1f %8.2f %10s %8.0f%%\n", n,
-                                    strfmt("%s, %d thread%s", m.c_str(), K, K == 1 ? "" : "s").c_str(),
+                        std::printf(" %6d %-32s %12s %10.1f %8.2f %10s %8.0f%%\n", n,
+                                    (strfmt("%s, %d thread%s", m.c_str(), K, K == 1 ? "" : "s") +
+                                     (B > 1 ? strfmt(", block %ld", B) : std::string())).c_str(),
                                     human(rows / t).c_str(), mbs, mbs / raw_mbs, "", 100 * cached);
                 }
             }

@@ -2,7 +2,8 @@
 # The input path gives the same batches whatever reads them: --io direct, memory and collective,
 # 1 to 3 reader threads and several prefetch depths train to bit-identical checkpoints, on
 # contiguous shards (pread) and on chunked, compressed shards written by h5py (HDF5 reads); memory
-# also across two simulated nodes. A bad --io combination is refused with one line.
+# also across two simulated nodes. The same holds for --shuffle-block orders. A bad --io
+# combination is refused with one line.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/d" --train-samples 5000 --val-samples 300 --shards 3
 # The same rows as chunked + gzip shards (the HDF5 path of every mode).
@@ -43,6 +44,20 @@ run z-collective "$WORK/z" --io collective
 run z-memory "$WORK/z" --io memory
 for t in threads3 depth1 memory collective z-direct z-threads z-collective z-memory; do same_as ref $t; done
 same_as ref-nodes memory2
+
+# --shuffle-block: another sample order (so another model), the same in every mode; a resume must
+# keep it.
+run block "$WORK/d" --shuffle-block 64
+run block-threads "$WORK/d" --shuffle-block 64 --io-threads 3
+run block-memory "$WORK/d" --shuffle-block 64 --io memory
+run z-block "$WORK/z" --shuffle-block 64
+for t in block-threads block-memory z-block; do same_as block $t; done
+! "$BIN/dptrain-ckpt" diff "$WORK/r-ref/checkpoints/ckpt-00000060.h5" "$WORK/r-block/checkpoints/ckpt-00000060.h5" \
+  | grep -q "bit-identical" || fail "--shuffle-block 64 trained the same as per-sample order"
+train 3 --data "$WORK/d" --steps 80 --batch-size 16 --run-dir "$WORK/r-block" --resume auto --shuffle-block 16
+[ "$RC" = 2 ] && grep -q "checkpoint was trained with --shuffle-block 64, this run has --shuffle-block 16" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume with another --shuffle-block: want exit 2 and the reason, got exit $RC"; }
+echo "ok: --shuffle-block trains the same in every mode, and a resume must keep it"
 
 # --io memory on chunked shards with a label out of range in one rank's share: that rank's load
 # fails after the node-shared window exists; every rank must still end with one line, exit 2.

@@ -202,6 +202,68 @@ TEST_CASE("Sampler: order depends on seed and epoch only", "[data][sampler]") {
     CHECK(x != w);  // epoch 1 differs from epoch 0
 }
 
+TEST_CASE("Sampler --shuffle-block: whole blocks of consecutive samples, a shifted grid each epoch", "[data][sampler]") {
+    const long N = 1000, G = 64, B = 16;
+    Sampler s(N, G, 5, 1, B);
+    std::vector<long> perm, buf(G);
+    std::set<long> offsets;
+    for (long epoch = 0; epoch < 6; ++epoch) {
+        perm.clear();
+        for (long k = 0; k < s.steps_per_epoch(); ++k) {
+            int n = s.batch(epoch * s.steps_per_epoch() + k, buf.data());
+            perm.insert(perm.end(), buf.begin(), buf.begin() + n);
+        }
+        REQUIRE(perm.size() == (size_t)N);
+        std::vector<long> pos(N, -1);
+        for (long i = 0; i < N; ++i) pos[perm[i]] = i;
+        for (long v = 0; v < N; ++v) REQUIRE(pos[v] >= 0);  // each sample once
+        // The grid: a block starts wherever sample v does not directly follow v - 1. Every block
+        // but the first and last of the grid holds exactly B samples, and they are B apart.
+        std::vector<long> starts{0};
+        for (long v = 1; v < N; ++v)
+            if (pos[v] != pos[v - 1] + 1) starts.push_back(v);
+        // Adjacent blocks may land next to each other by chance and merge; the grid is the
+        // starts' common residue mod B.
+        long off = -1;
+        for (size_t i = 1; i < starts.size(); ++i) {
+            CHECK(starts[i] % B == starts[1] % B);
+            off = starts[1] % B;
+        }
+        for (size_t i = 1; i + 1 < starts.size(); ++i) CHECK((starts[i + 1] - starts[i]) % B == 0);
+        offsets.insert(off);
+        CHECK(starts.size() >= (size_t)(N / B) / 2);  // the blocks are shuffled, not left in order
+    }
+    CHECK(offsets.size() >= 3);  // the grid moves between epochs
+}
+
+TEST_CASE("Sampler --shuffle-block: each rank's slice is a few runs of consecutive samples", "[data][sampler]") {
+    const long N = 4096, B = 128;
+    for (int W : {1, 2, 4}) {
+        const long G = 256L * W;
+        Sampler s(N, G, 11, 1, B);
+        std::vector<long> buf(G);
+        for (long step = 0; step < 3 * s.steps_per_epoch(); ++step)
+            for (int r = 0; r < W; ++r) {
+                int n = s.slice(step, r, W, buf.data());
+                std::sort(buf.begin(), buf.begin() + n);
+                int runs = n > 0 ? 1 : 0;
+                for (int i = 1; i < n; ++i) runs += buf[i] != buf[i - 1] + 1;
+                // 256 samples span at most 3 blocks of 128 (two ends partial); a shifted grid's
+                // split first block adds one.
+                CHECK(runs <= 4);
+            }
+        // The same samples per step as one rank reading the whole global batch.
+        Sampler one(N, G, 11, 1, B);
+        std::vector<long> whole(G), joined, part(G);
+        one.batch(7, whole.data());
+        for (int r = 0; r < W; ++r) {
+            int k = s.slice(7, r, W, part.data());
+            joined.insert(joined.end(), part.begin(), part.begin() + k);
+        }
+        CHECK(joined == whole);
+    }
+}
+
 TEST_CASE("Prefetcher delivers each step's slice in order and rethrows read errors", "[data]") {
     std::string dir = temp_dir("prefetch");
     write_shards(dir, "train", {20, 20}, 2, 5);

@@ -82,6 +82,9 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     CHECK(e.find("--activation 'tanh'") != std::string::npos);
     CHECK(e.find("relu or gelu") != std::string::npos);
 
+    e = error_of({"--shuffle-block", "0"});
+    CHECK(e.find("--shuffle-block 0 must be in 1..") != std::string::npos);
+
     e = error_of({"--hidden", "8,x"});
     CHECK(e.find("--hidden") != std::string::npos);
 
