@@ -43,6 +43,8 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     lnfw_ = add("lnf.weight", {C}, false);
     lnfb_ = add("lnf.bias", {C}, false);
 
+    // max_batch 0: the layout, init and signature only (no activations; CudaGpt's host twin).
+    if (max_batch < 0) throw std::invalid_argument("Gpt: negative max_batch");
     const size_t BT = (size_t)max_batch * T, BTC = BT * C, Ls = (size_t)L;
     encoded_.resize(BTC);
     ln1_.resize(Ls * BTC);

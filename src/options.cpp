@@ -142,9 +142,9 @@ void declare(Registry& r, Options& o) {
     r.add<S>("job-name", &Options::job_name, o, "",
              "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
     r.add<S>("device", &Options::device, o, "cpu",
-             "where the model computes: cpu | cuda (the MLP on the local rank's GPU; the GPT model is CPU-only so "
-             "far; the CUDA path has not yet been run on a GPU: check it with tests/gpu/run.sh) | auto (cuda when a "
-             "GPU is visible and the model has a CUDA path, else cpu, saying why)");
+             "where the model computes: cpu | cuda (the MLP or GPT on the local rank's GPU, parameters and "
+             "optimizer on the host; the CUDA path has not yet been run on a GPU: check it with tests/gpu/run.sh) | "
+             "auto (cuda when a GPU is visible, else cpu, saying why)");
     r.add<S>("gpu-health", &Options::gpu_health, o, "auto",
              "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
              "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");

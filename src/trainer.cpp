@@ -12,6 +12,7 @@
 #include "dptrain/gpt.h"
 #include "dptrain/gpu_health.h"
 #ifdef DPTRAIN_HAVE_CUDA
+#include "dptrain/cuda_gpt.h"
 #include "dptrain/cuda_mlp.h"
 #endif
 #include "dptrain/gradsync.h"
@@ -116,15 +117,13 @@ struct Run {
     // device_note says why auto chose the CPU.
     int gpu_device = -1;
     std::string device_note;
-    int choose_device(bool has_cuda_path) {
-        (void)has_cuda_path;
+    int choose_device() {
         if (o.device == "cpu") return -1;
 #ifdef DPTRAIN_HAVE_CUDA
         std::string why;
         int n = cuda::device_count(&why);
-        if (n == 0 || !has_cuda_path) {
-            std::string reason = n == 0 ? strfmt("no GPU (%s)", why.c_str())
-                                        : std::string("the GPT model has no CUDA path yet");
+        if (n == 0) {
+            std::string reason = strfmt("no GPU (%s)", why.c_str());
             if (o.device == "cuda") throw UserError(strfmt("--device cuda: %s; use --device cpu", reason.c_str()));
             device_note = reason + ": the CPU backend trains";
             return -1;
@@ -162,7 +161,8 @@ struct Run {
 
         lm = o.model == "gpt";
         if (lm) {
-            choose_device(false);
+            int gpu = choose_device();
+            (void)gpu;  // used only by builds with CUDA
             auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
             auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
             if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
@@ -184,7 +184,10 @@ struct Run {
                                "vocabulary of %d",
                                tr->num_tokens(), tr->num_shards(), tr->num_shards() == 1 ? "" : "s", tr->num_samples(),
                                o.block_size, va->num_samples(), tok.kind.c_str(), tok.vocab_size());
-            model = std::make_unique<Gpt>(cfg, o.batch_size);
+#ifdef DPTRAIN_HAVE_CUDA
+            if (gpu >= 0) model = std::make_unique<CudaGpt>(cfg, o.batch_size, gpu);
+#endif
+            if (!model) model = std::make_unique<Gpt>(cfg, o.batch_size);
             train = std::move(tr);
             val = std::move(va);
         } else {
@@ -197,7 +200,8 @@ struct Run {
                                        "%d; regenerate them together",
                                        o.data.c_str(), va->dim(), va->num_classes(), tr->dim(), tr->num_classes()));
             Activation act = o.activation == "gelu" ? Activation::gelu : Activation::relu;
-            int gpu = choose_device(true);
+            int gpu = choose_device();
+            (void)gpu;  // used only by builds with CUDA
 #ifdef DPTRAIN_HAVE_CUDA
             if (gpu >= 0)
                 model = std::make_unique<CudaMlp>(tr->dim(), o.hidden_sizes, tr->num_classes(), act,

@@ -23,6 +23,7 @@ struct GptConfig {
 
 class Gpt : public Model {
   public:
+    // max_batch 0 allocates no activations: layout, init, signature and FLOPs only.
     Gpt(const GptConfig& cfg, int max_batch);
 
     const ParamLayout& layout() const override { return layout_; }

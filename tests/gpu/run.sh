@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check for a machine with an NVIDIA GPU and the CUDA toolkit: builds with CUDA=1, runs the
 # CUDA op tests against their CPU twins (build/cuda_tests), the bf16 matmul benchmark
-# (tests/gpu/bench_ops.cu), and short MLP and GPT training runs, then prints a summary table last.
+# (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and the GPU (compared), and a
+# GPT-2 124M-shaped throughput run, then prints a summary table last.
 # Under 8 minutes in all: every step has a time limit and the whole run a deadline.
 #   tests/gpu/run.sh            run it (logs in build/gpu-check/logs)
 #   tests/gpu/run.sh --dry-run  print every step's command without running any
@@ -59,10 +60,11 @@ else
 fi
 
 say_what_runs_where() {
-  echo "What runs on the GPU: build/cuda_tests (every CUDA op and CudaMlp against their CPU twins),"
-  echo "bench_ops (cuda::matmul_forward_bf16 at GPT-2 124M shapes) and mlp-train-gpu (the MLP with"
-  echo "--device cuda, compared with the CPU run of the same config in mlp-compare). The GPT run trains"
-  echo "on the CPU: the GPT model has no CUDA path in the trainer yet."
+  echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
+  echo "twins), bench_ops (cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
+  echo "gpt-train-gpu (--device cuda, compared step by step with the CPU runs of the same configs in"
+  echo "mlp-compare and gpt-compare), and gpt-124m (tokens/s and MFU of a GPT-2 124M-shaped model in"
+  echo "fp32 on one GPU, against the bf16 peak given by --peak-gflops)."
 }
 
 t0=$SECONDS
@@ -166,11 +168,31 @@ step gpt-data CPU 60 build \
   "rm -rf $W/tok && mkdir -p $W && cat README.md docs/*.md >$W/docs.txt && \
 $B/dptrain-data text --input $W/docs.txt --out $W/tok --vocab char --shards 2"
 
+GPT_ARGS="--model gpt --data $W/tok --n-layer 2 --n-head 4 --n-embd 64 --block-size 64 --batch-size 8 --steps 50 \
+--lr 3e-3 --warmup-steps 5 --log-every 10 --eval-every 50 --eval-max 64 --checkpoint-every 0"
 NOTE='^step|loss' \
-step gpt-train CPU 90 gpt-data \
-  "rm -rf $W/gpt && $LAUNCH $B/dptrain --model gpt --data $W/tok --n-layer 2 --n-head 4 --n-embd 64 \
---block-size 64 --batch-size 8 --steps 40 --lr 3e-3 --warmup-steps 5 --log-every 10 --eval-every 40 --eval-max 64 \
---checkpoint-every 0 --run-dir $W/gpt"
+step gpt-train CPU 90 gpt-data "rm -rf $W/gpt && $LAUNCH $B/dptrain $GPT_ARGS --run-dir $W/gpt"
+
+NOTE='^done' \
+step gpt-train-gpu GPU 90 gpt-data "rm -rf $W/gpt-gpu && $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-gpu"
+
+# The GPU run's loss curve against the CPU run's: each step line's loss (steps 10..50) and the
+# validation loss within 1e-3 relative (fp32 sums in other orders, compounding over 50 steps).
+NOTE='steps compared' \
+step gpt-compare host 15 gpt-train-gpu \
+  "paste <(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/gpt-train.log) \
+<(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/gpt-train-gpu.log) | \
+awk '{ d = \$1 - \$2; if (d < 0) d = -d; print \"cpu\", \$1, \"gpu\", \$2; n++; if (!(\$1 > 0 && d <= 1e-3 * \$1)) bad++ } \
+END { print n, \"steps compared,\", bad + 0, \"outside 1e-3\"; exit !(n >= 6 && bad == 0) }'"
+
+# Throughput at GPT-2 124M shapes (12 layers, 12 heads, 768 channels, 1024 tokens, vocabulary
+# padded to 50304) on one GPU. MFU against the H200's dense bf16 peak (989 TFLOP/s); this path
+# runs fp32 GEMMs without TF32, so its ceiling is the fp32 rate (67 TFLOP/s, 6.8% of that peak).
+NOTE='^step' \
+step gpt-124m GPU 150 gpt-data \
+  "rm -rf $W/gpt-124m && $LAUNCH $B/dptrain --model gpt --device cuda --data $W/tok --vocab-size 50304 \
+--block-size 1024 --n-layer 12 --n-head 12 --n-embd 768 --batch-size 8 --steps 12 --warmup-steps 2 --log-every 4 \
+--eval-every 0 --eval-max 8 --checkpoint-every 0 --peak-gflops 989000 --run-dir $W/gpt-124m"
 
 [ $dry = 1 ] && exit 0
 

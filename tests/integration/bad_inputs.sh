@@ -101,3 +101,19 @@ expect_error "checkpoint dir in use" 2 "already holds 1 checkpoints.*--resume au
   "${base[@]}" --run-dir "$WORK/other"
 train 2 "${base[@]}" --run-dir "$WORK/other" --hidden 16 --overwrite-checkpoints
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "--overwrite-checkpoints did not start over"; }
+
+# --device on a machine without a usable GPU (skipped where one is visible): cuda is refused with
+# the reason and the fix, for both models; auto trains on the CPU and says why.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIPPED --device refusal checks: a GPU is visible here"
+else
+  expect_error "--device cuda, MLP" 2 "--device cuda: .*\(no GPU\|no CUDA\)" 1 "${base[@]}" --device cuda
+  for i in $(seq 200); do echo "the quick brown fox jumps over the lazy dog $i"; done >"$WORK/fox.txt"
+  "$BIN/dptrain-data" text --input "$WORK/fox.txt" --out "$WORK/tok" --vocab char --shards 1 >/dev/null
+  expect_error "--device cuda, GPT" 2 "--device cuda: .*\(no GPU\|no CUDA\)" 1 --model gpt --data "$WORK/tok" \
+    --run-dir "$WORK/gptrun" --steps 2 --batch-size 4 --block-size 16 --n-layer 1 --n-embd 16 --n-head 2 --device cuda
+  train 1 "${base[@]}" --device auto --run-dir "$WORK/auto"
+  [ "$RC" = 0 ] && grep -q "\(no GPU\|built without CUDA\).*: the CPU backend trains" "$WORK/out" \
+    || { cat "$WORK/out"; fail "--device auto without a GPU: want a CPU run that says why; got exit $RC"; }
+  echo "ok: --device auto without a GPU -> $(grep -o '[^|]*the CPU backend trains' "$WORK/out" | head -n1)"
+fi

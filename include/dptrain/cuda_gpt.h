@@ -1,0 +1,63 @@
+// The GPT computed on a GPU with the CUDA backend's ops (cuda_backend.h), behind the same Model
+// interface as the CPU Gpt: parameters, gradients and token windows stay in host memory (the
+// trainer, all-reduce, optimizer and checkpoints keep them there) and are copied to and from the
+// device around each forward and backward; every activation lives on the device. Built only with
+// CUDA. Not for: the fastest path (the copies of parameters and gradients cost a share of every
+// step, see docs/GPU.md); it is the GPT's first GPU path and the reference for device-resident
+// training.
+#pragma once
+
+#include "dptrain/cuda_backend.h"
+#include "dptrain/gpt.h"
+
+#include <memory>
+#include <vector>
+
+namespace dptrain {
+
+class CudaGpt : public Model {
+  public:
+    // The same network as Gpt(cfg, max_batch), on CUDA device `device`.
+    CudaGpt(const GptConfig& cfg, int max_batch, int device);
+    ~CudaGpt() override;
+
+    const ParamLayout& layout() const override { return host_.layout(); }
+    std::string signature() const override { return host_.signature(); }  // checkpoints move between CPU and GPU
+    int terms_per_sample() const override { return host_.terms_per_sample(); }
+    double flops_per_sample() const override { return host_.flops_per_sample(); }
+    void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
+    // Token checks and messages as Gpt::forward; *correct is counted on the host from the
+    // logits, copied in slices of rows (evaluation only: the trainer asks for it there).
+    double forward(const float* params, const ModelBatch& in, long* correct) override;
+    // The parameters on the device are those of the forward just run (the caller's contract).
+    void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+
+  private:
+    float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
+    Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
+    GptConfig cfg_;
+    int max_batch_;
+    std::unique_ptr<cuda::Context> ctx_;
+    std::vector<void*> allocs_;
+    struct LayerViews {
+        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    };
+    std::vector<LayerViews> lv_;
+    size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+    // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes).
+    float *params_ = nullptr, *grads_ = nullptr;
+    int *tokens_ = nullptr, *targets_ = nullptr;
+    float *encoded_ = nullptr, *ln1_ = nullptr, *ln1_mean_ = nullptr, *ln1_rstd_ = nullptr, *qkv_ = nullptr,
+          *atty_ = nullptr, *att_ = nullptr, *residual2_ = nullptr, *ln2_ = nullptr, *ln2_mean_ = nullptr,
+          *ln2_rstd_ = nullptr, *fch_ = nullptr, *fch_gelu_ = nullptr, *residual3_ = nullptr, *lnf_ = nullptr,
+          *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr,
+          *scratch_ = nullptr;
+    float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr,
+          *datty_ = nullptr;
+    int last_B_ = 0;
+    // Host staging, allocated once.
+    std::vector<int> host_targets_;
+    std::vector<float> host_losses_, host_logits_, host_grads_;
+};
+
+} // namespace dptrain

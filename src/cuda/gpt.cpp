@@ -1,0 +1,227 @@
+// CudaGpt: the Gpt's forward and backward (src/gpt.cpp) with each CPU op replaced by its CUDA
+// twin, in the same order on one stream, so results match the CPU within the ops' tolerances.
+#include "dptrain/cuda_gpt.h"
+
+#include "check.h"
+#include "dptrain/error.h"
+
+#include <algorithm>
+
+namespace dptrain {
+
+CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
+    : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)) {
+    if (max_batch <= 0) throw std::invalid_argument("CudaGpt: max_batch must be positive");
+    const ParamLayout& lay = host_.layout();
+    wte_ = lay.find("wte").offset;
+    wpe_ = lay.find("wpe").offset;
+    lnfw_ = lay.find("lnf.weight").offset;
+    lnfb_ = lay.find("lnf.bias").offset;
+    for (int l = 0; l < cfg.n_layer; ++l) {
+        std::string p = "h" + std::to_string(l) + ".";
+        LayerViews v;
+        v.ln1w = lay.find(p + "ln1.weight").offset;
+        v.ln1b = lay.find(p + "ln1.bias").offset;
+        v.qkvw = lay.find(p + "attn.qkv.weight").offset;
+        v.qkvb = lay.find(p + "attn.qkv.bias").offset;
+        v.attprojw = lay.find(p + "attn.proj.weight").offset;
+        v.attprojb = lay.find(p + "attn.proj.bias").offset;
+        v.ln2w = lay.find(p + "ln2.weight").offset;
+        v.ln2b = lay.find(p + "ln2.bias").offset;
+        v.fcw = lay.find(p + "mlp.fc.weight").offset;
+        v.fcb = lay.find(p + "mlp.fc.bias").offset;
+        v.fcprojw = lay.find(p + "mlp.proj.weight").offset;
+        v.fcprojb = lay.find(p + "mlp.proj.bias").offset;
+        lv_.push_back(v);
+    }
+    const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
+    const size_t P = lay.total, L = (size_t)cfg.n_layer;
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C, ATT = (size_t)max_batch * NH * T * T;
+    params_ = dev(P);
+    grads_ = dev(P);
+    tokens_ = reinterpret_cast<int*>(dev((size_t)max_batch * (T + 1)));
+    targets_ = reinterpret_cast<int*>(dev(BT));
+    encoded_ = dev(BTC);
+    ln1_ = dev(L * BTC);
+    ln1_mean_ = dev(L * BT);
+    ln1_rstd_ = dev(L * BT);
+    qkv_ = dev(L * 3 * BTC);
+    atty_ = dev(L * BTC);
+    att_ = dev(L * ATT);
+    residual2_ = dev(L * BTC);
+    ln2_ = dev(L * BTC);
+    ln2_mean_ = dev(L * BT);
+    ln2_rstd_ = dev(L * BT);
+    fch_ = dev(L * 4 * BTC);
+    fch_gelu_ = dev(L * 4 * BTC);
+    residual3_ = dev(L * BTC);
+    lnf_ = dev(BTC);
+    lnf_mean_ = dev(BT);
+    lnf_rstd_ = dev(BT);
+    logits_ = dev(BT * V);
+    probs_ = dev(BT * V);
+    losses_ = dev(BT);
+    scratch_ = dev(BTC);
+    dres_ = dev(BTC);
+    dbig_ = dev(4 * BTC);
+    dsmall_ = dev(BTC);
+    dqkv_ = dev(3 * BTC);
+    datt_ = dev(ATT);
+    datty_ = dev(BTC);
+    host_targets_.resize(BT);
+    host_losses_.resize(BT);
+    host_logits_.resize((size_t)std::min<size_t>(BT, 64) * V);
+    host_grads_.resize(P);
+}
+
+CudaGpt::~CudaGpt() {
+    for (void* p : allocs_) cudaFree(p);
+}
+
+float* CudaGpt::dev(size_t n) {
+    void* p = nullptr;
+    cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
+    if (rc == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // clear it: the error is the user's to fix, not a broken device
+        throw UserError(strfmt("GPT on the GPU: cannot allocate %.2f GiB of activations for --batch-size %d, "
+                               "--block-size %d, --n-embd %d, --n-layer %d; lower --batch-size",
+                               (double)n * sizeof(float) / 1073741824.0, max_batch_, cfg_.block_size, cfg_.n_embd,
+                               cfg_.n_layer));
+    }
+    CUDA_CHECK(rc);
+    allocs_.push_back(p);
+    return static_cast<float*>(p);
+}
+
+double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B > max_batch_) throw std::invalid_argument("CudaGpt::forward: batch larger than max_batch");
+    if (B == 0) {
+        last_B_ = 0;
+        return 0.0;
+    }
+    if (in.stride < T + 1) throw std::invalid_argument("CudaGpt::forward: token rows shorter than T + 1");
+    // The same checks and messages as Gpt::forward, on the host before anything is queued.
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t <= T; ++t) {
+            int tok = in.tokens[(long)b * in.stride + t];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+            if (t > 0) host_targets_[(long)b * T + t - 1] = tok;
+        }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    cudaStream_t s = ctx_->stream();
+    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    // Rows of T + 1 tokens from the caller's stride to the device's.
+    CUDA_CHECK(cudaMemcpy2DAsync(tokens_, (size_t)(T + 1) * sizeof(int), in.tokens, (size_t)in.stride * sizeof(int),
+                                 (size_t)(T + 1) * sizeof(int), (size_t)B, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(targets_, host_targets_.data(), (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    const float* P = params_;
+    cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s);
+    const float* residual = encoded_;
+    for (int l = 0; l < L; ++l) {
+        const LayerViews& v = lv_[l];
+        float* ln1 = ln1_ + l * sBTC;
+        float* qkv = qkv_ + l * 3 * sBTC;
+        float* atty = atty_ + l * sBTC;
+        float* att = att_ + l * sATT;
+        float* res2 = residual2_ + l * sBTC;
+        float* ln2 = ln2_ + l * sBTC;
+        float* fch = fch_ + l * 4 * sBTC;
+        float* fchg = fch_gelu_ + l * 4 * sBTC;
+        float* res3 = residual3_ + l * sBTC;
+        cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT, C, s);
+        cuda::matmul_forward(qkv, ln1, P + v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s);
+        cuda::attention_forward(atty, att, qkv, B, T, C, NH, *ctx_, s);
+        cuda::matmul_forward(scratch_, atty, P + v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
+        cuda::residual_forward(res2, residual, scratch_, (long)BTC, s);
+        cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C, s);
+        cuda::matmul_forward(fch, ln2, P + v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s);
+        cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
+        cuda::matmul_forward(scratch_, fchg, P + v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s);
+        cuda::residual_forward(res3, res2, scratch_, (long)BTC, s);
+        residual = res3;
+    }
+    cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s);
+    cuda::matmul_forward(logits_, lnf_, P + wte_, nullptr, (int)BT, C, V, *ctx_, s);
+    cuda::softmax_crossentropy_forward(losses_, probs_, logits_, targets_, (int)BT, V, s);
+    CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    last_B_ = B;
+    double sum = 0.0;
+    for (long i = 0; i < BT; ++i) sum += host_losses_[i];
+    if (correct) {
+        // Argmax per row as the CPU (first maximum wins), over slices of rows of the logits.
+        const long rows = (long)(host_logits_.size() / V);
+        long c = 0;
+        for (long r0 = 0; r0 < BT; r0 += rows) {
+            long n = std::min(rows, BT - r0);
+            CUDA_CHECK(cudaMemcpy(host_logits_.data(), logits_ + (size_t)r0 * V, (size_t)n * V * sizeof(float),
+                                  cudaMemcpyDeviceToHost));
+            for (long i = 0; i < n; ++i) {
+                const float* z = host_logits_.data() + (size_t)i * V;
+                c += (std::max_element(z, z + V) - z) == host_targets_[r0 + i];
+            }
+        }
+        *correct += c;
+    }
+    return sum;
+}
+
+void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float scale, GradHook* hook) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B != last_B_) throw std::logic_error("CudaGpt::backward without the matching forward");
+    if (B == 0) {
+        if (hook) hook->grads_ready_from(0);
+        return;
+    }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    const size_t Pn = host_.num_params();
+    const float* P = params_;
+    float* G = grads_;
+    cudaStream_t s = ctx_->stream();
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s));
+    // dlogits overwrite probs in place (each element reads its own probability first).
+    float* dlogits = probs_;
+    cuda::softmax_crossentropy_backward(dlogits, probs_, targets_, scale, (int)BT, V, s);
+    float* dlnf = dsmall_;
+    cuda::matmul_backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P + wte_, (int)BT, C, V, *ctx_, s);
+    float* dres = dres_;
+    CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s));
+    const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
+    cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, s);
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerViews& v = lv_[l];
+        const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
+        const float* ln1 = ln1_ + l * sBTC;
+        const float* qkv = qkv_ + l * 3 * sBTC;
+        const float* atty = atty_ + l * sBTC;
+        const float* att = att_ + l * sATT;
+        const float* res2 = residual2_ + l * sBTC;
+        const float* ln2 = ln2_ + l * sBTC;
+        const float* fch = fch_ + l * 4 * sBTC;
+        const float* fchg = fch_gelu_ + l * 4 * sBTC;
+        float* dfc = dbig_;
+        cuda::matmul_backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P + v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
+        cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
+        float* dln = dsmall_;
+        cuda::matmul_backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P + v.fcw, (int)BT, C, 4 * C, *ctx_, s);
+        cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
+                                 ln2_rstd_ + l * sBT, BT, C, s);
+        cuda::matmul_backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P + v.attprojw, (int)BT, C, C, *ctx_, s);
+        cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, *ctx_, s);
+        cuda::matmul_backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P + v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
+        cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
+                                 ln1_rstd_ + l * sBT, BT, C, s);
+    }
+    cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
+    CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, Pn * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < Pn; ++i) grads[i] += host_grads_[i];
+    if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
+}
+
+} // namespace dptrain
