@@ -29,6 +29,32 @@ const ParamView& ParamLayout::find(const std::string& name) const {
     throw std::out_of_range("no parameter named " + name);
 }
 
+Precision parse_precision(const std::string& s) {
+    if (s == "fp32") return Precision::fp32;
+    if (s == "bf16") return Precision::bf16;
+    throw UserError(strfmt("--precision '%s' is unknown; use fp32 or bf16", s.c_str()));
+}
+
+void Bf16Operands::reserve(size_t params, size_t activation, size_t gradient) {
+    w_.assign(std::max<size_t>(params, 1), 0.0f);
+    a_.assign(std::max<size_t>(activation, 1), 0.0f);
+    g_.assign(std::max<size_t>(gradient, 1), 0.0f);
+}
+
+void Bf16Operands::round_weights(const float* params) { cpu::round_bf16(w_.data(), params, (long)w_.size()); }
+
+const float* Bf16Operands::act(const float* x, long n) {
+    if ((size_t)n > a_.size()) throw std::logic_error("Bf16Operands::act: scratch too small");
+    cpu::round_bf16(a_.data(), x, n);
+    return a_.data();
+}
+
+const float* Bf16Operands::grad(const float* d, long n) {
+    if ((size_t)n > g_.size()) throw std::logic_error("Bf16Operands::grad: scratch too small");
+    cpu::round_bf16(g_.data(), d, n);
+    return g_.data();
+}
+
 Mlp::Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch)
     : act_(act), max_batch_(max_batch) {
     dims_.push_back(in);
@@ -73,14 +99,28 @@ void Mlp::init(float* params, uint64_t seed) const {
     }
 }
 
+void Mlp::set_precision(Precision p) {
+    if (p == Precision::fp32) {
+        bf_ = Bf16Operands();
+        return;
+    }
+    size_t widest = (size_t)*std::max_element(dims_.begin(), dims_.end());
+    bf_.reserve(layout_.total, (size_t)max_batch_ * widest, (size_t)max_batch_ * widest);
+}
+
 double Mlp::forward(const float* params, const float* x, const int* y, int B, long* correct) {
     if (B > max_batch_) throw std::invalid_argument("Mlp::forward: batch larger than max_batch");
     int L = (int)dims_.size() - 1;
     const float* inp = x;
+    if (bf_.on()) bf_.round_weights(params);
     for (int l = 0; l < L; ++l) {
         const ParamView& w = layout_.views[2 * l];
         const ParamView& b = layout_.views[2 * l + 1];
-        cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l], dims_[l + 1]);
+        if (bf_.on())
+            cpu::matmul_forward(pre_[l].data(), bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset,
+                                params + b.offset, B, dims_[l], dims_[l + 1]);
+        else
+            cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l], dims_[l + 1]);
         if (l + 1 < L) {
             long n = (long)B * dims_[l + 1];
             if (act_ == Activation::relu) cpu::relu_forward(post_[l].data(), pre_[l].data(), n);
@@ -115,8 +155,12 @@ void Mlp::backward(float* grads, const float* params, const float* x, const int*
         const ParamView& b = layout_.views[2 * l + 1];
         const float* inp = l == 0 ? x : post_[l - 1].data();
         float* dinp = l == 0 ? nullptr : dnext;
-        cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
-                             dims_[l], dims_[l + 1]);
+        if (bf_.on())  // the weights rounded by the forward of these parameters
+            cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, bf_.grad(dout, (long)B * dims_[l + 1]),
+                                 bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset, B, dims_[l], dims_[l + 1]);
+        else
+            cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
+                                 dims_[l], dims_[l + 1]);
         if (hook) hook->grads_ready_from(w.offset);  // layer l's weight and bias are final
         if (l > 0) {
             long n = (long)B * dims_[l];

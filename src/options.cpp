@@ -145,6 +145,10 @@ void declare(Registry& r, Options& o) {
              "where the model computes: cpu | cuda (the MLP or GPT on the local rank's GPU, parameters and "
              "optimizer on the host; the CUDA path has not yet been run on a GPU: check it with tests/gpu/run.sh) | "
              "auto (cuda when a GPU is visible, else cpu, saying why)");
+    r.add<S>("precision", &Options::precision, o, "fp32",
+             "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
+             "activations and output gradients and sums in fp32; parameters, gradients and optimizer state stay "
+             "fp32; on the CPU the rounding is emulated at fp32 speed)");
     r.add<S>("gpu-health", &Options::gpu_health, o, "auto",
              "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
              "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");
@@ -238,6 +242,8 @@ void validate(Options& o) {
     need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 && o.metrics_namespace.find(':') == std::string::npos,
          strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
                 o.metrics_namespace.c_str()));
+    need(o.precision == "fp32" || o.precision == "bf16",
+         strfmt("--precision '%s' is unknown; use fp32 or bf16", o.precision.c_str()));
     need(o.device == "cpu" || o.device == "cuda" || o.device == "auto",
          strfmt("--device '%s' is unknown; use cpu, cuda or auto", o.device.c_str()));
     need(o.gpu_health == "auto" || o.gpu_health == "on" || o.gpu_health == "off",

@@ -215,6 +215,7 @@ struct Run {
             train = std::move(tr);
             val = std::move(va);
         }
+        model->set_precision(parse_precision(o.precision));
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,
@@ -413,9 +414,9 @@ struct Run {
         if (o.gpu_health != "off")
             print(gpu_health ? "GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n"
                              : strfmt("GPU health: off (%s)\n", gpu_health_note.c_str()));
-        print(strfmt("model %s: %zu parameters | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
-                     model->signature().c_str(), model->num_params(), o.optimizer.c_str(), global_batch, o.batch_size,
-                     sampler->steps_per_epoch()));
+        print(strfmt("model %s: %zu parameters | %s matmuls | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
+                     model->signature().c_str(), model->num_params(), o.precision.c_str(), o.optimizer.c_str(),
+                     global_batch, o.batch_size, sampler->steps_per_epoch()));
         print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),
                      sync->num_buckets(), sync->num_buckets() == 1 ? "" : "s", o.bucket_mb,
                      overlap ? "overlapped with backward" : "after backward", o.grad_dtype.c_str()));

@@ -21,6 +21,11 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int B, int C, int OC);
 
+// dst = src rounded to bf16 (nearest even, NaN kept NaN: the bits of to_bf16 in bf16.h) and
+// widened back to float: the operands of a bf16 matmul, which is then an fp32 matmul (bf16 x bf16
+// products are exact in fp32). The CPU twin of cuda::to_bf16. dst may equal src.
+void round_bf16(float* dst, const float* src, long N);
+
 // Measured sgemm throughput of this process (its current thread count), GFLOP/s: n x n x n
 // products for about `seconds`. For the MFU denominator.
 double measure_sgemm_gflops(int n, double seconds);

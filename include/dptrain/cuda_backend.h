@@ -71,6 +71,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // or null; products and sums in fp32 on the tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F).
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
+// matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
+// dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32.
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
 // dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 

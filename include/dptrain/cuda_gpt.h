@@ -14,6 +14,9 @@
 #include <vector>
 
 namespace dptrain {
+namespace cuda {
+class Matmuls;
+}
 
 class CudaGpt : public Model {
   public:
@@ -31,13 +34,16 @@ class CudaGpt : public Model {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+    void set_precision(Precision p) override;
 
   private:
-    float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
+    // cudaMalloc'd at construction, freed at destruction; `what` says the whole need on failure.
+    float* dev(size_t n, const std::string& what);
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;
     std::unique_ptr<cuda::Context> ctx_;
+    std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::vector<void*> allocs_;
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;

@@ -13,6 +13,9 @@
 #include <vector>
 
 namespace dptrain {
+namespace cuda {
+class Matmuls;
+}
 
 class CudaMlp : public Model {
   public:
@@ -27,11 +30,13 @@ class CudaMlp : public Model {
     void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+    void set_precision(Precision p) override;
 
   private:
     float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
     Mlp host_;             // layout, init, signature: the CPU twin's
     std::unique_ptr<cuda::Context> ctx_;
+    std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::vector<void*> allocs_;
     std::vector<int> dims_;
     float *params_ = nullptr, *grads_ = nullptr, *x_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;

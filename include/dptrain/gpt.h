@@ -41,6 +41,7 @@ class Gpt : public Model {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
 
+    void set_precision(Precision p) override;
     const GptConfig& config() const { return cfg_; }
     // Logits of the last forward: (B, T, V).
     const float* logits() const { return logits_.data(); }
@@ -63,6 +64,10 @@ class Gpt : public Model {
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
     std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_;
+    Bf16Operands bf_;  // --precision bf16
+    void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC);
+    void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* params, size_t w, int BT, int C, int OC);
 };
 
 } // namespace dptrain

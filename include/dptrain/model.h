@@ -27,6 +27,29 @@ struct ParamLayout {
 
 enum class Activation { relu, gelu };
 
+// How matmuls compute (--precision). bf16: mixed precision as GPUs train, every matmul of the
+// model (forward and backward, not attention's internal products) takes its operands rounded to
+// bf16 (weights, activations, output gradients) and sums in fp32 into fp32 results; parameters,
+// gradients, optimizer state and every other op stay fp32. On the CPU the rounding is emulated
+// (cpu::round_bf16, then sgemm): the same numbers, at fp32 speed.
+enum class Precision { fp32, bf16 };
+Precision parse_precision(const std::string& s);  // throws UserError naming --precision
+
+// The CPU models' bf16 operands: the weights rounded once per forward, and scratch for one
+// matmul's rounded activation and output gradient. Allocated by reserve(), once.
+class Bf16Operands {
+  public:
+    void reserve(size_t params, size_t activation, size_t gradient);
+    bool on() const { return !w_.empty(); }
+    void round_weights(const float* params);     // every parameter (biases unused, but cheap)
+    const float* weights() const { return w_.data(); }
+    const float* act(const float* x, long n);    // x rounded, in the activation scratch
+    const float* grad(const float* d, long n);   // d rounded, in the gradient scratch
+
+  private:
+    std::vector<float> w_, a_, g_;
+};
+
 // Told by backward as gradients become final: grads_ready_from(o) means every gradient at flat
 // offset >= o is written for this step (backward runs last layer first, i.e. high offsets first).
 // Gradient communication uses it to start early (gradsync.h).
@@ -61,6 +84,8 @@ class Model {
     virtual double forward(const float* params, const ModelBatch& in, long* correct) = 0;
     // grads += d(scale * summed loss) / d params, for the last forward; hook hears of finished layers.
     virtual void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) = 0;
+    // Matmul precision from now on (fp32 at construction); allocates what bf16 needs, once.
+    virtual void set_precision(Precision p) = 0;
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,
@@ -99,6 +124,7 @@ class Mlp : public Model {
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override {
         backward(grads, params, in.x, in.labels, in.B, scale, hook);
     }
+    void set_precision(Precision p) override;
 
   private:
     std::vector<int> dims_;  // in, hidden..., classes
@@ -109,6 +135,7 @@ class Mlp : public Model {
     // post_[l] = after activation (hidden layers only).
     std::vector<std::vector<float>> pre_, post_;
     std::vector<float> probs_, losses_, dbuf_a_, dbuf_b_;
+    Bf16Operands bf_;  // --precision bf16
 };
 
 } // namespace dptrain

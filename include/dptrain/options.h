@@ -61,6 +61,7 @@ struct Options {
     std::string progress;  // auto | tty | plain
     std::string gpu_health;  // auto | on | off
     std::string device;      // cpu | cuda | auto
+    std::string precision;   // fp32 | bf16 (matmul operands)
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file
 };

@@ -1,6 +1,9 @@
-// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major). The bias gradient sums
+// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major), and the bf16 rounding of
+// their operands. The bias gradient sums
 // rows in order, so results do not depend on the thread count.
 #include "dptrain/backend.h"
+
+#include "dptrain/bf16.h"
 
 #include <cblas.h>
 
@@ -45,6 +48,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
             for (int j = 0; j < n; ++j) dbias[o0 + j] += acc[j];
         }
     }
+}
+
+void round_bf16(float* dst, const float* src, long N) {
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < N; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
 }
 
 double measure_sgemm_gflops(int n, double seconds) {

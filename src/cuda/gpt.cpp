@@ -3,14 +3,19 @@
 #include "dptrain/cuda_gpt.h"
 
 #include "check.h"
+#include "operands.h"
 #include "dptrain/error.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace dptrain {
 
 CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
-    : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)) {
+    : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
+      mm_(std::make_unique<cuda::Matmuls>()) {
     if (max_batch <= 0) throw std::invalid_argument("CudaGpt: max_batch must be positive");
     const ParamLayout& lay = host_.layout();
     wte_ = lay.find("wte").offset;
@@ -37,56 +42,58 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
     const size_t P = lay.total, L = (size_t)cfg.n_layer;
     const size_t BT = (size_t)max_batch * T, BTC = BT * C, ATT = (size_t)max_batch * NH * T * T;
-    params_ = dev(P);
-    grads_ = dev(P);
-    tokens_ = reinterpret_cast<int*>(dev((size_t)max_batch * (T + 1)));
-    targets_ = reinterpret_cast<int*>(dev(BT));
-    encoded_ = dev(BTC);
-    ln1_ = dev(L * BTC);
-    ln1_mean_ = dev(L * BT);
-    ln1_rstd_ = dev(L * BT);
-    qkv_ = dev(L * 3 * BTC);
-    atty_ = dev(L * BTC);
-    att_ = dev(L * ATT);
-    residual2_ = dev(L * BTC);
-    ln2_ = dev(L * BTC);
-    ln2_mean_ = dev(L * BT);
-    ln2_rstd_ = dev(L * BT);
-    fch_ = dev(L * 4 * BTC);
-    fch_gelu_ = dev(L * 4 * BTC);
-    residual3_ = dev(L * BTC);
-    lnf_ = dev(BTC);
-    lnf_mean_ = dev(BT);
-    lnf_rstd_ = dev(BT);
-    logits_ = dev(BT * V);
-    probs_ = dev(BT * V);
-    losses_ = dev(BT);
-    scratch_ = dev(BTC);
-    dres_ = dev(BTC);
-    dbig_ = dev(4 * BTC);
-    dsmall_ = dev(BTC);
-    dqkv_ = dev(3 * BTC);
-    datt_ = dev(ATT);
-    datty_ = dev(BTC);
+    // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
+    // small gets one message with the whole need, then allocated; freed again if any fails.
+    const std::vector<std::pair<void**, size_t>> plan = {
+        {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&tokens_, (size_t)max_batch * (T + 1)},
+        {(void**)&targets_, BT}, {(void**)&encoded_, BTC}, {(void**)&ln1_, L * BTC}, {(void**)&ln1_mean_, L * BT},
+        {(void**)&ln1_rstd_, L * BT}, {(void**)&qkv_, L * 3 * BTC}, {(void**)&atty_, L * BTC},
+        {(void**)&att_, L * ATT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
+        {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
+        {(void**)&fch_gelu_, L * 4 * BTC}, {(void**)&residual3_, L * BTC}, {(void**)&lnf_, BTC},
+        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&probs_, BT * V},
+        {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
+        {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC}};
+    double need = 0;
+    for (auto& [where, n] : plan) need += 4.0 * (double)n;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const double GiB = 1073741824.0;
+    std::string what = strfmt("GPT on GPU %d needs %.2f GiB of device memory (%.2f GiB of it activations for "
+                              "--batch-size %d x --block-size %d), and %.2f GiB of %.2f GiB are free",
+                              device, need / GiB, (need - 8.0 * (double)P) / GiB, max_batch, T,
+                              (double)free_bytes / GiB, (double)total_bytes / GiB);
+    if (need > (double)free_bytes) throw UserError(what + "; lower --batch-size (or the model size)");
+    try {
+        for (auto& [where, n] : plan) *where = dev(n, what);
+    } catch (...) {
+        for (void* p : allocs_) cudaFree(p);
+        allocs_.clear();
+        throw;
+    }
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_logits_.resize((size_t)std::min<size_t>(BT, 64) * V);
     host_grads_.resize(P);
 }
 
+void CudaGpt::set_precision(Precision p) {
+    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
+    mm_->set(p, host_.num_params(), BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
+}
+
 CudaGpt::~CudaGpt() {
+    mm_.reset();
     for (void* p : allocs_) cudaFree(p);
 }
 
-float* CudaGpt::dev(size_t n) {
+float* CudaGpt::dev(size_t n, const std::string& what) {
     void* p = nullptr;
     cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
     if (rc == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // clear it: the error is the user's to fix, not a broken device
-        throw UserError(strfmt("GPT on the GPU: cannot allocate %.2f GiB of activations for --batch-size %d, "
-                               "--block-size %d, --n-embd %d, --n-layer %d; lower --batch-size",
-                               (double)n * sizeof(float) / 1073741824.0, max_batch_, cfg_.block_size, cfg_.n_embd,
-                               cfg_.n_layer));
+        throw UserError(what + ", but an allocation of " + strfmt("%.2f GiB", 4.0 * (double)n / 1073741824.0) +
+                        " failed (fragmented, or shared with another process?); lower --batch-size");
     }
     CUDA_CHECK(rc);
     allocs_.push_back(p);
@@ -101,13 +108,15 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         return 0.0;
     }
     if (in.stride < T + 1) throw std::invalid_argument("CudaGpt::forward: token rows shorter than T + 1");
-    // The same checks and messages as Gpt::forward, on the host before anything is queued.
-    for (int b = 0; b < B; ++b)
-        for (int t = 0; t <= T; ++t) {
-            int tok = in.tokens[(long)b * in.stride + t];
-            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
-            if (t > 0) host_targets_[(long)b * T + t - 1] = tok;
-        }
+    // The same checks, in the same order, and messages as Gpt::forward (targets first, then
+    // inputs), on the host before anything is queued.
+    for (int pass = 0; pass < 2; ++pass)
+        for (int b = 0; b < B; ++b)
+            for (int t = 0; t < T; ++t) {
+                int tok = in.tokens[(long)b * in.stride + t + (pass == 0 ? 1 : 0)];
+                if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+                if (pass == 0) host_targets_[(long)b * T + t] = tok;
+            }
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     const size_t sATT = (size_t)max_batch_ * NH * T * T;
@@ -118,6 +127,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                                  (size_t)(T + 1) * sizeof(int), (size_t)B, cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaMemcpyAsync(targets_, host_targets_.data(), (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, s));
     const float* P = params_;
+    mm_->begin(P, s);
     cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s);
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
@@ -132,19 +142,19 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* res3 = residual3_ + l * sBTC;
         cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT, C, s);
-        cuda::matmul_forward(qkv, ln1, P + v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s);
+        mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s);
         cuda::attention_forward(atty, att, qkv, B, T, C, NH, *ctx_, s);
-        cuda::matmul_forward(scratch_, atty, P + v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
+        mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
         cuda::residual_forward(res2, residual, scratch_, (long)BTC, s);
         cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C, s);
-        cuda::matmul_forward(fch, ln2, P + v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s);
+        mm_->forward(fch, ln2, P, v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s);
         cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
-        cuda::matmul_forward(scratch_, fchg, P + v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s);
+        mm_->forward(scratch_, fchg, P, v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s);
         cuda::residual_forward(res3, res2, scratch_, (long)BTC, s);
         residual = res3;
     }
     cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s);
-    cuda::matmul_forward(logits_, lnf_, P + wte_, nullptr, (int)BT, C, V, *ctx_, s);
+    mm_->forward(logits_, lnf_, P, wte_, nullptr, (int)BT, C, V, *ctx_, s);
     cuda::softmax_crossentropy_forward(losses_, probs_, logits_, targets_, (int)BT, V, s);
     CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
@@ -188,7 +198,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     float* dlogits = probs_;
     cuda::softmax_crossentropy_backward(dlogits, probs_, targets_, scale, (int)BT, V, s);
     float* dlnf = dsmall_;
-    cuda::matmul_backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P + wte_, (int)BT, C, V, *ctx_, s);
+    mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s);
     float* dres = dres_;
     CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s));
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
@@ -205,15 +215,15 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* fch = fch_ + l * 4 * sBTC;
         const float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* dfc = dbig_;
-        cuda::matmul_backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P + v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
+        mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
         cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
         float* dln = dsmall_;
-        cuda::matmul_backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P + v.fcw, (int)BT, C, 4 * C, *ctx_, s);
+        mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s);
         cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
                                  ln2_rstd_ + l * sBT, BT, C, s);
-        cuda::matmul_backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P + v.attprojw, (int)BT, C, C, *ctx_, s);
+        mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
         cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, *ctx_, s);
-        cuda::matmul_backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P + v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
+        mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
         cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
                                  ln1_rstd_ + l * sBT, BT, C, s);
     }

@@ -1,4 +1,4 @@
-// matmul_forward / matmul_backward in fp32 and matmul_forward_bf16 through cuBLAS, plus the
+// matmul_forward / matmul_backward in fp32 and their bf16 forms through cuBLAS, plus the
 // float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
 // its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
 // Not for: choosing precision (the caller converts) or fused epilogues (bias is a kernel here).
@@ -22,12 +22,16 @@ __global__ void fill_bias_kernel(float* out, const float* bias, long n, int OC) 
 // Each lane sums its rows in order, then lane sums are added in lane order: a fixed order, so
 // the result is the same on every run (no float atomics). One block per 32 columns is enough
 // for the bias: it reads B*OC floats once.
-__global__ void column_sum_kernel(float* dbias, const float* dout, int B, int OC) {
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+template <class T>
+__global__ void column_sum_kernel(float* dbias, const T* dout, int B, int OC) {
     __shared__ float part[32][33];  // +1: no bank conflicts when lane 0 reads a column
     int o = blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
     if (o < OC)
-        for (int b = threadIdx.y; b < B; b += 32) acc += dout[(long)b * OC + o];
+        for (int b = threadIdx.y; b < B; b += 32) acc += as_float(dout[(long)b * OC + o]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < OC) {
@@ -93,6 +97,23 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
     // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
                               CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream) {
+    if (B <= 0) return;
+    float one = 1.0f, zero = 0.0f;
+    ctx.bind_blas(stream);
+    // The fp32 mapping of matmul_backward with bf16 operands and fp32 results and sums.
+    if (dinp)
+        CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, CUDA_R_16BF, C, dout,
+                                  CUDA_R_16BF, OC, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
+                              CUDA_R_16BF, OC, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (dbias) {
+        column_sum_kernel<<<(OC + 31) / 32, dim3(32, 32), 0, stream>>>(dbias, dout, B, OC);
+        CUDA_CHECK(cudaGetLastError());
+    }
 }
 
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {

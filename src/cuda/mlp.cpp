@@ -3,6 +3,7 @@
 #include "dptrain/cuda_mlp.h"
 
 #include "check.h"
+#include "operands.h"
 #include "dptrain/error.h"
 
 #include <algorithm>
@@ -10,28 +11,41 @@
 namespace dptrain {
 
 CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device)
-    : host_(in, hidden, classes, act, max_batch), ctx_(std::make_unique<cuda::Context>(device)), dims_(host_.dims()) {
+    : host_(in, hidden, classes, act, max_batch), ctx_(std::make_unique<cuda::Context>(device)),
+      mm_(std::make_unique<cuda::Matmuls>()), dims_(host_.dims()) {
     const size_t P = host_.num_params(), Bm = (size_t)max_batch;
     int L = (int)dims_.size() - 1;
     int widest = *std::max_element(dims_.begin(), dims_.end());
-    params_ = dev(P);
-    grads_ = dev(P);
-    x_ = dev(Bm * in);
-    y_ = reinterpret_cast<int*>(dev(Bm));
-    for (int l = 0; l < L; ++l) {
-        pre_.push_back(dev(Bm * dims_[l + 1]));
-        post_.push_back(l + 1 < L ? dev(Bm * dims_[l + 1]) : nullptr);
+    try {  // a failed allocation frees the earlier ones (no destructor runs for a partial object)
+        params_ = dev(P);
+        grads_ = dev(P);
+        x_ = dev(Bm * in);
+        y_ = reinterpret_cast<int*>(dev(Bm));
+        for (int l = 0; l < L; ++l) {
+            pre_.push_back(dev(Bm * dims_[l + 1]));
+            post_.push_back(l + 1 < L ? dev(Bm * dims_[l + 1]) : nullptr);
+        }
+        probs_ = dev(Bm * classes);
+        losses_ = dev(Bm);
+        dbuf_a_ = dev(Bm * widest);
+        dbuf_b_ = dev(Bm * widest);
+    } catch (...) {
+        for (void* p : allocs_) cudaFree(p);
+        allocs_.clear();
+        throw;
     }
-    probs_ = dev(Bm * classes);
-    losses_ = dev(Bm);
-    dbuf_a_ = dev(Bm * widest);
-    dbuf_b_ = dev(Bm * widest);
     host_losses_.resize(Bm);
     host_logits_.resize(Bm * classes);
     host_grads_.resize(P);
 }
 
+void CudaMlp::set_precision(Precision p) {
+    size_t widest = (size_t)*std::max_element(dims_.begin(), dims_.end());
+    mm_->set(p, host_.num_params(), (size_t)host_.max_batch() * widest, (size_t)host_.max_batch() * widest);
+}
+
 CudaMlp::~CudaMlp() {
+    mm_.reset();
     for (void* p : allocs_) cudaFree(p);
 }
 
@@ -50,10 +64,11 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaMemcpyAsync(x_, in.x, (size_t)B * dims_[0] * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaMemcpyAsync(y_, in.labels, (size_t)B * sizeof(int), cudaMemcpyHostToDevice, s));
+    mm_->begin(params_, s);
     const float* inp = x_;
     for (int l = 0; l < L; ++l) {
-        cuda::matmul_forward(pre_[l], inp, params_ + views[2 * l].offset, params_ + views[2 * l + 1].offset, B, dims_[l],
-                             dims_[l + 1], *ctx_, s);
+        mm_->forward(pre_[l], inp, params_, views[2 * l].offset, params_ + views[2 * l + 1].offset, B, dims_[l],
+                     dims_[l + 1], *ctx_, s);
         if (l + 1 < L) {
             long n = (long)B * dims_[l + 1];
             if (host_.activation() == Activation::relu) cuda::relu_forward(post_[l], pre_[l], n, s);
@@ -93,8 +108,8 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     for (int l = L - 1; l >= 0; --l) {
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;
-        cuda::matmul_backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp,
-                              params_ + views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+        mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
+                      views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
         if (l > 0) {
             long n = (long)B * dims_[l];
             if (host_.activation() == Activation::relu) cuda::relu_backward(dnext, pre_[l - 1], dnext, n, s);

@@ -155,9 +155,33 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed) {
     // Against fp32 inputs: the cost of bf16 itself, each input rounded by up to 2^-9, so each
     // product is within ~4e-3 of |a||b|: 1e-2 of the sum.
     CHECK(mismatches("out vs fp32 inputs", got, want, 0.0, 1e-2, scale) == 0);
+
+    // Backward on bf16 operands (dout, inp, weight rounded on the device), fp32 results: against
+    // the CPU's fp32 backward of the same rounded values, gradients added onto non-zero ones.
+    auto dout = randn((size_t)B * OC, seed + 3);
+    std::vector<bf16> dout16(dout.size());
+    dptrain::to_bf16(dout16.data(), dout.data(), dout.size());
+    std::vector<float> dout_r(dout.size());
+    from_bf16(dout_r.data(), dout16.data(), dout16.size());
+    auto dw0 = randn((size_t)OC * C, seed + 4), db0 = randn(OC, seed + 5);
+    std::vector<float> dinp((size_t)B * C), dw = dw0, db = db0;
+    cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout_r.data(), inp_r.data(), w_r.data(), B, C, OC);
+    auto ainp = absolute(inp_r), aw = absolute(w_r), adout = absolute(dout_r);
+    std::vector<float> s_dinp((size_t)B * C), s_dw((size_t)OC * C, 0.0f), s_db(OC, 0.0f);
+    cpu::matmul_backward(s_dinp.data(), s_dw.data(), s_db.data(), adout.data(), ainp.data(), aw.data(), B, C, OC);
+    s_dw = plus_abs(s_dw, dw0);
+    s_db = plus_abs(s_db, db0);
+    DeviceBuffer<float> d_dout(dout), d_dinp((size_t)B * C), d_dw(dw0), d_db(db0);
+    DeviceBuffer<bf16> d_dout16(dout.size());
+    cuda::to_bf16(d_dout16, d_dout, dout.size(), ctx.stream());
+    cuda::matmul_backward_bf16(d_dinp, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream());
+    CHECK(mismatches("dinp (bf16 operands)", d_dinp.get(), dinp, 0.0, 1e-4, s_dinp) == 0);
+    CHECK(mismatches("dweight (bf16 operands)", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
+    // The bias gradient sums the same bf16 values in fp32, in a fixed order like the fp32 op's.
+    CHECK(mismatches("dbias (bf16 operands)", d_db.get(), db, 0.0, kGemmRel, s_db) == 0);
 }
 
-TEST_CASE("cuda matmul_forward_bf16 matches the CPU on the rounded inputs", "[cuda]") {
+TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on the rounded inputs", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     check_matmul_bf16(300, 200, 129, 400);
     check_matmul_bf16(128, 768, 3072, 500);  // a GPT-2 MLP up-projection's shape

@@ -39,3 +39,13 @@ train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" -
 train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" --resume auto
 "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/r/checkpoints/ckpt-00000020.h5" \
   || fail "GPT: resume is not bit-identical"
+
+# --precision bf16 (emulated on the CPU): announced, and the 200-step run trains as fp32 does
+# (validation loss within 5% of the fp32 run's above).
+train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/bf16" --precision bf16
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "bf16 GPT training exited $RC"; }
+grep -q "| bf16 matmuls |" "$WORK/out" || { cat "$WORK/out"; fail "the run does not say it uses bf16 matmuls"; }
+vb=$(jsonl_last "$WORK/bf16/metrics.jsonl" eval val_loss)
+echo "val loss at step 200: fp32 $v, bf16 $vb"
+awk -v a="$v" -v b="$vb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
+  || fail "bf16 validation loss $vb is not within 5% of fp32's $v"

@@ -1,0 +1,69 @@
+// Private to src/cuda: the GPU models' matmuls in either precision. In bf16 (--precision bf16)
+// the weights are rounded to bf16 once per forward and each matmul's activation and output
+// gradient just before it, into device scratch allocated once; the GEMMs then take bf16 operands
+// and sum in fp32 (matmul_forward_bf16 / matmul_backward_bf16). The CPU models do the same with
+// Bf16Operands (model.h). Not for: attention's internal products (fp32 in both precisions).
+#pragma once
+
+#include "check.h"
+#include "dptrain/cuda_backend.h"
+#include "dptrain/model.h"
+
+namespace dptrain::cuda {
+
+class Matmuls {
+  public:
+    Matmuls() = default;
+    ~Matmuls() { release(); }
+    Matmuls(const Matmuls&) = delete;
+    Matmuls& operator=(const Matmuls&) = delete;
+
+    // bf16: device scratch for every parameter, the widest activation and the widest output
+    // gradient of one matmul (in values); fp32 frees it.
+    void set(Precision p, size_t params, size_t activation, size_t gradient) {
+        release();
+        if (p == Precision::fp32) return;
+        w_ = alloc(params);
+        a_ = alloc(activation);
+        g_ = alloc(gradient);
+        a_n_ = activation;
+        g_n_ = gradient;
+        w_n_ = params;
+    }
+    bool is_bf16() const { return w_ != nullptr; }
+    // At the start of each forward: the parameters the matmuls use from then until the backward.
+    void begin(const float* params, cudaStream_t s) {
+        if (is_bf16()) to_bf16(w_, params, w_n_, s);
+    }
+    void forward(float* out, const float* inp, const float* params, size_t w, const float* bias, int B, int C, int OC,
+                 Context& ctx, cudaStream_t s) {
+        if (!is_bf16()) return matmul_forward(out, inp, params + w, bias, B, C, OC, ctx, s);
+        CUDA_REQUIRE((size_t)B * C <= a_n_);
+        to_bf16(a_, inp, (size_t)B * C, s);
+        matmul_forward_bf16(out, a_, w_ + w, bias, B, C, OC, ctx, s);
+    }
+    void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
+                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s) {
+        if (!is_bf16()) return matmul_backward(dinp, dweight, dbias, dout, inp, params + w, B, C, OC, ctx, s);
+        CUDA_REQUIRE((size_t)B * C <= a_n_ && (size_t)B * OC <= g_n_);
+        to_bf16(g_, dout, (size_t)B * OC, s);
+        to_bf16(a_, inp, (size_t)B * C, s);
+        matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s);
+    }
+
+  private:
+    static bf16* alloc(size_t n) {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, (n ? n : 1) * sizeof(bf16)));
+        return static_cast<bf16*>(p);
+    }
+    void release() {
+        for (bf16* p : {w_, a_, g_})
+            if (p) cudaFree(p);
+        w_ = a_ = g_ = nullptr;
+    }
+    bf16 *w_ = nullptr, *a_ = nullptr, *g_ = nullptr;
+    size_t w_n_ = 0, a_n_ = 0, g_n_ = 0;
+};
+
+} // namespace dptrain::cuda
