@@ -66,21 +66,9 @@ void ShardSet::load_node_memory() {
     MPI_Comm_size(comm_, &L);
     MPI_Comm_rank(comm_, &l);
     const size_t D = (size_t)dim_;
-    double need = (double)total_ * (D + 1) * 4, phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (need > 0.5 * phys)
-        throw UserError(strfmt("--io memory: %s/%s holds %.1f GiB of training rows, more than half of this node's %.1f GiB "
-                               "of memory; use --io direct",
-                               dir_.c_str(), split_.c_str(), need / 1073741824.0, phys / 1073741824.0));
-    MPI_Aint bytes = l == 0 ? (MPI_Aint)need : 0;
-    auto copy = std::make_shared<NodeCopy>();
-    void* base = nullptr;
-    if (MPI_Win_allocate_shared(bytes, 4, MPI_INFO_NULL, comm_, &base, &copy->win) != MPI_SUCCESS)
-        throw UserError(strfmt("--io memory: cannot allocate %.1f MiB of node-shared memory for %s/%s; use --io direct",
-                               (double)total_ * (D + 1) * 4 / 1048576.0, dir_.c_str(), split_.c_str()));
-    MPI_Aint size = 0;
-    int unit = 0;
-    MPI_Win_shared_query(copy->win, 0, &size, &unit, &base);
-    float* features = static_cast<float*>(base);
+    auto copy = std::make_shared<NodeCopy>(comm_, (double)total_ * (D + 1) * 4,
+                                           strfmt("the rows of %s/%s", dir_.c_str(), split_.c_str()));
+    float* features = reinterpret_cast<float*>(copy->buf.data());
     int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
     copy->features = features;
     copy->labels = labels;
@@ -172,8 +160,28 @@ IoMode parse_io_mode(const std::string& s) {
     throw UserError(strfmt("--io '%s' is unknown; use direct, memory or collective", s.c_str()));
 }
 
-ShardSet::NodeCopy::~NodeCopy() {
-    if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+NodeBuffer::NodeBuffer(MPI_Comm node, double bytes, const std::string& what) {
+    const double GiB = 1073741824.0, phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (bytes > 0.5 * phys)
+        throw UserError(strfmt("--io memory: %s need %.2f GiB, more than half of this node's %.2f GiB of memory; use "
+                               "--io direct",
+                               what.c_str(), bytes / GiB, phys / GiB));
+    int l = 0;
+    MPI_Comm_rank(node, &l);
+    void* base = nullptr;
+    MPI_Aint mine = l == 0 ? (MPI_Aint)bytes : 0;
+    if (MPI_Win_allocate_shared(mine, 1, MPI_INFO_NULL, node, &base, &win_) != MPI_SUCCESS)
+        throw UserError(strfmt("--io memory: %s need %.2f GiB of node-shared memory, which could not be allocated (is "
+                               "/dev/shm too small?); use --io direct",
+                               what.c_str(), bytes / GiB));
+    MPI_Aint size = 0;
+    int unit = 0;
+    MPI_Win_shared_query(win_, 0, &size, &unit, &base);
+    base_ = static_cast<char*>(base);
+}
+
+NodeBuffer::~NodeBuffer() {
+    if (win_ != MPI_WIN_NULL) MPI_Win_free(&win_);
 }
 
 ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {

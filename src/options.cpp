@@ -61,9 +61,10 @@ void declare(Registry& r, Options& o) {
              "copies, its other ranks wait), verify it (sizes, and SHA256SUMS when the source has one), reuse a valid "
              "earlier copy, and train from the copy");
     r.add<S>("io", &Options::io, o, "direct",
-             "how ranks read tabular shards: direct (each rank its own rows: pread of contiguous shards, HDF5 "
-             "otherwise) | memory (each node loads the training split once into memory its ranks share) | collective "
-             "(MPI-IO collective reads through parallel HDF5, in the training thread)");
+             "how ranks read shards: direct (each rank its own rows or windows: pread of contiguous shards, HDF5 "
+             "otherwise) | memory (each node loads the training split once into memory its ranks share; tabular and "
+             "token shards) | collective (MPI-IO collective reads through parallel HDF5, in the training thread; "
+             "tabular shards)");
     r.add<int>("io-threads", &Options::io_threads, o, 1,
                "reader threads per rank, each with its own file handles, reading different steps' batches "
                "(more hide a slow filesystem's latency; HDF5's own reads of chunked or compressed shards are "
@@ -207,8 +208,8 @@ void validate(Options& o) {
          strfmt("--io '%s' is unknown; use direct, memory or collective", o.io.c_str()));
     need(o.io != "collective" || o.io_threads == 1,
          strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
-    need(o.io == "direct" || o.model != "gpt",
-         strfmt("--io %s reads tabular shards; token shards (--model gpt) are read with --io direct", o.io.c_str()));
+    need(o.io != "collective" || o.model != "gpt",
+         "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
     need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
     need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
          strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));

@@ -114,11 +114,61 @@ Tokenizer Tokenizer::chars_of(const std::string& utf8) {
 // ---- TokenShardSet
 
 std::unique_ptr<Dataset> TokenShardSet::reopen() const {
-    return std::make_unique<TokenShardSet>(TokenShardSet::open(dir_, split_, T_, seed_, shift_));
+    auto s = std::make_unique<TokenShardSet>(TokenShardSet::open(dir_, split_, T_, seed_, shift_, mode_, node_));
+    s->node_copy_ = node_copy_;  // memory: the same node-shared tokens
+    return s;
+}
+
+double TokenShardSet::memory_bytes() const {
+    double b = 0;
+    for (const Shard& sh : shards_) b += (double)sh.tokens * sh.width;
+    return b;
+}
+
+void TokenShardSet::load_node_memory() {
+    int L = 1, l = 0;
+    MPI_Comm_size(node_, &L);
+    MPI_Comm_rank(node_, &l);
+    auto copy = std::make_shared<NodeBuffer>(node_, memory_bytes(),
+                                             strfmt("the tokens of %s/%s", dir_.c_str(), split_.c_str()));
+    // Kept from here on, even when a read below fails: freeing is collective over the node.
+    node_copy_ = copy;
+    // This rank's share: tokens [lo, hi) of all shards' tokens in order, each shard's piece in one read.
+    long lo = tokens_ * l / L, hi = tokens_ * (l + 1) / L, first = 0;
+    for (Shard& sh : shards_) {
+        long a = std::max(lo, first), b = std::min(hi, first + sh.tokens);
+        first += sh.tokens;
+        if (a >= b) continue;
+        long t0 = a - (first - sh.tokens), n = b - a;
+        char* dst = copy->data() + sh.mem_at + (size_t)t0 * sh.width;
+        if (sh.fd >= 0) {
+            size_t bytes = (size_t)n * sh.width, done = 0;
+            while (done < bytes) {
+                ssize_t got = ::pread(sh.fd, dst + done, bytes - done, sh.at + t0 * sh.width + (long)done);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
+                                           got == 0 ? "end of file" : std::strerror(errno)));
+                done += (size_t)got;
+            }
+        } else {
+            std::lock_guard<std::mutex> g(h5::lock());
+            h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
+            hsize_t off = (hsize_t)t0, cnt = (hsize_t)n;
+            h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+            if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
+                H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
+                        H5P_DEFAULT, dst) < 0)
+                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(),
+                                       t0, t0 + n));
+        }
+    }
 }
 
 TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
-                                  bool shift_per_epoch) {
+                                  bool shift_per_epoch, IoMode mode, MPI_Comm node) {
+    if (mode == IoMode::collective)
+        throw UserError("--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or "
+                        "memory");
     const std::string hint = strfmt("create token shards with `dptrain-data text --input FILE --out %s` (format: "
                                     "data/README.md)",
                                     dir.c_str());
@@ -130,6 +180,9 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     s.T_ = block_size;
     s.seed_ = seed;
     s.shift_ = shift_per_epoch;
+    s.mode_ = mode;
+    s.node_ = node;
+    size_t mem_at = 0;
     for (const std::string& path : paths) {
         Shard sh;
         sh.path = path;
@@ -161,6 +214,8 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         sh.tokens = (long)dims[0];
         sh.windows = sh.tokens > block_size ? (sh.tokens - block_size) / block_size : 0;
         sh.first = s.total_;
+        sh.mem_at = mem_at;
+        mem_at += (size_t)sh.tokens * sh.width;
         s.total_ += sh.windows;
         s.tokens_ += sh.tokens;
         h5::Hid dcpl(H5Dget_create_plist(sh.data.get()), H5Pclose);
@@ -200,7 +255,9 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
         Shard& sh = *(it - 1);
         long start = (w - sh.first) * T_ + shift;
         size_t bytes = (size_t)W * sh.width;
-        if (sh.fd >= 0) {
+        if (node_copy_) {
+            std::memcpy(raw_.data(), node_copy_->data() + sh.mem_at + (size_t)start * sh.width, bytes);
+        } else if (sh.fd >= 0) {
             size_t done = 0;
             while (done < bytes) {
                 ssize_t got = ::pread(sh.fd, raw_.data() + done, bytes - done, sh.at + start * sh.width + (long)done);

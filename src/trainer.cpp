@@ -163,7 +163,10 @@ struct Run {
         if (lm) {
             int gpu = choose_device();
             (void)gpu;  // used only by builds with CUDA
-            auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
+            IoMode io = parse_io_mode(o.io);
+            auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true,
+                                                                          io, io == IoMode::memory ? topo.node
+                                                                                                   : MPI_COMM_NULL));
             auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
             if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
                 throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
@@ -235,12 +238,20 @@ struct Run {
     // The extra readers of --io-threads are made afterwards, so that they share the loaded copy.
     void load_memory() {
         auto* shards = dynamic_cast<ShardSet*>(train.get());
+        auto* tokens = dynamic_cast<TokenShardSet*>(train.get());
         if (shards && shards->mode() == IoMode::memory) {
             double t0 = now_seconds();
             shards->load_node_memory();
             if (topo.local_rank == 0)
                 io_note = strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
                                  shards->memory_bytes() / 1048576.0, now_seconds() - t0);
+        }
+        if (tokens && tokens->mode() == IoMode::memory) {
+            double t0 = now_seconds();
+            tokens->load_node_memory();
+            if (topo.local_rank == 0)
+                io_note = strfmt("io memory: %.1f MiB of training tokens loaded into node-shared memory in %.2f s",
+                                 tokens->memory_bytes() / 1048576.0, now_seconds() - t0);
         }
         for (int k = 1; k < o.io_threads; ++k) extra_readers.push_back(train->reopen());
     }

@@ -49,6 +49,24 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
 enum class IoMode { direct, memory, collective };
 IoMode parse_io_mode(const std::string& s);  // throws UserError naming --io
 
+// --io memory's buffer: `bytes` shared by the ranks of a node (MPI_Win_allocate_shared over the
+// node's communicator; local rank 0 holds the memory, every rank maps it). Creating and freeing are
+// collective over the node. Refuses more than half the node's memory, or an allocation that
+// fails, with a UserError naming `what` (e.g. "the rows of DIR/train") and --io direct as the
+// fix; every rank computes the same need, so all refuse together.
+class NodeBuffer {
+  public:
+    NodeBuffer(MPI_Comm node, double bytes, const std::string& what);
+    ~NodeBuffer();
+    NodeBuffer(const NodeBuffer&) = delete;
+    NodeBuffer& operator=(const NodeBuffer&) = delete;
+    char* data() const { return base_; }
+
+  private:
+    MPI_Win win_ = MPI_WIN_NULL;
+    char* base_ = nullptr;
+};
+
 // One split ("train" or "val") of a tabular dataset: DIR/SPLIT-00000-of-0000S.h5 ... with
 // /features float32 (N, D), /labels int32 (N), root attribute num_classes. Opening checks every
 // shard (presence, dtype, shape, agreement between shards) and throws one UserError naming the
@@ -105,10 +123,10 @@ class ShardSet : public Dataset {
 
     // --io memory: the split's rows in one buffer shared by the node's ranks.
     struct NodeCopy {
-        MPI_Win win = MPI_WIN_NULL;
+        NodeCopy(MPI_Comm node, double bytes, const std::string& what) : buf(node, bytes, what) {}
+        NodeBuffer buf;
         const float* features = nullptr;  // (total, D)
         const int* labels = nullptr;      // (total)
-        ~NodeCopy();
     };
     ShardSet() = default;
     std::string dir_, split_;

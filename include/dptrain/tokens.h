@@ -6,6 +6,7 @@
 #include "dptrain/data.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,10 @@ struct Tokenizer {
 // window index over all shards in order, so the Sampler's world-size independence carries over.
 class TokenShardSet : public Dataset {
   public:
-    // Checks every shard (dtype, rank, vocabulary attributes, agreement, enough tokens).
+    // Checks every shard (dtype, rank, vocabulary attributes, agreement, enough tokens). mode memory:
+    // `node` is the node's communicator for load_node_memory (direct and memory only).
     static TokenShardSet open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
-                              bool shift_per_epoch);
+                              bool shift_per_epoch, IoMode mode = IoMode::direct, MPI_Comm node = MPI_COMM_NULL);
     TokenShardSet(TokenShardSet&&) = default;
     ~TokenShardSet() override;
 
@@ -48,6 +50,13 @@ class TokenShardSet : public Dataset {
     std::unique_ptr<Dataset> reopen() const override;
     const Tokenizer& tokenizer() const { return tok_; }
     long num_tokens() const { return tokens_; }
+    IoMode mode() const { return mode_; }
+    // --io memory: allocates the node-shared buffer (collective over the node's communicator) and
+    // loads this rank's share of every shard's tokens, in their stored width, one read per shard
+    // piece. As ShardSet::load_node_memory: every rank of the node must have loaded its share
+    // before any reads (the caller agrees across ranks afterwards), and reopen() shares the copy.
+    void load_node_memory();
+    double memory_bytes() const;
 
   private:
     struct Shard {
@@ -57,6 +66,7 @@ class TokenShardSet : public Dataset {
         int fd = -1;  // >= 0: direct reads at `at`
         long at = 0;
         int width = 2;  // bytes per token
+        size_t mem_at = 0;  // --io memory: where its tokens start in the node-shared buffer
     };
     TokenShardSet() = default;
     std::string dir_, split_;
@@ -66,6 +76,9 @@ class TokenShardSet : public Dataset {
     int T_ = 0;
     uint64_t seed_ = 0;
     bool shift_ = true;
+    IoMode mode_ = IoMode::direct;
+    MPI_Comm node_ = MPI_COMM_NULL;
+    std::shared_ptr<NodeBuffer> node_copy_;  // --io memory, once loaded
     std::vector<unsigned char> raw_;  // one window's bytes, reused
 };
 

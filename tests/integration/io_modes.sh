@@ -2,8 +2,8 @@
 # The input path gives the same batches whatever reads them: --io direct, memory and collective,
 # 1 to 3 reader threads and several prefetch depths train to bit-identical checkpoints, on
 # contiguous shards (pread) and on chunked, compressed shards written by h5py (HDF5 reads); memory
-# also across two simulated nodes. The same holds for --shuffle-block orders. A bad --io
-# combination is refused with one line.
+# also across two simulated nodes. The same holds for --shuffle-block orders, and for token
+# shards read directly or from memory. A bad --io combination is refused with one line.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/d" --train-samples 5000 --val-samples 300 --shards 3
 # The same rows as chunked + gzip shards (the HDF5 path of every mode).
@@ -24,8 +24,9 @@ run() {
   train 3 --data "$data" --steps 60 --batch-size 16 --log-every 30 --eval-every 60 --run-dir "$WORK/r-$tag" "$@"
   [ "$RC" = 0 ] || { cat "$WORK/out"; fail "$tag: exited $RC"; }
 }
-same_as() {  # same_as REF TAG
-  "$BIN/dptrain-ckpt" diff "$WORK/r-$1/checkpoints/ckpt-00000060.h5" "$WORK/r-$2/checkpoints/ckpt-00000060.h5" \
+same_as() {  # same_as REF TAG [STEP]: their checkpoints of STEP (default 60) are bit-identical
+  local step; step=$(printf '%08d' "${3:-60}")
+  "$BIN/dptrain-ckpt" diff "$WORK/r-$1/checkpoints/ckpt-$step.h5" "$WORK/r-$2/checkpoints/ckpt-$step.h5" \
     | grep -q "bit-identical" || fail "$2 trained differently from $1"
   echo "ok: $2 = $1"
 }
@@ -58,6 +59,41 @@ train 3 --data "$WORK/d" --steps 80 --batch-size 16 --run-dir "$WORK/r-block" --
 [ "$RC" = 2 ] && grep -q "checkpoint was trained with --shuffle-block 64, this run has --shuffle-block 16" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another --shuffle-block: want exit 2 and the reason, got exit $RC"; }
 echo "ok: --shuffle-block trains the same in every mode, and a resume must keep it"
+
+# Token shards (--model gpt): --io memory (with reader threads, and across two simulated nodes)
+# trains as --io direct does, on contiguous shards and on chunked, compressed ones; --io
+# collective is refused for them with one line.
+for i in $(seq 400); do echo "line $i: the quick brown fox jumps over the lazy dog, again and again."; done >"$WORK/fox.txt"
+"$BIN/dptrain-data" text --input "$WORK/fox.txt" --out "$WORK/tok" --vocab char --shards 3 >/dev/null
+mkdir -p "$WORK/tokz"
+/usr/bin/python3 - "$WORK/tok" "$WORK/tokz" <<'PY'
+import glob, os, sys, h5py
+src, dst = sys.argv[1:3]
+for path in sorted(glob.glob(f"{src}/*.h5")):
+    with h5py.File(path, "r") as f, h5py.File(os.path.join(dst, os.path.basename(path)), "w") as g:
+        g.create_dataset("tokens", data=f["tokens"][...], chunks=(1000,), compression="gzip")
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+PY
+gpt() {  # gpt TAG DATA [options]: 3 ranks, 40 steps of a tiny GPT; the checkpoint of step 40
+  local tag=$1 data=$2; shift 2
+  train 3 --model gpt --data "$data" --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --steps 40 \
+    --log-every 20 --eval-every 40 --eval-max 16 --run-dir "$WORK/r-$tag" "$@"
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "$tag: exited $RC"; }
+}
+gpt tok-ref "$WORK/tok"
+gpt tok-memory "$WORK/tok" --io memory --io-threads 2
+grep -q "^io memory: .* MiB of training tokens loaded into node-shared memory" "$WORK/out" || { cat "$WORK/out"; fail "tok-memory: no load line"; }
+gpt tok-z-memory "$WORK/tokz" --io memory
+gpt tok-z-direct "$WORK/tokz" --io-threads 2
+gpt tok-ref-nodes "$WORK/tok" --ranks-per-node 1
+gpt tok-memory-nodes "$WORK/tok" --io memory --ranks-per-node 1
+for t in tok-memory tok-z-memory tok-z-direct; do same_as tok-ref $t 40; done
+same_as tok-ref-nodes tok-memory-nodes 40
+train 1 --model gpt --data "$WORK/tok" --io collective --steps 2 --run-dir "$WORK/r-tok-coll"
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && grep -q "io collective reads tabular shards" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--io collective with token shards: want exit 2 and one line, got exit $RC"; }
+echo "ok: token shards train the same with --io direct and memory; collective is refused"
 
 # --io memory on chunked shards with a label out of range in one rank's share: that rank's load
 # fails after the node-shared window exists; every rank must still end with one line, exit 2.
