@@ -546,6 +546,15 @@ const Batch& Prefetcher::next() {
     return slots_[slot];
 }
 
+std::vector<std::pair<void*, size_t>> Prefetcher::buffers() {
+    std::vector<std::pair<void*, size_t>> out;
+    for (Batch& b : slots_) {
+        out.emplace_back(b.x.data(), b.x.size() * sizeof(float));
+        out.emplace_back(b.y.data(), b.y.size() * sizeof(int));
+    }
+    return out;
+}
+
 void Prefetcher::release() {
     {
         std::lock_guard<std::mutex> g(mu_);

@@ -553,6 +553,21 @@ struct Run {
         Prefetcher pf(readers, *sampler, rank, W, o.batch_size, o.prefetch, start_step, end, io_fail,
                       o.io == "collective", faults.slow_read_from(rank));
         const size_t P = model->num_params();
+#ifdef DPTRAIN_HAVE_CUDA
+        // On a GPU: the batches, parameters and gradients are copied to and from the device every
+        // step, so they are page-locked (DMA at full speed); released before the ring is freed.
+        std::vector<std::unique_ptr<cuda::PinnedHost>> pinned;
+        if (gpu_device >= 0) {
+            std::vector<std::pair<void*, size_t>> regions = pf.buffers();
+            regions.emplace_back(params.data(), params.size() * sizeof(float));
+            regions.emplace_back(sync->grads(), P * sizeof(float));
+            for (auto& [p, n] : regions) {
+                pinned.push_back(std::make_unique<cuda::PinnedHost>(p, n));
+                if (!pinned.back()->ok() && rank == 0 && pinned.size() == 1)
+                    print(strfmt("note: %s\n", pinned.back()->why().c_str()));
+            }
+        }
+#endif
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
             size_t per_step = 8 + sync->num_buckets();

@@ -58,6 +58,25 @@ class Context {
     cudaStream_t blas_stream_ = nullptr;  // the stream blas_ is bound to now
 };
 
+// Page-locks host memory [p, p + bytes) in place (cudaHostRegister) until destroyed, so that copies
+// between it and a device run as DMA at full speed and asynchronously. When it cannot (no driver,
+// a locked-memory limit), the memory stays pageable, copies still work, only slower, and why()
+// says so. Not copyable.
+class PinnedHost {
+  public:
+    PinnedHost(void* p, size_t bytes);
+    ~PinnedHost();
+    PinnedHost(const PinnedHost&) = delete;
+    PinnedHost& operator=(const PinnedHost&) = delete;
+    bool ok() const { return ok_; }
+    const std::string& why() const { return why_; }
+
+  private:
+    void* p_ = nullptr;
+    bool ok_ = false;
+    std::string why_;
+};
+
 // ---- Ops (shapes as in backend.h; llm.c names: B batch, T time, C channels, NH heads) ---------
 
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32 sgemm (no TF32).

@@ -64,6 +64,7 @@ class CudaGpt : public Model {
     // Host staging, allocated once.
     std::vector<int> host_targets_;
     std::vector<float> host_losses_, host_logits_, host_grads_;
+    std::unique_ptr<cuda::PinnedHost> pin_grads_;  // host_grads_, page-locked when the driver allows
 };
 
 } // namespace dptrain

@@ -44,6 +44,7 @@ class CudaMlp : public Model {
     int* y_ = nullptr;
     std::vector<float*> pre_, post_;
     std::vector<float> host_losses_, host_logits_, host_grads_;
+    std::unique_ptr<cuda::PinnedHost> pin_grads_;  // host_grads_, page-locked when the driver allows
 };
 
 } // namespace dptrain

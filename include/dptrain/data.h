@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace dptrain {
@@ -205,6 +206,9 @@ class Prefetcher {
     const Batch& next();
     // Hands the slot returned by next() back to the reader.
     void release();
+    // The ring's buffers (x and y of every slot), allocated once: for page-locking them when the
+    // batches go on to a GPU.
+    std::vector<std::pair<void*, size_t>> buffers();
     double take_wait_seconds();
 
   private:

@@ -100,4 +100,22 @@ void Context::bind_blas(cudaStream_t stream) {
     blas_stream_ = stream;
 }
 
+PinnedHost::PinnedHost(void* p, size_t bytes) : p_(p) {
+    if (!p || bytes == 0) {
+        why_ = "nothing to pin";
+        return;
+    }
+    cudaError_t rc = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    ok_ = rc == cudaSuccess;
+    if (!ok_) {
+        cudaGetLastError();  // not sticky: clear it so later checks do not report it
+        why_ = strfmt("cudaHostRegister of %.1f MiB failed (%s): copies use pageable memory", bytes / 1048576.0,
+                      cudaGetErrorString(rc));
+    }
+}
+
+PinnedHost::~PinnedHost() {
+    if (ok_) cudaHostUnregister(p_);
+}
+
 } // namespace dptrain::cuda

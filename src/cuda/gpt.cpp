@@ -75,6 +75,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     host_losses_.resize(BT);
     host_logits_.resize((size_t)std::min<size_t>(BT, 64) * V);
     host_grads_.resize(P);
+    pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));  // DMA every step
 }
 
 void CudaGpt::set_precision(Precision p) {
@@ -230,7 +231,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, Pn * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < Pn; ++i) grads[i] += host_grads_[i];
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)Pn; ++i) grads[i] += host_grads_[i];
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

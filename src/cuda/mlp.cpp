@@ -37,6 +37,7 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
     host_losses_.resize(Bm);
     host_logits_.resize(Bm * classes);
     host_grads_.resize(P);
+    pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));  // DMA every step
 }
 
 void CudaMlp::set_precision(Precision p) {
@@ -119,7 +120,8 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     }
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, P * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    for (size_t i = 0; i < P; ++i) grads[i] += host_grads_[i];
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < (long)P; ++i) grads[i] += host_grads_[i];
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

@@ -5,7 +5,10 @@
 
 #include "dptrain/error.h"
 
+#include <cuda_runtime.h>
+
 #include <string>
+#include <vector>
 
 using namespace dptrain;
 
@@ -48,4 +51,24 @@ TEST_CASE("device_shortage_message names the counts and the fix", "[cuda][device
     CHECK(cuda::device_shortage_message(1, 0, "", "no NVIDIA driver found (cudaErrorInsufficientDriver)") ==
           "node has 1 rank but 0 visible GPUs (no NVIDIA driver found (cudaErrorInsufficientDriver)); run on nodes "
           "with a GPU, or build with CUDA=0 for the CPU backend");
+}
+
+TEST_CASE("PinnedHost page-locks memory on a GPU machine and explains itself elsewhere", "[cuda][device]") {
+    std::vector<float> host(1 << 20, 1.5f);
+    {
+        cuda::PinnedHost pin(host.data(), host.size() * sizeof(float));
+        INFO("why: " << pin.why());
+        if (cuda::device_count() > 0) {
+            CHECK(pin.ok());
+            cudaPointerAttributes attr{};
+            REQUIRE(cudaPointerGetAttributes(&attr, host.data()) == cudaSuccess);
+            CHECK(attr.type == cudaMemoryTypeHost);  // registered: the runtime knows it as page-locked host memory
+        } else {
+            CHECK_FALSE(pin.ok());
+            CHECK(pin.why().find("cudaHostRegister of 4.0 MiB failed") != std::string::npos);
+        }
+    }
+    CHECK(host[12345] == 1.5f);  // unregistered at the end of its scope; the memory is untouched
+    cuda::PinnedHost nothing(nullptr, 0);
+    CHECK_FALSE(nothing.ok());
 }
