@@ -61,7 +61,8 @@ fi
 
 say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
-  echo "twins), bench_ops (cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
+  echo "twins), nccl-tests (NcclCommunicator's collectives on device buffers), bench_ops"
+  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
   echo "gpt-train-gpu (--device cuda, compared step by step with the CPU runs of the same configs in"
   echo "mlp-compare and gpt-compare), and gpt-124m-* (tokens/s and MFU of a GPT-2 124M-shaped model in"
   echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops)."
@@ -124,11 +125,16 @@ if [ -n "$prebuilt" ]; then
   step build host 15 - "ls -l $B"
 else
   NOTE='configure: missing|error' \
-  step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests"
+  step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests build/mpi_tests"
 fi
 
 NOTE='test cases|assertions' FAIL_IF='^SKIPPED cuda: no GPU' \
 step cuda-tests GPU 120 build "$B/cuda_tests --use-colour no"
+
+# NcclCommunicator on device buffers (tests/mpi/test_nccl.cpp): one rank, since NCCL refuses two
+# ranks on one GPU; a run that sees no GPU counts as a failure.
+NOTE='test cases|assertions' FAIL_IF='^SKIPPED \[nccl\]' \
+step nccl-tests GPU 60 build "$LAUNCH $B/mpi_tests --use-colour no '[nccl]'"
 
 # Standalone (no MPI needed): only the sources the benchmark uses, Hopper machine code only.
 if [ -n "$prebuilt" ]; then
