@@ -14,6 +14,7 @@
 #ifdef DPTRAIN_HAVE_CUDA
 #include "dptrain/cuda_gpt.h"
 #include "dptrain/cuda_mlp.h"
+#include "dptrain/device_step.h"
 #endif
 #include "dptrain/gradsync.h"
 #include "dptrain/metrics.h"
@@ -37,6 +38,8 @@
 #include <unistd.h>
 
 namespace dptrain {
+
+class DeviceStep;  // device_step.h, in builds with CUDA
 
 namespace {
 
@@ -76,7 +79,10 @@ struct Run {
     double peak_gflops = 0;  // summed over ranks, for MFU
     std::unique_ptr<Optimizer> opt;
     std::unique_ptr<Sampler> sampler;
-    std::vector<float> params;
+    std::vector<float> params;  // the parameters; with a DeviceStep a host copy, current at checkpoints
+#ifdef DPTRAIN_HAVE_CUDA
+    std::unique_ptr<DeviceStep> dev;  // --gpu-state device: the step on the GPU's own buffers
+#endif
     std::unique_ptr<AllreduceEngine> engine;  // owns the gradient buffer
     std::unique_ptr<GradSync> sync;
     LrSchedule sched;
@@ -275,6 +281,24 @@ struct Run {
         thread_level_ok = level >= MPI_THREAD_SERIALIZED;
         sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap, kControl);
         overlap = sync->overlapped();
+        // --gpu-state device: when every rank trains on a GPU, the step runs on the model's device
+        // buffers (all ranks decide together: NCCL's set-up below is collective).
+        int all_gpu = gpu_device >= 0 && o.gpu_state == "device" ? 1 : 0;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_gpu, 1, MPI_INT, MPI_MIN, topo.world));
+#ifdef DPTRAIN_HAVE_CUDA
+        auto* resident = dynamic_cast<cuda::Resident*>(model.get());
+        if (all_gpu && resident) {
+            DeviceStep::Hyper h;
+            h.kind = opt->kind();
+            h.beta1 = o.beta1;
+            h.beta2 = o.beta2;
+            h.eps = o.eps;
+            h.momentum = o.momentum;
+            h.weight_decay = o.weight_decay;
+            dev = std::make_unique<DeviceStep>(*resident, model->layout(), h, topo.world);
+            resident->set_resident(true);
+        }
+#endif
     }
     bool overlap = false, spare_core = false, thread_level_ok = true;
 
@@ -411,9 +435,11 @@ struct Run {
         for (int r = 0; rank == 0 && r < W; ++r) hosts.emplace_back(&all[(size_t)r * sizeof mine]);
         tty = rank == 0 && (o.progress == "tty" || (o.progress == "auto" && output_is_terminal()));
         std::string t = topo.table();
-        std::string backend = gpu_device >= 0 ? strfmt("backend cuda (each rank on its local rank's GPU; parameters, "
-                                                      "all-reduce and optimizer on the host)")
-                                              : strfmt("backend cpu, %d threads per rank", cpu::get_threads());
+        std::string backend =
+            gpu_device >= 0 ? strfmt("backend cuda (each rank on its local rank's GPU; parameters, all-reduce and "
+                                     "optimizer on the %s)",
+                                     device_step() ? "GPU" : "host")
+                            : strfmt("backend cpu, %d threads per rank", cpu::get_threads());
         print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), backend.c_str()));
         if (!device_note.empty()) print(strfmt("--device %s: %s\n", o.device.c_str(), device_note.c_str()));
         print(t);
@@ -428,9 +454,15 @@ struct Run {
         print(strfmt("model %s: %zu parameters | %s matmuls | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
                      model->signature().c_str(), model->num_params(), o.precision.c_str(), o.optimizer.c_str(),
                      global_batch, o.batch_size, sampler->steps_per_epoch()));
-        print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),
-                     sync->num_buckets(), sync->num_buckets() == 1 ? "" : "s", o.bucket_mb,
-                     overlap ? "overlapped with backward" : "after backward", o.grad_dtype.c_str()));
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev)
+            print(strfmt("gradients: %s | parameters, gradients and %s state on the GPU (--gpu-state device)\n",
+                         dev->describe().c_str(), o.optimizer.c_str()));
+        else
+#endif
+            print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),
+                         sync->num_buckets(), sync->num_buckets() == 1 ? "" : "s", o.bucket_mb,
+                         overlap ? "overlapped with backward" : "after backward", o.grad_dtype.c_str()));
         if (o.overlap != "off" && !thread_level_ok)
             print("note: the MPI library lacks MPI_THREAD_SERIALIZED; gradients are reduced after backward\n");
         else if (o.overlap == "auto" && !overlap && topo.size > 1)
@@ -497,6 +529,9 @@ struct Run {
     // previous checkpoints are intact (save_checkpoint writes a temporary file, then renames).
     void checkpoint(long step, bool final_one) {
         phase(Phase::checkpoint, step, true);
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev && rank == 0) dev->download(params.data(), *opt);  // every rank holds the same values
+#endif
         if (rank == 0) {
             try {
                 CheckpointState& s = async_ckpt ? async_ckpt->next() : sync_ckpt;
@@ -538,6 +573,51 @@ struct Run {
         }
     }
 
+    // The step's gradient path: the host's (GradSync's buffer and MPI, the Optimizer on params) or,
+    // with a DeviceStep, the GPU's (the model's device buffers, NCCL, the update kernels). These
+    // keep train_loop one loop for both.
+#ifdef DPTRAIN_HAVE_CUDA
+    DeviceStep* device_step() const { return dev.get(); }
+    void poison_device_gradient() { dev->poison(); }
+#else
+    DeviceStep* device_step() const { return nullptr; }
+    void poison_device_gradient() {}
+#endif
+    // Sums the gradients and the control floats over the ranks; returns the exposed seconds.
+    double reduce_gradients(float* ctl) {
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev) {
+            double t0 = now_seconds();
+            dev->allreduce();
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctl, (int)kControl, MPI_FLOAT, MPI_SUM, topo.world));
+            return now_seconds() - t0;
+        }
+#endif
+        (void)ctl;  // the host path sums them with the gradients
+        return sync->finish();
+    }
+    double gradient_norm(const float* grads, size_t P) {
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev) return dev->norm();
+#endif
+        return global_norm(grads, P);
+    }
+    // Clips (when --grad-clip is exceeded) and takes the optimizer step t.
+    void update(float* grads, size_t P, double norm, double lr, long t) {
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev) return dev->update(norm, o.grad_clip, lr, t);
+#endif
+        (void)norm;
+        clip_grad_norm(grads, P, o.grad_clip);
+        opt->step(params.data(), grads, lr, t);
+    }
+    double comm_seconds() {
+#ifdef DPTRAIN_HAVE_CUDA
+        if (dev) return dev->take_comm_seconds();
+#endif
+        return sync->take_comm_seconds();
+    }
+
     int train_loop() {
         long end = o.steps;
         if (o.stop_after > 0) end = std::min(end, start_step + o.stop_after);
@@ -554,19 +634,23 @@ struct Run {
                       o.io == "collective", faults.slow_read_from(rank));
         const size_t P = model->num_params();
 #ifdef DPTRAIN_HAVE_CUDA
-        // On a GPU: the batches, parameters and gradients are copied to and from the device every
-        // step, so they are page-locked (DMA at full speed); released before the ring is freed.
+        // On a GPU: the batches (and, with host-resident state, the parameters and gradients) are
+        // copied to and from the device every step, so they are page-locked (DMA at full speed);
+        // released before the ring is freed.
         std::vector<std::unique_ptr<cuda::PinnedHost>> pinned;
         if (gpu_device >= 0) {
             std::vector<std::pair<void*, size_t>> regions = pf.buffers();
-            regions.emplace_back(params.data(), params.size() * sizeof(float));
-            regions.emplace_back(sync->grads(), P * sizeof(float));
+            if (!dev) {
+                regions.emplace_back(params.data(), params.size() * sizeof(float));
+                regions.emplace_back(sync->grads(), P * sizeof(float));
+            }
             for (auto& [p, n] : regions) {
                 pinned.push_back(std::make_unique<cuda::PinnedHost>(p, n));
                 if (!pinned.back()->ok() && rank == 0 && pinned.size() == 1)
                     print(strfmt("note: %s\n", pinned.back()->why().c_str()));
             }
         }
+        if (dev) dev->upload(params.data(), *opt);  // the starting point, fresh or resumed, moves to the GPU
 #endif
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
@@ -596,7 +680,7 @@ struct Run {
             // The data phase is the wait for the batch alone; clearing the gradients counts as compute.
             phase(Phase::forward, done);
             float* grads = sync->grads();
-            sync->begin_step(done);
+            if (!device_step()) sync->begin_step(done);  // on the GPU, backward writes the gradients whole
             // Control floats, summed with the gradients: [0] > 0 when any rank was signalled,
             // [1] non-finite when any rank's loss was.
             float* ctl = sync->control();
@@ -606,24 +690,27 @@ struct Run {
             double loss_sum = model->forward(params.data(), in, nullptr);
             if (faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
-            if (faults.has(rank, done, Fault::Kind::nan)) grads[0] = NAN;  // poisons the summed gradient
+            // --inject-fault nan poisons the summed gradient: on the host before backward adds to the
+            // buffer (its buckets may leave during backward), on the GPU after backward writes it.
+            const bool poison = faults.has(rank, done, Fault::Kind::nan);
+            if (poison && !device_step()) grads[0] = NAN;
             phase(Phase::backward, done);
-            model->backward(grads, params.data(), in, (float)(1.0 / terms), sync.get());
+            model->backward(grads, params.data(), in, (float)(1.0 / terms), device_step() ? nullptr : sync.get());
+            if (poison && device_step()) poison_device_gradient();
             int global_n = b.global_n;
             pf.release();
             phase(Phase::allreduce, done);
-            int_exposed += sync->finish();
+            int_exposed += reduce_gradients(ctl);
 
             // Every rank sees the same summed gradient and control floats, so every decision
             // below is the same on all ranks without another collective.
             phase(Phase::optimizer, done);
             bool stop_requested = ctl[0] > 0.0f;
-            last_norm = global_norm(grads, P);
+            last_norm = gradient_norm(grads, P);
             bool finite = std::isfinite(last_norm) && std::isfinite(ctl[1]);
             last_lr = sched.at(step);
             if (finite) {
-                clip_grad_norm(grads, P, o.grad_clip);
-                opt->step(params.data(), grads, last_lr, step + 1);
+                update(grads, P, last_norm, last_lr, step + 1);
                 int_loss += loss_sum / terms;
                 ++int_steps;
             } else if (o.on_nonfinite == "stop") {
@@ -646,7 +733,7 @@ struct Run {
 
             if (done % o.log_every == 0 || done == end || stop_requested) {
                 double t = t_end, dt = t - t_int - int_other;
-                double shares[3] = {pf.take_wait_seconds() / dt, int_exposed / dt, sync->take_comm_seconds() / dt};
+                double shares[3] = {pf.take_wait_seconds() / dt, int_exposed / dt, comm_seconds() / dt};
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shares, 3, MPI_DOUBLE, MPI_MAX, topo.world));
                 MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &int_loss, 1, MPI_DOUBLE, MPI_SUM, topo.world));
                 StepBreakdown bd = gather_breakdown(times.take_interval(), topo.world);

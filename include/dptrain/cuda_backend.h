@@ -77,6 +77,20 @@ class PinnedHost {
     std::string why_;
 };
 
+// A model computed on a GPU that can keep its parameters and gradients there (CudaMlp, CudaGpt).
+// Resident: forward uses the device parameters as they are (the host pointer it is given is not
+// read) and backward leaves the summed-to gradients on the device, queued on the context's stream
+// (the host buffer is not written, no hook is called). The trainer's DeviceStep (device_step.h)
+// then all-reduces and updates them in place.
+class Resident {
+  public:
+    virtual ~Resident() = default;
+    virtual void set_resident(bool on) = 0;
+    virtual float* device_params() = 0;
+    virtual float* device_grads() = 0;
+    virtual Context& context() = 0;
+};
+
 // ---- Ops (shapes as in backend.h; llm.c names: B batch, T time, C channels, NH heads) ---------
 
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32 sgemm (no TF32).
@@ -144,5 +158,13 @@ void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float 
 // buf = momentum * buf + g + wd * p;  p -= lr * buf.
 void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float lr, float momentum, float wd,
                          cudaStream_t stream);
+
+// The gradient norm's square: *out (one double on the device) = sum of x[i]^2 over n values, in
+// double, in a fixed order (the same value on every run and rank). partial: kNormBlocks doubles of
+// device scratch. The CPU twin is global_norm (optim.h), squared; sums in another order.
+constexpr int kNormBlocks = 64;
+void sum_squares(double* out, double* partial, const float* x, size_t n, cudaStream_t stream);
+// x *= s over n values, each product rounded on its own: bit-identical to clip_grad_norm's scaling.
+void scale(float* x, float s, size_t n, cudaStream_t stream);
 
 } // namespace dptrain::cuda

@@ -18,7 +18,7 @@ namespace cuda {
 class Matmuls;
 }
 
-class CudaGpt : public Model {
+class CudaGpt : public Model, public cuda::Resident {
   public:
     // The same network as Gpt(cfg, max_batch), on CUDA device `device`.
     CudaGpt(const GptConfig& cfg, int max_batch, int device);
@@ -35,6 +35,10 @@ class CudaGpt : public Model {
     // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
+    void set_resident(bool on) override { resident_ = on; }
+    float* device_params() override { return params_; }
+    float* device_grads() override { return grads_; }
+    cuda::Context& context() override { return *ctx_; }
 
   private:
     // cudaMalloc'd at construction, freed at destruction; `what` says the whole need on failure.
@@ -45,6 +49,7 @@ class CudaGpt : public Model {
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::vector<void*> allocs_;
+    bool resident_ = false;
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     };

@@ -17,7 +17,7 @@ namespace cuda {
 class Matmuls;
 }
 
-class CudaMlp : public Model {
+class CudaMlp : public Model, public cuda::Resident {
   public:
     // The same network as Mlp(in, hidden, classes, act, max_batch), on CUDA device `device`.
     CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device);
@@ -31,6 +31,10 @@ class CudaMlp : public Model {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
+    void set_resident(bool on) override { resident_ = on; }
+    float* device_params() override { return params_; }
+    float* device_grads() override { return grads_; }
+    cuda::Context& context() override { return *ctx_; }
 
   private:
     float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
@@ -38,6 +42,7 @@ class CudaMlp : public Model {
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::vector<void*> allocs_;
+    bool resident_ = false;
     std::vector<int> dims_;
     float *params_ = nullptr, *grads_ = nullptr, *x_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
     float *dbuf_a_ = nullptr, *dbuf_b_ = nullptr;

@@ -122,7 +122,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     const size_t sATT = (size_t)max_batch_ * NH * T * T;
     cudaStream_t s = ctx_->stream();
-    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (!resident_)
+        CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
     // Rows of T + 1 tokens from the caller's stride to the device's.
     CUDA_CHECK(cudaMemcpy2DAsync(tokens_, (size_t)(T + 1) * sizeof(int), in.tokens, (size_t)in.stride * sizeof(int),
                                  (size_t)(T + 1) * sizeof(int), (size_t)B, cudaMemcpyHostToDevice, s));
@@ -184,7 +185,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
     if (B != last_B_) throw std::logic_error("CudaGpt::backward without the matching forward");
     if (B == 0) {
-        if (hook) hook->grads_ready_from(0);
+        if (resident_) CUDA_CHECK(cudaMemsetAsync(grads_, 0, host_.num_params() * sizeof(float), ctx_->stream()));
+        else if (hook) hook->grads_ready_from(0);
         return;
     }
     const long BT = (long)B * T;
@@ -229,6 +231,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                                  ln1_rstd_ + l * sBT, BT, C, s);
     }
     cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
+    if (resident_) return;  // the gradients stay on the device, queued on the stream
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, Pn * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 #pragma omp parallel for schedule(static)

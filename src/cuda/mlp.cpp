@@ -62,7 +62,8 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     if (B > host_.max_batch()) throw std::invalid_argument("CudaMlp::forward: batch larger than max_batch");
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
-    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (!resident_)
+        CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaMemcpyAsync(x_, in.x, (size_t)B * dims_[0] * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaMemcpyAsync(y_, in.labels, (size_t)B * sizeof(int), cudaMemcpyHostToDevice, s));
     mm_->begin(params_, s);
@@ -118,6 +119,7 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
             std::swap(dout, dnext);
         }
     }
+    if (resident_) return;  // the gradients stay on the device, queued on the stream
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, P * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 #pragma omp parallel for schedule(static)

@@ -1,7 +1,8 @@
 // AdamW and SGD-with-momentum updates on device buffers, the CUDA twins of adamw_update and
 // sgd_momentum_update (optim.h / optim.cpp): the bias corrections are computed on the host with
 // the CPU's own expressions, so both sides start from the same scalars.
-// Not for: the learning-rate schedule, clipping or the norm (host-side or later work).
+// Also the gradient norm's sum of squares and the clipping scale, the twins of global_norm and
+// clip_grad_norm. Not for: the learning-rate schedule or deciding whether to clip (the host does).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -46,6 +47,54 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
                          cudaStream_t stream) {
     if (n == 0) return;
     sgd_momentum_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(p, g, buf, n, lr, momentum, wd);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// One block per chunk of the CPU's global_norm layout (kNormBlocks contiguous chunks, each a
+// multiple of 8 values): the block's threads stride through the chunk in double, then a fixed
+// shared-memory tree adds the threads' sums. The chunks' sums are added in order by sum_chunks.
+constexpr int kNormThreads = 256;
+
+__global__ void sum_squares_chunks(double* partial, const float* x, size_t n, size_t per) {
+    __shared__ double part[kNormThreads];
+    size_t begin = min(n, (size_t)blockIdx.x * per), end = min(n, (size_t)(blockIdx.x + 1) * per);
+    double acc = 0.0;
+    for (size_t i = begin + threadIdx.x; i < end; i += kNormThreads) {
+        double v = (double)x[i];
+        acc += v * v;
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
+__global__ void sum_chunks(double* out, const double* partial, int chunks) {
+    double s = 0.0;
+    for (int b = 0; b < chunks; ++b) s += partial[b];
+    *out = s;
+}
+
+__global__ void scale_kernel(float* x, float s, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __fmul_rn(x[i], s);
+}
+
+void sum_squares(double* out, double* partial, const float* x, size_t n, cudaStream_t stream) {
+    size_t per = (n + kNormBlocks - 1) / kNormBlocks;
+    per = (per + 7) / 8 * 8;
+    sum_squares_chunks<<<kNormBlocks, kNormThreads, 0, stream>>>(partial, x, n, per);
+    CUDA_CHECK(cudaGetLastError());
+    sum_chunks<<<1, 1, 0, stream>>>(out, partial, kNormBlocks);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void scale(float* x, float s, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    scale_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(x, s, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

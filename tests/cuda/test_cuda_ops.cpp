@@ -403,3 +403,30 @@ TEST_CASE("cuda adamw_update and sgd_momentum_update match the CPU", "[cuda]") {
     CHECK(mismatches("sgd p", d_q.get(), q_cpu, 1e-7, 1e-6) == 0);
     REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
+
+TEST_CASE("cuda sum_squares and scale match global_norm and clip_grad_norm", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    cudaStream_t stream = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    DeviceBuffer<double> d_out(1), d_partial(cuda::kNormBlocks);
+    // Sizes below, at and far above the chunk count, and not multiples of 8.
+    for (size_t n : {size_t(1), size_t(63), size_t(64), size_t(1000003), size_t(12345679)}) {
+        INFO("n = " << n);
+        auto x = randn(n, 600 + n, 3.0f);
+        DeviceBuffer<float> d_x(x);
+        cuda::sum_squares(d_out, d_partial, d_x, n, stream);
+        double got = d_out.get()[0], want = global_norm(x.data(), n);
+        // Both sum the same squares in double, in other orders: 1e-12 relative is far above
+        // double rounding over 1e7 terms (~1e-16 * sqrt(n)) and far below a missed chunk.
+        CHECK(std::sqrt(got) == Approx(want).epsilon(1e-12));
+        cuda::sum_squares(d_out, d_partial, d_x, n, stream);
+        CHECK(d_out.get()[0] == got);  // a fixed order: the same bits every run
+        // Clipping's scale: the same products, rounded the same way.
+        std::vector<float> clipped = x;
+        double norm = clip_grad_norm(clipped.data(), n, 0.5 * want);
+        CHECK(norm == want);
+        cuda::scale(d_x, (float)(0.5 * want / (want + 1e-6)), n, stream);
+        CHECK(bit_mismatches("scaled", d_x.get(), clipped) == 0);
+    }
+    REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
+}

@@ -63,8 +63,9 @@ say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
   echo "twins), nccl-tests (NcclCommunicator's collectives on device buffers), bench_ops"
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
-  echo "gpt-train-gpu (--device cuda, compared step by step with the CPU runs of the same configs in"
-  echo "mlp-compare and gpt-compare), and gpt-124m-* (tokens/s and MFU of a GPT-2 124M-shaped model in"
+  echo "gpt-train-gpu[-host] (--device cuda with the state on the GPU and on the host, compared step by"
+  echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]), and gpt-124m-*"
+  echo "(tokens/s and MFU of a GPT-2 124M-shaped model in"
   echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops)."
 }
 
@@ -181,15 +182,22 @@ step gpt-train CPU 90 gpt-data "rm -rf $W/gpt && $LAUNCH $B/dptrain $GPT_ARGS --
 
 NOTE='^done' \
 step gpt-train-gpu GPU 90 gpt-data "rm -rf $W/gpt-gpu && $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-gpu"
+NOTE='^done' \
+step gpt-train-gpu-host GPU 90 gpt-data \
+  "rm -rf $W/gpt-gpuh && $LAUNCH $B/dptrain $GPT_ARGS --device cuda --gpu-state host --run-dir $W/gpt-gpuh"
 
-# The GPU run's loss curve against the CPU run's: each step line's loss (steps 10..50) and the
-# validation loss within 1e-3 relative (fp32 sums in other orders, compounding over 50 steps).
-NOTE='steps compared' \
-step gpt-compare host 15 gpt-train-gpu \
-  "paste <(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/gpt-train.log) \
-<(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/gpt-train-gpu.log) | \
-awk '{ d = \$1 - \$2; if (d < 0) d = -d; print \"cpu\", \$1, \"gpu\", \$2; n++; if (!(\$1 > 0 && d <= 1e-3 * \$1)) bad++ } \
+# compare_losses A B: each step line's loss (steps 10..50) and the validation loss of two logs
+# within 1e-3 relative (fp32 sums in other orders, compounding over 50 steps).
+compare_losses() {
+  echo "paste <(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/$1.log) \
+<(sed -n 's/^step .*| loss \\([0-9.]*\\) .*/\\1/p; s/.*| val loss \\([0-9.]*\\) .*/\\1/p' $W/logs/$2.log) | \
+awk '{ d = \$1 - \$2; if (d < 0) d = -d; print \"$1\", \$1, \"$2\", \$2; n++; if (!(\$1 > 0 && d <= 1e-3 * \$1)) bad++ } \
 END { print n, \"steps compared,\", bad + 0, \"outside 1e-3\"; exit !(n >= 6 && bad == 0) }'"
+}
+# The GPU runs against the CPU run: parameters and AdamW on the GPU (the default, --gpu-state
+# device), and on the host (--gpu-state host).
+NOTE='steps compared' step gpt-compare host 15 gpt-train-gpu "$(compare_losses gpt-train gpt-train-gpu)"
+NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host "$(compare_losses gpt-train gpt-train-gpu-host)"
 
 # Throughput at GPT-2 124M shapes (12 layers, 12 heads, 768 channels, 1024 tokens, vocabulary
 # padded to 50304) on one GPU, in bf16 (the goal: MFU >= 40%) and in fp32 (no TF32: its ceiling

@@ -82,6 +82,12 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     CHECK(e.find("--activation 'tanh'") != std::string::npos);
     CHECK(e.find("relu or gelu") != std::string::npos);
 
+    e = error_of({"--gpu-state", "pinned"});
+    CHECK(e.find("--gpu-state 'pinned' is unknown; use device or host") != std::string::npos);
+
+    e = error_of({"--precision", "fp16"});
+    CHECK(e.find("--precision 'fp16' is unknown; use fp32 or bf16") != std::string::npos);
+
     e = error_of({"--shuffle-block", "0"});
     CHECK(e.find("--shuffle-block 0 must be in 1..") != std::string::npos);
 

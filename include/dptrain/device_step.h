@@ -1,0 +1,68 @@
+// The optimizer step of a GPU-resident run (--device cuda --gpu-state device): the parameters and
+// gradients are the model's own device buffers (cuda::Resident), the optimizer state lives beside
+// them, the gradients are summed over the ranks with NCCL on device buffers, and the norm,
+// clipping and AdamW/SGD update run as kernels (the CUDA twins of optim.h). Ordering between the
+// model's stream and NCCL's is by events; the host waits only for the summed gradient's norm, one
+// double a step. Host copies (checkpoints, resume) happen only in upload() and download().
+// Built only with CUDA. Not for: deciding when to step or skip (the trainer does, from norm()).
+#pragma once
+
+#include "dptrain/cuda_backend.h"
+#include "dptrain/model.h"
+#include "dptrain/optim.h"
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+struct CUevent_st;
+
+namespace dptrain {
+
+class NcclCommunicator;
+
+class DeviceStep {
+  public:
+    struct Hyper {
+        Optimizer::Kind kind = Optimizer::Kind::adamw;
+        double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9, weight_decay = 0.0;
+    };
+    // Collective over `world` when it has more than one rank (the NCCL communicator); throws
+    // UserError when several ranks need NCCL and this build has none. MPI_COMM_NULL: one process,
+    // no MPI needed (tests).
+    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world);
+    ~DeviceStep();
+    DeviceStep(const DeviceStep&) = delete;
+    DeviceStep& operator=(const DeviceStep&) = delete;
+
+    // Host -> device: the parameters and the optimizer's state (at start and after a resume).
+    void upload(const float* params, const Optimizer& opt);
+    // Device -> host, synchronously: for a checkpoint or the end of the run.
+    void download(float* params, Optimizer& opt);
+    // --inject-fault nan: gradient 0 becomes NaN before the sum (every rank then sees it).
+    void poison();
+    // Sums the gradients over the ranks, after the backward queued on the model's stream. Returns
+    // the seconds the host waited for it (the exposed communication).
+    double allreduce();
+    // sqrt(sum of squared gradients), read back to the host (the step's one wait for the device).
+    double norm();
+    // Clips to max_norm (when > 0 and exceeded, as clip_grad_norm) and updates every parameter.
+    void update(double norm, double max_norm, double lr, long t);
+    double take_comm_seconds();
+    std::string describe() const;  // the banner's "gradients:" text
+
+  private:
+    cuda::Resident& model_;
+    const ParamLayout& layout_;
+    Hyper hyper_;
+    int world_size_ = 1;
+    std::unique_ptr<NcclCommunicator> nccl_;
+    float *m_ = nullptr, *v_ = nullptr;  // device: AdamW moments, or SGD's momentum in m_
+    double *norm_ = nullptr, *partial_ = nullptr;  // device: the norm's square and its chunks
+    double* norm_host_ = nullptr;  // page-locked: where the norm's square is read back
+    CUevent_st *grads_ready_ = nullptr, *reduced_ = nullptr;
+    double comm_seconds_ = 0.0;
+};
+
+} // namespace dptrain

@@ -1,0 +1,135 @@
+// DeviceStep: all-reduce (NCCL), norm, clipping and optimizer update of a GPU-resident run, on the
+// model's device buffers. The update mirrors Optimizer::step view by view (weight decay on the
+// views that take it), and the clipping mirrors clip_grad_norm, with the CUDA twins of their ops.
+#include "dptrain/device_step.h"
+
+#include "check.h"
+#include "dptrain/error.h"
+#include "dptrain/metrics.h"
+#ifdef DPTRAIN_HAVE_NCCL
+#include "dptrain/nccl_comm.h"
+#endif
+
+#include <algorithm>
+
+#include <cmath>
+
+namespace dptrain {
+
+#ifndef DPTRAIN_HAVE_NCCL
+class NcclCommunicator {};  // never made without NCCL; complete so the unique_ptr can be destroyed
+#endif
+
+DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world)
+    : model_(model), layout_(layout), hyper_(hyper) {
+    if (world != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_size(world, &world_size_));
+#ifdef DPTRAIN_HAVE_NCCL
+    if (world_size_ > 1) nccl_ = std::make_unique<NcclCommunicator>(world);
+#else
+    if (world_size_ > 1)
+        throw UserError("--gpu-state device: this build has no NCCL, which several ranks need to sum gradients on "
+                        "their GPUs; use --gpu-state host, or build where NCCL is installed");
+#endif
+    const size_t P = layout.total;
+    CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(P, 1) * sizeof(float)));
+    if (hyper.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(P, 1) * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&norm_, sizeof(double)));
+    CUDA_CHECK(cudaMalloc(&partial_, cuda::kNormBlocks * sizeof(double)));
+    CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
+}
+
+DeviceStep::~DeviceStep() {
+    nccl_.reset();
+    if (grads_ready_) cudaEventDestroy(grads_ready_);
+    if (reduced_) cudaEventDestroy(reduced_);
+    if (norm_host_) cudaFreeHost(norm_host_);
+    for (void* p : {(void*)m_, (void*)v_, (void*)norm_, (void*)partial_})
+        if (p) cudaFree(p);
+}
+
+void DeviceStep::upload(const float* params, const Optimizer& opt) {
+    auto& o = const_cast<Optimizer&>(opt);  // m() and v() have no const accessors; nothing is written
+    const size_t bytes = layout_.total * sizeof(float);
+    cudaStream_t s = model_.context().stream();
+    CUDA_CHECK(cudaMemcpyAsync(model_.device_params(), params, bytes, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(m_, o.m().data(), bytes, cudaMemcpyHostToDevice, s));
+    if (v_) CUDA_CHECK(cudaMemcpyAsync(v_, o.v().data(), bytes, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void DeviceStep::download(float* params, Optimizer& opt) {
+    const size_t bytes = layout_.total * sizeof(float);
+    cudaStream_t s = model_.context().stream();
+    CUDA_CHECK(cudaMemcpyAsync(params, model_.device_params(), bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpyAsync(opt.m().data(), m_, bytes, cudaMemcpyDeviceToHost, s));
+    if (v_) CUDA_CHECK(cudaMemcpyAsync(opt.v().data(), v_, bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void DeviceStep::poison() {
+    const float nan = NAN;
+    cudaStream_t s = model_.context().stream();
+    CUDA_CHECK(cudaMemcpyAsync(model_.device_grads(), &nan, sizeof nan, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));  // &nan is a local: the copy must be done before it goes
+}
+
+double DeviceStep::allreduce() {
+    if (!nccl_) return 0.0;
+#ifdef DPTRAIN_HAVE_NCCL
+    cudaStream_t s = model_.context().stream();
+    double t0 = now_seconds();
+    // NCCL's stream waits for the backward queued on the model's stream, the model's stream for
+    // the sum: no device-wide synchronisation. The host waits (polling NCCL's errors, so a failed
+    // peer ends the job) because the step's decisions need the summed gradient's norm anyway.
+    CUDA_CHECK(cudaEventRecord(grads_ready_, s));
+    CUDA_CHECK(cudaStreamWaitEvent(nccl_->stream(), grads_ready_, 0));
+    nccl_->allreduce_sum(model_.device_grads(), layout_.total, DType::f32);
+    CUDA_CHECK(cudaEventRecord(reduced_, nccl_->stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
+    nccl_->wait();
+    double t = now_seconds() - t0;
+    comm_seconds_ += t;
+    return t;
+#else
+    return 0.0;
+#endif
+}
+
+double DeviceStep::norm() {
+    cudaStream_t s = model_.context().stream();
+    cuda::sum_squares(norm_, partial_, model_.device_grads(), layout_.total, s);
+    CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_, sizeof(double), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return std::sqrt(*norm_host_);
+}
+
+void DeviceStep::update(double norm, double max_norm, double lr, long t) {
+    cudaStream_t s = model_.context().stream();
+    float* p = model_.device_params();
+    float* g = model_.device_grads();
+    if (max_norm > 0 && norm > max_norm) cuda::scale(g, (float)(max_norm / (norm + 1e-6)), layout_.total, s);
+    for (const ParamView& pv : layout_.views) {
+        float wd = pv.decay ? (float)hyper_.weight_decay : 0.0f;
+        size_t o = pv.offset;
+        if (hyper_.kind == Optimizer::Kind::adamw)
+            cuda::adamw_update(p + o, g + o, m_ + o, v_ + o, pv.size, (float)lr, (float)hyper_.beta1,
+                               (float)hyper_.beta2, (float)hyper_.eps, wd, t, s);
+        else
+            cuda::sgd_momentum_update(p + o, g + o, m_ + o, pv.size, (float)lr, (float)hyper_.momentum, wd, s);
+    }
+}
+
+double DeviceStep::take_comm_seconds() {
+    double c = comm_seconds_;
+    comm_seconds_ = 0.0;
+    return c;
+}
+
+std::string DeviceStep::describe() const {
+    if (world_size_ == 1) return "on the GPU (one rank: nothing to sum)";
+    return strfmt("NCCL all-reduce over %d ranks on device buffers, after backward", world_size_);
+}
+
+} // namespace dptrain

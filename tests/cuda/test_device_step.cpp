@@ -1,0 +1,85 @@
+// DeviceStep (--gpu-state device) against the host path it replaces: the same CudaGpt trained 20
+// steps with its parameters and optimizer on the GPU (resident, DeviceStep's norm, clipping and
+// update kernels) and on the host (Optimizer, clip_grad_norm), for AdamW and SGD, with clipping
+// active. One process, no MPI (MPI_COMM_NULL: nothing to sum).
+#include "helpers.h"
+
+#include "dptrain/cuda_gpt.h"
+#include "dptrain/device_step.h"
+#include "dptrain/optim.h"
+
+#include <cmath>
+
+using namespace dptrain;
+using namespace cudatest;
+
+TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 53;
+    cfg.block_size = 16;
+    cfg.n_layer = 2;
+    cfg.n_head = 2;
+    cfg.n_embd = 32;
+    const int B = 4, T = cfg.block_size;
+    for (Optimizer::Kind kind : {Optimizer::Kind::adamw, Optimizer::Kind::sgd}) {
+        INFO((kind == Optimizer::Kind::adamw ? "adamw" : "sgd"));
+        CudaGpt host_model(cfg, B, 0), dev_model(cfg, B, 0);
+        const size_t P = host_model.num_params();
+        std::vector<float> p_host(P), g_host(P), p_dev(P), g_unused(P);
+        host_model.init(p_host.data(), 4);
+        p_dev = p_host;
+        std::vector<int> tokens = randint((size_t)B * (T + 1), 41, cfg.vocab_size);
+        ModelBatch batch;
+        batch.B = B;
+        batch.tokens = tokens.data();
+        batch.stride = T + 1;
+        DeviceStep::Hyper h;
+        h.kind = kind;
+        h.beta1 = 0.9;
+        h.beta2 = 0.95;
+        h.weight_decay = 0.1;
+        h.momentum = 0.9;
+        Optimizer opt_host(kind, host_model.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        Optimizer opt_dev(kind, dev_model.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        dev_model.set_resident(true);
+        DeviceStep step(dev_model, dev_model.layout(), h, MPI_COMM_NULL);
+        step.upload(p_dev.data(), opt_dev);
+        const double lr = kind == Optimizer::Kind::adamw ? 3e-3 : 0.3, clip = 0.5;
+        const float scale = 1.0f / (B * T);
+        int clipped = 0;
+        for (int t = 1; t <= 20; ++t) {
+            INFO("step " << t);
+            std::fill(g_host.begin(), g_host.end(), 0.0f);
+            double a = host_model.forward(p_host.data(), batch, nullptr);
+            host_model.backward(g_host.data(), p_host.data(), batch, scale, nullptr);
+            double na = global_norm(g_host.data(), P);
+            clip_grad_norm(g_host.data(), P, clip);
+            opt_host.step(p_host.data(), g_host.data(), lr, t);
+
+            double b = dev_model.forward(nullptr, batch, nullptr);  // resident: reads no host parameters
+            dev_model.backward(g_unused.data(), nullptr, batch, scale, nullptr);
+            double nb = step.norm();
+            step.update(nb, clip, lr, t);
+            // The same GPU forward and backward on parameters that differ only by the two
+            // optimizers' rounding (a few ulps a step): 1e-4 relative over 20 steps.
+            CHECK(b == Approx(a).epsilon(1e-4));
+            CHECK(nb == Approx(na).epsilon(1e-4));
+            clipped += na > clip;
+        }
+        CHECK(clipped > 0);  // the clipping path ran
+        CHECK(g_unused == std::vector<float>(P, 0.0f));  // resident backward leaves the host buffer alone
+        // download(): the device's parameters and state, as the host path has them.
+        step.download(p_dev.data(), opt_dev);
+        double pmax = 0, pdiff = 0, mdiff = 0, mmax = 0;
+        for (size_t i = 0; i < P; ++i) {
+            pmax = std::max(pmax, (double)std::fabs(p_host[i]));
+            pdiff = std::max(pdiff, (double)std::fabs(p_host[i] - p_dev[i]));
+            mmax = std::max(mmax, (double)std::fabs(opt_host.m()[i]));
+            mdiff = std::max(mdiff, (double)std::fabs(opt_host.m()[i] - opt_dev.m()[i]));
+        }
+        INFO("parameters: largest " << pmax << ", difference " << pdiff << "; moments: " << mmax << ", " << mdiff);
+        CHECK(pdiff <= 1e-4 * pmax);
+        CHECK(mdiff <= 1e-3 * mmax);
+    }
+}
