@@ -150,10 +150,11 @@ void declare(Registry& r, Options& o) {
              "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
              "activations and output gradients and sums in fp32; parameters, gradients and optimizer state stay "
              "fp32; on the CPU the rounding is emulated at fp32 speed)");
-    r.add<S>("gpu-state", &Options::gpu_state, o, "device",
+    r.add<S>("gpu-state", &Options::gpu_state, o, "auto",
              "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
              "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "
-             "(copied to and from the GPU every step; the all-reduce and optimizer of the CPU path)");
+             "(copied to and from the GPU every step; the all-reduce and optimizer of the CPU path) | auto (device "
+             "when every rank has a GPU and, with several ranks, the build has NCCL; else host, saying why)");
     r.add<S>("gpu-health", &Options::gpu_health, o, "auto",
              "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
              "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");
@@ -247,8 +248,8 @@ void validate(Options& o) {
     need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 && o.metrics_namespace.find(':') == std::string::npos,
          strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
                 o.metrics_namespace.c_str()));
-    need(o.gpu_state == "device" || o.gpu_state == "host",
-         strfmt("--gpu-state '%s' is unknown; use device or host", o.gpu_state.c_str()));
+    need(o.gpu_state == "auto" || o.gpu_state == "device" || o.gpu_state == "host",
+         strfmt("--gpu-state '%s' is unknown; use auto, device or host", o.gpu_state.c_str()));
     need(o.precision == "fp32" || o.precision == "bf16",
          strfmt("--precision '%s' is unknown; use fp32 or bf16", o.precision.c_str()));
     need(o.device == "cpu" || o.device == "cuda" || o.device == "auto",
@@ -265,7 +266,7 @@ void validate(Options& o) {
 // text until none is left; a token that itself contains a placeholder makes that loop endless
 // (found by tests/fuzz/fuzz_options). Such text is refused before Boost sees it.
 void refuse_placeholders(const std::string& text, const std::string& where) {
-    for (const char* tag : {"%canonical_option%", "%option%", "%value%", "%prefix%", "%original_token%"})
+    for (const char* tag : {"%canonical_option%", "%option%", "%value%", "%prefix%", "%original_token%", "%invalid_line%"})
         if (text.find(tag) != std::string::npos)
             throw UserError(strfmt("%s contains '%s', which the option parser cannot handle; remove it", where.c_str(), tag));
 }

@@ -281,11 +281,19 @@ struct Run {
         thread_level_ok = level >= MPI_THREAD_SERIALIZED;
         sync = std::make_unique<GradSync>(*engine, model->layout(), o.bucket_mb, wire, overlap, kControl);
         overlap = sync->overlapped();
-        // --gpu-state device: when every rank trains on a GPU, the step runs on the model's device
-        // buffers (all ranks decide together: NCCL's set-up below is collective).
-        int all_gpu = gpu_device >= 0 && o.gpu_state == "device" ? 1 : 0;
+        // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
+        // device buffers (all ranks decide together: NCCL's set-up below is collective). Several
+        // ranks need NCCL for it; auto falls back to the host path without it, device refuses.
+        int all_gpu = gpu_device >= 0 && o.gpu_state != "host" ? 1 : 0;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_gpu, 1, MPI_INT, MPI_MIN, topo.world));
 #ifdef DPTRAIN_HAVE_CUDA
+#ifndef DPTRAIN_HAVE_NCCL
+        if (all_gpu && W > 1 && o.gpu_state == "auto") {
+            all_gpu = 0;
+            gpu_state_note = "this build has no NCCL to sum gradients on the GPUs: parameters and optimizer stay on "
+                             "the host";
+        }
+#endif
         auto* resident = dynamic_cast<cuda::Resident*>(model.get());
         if (all_gpu && resident) {
             DeviceStep::Hyper h;
@@ -301,6 +309,7 @@ struct Run {
 #endif
     }
     bool overlap = false, spare_core = false, thread_level_ok = true;
+    std::string gpu_state_note;  // why --gpu-state auto kept the state on the host
 
     // Phase 3, collective: every rank must see the same dataset (a node with stale shards would
     // silently train on other data).
@@ -463,9 +472,11 @@ struct Run {
             print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),
                          sync->num_buckets(), sync->num_buckets() == 1 ? "" : "s", o.bucket_mb,
                          overlap ? "overlapped with backward" : "after backward", o.grad_dtype.c_str()));
-        if (o.overlap != "off" && !thread_level_ok)
+        if (!gpu_state_note.empty()) print(strfmt("--gpu-state auto: %s\n", gpu_state_note.c_str()));
+        // The host path's overlap notes (NCCL on device buffers has no communication thread).
+        if (!device_step() && o.overlap != "off" && !thread_level_ok)
             print("note: the MPI library lacks MPI_THREAD_SERIALIZED; gradients are reduced after backward\n");
-        else if (o.overlap == "auto" && !overlap && topo.size > 1)
+        else if (!device_step() && o.overlap == "auto" && !overlap && topo.size > 1)
             print("note: --overlap auto: no spare core per rank for a communication thread; gradients are reduced "
                   "after backward (--overlap on forces it)\n");
         if (peak_gflops > 0)
@@ -579,9 +590,13 @@ struct Run {
 #ifdef DPTRAIN_HAVE_CUDA
     DeviceStep* device_step() const { return dev.get(); }
     void poison_device_gradient() { dev->poison(); }
+    void wait_device_backward() {
+        if (dev) dev->wait_backward();
+    }
 #else
     DeviceStep* device_step() const { return nullptr; }
     void poison_device_gradient() {}
+    void wait_device_backward() {}
 #endif
     // Sums the gradients and the control floats over the ranks; returns the exposed seconds.
     double reduce_gradients(float* ctl) {
@@ -697,6 +712,7 @@ struct Run {
             phase(Phase::backward, done);
             model->backward(grads, params.data(), in, (float)(1.0 / terms), device_step() ? nullptr : sync.get());
             if (poison && device_step()) poison_device_gradient();
+            wait_device_backward();
             int global_n = b.global_n;
             pf.release();
             phase(Phase::allreduce, done);

@@ -69,7 +69,8 @@ class CudaGpt : public Model, public cuda::Resident {
     // Host staging, allocated once.
     std::vector<int> host_targets_;
     std::vector<float> host_losses_, host_logits_, host_grads_;
-    std::unique_ptr<cuda::PinnedHost> pin_grads_;  // host_grads_, page-locked when the driver allows
+    // host_grads_: made at the first --gpu-state host backward, page-locked when the driver allows
+    std::unique_ptr<cuda::PinnedHost> pin_grads_;
 };
 
 } // namespace dptrain

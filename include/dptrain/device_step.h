@@ -29,9 +29,11 @@ class DeviceStep {
         double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9, weight_decay = 0.0;
     };
     // Collective over `world` when it has more than one rank (the NCCL communicator); throws
-    // UserError when several ranks need NCCL and this build has none. MPI_COMM_NULL: one process,
-    // no MPI needed (tests).
-    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world);
+    // UserError when several ranks need NCCL and this build has none, or when the GPU lacks the
+    // memory for the optimizer state. MPI_COMM_NULL: one process, no MPI needed (tests).
+    // nccl_for_one: use NCCL even for one rank (a copy), so tests exercise that path.
+    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
+               bool nccl_for_one = false);
     ~DeviceStep();
     DeviceStep(const DeviceStep&) = delete;
     DeviceStep& operator=(const DeviceStep&) = delete;
@@ -42,12 +44,16 @@ class DeviceStep {
     void download(float* params, Optimizer& opt);
     // --inject-fault nan: gradient 0 becomes NaN before the sum (every rank then sees it).
     void poison();
+    // Waits for the backward queued on the model's stream, so that the step's phases time what
+    // they name (backward kernels in backward, the sum in the all-reduce).
+    void wait_backward();
     // Sums the gradients over the ranks, after the backward queued on the model's stream. Returns
     // the seconds the host waited for it (the exposed communication).
     double allreduce();
     // sqrt(sum of squared gradients), read back to the host (the step's one wait for the device).
     double norm();
-    // Clips to max_norm (when > 0 and exceeded, as clip_grad_norm) and updates every parameter.
+    // Clips to max_norm (when > 0 and exceeded, as clip_grad_norm) and updates every parameter;
+    // returns when the update is done.
     void update(double norm, double max_norm, double lr, long t);
     double take_comm_seconds();
     std::string describe() const;  // the banner's "gradients:" text

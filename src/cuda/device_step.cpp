@@ -20,17 +20,30 @@ namespace dptrain {
 class NcclCommunicator {};  // never made without NCCL; complete so the unique_ptr can be destroyed
 #endif
 
-DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world)
+DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
+                       bool nccl_for_one)
     : model_(model), layout_(layout), hyper_(hyper) {
     if (world != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_size(world, &world_size_));
+    // The optimizer state beside the model's buffers: one clear line when it does not fit (every
+    // rank checks its own GPU; the caller agrees across ranks).
+    const size_t P = layout.total;
+    const double need = (hyper.kind == Optimizer::Kind::adamw ? 8.0 : 4.0) * (double)P, GiB = 1073741824.0;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (need + (1 << 20) > (double)free_bytes)
+        throw UserError(strfmt("--gpu-state device: the %s state needs %.2f GiB on the GPU beside the model, and %.2f "
+                               "GiB of %.2f GiB are free; lower --batch-size, or keep the state on the host with "
+                               "--gpu-state host",
+                               hyper.kind == Optimizer::Kind::adamw ? "AdamW" : "SGD", need / GiB,
+                               (double)free_bytes / GiB, (double)total_bytes / GiB));
 #ifdef DPTRAIN_HAVE_NCCL
-    if (world_size_ > 1) nccl_ = std::make_unique<NcclCommunicator>(world);
+    if (world != MPI_COMM_NULL && (world_size_ > 1 || nccl_for_one)) nccl_ = std::make_unique<NcclCommunicator>(world);
 #else
+    (void)nccl_for_one;
     if (world_size_ > 1)
         throw UserError("--gpu-state device: this build has no NCCL, which several ranks need to sum gradients on "
                         "their GPUs; use --gpu-state host, or build where NCCL is installed");
 #endif
-    const size_t P = layout.total;
     CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(P, 1) * sizeof(float)));
     if (hyper.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(P, 1) * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&norm_, sizeof(double)));
@@ -73,6 +86,11 @@ void DeviceStep::poison() {
     cudaStream_t s = model_.context().stream();
     CUDA_CHECK(cudaMemcpyAsync(model_.device_grads(), &nan, sizeof nan, cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaStreamSynchronize(s));  // &nan is a local: the copy must be done before it goes
+}
+
+void DeviceStep::wait_backward() {
+    CUDA_CHECK(cudaEventRecord(grads_ready_, model_.context().stream()));
+    CUDA_CHECK(cudaEventSynchronize(grads_ready_));
 }
 
 double DeviceStep::allreduce() {
@@ -119,6 +137,7 @@ void DeviceStep::update(double norm, double max_norm, double lr, long t) {
         else
             cuda::sgd_momentum_update(p + o, g + o, m_ + o, pv.size, (float)lr, (float)hyper_.momentum, wd, s);
     }
+    CUDA_CHECK(cudaStreamSynchronize(s));  // the optimizer phase times the update itself
 }
 
 double DeviceStep::take_comm_seconds() {
@@ -128,7 +147,7 @@ double DeviceStep::take_comm_seconds() {
 }
 
 std::string DeviceStep::describe() const {
-    if (world_size_ == 1) return "on the GPU (one rank: nothing to sum)";
+    if (!nccl_) return "on the GPU (one rank: nothing to sum)";
     return strfmt("NCCL all-reduce over %d ranks on device buffers, after backward", world_size_);
 }
 

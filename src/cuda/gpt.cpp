@@ -74,8 +74,6 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_logits_.resize((size_t)std::min<size_t>(BT, 64) * V);
-    host_grads_.resize(P);
-    pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));  // DMA every step
 }
 
 void CudaGpt::set_precision(Precision p) {
@@ -232,6 +230,10 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     }
     cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
     if (resident_) return;  // the gradients stay on the device, queued on the stream
+    if (host_grads_.empty()) {  // the first host-path backward: staging made once, page-locked for DMA
+        host_grads_.resize(Pn);
+        pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), Pn * sizeof(float));
+    }
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, Pn * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 #pragma omp parallel for schedule(static)

@@ -36,8 +36,6 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
     }
     host_losses_.resize(Bm);
     host_logits_.resize(Bm * classes);
-    host_grads_.resize(P);
-    pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));  // DMA every step
 }
 
 void CudaMlp::set_precision(Precision p) {
@@ -120,6 +118,10 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         }
     }
     if (resident_) return;  // the gradients stay on the device, queued on the stream
+    if (host_grads_.empty()) {  // the first host-path backward: staging made once, page-locked for DMA
+        host_grads_.resize(P);
+        pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));
+    }
     CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, P * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 #pragma omp parallel for schedule(static)

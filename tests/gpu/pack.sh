@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what tests/gpu/run.sh needs on a bare GPU machine (CUDA there, but no MPI, HDF5, Boost or
 # OpenBLAS, and no package registry): builds here with CUDA=1, and puts in build/gpu-pack
-#   bin/   dptrain, dptrain-data, cuda_tests, mpi_tests and the bf16 matmul benchmark, stripped;
+#   bin/   dptrain, dptrain-data, dptrain-ckpt, cuda_tests, mpi_tests and the bf16 matmul benchmark,
+#          stripped;
 #   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA
 #          (found with ldd and dpkg -S), plus Open MPI's launcher, daemon and plugins.
 # There: tests/gpu/run.sh --prebuilt build/gpu-pack unpacks the packages into a private prefix
@@ -14,7 +15,7 @@ rm -rf "$P" && mkdir -p "$P/bin" "$P/debs"
 make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$P/bin/bench_ops" \
   tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/context.cpp src/error.cpp -lcublas
-for b in dptrain dptrain-data cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
+for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
 strip "$P"/bin/*
 
 # The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).

@@ -196,8 +196,18 @@ END { print n, \"steps compared,\", bad + 0, \"outside 1e-3\"; exit !(n >= 6 && 
 }
 # The GPU runs against the CPU run: parameters and AdamW on the GPU (the default, --gpu-state
 # device), and on the host (--gpu-state host).
-NOTE='steps compared' step gpt-compare host 15 gpt-train-gpu "$(compare_losses gpt-train gpt-train-gpu)"
-NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host "$(compare_losses gpt-train gpt-train-gpu-host)"
+# Each first checks that its run took the path it is named for (the banner says where the state is).
+NOTE='steps compared' step gpt-compare host 15 gpt-train-gpu \
+  "grep -q 'optimizer on the GPU' $W/logs/gpt-train-gpu.log && $(compare_losses gpt-train gpt-train-gpu)"
+NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host \
+  "grep -q 'optimizer on the host' $W/logs/gpt-train-gpu-host.log && $(compare_losses gpt-train gpt-train-gpu-host)"
+
+# A resume on the GPU: stopped at step 25 with a checkpoint, resumed to 50 (the state goes to the
+# host and back), against the uninterrupted run's final checkpoint.
+step gpt-resume-gpu GPU 90 gpt-train-gpu \
+  "rm -rf $W/gpt-res && $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-res --stop-after 25 && \
+$LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-res --resume auto && \
+$B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-res/checkpoints/ckpt-00000050.h5 --tol 1e-5"
 
 # Throughput at GPT-2 124M shapes (12 layers, 12 heads, 768 channels, 1024 tokens, vocabulary
 # padded to 50304) on one GPU, in bf16 (the goal: MFU >= 40%) and in fp32 (no TF32: its ceiling

@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -109,6 +111,87 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
     CHECK(v == 42);
     cudaFree(dv);
     nc.barrier();
+    topo.destroy();
+#endif
+}
+
+#ifdef DPTRAIN_HAVE_NCCL
+#include "dptrain/cuda_gpt.h"
+#include "dptrain/device_step.h"
+#include "dptrain/optim.h"
+#endif
+
+// DeviceStep's NCCL path (the events between the model's stream and NCCL's, the sum, the wait):
+// every rank trains the same GPT on the same windows, so the summed gradient is W times one
+// rank's; with the loss scaled by 1/W the run must equal one process without NCCL (W = 1: a
+// copy, bit for bit; W > 1: sums of W equal terms, 1e-5).
+TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
+#ifndef DPTRAIN_HAVE_NCCL
+    skip("built without NCCL");
+#else
+    std::string why;
+    int gpus = cuda_device_count(&why);
+    int min_gpus = gpus;
+    MPI_Allreduce(MPI_IN_PLACE, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (min_gpus <= 0) {
+        skip("no GPU (" + why + ")");
+        return;
+    }
+    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
+    const int W = topo.size;
+    GptConfig cfg;
+    cfg.vocab_size = 29;
+    cfg.block_size = 12;
+    cfg.n_layer = 1;
+    cfg.n_head = 2;
+    cfg.n_embd = 16;
+    const int B = 3, T = cfg.block_size;
+    const int dev = topo.local_rank % gpus;
+    CudaGpt a(cfg, B, dev), b(cfg, B, dev);
+    a.set_resident(true);
+    b.set_resident(true);
+    const size_t P = a.num_params();
+    std::vector<float> p(P), unused(P);
+    a.init(p.data(), 8);
+    std::vector<int> tokens((size_t)B * (T + 1));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (int)((i * 7 + 3) % cfg.vocab_size);
+    ModelBatch in;
+    in.B = B;
+    in.tokens = tokens.data();
+    in.stride = T + 1;
+    DeviceStep::Hyper h;
+    Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+    Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+    DeviceStep sa(a, a.layout(), h, MPI_COMM_WORLD, true), sb(b, b.layout(), h, MPI_COMM_NULL);
+    CHECK(sa.describe().find("NCCL all-reduce") != std::string::npos);
+    sa.upload(p.data(), oa);
+    sb.upload(p.data(), ob);
+    const float scale = 1.0f / (B * T);
+    for (int t = 1; t <= 5; ++t) {
+        INFO("step " << t);
+        double la = a.forward(nullptr, in, nullptr), lb = b.forward(nullptr, in, nullptr);
+        CHECK(la == lb);  // the same parameters going in
+        a.backward(unused.data(), nullptr, in, scale / W, nullptr);
+        b.backward(unused.data(), nullptr, in, scale, nullptr);
+        sa.wait_backward();
+        sa.allreduce();
+        double na = sa.norm(), nb = sb.norm();
+        if (W == 1) CHECK(na == nb);
+        else CHECK(na == Approx(nb).epsilon(1e-5));
+        sa.update(na, 1.0, 1e-3, t);
+        sb.update(nb, 1.0, 1e-3, t);
+    }
+    std::vector<float> pa(P), pb(P);
+    sa.download(pa.data(), oa);
+    sb.download(pb.data(), ob);
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < P; ++i) {
+        diff = std::max(diff, (double)std::fabs(pa[i] - pb[i]));
+        big = std::max(big, (double)std::fabs(pb[i]));
+    }
+    INFO("largest parameter " << big << ", largest difference " << diff);
+    if (W == 1) CHECK(pa == pb);
+    else CHECK(diff <= 1e-5 * big);
     topo.destroy();
 #endif
 }
