@@ -303,7 +303,7 @@ struct Run {
             h.eps = o.eps;
             h.momentum = o.momentum;
             h.weight_decay = o.weight_decay;
-            dev = std::make_unique<DeviceStep>(*resident, model->layout(), h, topo.world);
+            dev = std::make_unique<DeviceStep>(*resident, model->layout(), h, topo.world, false, o.bucket_mb);
             resident->set_resident(true);
         }
 #endif
@@ -593,7 +593,15 @@ struct Run {
     void wait_device_backward() {
         if (dev) dev->wait_backward();
     }
+    // Who hears of finished gradients during backward: GradSync, or the DeviceStep (which starts
+    // NCCL buckets on the GPU) unless --overlap off, or nobody on a step whose device gradient is
+    // poisoned after backward (its sums must all start after the poison).
+    GradHook* gradient_hook(bool poison) {
+        if (!dev) return sync.get();
+        return poison || o.overlap == "off" ? nullptr : dev.get();
+    }
 #else
+    GradHook* gradient_hook(bool) { return sync.get(); }
     DeviceStep* device_step() const { return nullptr; }
     void poison_device_gradient() {}
     void wait_device_backward() {}
@@ -710,7 +718,7 @@ struct Run {
             const bool poison = faults.has(rank, done, Fault::Kind::nan);
             if (poison && !device_step()) grads[0] = NAN;
             phase(Phase::backward, done);
-            model->backward(grads, params.data(), in, (float)(1.0 / terms), device_step() ? nullptr : sync.get());
+            model->backward(grads, params.data(), in, (float)(1.0 / terms), gradient_hook(poison));
             if (poison && device_step()) poison_device_gradient();
             wait_device_backward();
             int global_n = b.global_n;

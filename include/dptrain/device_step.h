@@ -1,9 +1,11 @@
 // The optimizer step of a GPU-resident run (--device cuda --gpu-state device): the parameters and
 // gradients are the model's own device buffers (cuda::Resident), the optimizer state lives beside
 // them, the gradients are summed over the ranks with NCCL on device buffers, and the norm,
-// clipping and AdamW/SGD update run as kernels (the CUDA twins of optim.h). Ordering between the
-// model's stream and NCCL's is by events; the host waits only for the summed gradient's norm, one
-// double a step. Host copies (checkpoints, resume) happen only in upload() and download().
+// clipping and AdamW/SGD update run as kernels (the CUDA twins of optim.h). As a GradHook it
+// starts each bucket's sum as soon as backward has queued the bucket's last gradient: an event on
+// the model's stream, NCCL's stream waits for it, so the sums run on the GPU while backward goes
+// on, with no device-wide synchronisation. Host copies (checkpoints, resume) happen only in
+// upload() and download().
 // Built only with CUDA. Not for: deciding when to step or skip (the trainer does, from norm()).
 #pragma once
 
@@ -15,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 struct CUevent_st;
 
@@ -22,7 +25,7 @@ namespace dptrain {
 
 class NcclCommunicator;
 
-class DeviceStep {
+class DeviceStep : public GradHook {
   public:
     struct Hyper {
         Optimizer::Kind kind = Optimizer::Kind::adamw;
@@ -32,9 +35,10 @@ class DeviceStep {
     // UserError when several ranks need NCCL and this build has none, or when the GPU lacks the
     // memory for the optimizer state. MPI_COMM_NULL: one process, no MPI needed (tests).
     // nccl_for_one: use NCCL even for one rank (a copy), so tests exercise that path.
+    // bucket_mb: the gradient buckets summed during backward (as --bucket-mb on the host path).
     DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
-               bool nccl_for_one = false);
-    ~DeviceStep();
+               bool nccl_for_one = false, double bucket_mb = 4.0);
+    ~DeviceStep() override;
     DeviceStep(const DeviceStep&) = delete;
     DeviceStep& operator=(const DeviceStep&) = delete;
 
@@ -47,8 +51,11 @@ class DeviceStep {
     // Waits for the backward queued on the model's stream, so that the step's phases time what
     // they name (backward kernels in backward, the sum in the all-reduce).
     void wait_backward();
-    // Sums the gradients over the ranks, after the backward queued on the model's stream. Returns
-    // the seconds the host waited for it (the exposed communication).
+    // GradHook, called by the resident model's backward as it queues work: gradients at offsets
+    // >= offset are complete once the stream reaches this point; starts the buckets they fill.
+    void grads_ready_from(size_t offset) override;
+    // Starts what backward's hooks did not, and waits for every bucket's sum. Returns the seconds
+    // the host waited (the exposed communication). The next step starts its buckets afresh.
     double allreduce();
     // sqrt(sum of squared gradients), read back to the host (the step's one wait for the device).
     double norm();
@@ -68,6 +75,13 @@ class DeviceStep {
     double *norm_ = nullptr, *partial_ = nullptr;  // device: the norm's square and its chunks
     double* norm_host_ = nullptr;  // page-locked: where the norm's square is read back
     CUevent_st *grads_ready_ = nullptr, *reduced_ = nullptr;
+    std::vector<CUevent_st*> bucket_ready_;  // one per bucket, reused every step
+    struct Bucket {
+        size_t begin, end;  // range of the gradient buffer
+    };
+    std::vector<Bucket> buckets_;  // from the buffer's end (what backward finishes first) down
+    size_t launched_ = 0;          // buckets started this step
+    void launch(size_t bucket);
     double comm_seconds_ = 0.0;
 };
 

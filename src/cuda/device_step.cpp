@@ -21,7 +21,7 @@ class NcclCommunicator {};  // never made without NCCL; complete so the unique_p
 #endif
 
 DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
-                       bool nccl_for_one)
+                       bool nccl_for_one, double bucket_mb)
     : model_(model), layout_(layout), hyper_(hyper) {
     if (world != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_size(world, &world_size_));
     // The optimizer state beside the model's buffers: one clear line when it does not fit (every
@@ -51,12 +51,23 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
     CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
+    // Buckets as GradSync makes them: from the end of the buffer down, bucket_mb each.
+    const size_t cap = std::max<size_t>(16, (size_t)(bucket_mb * (1 << 20) / sizeof(float)));
+    for (size_t end = P; end > 0;) {
+        size_t begin = end > cap ? end - cap : 0;
+        buckets_.push_back({begin, end});
+        end = begin;
+    }
+    bucket_ready_.resize(buckets_.size(), nullptr);
+    for (auto& e : bucket_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
 DeviceStep::~DeviceStep() {
     nccl_.reset();
     if (grads_ready_) cudaEventDestroy(grads_ready_);
     if (reduced_) cudaEventDestroy(reduced_);
+    for (auto* e : bucket_ready_)
+        if (e) cudaEventDestroy(e);
     if (norm_host_) cudaFreeHost(norm_host_);
     for (void* p : {(void*)m_, (void*)v_, (void*)norm_, (void*)partial_})
         if (p) cudaFree(p);
@@ -93,17 +104,33 @@ void DeviceStep::wait_backward() {
     CUDA_CHECK(cudaEventSynchronize(grads_ready_));
 }
 
+// Bucket b's sum, queued on NCCL's stream behind an event at this point of the model's stream.
+// Every rank launches the buckets in the same order (backward's), so the collectives match.
+void DeviceStep::launch(size_t b) {
+#ifdef DPTRAIN_HAVE_NCCL
+    CUDA_CHECK(cudaEventRecord(bucket_ready_[b], model_.context().stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(nccl_->stream(), bucket_ready_[b], 0));
+    nccl_->allreduce_sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin, DType::f32);
+#else
+    (void)b;
+#endif
+}
+
+void DeviceStep::grads_ready_from(size_t offset) {
+    if (!nccl_) return;
+    while (launched_ < buckets_.size() && buckets_[launched_].begin >= offset) launch(launched_++);
+}
+
 double DeviceStep::allreduce() {
     if (!nccl_) return 0.0;
 #ifdef DPTRAIN_HAVE_NCCL
     cudaStream_t s = model_.context().stream();
     double t0 = now_seconds();
-    // NCCL's stream waits for the backward queued on the model's stream, the model's stream for
-    // the sum: no device-wide synchronisation. The host waits (polling NCCL's errors, so a failed
-    // peer ends the job) because the step's decisions need the summed gradient's norm anyway.
-    CUDA_CHECK(cudaEventRecord(grads_ready_, s));
-    CUDA_CHECK(cudaStreamWaitEvent(nccl_->stream(), grads_ready_, 0));
-    nccl_->allreduce_sum(model_.device_grads(), layout_.total, DType::f32);
+    // The buckets backward did not start, then the model's stream waits for all the sums. The
+    // host waits too (polling NCCL's errors, so a failed peer ends the job), because the step's
+    // decisions need the summed gradient's norm anyway.
+    while (launched_ < buckets_.size()) launch(launched_++);
+    launched_ = 0;
     CUDA_CHECK(cudaEventRecord(reduced_, nccl_->stream()));
     CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
     nccl_->wait();

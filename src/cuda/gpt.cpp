@@ -184,7 +184,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     if (B != last_B_) throw std::logic_error("CudaGpt::backward without the matching forward");
     if (B == 0) {
         if (resident_) CUDA_CHECK(cudaMemsetAsync(grads_, 0, host_.num_params() * sizeof(float), ctx_->stream()));
-        else if (hook) hook->grads_ready_from(0);
+        if (hook) hook->grads_ready_from(0);
         return;
     }
     const long BT = (long)B * T;
@@ -204,6 +204,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s));
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
     cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, s);
+    // Resident: the hook hears of each finished layer as its work is queued (as Gpt::backward
+    // tells it), so gradient sums can start on the GPU while backward goes on.
+    if (resident_ && hook) hook->grads_ready_from(lnfw_);
     for (int l = L - 1; l >= 0; --l) {
         const LayerViews& v = lv_[l];
         const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
@@ -227,9 +230,13 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
         cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
                                  ln1_rstd_ + l * sBT, BT, C, s);
+        if (resident_ && hook) hook->grads_ready_from(v.ln1w);
     }
     cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
-    if (resident_) return;  // the gradients stay on the device, queued on the stream
+    if (resident_) {  // the gradients stay on the device, queued on the stream
+        if (hook) hook->grads_ready_from(0);
+        return;
+    }
     if (host_grads_.empty()) {  // the first host-path backward: staging made once, page-locked for DMA
         host_grads_.resize(Pn);
         pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), Pn * sizeof(float));

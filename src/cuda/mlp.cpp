@@ -110,6 +110,8 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         float* dinp = l == 0 ? nullptr : dnext;
         mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
                       views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+        // Resident: layer l's gradients are queued; the hook may start their sum (as Mlp does).
+        if (resident_ && hook) hook->grads_ready_from(views[2 * l].offset);
         if (l > 0) {
             long n = (long)B * dims_[l];
             if (host_.activation() == Activation::relu) cuda::relu_backward(dnext, pre_[l - 1], dnext, n, s);

@@ -83,3 +83,37 @@ TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
         CHECK(mdiff <= 1e-3 * mmax);
     }
 }
+
+TEST_CASE("Resident CudaGpt tells the hook of each finished layer, last layer first", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 11;
+    cfg.block_size = 6;
+    cfg.n_layer = 3;
+    cfg.n_head = 2;
+    cfg.n_embd = 8;
+    CudaGpt m(cfg, 2, 0);
+    m.set_resident(true);
+    std::vector<float> p(m.num_params());
+    m.init(p.data(), 1);
+    DeviceStep::Hyper h;
+    Optimizer opt(h.kind, m.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+    DeviceStep step(m, m.layout(), h, MPI_COMM_NULL);
+    step.upload(p.data(), opt);
+    struct Recorder : GradHook {
+        std::vector<size_t> offsets;
+        void grads_ready_from(size_t o) override { offsets.push_back(o); }
+    } rec;
+    std::vector<int> tok(2 * 7, 3);
+    ModelBatch in;
+    in.B = 2;
+    in.tokens = tok.data();
+    in.stride = 7;
+    m.forward(nullptr, in, nullptr);
+    m.backward(nullptr, nullptr, in, 0.1f, &rec);
+    // As Gpt::backward: the final LayerNorm, each block from the last, then everything (offset 0).
+    REQUIRE(rec.offsets.size() == (size_t)cfg.n_layer + 2);
+    CHECK(rec.offsets.front() == m.layout().find("lnf.weight").offset);
+    for (size_t i = 1; i < rec.offsets.size(); ++i) CHECK(rec.offsets[i] < rec.offsets[i - 1]);
+    CHECK(rec.offsets.back() == 0);
+}

@@ -121,7 +121,8 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
 #include "dptrain/optim.h"
 #endif
 
-// DeviceStep's NCCL path (the events between the model's stream and NCCL's, the sum, the wait):
+// DeviceStep's NCCL path (buckets started by backward's hooks, the events between the model's
+// stream and NCCL's, the sums, the wait):
 // every rank trains the same GPT on the same windows, so the summed gradient is W times one
 // rank's; with the loss scaled by 1/W the run must equal one process without NCCL (W = 1: a
 // copy, bit for bit; W > 1: sums of W equal terms, 1e-5).
@@ -162,7 +163,8 @@ TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
     DeviceStep::Hyper h;
     Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
     Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-    DeviceStep sa(a, a.layout(), h, MPI_COMM_WORLD, true), sb(b, b.layout(), h, MPI_COMM_NULL);
+    // Small buckets, so that backward's hooks start several sums while it goes on.
+    DeviceStep sa(a, a.layout(), h, MPI_COMM_WORLD, true, 0.002), sb(b, b.layout(), h, MPI_COMM_NULL);
     CHECK(sa.describe().find("NCCL all-reduce") != std::string::npos);
     sa.upload(p.data(), oa);
     sb.upload(p.data(), ob);
@@ -171,7 +173,7 @@ TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
         INFO("step " << t);
         double la = a.forward(nullptr, in, nullptr), lb = b.forward(nullptr, in, nullptr);
         CHECK(la == lb);  // the same parameters going in
-        a.backward(unused.data(), nullptr, in, scale / W, nullptr);
+        a.backward(unused.data(), nullptr, in, scale / W, &sa);  // the buckets start during backward
         b.backward(unused.data(), nullptr, in, scale, nullptr);
         sa.wait_backward();
         sa.allreduce();
