@@ -465,8 +465,9 @@ struct Run {
                      global_batch, o.batch_size, sampler->steps_per_epoch()));
 #ifdef DPTRAIN_HAVE_CUDA
         if (dev)
-            print(strfmt("gradients: %s | parameters, gradients and %s state on the GPU (--gpu-state device)\n",
-                         dev->describe().c_str(), o.optimizer.c_str()));
+            print(strfmt("gradients: %s%s | parameters, gradients and %s state on the GPU\n", dev->describe().c_str(),
+                         W == 1 ? "" : o.overlap == "off" ? " after backward" : " started during backward",
+                         o.optimizer.c_str()));
         else
 #endif
             print(strfmt("gradients: %s | %zu bucket%s of <= %g MiB, %s | %s on the wire\n", engine->describe().c_str(),

@@ -175,7 +175,8 @@ double DeviceStep::take_comm_seconds() {
 
 std::string DeviceStep::describe() const {
     if (!nccl_) return "on the GPU (one rank: nothing to sum)";
-    return strfmt("NCCL all-reduce over %d ranks on device buffers, after backward", world_size_);
+    return strfmt("NCCL all-reduce over %d rank%s on device buffers, %zu bucket%s", world_size_,
+                  world_size_ == 1 ? "" : "s", buckets_.size(), buckets_.size() == 1 ? "" : "s");
 }
 
 } // namespace dptrain
