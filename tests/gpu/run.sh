@@ -101,7 +101,10 @@ step() {
     fi
     [ $rc = 124 ] && note="timed out after ${limit}s"
     if [ -z "$note" ] && [ -n "${NOTE:-}" ]; then note=$(grep -E "$NOTE" "$log" | tail -n1); fi
-    if [ -z "$note" ] && [ $result = FAIL ]; then note="exit $rc: $(grep -v '^\s*$' "$log" | tail -n1)"; fi
+    # A failure's note: dptrain's own error line when there is one (mpirun's trailer comes after it).
+    if [ -z "$note" ] && [ $result = FAIL ]; then
+      note="exit $rc: $(grep -m1 '^dptrain: error:' "$log" || grep -v '^\s*$' "$log" | tail -n1)"
+    fi
     tail -n 15 "$log" | sed 's/^/    | /'
   fi
   status[$name]=$result
