@@ -16,6 +16,7 @@
 namespace dptrain {
 namespace cuda {
 class Matmuls;
+class HostGradients;
 }
 
 class CudaGpt : public Model, public cuda::Resident {
@@ -48,6 +49,7 @@ class CudaGpt : public Model, public cuda::Resident {
     int max_batch_;
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
+    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
     std::vector<void*> allocs_;
     bool resident_ = false;
     struct LayerViews {
@@ -68,9 +70,7 @@ class CudaGpt : public Model, public cuda::Resident {
     int last_B_ = 0;
     // Host staging, allocated once.
     std::vector<int> host_targets_;
-    std::vector<float> host_losses_, host_logits_, host_grads_;
-    // host_grads_: made at the first --gpu-state host backward, page-locked when the driver allows
-    std::unique_ptr<cuda::PinnedHost> pin_grads_;
+    std::vector<float> host_losses_, host_logits_;
 };
 
 } // namespace dptrain

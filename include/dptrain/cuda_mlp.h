@@ -15,6 +15,7 @@
 namespace dptrain {
 namespace cuda {
 class Matmuls;
+class HostGradients;
 }
 
 class CudaMlp : public Model, public cuda::Resident {
@@ -41,6 +42,7 @@ class CudaMlp : public Model, public cuda::Resident {
     Mlp host_;             // layout, init, signature: the CPU twin's
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
+    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
     std::vector<void*> allocs_;
     bool resident_ = false;
     std::vector<int> dims_;
@@ -48,9 +50,7 @@ class CudaMlp : public Model, public cuda::Resident {
     float *dbuf_a_ = nullptr, *dbuf_b_ = nullptr;
     int* y_ = nullptr;
     std::vector<float*> pre_, post_;
-    std::vector<float> host_losses_, host_logits_, host_grads_;
-    // host_grads_: made at the first --gpu-state host backward, page-locked when the driver allows
-    std::unique_ptr<cuda::PinnedHost> pin_grads_;
+    std::vector<float> host_losses_, host_logits_;
 };
 
 } // namespace dptrain

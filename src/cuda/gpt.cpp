@@ -15,7 +15,7 @@ namespace dptrain {
 
 CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
-      mm_(std::make_unique<cuda::Matmuls>()) {
+      mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()) {
     if (max_batch <= 0) throw std::invalid_argument("CudaGpt: max_batch must be positive");
     const ParamLayout& lay = host_.layout();
     wte_ = lay.find("wte").offset;
@@ -237,14 +237,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         if (hook) hook->grads_ready_from(0);
         return;
     }
-    if (host_grads_.empty()) {  // the first host-path backward: staging made once, page-locked for DMA
-        host_grads_.resize(Pn);
-        pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), Pn * sizeof(float));
-    }
-    CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, Pn * sizeof(float), cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)Pn; ++i) grads[i] += host_grads_[i];
+    host_grads_->add_to(grads, grads_, Pn, s);
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

@@ -12,7 +12,8 @@ namespace dptrain {
 
 CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device)
     : host_(in, hidden, classes, act, max_batch), ctx_(std::make_unique<cuda::Context>(device)),
-      mm_(std::make_unique<cuda::Matmuls>()), dims_(host_.dims()) {
+      mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
+      dims_(host_.dims()) {
     const size_t P = host_.num_params(), Bm = (size_t)max_batch;
     int L = (int)dims_.size() - 1;
     int widest = *std::max_element(dims_.begin(), dims_.end());
@@ -120,14 +121,7 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         }
     }
     if (resident_) return;  // the gradients stay on the device, queued on the stream
-    if (host_grads_.empty()) {  // the first host-path backward: staging made once, page-locked for DMA
-        host_grads_.resize(P);
-        pin_grads_ = std::make_unique<cuda::PinnedHost>(host_grads_.data(), P * sizeof(float));
-    }
-    CUDA_CHECK(cudaMemcpyAsync(host_grads_.data(), grads_, P * sizeof(float), cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < (long)P; ++i) grads[i] += host_grads_[i];
+    host_grads_->add_to(grads, grads_, P, s);
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

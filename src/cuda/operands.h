@@ -9,6 +9,9 @@
 #include "dptrain/cuda_backend.h"
 #include "dptrain/model.h"
 
+#include <memory>
+#include <vector>
+
 namespace dptrain::cuda {
 
 class Matmuls {
@@ -64,6 +67,29 @@ class Matmuls {
     }
     bf16 *w_ = nullptr, *a_ = nullptr, *g_ = nullptr;
     size_t w_n_ = 0, a_n_ = 0, g_n_ = 0;
+};
+
+// The --gpu-state host path's hand-off of the device's gradients: added onto the caller's host
+// buffer (the trainer's contract: backward adds), through staging made at the first call and
+// page-locked when the driver allows. Shared by CudaMlp and CudaGpt.
+class HostGradients {
+  public:
+    // host[i] += device[i] for n values, once the work queued on `s` is done; returns after.
+    void add_to(float* host, const float* device, size_t n, cudaStream_t s) {
+        if (staging_.size() != n) {
+            pin_.reset();
+            staging_.assign(n, 0.0f);
+            pin_ = std::make_unique<PinnedHost>(staging_.data(), n * sizeof(float));
+        }
+        CUDA_CHECK(cudaMemcpyAsync(staging_.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < (long)n; ++i) host[i] += staging_[i];
+    }
+
+  private:
+    std::vector<float> staging_;
+    std::unique_ptr<PinnedHost> pin_;  // released before staging_ (declared after it)
 };
 
 } // namespace dptrain::cuda

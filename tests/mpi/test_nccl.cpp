@@ -28,18 +28,27 @@ static void skip(const std::string& why) {
     if (r == 0) std::printf("SKIPPED [nccl] NcclCommunicator tests: %s\n", why.c_str());
 }
 
-TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast on device", "[nccl][cuda]") {
-#ifndef DPTRAIN_HAVE_NCCL
-    skip("built without NCCL");
-#else
+#ifdef DPTRAIN_HAVE_NCCL
+// This rank's visible GPUs when every rank has one; otherwise prints the SKIPPED line, returns 0.
+static int gpus_or_skip() {
     std::string why;
     int gpus = cuda_device_count(&why);
     int min_gpus = gpus;
     MPI_Allreduce(MPI_IN_PLACE, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (min_gpus <= 0) {
         skip("no GPU (" + why + ")");
-        return;
+        return 0;
     }
+    return gpus;
+}
+#endif
+
+TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast on device", "[nccl][cuda]") {
+#ifndef DPTRAIN_HAVE_NCCL
+    skip("built without NCCL");
+#else
+    const int gpus = gpus_or_skip();
+    if (gpus <= 0) return;
     Topology topo = Topology::create(MPI_COMM_WORLD, 0);
     REQUIRE(cudaSetDevice(topo.local_rank % gpus) == cudaSuccess);
     const int R = topo.rank, W = topo.size;
@@ -130,14 +139,8 @@ TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
 #ifndef DPTRAIN_HAVE_NCCL
     skip("built without NCCL");
 #else
-    std::string why;
-    int gpus = cuda_device_count(&why);
-    int min_gpus = gpus;
-    MPI_Allreduce(MPI_IN_PLACE, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (min_gpus <= 0) {
-        skip("no GPU (" + why + ")");
-        return;
-    }
+    const int gpus = gpus_or_skip();
+    if (gpus <= 0) return;
     Topology topo = Topology::create(MPI_COMM_WORLD, 0);
     const int W = topo.size;
     GptConfig cfg;
