@@ -555,6 +555,14 @@ std::vector<std::pair<void*, size_t>> Prefetcher::buffers() {
     return out;
 }
 
+const Batch* Prefetcher::peek() {
+    std::lock_guard<std::mutex> g(mu_);
+    const long k = consumed_ + 1;
+    if (in_caller_ || first_ + k >= end_) return nullptr;
+    const size_t slot = (size_t)(k % (long)slots_.size());
+    return ready_[slot] == k ? &slots_[slot] : nullptr;
+}
+
 void Prefetcher::release() {
     {
         std::lock_guard<std::mutex> g(mu_);

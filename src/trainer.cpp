@@ -718,6 +718,9 @@ struct Run {
             // buffer (its buckets may leave during backward), on the GPU after backward writes it.
             const bool poison = faults.has(rank, done, Fault::Kind::nan);
             if (poison && !device_step()) grads[0] = NAN;
+            // The next batch, when the reader has it: a GPU model copies it on its input stream
+            // while this step's backward runs (the CPU models ignore it).
+            if (const Batch* nb = pf.peek()) model->stage(model_batch(nb->x.data(), nb->y.data(), nb->n));
             phase(Phase::backward, done);
             model->backward(grads, params.data(), in, (float)(1.0 / terms), gradient_hook(poison));
             if (poison && device_step()) poison_device_gradient();

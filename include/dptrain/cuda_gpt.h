@@ -17,6 +17,7 @@ namespace dptrain {
 namespace cuda {
 class Matmuls;
 class HostGradients;
+class InputSlots;
 }
 
 class CudaGpt : public Model, public cuda::Resident {
@@ -36,6 +37,9 @@ class CudaGpt : public Model, public cuda::Resident {
     // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
+    // Copies the windows to the device on the input stream while the current step computes.
+    void stage(const ModelBatch& next) override;
+    long staged_batches() const;  // forwards whose windows came through stage()
     void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
@@ -50,6 +54,7 @@ class CudaGpt : public Model, public cuda::Resident {
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
+    std::unique_ptr<cuda::InputSlots> input_;          // the token windows' way in
     std::vector<void*> allocs_;
     bool resident_ = false;
     struct LayerViews {
@@ -59,7 +64,8 @@ class CudaGpt : public Model, public cuda::Resident {
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes).
     float *params_ = nullptr, *grads_ = nullptr;
-    int *tokens_ = nullptr, *targets_ = nullptr;
+    int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
+    int *targets_ = nullptr;  // their last T tokens, packed
     float *encoded_ = nullptr, *ln1_ = nullptr, *ln1_mean_ = nullptr, *ln1_rstd_ = nullptr, *qkv_ = nullptr,
           *atty_ = nullptr, *att_ = nullptr, *residual2_ = nullptr, *ln2_ = nullptr, *ln2_mean_ = nullptr,
           *ln2_rstd_ = nullptr, *fch_ = nullptr, *fch_gelu_ = nullptr, *residual3_ = nullptr, *lnf_ = nullptr,

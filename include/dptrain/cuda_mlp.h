@@ -16,6 +16,7 @@ namespace dptrain {
 namespace cuda {
 class Matmuls;
 class HostGradients;
+class InputSlots;
 }
 
 class CudaMlp : public Model, public cuda::Resident {
@@ -32,6 +33,9 @@ class CudaMlp : public Model, public cuda::Resident {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
+    // Copies the rows to the device on the input stream while the current step computes.
+    void stage(const ModelBatch& next) override;
+    long staged_batches() const;  // forwards whose rows came through stage()
     void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
@@ -43,12 +47,14 @@ class CudaMlp : public Model, public cuda::Resident {
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
+    std::unique_ptr<cuda::InputSlots> input_;          // the batches' way in
     std::vector<void*> allocs_;
     bool resident_ = false;
     std::vector<int> dims_;
-    float *params_ = nullptr, *grads_ = nullptr, *x_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+    float *params_ = nullptr, *grads_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
     float *dbuf_a_ = nullptr, *dbuf_b_ = nullptr;
-    int* y_ = nullptr;
+    const float* x_ = nullptr;  // the last forward's batch, in one of input_'s slots
+    const int* y_ = nullptr;
     std::vector<float*> pre_, post_;
     std::vector<float> host_losses_, host_logits_;
 };

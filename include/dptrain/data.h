@@ -204,6 +204,10 @@ class Prefetcher {
     ~Prefetcher();
     // Blocks until the batch of the next step is ready; the wait is added to wait_seconds().
     const Batch& next();
+    // The batch after the one next() returned, when the reader has it ready; null otherwise (and
+    // always with in_caller). Never waits. It stays valid and unchanged until after the release()
+    // of the next() that returns it: for starting its copy to a GPU during the current step.
+    const Batch* peek();
     // Hands the slot returned by next() back to the reader.
     void release();
     // The ring's buffers (x and y of every slot), allocated once: for page-locking them when the

@@ -86,6 +86,11 @@ class Model {
     virtual void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) = 0;
     // Matmul precision from now on (fp32 at construction); allocates what bf16 needs, once.
     virtual void set_precision(Precision p) = 0;
+    // The batch the next forward will be given, known early: a GPU model starts copying it to the
+    // device on a stream of its own, under the current step's work; that forward then waits for
+    // the copy instead of making it. in's host memory must stay unchanged until that forward.
+    // Any other forward in between (evaluation) is still correct. The CPU models need nothing.
+    virtual void stage(const ModelBatch& next) { (void)next; }
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,

@@ -45,8 +45,8 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
     // small gets one message with the whole need, then allocated; freed again if any fails.
     const std::vector<std::pair<void**, size_t>> plan = {
-        {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&tokens_, (size_t)max_batch * (T + 1)},
-        {(void**)&targets_, BT}, {(void**)&encoded_, BTC}, {(void**)&ln1_, L * BTC}, {(void**)&ln1_mean_, L * BT},
+        {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
+        {(void**)&encoded_, BTC}, {(void**)&ln1_, L * BTC}, {(void**)&ln1_mean_, L * BT},
         {(void**)&ln1_rstd_, L * BT}, {(void**)&qkv_, L * 3 * BTC}, {(void**)&atty_, L * BTC},
         {(void**)&att_, L * ATT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
@@ -54,7 +54,8 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
         {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&probs_, BT * V},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
         {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC}};
-    double need = 0;
+    const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
+    double need = 4.0 * 2.0 * (double)token_rows;
     for (auto& [where, n] : plan) need += 4.0 * (double)n;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -66,6 +67,8 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     if (need > (double)free_bytes) throw UserError(what + "; lower --batch-size (or the model size)");
     try {
         for (auto& [where, n] : plan) *where = dev(n, what);
+        const size_t row_bytes = (size_t)(T + 1) * sizeof(int);
+        input_ = std::make_unique<cuda::InputSlots>(&row_bytes, 1, max_batch);
     } catch (...) {
         for (void* p : allocs_) cudaFree(p);
         allocs_.clear();
@@ -81,7 +84,25 @@ void CudaGpt::set_precision(Precision p) {
     mm_->set(p, host_.num_params(), BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
 }
 
+// The batch's token windows: B rows of T + 1 tokens, in.stride apart.
+static cuda::InputSlots::Part token_part(const ModelBatch& in, int T) {
+    cuda::InputSlots::Part p;
+    p.src = in.tokens;
+    p.pitch = (size_t)in.stride * sizeof(int);
+    p.width = (size_t)(T + 1) * sizeof(int);
+    return p;
+}
+
+void CudaGpt::stage(const ModelBatch& in) {
+    if (in.B <= 0 || in.B > max_batch_ || in.stride < cfg_.block_size + 1) return;  // forward refuses it
+    const cuda::InputSlots::Part rows = token_part(in, cfg_.block_size);
+    input_->stage(&rows, in.B);
+}
+
+long CudaGpt::staged_batches() const { return input_->staged_hits(); }
+
 CudaGpt::~CudaGpt() {
+    input_.reset();
     mm_.reset();
     for (void* p : allocs_) cudaFree(p);
 }
@@ -122,10 +143,12 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     cudaStream_t s = ctx_->stream();
     if (!resident_)
         CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
-    // Rows of T + 1 tokens from the caller's stride to the device's.
-    CUDA_CHECK(cudaMemcpy2DAsync(tokens_, (size_t)(T + 1) * sizeof(int), in.tokens, (size_t)in.stride * sizeof(int),
-                                 (size_t)(T + 1) * sizeof(int), (size_t)B, cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaMemcpyAsync(targets_, host_targets_.data(), (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    // Rows of T + 1 tokens, at the device's stride: staged during the last step, or copied now;
+    // the targets are the rows' last T tokens, packed on the device.
+    const cuda::InputSlots::Part rows = token_part(in, T);
+    tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]);
+    CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
+                                 (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
     const float* P = params_;
     mm_->begin(P, s);
     cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s);

@@ -20,8 +20,6 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
     try {  // a failed allocation frees the earlier ones (no destructor runs for a partial object)
         params_ = dev(P);
         grads_ = dev(P);
-        x_ = dev(Bm * in);
-        y_ = reinterpret_cast<int*>(dev(Bm));
         for (int l = 0; l < L; ++l) {
             pre_.push_back(dev(Bm * dims_[l + 1]));
             post_.push_back(l + 1 < L ? dev(Bm * dims_[l + 1]) : nullptr);
@@ -30,6 +28,8 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
         losses_ = dev(Bm);
         dbuf_a_ = dev(Bm * widest);
         dbuf_b_ = dev(Bm * widest);
+        const size_t widths[2] = {(size_t)in * sizeof(float), sizeof(int)};  // a row of features, a label
+        input_ = std::make_unique<cuda::InputSlots>(widths, 2, max_batch);
     } catch (...) {
         for (void* p : allocs_) cudaFree(p);
         allocs_.clear();
@@ -44,7 +44,25 @@ void CudaMlp::set_precision(Precision p) {
     mm_->set(p, host_.num_params(), (size_t)host_.max_batch() * widest, (size_t)host_.max_batch() * widest);
 }
 
+// The batch's rows: features (B, in) and labels (B), both packed.
+static void batch_parts(const ModelBatch& in, int features, cuda::InputSlots::Part* parts) {
+    parts[0].src = in.x;
+    parts[0].pitch = parts[0].width = (size_t)features * sizeof(float);
+    parts[1].src = in.labels;
+    parts[1].pitch = parts[1].width = sizeof(int);
+}
+
+void CudaMlp::stage(const ModelBatch& in) {
+    if (in.B <= 0 || in.B > host_.max_batch()) return;  // forward refuses it (or has nothing to copy)
+    cuda::InputSlots::Part parts[2];
+    batch_parts(in, dims_[0], parts);
+    input_->stage(parts, in.B);
+}
+
+long CudaMlp::staged_batches() const { return input_->staged_hits(); }
+
 CudaMlp::~CudaMlp() {
+    input_.reset();
     mm_.reset();
     for (void* p : allocs_) cudaFree(p);
 }
@@ -63,8 +81,12 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     const auto& views = host_.layout().views;
     if (!resident_)
         CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaMemcpyAsync(x_, in.x, (size_t)B * dims_[0] * sizeof(float), cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaMemcpyAsync(y_, in.labels, (size_t)B * sizeof(int), cudaMemcpyHostToDevice, s));
+    // The batch: staged during the last step, or copied now.
+    cuda::InputSlots::Part parts[2];
+    batch_parts(in, dims_[0], parts);
+    void* const* batch = input_->take(parts, B, s);
+    x_ = static_cast<const float*>(batch[0]);
+    y_ = static_cast<const int*>(batch[1]);
     mm_->begin(params_, s);
     const float* inp = x_;
     for (int l = 0; l < L; ++l) {

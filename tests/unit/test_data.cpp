@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -292,6 +294,62 @@ TEST_CASE("Prefetcher delivers each step's slice in order and rethrows read erro
         Sampler sm(16, 16, 1);
         Prefetcher pf(s2, sm, 0, 1, 16, 2, 0, 4, 0);  // the read of step 0 fails
         CHECK_THROWS_AS(pf.next(), UserError);
+    }
+}
+
+// peek() is what the trainer stages to a GPU during a step: it must be the next step's batch, and
+// that slot must hold still until next() hands it out and release() returns it.
+TEST_CASE("Prefetcher: peek shows the next step's batch, which stays put until it is used", "[data]") {
+    std::string dir = temp_dir("prefetch-peek");
+    write_shards(dir, "train", {20, 20}, 2, 5);
+    ShardSet shards = ShardSet::open(dir, "train", 4);
+    Sampler sampler(40, 8, 3), ref(40, 8, 3);
+    std::vector<long> idx(4);
+    // Polls peek() until the reader has the batch (it never waits itself).
+    auto peek_ready = [](Prefetcher& pf) {
+        for (int i = 0; i < 5000; ++i) {
+            if (const Batch* p = pf.peek()) return p;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return (const Batch*)nullptr;
+    };
+    {
+        Prefetcher pf(shards, sampler, 1, 2, 4, 3, 3, 12);
+        for (long step = 3; step < 12; ++step) {
+            const Batch& b = pf.next();
+            REQUIRE(b.step == step);
+            if (step + 1 == 12) {
+                CHECK(pf.peek() == nullptr);  // no step after the last
+                pf.release();
+                break;
+            }
+            const Batch* nb = peek_ready(pf);
+            REQUIRE(nb != nullptr);
+            REQUIRE(nb != &b);
+            CHECK(nb->step == step + 1);
+            std::vector<float> x(nb->x.begin(), nb->x.end());
+            std::vector<int> y(nb->y.begin(), nb->y.end());
+            pf.release();  // the reader may now refill b's slot, but not nb's
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            const Batch& b2 = pf.next();
+            CHECK(&b2 == nb);
+            CHECK(b2.x == x);
+            CHECK(b2.y == y);
+            int n = ref.slice(step + 1, 1, 2, idx.data());
+            REQUIRE(b2.n == n);
+            for (int i = 0; i < n; ++i) CHECK(b2.y[i] == idx[i] % 5);
+            pf.release();
+            ++step;
+        }
+    }
+    SECTION("one slot: the next batch cannot be ready while the current one is held") {
+        Prefetcher pf(shards, sampler, 1, 2, 4, 1, 0, 4);
+        pf.next();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        CHECK(pf.peek() == nullptr);
+        pf.release();
+        CHECK(pf.next().step == 1);
+        pf.release();
     }
 }
 
