@@ -99,7 +99,9 @@ void declare(Registry& r, Options& o) {
                "its ranks)");
     r.add<S>("allreduce", &Options::allreduce, o, "auto",
              "gradient all-reduce: flat (MPI over all ranks) | hierarchical (shared memory in the node, then "
-             "MPI across nodes) | auto (by topology and message size)");
+             "MPI across nodes) | auto (by topology and message size); with gradients on the GPU: flat and auto "
+             "are one NCCL all-reduce, hierarchical is NCCL reduce-scatter in the node, all-reduce across "
+             "nodes, all-gather");
     r.add<double>("bucket-mb", &Options::bucket_mb, o, 4.0, "gradient bucket size in MiB");
     r.add<S>("overlap", &Options::overlap, o, "auto",
              "all-reduce each bucket on a communication thread while backward continues: on | off | auto "

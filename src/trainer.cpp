@@ -303,7 +303,11 @@ struct Run {
             h.eps = o.eps;
             h.momentum = o.momentum;
             h.weight_decay = o.weight_decay;
-            dev = std::make_unique<DeviceStep>(*resident, model->layout(), h, topo.world, false, o.bucket_mb);
+            DeviceStep::Sum how;
+            how.topo = &topo;
+            how.algo = o.allreduce;
+            how.bucket_mb = o.bucket_mb;
+            dev = std::make_unique<DeviceStep>(*resident, model->layout(), h, how);
             resident->set_resident(true);
         }
 #endif
@@ -676,6 +680,12 @@ struct Run {
         }
         if (dev) dev->upload(params.data(), *opt);  // the starting point, fresh or resumed, moves to the GPU
 #endif
+        // However the loop ends, a batch being staged to the GPU has arrived before the ring's
+        // memory is unpinned and freed (declared after both, so destroyed first).
+        struct Unstage {
+            Model& m;
+            ~Unstage() { m.unstage(); }
+        } unstage{*model};
         if (!o.trace.empty()) {
             // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
             size_t per_step = 8 + sync->num_buckets();
@@ -851,6 +861,9 @@ struct Run {
         }
         std::string tail = evaluated ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval.loss, 100.0 * last_eval.accuracy) : "";
         if (skipped) tail += strfmt(" | %ld non-finite steps skipped", skipped);
+        if (model->staged_batches() >= 0)
+            tail += strfmt(" | %ld of %ld batches copied to the GPU during the step before", model->staged_batches(),
+                           end - start_step);
         print(strfmt("done: steps %ld..%ld in %.1f s | train loss %.4f (last interval)%s\n", start_step + 1, end, secs, final_loss,
                      tail.c_str()));
         if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));

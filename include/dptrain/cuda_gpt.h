@@ -39,7 +39,8 @@ class CudaGpt : public Model, public cuda::Resident {
     void set_precision(Precision p) override;
     // Copies the windows to the device on the input stream while the current step computes.
     void stage(const ModelBatch& next) override;
-    long staged_batches() const;  // forwards whose windows came through stage()
+    void unstage() override;
+    long staged_batches() const override;
     void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }

@@ -4,14 +4,19 @@
 // clipping and AdamW/SGD update run as kernels (the CUDA twins of optim.h). As a GradHook it
 // starts each bucket's sum as soon as backward has queued the bucket's last gradient: an event on
 // the model's stream, NCCL's stream waits for it, so the sums run on the GPU while backward goes
-// on, with no device-wide synchronisation. Host copies (checkpoints, resume) happen only in
-// upload() and download().
+// on, with no device-wide synchronisation. A bucket's sum is one ncclAllReduce over every rank
+// (flat: NCCL's own rings and trees over NVLink and the network), or three steps over the
+// topology's communicators (hierarchical: reduce-scatter among the node's ranks, all-reduce of
+// this rank's share among the ranks of its local rank on the other nodes, all-gather in the
+// node), all queued on one stream in one order on every rank. Host copies (checkpoints, resume)
+// happen only in upload() and download().
 // Built only with CUDA. Not for: deciding when to step or skip (the trainer does, from norm()).
 #pragma once
 
 #include "dptrain/cuda_backend.h"
 #include "dptrain/model.h"
 #include "dptrain/optim.h"
+#include "dptrain/topology.h"
 
 #include <mpi.h>
 
@@ -31,13 +36,19 @@ class DeviceStep : public GradHook {
         Optimizer::Kind kind = Optimizer::Kind::adamw;
         double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9, weight_decay = 0.0;
     };
-    // Collective over `world` when it has more than one rank (the NCCL communicator); throws
-    // UserError when several ranks need NCCL and this build has none, or when the GPU lacks the
-    // memory for the optimizer state. MPI_COMM_NULL: one process, no MPI needed (tests).
-    // nccl_for_one: use NCCL even for one rank (a copy), so tests exercise that path.
-    // bucket_mb: the gradient buckets summed during backward (as --bucket-mb on the host path).
-    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
-               bool nccl_for_one = false, double bucket_mb = 4.0);
+    struct Sum {  // how the gradients are summed over the ranks
+        const Topology* topo = nullptr;  // null: one process, no MPI needed (tests)
+        std::string algo = "auto";       // --allreduce: flat | hierarchical | auto (= flat, NCCL's own)
+        double bucket_mb = 4.0;          // --bucket-mb: the buckets summed during backward
+        bool nccl_for_one = false;       // NCCL even where a group has one rank (a copy): tests of that path
+    };
+    // Collective over topo->world when it has more than one rank (NCCL's communicators are made
+    // there); throws UserError (the same on every rank) when several ranks need NCCL and this build
+    // has none, or hierarchical is asked of nodes with unequal rank counts, and when this GPU lacks
+    // the memory for the optimizer state.
+    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, const Sum& sum);
+    // One process: nothing to sum (tests).
+    DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper);
     ~DeviceStep() override;
     DeviceStep(const DeviceStep&) = delete;
     DeviceStep& operator=(const DeviceStep&) = delete;
@@ -70,7 +81,16 @@ class DeviceStep : public GradHook {
     const ParamLayout& layout_;
     Hyper hyper_;
     int world_size_ = 1;
-    std::unique_ptr<NcclCommunicator> nccl_;
+    bool hierarchical_ = false;
+    // Flat: nccl_ over the world. Hierarchical: node_ over the node's ranks and cross_ over the
+    // ranks of this local rank, one per node, sharing node_'s stream (either is left out where
+    // its group has one rank, unless nccl_for_one). comm_ is the first of them: its stream is
+    // the one every sum is queued on.
+    std::unique_ptr<NcclCommunicator> nccl_, node_, cross_;
+    NcclCommunicator* comm_ = nullptr;
+    int num_nodes_ = 1, local_size_ = 1;
+    void sum(float* g, size_t n);  // one bucket's sum, queued on comm_'s stream
+    void wait_sums();
     float *m_ = nullptr, *v_ = nullptr;  // device: AdamW moments, or SGD's momentum in m_
     double *norm_ = nullptr, *partial_ = nullptr;  // device: the norm's square and its chunks
     double* norm_host_ = nullptr;  // page-locked: where the norm's square is read back

@@ -91,6 +91,10 @@ class Model {
     // the copy instead of making it. in's host memory must stay unchanged until that forward.
     // Any other forward in between (evaluation) is still correct. The CPU models need nothing.
     virtual void stage(const ModelBatch& next) { (void)next; }
+    // Waits for a staged copy and forgets it: before the staged batch's host memory is freed.
+    virtual void unstage() {}
+    // Forwards so far whose batch came through stage(); -1 for models that never stage.
+    virtual long staged_batches() const { return -1; }
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,

@@ -11,8 +11,9 @@
 #endif
 
 #include <algorithm>
-
 #include <cmath>
+
+#include <sched.h>
 
 namespace dptrain {
 
@@ -20,10 +21,25 @@ namespace dptrain {
 class NcclCommunicator {};  // never made without NCCL; complete so the unique_ptr can be destroyed
 #endif
 
-DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, MPI_Comm world,
-                       bool nccl_for_one, double bucket_mb)
+DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, const Sum& how)
     : model_(model), layout_(layout), hyper_(hyper) {
-    if (world != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_size(world, &world_size_));
+    const Topology* topo = how.topo;
+    if (how.algo != "flat" && how.algo != "hierarchical" && how.algo != "auto")
+        throw UserError("--allreduce '" + how.algo + "' is unknown; use flat, hierarchical or auto");
+    if (topo) {
+        world_size_ = topo->size;
+        num_nodes_ = topo->num_nodes;
+        local_size_ = topo->local_size;
+        hierarchical_ = how.algo == "hierarchical";
+        // Hierarchical needs every node to hold the same number of ranks (each cross-node group
+        // then has one rank per node). Every rank computes the same answer.
+        int sizes[2] = {topo->local_size, -topo->local_size};
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, topo->world));
+        if (hierarchical_ && sizes[0] != -sizes[1])
+            throw UserError(strfmt("--allreduce hierarchical needs the same number of ranks on every node; these "
+                                   "nodes hold between %d and %d; use --allreduce flat or auto",
+                                   -sizes[1], sizes[0]));
+    }
     // The optimizer state beside the model's buffers: one clear line when it does not fit (every
     // rank checks its own GPU; the caller agrees across ranks).
     const size_t P = layout.total;
@@ -37,9 +53,18 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
                                hyper.kind == Optimizer::Kind::adamw ? "AdamW" : "SGD", need / GiB,
                                (double)free_bytes / GiB, (double)total_bytes / GiB));
 #ifdef DPTRAIN_HAVE_NCCL
-    if (world != MPI_COMM_NULL && (world_size_ > 1 || nccl_for_one)) nccl_ = std::make_unique<NcclCommunicator>(world);
+    const bool one = how.nccl_for_one;
+    if (topo && hierarchical_) {
+        // The node's communicator first, on every node at once, then the cross-node ones.
+        if (local_size_ > 1 || one) node_ = std::make_unique<NcclCommunicator>(topo->node);
+        if (num_nodes_ > 1 || one)
+            cross_ = std::make_unique<NcclCommunicator>(topo->cross, node_ ? node_->stream() : nullptr);
+        comm_ = node_ ? node_.get() : cross_.get();
+    } else if (topo && (world_size_ > 1 || one)) {
+        nccl_ = std::make_unique<NcclCommunicator>(topo->world);
+        comm_ = nccl_.get();
+    }
 #else
-    (void)nccl_for_one;
     if (world_size_ > 1)
         throw UserError("--gpu-state device: this build has no NCCL, which several ranks need to sum gradients on "
                         "their GPUs; use --gpu-state host, or build where NCCL is installed");
@@ -52,7 +77,7 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
     // Buckets as GradSync makes them: from the end of the buffer down, bucket_mb each.
-    const size_t cap = std::max<size_t>(16, (size_t)(bucket_mb * (1 << 20) / sizeof(float)));
+    const size_t cap = std::max<size_t>(16, (size_t)(how.bucket_mb * (1 << 20) / sizeof(float)));
     for (size_t end = P; end > 0;) {
         size_t begin = end > cap ? end - cap : 0;
         buckets_.push_back({begin, end});
@@ -62,7 +87,12 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     for (auto& e : bucket_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
+DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper)
+    : DeviceStep(model, layout, hyper, Sum()) {}
+
 DeviceStep::~DeviceStep() {
+    cross_.reset();  // before node_, whose stream it uses
+    node_.reset();
     nccl_.reset();
     if (grads_ready_) cudaEventDestroy(grads_ready_);
     if (reduced_) cudaEventDestroy(reduced_);
@@ -109,20 +139,55 @@ void DeviceStep::wait_backward() {
 void DeviceStep::launch(size_t b) {
 #ifdef DPTRAIN_HAVE_NCCL
     CUDA_CHECK(cudaEventRecord(bucket_ready_[b], model_.context().stream()));
-    CUDA_CHECK(cudaStreamWaitEvent(nccl_->stream(), bucket_ready_[b], 0));
-    nccl_->allreduce_sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin, DType::f32);
+    CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), bucket_ready_[b], 0));
+    sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
 #else
     (void)b;
 #endif
 }
 
+void DeviceStep::sum(float* g, size_t n) {
+#ifdef DPTRAIN_HAVE_NCCL
+    if (!hierarchical_) return nccl_->allreduce_sum(g, n, DType::f32);
+    // Blocks of n / L values, one per local rank: each rank sums its block over the node, then
+    // over the nodes with the ranks that own the same block there, then the node gathers them.
+    // The last n mod L values are summed in the node, then across the nodes.
+    const size_t L = node_ ? (size_t)node_->size() : 1, block = n / L, body = block * L;
+    if (block > 0) {
+        if (node_) node_->reduce_scatter_block(g, block, DType::f32);
+        if (cross_) cross_->allreduce_sum(g + (node_ ? (size_t)node_->rank() : 0) * block, block, DType::f32);
+        if (node_) node_->allgather_block(g, block, DType::f32);
+    }
+    if (body < n) {
+        if (node_) node_->allreduce_sum(g + body, n - body, DType::f32);
+        if (cross_) cross_->allreduce_sum(g + body, n - body, DType::f32);
+    }
+#else
+    (void)g;
+    (void)n;
+#endif
+}
+
+// Until every sum queued is done, polling each communicator's errors (they share one stream).
+void DeviceStep::wait_sums() {
+#ifdef DPTRAIN_HAVE_NCCL
+    for (;;) {
+        bool idle = true;
+        for (NcclCommunicator* c : {nccl_.get(), node_.get(), cross_.get()})
+            if (c) idle = c->poll() && idle;
+        if (idle) return;
+        sched_yield();
+    }
+#endif
+}
+
 void DeviceStep::grads_ready_from(size_t offset) {
-    if (!nccl_) return;
+    if (!comm_) return;
     while (launched_ < buckets_.size() && buckets_[launched_].begin >= offset) launch(launched_++);
 }
 
 double DeviceStep::allreduce() {
-    if (!nccl_) return 0.0;
+    if (!comm_) return 0.0;
 #ifdef DPTRAIN_HAVE_NCCL
     cudaStream_t s = model_.context().stream();
     double t0 = now_seconds();
@@ -131,9 +196,9 @@ double DeviceStep::allreduce() {
     // decisions need the summed gradient's norm anyway.
     while (launched_ < buckets_.size()) launch(launched_++);
     launched_ = 0;
-    CUDA_CHECK(cudaEventRecord(reduced_, nccl_->stream()));
+    CUDA_CHECK(cudaEventRecord(reduced_, comm_->stream()));
     CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
-    nccl_->wait();
+    wait_sums();
     double t = now_seconds() - t0;
     comm_seconds_ += t;
     return t;
@@ -174,9 +239,15 @@ double DeviceStep::take_comm_seconds() {
 }
 
 std::string DeviceStep::describe() const {
-    if (!nccl_) return "on the GPU (one rank: nothing to sum)";
-    return strfmt("NCCL all-reduce over %d rank%s on device buffers, %zu bucket%s", world_size_,
-                  world_size_ == 1 ? "" : "s", buckets_.size(), buckets_.size() == 1 ? "" : "s");
+    if (!comm_) return "on the GPU (one rank: nothing to sum)";
+    const char* plural = buckets_.size() == 1 ? "" : "s";
+    if (hierarchical_)
+        return strfmt("NCCL hierarchical on device buffers: reduce-scatter among each node's %d rank%s, all-reduce "
+                      "across %d node%s, all-gather; %zu bucket%s",
+                      local_size_, local_size_ == 1 ? "" : "s", num_nodes_, num_nodes_ == 1 ? "" : "s",
+                      buckets_.size(), plural);
+    return strfmt("NCCL all-reduce over %d rank%s on device buffers (NCCL's own rings and trees), %zu bucket%s",
+                  world_size_, world_size_ == 1 ? "" : "s", buckets_.size(), plural);
 }
 
 } // namespace dptrain

@@ -101,6 +101,8 @@ void CudaGpt::stage(const ModelBatch& in) {
 
 long CudaGpt::staged_batches() const { return input_->staged_hits(); }
 
+void CudaGpt::unstage() { input_->drain(); }
+
 CudaGpt::~CudaGpt() {
     input_.reset();
     mm_.reset();

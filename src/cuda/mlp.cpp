@@ -61,6 +61,8 @@ void CudaMlp::stage(const ModelBatch& in) {
 
 long CudaMlp::staged_batches() const { return input_->staged_hits(); }
 
+void CudaMlp::unstage() { input_->drain(); }
+
 CudaMlp::~CudaMlp() {
     input_.reset();
     mm_.reset();

@@ -96,12 +96,14 @@ class HostGradients {
 
 // The batches' way onto the device (Model::stage). Two device slots, each with room for max_rows
 // rows of every part of a batch (the GPT: token rows; the MLP: features and labels). stage()
-// copies the next step's batch into the slot the current step does not use, on a copy stream of
-// its own, and records an event; take() gives forward the slot that holds its batch and makes the
-// compute stream wait for that event (no host wait), or copies the batch there and then on the
-// compute stream when it was not staged (the first step, evaluation, a batch the reader had not
-// finished). A slot is overwritten only after the compute stream has passed every use of its last
-// batch: the event `released_` recorded when forward switched away from it.
+// copies the next step's batch into the slot the current batch does not use, on a copy stream of
+// its own, and records an event; take() gives forward that slot and makes the compute stream wait
+// for the event (no host wait). A batch nobody staged (the first step, evaluation, a batch the
+// reader had not finished) is copied there and then, on the compute stream, into the current
+// batch's slot, whose earlier uses are all queued before it on that stream; a staged batch stays
+// staged across such forwards. A slot is written by the copy stream only after the compute stream
+// has passed every use of its last batch: the event `released_` recorded when forward switched
+// away from it.
 class InputSlots {
   public:
     static constexpr int kMaxParts = 2;
@@ -109,73 +111,31 @@ class InputSlots {
         const void* src = nullptr;
         size_t pitch = 0, width = 0;
     };
-    InputSlots(const size_t* widths, int parts, int max_rows) : parts_(parts), max_rows_(max_rows) {
-        CUDA_REQUIRE(parts > 0 && parts <= kMaxParts && max_rows > 0);
-        for (int q = 0; q < parts; ++q) width_[q] = widths[q];
-        for (int s = 0; s < 2; ++s) {
-            for (int q = 0; q < parts; ++q) CUDA_CHECK(cudaMalloc(&dev_[s][q], (size_t)max_rows * widths[q]));
-            CUDA_CHECK(cudaEventCreateWithFlags(&copied_[s], cudaEventDisableTiming));
-            CUDA_CHECK(cudaEventCreateWithFlags(&released_[s], cudaEventDisableTiming));
-        }
-        CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
-    }
-    ~InputSlots() {
-        if (copy_) cudaStreamSynchronize(copy_);
-        for (int s = 0; s < 2; ++s) {
-            for (int q = 0; q < parts_; ++q)
-                if (dev_[s][q]) cudaFree(dev_[s][q]);
-            if (copied_[s]) cudaEventDestroy(copied_[s]);
-            if (released_[s]) cudaEventDestroy(released_[s]);
-        }
-        if (copy_) cudaStreamDestroy(copy_);
-    }
+    // widths: each part's row bytes; max_rows: the largest batch. (src/cuda/input_slots.cpp)
+    InputSlots(const size_t* widths, int parts, int max_rows);
+    ~InputSlots();
     InputSlots(const InputSlots&) = delete;
     InputSlots& operator=(const InputSlots&) = delete;
 
     // Starts copying `rows` rows of each part into the free slot. The host rows must stay as they
     // are until the forward that takes them (the reader's ring keeps a ready batch until then).
-    void stage(const Part* parts, int rows) {
-        if (rows <= 0 || rows > max_rows_) return;  // forward refuses it (or has nothing to copy)
-        const int s = 1 - cur_;  // a batch staged there and never taken is overwritten in stream order
-        CUDA_CHECK(cudaStreamWaitEvent(copy_, released_[s], 0));
-        copy(s, parts, rows, copy_);
-        CUDA_CHECK(cudaEventRecord(copied_[s], copy_));
-        staged_ = s;
-        staged_rows_ = rows;
-        for (int q = 0; q < parts_; ++q) staged_parts_[q] = parts[q];
-    }
+    void stage(const Part* parts, int rows);
     // The device copy of the batch (one pointer per part), ready for work queued on `compute`
     // after this call.
-    void* const* take(const Part* parts, int rows, cudaStream_t compute) {
-        CUDA_REQUIRE(rows >= 0 && rows <= max_rows_);
-        bool hit = staged_ >= 0 && rows == staged_rows_;
-        for (int q = 0; hit && q < parts_; ++q)
-            hit = parts[q].src == staged_parts_[q].src && parts[q].pitch == staged_parts_[q].pitch;
-        int s = 1 - cur_;
-        if (staged_ >= 0) CUDA_CHECK(cudaStreamWaitEvent(compute, copied_[staged_], 0));  // hit, or its slot is reused
-        if (!hit) copy(s, parts, rows, compute);
-        staged_ = -1;
-        // Every use of the other slot's batch is queued on `compute` before this point.
-        CUDA_CHECK(cudaEventRecord(released_[cur_], compute));
-        cur_ = s;
-        ++(hit ? staged_hits_ : direct_);
-        return dev_[s];
-    }
+    void* const* take(const Part* parts, int rows, cudaStream_t compute);
+    // Waits for a staged copy and forgets it: before the staged batch's host memory goes away.
+    void drain();
     long staged_hits() const { return staged_hits_; }  // batches that came through stage()
     long direct() const { return direct_; }            // batches copied in take()
 
   private:
-    void copy(int s, const Part* parts, int rows, cudaStream_t stream) {
-        for (int q = 0; q < parts_ && rows > 0; ++q)
-            CUDA_CHECK(cudaMemcpy2DAsync(dev_[s][q], width_[q], parts[q].src, parts[q].pitch, width_[q], (size_t)rows,
-                                         cudaMemcpyHostToDevice, stream));
-    }
+    void copy(int s, const Part* parts, int rows, cudaStream_t stream);
     int parts_, max_rows_;
     size_t width_[kMaxParts] = {};
     void* dev_[2][kMaxParts] = {};
     cudaEvent_t copied_[2] = {}, released_[2] = {};
     cudaStream_t copy_ = nullptr;
-    int cur_ = 0;      // the slot the last forward took
+    int cur_ = 0;      // the slot of the last forward's batch
     int staged_ = -1;  // the slot holding a staged batch not yet taken
     int staged_rows_ = 0;
     Part staged_parts_[kMaxParts];

@@ -1,12 +1,17 @@
 // The batches' way onto the GPU (Model::stage): a batch staged on the input stream during the last
 // step must give exactly what the same batch copied at forward gives, bit for bit (the same
-// kernels on the same bytes), including when something else comes between the stage and its
-// forward: an evaluation batch, a batch with fewer rows at the same address, a second stage.
+// kernels on the same bytes). The models run resident, as the trainer runs them, and the next
+// batch is staged between a forward and its backward, so the copy runs beside backward's kernels;
+// the batches are page-locked, as the trainer's ring is, so the copies really are asynchronous. In between come what the trainer can
+// do: an evaluation forward between a stage and its forward, a batch at the staged address with
+// fewer or more rows, a batch staged twice.
 #include "helpers.h"
 
 #include "dptrain/cuda_gpt.h"
 #include "dptrain/cuda_mlp.h"
 
+#include <algorithm>
+#include <memory>
 #include <string>
 
 using namespace dptrain;
@@ -14,39 +19,61 @@ using namespace cudatest;
 
 namespace {
 
-// Runs `order` on a staging model and on a twin that is never staged: each entry is a batch index
-// to forward (and backward), or "s<k>" to stage batch k first. Every loss and every gradient must
-// be equal; returns how many forwards found their batch staged.
+// Runs `order` on a staging model and on a twin that is never staged, both resident on the same
+// parameters: "f<k>" forwards batch k (an evaluation forward when no "b" follows it), "s<k>"
+// stages batch k, "b" runs backward of the last forward. Every loss and accuracy count, and
+// every gradient, must be equal. Returns how many forwards found their batch staged.
 template <class M>
-long run_both(M& staged, M& plain, const std::vector<ModelBatch>& batches, const std::vector<std::string>& order,
-              size_t P) {
-    std::vector<float> p(P), ga(P), gb(P);
+long run_both(M& staged, M& plain, const std::vector<ModelBatch>& batches, const std::vector<std::string>& order) {
+    const size_t P = staged.num_params();
+    std::vector<float> p(P), ga(P), gb(P), unused(P);
     staged.init(p.data(), 4);
-    for (const std::string& op : order) {
-        INFO("op " << op);
+    for (M* m : {&staged, &plain}) {
+        m->set_resident(true);
+        REQUIRE(cudaMemcpy(m->device_params(), p.data(), P * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    int last = -1;
+    for (size_t i = 0; i < order.size(); ++i) {
+        const std::string& op = order[i];
+        INFO("op " << i << ": " << op);
         if (op[0] == 's') {
             staged.stage(batches[std::stoi(op.substr(1))]);
-            continue;
+        } else if (op[0] == 'f') {
+            last = std::stoi(op.substr(1));
+            long ca = 0, cb = 0;
+            double la = staged.forward(nullptr, batches[last], &ca), lb = plain.forward(nullptr, batches[last], &cb);
+            CHECK(la == lb);
+            CHECK(ca == cb);
+        } else {
+            REQUIRE(last >= 0);
+            // Queued behind the copy just staged, which runs beside it on the input stream.
+            staged.backward(unused.data(), nullptr, batches[last], 0.01f, nullptr);
+            plain.backward(unused.data(), nullptr, batches[last], 0.01f, nullptr);
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+            REQUIRE(cudaMemcpy(ga.data(), staged.device_grads(), P * sizeof(float), cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            REQUIRE(cudaMemcpy(gb.data(), plain.device_grads(), P * sizeof(float), cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            CHECK(ga == gb);
         }
-        const ModelBatch& in = batches[std::stoi(op)];
-        long ca = 0, cb = 0;
-        double la = staged.forward(p.data(), in, &ca), lb = plain.forward(p.data(), in, &cb);
-        CHECK(la == lb);
-        CHECK(ca == cb);
-        std::fill(ga.begin(), ga.end(), 0.0f);
-        std::fill(gb.begin(), gb.end(), 0.0f);
-        staged.backward(ga.data(), p.data(), in, 0.01f, nullptr);
-        plain.backward(gb.data(), p.data(), in, 0.01f, nullptr);
-        CHECK(ga == gb);
     }
+    staged.unstage();
     return staged.staged_batches();
 }
 
-// Batch 1 staged during batch 0's step and used; 2 staged, but 0 comes first (as evaluation
-// would), then 2 is copied at forward; 3 has batch 1's address with fewer rows, so the staged 1
-// is not used for it; 1 staged twice before its forward; 0 staged and used.
-const std::vector<std::string> kOrder = {"0", "s1", "1", "s2", "0", "2", "s1", "3", "s1", "s1", "1", "s0", "0"};
-constexpr long kStagedUses = 3;  // "1" after "s1" (twice) and "0" after "s0"
+// As the trainer: stage the next batch between a forward and its backward. Batch 3 has batch 1's
+// address with fewer rows and batch 4 with more, so a staged 1 is not theirs; "f0" after the
+// second step is an evaluation forward that must leave the staged 2 in place.
+const std::vector<std::string> kOrder = {"f0", "s1", "b", "f1", "s2", "b", "f0", "f2", "s1", "b", "f3", "s1", "s1",
+                                         "b",  "f1", "s1", "b", "f4", "s4", "b", "f4", "s0", "b", "f0", "b"};
+constexpr long kStagedUses = 5;  // f1, f2 (after the evaluation), f1, f4 (the second), f0 (the last)
+
+// Page-locks the batches' host memory for the test's length, as the trainer does with its ring.
+struct Pinned {
+    std::vector<std::unique_ptr<cuda::PinnedHost>> regions;
+    void add(void* p, size_t bytes) { regions.push_back(std::make_unique<cuda::PinnedHost>(p, bytes)); }
+};
 
 } // namespace
 
@@ -54,43 +81,54 @@ TEST_CASE("CudaGpt: staged windows train exactly as windows copied at forward", 
     REQUIRE_GPU_OR_SKIP();
     GptConfig cfg;
     cfg.vocab_size = 41;
-    cfg.block_size = 16;
+    cfg.block_size = 64;
     cfg.n_layer = 1;
     cfg.n_head = 2;
     cfg.n_embd = 32;
-    const int max_batch = 4, T = cfg.block_size, stride = T + 2;
+    const int max_batch = 16, T = cfg.block_size, stride = T + 2;
     CudaGpt staged(cfg, max_batch, 0), plain(cfg, max_batch, 0);
     std::vector<std::vector<int>> rows;
-    for (int k = 0; k < 3; ++k) rows.push_back(randint((size_t)max_batch * stride, 60 + k, cfg.vocab_size));
-    std::vector<ModelBatch> batches(4);
+    Pinned pin;
     for (int k = 0; k < 3; ++k) {
-        batches[k].B = k == 0 ? max_batch : 3;
+        rows.push_back(randint((size_t)max_batch * stride, 60 + k, cfg.vocab_size));
+        pin.add(rows.back().data(), rows.back().size() * sizeof(int));
+    }
+    std::vector<ModelBatch> batches(5);
+    for (int k = 0; k < 3; ++k) {
+        batches[k].B = k == 0 ? max_batch : 12;
         batches[k].tokens = rows[k].data();
         batches[k].stride = stride;
     }
     batches[3] = batches[1];
-    batches[3].B = 2;
-    CHECK(run_both(staged, plain, batches, kOrder, staged.num_params()) == kStagedUses);
+    batches[3].B = 7;
+    batches[4] = batches[1];
+    batches[4].B = max_batch;
+    CHECK(run_both(staged, plain, batches, kOrder) == kStagedUses);
 }
 
 TEST_CASE("CudaMlp: staged rows train exactly as rows copied at forward", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    const int max_batch = 24, in = 13, classes = 5;
-    CudaMlp staged(in, {32}, classes, Activation::gelu, max_batch, 0);
-    CudaMlp plain(in, {32}, classes, Activation::gelu, max_batch, 0);
+    const int max_batch = 512, in = 256, classes = 5;
+    CudaMlp staged(in, {128}, classes, Activation::gelu, max_batch, 0);
+    CudaMlp plain(in, {128}, classes, Activation::gelu, max_batch, 0);
     std::vector<std::vector<float>> x;
     std::vector<std::vector<int>> y;
-    std::vector<ModelBatch> batches(4);
+    Pinned pin;
     for (int k = 0; k < 3; ++k) {
         x.push_back(randn((size_t)max_batch * in, 70 + k));
         y.push_back(randint(max_batch, 80 + k, classes));
+        pin.add(x.back().data(), x.back().size() * sizeof(float));
+        pin.add(y.back().data(), y.back().size() * sizeof(int));
     }
+    std::vector<ModelBatch> batches(5);
     for (int k = 0; k < 3; ++k) {
-        batches[k].B = k == 2 ? 17 : max_batch;
+        batches[k].B = k == 2 ? 400 : 300;
         batches[k].x = x[k].data();
         batches[k].labels = y[k].data();
     }
     batches[3] = batches[1];
-    batches[3].B = 9;
-    CHECK(run_both(staged, plain, batches, kOrder, staged.num_params()) == kStagedUses);
+    batches[3].B = 100;
+    batches[4] = batches[1];
+    batches[4].B = max_batch;
+    CHECK(run_both(staged, plain, batches, kOrder) == kStagedUses);
 }

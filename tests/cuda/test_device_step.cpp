@@ -1,7 +1,7 @@
 // DeviceStep (--gpu-state device) against the host path it replaces: the same CudaGpt trained 20
 // steps with its parameters and optimizer on the GPU (resident, DeviceStep's norm, clipping and
 // update kernels) and on the host (Optimizer, clip_grad_norm), for AdamW and SGD, with clipping
-// active. One process, no MPI (MPI_COMM_NULL: nothing to sum).
+// active. One process, no MPI (no topology: nothing to sum).
 #include "helpers.h"
 
 #include "dptrain/cuda_gpt.h"
@@ -43,7 +43,7 @@ TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
         Optimizer opt_host(kind, host_model.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
         Optimizer opt_dev(kind, dev_model.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
         dev_model.set_resident(true);
-        DeviceStep step(dev_model, dev_model.layout(), h, MPI_COMM_NULL);
+        DeviceStep step(dev_model, dev_model.layout(), h);
         step.upload(p_dev.data(), opt_dev);
         const double lr = kind == Optimizer::Kind::adamw ? 3e-3 : 0.05, clip = 0.5;
         const float scale = 1.0f / (B * T);
@@ -98,7 +98,7 @@ TEST_CASE("Resident CudaGpt tells the hook of each finished layer, last layer fi
     m.init(p.data(), 1);
     DeviceStep::Hyper h;
     Optimizer opt(h.kind, m.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-    DeviceStep step(m, m.layout(), h, MPI_COMM_NULL);
+    DeviceStep step(m, m.layout(), h);
     step.upload(p.data(), opt);
     struct Recorder : GradHook {
         std::vector<size_t> offsets;

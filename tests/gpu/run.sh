@@ -64,7 +64,8 @@ say_what_runs_where() {
   echo "twins), nccl-tests (NcclCommunicator's collectives on device buffers), bench_ops"
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
   echo "gpt-train-gpu[-host] (--device cuda with the state on the GPU and on the host, compared step by"
-  echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]), and gpt-124m-*"
+  echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]; gpt-staged"
+  echo "checks that the trainer copied batches to the GPU during the step before theirs), and gpt-124m-*"
   echo "(tokens/s and MFU of a GPT-2 124M-shaped model in"
   echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops)."
 }
@@ -204,6 +205,13 @@ NOTE='steps compared' step gpt-compare host 15 gpt-train-gpu \
   "grep -q 'optimizer on the GPU' $W/logs/gpt-train-gpu.log && $(compare_losses gpt-train gpt-train-gpu)"
 NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host \
   "grep -q 'optimizer on the host' $W/logs/gpt-train-gpu-host.log && $(compare_losses gpt-train gpt-train-gpu-host)"
+
+# The input stream: the trainer staged most batches during the step before theirs (every one but
+# the first, unless the reader had not finished it): at least half of the 49 that could be.
+NOTE='batches copied' step gpt-staged host 5 gpt-train-gpu \
+  "grep -o '[0-9]* of 50 batches copied to the GPU during the step before' $W/logs/gpt-train-gpu.log && \
+n=\$(sed -n 's/.*| \\([0-9]*\\) of 50 batches copied to the GPU.*/\\1/p' $W/logs/gpt-train-gpu.log) && \
+[ \"\${n:-0}\" -ge 25 ] && [ \"\$n\" -le 49 ]"
 
 # A resume on the GPU: stopped at step 25 with a checkpoint, resumed to 50 (the state goes to the
 # host and back), against the uninterrupted run's final checkpoint.

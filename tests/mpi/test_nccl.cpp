@@ -119,6 +119,31 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
     cudaMemcpy(&v, dv, sizeof v, cudaMemcpyDeviceToHost);
     CHECK(v == 42);
     cudaFree(dv);
+    // In place over equal blocks (DeviceStep's hierarchical sum), the two halves on two
+    // communicators that share one stream: the all-gather must run after the reduce-scatter.
+    {
+        NcclCommunicator shared(MPI_COMM_WORLD, nc.stream());
+        REQUIRE(shared.stream() == nc.stream());
+        const size_t block = 333, n = block * (size_t)W;
+        std::vector<float> h(n);
+        for (size_t i = 0; i < n; ++i) h[i] = input(R, i);
+        float* d = nullptr;
+        REQUIRE(cudaMalloc(&d, n * sizeof(float)) == cudaSuccess);
+        cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+        shared.reduce_scatter_block(d, block, DType::f32);
+        nc.allgather_block(d, block, DType::f32);
+        while (!(shared.poll() & nc.poll())) {
+        }
+        cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
+        long wrong = 0;
+        for (size_t i = 0; i < n; ++i) {
+            float want = 0;
+            for (int q = 0; q < W; ++q) want += input(q, i);
+            wrong += h[i] != want;
+        }
+        CHECK(wrong == 0);
+        cudaFree(d);
+    }
     nc.barrier();
     topo.destroy();
 #endif
@@ -135,7 +160,7 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
 // every rank trains the same GPT on the same windows, so the summed gradient is W times one
 // rank's; with the loss scaled by 1/W the run must equal one process without NCCL (W = 1: a
 // copy, bit for bit; W > 1: sums of W equal terms, 1e-5).
-TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
+TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchical", "[nccl][cuda]") {
 #ifndef DPTRAIN_HAVE_NCCL
     skip("built without NCCL");
 #else
@@ -151,52 +176,62 @@ TEST_CASE("DeviceStep over NCCL trains as one process does", "[nccl][cuda]") {
     cfg.n_embd = 16;
     const int B = 3, T = cfg.block_size;
     const int dev = topo.local_rank % gpus;
-    CudaGpt a(cfg, B, dev), b(cfg, B, dev);
-    a.set_resident(true);
-    b.set_resident(true);
-    const size_t P = a.num_params();
-    std::vector<float> p(P), unused(P);
-    a.init(p.data(), 8);
     std::vector<int> tokens((size_t)B * (T + 1));
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (int)((i * 7 + 3) % cfg.vocab_size);
     ModelBatch in;
     in.B = B;
     in.tokens = tokens.data();
     in.stride = T + 1;
-    DeviceStep::Hyper h;
-    Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-    Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-    // Small buckets, so that backward's hooks start several sums while it goes on.
-    DeviceStep sa(a, a.layout(), h, MPI_COMM_WORLD, true, 0.002), sb(b, b.layout(), h, MPI_COMM_NULL);
-    CHECK(sa.describe().find("NCCL all-reduce") != std::string::npos);
-    sa.upload(p.data(), oa);
-    sb.upload(p.data(), ob);
-    const float scale = 1.0f / (B * T);
-    for (int t = 1; t <= 5; ++t) {
-        INFO("step " << t);
-        double la = a.forward(nullptr, in, nullptr), lb = b.forward(nullptr, in, nullptr);
-        CHECK(la == lb);  // the same parameters going in
-        a.backward(unused.data(), nullptr, in, scale / W, &sa);  // the buckets start during backward
-        b.backward(unused.data(), nullptr, in, scale, nullptr);
-        sa.wait_backward();
-        sa.allreduce();
-        double na = sa.norm(), nb = sb.norm();
-        if (W == 1) CHECK(na == nb);
-        else CHECK(na == Approx(nb).epsilon(1e-5));
-        sa.update(na, 1.0, 1e-3, t);
-        sb.update(nb, 1.0, 1e-3, t);
+    for (const char* algo : {"flat", "hierarchical"}) {
+        INFO("--allreduce " << algo);
+        CudaGpt a(cfg, B, dev), b(cfg, B, dev);
+        a.set_resident(true);
+        b.set_resident(true);
+        const size_t P = a.num_params();
+        std::vector<float> p(P), unused(P);
+        a.init(p.data(), 8);
+        DeviceStep::Hyper h;
+        Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        // Small buckets, so that backward's hooks start several sums while it goes on; their
+        // sizes are not multiples of the node's rank count, so hierarchical sums a tail too.
+        DeviceStep::Sum how;
+        how.topo = &topo;
+        how.algo = algo;
+        how.bucket_mb = 0.002;
+        how.nccl_for_one = true;
+        DeviceStep sa(a, a.layout(), h, how), sb(b, b.layout(), h);
+        CHECK(sa.describe().find(std::string(algo) == "flat" ? "NCCL all-reduce" : "NCCL hierarchical") !=
+              std::string::npos);
+        sa.upload(p.data(), oa);
+        sb.upload(p.data(), ob);
+        const float scale = 1.0f / (B * T);
+        for (int t = 1; t <= 5; ++t) {
+            INFO("step " << t);
+            double la = a.forward(nullptr, in, nullptr), lb = b.forward(nullptr, in, nullptr);
+            CHECK(la == lb);  // the same parameters going in
+            a.backward(unused.data(), nullptr, in, scale / W, &sa);  // the buckets start during backward
+            b.backward(unused.data(), nullptr, in, scale, nullptr);
+            sa.wait_backward();
+            sa.allreduce();
+            double na = sa.norm(), nb = sb.norm();
+            if (W == 1) CHECK(na == nb);
+            else CHECK(na == Approx(nb).epsilon(1e-5));
+            sa.update(na, 1.0, 1e-3, t);
+            sb.update(nb, 1.0, 1e-3, t);
+        }
+        std::vector<float> pa(P), pb(P);
+        sa.download(pa.data(), oa);
+        sb.download(pb.data(), ob);
+        double diff = 0, big = 0;
+        for (size_t i = 0; i < P; ++i) {
+            diff = std::max(diff, (double)std::fabs(pa[i] - pb[i]));
+            big = std::max(big, (double)std::fabs(pb[i]));
+        }
+        INFO("largest parameter " << big << ", largest difference " << diff);
+        if (W == 1) CHECK(pa == pb);
+        else CHECK(diff <= 1e-5 * big);
     }
-    std::vector<float> pa(P), pb(P);
-    sa.download(pa.data(), oa);
-    sb.download(pb.data(), ob);
-    double diff = 0, big = 0;
-    for (size_t i = 0; i < P; ++i) {
-        diff = std::max(diff, (double)std::fabs(pa[i] - pb[i]));
-        big = std::max(big, (double)std::fabs(pb[i]));
-    }
-    INFO("largest parameter " << big << ", largest difference " << diff);
-    if (W == 1) CHECK(pa == pb);
-    else CHECK(diff <= 1e-5 * big);
     topo.destroy();
 #endif
 }
