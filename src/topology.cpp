@@ -24,11 +24,21 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
                                    ranks_per_node, t.size, t.size));
         t.simulated = true;
         MPI_CHECK(MPI_Comm_split(world, t.rank / ranks_per_node, t.rank, &t.node));
+        // The host's own ranks still share its GPUs, whatever the simulated nodes are.
+        MPI_Comm host_comm = MPI_COMM_NULL;
+        MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &host_comm));
+        MPI_CHECK(MPI_Comm_rank(host_comm, &t.host_rank));
+        MPI_CHECK(MPI_Comm_size(host_comm, &t.host_size));
+        MPI_CHECK(MPI_Comm_free(&host_comm));
     } else {
         MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &t.node));
     }
     MPI_CHECK(MPI_Comm_rank(t.node, &t.local_rank));
     MPI_CHECK(MPI_Comm_size(t.node, &t.local_size));
+    if (!t.simulated) {
+        t.host_rank = t.local_rank;
+        t.host_size = t.local_size;
+    }
 
     // Node index: number the nodes by their lowest world rank. Local rank 0 of each node is a
     // leader; leaders count themselves with an exclusive scan in world order.

@@ -112,8 +112,8 @@ struct Run {
         if (o.gpu_health == "off") return;
         std::string why;
         if (nvml.open(&why)) {
-            gpu_index = nvml.index_for_cuda_device(topo.local_rank);
-            if (gpu_index < 0) why = strfmt("NVML sees %d GPUs, none for local rank %d", nvml.count(), topo.local_rank);
+            gpu_index = nvml.index_for_cuda_device(topo.host_rank);  // the GPU choose_device binds
+            if (gpu_index < 0) why = strfmt("NVML sees %d GPUs, none for local rank %d", nvml.count(), topo.host_rank);
         }
         if (gpu_index < 0 && o.gpu_health == "on") throw UserError(strfmt("--gpu-health on: %s", why.c_str()));
         if (gpu_index < 0) gpu_health_note = why;
@@ -135,7 +135,7 @@ struct Run {
             return -1;
         }
         try {
-            gpu_device = cuda::bind_device(topo.local_rank, topo.local_size);
+            gpu_device = cuda::bind_device(topo.host_rank, topo.host_size);  // the host's GPUs, even on simulated nodes
         } catch (const UserError& e) {
             if (o.device == "cuda") throw;
             device_note = strfmt("%s: the CPU backend trains", e.what());  // auto: more ranks than GPUs

@@ -40,7 +40,8 @@ class NcclCommunicator : public Communicator {
     void allgather_block(void* buf, size_t block, DType t);
     void barrier() override;  // a 1-element all-reduce, then wait()
     // Blocks until every call issued so far has finished; a NCCL error (local or a peer's) is
-    // fatal: the communicator is aborted and the job ends.
+    // fatal: the communicator is aborted and the job ends. It polls this communicator's errors
+    // only: where communicators share a stream, poll() each of them instead (DeviceStep does).
     void wait();
     // One look: true when the stream has nothing left queued; a NCCL error is fatal as in wait().
     // Communicators sharing a stream are waited for by polling each of them in turn.

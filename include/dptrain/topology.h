@@ -17,6 +17,8 @@ struct Topology {
     int local_rank = 0, local_size = 1;
     int node_index = 0, num_nodes = 1;
     bool simulated = false;  // nodes come from --ranks-per-node
+    // Among the ranks of this host (its GPUs are theirs): local_rank / local_size unless simulated.
+    int host_rank = 0, host_size = 1;
     std::string host;
 
     // Collective over world. ranks_per_node = 0 uses the real nodes. Throws UserError (same on

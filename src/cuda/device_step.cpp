@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include <sched.h>
@@ -26,32 +27,41 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     const Topology* topo = how.topo;
     if (how.algo != "flat" && how.algo != "hierarchical" && how.algo != "auto")
         throw UserError("--allreduce '" + how.algo + "' is unknown; use flat, hierarchical or auto");
+    // The optimizer state beside the model's buffers: one clear line when it does not fit.
+    const size_t P = layout.total;
+    const double need = (hyper.kind == Optimizer::Kind::adamw ? 8.0 : 4.0) * (double)P, GiB = 1073741824.0;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const bool fits = need + (1 << 20) <= (double)free_bytes;
+    const char* state = hyper.kind == Optimizer::Kind::adamw ? "AdamW" : "SGD";
+    // Every rank decides together before any NCCL communicator is made (that is collective):
+    // [0], [1] the largest and smallest node (hierarchical needs them equal, so that each
+    // cross-node group has one rank per node), [2] the lowest rank whose GPU lacks the room.
+    int agreed[3] = {1, -1, fits ? INT_MAX : 0};
     if (topo) {
         world_size_ = topo->size;
         num_nodes_ = topo->num_nodes;
         local_size_ = topo->local_size;
         hierarchical_ = how.algo == "hierarchical";
-        // Hierarchical needs every node to hold the same number of ranks (each cross-node group
-        // then has one rank per node). Every rank computes the same answer.
-        int sizes[2] = {topo->local_size, -topo->local_size};
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, topo->world));
-        if (hierarchical_ && sizes[0] != -sizes[1])
-            throw UserError(strfmt("--allreduce hierarchical needs the same number of ranks on every node; these "
-                                   "nodes hold between %d and %d; use --allreduce flat or auto",
-                                   -sizes[1], sizes[0]));
+        agreed[0] = topo->local_size;
+        agreed[1] = -topo->local_size;
+        agreed[2] = fits ? -INT_MAX : -topo->rank;  // the MAX of the negation is the lowest rank
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MAX, topo->world));
+        agreed[2] = -agreed[2];
     }
-    // The optimizer state beside the model's buffers: one clear line when it does not fit (every
-    // rank checks its own GPU; the caller agrees across ranks).
-    const size_t P = layout.total;
-    const double need = (hyper.kind == Optimizer::Kind::adamw ? 8.0 : 4.0) * (double)P, GiB = 1073741824.0;
-    size_t free_bytes = 0, total_bytes = 0;
-    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    if (need + (1 << 20) > (double)free_bytes)
+    if (hierarchical_ && agreed[0] != -agreed[1])
+        throw UserError(strfmt("--allreduce hierarchical needs the same number of ranks on every node; these "
+                               "nodes hold between %d and %d; use --allreduce flat or auto",
+                               -agreed[1], agreed[0]));
+    if (!fits)
         throw UserError(strfmt("--gpu-state device: the %s state needs %.2f GiB on the GPU beside the model, and %.2f "
                                "GiB of %.2f GiB are free; lower --batch-size, or keep the state on the host with "
                                "--gpu-state host",
-                               hyper.kind == Optimizer::Kind::adamw ? "AdamW" : "SGD", need / GiB,
-                               (double)free_bytes / GiB, (double)total_bytes / GiB));
+                               state, need / GiB, (double)free_bytes / GiB, (double)total_bytes / GiB));
+    if (agreed[2] != INT_MAX)
+        throw UserError(strfmt("--gpu-state device: rank %d's GPU has no room for the %s state beside the model; "
+                               "lower --batch-size, or keep the state on the host with --gpu-state host",
+                               agreed[2], state));
 #ifdef DPTRAIN_HAVE_NCCL
     const bool one = how.nccl_for_one;
     if (topo && hierarchical_) {
@@ -149,10 +159,11 @@ void DeviceStep::launch(size_t b) {
 void DeviceStep::sum(float* g, size_t n) {
 #ifdef DPTRAIN_HAVE_NCCL
     if (!hierarchical_) return nccl_->allreduce_sum(g, n, DType::f32);
-    // Blocks of n / L values, one per local rank: each rank sums its block over the node, then
-    // over the nodes with the ranks that own the same block there, then the node gathers them.
-    // The last n mod L values are summed in the node, then across the nodes.
-    const size_t L = node_ ? (size_t)node_->size() : 1, block = n / L, body = block * L;
+    // L blocks, one per local rank: each rank sums its block over the node, then over the nodes
+    // with the ranks that own the same block there, then the node gathers them. The values past
+    // the L blocks (fewer than 32 L) are summed in the node, then across the nodes.
+    // Blocks are multiples of 32 values (128 bytes), which NCCL moves fastest.
+    const size_t L = node_ ? (size_t)node_->size() : 1, block = (n / L) & ~size_t(31), body = block * L;
     if (block > 0) {
         if (node_) node_->reduce_scatter_block(g, block, DType::f32);
         if (cross_) cross_->allreduce_sum(g + (node_ ? (size_t)node_->rank() : 0) * block, block, DType::f32);

@@ -208,7 +208,7 @@ NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host \
 
 # The input stream: the trainer staged most batches during the step before theirs (every one but
 # the first, unless the reader had not finished it): at least half of the 49 that could be.
-NOTE='batches copied' step gpt-staged host 5 gpt-train-gpu \
+NOTE='batches copied' step gpt-staged host 15 gpt-train-gpu \
   "grep -o '[0-9]* of 50 batches copied to the GPU during the step before' $W/logs/gpt-train-gpu.log && \
 n=\$(sed -n 's/.*| \\([0-9]*\\) of 50 batches copied to the GPU.*/\\1/p' $W/logs/gpt-train-gpu.log) && \
 [ \"\${n:-0}\" -ge 25 ] && [ \"\$n\" -le 49 ]"

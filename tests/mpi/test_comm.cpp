@@ -52,6 +52,8 @@ TEST_CASE("topology: real node and simulated nodes", "[topology]") {
     CHECK(t.num_nodes == 1);  // mpirun on one machine: one real node
     CHECK(t.local_size == W);
     CHECK(t.local_rank == R);
+    CHECK(t.host_rank == R);
+    CHECK(t.host_size == W);
     t.destroy();
     if (W % 2 == 0) {
         Topology s = Topology::create(MPI_COMM_WORLD, 2);
@@ -60,6 +62,10 @@ TEST_CASE("topology: real node and simulated nodes", "[topology]") {
         CHECK(s.node_index == R / 2);
         CHECK(s.local_rank == R % 2);
         CHECK(s.local_size == 2);
+        // The GPUs are the host's: ranks bind by their place among the host's ranks, not the
+        // simulated node's (two simulated nodes must not share GPU 0).
+        CHECK(s.host_rank == R);
+        CHECK(s.host_size == W);
         int cross_size = 0, cross_rank = 0;
         MPI_Comm_size(s.cross, &cross_size);
         MPI_Comm_rank(s.cross, &cross_rank);

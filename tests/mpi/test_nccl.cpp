@@ -166,8 +166,11 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
 #else
     const int gpus = gpus_or_skip();
     if (gpus <= 0) return;
-    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
-    const int W = topo.size;
+    Topology real = Topology::create(MPI_COMM_WORLD, 0);
+    const int W = real.size;
+    // With 4 or more ranks (and GPUs), hierarchical also runs on 2 simulated nodes, where the
+    // cross-node sums have more than one rank and each rank's block sits at its own offset.
+    Topology two = W >= 4 && W % 2 == 0 ? Topology::create(MPI_COMM_WORLD, W / 2) : Topology();
     GptConfig cfg;
     cfg.vocab_size = 29;
     cfg.block_size = 12;
@@ -175,15 +178,22 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
     cfg.n_head = 2;
     cfg.n_embd = 16;
     const int B = 3, T = cfg.block_size;
-    const int dev = topo.local_rank % gpus;
+    const int dev = real.host_rank % gpus;
     std::vector<int> tokens((size_t)B * (T + 1));
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (int)((i * 7 + 3) % cfg.vocab_size);
     ModelBatch in;
     in.B = B;
     in.tokens = tokens.data();
     in.stride = T + 1;
-    for (const char* algo : {"flat", "hierarchical"}) {
-        INFO("--allreduce " << algo);
+    struct Case {
+        const char* algo;
+        const Topology* topo;
+    };
+    std::vector<Case> cases = {{"flat", &real}, {"hierarchical", &real}};
+    if (two.node != MPI_COMM_NULL) cases.push_back({"hierarchical", &two});
+    for (const Case& c : cases) {
+        const std::string algo = c.algo;
+        INFO("--allreduce " << algo << " over " << c.topo->num_nodes << " node(s)");
         CudaGpt a(cfg, B, dev), b(cfg, B, dev);
         a.set_resident(true);
         b.set_resident(true);
@@ -193,16 +203,16 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         DeviceStep::Hyper h;
         Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
         Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-        // Small buckets, so that backward's hooks start several sums while it goes on; their
-        // sizes are not multiples of the node's rank count, so hierarchical sums a tail too.
+        // Small buckets, so that backward's hooks start several sums while it goes on: 523 values
+        // each and a last one of 307 (both prime), so with more than one rank per node
+        // hierarchical sums values past the blocks too.
         DeviceStep::Sum how;
-        how.topo = &topo;
+        how.topo = c.topo;
         how.algo = algo;
-        how.bucket_mb = 0.002;
+        how.bucket_mb = 523.0 * sizeof(float) / (1 << 20);
         how.nccl_for_one = true;
         DeviceStep sa(a, a.layout(), h, how), sb(b, b.layout(), h);
-        CHECK(sa.describe().find(std::string(algo) == "flat" ? "NCCL all-reduce" : "NCCL hierarchical") !=
-              std::string::npos);
+        CHECK(sa.describe().find(algo == "flat" ? "NCCL all-reduce" : "NCCL hierarchical") != std::string::npos);
         sa.upload(p.data(), oa);
         sb.upload(p.data(), ob);
         const float scale = 1.0f / (B * T);
@@ -232,6 +242,7 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         if (W == 1) CHECK(pa == pb);
         else CHECK(diff <= 1e-5 * big);
     }
-    topo.destroy();
+    real.destroy();
+    two.destroy();
 #endif
 }
