@@ -85,7 +85,8 @@ void Gpt::set_precision(Precision p) {
     bf_.reserve(layout_.total, BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
 }
 
-// The model's matmuls (not attention's): fp32, or on bf16-rounded operands (--precision bf16).
+// The model's matmuls (not attention's, which round to TF32 themselves): fp32, or on bf16-rounded
+// operands (--precision bf16).
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
                      int OC) {
     if (bf_.on()) cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
@@ -167,7 +168,7 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         cpu::layernorm_forward(ln1, ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, residual, params + v.ln1w,
                                params + v.ln1b, BT, C);
         mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
-        cpu::attention_forward(atty, att, qkv, B, T, C, NH);
+        cpu::attention_forward(atty, att, qkv, B, T, C, NH, bf_.on());  // bf16: TF32 products
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
         cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC);
         cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
@@ -239,7 +240,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
         mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C);
-        cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH);
+        cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH, bf_.on());
         mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv_.data(), ln1, params, v.qkvw, (int)BT, C, 3 * C);
         cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
                                 ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);

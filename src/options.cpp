@@ -150,8 +150,9 @@ void declare(Registry& r, Options& o) {
              "auto (cuda when a GPU is visible, else cpu, saying why)");
     r.add<S>("precision", &Options::precision, o, "fp32",
              "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
-             "activations and output gradients and sums in fp32; parameters, gradients and optimizer state stay "
-             "fp32; on the CPU the rounding is emulated at fp32 speed)");
+             "activations and output gradients and sums in fp32, attention's products take TF32 operands; "
+             "parameters, gradients and optimizer state stay fp32; on the CPU the rounding is emulated at fp32 "
+             "speed)");
     r.add<S>("gpu-state", &Options::gpu_state, o, "auto",
              "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
              "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "

@@ -58,11 +58,15 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* weight, const float* mean, const float* rstd, long N, int C);
 
 // Causal multi-head self-attention. inp (B,T,3C) holds q,k,v; out (B,T,C); att (B,NH,T,T) keeps
-// the softmax for backward (only t2 <= t is used).
-void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH);
+// the softmax for backward (only t2 <= t is used). tf32: each product's operands rounded to TF32
+// (round_tf32, nearest even) first, as --precision bf16 feeds the GPU's tensor cores (whose own
+// conversion may truncate instead); sums and softmax fp32.
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32 = false);
 // dinp (B,T,3C) written (not accumulated); datt scratch (B,NH,T,T).
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B,
-                        int T, int C, int NH);
+                        int T, int C, int NH, bool tf32 = false);
+// dst = src rounded to TF32 (10 mantissa bits, nearest even; NaN and infinity kept), as float.
+void round_tf32(float* dst, const float* src, long N);
 
 // out = a + b, N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N);

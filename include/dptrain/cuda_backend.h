@@ -140,11 +140,13 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream);
 
 // Causal self-attention. inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax.
-void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, Context& ctx,
+// tf32: the products on the tensor cores with TF32 operands and fp32 sums (CUBLAS_COMPUTE_32F_
+// FAST_TF32, for --precision bf16); otherwise plain fp32 GEMMs. The softmax is fp32 either way.
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32, Context& ctx,
                        cudaStream_t stream);
 // dinp (B,T,3C) written (not accumulated); datt (B,NH,T,T) scratch.
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
-                        int C, int NH, Context& ctx, cudaStream_t stream);
+                        int C, int NH, bool tf32, Context& ctx, cudaStream_t stream);
 
 // out = a + b over N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);

@@ -28,10 +28,11 @@ struct ParamLayout {
 enum class Activation { relu, gelu };
 
 // How matmuls compute (--precision). bf16: mixed precision as GPUs train, every matmul of the
-// model (forward and backward, not attention's internal products) takes its operands rounded to
-// bf16 (weights, activations, output gradients) and sums in fp32 into fp32 results; parameters,
-// gradients, optimizer state and every other op stay fp32. On the CPU the rounding is emulated
-// (cpu::round_bf16, then sgemm): the same numbers, at fp32 speed.
+// model (forward and backward) takes its operands rounded to bf16 (weights, activations, output
+// gradients) and sums in fp32 into fp32 results, and attention's own products take TF32 operands
+// (10 mantissa bits) with fp32 sums; parameters, gradients, optimizer state and every other op
+// stay fp32. On the CPU the rounding is emulated (cpu::round_bf16 / round_tf32, then sgemm): the
+// same numbers at fp32 speed (bf16 bit for bit; TF32 to within the GPU's own conversion).
 enum class Precision { fp32, bf16 };
 Precision parse_precision(const std::string& s);  // throws UserError naming --precision
 

@@ -168,7 +168,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* res3 = residual3_ + l * sBTC;
         cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT, C, s);
         mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s);
-        cuda::attention_forward(atty, att, qkv, B, T, C, NH, *ctx_, s);
+        cuda::attention_forward(atty, att, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);  // bf16: TF32 products
         mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
         cuda::residual_forward(res2, residual, scratch_, (long)BTC, s);
         cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C, s);
@@ -251,7 +251,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
                                  ln2_rstd_ + l * sBT, BT, C, s);
         mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
-        cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, *ctx_, s);
+        cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
         mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
         cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
                                  ln1_rstd_ + l * sBT, BT, C, s);

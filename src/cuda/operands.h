@@ -3,7 +3,7 @@
 // rounded to bf16 once per forward and each matmul's activation and output gradient just before
 // it, into device scratch allocated once; the GEMMs then take bf16 operands and sum in fp32
 // (matmul_forward_bf16 / matmul_backward_bf16). The CPU models do the same with Bf16Operands
-// (model.h). Not for: attention's internal products (fp32 in both precisions).
+// (model.h). Not for: attention's internal products (TF32 in bf16, in attention.cu).
 // HostGradients: the --gpu-state host gradients' way back. InputSlots: the batches' way in.
 #pragma once
 

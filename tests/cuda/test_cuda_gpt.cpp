@@ -21,8 +21,9 @@ namespace {
 //   curve within 1e-3 (differences compound, slowly).
 // - bf16: both sides round the same operands the same way, but an activation that differs by an
 //   fp32 ulp can round to the neighbouring bf16 value (2^-8 apart) on one side: a few elements
-//   per tensor move by 0.4%. Loss 1e-4 relative, gradients 2e-2 of each tensor's largest value,
-//   curve 5e-3.
+//   per tensor move by 0.4%. Attention's products take TF32 operands on both sides; the tensor
+//   cores' conversion may land one TF32 unit (2^-10) from the CPU's rounding, a smaller effect
+//   than bf16's. Loss 1e-4 relative, gradients 2e-2 of each tensor's largest value, curve 5e-3.
 struct Tolerance {
     double loss, grad, curve;
 };

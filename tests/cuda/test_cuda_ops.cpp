@@ -11,6 +11,7 @@
 #include "dptrain/cuda_backend.h"
 #include "dptrain/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -342,13 +343,13 @@ TEST_CASE("cuda layernorm_forward/backward match the CPU", "[cuda]") {
     check_layernorm(300, 768, 1200);  // GPT-2 width
 }
 
-static void check_attention(int B, int T, int C, int NH, uint64_t seed) {
-    INFO("attention B=" << B << " T=" << T << " C=" << C << " NH=" << NH);
+static void check_attention(int B, int T, int C, int NH, uint64_t seed, bool tf32) {
+    INFO("attention B=" << B << " T=" << T << " C=" << C << " NH=" << NH << (tf32 ? " tf32" : " fp32"));
     const size_t n_inp = (size_t)B * T * 3 * C, n_att = (size_t)B * NH * T * T, n_out = (size_t)B * T * C;
     auto inp = randn(n_inp, seed), dout = randn(n_out, seed + 1);
     std::vector<float> out(n_out), att(n_att), dinp(n_inp), datt(n_att);
-    cpu::attention_forward(out.data(), att.data(), inp.data(), B, T, C, NH);
-    cpu::attention_backward(dinp.data(), datt.data(), dout.data(), inp.data(), att.data(), B, T, C, NH);
+    cpu::attention_forward(out.data(), att.data(), inp.data(), B, T, C, NH, tf32);
+    cpu::attention_backward(dinp.data(), datt.data(), dout.data(), inp.data(), att.data(), B, T, C, NH, tf32);
 
     cuda::Context ctx(0);
     DeviceBuffer<float> d_inp(inp), d_dout(dout), d_out(n_out), d_att(n_att), d_dinp(n_inp), d_datt(n_att);
@@ -356,20 +357,37 @@ static void check_attention(int B, int T, int C, int NH, uint64_t seed) {
     std::vector<float> junk(n_inp, std::numeric_limits<float>::quiet_NaN());
     d_dinp.set(junk);
     d_att.set(std::vector<float>(n_att, 7.0f));
-    cuda::attention_forward(d_out, d_att, d_inp, B, T, C, NH, ctx, ctx.stream());
-    // Scores are hs-term dot products, softmax rows sum exp in another order, outputs are T-term
-    // weighted sums of values ~1: differences ~1e-6; 1e-4 (1 + |x|) leaves margin and still
-    // catches a wrong mask, scale or head offset (errors ~1e-1).
-    CHECK(mismatches("att", d_att.get(), att, 1e-4, 1e-4) == 0);
-    CHECK(mismatches("out", d_out.get(), out, 1e-4, 1e-4) == 0);
-    cuda::attention_backward(d_dinp, d_datt, d_dout, d_inp, d_att, B, T, C, NH, ctx, ctx.stream());
-    CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-4, 1e-4) == 0);
+    cuda::attention_forward(d_out, d_att, d_inp, B, T, C, NH, tf32, ctx, ctx.stream());
+    // fp32: scores are hs-term dot products, softmax rows sum exp in another order, outputs are
+    // T-term weighted sums of values ~1: differences ~1e-6; 1e-4 (1 + |x|) leaves margin.
+    // tf32: both sides take 10-bit operands, but the tensor cores' conversion may round where the
+    // CPU's does not (or truncate), one TF32 unit (2^-10) in an operand, so a term can move by
+    // ~1e-3 relative; 5e-3 (1 + |x|). Both still catch a wrong mask, scale or head offset
+    // (errors ~1e-1).
+    const double tol = tf32 ? 5e-3 : 1e-4;
+    CHECK(mismatches("att", d_att.get(), att, tol, tol) == 0);
+    CHECK(mismatches("out", d_out.get(), out, tol, tol) == 0);
+    cuda::attention_backward(d_dinp, d_datt, d_dout, d_inp, d_att, B, T, C, NH, tf32, ctx, ctx.stream());
+    CHECK(mismatches("dinp", d_dinp.get(), dinp, tol, tol) == 0);
+    if (tf32) {
+        // The GPU really took TF32 operands: its fp32 products give other numbers (an ignored
+        // flag, or NVIDIA_TF32_OVERRIDE=0, would pass the tolerance above but not this).
+        DeviceBuffer<float> d_out32(n_out), d_att32(n_att);
+        cuda::attention_forward(d_out32, d_att32, d_inp, B, T, C, NH, false, ctx, ctx.stream());
+        std::vector<float> a = d_out.get(), b = d_out32.get();
+        double most = 0;
+        for (size_t i = 0; i < n_out; ++i) most = std::max(most, (double)std::fabs(a[i] - b[i]));
+        INFO("largest difference between TF32 and fp32 outputs " << most);
+        CHECK(most > 1e-6);
+    }
 }
 
-TEST_CASE("cuda attention_forward/backward match the CPU", "[cuda]") {
+TEST_CASE("cuda attention_forward/backward match the CPU, fp32 and with TF32 products", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    check_attention(3, 67, 48, 4, 1300);   // hs 12, T odd
-    check_attention(2, 150, 96, 3, 1400);  // hs 32, T > 128
+    for (bool tf32 : {false, true}) {
+        check_attention(3, 67, 48, 4, 1300, tf32);   // hs 12, T odd
+        check_attention(2, 150, 96, 3, 1400, tf32);  // hs 32, T > 128
+    }
 }
 
 TEST_CASE("cuda adamw_update and sgd_momentum_update match the CPU", "[cuda]") {

@@ -1,6 +1,8 @@
 // Throughput of cuda::matmul_forward_bf16 at GPT-2 124M's projection shapes (B*T = 8192 tokens,
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
-// the fp32 matmul_forward on one shape for contrast. Run by tests/gpu/run.sh on a GPU machine.
+// the fp32 matmul_forward on one shape for contrast. With "attention" as the second argument:
+// cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
+// with fp32 products and with TF32 ones (--precision bf16). Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
 // few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
 #include "dptrain/cuda_backend.h"
@@ -9,9 +11,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 // The library's fatal() ends an MPI job (fatal.cpp needs mpi.h); here a plain exit is right.
 [[noreturn]] void dptrain::fatal(const std::string& what, int code) {
@@ -50,6 +55,100 @@ struct Shape {
     int C, OC;
 };
 
+// What the tensor cores do to fp32 operands under CUBLAS_COMPUTE_32F_FAST_TF32: A (64 x 64, every
+// mantissa bit random) times the identity gives the converted A back exactly; it is compared bit
+// for bit with truncation, rounding to nearest even, to nearest away from zero, and no conversion.
+static const char* tf32_conversion(dptrain::cuda::Context& ctx) {
+    const int n = 64;
+    std::vector<float> a((size_t)n * n), id((size_t)n * n, 0.0f), c((size_t)n * n);
+    for (int i = 0; i < n * n; ++i) {
+        uint32_t h = (uint32_t)i * 2654435761u;
+        h ^= h >> 13;
+        h *= 2246822519u;
+        uint32_t u = 0x3F800000u | (h & 0x7FFFFFu);  // in [1, 2), low bits random
+        std::memcpy(&a[i], &u, sizeof u);
+    }
+    for (int i = 0; i < n; ++i) id[(size_t)i * n + i] = 1.0f;
+    float *da = nullptr, *di = nullptr, *dc = nullptr;
+    BENCH_CHECK(cudaMalloc(&da, a.size() * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&di, id.size() * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&dc, c.size() * sizeof(float)));
+    BENCH_CHECK(cudaMemcpy(da, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(di, id.data(), id.size() * sizeof(float), cudaMemcpyHostToDevice));
+    ctx.bind_blas(ctx.stream());
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, CUDA_R_32F, n, di,
+                                     CUDA_R_32F, n, &zero, dc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) dptrain::fatal(std::string("cublasGemmEx (TF32 probe): ") + cublasGetStatusString(st));
+    BENCH_CHECK(cudaStreamSynchronize(ctx.stream()));
+    BENCH_CHECK(cudaMemcpy(c.data(), dc, c.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (float* p : {da, di, dc}) cudaFree(p);
+    auto bits = [](float f) {
+        uint32_t u;
+        std::memcpy(&u, &f, sizeof u);
+        return u;
+    };
+    long trunc = 0, even = 0, away = 0, none = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const uint32_t u = bits(a[i]), got = bits(c[i]);
+        trunc += got == (u & ~0x1FFFu);
+        even += got == ((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+        away += got == ((u + 0x1000u) & ~0x1FFFu);
+        none += got == u;
+    }
+    const long all = (long)a.size();
+    return none == all ? "none (fp32 products: TF32 is off, e.g. NVIDIA_TF32_OVERRIDE=0)"
+           : trunc == all ? "truncation (the low 13 mantissa bits dropped)"
+           : even == all  ? "round to nearest even (as the CPU twin)"
+           : away == all  ? "round to nearest, ties away from zero"
+                          : "none of truncation, nearest even or nearest away";
+}
+
+// Attention forward + backward at GPT-2 124M's shape, fp32 products against TF32 ones.
+static int bench_attention(int reps) {
+    const int B = 8, T = 1024, C = 768, NH = 12, hs = C / NH, warmup = 2;
+    const size_t n_inp = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_att = (size_t)B * NH * T * T;
+    dptrain::cuda::Context ctx(0);
+    cudaStream_t s = ctx.stream();
+    float *inp = device_random(n_inp, 11), *dout = device_random(n_out, 12), *out = nullptr, *att = nullptr,
+          *datt = nullptr, *dinp = nullptr;
+    BENCH_CHECK(cudaMalloc(&out, n_out * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&att, n_att * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&datt, n_att * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&dinp, n_inp * sizeof(float)));
+    cudaEvent_t start, stop;
+    BENCH_CHECK(cudaEventCreate(&start));
+    BENCH_CHECK(cudaEventCreate(&stop));
+    // Six products of 2 B NH T^2 hs FLOP each (two forward, four backward), counted in full
+    // (the causal half is computed too, as the model counts it).
+    const double flop = 6.0 * 2.0 * B * NH * (double)T * T * hs;
+    std::printf("attention forward + backward, B=%d T=%d C=%d NH=%d, %d reps after %d warm-up\n", B, T, C, NH, reps,
+                warmup);
+    double ms_of[2] = {0, 0};
+    for (int tf32 = 0; tf32 < 2; ++tf32) {
+        auto launch = [&] {
+            dptrain::cuda::attention_forward(out, att, inp, B, T, C, NH, tf32 != 0, ctx, s);
+            dptrain::cuda::attention_backward(dinp, datt, dout, inp, att, B, T, C, NH, tf32 != 0, ctx, s);
+        };
+        for (int i = 0; i < warmup; ++i) launch();
+        BENCH_CHECK(cudaEventRecord(start, s));
+        for (int i = 0; i < reps; ++i) launch();
+        BENCH_CHECK(cudaEventRecord(stop, s));
+        BENCH_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        ms_of[tf32] = (double)ms / reps;
+        std::printf("%-6s %10.3f ms %10.1f TFLOP/s\n", tf32 ? "tf32" : "fp32", ms_of[tf32],
+                    flop / (ms_of[tf32] * 1e-3) / 1e12);
+    }
+    std::printf("TF32 conversion of fp32 operands on this GPU: %s\n", tf32_conversion(ctx));
+    std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx)\n", ms_of[0], ms_of[1],
+                ms_of[0] / ms_of[1]);
+    for (float* p : {inp, dout, out, att, datt, dinp}) cudaFree(p);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const int BT = 8192, warmup = 5, reps = argc > 1 ? std::atoi(argv[1]) : 50;
     const double peak_bf16 = 989.0, peak_fp32 = 67.0;  // TFLOP/s, H100/H200 SXM datasheet (dense)
@@ -61,6 +160,10 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop;
     BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (argc > 2 && std::string(argv[2]) == "attention") {
+        std::printf("bench_ops on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+        return bench_attention(reps);
+    }
     std::printf("bench_ops on %s (%d SMs): B*T = %d, %d reps after %d warm-up\n", prop.name,
                 prop.multiProcessorCount, BT, reps, warmup);
     dptrain::cuda::Context ctx(0);

@@ -62,7 +62,8 @@ fi
 say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
   echo "twins), nccl-tests (NcclCommunicator's collectives on device buffers), bench_ops"
-  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), mlp-train-gpu and"
+  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), bench-attention (attention forward and"
+  echo "backward at T = 1024, fp32 against TF32 products), mlp-train-gpu and"
   echo "gpt-train-gpu[-host] (--device cuda with the state on the GPU and on the host, compared step by"
   echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]; gpt-staged"
   echo "checks that the trainer copied batches to the GPU during the step before theirs), and gpt-124m-*"
@@ -148,12 +149,14 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/context.cpp src/error.cpp -lcublas"
+tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/attention.cu src/cuda/context.cpp src/error.cpp -lcublas"
   BENCH=$W/bench_ops
 fi
 
 NOTE='^RESULT' \
 step bench GPU 60 bench-build "$BENCH 50"
+NOTE='^RESULT' \
+step bench-attention GPU 60 bench-build "$BENCH 10 attention"
 
 step mlp-data CPU 60 build \
   "rm -rf $W/synth && $B/dptrain-data synth --out $W/synth --train-samples 16384 --val-samples 2048 --shards 2"

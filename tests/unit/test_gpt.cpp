@@ -11,7 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cfloat>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -66,6 +69,121 @@ TEST_CASE("attention: causal, and backward matches finite differences", "[ops][g
     std::vector<float> dinp(inp.size());
     cpu::attention_backward(dinp.data(), datt.data(), dout.data(), inp.data(), att.data(), B, T, C, NH);
     CHECK(check_grad(inp, dinp, loss, 1e-2f) == 0);
+}
+
+TEST_CASE("round_tf32 keeps 10 mantissa bits, to nearest even", "[ops][bf16]") {
+    const float e = std::ldexp(1.0f, -11);  // half a TF32 unit at 1
+    std::vector<float> x = {1.0f,      1.0f + e,  1.0f + 3 * e, 1.0f + e + std::ldexp(1.0f, -20), -(1.0f + 3 * e),
+                            1.0f + 2 * e, 0.0f,   -0.0f,       INFINITY,                          NAN};
+    std::vector<float> r = randn(4099, 8);
+    x.insert(x.end(), r.begin(), r.end());
+    std::vector<float> y(x.size());
+    cpu::round_tf32(y.data(), x.data(), (long)x.size());
+    CHECK(y[0] == 1.0f);
+    CHECK(y[1] == 1.0f);                 // a tie, to the even neighbour below
+    CHECK(y[2] == 1.0f + 4 * e);         // a tie, to the even neighbour above
+    CHECK(y[3] == 1.0f + 2 * e);         // past the tie: up
+    CHECK(y[4] == -(1.0f + 4 * e));
+    CHECK(y[5] == 1.0f + 2 * e);         // already a TF32 value
+    CHECK((y[6] == 0.0f && !std::signbit(y[6]) && y[7] == 0.0f && std::signbit(y[7])));
+    CHECK(y[8] == INFINITY);
+    CHECK(std::isnan(y[9]));
+    // Past TF32's largest value: infinity; a subnormal carries into the bits above.
+    auto bits = [](uint32_t u) {
+        float f;
+        std::memcpy(&f, &u, sizeof f);
+        return f;
+    };
+    float big[3] = {FLT_MAX, bits(0x7F7FEFFFu), bits(0x00001000u)}, got[3];
+    cpu::round_tf32(got, big, 3);
+    CHECK(got[0] == INFINITY);
+    CHECK(got[1] == bits(0x7F7FE000u));
+    CHECK(got[2] == 0.0f);  // a tie at the smallest unit: to the even neighbour, zero
+    int bad = 0;
+    for (size_t i = 10; i < x.size(); ++i) {
+        uint32_t u = 0;
+        std::memcpy(&u, &y[i], sizeof u);
+        bad += (u & 0x1fffu) != 0 || std::fabs(y[i] - x[i]) > std::ldexp(std::fabs(x[i]), -11);
+    }
+    CHECK(bad == 0);
+}
+
+// Causal attention computed in double from its definition, with every product's operands rounded
+// to TF32 when tf32 (what attention_*(..., tf32 = true) must do, on tensor cores on a GPU). The
+// second product of each pass takes the op's own softmax output (att forward, dpre backward), so
+// a rounding that lands on the other side of a TF32 tie from float noise cannot fail the check.
+static void check_attention_definition(bool tf32) {
+    INFO((tf32 ? "tf32" : "fp32"));
+    const int B = 2, T = 9, C = 16, NH = 2, hs = C / NH, C3 = 3 * C;
+    auto inp = randn((size_t)B * T * C3, 21), dout = randn((size_t)B * T * C, 22);
+    std::vector<float> out((size_t)B * T * C), att((size_t)B * NH * T * T), datt(att.size()), dinp(inp.size());
+    cpu::attention_forward(out.data(), att.data(), inp.data(), B, T, C, NH, tf32);
+    cpu::attention_backward(dinp.data(), datt.data(), dout.data(), inp.data(), att.data(), B, T, C, NH, tf32);
+    auto rd = [&](float v) {
+        if (!tf32) return (double)v;
+        float r = 0;
+        cpu::round_tf32(&r, &v, 1);
+        return (double)r;
+    };
+    const double scale = 1.0 / std::sqrt((double)hs);
+    auto close = [](double got, double want) { return std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)); };
+    long bad = 0;
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h) {
+            auto q = [&](int t, int i) { return inp[((size_t)b * T + t) * C3 + h * hs + i]; };
+            auto k = [&](int t, int i) { return inp[((size_t)b * T + t) * C3 + C + h * hs + i]; };
+            auto v = [&](int t, int i) { return inp[((size_t)b * T + t) * C3 + 2 * C + h * hs + i]; };
+            auto d = [&](int t, int i) { return dout[((size_t)b * T + t) * C + h * hs + i]; };
+            const float* a = att.data() + ((size_t)b * NH + h) * T * T;
+            const float* dp = datt.data() + ((size_t)b * NH + h) * T * T;
+            for (int t = 0; t < T; ++t) {
+                std::vector<double> sc(t + 1), dat(t + 1);
+                double mx = -1e300, sum = 0, dot = 0;
+                for (int t2 = 0; t2 <= t; ++t2) {
+                    double s2 = 0;
+                    for (int i = 0; i < hs; ++i) s2 += rd(q(t, i)) * rd(k(t2, i));
+                    sc[t2] = s2 * scale;
+                    mx = std::max(mx, sc[t2]);
+                }
+                for (int t2 = 0; t2 <= t; ++t2) sum += std::exp(sc[t2] - mx);
+                for (int t2 = 0; t2 < T; ++t2) bad += !close(a[t * T + t2], t2 <= t ? std::exp(sc[t2] - mx) / sum : 0.0);
+                for (int i = 0; i < hs; ++i) {
+                    double o = 0;
+                    for (int t2 = 0; t2 <= t; ++t2) o += rd(a[t * T + t2]) * rd(v(t2, i));
+                    bad += !close(out[((size_t)b * T + t) * C + h * hs + i], o);
+                }
+                // Backward: datt = dout V^T, then the softmax's backward from the op's att.
+                for (int t2 = 0; t2 <= t; ++t2) {
+                    dat[t2] = 0;
+                    for (int i = 0; i < hs; ++i) dat[t2] += rd(d(t, i)) * rd(v(t2, i));
+                    dot += a[t * T + t2] * dat[t2];
+                }
+                for (int t2 = 0; t2 < T; ++t2)
+                    bad += !close(dp[t * T + t2], t2 <= t ? a[t * T + t2] * (dat[t2] - dot) * scale : 0.0);
+            }
+            for (int t = 0; t < T; ++t)
+                for (int i = 0; i < hs; ++i) {
+                    double dq = 0, dk = 0, dv = 0;
+                    for (int t2 = 0; t2 < T; ++t2) {
+                        dq += rd(dp[t * T + t2]) * rd(k(t2, i));  // dQ = dpre K
+                        dk += rd(dp[t2 * T + t]) * rd(q(t2, i));  // dK = dpre^T Q
+                        dv += rd(a[t2 * T + t]) * rd(d(t2, i));   // dV = att^T dout
+                    }
+                    const size_t row = ((size_t)b * T + t) * C3 + h * hs + i;
+                    bad += !close(dinp[row], dq) + !close(dinp[row + C], dk) + !close(dinp[row + 2 * C], dv);
+                }
+        }
+    CHECK(bad == 0);
+    if (tf32) {  // and the rounding happened: the fp32 op gives other numbers
+        std::vector<float> out32(out.size()), att32(att.size());
+        cpu::attention_forward(out32.data(), att32.data(), inp.data(), B, T, C, NH, false);
+        CHECK(out32 != out);
+    }
+}
+
+TEST_CASE("attention matches its definition in fp32 and with TF32 products", "[ops][gpt][bf16]") {
+    check_attention_definition(false);
+    check_attention_definition(true);
 }
 
 TEST_CASE("encoder and residual backward match finite differences", "[ops][gpt]") {
