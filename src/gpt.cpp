@@ -89,16 +89,20 @@ void Gpt::set_precision(Precision p) {
 // operands (--precision bf16).
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
                      int OC) {
-    if (bf_.on()) cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
-    else cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+    timed(ops_, OpKind::matmul, [&] {
+        if (bf_.on()) cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
+        else cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+    });
 }
 
 void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                       const float* params, size_t w, int BT, int C, int OC) {
-    if (bf_.on())  // the weights were rounded by the forward of these parameters
-        cpu::matmul_backward(dinp, dweight, dbias, bf_.grad(dout, (long)BT * OC), bf_.act(inp, (long)BT * C),
-                             bf_.weights() + w, BT, C, OC);
-    else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
+    timed(ops_, OpKind::matmul, [&] {
+        if (bf_.on())  // the weights were rounded by the forward of these parameters
+            cpu::matmul_backward(dinp, dweight, dbias, bf_.grad(dout, (long)BT * OC), bf_.act(inp, (long)BT * C),
+                                 bf_.weights() + w, BT, C, OC);
+        else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
+    });
 }
 
 std::string Gpt::signature() const {
@@ -151,8 +155,9 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
             int tok = in.tokens[(long)b * in.stride + t];
             if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
         }
-    if (bf_.on()) bf_.round_weights(params);
-    cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C);
+    if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
+    timed(ops_, OpKind::encoder,
+          [&] { cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C); });
     const float* residual = encoded_.data();
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -165,24 +170,33 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         float* fch = fch_.data() + l * 4 * sBTC;
         float* fchg = fch_gelu_.data() + l * 4 * sBTC;
         float* res3 = residual3_.data() + l * sBTC;
-        cpu::layernorm_forward(ln1, ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, residual, params + v.ln1w,
-                               params + v.ln1b, BT, C);
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_forward(ln1, ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, residual,
+                                   params + v.ln1w, params + v.ln1b, BT, C);
+        });
         mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
-        cpu::attention_forward(atty, att, qkv, B, T, C, NH, bf_.on());  // bf16: TF32 products
+        // bf16: attention's products take TF32 operands.
+        timed(ops_, OpKind::attention, [&] { cpu::attention_forward(atty, att, qkv, B, T, C, NH, bf_.on()); });
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
-        cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC);
-        cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
-                               params + v.ln2b, BT, C);
+        timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC); });
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
+                                   params + v.ln2b, BT, C);
+        });
         mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
-        cpu::gelu_forward(fchg, fch, 4 * (long)BTC);
+        timed(ops_, OpKind::activation, [&] { cpu::gelu_forward(fchg, fch, 4 * (long)BTC); });
         mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
-        cpu::residual_forward(res3, res2, scratch_.data(), (long)BTC);
+        timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res3, res2, scratch_.data(), (long)BTC); });
         residual = res3;
     }
-    cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, params + lnfw_, params + lnfb_,
-                           BT, C);
+    timed(ops_, OpKind::layernorm, [&] {
+        cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, params + lnfw_,
+                               params + lnfb_, BT, C);
+    });
     mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V);
-    cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), (int)BT, V);
+    timed(ops_, OpKind::crossentropy, [&] {
+        cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), (int)BT, V);
+    });
     last_B_ = B;
     double sum = 0.0;
     for (long i = 0; i < BT; ++i) sum += losses_[i];
@@ -209,14 +223,17 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
     const size_t sATT = (size_t)max_batch_ * NH * T * T;
     // dlogits overwrite probs in place (each element reads its own probability first).
     float* dlogits = probs_.data();
-    cpu::softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), scale, (int)BT, V);
+    timed(ops_, OpKind::crossentropy,
+          [&] { cpu::softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), scale, (int)BT, V); });
     float* dlnf = dsmall_.data();
     mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V);
     float* dres = dres_.data();
-    std::memset(dres, 0, BTC * sizeof(float));
+    timed(ops_, OpKind::other, [&] { std::memset(dres, 0, BTC * sizeof(float)); });
     const float* last = L > 0 ? residual3_.data() + (L - 1) * sBTC : encoded_.data();
-    cpu::layernorm_backward(dres, grads + lnfw_, grads + lnfb_, dlnf, last, params + lnfw_, lnf_mean_.data(),
-                            lnf_rstd_.data(), BT, C);
+    timed(ops_, OpKind::layernorm, [&] {
+        cpu::layernorm_backward(dres, grads + lnfw_, grads + lnfb_, dlnf, last, params + lnfw_, lnf_mean_.data(),
+                                lnf_rstd_.data(), BT, C);
+    });
     if (hook) hook->grads_ready_from(lnfw_);
     for (int l = L - 1; l >= 0; --l) {
         const LayerViews& v = lv_[l];
@@ -232,21 +249,27 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         // dres = d residual3 = d fcproj (residual3 = residual2 + fcproj) and, below, d residual2.
         float* dfc = dbig_.data();
         mm_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params, v.fcprojw, (int)BT, 4 * C, C);
-        cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC);
+        timed(ops_, OpKind::activation, [&] { cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC); });
         float* dln = dsmall_.data();
         mm_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params, v.fcw, (int)BT, C, 4 * C);
-        cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
-                                ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
+                                    ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
+        });
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
         mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C);
-        cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH, bf_.on());
+        timed(ops_, OpKind::attention,
+              [&] { cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH, bf_.on()); });
         mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv_.data(), ln1, params, v.qkvw, (int)BT, C, 3 * C);
-        cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
-                                ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
+                                    ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);
+        });
         if (hook) hook->grads_ready_from(v.ln1w);
     }
-    cpu::encoder_backward(grads + wte_, grads + wpe_, dres, in.tokens, in.stride, B, T, C);
+    timed(ops_, OpKind::encoder,
+          [&] { cpu::encoder_backward(grads + wte_, grads + wpe_, dres, in.tokens, in.stride, B, T, C); });
     if (hook) hook->grads_ready_from(0);
 }
 

@@ -112,25 +112,31 @@ double Mlp::forward(const float* params, const float* x, const int* y, int B, lo
     if (B > max_batch_) throw std::invalid_argument("Mlp::forward: batch larger than max_batch");
     int L = (int)dims_.size() - 1;
     const float* inp = x;
-    if (bf_.on()) bf_.round_weights(params);
+    if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
     for (int l = 0; l < L; ++l) {
         const ParamView& w = layout_.views[2 * l];
         const ParamView& b = layout_.views[2 * l + 1];
-        if (bf_.on())
-            cpu::matmul_forward(pre_[l].data(), bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset,
-                                params + b.offset, B, dims_[l], dims_[l + 1]);
-        else
-            cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l], dims_[l + 1]);
+        timed(ops_, OpKind::matmul, [&] {
+            if (bf_.on())
+                cpu::matmul_forward(pre_[l].data(), bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset,
+                                    params + b.offset, B, dims_[l], dims_[l + 1]);
+            else
+                cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l],
+                                    dims_[l + 1]);
+        });
         if (l + 1 < L) {
             long n = (long)B * dims_[l + 1];
-            if (act_ == Activation::relu) cpu::relu_forward(post_[l].data(), pre_[l].data(), n);
-            else cpu::gelu_forward(post_[l].data(), pre_[l].data(), n);
+            timed(ops_, OpKind::activation, [&] {
+                if (act_ == Activation::relu) cpu::relu_forward(post_[l].data(), pre_[l].data(), n);
+                else cpu::gelu_forward(post_[l].data(), pre_[l].data(), n);
+            });
             inp = post_[l].data();
         }
     }
     int V = dims_.back();
     const float* logits = pre_[L - 1].data();
-    cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits, y, B, V);
+    timed(ops_, OpKind::crossentropy,
+          [&] { cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits, y, B, V); });
     double sum = 0.0;
     for (int b = 0; b < B; ++b) sum += losses_[b];
     if (correct) {
@@ -149,24 +155,30 @@ void Mlp::backward(float* grads, const float* params, const float* x, const int*
     int L = (int)dims_.size() - 1;
     float* dout = dbuf_a_.data();  // gradient w.r.t. the current layer's output
     float* dnext = dbuf_b_.data();
-    cpu::softmax_crossentropy_backward(dout, probs_.data(), y, scale, B, dims_.back());
+    timed(ops_, OpKind::crossentropy,
+          [&] { cpu::softmax_crossentropy_backward(dout, probs_.data(), y, scale, B, dims_.back()); });
     for (int l = L - 1; l >= 0; --l) {
         const ParamView& w = layout_.views[2 * l];
         const ParamView& b = layout_.views[2 * l + 1];
         const float* inp = l == 0 ? x : post_[l - 1].data();
         float* dinp = l == 0 ? nullptr : dnext;
-        if (bf_.on())  // the weights rounded by the forward of these parameters
-            cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, bf_.grad(dout, (long)B * dims_[l + 1]),
-                                 bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset, B, dims_[l], dims_[l + 1]);
-        else
-            cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
-                                 dims_[l], dims_[l + 1]);
+        timed(ops_, OpKind::matmul, [&] {
+            if (bf_.on())  // the weights rounded by the forward of these parameters
+                cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset,
+                                     bf_.grad(dout, (long)B * dims_[l + 1]), bf_.act(inp, (long)B * dims_[l]),
+                                     bf_.weights() + w.offset, B, dims_[l], dims_[l + 1]);
+            else
+                cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
+                                     dims_[l], dims_[l + 1]);
+        });
         if (hook) hook->grads_ready_from(w.offset);  // layer l's weight and bias are final
         if (l > 0) {
             long n = (long)B * dims_[l];
             // d(pre) = f'(pre) * d(post), in place is fine: each element reads then writes itself.
-            if (act_ == Activation::relu) cpu::relu_backward(dnext, pre_[l - 1].data(), dnext, n);
-            else cpu::gelu_backward(dnext, pre_[l - 1].data(), dnext, n);
+            timed(ops_, OpKind::activation, [&] {
+                if (act_ == Activation::relu) cpu::relu_backward(dnext, pre_[l - 1].data(), dnext, n);
+                else cpu::gelu_backward(dnext, pre_[l - 1].data(), dnext, n);
+            });
             std::swap(dout, dnext);
         }
     }

@@ -167,6 +167,9 @@ void declare(Registry& r, Options& o) {
     r.add<S>("trace", &Options::trace, o, "",
              "write a Chrome trace of every step's phases to FILE-rankNNNNN.json on each rank (merge them with "
              "dptrain-report trace)");
+    r.add<long>("profile-ops", &Options::profile_ops, o, 0,
+                "time step N's forward and backward op by op (matmul, attention, layernorm, ...) and print where "
+                "rank 0's time went; on a GPU by CUDA events around each op; 0 = off");
 }
 
 std::vector<int> parse_widths(const std::string& s) {
@@ -229,6 +232,9 @@ void validate(Options& o) {
     need(o.weight_decay >= 0, strfmt("--weight-decay %g must be >= 0", o.weight_decay));
     need(o.grad_clip >= 0, strfmt("--grad-clip %g must be >= 0 (0 turns clipping off)", o.grad_clip));
     need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
+    need(o.profile_ops >= 0 && o.profile_ops <= o.steps,
+         strfmt("--profile-ops %ld must be a step of the run, 1 to --steps %ld (0 turns it off)", o.profile_ops,
+                o.steps));
     need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
     need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
     need(o.allreduce == "flat" || o.allreduce == "hierarchical" || o.allreduce == "auto",

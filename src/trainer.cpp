@@ -721,6 +721,8 @@ struct Run {
             ctl[0] = preemption_requested() ? 1.0f : 0.0f;
             const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
             const double terms = (double)b.global_n * model->terms_per_sample();
+            const bool profiled = done == o.profile_ops;
+            if (profiled) model->set_op_times(&op_times);
             double loss_sum = model->forward(params.data(), in, nullptr);
             if (faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
@@ -734,6 +736,7 @@ struct Run {
             phase(Phase::backward, done);
             model->backward(grads, params.data(), in, (float)(1.0 / terms), gradient_hook(poison));
             if (poison && device_step()) poison_device_gradient();
+            if (profiled) model->set_op_times(nullptr);  // waits for the GPU's timed ops
             wait_device_backward();
             int global_n = b.global_n;
             pf.release();
@@ -768,6 +771,7 @@ struct Run {
             }
             int_samples += global_n;
             double t_end = end_step_times();
+            if (profiled) print_op_times(done);
 
             if (done % o.log_every == 0 || done == end || stop_requested) {
                 double t = t_end, dt = t - t_int - int_other;
@@ -868,6 +872,15 @@ struct Run {
                      tail.c_str()));
         if (rank == 0) print(strfmt("checkpoint: %s\nmetrics: %s\n", last_checkpoint.c_str(), o.metrics.c_str()));
         return kExitOk;
+    }
+    // --profile-ops: rank 0's forward and backward of one step, op kind by op kind.
+    OpTimes op_times;
+    void print_op_times(long step) {
+        if (rank != 0) return;
+        print(strfmt("ops of step %ld on rank 0, forward + backward%s:\n%s", step,
+                     gpu_device >= 0 ? " (GPU time between CUDA events around each op on the model's stream)"
+                                     : " (wall clock around each op)",
+                     op_times.table().c_str()));
     }
     // Once per run, from the second step line on: a warning naming the bottleneck when waiting
     // for data or for the network takes a large share of the step.

@@ -18,6 +18,7 @@ namespace cuda {
 class Matmuls;
 class HostGradients;
 class InputSlots;
+class OpEvents;
 }
 
 class CudaGpt : public Model, public cuda::Resident {
@@ -40,6 +41,7 @@ class CudaGpt : public Model, public cuda::Resident {
     // Copies the windows to the device on the input stream while the current step computes.
     void stage(const ModelBatch& next) override;
     void unstage() override;
+    void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
     long staged_batches() const override;
     void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
@@ -56,6 +58,7 @@ class CudaGpt : public Model, public cuda::Resident {
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
     std::unique_ptr<cuda::InputSlots> input_;          // the token windows' way in
+    std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
     bool resident_ = false;
     struct LayerViews {

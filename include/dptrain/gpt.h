@@ -42,6 +42,7 @@ class Gpt : public Model {
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
 
     void set_precision(Precision p) override;
+    void set_op_times(OpTimes* t) override { ops_ = t; }
     const GptConfig& config() const { return cfg_; }
     // Logits of the last forward: (B, T, V).
     const float* logits() const { return logits_.data(); }
@@ -65,6 +66,7 @@ class Gpt : public Model {
     // Backward scratch, reused by every layer.
     std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_;
     Bf16Operands bf_;  // --precision bf16
+    OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC);
     void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* params, size_t w, int BT, int C, int OC);

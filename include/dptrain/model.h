@@ -4,6 +4,8 @@
 // Not for: talking to other ranks or reading data.
 #pragma once
 
+#include "dptrain/op_times.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -96,6 +98,9 @@ class Model {
     virtual void unstage() {}
     // Forwards so far whose batch came through stage(); -1 for models that never stage.
     virtual long staged_batches() const { return -1; }
+    // From the next forward on, each op's time goes into *t by kind (--profile-ops, op_times.h);
+    // null stops it once the timed work is done and counted (a GPU model waits for its stream).
+    virtual void set_op_times(OpTimes* t) = 0;
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,
@@ -135,6 +140,7 @@ class Mlp : public Model {
         backward(grads, params, in.x, in.labels, in.B, scale, hook);
     }
     void set_precision(Precision p) override;
+    void set_op_times(OpTimes* t) override { ops_ = t; }
 
   private:
     std::vector<int> dims_;  // in, hidden..., classes
@@ -146,6 +152,7 @@ class Mlp : public Model {
     std::vector<std::vector<float>> pre_, post_;
     std::vector<float> probs_, losses_, dbuf_a_, dbuf_b_;
     Bf16Operands bf_;  // --precision bf16
+    OpTimes* ops_ = nullptr;  // --profile-ops
 };
 
 } // namespace dptrain

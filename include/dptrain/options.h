@@ -56,6 +56,7 @@ struct Options {
     double peak_gflops;  // per rank, for MFU; 0 = measure at start
     std::string metrics;  // JSON lines; default RUN_DIR/metrics.jsonl
     std::string trace;    // Chrome trace per rank (FILE-rankNNNNN.json); "" = off
+    long profile_ops;     // the step whose forward and backward are timed op by op; 0 = off
     std::string metrics_format;  // jsonl | emf (CloudWatch Embedded Metric Format)
     std::string metrics_namespace, job_name;  // EMF namespace and "job" dimension ("" = from the launcher)
     std::string progress;  // auto | tty | plain

@@ -15,7 +15,8 @@ namespace dptrain {
 
 CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
-      mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()) {
+      mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
+      ev_(std::make_unique<cuda::OpEvents>()) {
     if (max_batch <= 0) throw std::invalid_argument("CudaGpt: max_batch must be positive");
     const ParamLayout& lay = host_.layout();
     wte_ = lay.find("wte").offset;
@@ -103,6 +104,8 @@ long CudaGpt::staged_batches() const { return input_->staged_hits(); }
 
 void CudaGpt::unstage() { input_->drain(); }
 
+void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
+
 CudaGpt::~CudaGpt() {
     input_.reset();
     mm_.reset();
@@ -136,7 +139,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         for (int b = 0; b < B; ++b)
             for (int t = 0; t < T; ++t) {
                 int tok = in.tokens[(long)b * in.stride + t + (pass == 0 ? 1 : 0)];
-                if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+                if (tok < 0 || tok >= V)
+                    throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
                 if (pass == 0) host_targets_[(long)b * T + t] = tok;
             }
     const long BT = (long)B * T;
@@ -144,16 +148,21 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     const size_t sATT = (size_t)max_batch_ * NH * T * T;
     cudaStream_t s = ctx_->stream();
     if (!resident_)
-        CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+        ev_->timed(OpKind::copy, s, [&] {
+            CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+        });
     // Rows of T + 1 tokens, at the device's stride: staged during the last step, or copied now;
     // the targets are the rows' last T tokens, packed on the device.
     const cuda::InputSlots::Part rows = token_part(in, T);
-    tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]);
-    CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
-                                 (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
+    ev_->timed(OpKind::copy, s, [&] { tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]); });
+    ev_->timed(OpKind::copy, s, [&] {
+        CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
+                                     (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
+    });
     const float* P = params_;
-    mm_->begin(P, s);
-    cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s);
+    ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });
+    ev_->timed(OpKind::encoder, s,
+               [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -166,22 +175,39 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* fch = fch_ + l * 4 * sBTC;
         float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* res3 = residual3_ + l * sBTC;
-        cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT, C, s);
-        mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s);
-        cuda::attention_forward(atty, att, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);  // bf16: TF32 products
-        mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
-        cuda::residual_forward(res2, residual, scratch_, (long)BTC, s);
-        cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C, s);
-        mm_->forward(fch, ln2, P, v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s);
-        cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
-        mm_->forward(scratch_, fchg, P, v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s);
-        cuda::residual_forward(res3, res2, scratch_, (long)BTC, s);
+        ev_->timed(OpKind::layernorm, s, [&] {
+            cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT,
+                                    C, s);
+        });
+        ev_->timed(OpKind::matmul, s,
+                   [&] { mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s); });
+        // bf16: attention's products take TF32 operands.
+        ev_->timed(OpKind::attention, s,
+                   [&] { cuda::attention_forward(atty, att, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s); });
+        ev_->timed(OpKind::matmul, s,
+                   [&] { mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s); });
+        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
+        ev_->timed(OpKind::layernorm, s, [&] {
+            cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C,
+                                    s);
+        });
+        ev_->timed(OpKind::matmul, s,
+                   [&] { mm_->forward(fch, ln2, P, v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s); });
+        ev_->timed(OpKind::activation, s, [&] { cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s); });
+        ev_->timed(OpKind::matmul, s,
+                   [&] { mm_->forward(scratch_, fchg, P, v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s); });
+        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res3, res2, scratch_, (long)BTC, s); });
         residual = res3;
     }
-    cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s);
-    mm_->forward(logits_, lnf_, P, wte_, nullptr, (int)BT, C, V, *ctx_, s);
-    cuda::softmax_crossentropy_forward(losses_, probs_, logits_, targets_, (int)BT, V, s);
-    CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+    ev_->timed(OpKind::layernorm, s,
+               [&] { cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s); });
+    ev_->timed(OpKind::matmul, s, [&] { mm_->forward(logits_, lnf_, P, wte_, nullptr, (int)BT, C, V, *ctx_, s); });
+    ev_->timed(OpKind::crossentropy, s,
+               [&] { cuda::softmax_crossentropy_forward(losses_, probs_, logits_, targets_, (int)BT, V, s); });
+    ev_->timed(OpKind::copy, s, [&] {
+        CUDA_CHECK(
+            cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+    });
     CUDA_CHECK(cudaStreamSynchronize(s));
     last_B_ = B;
     double sum = 0.0;
@@ -219,16 +245,20 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const float* P = params_;
     float* G = grads_;
     cudaStream_t s = ctx_->stream();
-    CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s));
+    ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
     // dlogits overwrite probs in place (each element reads its own probability first).
     float* dlogits = probs_;
-    cuda::softmax_crossentropy_backward(dlogits, probs_, targets_, scale, (int)BT, V, s);
+    ev_->timed(OpKind::crossentropy, s,
+               [&] { cuda::softmax_crossentropy_backward(dlogits, probs_, targets_, scale, (int)BT, V, s); });
     float* dlnf = dsmall_;
-    mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s);
+    ev_->timed(OpKind::matmul, s,
+               [&] { mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s); });
     float* dres = dres_;
-    CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s));
+    ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
-    cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, s);
+    ev_->timed(OpKind::layernorm, s, [&] {
+        cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, s);
+    });
     // Resident: the hook hears of each finished layer as its work is queued (as Gpt::backward
     // tells it), so gradient sums can start on the GPU while backward goes on.
     if (resident_ && hook) hook->grads_ready_from(lnfw_);
@@ -244,25 +274,39 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* fch = fch_ + l * 4 * sBTC;
         const float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* dfc = dbig_;
-        mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
-        cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
+        });
+        ev_->timed(OpKind::activation, s, [&] { cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s); });
         float* dln = dsmall_;
-        mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s);
-        cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
-                                 ln2_rstd_ + l * sBT, BT, C, s);
-        mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
-        cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
-        mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
-        cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
-                                 ln1_rstd_ + l * sBT, BT, C, s);
+        ev_->timed(OpKind::matmul, s,
+                   [&] { mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s); });
+        ev_->timed(OpKind::layernorm, s, [&] {
+            cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
+                                     ln2_rstd_ + l * sBT, BT, C, s);
+        });
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
+        });
+        ev_->timed(OpKind::attention, s, [&] {
+            cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
+        });
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
+        });
+        ev_->timed(OpKind::layernorm, s, [&] {
+            cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
+                                     ln1_rstd_ + l * sBT, BT, C, s);
+        });
         if (resident_ && hook) hook->grads_ready_from(v.ln1w);
     }
-    cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s);
+    ev_->timed(OpKind::encoder, s,
+               [&] { cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s); });
     if (resident_) {  // the gradients stay on the device, queued on the stream
         if (hook) hook->grads_ready_from(0);
         return;
     }
-    host_grads_->add_to(grads, grads_, Pn, s);
+    ev_->timed(OpKind::copy, s, [&] { host_grads_->add_to(grads, grads_, Pn, s); });
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

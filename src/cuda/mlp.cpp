@@ -13,7 +13,7 @@ namespace dptrain {
 CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device)
     : host_(in, hidden, classes, act, max_batch), ctx_(std::make_unique<cuda::Context>(device)),
       mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
-      dims_(host_.dims()) {
+      ev_(std::make_unique<cuda::OpEvents>()), dims_(host_.dims()) {
     const size_t P = host_.num_params(), Bm = (size_t)max_batch;
     int L = (int)dims_.size() - 1;
     int widest = *std::max_element(dims_.begin(), dims_.end());
@@ -63,6 +63,8 @@ long CudaMlp::staged_batches() const { return input_->staged_hits(); }
 
 void CudaMlp::unstage() { input_->drain(); }
 
+void CudaMlp::set_op_times(OpTimes* t) { ev_->set(t); }
+
 CudaMlp::~CudaMlp() {
     input_.reset();
     mm_.reset();
@@ -82,27 +84,37 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
     if (!resident_)
-        CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+        ev_->timed(OpKind::copy, s, [&] {
+            CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+        });
     // The batch: staged during the last step, or copied now.
     cuda::InputSlots::Part parts[2];
     batch_parts(in, dims_[0], parts);
-    void* const* batch = input_->take(parts, B, s);
+    void* const* batch = nullptr;
+    ev_->timed(OpKind::copy, s, [&] { batch = input_->take(parts, B, s); });
     x_ = static_cast<const float*>(batch[0]);
     y_ = static_cast<const int*>(batch[1]);
-    mm_->begin(params_, s);
+    ev_->timed(OpKind::matmul, s, [&] { mm_->begin(params_, s); });
     const float* inp = x_;
     for (int l = 0; l < L; ++l) {
-        mm_->forward(pre_[l], inp, params_, views[2 * l].offset, params_ + views[2 * l + 1].offset, B, dims_[l],
-                     dims_[l + 1], *ctx_, s);
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->forward(pre_[l], inp, params_, views[2 * l].offset, params_ + views[2 * l + 1].offset, B, dims_[l],
+                         dims_[l + 1], *ctx_, s);
+        });
         if (l + 1 < L) {
             long n = (long)B * dims_[l + 1];
-            if (host_.activation() == Activation::relu) cuda::relu_forward(post_[l], pre_[l], n, s);
-            else cuda::gelu_forward(post_[l], pre_[l], n, s);
+            ev_->timed(OpKind::activation, s, [&] {
+                if (host_.activation() == Activation::relu) cuda::relu_forward(post_[l], pre_[l], n, s);
+                else cuda::gelu_forward(post_[l], pre_[l], n, s);
+            });
             inp = post_[l];
         }
     }
-    cuda::softmax_crossentropy_forward(losses_, probs_, pre_[L - 1], y_, B, V, s);
-    CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost, s));
+    ev_->timed(OpKind::crossentropy, s,
+               [&] { cuda::softmax_crossentropy_forward(losses_, probs_, pre_[L - 1], y_, B, V, s); });
+    ev_->timed(OpKind::copy, s, [&] {
+        CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost, s));
+    });
     if (correct)
         CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), pre_[L - 1], (size_t)B * V * sizeof(float),
                                    cudaMemcpyDeviceToHost, s));
@@ -126,26 +138,31 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     const size_t P = host_.num_params();
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
-    CUDA_CHECK(cudaMemsetAsync(grads_, 0, P * sizeof(float), s));
+    ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, P * sizeof(float), s)); });
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
-    cuda::softmax_crossentropy_backward(dout, probs_, y_, scale, B, dims_.back(), s);
+    ev_->timed(OpKind::crossentropy, s,
+               [&] { cuda::softmax_crossentropy_backward(dout, probs_, y_, scale, B, dims_.back(), s); });
     for (int l = L - 1; l >= 0; --l) {
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;
-        mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
-                      views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
+                          views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+        });
         // Resident: layer l's gradients are queued; the hook may start their sum (as Mlp does).
         if (resident_ && hook) hook->grads_ready_from(views[2 * l].offset);
         if (l > 0) {
             long n = (long)B * dims_[l];
-            if (host_.activation() == Activation::relu) cuda::relu_backward(dnext, pre_[l - 1], dnext, n, s);
-            else cuda::gelu_backward(dnext, pre_[l - 1], dnext, n, s);
+            ev_->timed(OpKind::activation, s, [&] {
+                if (host_.activation() == Activation::relu) cuda::relu_backward(dnext, pre_[l - 1], dnext, n, s);
+                else cuda::gelu_backward(dnext, pre_[l - 1], dnext, n, s);
+            });
             std::swap(dout, dnext);
         }
     }
     if (resident_) return;  // the gradients stay on the device, queued on the stream
-    host_grads_->add_to(grads, grads_, P, s);
+    ev_->timed(OpKind::copy, s, [&] { host_grads_->add_to(grads, grads_, P, s); });
     if (hook) hook->grads_ready_from(0);  // every layer's gradients at once
 }
 

@@ -5,6 +5,7 @@
 // (matmul_forward_bf16 / matmul_backward_bf16). The CPU models do the same with Bf16Operands
 // (model.h). Not for: attention's internal products (TF32 in bf16, in attention.cu).
 // HostGradients: the --gpu-state host gradients' way back. InputSlots: the batches' way in.
+// OpEvents: --profile-ops on the GPU.
 #pragma once
 
 #include "check.h"
@@ -12,6 +13,7 @@
 #include "dptrain/model.h"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace dptrain::cuda {
@@ -140,6 +142,60 @@ class InputSlots {
     int staged_rows_ = 0;
     Part staged_parts_[kMaxParts];
     long staged_hits_ = 0, direct_ = 0;
+};
+
+// --profile-ops on a GPU: a pair of events recorded around each op on the model's stream while an
+// OpTimes is set; stop() waits for the stream and adds each pair's elapsed time to it by kind.
+// Events are made as the first profiled step needs them and kept for the model's life.
+class OpEvents {
+  public:
+    OpEvents() = default;
+    ~OpEvents() {
+        for (auto& e : events_) {
+            cudaEventDestroy(e.first);
+            cudaEventDestroy(e.second);
+        }
+    }
+    OpEvents(const OpEvents&) = delete;
+    OpEvents& operator=(const OpEvents&) = delete;
+
+    // Starts timing into t; null stops it (stop()).
+    void set(OpTimes* t) {
+        stop();
+        times_ = t;
+    }
+    template <class Op>
+    void timed(OpKind k, cudaStream_t s, Op&& op) {
+        if (!times_) return op();
+        if (used_ == events_.size()) {
+            cudaEvent_t a = nullptr, b = nullptr;
+            CUDA_CHECK(cudaEventCreate(&a));
+            CUDA_CHECK(cudaEventCreate(&b));
+            events_.emplace_back(a, b);
+            kinds_.push_back(k);
+        }
+        CUDA_CHECK(cudaEventRecord(events_[used_].first, s));
+        op();
+        CUDA_CHECK(cudaEventRecord(events_[used_].second, s));
+        kinds_[used_++] = k;
+    }
+    void stop() {
+        if (!times_) return;
+        for (size_t i = 0; i < used_; ++i) {
+            CUDA_CHECK(cudaEventSynchronize(events_[i].second));
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i].first, events_[i].second));
+            times_->add(kinds_[i], ms / 1e3);
+        }
+        times_ = nullptr;
+        used_ = 0;
+    }
+
+  private:
+    OpTimes* times_ = nullptr;
+    std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
+    std::vector<OpKind> kinds_;
+    size_t used_ = 0;
 };
 
 } // namespace dptrain::cuda

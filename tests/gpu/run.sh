@@ -10,17 +10,19 @@
 #                               on a bare GPU machine: use the binaries and runtime packages that
 #                               tests/gpu/pack.sh put in DIR (unpacked into a private prefix)
 #                               instead of building
+#   ... --logs-to DIR           also copy every step's log and the summary into DIR at the end
 # Not for: CI (no GPU there) or tracking performance over time.
 set -u
 cd "$(dirname "$0")/../.."
 
-dry=0 prebuilt=""
+dry=0 prebuilt="" logs_to=""
 while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
     --prebuilt) prebuilt=${2:?--prebuilt needs the directory tests/gpu/pack.sh wrote}; shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, or no argument)" >&2; exit 2 ;;
+    --logs-to) logs_to=${2:?--logs-to needs a directory}; shift 2 ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, --logs-to DIR, or no argument)" >&2; exit 2 ;;
   esac
 done
 
@@ -68,7 +70,8 @@ say_what_runs_where() {
   echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]; gpt-staged"
   echo "checks that the trainer copied batches to the GPU during the step before theirs), and gpt-124m-*"
   echo "(tokens/s and MFU of a GPT-2 124M-shaped model in"
-  echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops)."
+  echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops), and memcheck (the op"
+  echo "tests under compute-sanitizer, where installed)."
 }
 
 t0=$SECONDS
@@ -226,25 +229,42 @@ $B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-res/checkpoi
 # Throughput at GPT-2 124M shapes (12 layers, 12 heads, 768 channels, 1024 tokens, vocabulary
 # padded to 50304) on one GPU, in bf16 (the goal: MFU >= 40%) and in fp32 (no TF32: its ceiling
 # is the fp32 rate, 67 TFLOP/s = 6.8% of the bf16 peak). MFU against the H200's dense bf16 peak,
-# 989 TFLOP/s. Parameters, gradients and AdamW stay on the host in this path (docs/GPU.md).
+# 989 TFLOP/s. Parameters, gradients and AdamW stay on the GPU (--gpu-state auto on one GPU;
+# docs/GPU.md). In bf16 attention's products are TF32 (bench-attention shows what that buys).
 G124="--model gpt --device cuda --data $W/tok --vocab-size 50304 --block-size 1024 --n-layer 12 --n-head 12 \
 --n-embd 768 --batch-size 8 --steps 12 --warmup-steps 2 --log-every 4 --eval-every 0 --eval-max 8 \
---checkpoint-every 0 --peak-gflops 989000"
+--checkpoint-every 0 --peak-gflops 989000 --profile-ops 8"
 NOTE='^step' \
 step gpt-124m-bf16 GPU 150 gpt-data "rm -rf $W/g124b && $LAUNCH $B/dptrain $G124 --precision bf16 --run-dir $W/g124b"
 NOTE='^step' \
 step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
+
+# Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
+# access or a misaligned one in a kernel can pass a tolerance; memcheck names it). Where the
+# toolkit has no compute-sanitizer the step is left out.
+if [ $dry = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
+  NOTE='ERROR SUMMARY|test cases' \
+  step memcheck GPU 120 build \
+    "compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no 'cuda *'"
+fi
 
 [ $dry = 1 ] && exit 0
 
 echo
 say_what_runs_where
 echo
-printf '%-12s %-5s %-6s %5s  %s\n' step on result secs note
+summary() {
+  printf '%-12s %-5s %-6s %5s  %s\n' step on result secs note
+  for i in "${!names[@]}"; do
+    printf '%-12s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+  done
+}
+summary
 failed=0
-for i in "${!names[@]}"; do
-  printf '%-12s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
-  [ "${results[$i]}" = FAIL ] && failed=$((failed + 1))
-done
+for i in "${!names[@]}"; do [ "${results[$i]}" = FAIL ] && failed=$((failed + 1)); done
 echo "total $((SECONDS - t0))s; $failed failed; logs in $W/logs"
+if [ -n "$logs_to" ]; then
+  mkdir -p "$logs_to" && cp "$W"/logs/*.log "$logs_to"/ && summary >"$logs_to/summary.txt" &&
+    echo "logs and summary copied to $logs_to"
+fi
 [ $failed = 0 ]

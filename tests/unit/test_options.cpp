@@ -91,6 +91,9 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     e = error_of({"--shuffle-block", "0"});
     CHECK(e.find("--shuffle-block 0 must be in 1..") != std::string::npos);
 
+    e = error_of({"--steps", "20", "--profile-ops", "21"});
+    CHECK(e.find("--profile-ops 21 must be a step of the run, 1 to --steps 20") != std::string::npos);
+
     e = error_of({"--hidden", "8,x"});
     CHECK(e.find("--hidden") != std::string::npos);
 
