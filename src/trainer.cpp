@@ -693,6 +693,9 @@ struct Run {
             sync->set_tracer(&tracer);
         }
         times.reserve(std::min(o.log_every, end - start_step));
+        if (o.profile_ops > 0 && (o.profile_ops <= start_step || o.profile_ops > end))
+            print(strfmt("note: --profile-ops %ld: that step is not in this run (steps %ld..%ld); no op times\n",
+                         o.profile_ops, start_step + 1, end));
 
         double t_run = now_seconds(), t_int = t_run;
         // Interval sums since the last step line. Evaluation and checkpoint time (int_other) is
@@ -721,7 +724,7 @@ struct Run {
             ctl[0] = preemption_requested() ? 1.0f : 0.0f;
             const ModelBatch in = model_batch(b.x.data(), b.y.data(), b.n);
             const double terms = (double)b.global_n * model->terms_per_sample();
-            const bool profiled = done == o.profile_ops;
+            const bool profiled = done == o.profile_ops && rank == 0;  // rank 0 prints them
             if (profiled) model->set_op_times(&op_times);
             double loss_sum = model->forward(params.data(), in, nullptr);
             if (faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -736,7 +739,10 @@ struct Run {
             phase(Phase::backward, done);
             model->backward(grads, params.data(), in, (float)(1.0 / terms), gradient_hook(poison));
             if (poison && device_step()) poison_device_gradient();
-            if (profiled) model->set_op_times(nullptr);  // waits for the GPU's timed ops
+            if (profiled) {
+                model->set_op_times(nullptr);  // waits for the GPU's timed ops
+                print_op_times(done);
+            }
             wait_device_backward();
             int global_n = b.global_n;
             pf.release();
@@ -771,7 +777,6 @@ struct Run {
             }
             int_samples += global_n;
             double t_end = end_step_times();
-            if (profiled) print_op_times(done);
 
             if (done % o.log_every == 0 || done == end || stop_requested) {
                 double t = t_end, dt = t - t_int - int_other;
@@ -876,7 +881,6 @@ struct Run {
     // --profile-ops: rank 0's forward and backward of one step, op kind by op kind.
     OpTimes op_times;
     void print_op_times(long step) {
-        if (rank != 0) return;
         print(strfmt("ops of step %ld on rank 0, forward + backward%s:\n%s", step,
                      gpu_device >= 0 ? " (GPU time between CUDA events around each op on the model's stream)"
                                      : " (wall clock around each op)",

@@ -160,7 +160,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                                      (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
     });
     const float* P = params_;
-    ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });
+    if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });  // the weights' rounding
     ev_->timed(OpKind::encoder, s,
                [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
     const float* residual = encoded_;

@@ -94,7 +94,7 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     ev_->timed(OpKind::copy, s, [&] { batch = input_->take(parts, B, s); });
     x_ = static_cast<const float*>(batch[0]);
     y_ = static_cast<const int*>(batch[1]);
-    ev_->timed(OpKind::matmul, s, [&] { mm_->begin(params_, s); });
+    if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(params_, s); });  // the weights' rounding
     const float* inp = x_;
     for (int l = 0; l < L; ++l) {
         ev_->timed(OpKind::matmul, s, [&] {

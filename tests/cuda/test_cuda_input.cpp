@@ -9,6 +9,8 @@
 
 #include "dptrain/cuda_gpt.h"
 #include "dptrain/cuda_mlp.h"
+#include "dptrain/gpt.h"
+#include "dptrain/op_times.h"
 
 #include <memory>
 #include <string>
@@ -136,4 +138,70 @@ TEST_CASE("CudaMlp: staged rows train exactly as rows copied at forward", "[cuda
     batches[4] = batches[1];
     batches[4].B = max_batch;
     CHECK(run_both(staged, plain, batches, kOrder) == kStagedUses);
+}
+
+// --profile-ops on the GPU: the CUDA models time the same ops as their CPU twins, kind by kind,
+// in both precisions and both --gpu-state paths; what only a GPU does is counted apart: "copy"
+// (the batch's way in and, for the GPT, the targets packed on the device; the losses' way back;
+// on the host path the parameters' way in and the gradients' way back) and "other" (the gradient
+// buffer cleared before backward). A second profiled step counts the same.
+TEST_CASE("CudaGpt and CudaMlp time the ops their CPU twins time", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 23;
+    cfg.block_size = 16;
+    cfg.n_layer = 2;
+    cfg.n_head = 2;
+    cfg.n_embd = 32;
+    const int B = 3, T = cfg.block_size, in_dim = 9, classes = 4;
+    std::vector<int> tokens = randint((size_t)B * (T + 1), 90, cfg.vocab_size);
+    std::vector<float> x = randn((size_t)B * in_dim, 91);
+    std::vector<int> y = randint(B, 92, classes);
+    ModelBatch gb, mb;
+    gb.B = B;
+    gb.tokens = tokens.data();
+    gb.stride = T + 1;
+    mb.B = B;
+    mb.x = x.data();
+    mb.labels = y.data();
+    const OpKind shared[] = {OpKind::matmul,   OpKind::attention,    OpKind::layernorm, OpKind::activation,
+                             OpKind::residual, OpKind::crossentropy, OpKind::encoder};
+    auto count = [](Model& m, const ModelBatch& in) {
+        std::vector<float> p(m.num_params()), g(m.num_params(), 0.0f);
+        m.init(p.data(), 3);
+        OpTimes t;
+        m.set_op_times(&t);
+        m.forward(p.data(), in, nullptr);
+        m.backward(g.data(), p.data(), in, 0.1f, nullptr);
+        m.set_op_times(nullptr);
+        return t;
+    };
+    for (Precision prec : {Precision::fp32, Precision::bf16})
+        for (bool resident : {false, true}) {
+            INFO((prec == Precision::bf16 ? "bf16" : "fp32") << (resident ? ", resident" : ", host state"));
+            Gpt cpu_gpt(cfg, B);
+            CudaGpt gpu_gpt(cfg, B, 0);
+            Mlp cpu_mlp(in_dim, {16}, classes, Activation::relu, B);
+            CudaMlp gpu_mlp(in_dim, {16}, classes, Activation::relu, B, 0);
+            for (Model* m : {(Model*)&cpu_gpt, (Model*)&gpu_gpt, (Model*)&cpu_mlp, (Model*)&gpu_mlp})
+                m->set_precision(prec);
+            gpu_gpt.set_resident(resident);
+            gpu_mlp.set_resident(resident);
+            const OpTimes cg = count(cpu_gpt, gb), cm = count(cpu_mlp, mb);
+            for (int round = 0; round < 2; ++round) {
+                INFO("profiled step " << round + 1);
+                const OpTimes gg = count(gpu_gpt, gb), gm = count(gpu_mlp, mb);
+                for (OpKind k : shared) {
+                    INFO(op_kind_name(k));
+                    CHECK(gg.calls(k) == cg.calls(k));
+                    CHECK(gm.calls(k) == cm.calls(k));
+                }
+                const long copies = resident ? 3 : 5;  // + the parameters in, the gradients out
+                CHECK(gg.calls(OpKind::copy) == copies);
+                CHECK(gm.calls(OpKind::copy) == copies - 1);  // no targets to pack
+                CHECK(gg.calls(OpKind::other) == cg.calls(OpKind::other) + 1);
+                CHECK(gm.calls(OpKind::other) == cm.calls(OpKind::other) + 1);
+                CHECK(gg.total() > 0.0);
+            }
+        }
 }

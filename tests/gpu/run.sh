@@ -13,6 +13,7 @@
 #   ... --logs-to DIR           also copy every step's log and the summary into DIR at the end
 # Not for: CI (no GPU there) or tracking performance over time.
 set -u
+caller=$PWD
 cd "$(dirname "$0")/../.."
 
 dry=0 prebuilt="" logs_to=""
@@ -20,7 +21,10 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) dry=1; shift ;;
     --prebuilt) prebuilt=${2:?--prebuilt needs the directory tests/gpu/pack.sh wrote}; shift 2 ;;
-    --logs-to) logs_to=${2:?--logs-to needs a directory}; shift 2 ;;
+    --logs-to)
+      logs_to=${2:?--logs-to needs a directory}
+      case $logs_to in /*) ;; *) logs_to=$caller/$logs_to ;; esac  # relative to where run.sh was called
+      shift 2 ;;
     -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, --logs-to DIR, or no argument)" >&2; exit 2 ;;
   esac
@@ -264,7 +268,7 @@ failed=0
 for i in "${!names[@]}"; do [ "${results[$i]}" = FAIL ] && failed=$((failed + 1)); done
 echo "total $((SECONDS - t0))s; $failed failed; logs in $W/logs"
 if [ -n "$logs_to" ]; then
-  mkdir -p "$logs_to" && cp "$W"/logs/*.log "$logs_to"/ && summary >"$logs_to/summary.txt" &&
-    echo "logs and summary copied to $logs_to"
+  mkdir -p "$logs_to" && summary >"$logs_to/summary.txt" && cp "$W"/logs/*.log "$logs_to"/ &&
+    echo "logs and summary copied to $logs_to" || echo "run.sh: could not copy the logs to $logs_to" >&2
 fi
 [ $failed = 0 ]

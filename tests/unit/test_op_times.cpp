@@ -78,6 +78,7 @@ TEST_CASE("Gpt times each op of forward and backward into the OpTimes it is give
         CHECK(t.calls(OpKind::layernorm) == 2 * (2 * L + 1));
         CHECK(t.calls(OpKind::encoder) == 2);
         CHECK(t.calls(OpKind::crossentropy) == 2);
+        CHECK(t.calls(OpKind::other) == 1);  // clearing the residual stream's gradient
         CHECK(t.total() > 0.0);
         // Cleared: nothing more is counted.
         const double before = t.total();
@@ -92,12 +93,17 @@ TEST_CASE("Mlp times each op of forward and backward into the OpTimes it is give
     std::vector<float> p(m.num_params()), g(m.num_params(), 0.0f), x(B * 7, 0.5f);
     std::vector<int> y = {0, 1, 2, 0, 1};
     m.init(p.data(), 2);
-    OpTimes t;
-    m.set_op_times(&t);
-    m.forward(p.data(), x.data(), y.data(), B, nullptr);
-    m.backward(g.data(), p.data(), x.data(), y.data(), B, 0.2f, nullptr);
-    m.set_op_times(nullptr);
-    CHECK(t.calls(OpKind::matmul) == 2 * 3);      // three layers, both ways
-    CHECK(t.calls(OpKind::activation) == 2 * 2);  // between them
-    CHECK(t.calls(OpKind::crossentropy) == 2);
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+        INFO((prec == Precision::bf16 ? "bf16" : "fp32"));
+        m.set_precision(prec);
+        OpTimes t;
+        m.set_op_times(&t);
+        m.forward(p.data(), x.data(), y.data(), B, nullptr);
+        m.backward(g.data(), p.data(), x.data(), y.data(), B, 0.2f, nullptr);
+        m.set_op_times(nullptr);
+        // Three layers both ways (bf16 adds the weights' rounding), the activations between them.
+        CHECK(t.calls(OpKind::matmul) == 2 * 3 + (prec == Precision::bf16 ? 1 : 0));
+        CHECK(t.calls(OpKind::activation) == 2 * 2);
+        CHECK(t.calls(OpKind::crossentropy) == 2);
+    }
 }
