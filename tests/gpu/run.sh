@@ -258,9 +258,9 @@ echo
 say_what_runs_where
 echo
 summary() {
-  printf '%-12s %-5s %-6s %5s  %s\n' step on result secs note
+  printf '%-18s %-5s %-6s %5s  %s\n' step on result secs note
   for i in "${!names[@]}"; do
-    printf '%-12s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+    printf '%-18s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
   done
 }
 summary
