@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """The peer for dptrain's GPT step: the same model (GPT-2 style, pre-LayerNorm, tanh GELU, tied
-head), AdamW with weight decay on matrices, global-norm clipping and batch, in PyTorch on the CPU
-with the batches already in memory (dptrain reads them from HDF5). Prints tokens/s.
+head), AdamW with weight decay on matrices, global-norm clipping and batch, in PyTorch with the
+batches already in memory (dptrain reads them from HDF5). Prints tokens/s. On the CPU by default;
+--device cuda runs it on a GPU, where --precision bf16 is autocast to bf16 (fp32 master weights,
+as dptrain's --precision bf16) and --attention sdpa uses PyTorch's fused attention
+(scaled_dot_product_attention) instead of the same unfused products dptrain computes.
 
 usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
+                      [--device cpu|cuda] [--precision fp32|bf16] [--attention naive|sdpa]
 """
 import argparse
 import os
@@ -21,6 +25,9 @@ p.add_argument("--embd", type=int, default=128)
 p.add_argument("--vocab", type=int, default=65)
 p.add_argument("--steps", type=int, default=50)
 p.add_argument("--warmup", type=int, default=5)
+p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+p.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
 a = p.parse_args()
 # torch.set_num_threads does not reach the BLAS library that Debian's PyTorch calls for its matrix
 # products (OpenBLAS, with its own thread pool): without these the "1 thread" peer multiplied on
@@ -31,7 +38,16 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(a.threads)
+if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+    p.error(f"--attention sdpa needs PyTorch 2.0 or later (this is {torch.__version__}); use --attention naive")
+if a.device == "cuda" and not torch.cuda.is_available():
+    p.error("--device cuda: PyTorch sees no GPU")
 torch.manual_seed(0)
+dev = torch.device(a.device)
+if a.device == "cuda":
+    # fp32 means fp32, as dptrain's --precision fp32 (no TF32 tensor cores).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 B, T, C, NH, V, L = a.batch, a.block, a.embd, a.heads, a.vocab, a.layers
 
 
@@ -46,9 +62,12 @@ class Block(nn.Module):
     def forward(self, x):
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=-1)
         q, k, v = (t.view(B, T, NH, C // NH).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
-        att = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+        if a.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // NH)
+            y = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
@@ -60,33 +79,43 @@ class GPT(nn.Module):
         self.lnf = nn.LayerNorm(C)
 
     def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for b in self.blocks:
             x = b(x)
         logits = self.lnf(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
 
-model = GPT()
+model = GPT().to(dev)
 decay = [q for q in model.parameters() if q.dim() == 2]
 other = [q for q in model.parameters() if q.dim() != 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=1e-3)
-data = torch.randint(0, V, (16, B, T + 1))
+data = torch.randint(0, V, (16, B, T + 1), device=dev)
 
 
 def step(i):
     opt.zero_grad(set_to_none=True)
-    loss = model(data[i % 16, :, :T], data[i % 16, :, 1:])
+    with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        loss = model(data[i % 16, :, :T], data[i % 16, :, 1:])
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 
 
+def sync():
+    if a.device == "cuda":
+        torch.cuda.synchronize()
+
+
 for i in range(a.warmup):
     step(i)
+sync()
 t0 = time.perf_counter()
 for i in range(a.steps):
     step(i)
+sync()
 dt = time.perf_counter() - t0
-print(f"pytorch {torch.__version__} threads={a.threads} B={B} T={T} L={L} H={NH} C={C}: "
+where = f"threads={a.threads}" if a.device == "cpu" else \
+    f"{torch.cuda.get_device_name()} {a.precision} attention={a.attention}"
+print(f"pytorch {torch.__version__} {where} B={B} T={T} L={L} H={NH} C={C}: "
       f"{a.steps * B * T / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")

@@ -74,7 +74,8 @@ say_what_runs_where() {
   echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]; gpt-staged"
   echo "checks that the trainer copied batches to the GPU during the step before theirs), and gpt-124m-*"
   echo "(tokens/s and MFU of a GPT-2 124M-shaped model in"
-  echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops), and memcheck (the op"
+  echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops), torch-124m-* (PyTorch"
+  echo "on the same GPU and shapes: the peer; vs-pytorch gives the ratios), and memcheck (the op"
   echo "tests under compute-sanitizer, where installed)."
 }
 
@@ -242,6 +243,15 @@ NOTE='^step' \
 step gpt-124m-bf16 GPU 150 gpt-data "rm -rf $W/g124b && $LAUNCH $B/dptrain $G124 --precision bf16 --run-dir $W/g124b"
 NOTE='^step' \
 step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
+
+# The peer in the same run: PyTorch on the same GPU with the same shapes and batch, bf16 autocast
+# (fp32 master weights, as --precision bf16), with the same unfused attention as dptrain's and with
+# its fused one (scaled_dot_product_attention); then dptrain's tokens/s over each, as ratios.
+T124="--device cuda --precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50304 \
+--steps 10 --warmup 3"
+NOTE='tokens/s' step torch-124m-bf16 GPU 120 - "python3 bench/gpt_pytorch.py $T124"
+NOTE='tokens/s' step torch-124m-bf16-sdpa GPU 120 - "python3 bench/gpt_pytorch.py $T124 --attention sdpa"
+NOTE='^ratio' step vs-pytorch host 15 gpt-124m-bf16 "tests/gpu/compare_peer.sh $W/logs"
 
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it). Where the
