@@ -55,6 +55,25 @@ struct Shape {
     int C, OC;
 };
 
+// Mean milliseconds of `reps` back-to-back launch() calls on stream s after `warmup` more, timed
+// by CUDA events.
+template <class Launch>
+static double mean_ms(cudaStream_t s, int warmup, int reps, Launch&& launch) {
+    cudaEvent_t start, stop;
+    BENCH_CHECK(cudaEventCreate(&start));
+    BENCH_CHECK(cudaEventCreate(&stop));
+    for (int i = 0; i < warmup; ++i) launch();
+    BENCH_CHECK(cudaEventRecord(start, s));
+    for (int i = 0; i < reps; ++i) launch();
+    BENCH_CHECK(cudaEventRecord(stop, s));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return (double)ms / reps;
+}
+
 // What the tensor cores do to fp32 operands under CUBLAS_COMPUTE_32F_FAST_TF32: A (64 x 64, every
 // mantissa bit random) times the identity gives the converted A back exactly; it is compared bit
 // for bit with truncation, rounding to nearest even, to nearest away from zero, and no conversion.
@@ -117,9 +136,6 @@ static int bench_attention(int reps) {
     BENCH_CHECK(cudaMalloc(&att, n_att * sizeof(float)));
     BENCH_CHECK(cudaMalloc(&datt, n_att * sizeof(float)));
     BENCH_CHECK(cudaMalloc(&dinp, n_inp * sizeof(float)));
-    cudaEvent_t start, stop;
-    BENCH_CHECK(cudaEventCreate(&start));
-    BENCH_CHECK(cudaEventCreate(&stop));
     // Six products of 2 B NH T^2 hs FLOP each (two forward, four backward), counted in full
     // (the causal half is computed too, as the model counts it).
     const double flop = 6.0 * 2.0 * B * NH * (double)T * T * hs;
@@ -127,18 +143,10 @@ static int bench_attention(int reps) {
                 warmup);
     double ms_of[2] = {0, 0};
     for (int tf32 = 0; tf32 < 2; ++tf32) {
-        auto launch = [&] {
+        ms_of[tf32] = mean_ms(s, warmup, reps, [&] {
             dptrain::cuda::attention_forward(out, att, inp, B, T, C, NH, tf32 != 0, ctx, s);
             dptrain::cuda::attention_backward(dinp, datt, dout, inp, att, B, T, C, NH, tf32 != 0, ctx, s);
-        };
-        for (int i = 0; i < warmup; ++i) launch();
-        BENCH_CHECK(cudaEventRecord(start, s));
-        for (int i = 0; i < reps; ++i) launch();
-        BENCH_CHECK(cudaEventRecord(stop, s));
-        BENCH_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        ms_of[tf32] = (double)ms / reps;
+        });
         std::printf("%-6s %10.3f ms %10.1f TFLOP/s\n", tf32 ? "tf32" : "fp32", ms_of[tf32],
                     flop / (ms_of[tf32] * 1e-3) / 1e12);
     }
@@ -184,21 +192,7 @@ int main(int argc, char** argv) {
     BENCH_CHECK(cudaMalloc(&w16, (size_t)max_oc * max_c * sizeof(dptrain::bf16)));
     dptrain::cuda::to_bf16(inp16, inp, (size_t)BT * max_c, s);
     dptrain::cuda::to_bf16(w16, w, (size_t)max_oc * max_c, s);
-    cudaEvent_t start, stop;
-    BENCH_CHECK(cudaEventCreate(&start));
-    BENCH_CHECK(cudaEventCreate(&stop));
-
-    // Mean time of `reps` back-to-back launches on the context's stream, by CUDA events.
-    auto time_ms = [&](auto&& launch) {
-        for (int i = 0; i < warmup; ++i) launch();
-        BENCH_CHECK(cudaEventRecord(start, s));
-        for (int i = 0; i < reps; ++i) launch();
-        BENCH_CHECK(cudaEventRecord(stop, s));
-        BENCH_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        return (double)ms / reps;
-    };
+    auto time_ms = [&](auto&& launch) { return mean_ms(s, warmup, reps, launch); };
 
     std::printf("%-22s %-18s %10s %10s %8s\n", "op", "shape", "ms", "TFLOP/s", "of peak");
     double best = 0, total_flop = 0, total_ms = 0;

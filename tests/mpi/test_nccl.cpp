@@ -43,6 +43,19 @@ static int gpus_or_skip() {
 }
 #endif
 
+// Values of h (on rank R of W) that are not the sum over ranks of input(q, i): the test's inputs
+// are small integers, so the sums are exact in any order.
+template <class Input>
+static long wrong_sums(const std::vector<float>& h, int W, Input&& input) {
+    long wrong = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+        float want = 0;
+        for (int q = 0; q < W; ++q) want += input(q, i);
+        wrong += h[i] != want;
+    }
+    return wrong;
+}
+
 TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast on device", "[nccl][cuda]") {
 #ifndef DPTRAIN_HAVE_NCCL
     skip("built without NCCL");
@@ -63,13 +76,7 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
         nc.allreduce_sum(d, n, DType::f32);
         nc.wait();
         cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
-        long wrong = 0;
-        for (size_t i = 0; i < n; ++i) {
-            float want = 0;
-            for (int q = 0; q < W; ++q) want += input(q, i);
-            wrong += h[i] != want;
-        }
-        CHECK(wrong == 0);
+        CHECK(wrong_sums(h, W, input) == 0);
         cudaFree(d);
     }
     // Uneven and even blocks, float32 and bf16.
@@ -135,13 +142,7 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
         while (!(shared.poll() & nc.poll())) {
         }
         cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
-        long wrong = 0;
-        for (size_t i = 0; i < n; ++i) {
-            float want = 0;
-            for (int q = 0; q < W; ++q) want += input(q, i);
-            wrong += h[i] != want;
-        }
-        CHECK(wrong == 0);
+        CHECK(wrong_sums(h, W, input) == 0);
         cudaFree(d);
     }
     nc.barrier();
