@@ -104,10 +104,12 @@ void declare(Registry& r, Options& o) {
              "nodes, all-gather");
     r.add<double>("bucket-mb", &Options::bucket_mb, o, 4.0, "gradient bucket size in MiB");
     r.add<S>("overlap", &Options::overlap, o, "auto",
-             "all-reduce each bucket on a communication thread while backward continues: on | off | auto "
-             "(on when the node has a spare core per rank for it)");
+             "all-reduce each bucket while backward continues: on | off | auto (on the host path, on when the "
+             "node has a spare core per rank for the communication thread; with gradients on the GPU, auto "
+             "and on start each bucket's NCCL sum during backward)");
     r.add<S>("grad-dtype", &Options::grad_dtype, o, "float32",
-             "gradient type on the wire: float32 | bf16 (half the bytes; sums stay float32)");
+             "gradient type on the wire: float32 | bf16 (half the bytes; sums stay float32); the host path's: "
+             "gradients on the GPU are summed in float32 by NCCL");
     r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
     r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
              "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
@@ -145,9 +147,9 @@ void declare(Registry& r, Options& o) {
     r.add<S>("job-name", &Options::job_name, o, "",
              "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
     r.add<S>("device", &Options::device, o, "cpu",
-             "where the model computes: cpu | cuda (the MLP or GPT on the local rank's GPU, parameters and "
-             "optimizer on the host; the CUDA path has not yet been run on a GPU: check it with tests/gpu/run.sh) | "
-             "auto (cuda when a GPU is visible, else cpu, saying why)");
+             "where the model computes: cpu | cuda (the MLP or GPT on the rank's GPU, one per rank of the host; "
+             "where parameters and optimizer live: --gpu-state; the CUDA path has not yet been run on a GPU: "
+             "check it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu, saying why)");
     r.add<S>("precision", &Options::precision, o, "fp32",
              "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
              "activations and output gradients and sums in fp32, attention's products take TF32 operands; "

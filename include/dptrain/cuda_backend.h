@@ -27,8 +27,10 @@ int device_count(std::string* why = nullptr);
 // when unset) and `why` device_count's reason when it found none. Pure, for tests.
 std::string device_shortage_message(int local_size, int gpus, const std::string& visible, const std::string& why);
 
-// Makes GPU local_rank the current device of this process and returns it. Throws UserError when
-// the node has more ranks (local_size) than visible GPUs, or local_rank is outside [0, local_size).
+// Makes GPU local_rank the current device of this process and returns it: local_rank and
+// local_size count the ranks on this host (Topology::host_rank, host_size; the same as the node's
+// unless nodes are simulated). Throws UserError when the host has more ranks than visible GPUs, or
+// local_rank is outside [0, local_size).
 int bind_device(int local_rank, int local_size);
 
 // One device's cuBLAS handle and stream, created once and passed to the ops that need cuBLAS (no

@@ -1,9 +1,9 @@
 // Where a model's forward and backward spend their time, by kind of op (--profile-ops STEP): the
 // models add each op's time while an OpTimes is set on them (Model::set_op_times). On the CPU an
 // op's time is the wall clock around it; on a GPU it is the time between CUDA events recorded
-// around it on the model's stream, read after the step, so it holds the kernels and any gap
-// between them. Not for: the step's other phases (the step breakdown times data, all-reduce and
-// optimizer) or timing every step (the events cost a synchronisation).
+// around it on the model's stream, read after the step's backward, so it holds the op's kernels
+// and any gap between them. Not for: the step's other phases (the step breakdown times data,
+// all-reduce and optimizer) or timing every step (the events cost a synchronisation).
 #pragma once
 
 #include <chrono>

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU check for a machine with an NVIDIA GPU and the CUDA toolkit: builds with CUDA=1, runs the
-# CUDA op tests against their CPU twins (build/cuda_tests), the bf16 matmul benchmark
-# (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and the GPU (compared), and a
-# GPT-2 124M-shaped throughput run, then prints a summary table last.
+# CUDA op tests against their CPU twins (build/cuda_tests) and the NCCL tests, the bf16 matmul and
+# the attention benchmarks (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and
+# the GPU (compared, staged input checked, a GPU resume), GPT-2 124M-shaped throughput runs in bf16
+# and fp32 with one step profiled op by op, the PyTorch peer on the same shapes (ratios), and the
+# op tests under compute-sanitizer, then prints a summary table last.
 # Under 8 minutes in all: every step has a time limit and the whole run a deadline.
 #   tests/gpu/run.sh            run it (logs in build/gpu-check/logs)
 #   tests/gpu/run.sh --dry-run  print every step's command without running any
@@ -25,7 +27,7 @@ while [ $# -gt 0 ]; do
       logs_to=${2:?--logs-to needs a directory}
       case $logs_to in /*) ;; *) logs_to=$caller/$logs_to ;; esac  # relative to where run.sh was called
       shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, --logs-to DIR, or no argument)" >&2; exit 2 ;;
   esac
 done
@@ -67,16 +69,16 @@ fi
 
 say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
-  echo "twins), nccl-tests (NcclCommunicator's collectives on device buffers), bench_ops"
+  echo "twins), nccl-tests (NcclCommunicator and DeviceStep's NCCL sums on device buffers), bench"
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), bench-attention (attention forward and"
-  echo "backward at T = 1024, fp32 against TF32 products), mlp-train-gpu and"
-  echo "gpt-train-gpu[-host] (--device cuda with the state on the GPU and on the host, compared step by"
-  echo "step with the CPU runs of the same configs in mlp-compare and gpt-compare[-host]; gpt-staged"
-  echo "checks that the trainer copied batches to the GPU during the step before theirs), and gpt-124m-*"
-  echo "(tokens/s and MFU of a GPT-2 124M-shaped model in"
-  echo "bf16 and fp32 on one GPU, against the bf16 peak given by --peak-gflops), torch-124m-* (PyTorch"
-  echo "on the same GPU and shapes: the peer; vs-pytorch gives the ratios), and memcheck (the op"
-  echo "tests under compute-sanitizer, where installed)."
+  echo "backward at T = 1024, fp32 against TF32 products), mlp-train-gpu and gpt-train-gpu[-host]"
+  echo "(--device cuda with the state on the GPU and on the host, compared step by step with the CPU"
+  echo "runs of the same configs by the host steps mlp-compare and gpt-compare[-host]; gpt-staged reads"
+  echo "how many batches were copied during the step before theirs), gpt-resume-gpu (a GPU run"
+  echo "stopped and resumed), gpt-124m-* (tokens/s and MFU of a GPT-2 124M-shaped model in bf16 and"
+  echo "fp32 on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
+  echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
+  echo "ratios), and memcheck (the op tests under compute-sanitizer, where installed)."
 }
 
 t0=$SECONDS
@@ -249,9 +251,12 @@ step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124
 # its fused one (scaled_dot_product_attention); then dptrain's tokens/s over each, as ratios.
 T124="--device cuda --precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50304 \
 --steps 10 --warmup 3"
-NOTE='tokens/s' step torch-124m-bf16 GPU 120 - "python3 bench/gpt_pytorch.py $T124"
-NOTE='tokens/s' step torch-124m-bf16-sdpa GPU 120 - "python3 bench/gpt_pytorch.py $T124 --attention sdpa"
-NOTE='^ratio' step vs-pytorch host 15 gpt-124m-bf16 "tests/gpu/compare_peer.sh $W/logs"
+# Left out where python3 has no PyTorch that sees a GPU (the fused attention needs PyTorch 2.0).
+if [ $dry = 1 ] || python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  NOTE='tokens/s' step torch-124m-bf16 GPU 120 - "python3 bench/gpt_pytorch.py $T124"
+  NOTE='tokens/s' step torch-124m-bf16-sdpa GPU 120 - "python3 bench/gpt_pytorch.py $T124 --attention sdpa"
+  NOTE='^ratio' step vs-pytorch host 15 gpt-124m-bf16 "tests/gpu/compare_peer.sh $W/logs"
+fi
 
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it). Where the
@@ -268,9 +273,9 @@ echo
 say_what_runs_where
 echo
 summary() {
-  printf '%-18s %-5s %-6s %5s  %s\n' step on result secs note
+  printf '%-21s %-5s %-6s %5s  %s\n' step on result secs note
   for i in "${!names[@]}"; do
-    printf '%-18s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
+    printf '%-21s %-5s %-6s %5s  %s\n' "${names[$i]}" "${devices[$i]}" "${results[$i]}" "${times[$i]}" "${notes[$i]}"
   done
 }
 summary
