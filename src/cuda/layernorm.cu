@@ -64,8 +64,9 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
 // dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]. Block (32, 32): a
 // 32-column tile, 32 row lanes each summing its rows in order, lane sums added in lane order.
 // Parallel over C / 32 blocks only; enough for now (it reads two N x C arrays once).
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
-                                                 const float* mean, const float* rstd, long N, int C) {
+__global__ void __launch_bounds__(1024)
+    layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
+                                     const float* mean, const float* rstd, long N, int C) {
     __shared__ float pw[32][33], pb[32][33];  // +1: lane 0 reads columns without bank conflicts
     const int c = blockIdx.x * 32 + threadIdx.x;
     float dw = 0.0f, db = 0.0f;

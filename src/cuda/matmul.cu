@@ -26,7 +26,7 @@ __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 template <class T>
-__global__ void column_sum_kernel(float* dbias, const T* dout, int B, int OC) {
+__global__ void __launch_bounds__(1024) column_sum_kernel(float* dbias, const T* dout, int B, int OC) {
     __shared__ float part[32][33];  // +1: no bank conflicts when lane 0 reads a column
     int o = blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;

@@ -3,8 +3,10 @@
 # OpenBLAS, and no package registry): builds here with CUDA=1, and puts in build/gpu-pack
 #   bin/   dptrain, dptrain-data, dptrain-ckpt, cuda_tests, mpi_tests and the bf16 matmul benchmark,
 #          stripped;
-#   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA
-#          (found with ldd and dpkg -S), plus Open MPI's launcher, daemon and plugins.
+#   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA's own
+#          (cuBLAS, the runtime, NCCL: run.sh finds those on the GPU machine), found with ldd and
+#          dpkg -S, plus Open MPI's launcher, daemon and plugins;
+#   STAMP  the commit the binaries were built from.
 # There: tests/gpu/run.sh --prebuilt build/gpu-pack unpacks the packages into a private prefix
 # (dpkg -x, never into /) and runs the same steps without building.
 #   tests/gpu/pack.sh        (as root on Debian 12, where apt-get download works)
@@ -17,6 +19,8 @@ make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
   tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/attention.cu src/cuda/context.cpp src/error.cpp -lcublas
 for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
 strip "$P"/bin/*
+# Which source the binaries are: run.sh prints it, so a pack older than the tree shows.
+git describe --always --dirty >"$P/STAMP" 2>/dev/null || echo unknown >"$P/STAMP"
 
 # The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).
 libs=$(for b in "$P"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |

@@ -12,7 +12,8 @@
 #                               on a bare GPU machine: use the binaries and runtime packages that
 #                               tests/gpu/pack.sh put in DIR (unpacked into a private prefix)
 #                               instead of building
-#   ... --logs-to DIR           also copy every step's log and the summary into DIR at the end
+#   ... --logs-to DIR           also write the summary (summary.txt) and every step's log
+#                               (gpu-check-logs.tgz) into DIR at the end
 # Not for: CI (no GPU there) or tracking performance over time.
 set -u
 caller=$PWD
@@ -27,27 +28,42 @@ while [ $# -gt 0 ]; do
       logs_to=${2:?--logs-to needs a directory}
       case $logs_to in /*) ;; *) logs_to=$caller/$logs_to ;; esac  # relative to where run.sh was called
       shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, --logs-to DIR, or no argument)" >&2; exit 2 ;;
   esac
 done
 
 W=build/gpu-check
 B=build  # where the binaries are
+plain_ld=${LD_LIBRARY_PATH:-}  # the machine's own, for its python3 and PyTorch
 if [ -n "$prebuilt" ]; then
   [ -d "$prebuilt/bin" ] && [ -d "$prebuilt/debs" ] || { echo "run.sh: $prebuilt is not what tests/gpu/pack.sh writes" >&2; exit 2; }
   B=$prebuilt/bin
   # The packed runtime in a private prefix: Open MPI relocated with OPAL_PREFIX and friends.
   D=$PWD/$W/deps
   if [ $dry = 0 ]; then
-    mkdir -p "$D" && for f in "$prebuilt"/debs/*.deb; do dpkg -x "$f" "$D"; done
+    mkdir -p "$D" && for f in "$prebuilt"/debs/*.deb; do
+      dpkg -x "$f" "$D" || { echo "run.sh: could not unpack $f" >&2; exit 2; }
+    done
   fi
   L=$D/usr/lib/x86_64-linux-gnu
+  # NCCL, cuBLAS and the CUDA runtime are the machine's (too large to carry): the toolkit's lib
+  # folders, then the CUDA wheels beside python3's PyTorch (nvidia/*/lib), wherever they hold one.
+  cuda_dirs=$(
+    for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib \
+      $(python3 -c 'import glob, site; print(" ".join(sorted({d for p in site.getsitepackages() for d in glob.glob(p + "/nvidia/*/lib")})))' 2>/dev/null); do
+      for lib in libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
+        if [ -e "$d/$lib" ]; then echo "$d"; break; fi
+      done
+    done | awk '!seen[$0]++' | paste -sd: -)
+  echo "CUDA libraries from: ${cuda_dirs:-no folder found, so the default search path}"
   export OPAL_PREFIX=$D/usr OPAL_LIBDIR=$L/openmpi/lib OPAL_SYSCONFDIR=$D/etc/openmpi \
          OPAL_PKGDATADIR=$D/usr/share/openmpi PMIX_INSTALL_PREFIX=$L/pmix2 \
          PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix PATH=$D/usr/bin:$PATH \
-         LD_LIBRARY_PATH=$L/openmpi/lib:$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+         LD_LIBRARY_PATH=$L/openmpi/lib:$L:$L/openblas-openmp${cuda_dirs:+:$cuda_dirs}${plain_ld:+:$plain_ld}
 fi
+# PyTorch runs with the machine's own libraries, not the packed ones.
+PY="env LD_LIBRARY_PATH=$plain_ld python3"
 JOBS=$(nproc 2>/dev/null || echo 4)
 BUDGET=${GPU_CHECK_SECONDS:-450}  # the whole run; 450 s leaves margin under 8 minutes
 # The toolkit: CUDA_HOME if set, else /usr/local/cuda, else wherever nvcc is on the PATH.
@@ -124,10 +140,17 @@ step() {
   notes+=("$(echo "$note" | sed 's/^[[:space:]]*//' | cut -c1-90)")
 }
 
+# skipped NAME DEVICE WHY: a summary row for a step this machine cannot run.
+skipped() {
+  [ $dry = 1 ] && return
+  status[$1]=SKIP
+  names+=("$1") devices+=("$2") results+=(SKIP) times+=(0) notes+=("$3")
+}
+
 if [ $dry = 1 ]; then
   echo "tests/gpu/run.sh --dry-run: the steps, in order (nothing is run)."
 else
-  mkdir -p "$W/logs"
+  rm -rf "$W/logs" && mkdir -p "$W/logs"  # no log of an earlier run is read or copied as this one's
 fi
 say_what_runs_where
 echo
@@ -138,7 +161,10 @@ step gpu-info GPU 20 - \
 # The whole program with CUDA=1: configure needs MPI, HDF5, Boost, OpenBLAS and Catch2 as on the
 # CPU machines (`make deps`); where they are missing it says so and the dependent steps are skipped.
 if [ -n "$prebuilt" ]; then
-  step build host 15 - "ls -l $B"
+  # Every library the binaries load is found (NCCL and cuBLAS are the machine's): the missing are named.
+  NOTE='not found|built from' step build host 15 - \
+    "echo \"built from \$(cat $prebuilt/STAMP 2>/dev/null || echo unknown), tree at \$(git describe --always --dirty 2>/dev/null || echo unknown)\" && \
+ls -l $B && if ldd $B/* | grep 'not found'; then exit 1; fi"
 else
   NOTE='configure: missing|error' \
   step build host 240 - "make -j$JOBS CUDA=1 CUDA_HOME=$CUDA_HOME all build/cuda_tests build/mpi_tests"
@@ -243,28 +269,36 @@ G124="--model gpt --device cuda --data $W/tok --vocab-size 50304 --block-size 10
 --checkpoint-every 0 --peak-gflops 989000 --profile-ops 8"
 NOTE='^step' \
 step gpt-124m-bf16 GPU 150 gpt-data "rm -rf $W/g124b && $LAUNCH $B/dptrain $G124 --precision bf16 --run-dir $W/g124b"
-NOTE='^step' \
-step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
 
 # The peer in the same run: PyTorch on the same GPU with the same shapes and batch, bf16 autocast
 # (fp32 master weights, as --precision bf16), with the same unfused attention as dptrain's and with
-# its fused one (scaled_dot_product_attention); then dptrain's tokens/s over each, as ratios.
+# its fused one (scaled_dot_product_attention); then dptrain's tokens/s over each, as ratios. It
+# runs with the machine's own libraries ($PY). Where python3 has no PyTorch that sees a GPU the
+# steps are listed as skipped (the fused attention also needs PyTorch 2.0).
 T124="--device cuda --precision bf16 --batch 8 --block 1024 --layers 12 --heads 12 --embd 768 --vocab 50304 \
 --steps 10 --warmup 3"
-# Left out where python3 has no PyTorch that sees a GPU (the fused attention needs PyTorch 2.0).
-if [ $dry = 1 ] || python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  NOTE='tokens/s' step torch-124m-bf16 GPU 120 - "python3 bench/gpt_pytorch.py $T124"
-  NOTE='tokens/s' step torch-124m-bf16-sdpa GPU 120 - "python3 bench/gpt_pytorch.py $T124 --attention sdpa"
+if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  NOTE='tokens/s' step torch-124m-bf16 GPU 120 - "$PY bench/gpt_pytorch.py $T124"
+  NOTE='tokens/s' step torch-124m-bf16-sdpa GPU 120 - "$PY bench/gpt_pytorch.py $T124 --attention sdpa"
   NOTE='^ratio' step vs-pytorch host 15 gpt-124m-bf16 "tests/gpu/compare_peer.sh $W/logs"
+else
+  skipped torch-124m-bf16 GPU "python3 has no PyTorch that sees a GPU"
+  skipped torch-124m-bf16-sdpa GPU "python3 has no PyTorch that sees a GPU"
 fi
 
+NOTE='^step' \
+step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
+
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
-# access or a misaligned one in a kernel can pass a tolerance; memcheck names it). Where the
-# toolkit has no compute-sanitizer the step is left out.
-if [ $dry = 1 ] || command -v compute-sanitizer >/dev/null 2>&1; then
+# access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else
+# the toolkit's; listed as skipped where there is none.
+SANITIZER=$(command -v compute-sanitizer 2>/dev/null || echo "$CUDA_HOME/bin/compute-sanitizer")
+if [ $dry = 1 ] || [ -x "$SANITIZER" ]; then
   NOTE='ERROR SUMMARY|test cases' \
   step memcheck GPU 120 build \
-    "compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no 'cuda *'"
+    "$SANITIZER --tool memcheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no 'cuda *'"
+else
+  skipped memcheck GPU "no compute-sanitizer on the PATH or in $CUDA_HOME/bin"
 fi
 
 [ $dry = 1 ] && exit 0
@@ -282,8 +316,9 @@ summary
 failed=0
 for i in "${!names[@]}"; do [ "${results[$i]}" = FAIL ] && failed=$((failed + 1)); done
 echo "total $((SECONDS - t0))s; $failed failed; logs in $W/logs"
+# Two files: the summary and one archive of every step's log.
 if [ -n "$logs_to" ]; then
-  mkdir -p "$logs_to" && summary >"$logs_to/summary.txt" && cp "$W"/logs/*.log "$logs_to"/ &&
-    echo "logs and summary copied to $logs_to" || echo "run.sh: could not copy the logs to $logs_to" >&2
+  mkdir -p "$logs_to" && summary >"$logs_to/summary.txt" && tar czf "$logs_to/gpu-check-logs.tgz" -C "$W" logs &&
+    echo "summary and logs (gpu-check-logs.tgz) written to $logs_to" || echo "run.sh: could not write to $logs_to" >&2
 fi
 [ $failed = 0 ]
