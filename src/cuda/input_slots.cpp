@@ -44,7 +44,6 @@ void* const* InputSlots::take(const Part* parts, int rows, cudaStream_t compute)
         hit = parts[q].src == staged_parts_[q].src && parts[q].pitch == staged_parts_[q].pitch;
     if (!hit) {  // into the current slot, behind its earlier uses on `compute`; the staged one stays
         copy(cur_, parts, rows, compute);
-        ++direct_;
         return dev_[cur_];
     }
     CUDA_CHECK(cudaStreamWaitEvent(compute, copied_[staged_], 0));

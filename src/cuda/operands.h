@@ -128,7 +128,6 @@ class InputSlots {
     // Waits for a staged copy and forgets it: before the staged batch's host memory goes away.
     void drain();
     long staged_hits() const { return staged_hits_; }  // batches that came through stage()
-    long direct() const { return direct_; }            // batches copied in take()
 
   private:
     void copy(int s, const Part* parts, int rows, cudaStream_t stream);
@@ -141,7 +140,7 @@ class InputSlots {
     int staged_ = -1;  // the slot holding a staged batch not yet taken
     int staged_rows_ = 0;
     Part staged_parts_[kMaxParts];
-    long staged_hits_ = 0, direct_ = 0;
+    long staged_hits_ = 0;
 };
 
 // --profile-ops on a GPU: a pair of events recorded around each op on the model's stream while an
