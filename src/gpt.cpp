@@ -17,6 +17,10 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
         throw UserError(strfmt("GPT: n_embd %d must be a positive multiple of n_head %d, and vocab, block size and "
                                "layers positive",
                                C, NH));
+    if (cfg.flash_attention && !cpu::flash_attention_supported(C, NH))
+        throw UserError(strfmt("--attention flash needs a head size (n_embd / n_head) of 16, 32, 64 or 128, and %d / "
+                               "%d is %d; change --n-head or use --attention matmul",
+                               C, NH, C / NH));
     auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
         layout_.add(name, std::move(shape), decay);
         return layout_.views.back().offset;
@@ -52,7 +56,9 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     ln1_rstd_.resize(Ls * BT);
     qkv_.resize(Ls * 3 * BTC);
     atty_.resize(Ls * BTC);
-    att_.resize(Ls * max_batch * NH * (size_t)T * T);
+    const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
+    if (cfg.flash_attention) lse_.resize(Ls * STAT);
+    else att_.resize(Ls * ATT);
     residual2_.resize(Ls * BTC);
     ln2_.resize(Ls * BTC);
     ln2_mean_.resize(Ls * BT);
@@ -72,7 +78,8 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     dbig_.resize(4 * BTC);
     dsmall_.resize(BTC);
     dqkv_.resize(3 * BTC);
-    datt_.resize((size_t)max_batch * NH * T * T);
+    if (cfg.flash_attention) delta_.resize(STAT);
+    else datt_.resize(ATT);
     datty_.resize(BTC);
 }
 
@@ -143,7 +150,7 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     }
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
     for (int b = 0; b < B; ++b)
         for (int t = 0; t < T; ++t) {
             int tok = in.tokens[(long)b * in.stride + t + 1];
@@ -164,7 +171,6 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         float* ln1 = ln1_.data() + l * sBTC;
         float* qkv = qkv_.data() + l * 3 * sBTC;
         float* atty = atty_.data() + l * sBTC;
-        float* att = att_.data() + l * sATT;
         float* res2 = residual2_.data() + l * sBTC;
         float* ln2 = ln2_.data() + l * sBTC;
         float* fch = fch_.data() + l * 4 * sBTC;
@@ -175,8 +181,11 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
                                    params + v.ln1w, params + v.ln1b, BT, C);
         });
         mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
-        // bf16: attention's products take TF32 operands.
-        timed(ops_, OpKind::attention, [&] { cpu::attention_forward(atty, att, qkv, B, T, C, NH, bf_.on()); });
+        // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
+        timed(ops_, OpKind::attention, [&] {
+            if (cfg_.flash_attention) cpu::flash_attention_forward(atty, lse_.data() + l * sSTAT, qkv, B, T, C, NH);
+            else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
+        });
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
         timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC); });
         timed(ops_, OpKind::layernorm, [&] {
@@ -220,7 +229,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
     }
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
     // dlogits overwrite probs in place (each element reads its own probability first).
     float* dlogits = probs_.data();
     timed(ops_, OpKind::crossentropy,
@@ -241,7 +250,6 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         const float* ln1 = ln1_.data() + l * sBTC;
         const float* qkv = qkv_.data() + l * 3 * sBTC;
         const float* atty = atty_.data() + l * sBTC;
-        const float* att = att_.data() + l * sATT;
         const float* res2 = residual2_.data() + l * sBTC;
         const float* ln2 = ln2_.data() + l * sBTC;
         const float* fch = fch_.data() + l * 4 * sBTC;
@@ -259,8 +267,14 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
         mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C);
-        timed(ops_, OpKind::attention,
-              [&] { cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att, B, T, C, NH, bf_.on()); });
+        timed(ops_, OpKind::attention, [&] {
+            if (cfg_.flash_attention)
+                cpu::flash_attention_backward(dqkv_.data(), delta_.data(), datty, qkv, atty, lse_.data() + l * sSTAT, B,
+                                              T, C, NH);
+            else
+                cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
+                                        bf_.on());
+        });
         mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv_.data(), ln1, params, v.qkvw, (int)BT, C, 3 * C);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,

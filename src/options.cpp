@@ -155,6 +155,11 @@ void declare(Registry& r, Options& o) {
              "activations and output gradients and sums in fp32, attention's products take TF32 operands; "
              "parameters, gradients and optimizer state stay fp32; on the CPU the rounding is emulated at fp32 "
              "speed)");
+    r.add<S>("attention", &Options::attention, o, "matmul",
+             "GPT attention: matmul (the T x T scores and softmax as matrices, kept for backward; products as "
+             "--precision says) | flash (key tiles of 64 with a running softmax, nothing T x T kept, operands "
+             "bf16 on the tensor cores and sums fp32; needs --precision bf16 and a head size of 16, 32, 64 or 128; "
+             "not yet run on a GPU: check it with tests/gpu/run.sh)");
     r.add<S>("gpu-state", &Options::gpu_state, o, "auto",
              "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
              "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "
@@ -263,6 +268,11 @@ void validate(Options& o) {
          strfmt("--gpu-state '%s' is unknown; use auto, device or host", o.gpu_state.c_str()));
     need(o.precision == "fp32" || o.precision == "bf16",
          strfmt("--precision '%s' is unknown; use fp32 or bf16", o.precision.c_str()));
+    need(o.attention == "matmul" || o.attention == "flash",
+         strfmt("--attention '%s' is unknown; use matmul or flash", o.attention.c_str()));
+    need(o.attention != "flash" || o.model == "gpt", "--attention flash is for --model gpt (the MLP has no attention)");
+    need(o.attention != "flash" || o.precision == "bf16",
+         "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
     need(o.device == "cpu" || o.device == "cuda" || o.device == "auto",
          strfmt("--device '%s' is unknown; use cpu, cuda or auto", o.device.c_str()));
     need(o.gpu_health == "auto" || o.gpu_health == "on" || o.gpu_health == "off",

@@ -188,6 +188,7 @@ struct Run {
             cfg.n_layer = o.n_layer;
             cfg.n_head = o.n_head;
             cfg.n_embd = o.n_embd;
+            cfg.flash_attention = o.attention == "flash";
             eval_rows = o.batch_size;  // activations are sized for the training batch
             data_desc = strfmt("%ld training tokens in %d shard%s (%ld windows of %d + 1), %ld validation windows, %s "
                                "vocabulary of %d",
@@ -464,8 +465,10 @@ struct Run {
         if (o.gpu_health != "off")
             print(gpu_health ? "GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n"
                              : strfmt("GPU health: off (%s)\n", gpu_health_note.c_str()));
-        print(strfmt("model %s: %zu parameters | %s matmuls | optimizer %s | global batch %ld (%d per rank) | %ld steps per epoch\n",
-                     model->signature().c_str(), model->num_params(), o.precision.c_str(), o.optimizer.c_str(),
+        print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%d per rank) | %ld steps "
+                     "per epoch\n",
+                     model->signature().c_str(), model->num_params(), o.precision.c_str(),
+                     o.attention == "flash" ? " | flash attention" : "", o.optimizer.c_str(),
                      global_batch, o.batch_size, sampler->steps_per_epoch()));
 #ifdef DPTRAIN_HAVE_CUDA
         if (dev)

@@ -68,6 +68,23 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 // dst = src rounded to TF32 (10 mantissa bits, nearest even; NaN and infinity kept), as float.
 void round_tf32(float* dst, const float* src, long N);
 
+// Causal self-attention without the T x T matrices (--attention flash): key tiles of 64 with a
+// running softmax, as the CUDA twin computes them. q, k, v, the softmax weights P and the
+// gradients dout and dS enter the products rounded to bf16 (round_bf16); sums and softmax fp32.
+// out (B,T,C); lse (B,NH,T) keeps each query's log-sum-exp of its scaled scores for backward.
+void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH);
+// dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch (rowsum of dout * out); out and
+// lse of the forward.
+void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                              const float* lse, int B, int T, int C, int NH);
+// The head sizes (C / NH) the kernels are built for: 16, 32, 64 and 128. Inline, so the CUDA
+// launchers and the standalone benchmark need nothing else of the CPU backend.
+inline bool flash_attention_supported(int C, int NH) {
+    if (NH <= 0 || C <= 0 || C % NH != 0) return false;
+    const int hs = C / NH;
+    return hs == 16 || hs == 32 || hs == 64 || hs == 128;
+}
+
 // out = a + b, N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N);
 void residual_backward(float* da, float* db, const float* dout, long N);

@@ -150,6 +150,19 @@ void attention_forward(float* out, float* att, const float* inp, int B, int T, i
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
                         int C, int NH, bool tf32, Context& ctx, cudaStream_t stream);
 
+// Causal self-attention without the T x T matrices (flash attention, for --attention flash): q,
+// k, v, the softmax weights and the gradients enter the tensor cores as bf16, sums and softmax
+// are fp32; the same tiles as cpu::flash_attention_forward. Head sizes of
+// cpu::flash_attention_supported only. lse (B,NH,T) keeps each query's log-sum-exp for backward.
+void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
+                             cudaStream_t stream);
+// The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
+// GPU whose opt-in limit is lower cannot run them (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+size_t flash_attention_shared_bytes(int C, int NH);
+// dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.
+void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
+
 // out = a + b over N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);
 void residual_backward(float* da, float* db, const float* dout, long N, cudaStream_t stream);

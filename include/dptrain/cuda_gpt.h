@@ -66,7 +66,8 @@ class CudaGpt : public Model, public cuda::Resident {
     };
     std::vector<LayerViews> lv_;
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
-    // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes).
+    // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
+    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without).
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed
@@ -74,9 +75,9 @@ class CudaGpt : public Model, public cuda::Resident {
           *atty_ = nullptr, *att_ = nullptr, *residual2_ = nullptr, *ln2_ = nullptr, *ln2_mean_ = nullptr,
           *ln2_rstd_ = nullptr, *fch_ = nullptr, *fch_gelu_ = nullptr, *residual3_ = nullptr, *lnf_ = nullptr,
           *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr,
-          *scratch_ = nullptr;
+          *scratch_ = nullptr, *lse_ = nullptr;
     float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr,
-          *datty_ = nullptr;
+          *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;
     // Host staging, allocated once.
     std::vector<int> host_targets_;

@@ -19,6 +19,9 @@ struct GptConfig {
     int n_layer = 4;
     int n_head = 4;
     int n_embd = 128;  // C
+    // --attention flash: attention in key tiles with a running softmax (flash_attention_forward),
+    // bf16 operands, no T x T matrices kept; the same parameters and checkpoints either way.
+    bool flash_attention = false;
 };
 
 class Gpt : public Model {
@@ -57,14 +60,15 @@ class Gpt : public Model {
     size_t wte_, wpe_, lnfw_, lnfb_;
     std::vector<LayerViews> lv_;
 
-    // Activations, allocated once. Per layer (index l): ln1, qkv, atty, att, residual2, ln2, fch,
-    // fch_gelu, residual3 and the LayerNorm statistics. Shapes in gpt.cpp.
+    // Activations, allocated once. Per layer (index l): ln1, qkv, atty, att (or, with flash
+    // attention, lse), residual2, ln2, fch, fch_gelu, residual3 and the LayerNorm statistics.
+    // Shapes in gpt.cpp.
     std::vector<float> encoded_, ln1_, ln1_mean_, ln1_rstd_, qkv_, atty_, att_, residual2_, ln2_, ln2_mean_,
-        ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, scratch_;
+        ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, scratch_, lse_;
     std::vector<int> targets_;
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
-    std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_;
+    std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_, delta_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC);

@@ -63,6 +63,7 @@ struct Options {
     std::string gpu_health;  // auto | on | off
     std::string device;      // cpu | cuda | auto
     std::string precision;   // fp32 | bf16 (matmul operands)
+    std::string attention;   // matmul | flash (GPT attention's kernels)
     std::string gpu_state;   // auto | device | host: where parameters and optimizer state live with --device cuda
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file

@@ -42,22 +42,35 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     }
     const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
     const size_t P = lay.total, L = (size_t)cfg.n_layer;
-    const size_t BT = (size_t)max_batch * T, BTC = BT * C, ATT = (size_t)max_batch * NH * T * T;
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
+    // Flash attention keeps each query's log-sum-exp instead of the T x T softmax.
+    const bool flash = cfg.flash_attention;
+    const size_t ATT = flash ? 0 : (size_t)max_batch * NH * T * T, STAT = flash ? (size_t)max_batch * NH * T : 0;
     // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
     // small gets one message with the whole need, then allocated; freed again if any fails.
     const std::vector<std::pair<void**, size_t>> plan = {
         {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
         {(void**)&encoded_, BTC}, {(void**)&ln1_, L * BTC}, {(void**)&ln1_mean_, L * BT},
         {(void**)&ln1_rstd_, L * BT}, {(void**)&qkv_, L * 3 * BTC}, {(void**)&atty_, L * BTC},
-        {(void**)&att_, L * ATT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
+        {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
         {(void**)&fch_gelu_, L * 4 * BTC}, {(void**)&residual3_, L * BTC}, {(void**)&lnf_, BTC},
         {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&probs_, BT * V},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
-        {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC}};
+        {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
+        {(void**)&delta_, STAT}};
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
     double need = 4.0 * 2.0 * (double)token_rows;
     for (auto& [where, n] : plan) need += 4.0 * (double)n;
+    if (flash) {
+        int optin = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        const size_t want = cuda::flash_attention_shared_bytes(C, NH);
+        if ((size_t)optin < want)
+            throw UserError(strfmt("--attention flash at head size %d needs %zu bytes of shared memory per block, and "
+                                   "GPU %d allows %d; use --attention matmul or a smaller head size (more --n-head)",
+                                   C / NH, want, device, optin));
+    }
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double GiB = 1073741824.0;
@@ -145,7 +158,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             }
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
     cudaStream_t s = ctx_->stream();
     if (!resident_)
         ev_->timed(OpKind::copy, s, [&] {
@@ -169,7 +182,6 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* ln1 = ln1_ + l * sBTC;
         float* qkv = qkv_ + l * 3 * sBTC;
         float* atty = atty_ + l * sBTC;
-        float* att = att_ + l * sATT;
         float* res2 = residual2_ + l * sBTC;
         float* ln2 = ln2_ + l * sBTC;
         float* fch = fch_ + l * 4 * sBTC;
@@ -181,9 +193,11 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         });
         ev_->timed(OpKind::matmul, s,
                    [&] { mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s); });
-        // bf16: attention's products take TF32 operands.
-        ev_->timed(OpKind::attention, s,
-                   [&] { cuda::attention_forward(atty, att, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s); });
+        // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
+        ev_->timed(OpKind::attention, s, [&] {
+            if (cfg_.flash_attention) cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
+            else cuda::attention_forward(atty, att_ + l * sATT, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
+        });
         ev_->timed(OpKind::matmul, s,
                    [&] { mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s); });
         ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
@@ -240,7 +254,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     }
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    const size_t sATT = (size_t)max_batch_ * NH * T * T;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
     const size_t Pn = host_.num_params();
     const float* P = params_;
     float* G = grads_;
@@ -268,7 +282,6 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* ln1 = ln1_ + l * sBTC;
         const float* qkv = qkv_ + l * 3 * sBTC;
         const float* atty = atty_ + l * sBTC;
-        const float* att = att_ + l * sATT;
         const float* res2 = residual2_ + l * sBTC;
         const float* ln2 = ln2_ + l * sBTC;
         const float* fch = fch_ + l * 4 * sBTC;
@@ -289,7 +302,11 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
             mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
         });
         ev_->timed(OpKind::attention, s, [&] {
-            cuda::attention_backward(dqkv_, datt_, datty_, qkv, att, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
+            if (cfg_.flash_attention)
+                cuda::flash_attention_backward(dqkv_, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
+            else
+                cuda::attention_backward(dqkv_, datt_, datty_, qkv, att_ + l * sATT, B, T, C, NH, mm_->is_bf16(),
+                                         *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);

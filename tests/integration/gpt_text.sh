@@ -49,3 +49,14 @@ vb=$(jsonl_last "$WORK/bf16/metrics.jsonl" eval val_loss)
 echo "val loss at step 200: fp32 $v, bf16 $vb"
 awk -v a="$v" -v b="$vb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
   || fail "bf16 validation loss $vb is not within 5% of fp32's $v"
+
+# --attention flash (bf16 operands, key tiles with a running softmax; the CPU twin of the CUDA
+# kernels): announced, and the 200-step run trains as fp32 does (within 5% of its validation loss).
+train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/flash" --precision bf16 \
+  --attention flash
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "GPT training with flash attention exited $RC"; }
+grep -q "| bf16 matmuls | flash attention |" "$WORK/out" || { cat "$WORK/out"; fail "the run does not say it uses flash attention"; }
+vf=$(jsonl_last "$WORK/flash/metrics.jsonl" eval val_loss)
+echo "val loss at step 200: fp32 $v, bf16 with flash attention $vf"
+awk -v a="$v" -v b="$vf" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
+  || fail "flash attention's validation loss $vf is not within 5% of fp32's $v"

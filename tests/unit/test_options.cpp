@@ -88,6 +88,14 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     e = error_of({"--precision", "fp16"});
     CHECK(e.find("--precision 'fp16' is unknown; use fp32 or bf16") != std::string::npos);
 
+    e = error_of({"--attention", "sdpa"});
+    CHECK(e.find("--attention 'sdpa' is unknown; use matmul or flash") != std::string::npos);
+    e = error_of({"--model", "gpt", "--attention", "flash"});
+    CHECK(e.find("--attention flash takes bf16 operands; use it with --precision bf16") != std::string::npos);
+    e = error_of({"--model", "mlp", "--attention", "flash", "--precision", "bf16"});
+    CHECK(e.find("--attention flash is for --model gpt") != std::string::npos);
+    CHECK(parse({"--model", "gpt", "--attention", "flash", "--precision", "bf16"}).opts.attention == "flash");
+
     e = error_of({"--shuffle-block", "0"});
     CHECK(e.find("--shuffle-block 0 must be in 1..") != std::string::npos);
 

@@ -1,0 +1,420 @@
+// Causal self-attention without the T x T matrices (FlashAttention-2's schedule), on bf16 tensor
+// cores through WMMA, with fp32 sums and an fp32 softmax. The CUDA twin of
+// src/cpu/flash_attention.cpp, which computes the same tiles in the same order of tiles.
+//
+// Forward: a block of 4 warps takes 64 queries of one (sequence, head), 16 per warp, and walks the
+// key tiles of 64 up to the diagonal. Per tile a warp computes S = Q K^T (bf16 operands rounded
+// from the fp32 activations as they are loaded into shared memory), keeps each row's running
+// maximum m and sum l, rescales its output rows by exp(m_old - m_new) and adds bf16(P) V. At the
+// end out = O / l and lse = m + log l (per query, kept for backward).
+// Backward: delta = rowsum(dout * out) first; then one kernel per key tile accumulates dK and dV
+// over the query tiles from the diagonal on, and one kernel per query tile accumulates dQ over the
+// key tiles up to the diagonal, each recomputing P = exp(S * scale - lse). Two kernels instead of
+// float atomics, so the gradients are the same on every run.
+// Accumulators whose rows are rescaled stay in shared memory (a WMMA fragment's element-to-row
+// mapping is not specified); those that only add (dK, dV, dQ) stay in fragments.
+// Rounding points: the exp arguments S * scale - m and the rescalings O * alpha + PV and
+// l * alpha + sum are fused multiply-adds, written out (__fmaf_rn) as the twin writes them
+// (std::fma). What stays different: expf and logf against the host's (an ulp), and the tensor
+// cores' fp32 sums (another order, and they may truncate); so a P or dS rounded to bf16 can land
+// on the neighbouring value on one side. Tests allow for it.
+// Not for: head sizes other than 16, 32, 64 or 128 (the launchers refuse them).
+#include "dptrain/backend.h"
+#include "dptrain/cuda_backend.h"
+
+#include "check.h"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace dptrain::cuda {
+
+namespace {
+
+namespace wm = nvcuda::wmma;
+using bf16_t = __nv_bfloat16;
+
+constexpr int kTile = 64;   // queries per block, keys per tile
+constexpr int kWarps = 4;   // 16 rows each
+constexpr int kThreads = 32 * kWarps;
+
+using FragA = wm::fragment<wm::matrix_a, 16, 16, 16, bf16_t, wm::row_major>;
+using FragBCol = wm::fragment<wm::matrix_b, 16, 16, 16, bf16_t, wm::col_major>;
+using FragBRow = wm::fragment<wm::matrix_b, 16, 16, 16, bf16_t, wm::row_major>;
+using FragAcc = wm::fragment<wm::accumulator, 16, 16, 16, float>;
+
+// Leading dimensions in shared memory: padded against bank conflicts, multiples of 8 (bf16) and
+// 4 (fp32) values as WMMA requires, and every 16-row slice starts 32-byte aligned.
+template <int HS> struct Dims {
+    static constexpr int LDB = HS + 8;                   // a 64 x HS bf16 tile (Q, K, V, dO)
+    static constexpr int LDF = (HS > kTile ? HS : kTile) + 4;  // a warp's 16 x (64 or HS) fp32 scratch
+    static constexpr int LDP = kTile + 8;                // a warp's 16 x 64 bf16 (P, dS)
+    static constexpr size_t tile_bytes = (size_t)kTile * LDB * sizeof(bf16_t);
+    static constexpr size_t f_bytes = (size_t)16 * LDF * sizeof(float);
+    static constexpr size_t p_bytes = (size_t)16 * LDP * sizeof(bf16_t);
+    static constexpr int LDO = HS + 2;  // a warp's 16 x HS fp32 output rows (lanes only, no WMMA)
+    static constexpr size_t o_bytes = (size_t)16 * LDO * sizeof(float);
+    static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes + o_bytes);
+    static constexpr size_t dkv_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
+    static constexpr size_t dq_bytes = 4 * tile_bytes + kWarps * (2 * f_bytes + p_bytes);
+};
+
+// Rows t0 .. t0+63 of one head's q, k, v (HS values each, `ld` apart, starting at src) into a bf16
+// tile; rows past T are zeros.
+template <int HS>
+__device__ void load_tile(bf16_t* dst, const float* src, int t0, int T, long ld) {
+    constexpr int LDB = Dims<HS>::LDB;
+    for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+        const int r = i / HS, c = i % HS, t = t0 + r;
+        dst[r * LDB + c] = __float2bfloat16(t < T ? src[(long)t * ld + c] : 0.0f);
+    }
+}
+
+// acc += A (16 x K, row-major, lda) . B (K x 16), K a multiple of 16. B is read col-major (column
+// n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
+template <int K, typename FragB>
+__device__ void mma_rows(FragAcc& acc, const bf16_t* a, int lda, const bf16_t* b, int ldb) {
+    constexpr bool b_col = std::is_same<FragB, FragBCol>::value;
+    for (int k = 0; k < K / 16; ++k) {
+        FragA fa;
+        FragB fb;
+        wm::load_matrix_sync(fa, a + k * 16, lda);
+        wm::load_matrix_sync(fb, b_col ? b + k * 16 : b + (long)k * 16 * ldb, ldb);
+        wm::mma_sync(acc, fa, fb, acc);
+    }
+}
+
+// S (16 x 64) = A (16 x HS rows) . X^T, X a 64 x HS bf16 tile: into a warp's fp32 scratch.
+template <int HS>
+__device__ void rows_times_tile_t(float* S, const bf16_t* A, const bf16_t* X) {
+    constexpr int LDB = Dims<HS>::LDB, LDF = Dims<HS>::LDF;
+    for (int n = 0; n < kTile / 16; ++n) {
+        FragAcc acc;
+        wm::fill_fragment(acc, 0.0f);
+        mma_rows<HS, FragBCol>(acc, A, LDB, X + n * 16 * LDB, LDB);
+        wm::store_matrix_sync(S + n * 16, acc, LDF, wm::mem_row_major);
+    }
+}
+
+// acc[n] += P (16 x 64, bf16, LDP) . X[:, 16n .. 16n+15], X a 64 x HS bf16 tile.
+template <int HS>
+__device__ void p_times_tile(FragAcc* acc, const bf16_t* P, const bf16_t* X) {
+    constexpr int LDB = Dims<HS>::LDB, LDP = Dims<HS>::LDP;
+    for (int n = 0; n < HS / 16; ++n) mma_rows<kTile, FragBRow>(acc[n], P, LDP, X + n * 16, LDB);
+}
+
+// One head's fragments (16 x HS) through the warp's scratch to rows t0.. of dst (`ld` apart),
+// times `mul`; rows past T are not written.
+template <int HS>
+__device__ void store_rows(float* dst, long ld, int t0, int T, FragAcc* acc, float* S, float mul) {
+    constexpr int LDF = Dims<HS>::LDF;
+    const int lane = threadIdx.x & 31;
+    for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, acc[n], LDF, wm::mem_row_major);
+    __syncwarp();
+    for (int i = lane; i < 16 * HS; i += 32) {
+        const int r = i / HS, c = i % HS;
+        if (t0 + r < T) dst[(long)(t0 + r) * ld + c] = S[r * LDF + c] * mul;
+    }
+    __syncwarp();
+}
+
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_kernel(float* out, float* lse, const float* inp, int T, int C, int NH, float scale) {
+    using D = Dims<HS>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
+    bf16_t* Ks = Qs + kTile * D::LDB;
+    bf16_t* Vs = Ks + kTile * D::LDB;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    unsigned char* scratch = smem + 3 * D::tile_bytes;  // per warp: S, then P, then O
+    float* S = reinterpret_cast<float*>(scratch + warp * D::f_bytes);
+    bf16_t* P = reinterpret_cast<bf16_t*>(scratch + kWarps * D::f_bytes + warp * D::p_bytes);
+    float* O = reinterpret_cast<float*>(scratch + kWarps * (D::f_bytes + D::p_bytes) + warp * D::o_bytes);
+
+    const int nq = (T + kTile - 1) / kTile;
+    const int qt = nq - 1 - (int)blockIdx.x;  // the longest rows start first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const long C3 = 3L * C;
+    const float* q = inp + (long)b * T * C3 + (long)h * HS;
+    load_tile<HS>(Qs, q, qt * kTile, T, C3);
+
+    // Lanes 2r and 2r+1 own row r of the warp's 16 and its even and odd columns (of S, P and O:
+    // with O's rows HS + 2 apart, the 32 lanes touch 32 banks); both keep the row's m and l.
+    const int r = lane >> 1, half = lane & 1;
+    const int row = qt * kTile + warp * 16 + r;
+    float m = -INFINITY, l = 0.0f;
+    for (int c = half; c < HS; c += 2) O[r * D::LDO + c] = 0.0f;
+
+    for (int kt = 0; kt <= qt; ++kt) {
+        __syncthreads();  // every warp is done with the last tile's K and V
+        load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
+        load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+        __syncthreads();
+        rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);
+        __syncwarp();
+        // Every row sees at least one key per tile (key kt*64 <= its query, and < T), so the
+        // maximum is finite and no exp(-inf - -inf) arises. The fused multiply-adds are written
+        // out, as the CPU twin writes them (std::fma), so both round at the same points.
+        float mx = -INFINITY;
+        for (int c = half; c < kTile; c += 2) {
+            const int col = kt * kTile + c;
+            if (col <= row && col < T) mx = fmaxf(mx, S[r * D::LDF + c] * scale);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mnew = fmaxf(m, mx);
+        float sum = 0.0f;
+        for (int c = half; c < kTile; c += 2) {
+            const int col = kt * kTile + c;
+            const float p = col <= row && col < T ? expf(__fmaf_rn(S[r * D::LDF + c], scale, -mnew)) : 0.0f;
+            sum += p;
+            P[r * D::LDP + c] = __float2bfloat16(p);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        const float alpha = expf(m - mnew);  // 0 on the first tile (m = -inf)
+        l = __fmaf_rn(l, alpha, sum);
+        m = mnew;
+        __syncwarp();
+        FragAcc pv[HS / 16];
+        for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(pv[n], 0.0f);
+        p_times_tile<HS>(pv, P, Vs);
+        for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, pv[n], D::LDF, wm::mem_row_major);
+        __syncwarp();
+        for (int c = half; c < HS; c += 2) O[r * D::LDO + c] = __fmaf_rn(O[r * D::LDO + c], alpha, S[r * D::LDF + c]);
+        __syncwarp();
+    }
+    // 1 / l per row through the scratch, then the warp writes its 16 rows with consecutive lanes
+    // on consecutive values.
+    if (half == 0) {
+        S[r] = 1.0f / l;
+        if (row < T) lse[((long)b * NH + h) * T + row] = m + logf(l);
+    }
+    __syncwarp();
+    const int t0 = qt * kTile + warp * 16;
+    float* o = out + ((long)b * T + t0) * C + (long)h * HS;
+    for (int i = lane; i < 16 * HS; i += 32) {
+        const int rr = i / HS, c = i % HS;
+        if (t0 + rr < T) o[(long)rr * C + c] = O[rr * D::LDO + c] * S[rr];
+    }
+}
+
+// delta[b, h, t] = sum over the head's HS values of dout * out: one warp per (b, t, h).
+__global__ void flash_delta_kernel(float* delta, const float* dout, const float* out, int B, int T, int C, int NH) {
+    const int hs = C / NH, lane = threadIdx.x & 31;
+    const long rows = (long)B * T * NH;
+    const long warps = (long)gridDim.x * (blockDim.x / 32);
+    for (long w = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < rows; w += warps) {
+        const long bt = w / NH;
+        const int h = (int)(w % NH);
+        const float* d = dout + bt * C + (long)h * hs;
+        const float* o = out + bt * C + (long)h * hs;
+        float s = 0.0f;
+        for (int c = lane; c < hs; c += 32) s += d[c] * o[c];
+        s = warp_sum(s);
+        const long b = bt / T, t = bt % T;
+        if (lane == 0) delta[(b * NH + h) * T + t] = s;
+    }
+}
+
+// dK and dV of 64 keys: the block's warps own 16 keys each and walk the query tiles from the
+// diagonal on.
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    flash_dkv_kernel(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+                     int C, int NH, float scale) {
+    using D = Dims<HS>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16_t* Ks = reinterpret_cast<bf16_t*>(smem);
+    bf16_t* Vs = Ks + kTile * D::LDB;
+    bf16_t* Qs = Vs + kTile * D::LDB;
+    bf16_t* dOs = Qs + kTile * D::LDB;
+    float* lse_s = reinterpret_cast<float*>(dOs + kTile * D::LDB);
+    float* delta_s = lse_s + kTile;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    unsigned char* mine = reinterpret_cast<unsigned char*>(delta_s + kTile) + warp * 2 * (D::f_bytes + D::p_bytes);
+    float* S = reinterpret_cast<float*>(mine);
+    float* dP = S + 16 * D::LDF;
+    bf16_t* P = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
+    bf16_t* dS = P + 16 * D::LDP;
+
+    const int nq = (T + kTile - 1) / kTile;
+    const int kt = blockIdx.x;  // the most query tiles start first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const long C3 = 3L * C;
+    const float* q = inp + (long)b * T * C3 + (long)h * HS;
+    const float* d = dout + (long)b * T * C + (long)h * HS;
+    const float* lse_bh = lse + ((long)b * NH + h) * T;
+    const float* delta_bh = delta + ((long)b * NH + h) * T;
+    load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
+    load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+
+    FragAcc dk[HS / 16], dv[HS / 16];
+    for (int n = 0; n < HS / 16; ++n) {
+        wm::fill_fragment(dk[n], 0.0f);
+        wm::fill_fragment(dv[n], 0.0f);
+    }
+    const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: key r's even and odd columns
+    const int key = kt * kTile + warp * 16 + r;
+    for (int qt = kt; qt < nq; ++qt) {
+        __syncthreads();  // every warp is done with the last query tile
+        load_tile<HS>(Qs, q, qt * kTile, T, C3);
+        load_tile<HS>(dOs, d, qt * kTile, T, C);
+        for (int i = threadIdx.x; i < kTile; i += kThreads) {
+            const int t = qt * kTile + i;
+            lse_s[i] = t < T ? lse_bh[t] : 0.0f;
+            delta_s[i] = t < T ? delta_bh[t] : 0.0f;
+        }
+        __syncthreads();
+        // Transposed: rows are this warp's keys, columns the tile's queries.
+        rows_times_tile_t<HS>(S, Ks + warp * 16 * D::LDB, Qs);    // S^T = K Q^T
+        rows_times_tile_t<HS>(dP, Vs + warp * 16 * D::LDB, dOs);  // dP^T = V dO^T
+        __syncwarp();
+        for (int c = half; c < kTile; c += 2) {
+            const int query = qt * kTile + c;
+            float p = 0.0f, ds = 0.0f;
+            if (key <= query && query < T) {
+                p = expf(__fmaf_rn(S[r * D::LDF + c], scale, -lse_s[c]));
+                ds = p * (dP[r * D::LDF + c] - delta_s[c]);
+            }
+            P[r * D::LDP + c] = __float2bfloat16(p);
+            dS[r * D::LDP + c] = __float2bfloat16(ds);
+        }
+        __syncwarp();
+        p_times_tile<HS>(dv, P, dOs);  // dV += P^T dO
+        p_times_tile<HS>(dk, dS, Qs);  // dK += dS^T Q (times scale at the end)
+    }
+    const int t0 = kt * kTile + warp * 16;
+    float* dk_out = dinp + (long)b * T * C3 + C + (long)h * HS;
+    store_rows<HS>(dk_out, C3, t0, T, dk, S, scale);
+    store_rows<HS>(dk_out + C, C3, t0, T, dv, S, 1.0f);
+}
+
+// dQ of 64 queries: the block's warps own 16 queries each and walk the key tiles up to the
+// diagonal.
+template <int HS>
+__global__ void __launch_bounds__(kThreads)
+    flash_dq_kernel(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+                    int C, int NH, float scale) {
+    using D = Dims<HS>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
+    bf16_t* dOs = Qs + kTile * D::LDB;
+    bf16_t* Ks = dOs + kTile * D::LDB;
+    bf16_t* Vs = Ks + kTile * D::LDB;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    unsigned char* mine = reinterpret_cast<unsigned char*>(Vs + kTile * D::LDB) + warp * (2 * D::f_bytes + D::p_bytes);
+    float* S = reinterpret_cast<float*>(mine);
+    float* dP = S + 16 * D::LDF;
+    bf16_t* dS = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
+
+    const int nq = (T + kTile - 1) / kTile;
+    const int qt = nq - 1 - (int)blockIdx.x;  // the most key tiles start first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const long C3 = 3L * C;
+    const float* q = inp + (long)b * T * C3 + (long)h * HS;
+    const float* d = dout + (long)b * T * C + (long)h * HS;
+    load_tile<HS>(Qs, q, qt * kTile, T, C3);
+    load_tile<HS>(dOs, d, qt * kTile, T, C);
+
+    const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: query r's even and odd columns
+    const int query = qt * kTile + warp * 16 + r;
+    const long stat = ((long)b * NH + h) * T + query;
+    const float lse_r = query < T ? lse[stat] : 0.0f, delta_r = query < T ? delta[stat] : 0.0f;
+    FragAcc dq[HS / 16];
+    for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(dq[n], 0.0f);
+    for (int kt = 0; kt <= qt; ++kt) {
+        __syncthreads();  // every warp is done with the last key tile
+        load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
+        load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+        __syncthreads();
+        rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);    // S = Q K^T
+        rows_times_tile_t<HS>(dP, dOs + warp * 16 * D::LDB, Vs);  // dP = dO V^T
+        __syncwarp();
+        for (int c = half; c < kTile; c += 2) {
+            const int key = kt * kTile + c;
+            float ds = 0.0f;
+            if (key <= query && query < T) {
+                const float p = expf(__fmaf_rn(S[r * D::LDF + c], scale, -lse_r));
+                ds = p * (dP[r * D::LDF + c] - delta_r);
+            }
+            dS[r * D::LDP + c] = __float2bfloat16(ds);
+        }
+        __syncwarp();
+        p_times_tile<HS>(dq, dS, Ks);  // dQ += dS K (times scale at the end)
+    }
+    store_rows<HS>(dinp + (long)b * T * C3 + (long)h * HS, C3, qt * kTile + warp * 16, T, dq, S, scale);
+}
+
+// Past 48 KiB of dynamic shared memory a kernel must opt in, per device: so on every launch (a
+// host-side attribute write, no device work).
+template <typename Kernel> void allow_smem(Kernel k, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+template <int HS> size_t shared_bytes() {
+    return std::max(Dims<HS>::forward_bytes, std::max(Dims<HS>::dkv_bytes, Dims<HS>::dq_bytes));
+}
+
+template <int HS>
+void forward_hs(float* out, float* lse, const float* inp, int B, int T, int C, int NH, cudaStream_t stream) {
+    allow_smem(flash_forward_kernel<HS>, Dims<HS>::forward_bytes);
+    const dim3 grid((T + kTile - 1) / kTile, NH, B);
+    flash_forward_kernel<HS><<<grid, kThreads, Dims<HS>::forward_bytes, stream>>>(out, lse, inp, T, C, NH,
+                                                                               1.0f / sqrtf((float)HS));
+    CUDA_CHECK(cudaGetLastError());
+}
+
+template <int HS>
+void backward_hs(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int B, int T,
+                 int C, int NH, cudaStream_t stream) {
+    allow_smem(flash_dkv_kernel<HS>, Dims<HS>::dkv_bytes);
+    allow_smem(flash_dq_kernel<HS>, Dims<HS>::dq_bytes);
+    const dim3 grid((T + kTile - 1) / kTile, NH, B);
+    const float scale = 1.0f / sqrtf((float)HS);
+    flash_dkv_kernel<HS><<<grid, kThreads, Dims<HS>::dkv_bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    CUDA_CHECK(cudaGetLastError());
+    flash_dq_kernel<HS><<<grid, kThreads, Dims<HS>::dq_bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace
+
+size_t flash_attention_shared_bytes(int C, int NH) {
+    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH));
+    switch (C / NH) {
+        case 16: return shared_bytes<16>();
+        case 32: return shared_bytes<32>();
+        case 64: return shared_bytes<64>();
+        default: return shared_bytes<128>();
+    }
+}
+
+void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
+                             cudaStream_t stream) {
+    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    switch (C / NH) {
+        case 16: forward_hs<16>(out, lse, inp, B, T, C, NH, stream); break;
+        case 32: forward_hs<32>(out, lse, inp, B, T, C, NH, stream); break;
+        case 64: forward_hs<64>(out, lse, inp, B, T, C, NH, stream); break;
+        default: forward_hs<128>(out, lse, inp, B, T, C, NH, stream); break;
+    }
+}
+
+void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                              const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+    switch (C / NH) {
+        case 16: backward_hs<16>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        case 32: backward_hs<32>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        case 64: backward_hs<64>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        default: backward_hs<128>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+    }
+}
+
+} // namespace dptrain::cuda

@@ -1,0 +1,92 @@
+// Flash attention's kernels (src/cuda/flash_attention.cu) against their CPU twin
+// (src/cpu/flash_attention.cpp, itself held to attention's definition in tests/unit), on seeded
+// random inputs, at every head size they are built for, with T below, at and past the tile of 64
+// and at GPT-2 124M's shape; and their gradients the same bits on every run.
+#include "helpers.h"
+
+#include "dptrain/backend.h"
+#include "dptrain/cuda_backend.h"
+#include "dptrain/cuda_gpt.h"
+#include "dptrain/error.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+using namespace dptrain;
+using cudatest::DeviceBuffer;
+using cudatest::bit_mismatches;
+using cudatest::mismatches;
+using cudatest::randn;
+
+static void check_flash(int B, int T, int C, int NH, uint64_t seed) {
+    INFO("flash attention B=" << B << " T=" << T << " C=" << C << " NH=" << NH);
+    const size_t n_inp = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_stat = (size_t)B * NH * T;
+    auto inp = randn(n_inp, seed), dout = randn(n_out, seed + 1);
+    std::vector<float> out(n_out), lse(n_stat), delta(n_stat), dinp(n_inp);
+    cpu::flash_attention_forward(out.data(), lse.data(), inp.data(), B, T, C, NH);
+    cpu::flash_attention_backward(dinp.data(), delta.data(), dout.data(), inp.data(), out.data(), lse.data(), B, T, C,
+                                  NH);
+
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_inp(inp), d_dout(dout), d_out(n_out), d_lse(n_stat), d_delta(n_stat), d_dinp(n_inp);
+    // NaN in every output first: each value must be written.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    d_out.set(std::vector<float>(n_out, nan));
+    d_lse.set(std::vector<float>(n_stat, nan));
+    d_dinp.set(std::vector<float>(n_inp, nan));
+    cuda::flash_attention_forward(d_out, d_lse, d_inp, B, T, C, NH, ctx.stream());
+    // lse: fp32 scores from the same bf16 operands (exact products, sums in another order), exp
+    // and log an ulp apart: ~1e-6; 1e-4 (1 + |x|) leaves margin and catches a wrong scale or mask.
+    CHECK(mismatches("lse", d_lse.get(), lse, 1e-4, 1e-4) == 0);
+    // out and the gradients: the same operands and rounding points on both sides, but a P or dS
+    // whose fp32 value differs by an ulp can round to the neighbouring bf16 value (2^-8 relative)
+    // on one side, moving an output by up to 2^-8 p |v|: 1e-2 (1 + |x|). A wrong mask, scale,
+    // tile offset or head offset is off by ~1e-1 or more.
+    CHECK(mismatches("out", d_out.get(), out, 1e-2, 1e-2) == 0);
+    cuda::flash_attention_backward(d_dinp, d_delta, d_dout, d_inp, d_out, d_lse, B, T, C, NH, ctx.stream());
+    const std::vector<float> first = d_dinp.get();
+    CHECK(mismatches("dinp", first, dinp, 1e-2, 1e-2) == 0);
+    // Deterministic: no atomics, so a second backward gives the same bits.
+    d_dinp.set(std::vector<float>(n_inp, nan));
+    cuda::flash_attention_backward(d_dinp, d_delta, d_dout, d_inp, d_out, d_lse, B, T, C, NH, ctx.stream());
+    CHECK(bit_mismatches("dinp, second run", d_dinp.get(), first) == 0);
+}
+
+TEST_CASE("cuda flash_attention_forward/backward match the CPU twin", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_flash(3, 37, 96, 3, 2100);    // hs 32, one partial tile
+    check_flash(2, 150, 64, 4, 2200);   // hs 16, tiles of 64, 64 and 22
+    check_flash(2, 200, 128, 2, 2300);  // hs 64, four tiles, the last partial
+    check_flash(1, 64, 128, 1, 2400);   // hs 128, one full tile
+    check_flash(1, 130, 256, 2, 2500);  // hs 128, three tiles
+    check_flash(1, 1024, 768, 12, 2600);  // GPT-2 124M's attention, one sequence
+}
+
+TEST_CASE("CudaGpt with flash attention: built where the GPU has the shared memory, refused where not", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    int optin = 0;
+    REQUIRE(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) == cudaSuccess);
+    for (int hs : {16, 32, 64, 128}) {
+        const size_t need = cuda::flash_attention_shared_bytes(hs * 2, 2);
+        INFO("head size " << hs << ": " << need << " bytes, the GPU allows " << optin);
+        GptConfig cfg;
+        cfg.vocab_size = 16;
+        cfg.block_size = 8;
+        cfg.n_layer = 1;
+        cfg.n_head = 2;
+        cfg.n_embd = hs * 2;
+        cfg.flash_attention = true;
+        if (need <= (size_t)optin) {
+            CHECK_NOTHROW(CudaGpt(cfg, 2, 0));
+        } else {
+            try {
+                CudaGpt g(cfg, 2, 0);
+                FAIL("built without the shared memory its kernels need");
+            } catch (const UserError& e) {
+                CHECK(std::string(e.what()).find("shared memory per block") != std::string::npos);
+            }
+        }
+    }
+}
