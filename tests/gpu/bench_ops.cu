@@ -2,7 +2,8 @@
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
 // the fp32 matmul_forward on one shape for contrast. With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
-// with fp32 products and with TF32 ones (--precision bf16). Run by tests/gpu/run.sh on a GPU.
+// with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
+// flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
 // few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
 #include "dptrain/cuda_backend.h"
@@ -150,10 +151,23 @@ static int bench_attention(int reps) {
         std::printf("%-6s %10.3f ms %10.1f TFLOP/s\n", tf32 ? "tf32" : "fp32", ms_of[tf32],
                     flop / (ms_of[tf32] * 1e-3) / 1e12);
     }
+    // Flash attention (--attention flash): bf16 operands, the causal half only, nothing T x T;
+    // its rate counted with the same full-T x T FLOPs, so the ms compare directly.
+    float *lse = nullptr, *delta = nullptr;
+    BENCH_CHECK(cudaMalloc(&lse, (size_t)B * NH * T * sizeof(float)));
+    BENCH_CHECK(cudaMalloc(&delta, (size_t)B * NH * T * sizeof(float)));
+    const double ms_flash = mean_ms(s, warmup, reps, [&] {
+        dptrain::cuda::flash_attention_forward(out, lse, inp, B, T, C, NH, s);
+        dptrain::cuda::flash_attention_backward(dinp, delta, dout, inp, out, lse, B, T, C, NH, s);
+    });
+    std::printf("%-6s %10.3f ms %10.1f TFLOP/s (full T x T count; %.0f KiB of shared memory per block)\n", "flash",
+                ms_flash, flop / (ms_flash * 1e-3) / 1e12,
+                dptrain::cuda::flash_attention_shared_bytes(C, NH) / 1024.0);
     std::printf("TF32 conversion of fp32 operands on this GPU: %s\n", tf32_conversion(ctx));
-    std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx)\n", ms_of[0], ms_of[1],
-                ms_of[0] / ms_of[1]);
-    for (float* p : {inp, dout, out, att, datt, dinp}) cudaFree(p);
+    std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx), flash %.2f ms (%.2fx of "
+                "TF32)\n",
+                ms_of[0], ms_of[1], ms_of[0] / ms_of[1], ms_flash, ms_of[1] / ms_flash);
+    for (float* p : {inp, dout, out, att, datt, dinp, lse, delta}) cudaFree(p);
     return 0;
 }
 

@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
 # The GPU check's comparison with the peer: dptrain's tokens/s (the last step line of its GPT-2
-# 124M bf16 run) against PyTorch's on the same GPU and shapes (bench/gpt_pytorch.py, unfused and
-# fused attention), as ratios. Run by tests/gpu/run.sh after those steps; usage: compare_peer.sh LOGDIR
+# 124M bf16 runs, with matmul and with flash attention) against PyTorch's on the same GPU and
+# shapes (bench/gpt_pytorch.py, unfused and fused attention), as ratios: one line per dptrain run,
+# the flash one last. Run by tests/gpu/run.sh after those steps; usage: compare_peer.sh LOGDIR
 # Not for: judging anything by itself (the same-run ratio is the number; BENCHMARKS.md keeps them).
 set -u
 logs=${1:?usage: compare_peer.sh LOGDIR}
-# "22.6k tok/s" in dptrain's step line, "123456 tokens/s" in the peer's: tokens per second.
-dptrain=$(grep '^step' "$logs/gpt-124m-bf16.log" 2>/dev/null | tail -n1 | grep -o '[0-9.]*[kM]\? tok/s' |
-  awk '{ v = $1; m = 1; if (v ~ /k$/) m = 1e3; if (v ~ /M$/) m = 1e6; sub(/[kM]$/, "", v); printf "%.0f", v * m }')
-[ -n "$dptrain" ] || { echo "no step line with tok/s in $logs/gpt-124m-bf16.log"; exit 1; }
-line="ratio dptrain/pytorch (bf16, tokens/s): dptrain $dptrain"
-for peer in torch-124m-bf16 torch-124m-bf16-sdpa; do
-  t=$(grep -o '[0-9]* tokens/s' "$logs/$peer.log" 2>/dev/null | tail -n1 | awk '{ print $1 }')
-  if [ -n "$t" ] && [ "$t" -gt 0 ]; then
-    line="$line; $peer $t: $(awk -v d="$dptrain" -v t="$t" 'BEGIN { printf "%.2f", d / t }')"
-  else
-    line="$line; $peer: no result"
+found=0
+for run in gpt-124m-bf16 gpt-124m-bf16-flash; do
+  # "22.6k tok/s" in dptrain's step line, "123456 tokens/s" in the peer's: tokens per second.
+  dptrain=$(grep '^step' "$logs/$run.log" 2>/dev/null | tail -n1 | grep -o '[0-9.]*[kM]\? tok/s' |
+    awk '{ v = $1; m = 1; if (v ~ /k$/) m = 1e3; if (v ~ /M$/) m = 1e6; sub(/[kM]$/, "", v); printf "%.0f", v * m }')
+  if [ -z "$dptrain" ]; then
+    echo "$run: no step line with tok/s in $logs/$run.log"
+    continue
   fi
+  found=1
+  line="ratio dptrain/pytorch (bf16, tokens/s): $run $dptrain"
+  for peer in torch-124m-bf16 torch-124m-bf16-sdpa; do
+    t=$(grep -o '[0-9]* tokens/s' "$logs/$peer.log" 2>/dev/null | tail -n1 | awk '{ print $1 }')
+    if [ -n "$t" ] && [ "$t" -gt 0 ]; then
+      line="$line; $peer $t: $(awk -v d="$dptrain" -v t="$t" 'BEGIN { printf "%.2f", d / t }')"
+    else
+      line="$line; $peer: no result"
+    fi
+  done
+  echo "$line"
 done
-echo "$line"
+[ $found = 1 ]
