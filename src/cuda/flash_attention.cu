@@ -15,9 +15,10 @@
 // mapping is not specified); those that only add (dK, dV, dQ) stay in fragments.
 // Rounding points: the exp arguments S * scale - m and the rescalings O * alpha + PV and
 // l * alpha + sum are fused multiply-adds, written out (__fmaf_rn) as the twin writes them
-// (std::fma). What stays different: expf and logf against the host's (an ulp), and the tensor
-// cores' fp32 sums (another order, and they may truncate); so a P or dS rounded to bf16 can land
-// on the neighbouring value on one side. Tests allow for it.
+// (std::fma). What stays different: expf and logf against the host's (an ulp), the tensor cores'
+// fp32 sums (another order, and they may truncate), and delta's sum (a warp's order, contracted
+// to fused multiply-adds by nvcc); so a P or dS rounded to bf16 can land on the neighbouring value
+// on one side. Tests allow for it.
 // Not for: head sizes other than 16, 32, 64 or 128 (the launchers refuse them).
 #include "dptrain/backend.h"
 #include "dptrain/cuda_backend.h"
@@ -59,8 +60,28 @@ template <int HS> struct Dims {
     static constexpr int LDO = HS + 2;  // a warp's 16 x HS fp32 output rows (lanes only, no WMMA)
     static constexpr size_t o_bytes = (size_t)16 * LDO * sizeof(float);
     static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes + o_bytes);
-    static constexpr size_t dkv_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
-    static constexpr size_t dq_bytes = 4 * tile_bytes + kWarps * (2 * f_bytes + p_bytes);
+    static constexpr size_t backward_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
+};
+
+// Both backward kernels' shared memory: four 64 x HS bf16 tiles (K, V, Q, dO), a query tile's lse
+// and delta, and per warp S and dP (fp32) and P and dS (bf16).
+template <int HS> struct BackwardSmem {
+    bf16_t *Ks, *Vs, *Qs, *dOs, *P, *dS;
+    float *lse, *delta, *S, *dP;
+    __device__ BackwardSmem(unsigned char* smem, int warp) {
+        using D = Dims<HS>;
+        Ks = reinterpret_cast<bf16_t*>(smem);
+        Vs = Ks + kTile * D::LDB;
+        Qs = Vs + kTile * D::LDB;
+        dOs = Qs + kTile * D::LDB;
+        lse = reinterpret_cast<float*>(dOs + kTile * D::LDB);
+        delta = lse + kTile;
+        unsigned char* mine = reinterpret_cast<unsigned char*>(delta + kTile) + warp * 2 * (D::f_bytes + D::p_bytes);
+        S = reinterpret_cast<float*>(mine);
+        dP = S + 16 * D::LDF;
+        P = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
+        dS = P + 16 * D::LDP;
+    }
 };
 
 // Rows t0 .. t0+63 of one head's q, k, v (HS values each, `ld` apart, starting at src) into a bf16
@@ -228,18 +249,10 @@ __global__ void __launch_bounds__(kThreads)
                      int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16_t* Ks = reinterpret_cast<bf16_t*>(smem);
-    bf16_t* Vs = Ks + kTile * D::LDB;
-    bf16_t* Qs = Vs + kTile * D::LDB;
-    bf16_t* dOs = Qs + kTile * D::LDB;
-    float* lse_s = reinterpret_cast<float*>(dOs + kTile * D::LDB);
-    float* delta_s = lse_s + kTile;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    unsigned char* mine = reinterpret_cast<unsigned char*>(delta_s + kTile) + warp * 2 * (D::f_bytes + D::p_bytes);
-    float* S = reinterpret_cast<float*>(mine);
-    float* dP = S + 16 * D::LDF;
-    bf16_t* P = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
-    bf16_t* dS = P + 16 * D::LDP;
+    const BackwardSmem<HS> sm(smem, warp);
+    bf16_t *Ks = sm.Ks, *Vs = sm.Vs, *Qs = sm.Qs, *dOs = sm.dOs, *P = sm.P, *dS = sm.dS;
+    float *lse_s = sm.lse, *delta_s = sm.delta, *S = sm.S, *dP = sm.dP;
 
     const int nq = (T + kTile - 1) / kTile;
     const int kt = blockIdx.x;  // the most query tiles start first
@@ -301,15 +314,10 @@ __global__ void __launch_bounds__(kThreads)
                     int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
-    bf16_t* dOs = Qs + kTile * D::LDB;
-    bf16_t* Ks = dOs + kTile * D::LDB;
-    bf16_t* Vs = Ks + kTile * D::LDB;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    unsigned char* mine = reinterpret_cast<unsigned char*>(Vs + kTile * D::LDB) + warp * (2 * D::f_bytes + D::p_bytes);
-    float* S = reinterpret_cast<float*>(mine);
-    float* dP = S + 16 * D::LDF;
-    bf16_t* dS = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
+    const BackwardSmem<HS> sm(smem, warp);  // its lse, delta and P unused here
+    bf16_t *Ks = sm.Ks, *Vs = sm.Vs, *Qs = sm.Qs, *dOs = sm.dOs, *dS = sm.dS;
+    float *S = sm.S, *dP = sm.dP;
 
     const int nq = (T + kTile - 1) / kTile;
     const int qt = nq - 1 - (int)blockIdx.x;  // the most key tiles start first
@@ -356,7 +364,7 @@ template <typename Kernel> void allow_smem(Kernel k, size_t bytes) {
 }
 
 template <int HS> size_t shared_bytes() {
-    return std::max(Dims<HS>::forward_bytes, std::max(Dims<HS>::dkv_bytes, Dims<HS>::dq_bytes));
+    return std::max(Dims<HS>::forward_bytes, Dims<HS>::backward_bytes);
 }
 
 template <int HS>
@@ -371,13 +379,14 @@ void forward_hs(float* out, float* lse, const float* inp, int B, int T, int C, i
 template <int HS>
 void backward_hs(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int B, int T,
                  int C, int NH, cudaStream_t stream) {
-    allow_smem(flash_dkv_kernel<HS>, Dims<HS>::dkv_bytes);
-    allow_smem(flash_dq_kernel<HS>, Dims<HS>::dq_bytes);
+    allow_smem(flash_dkv_kernel<HS>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dq_kernel<HS>, Dims<HS>::backward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
     const float scale = 1.0f / sqrtf((float)HS);
-    flash_dkv_kernel<HS><<<grid, kThreads, Dims<HS>::dkv_bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    const size_t bytes = Dims<HS>::backward_bytes;
+    flash_dkv_kernel<HS><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS><<<grid, kThreads, Dims<HS>::dq_bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dq_kernel<HS><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -95,7 +95,8 @@ say_what_runs_where() {
   echo "and MFU of a GPT-2 124M-shaped model in bf16 with matmul and with flash attention, and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
-  echo "ratios), and memcheck (the op tests under compute-sanitizer, where installed)."
+  echo "ratios), racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and"
+  echo "on every op test, where installed)."
 }
 
 t0=$SECONDS
@@ -194,6 +195,18 @@ NOTE='^RESULT' \
 step bench GPU 60 bench-build "$BENCH 50"
 NOTE='^RESULT' \
 step bench-attention GPU 60 bench-build "$BENCH 10 attention"
+
+# Flash attention's kernels share scratch between a warp's lanes and its WMMA calls: racecheck
+# (compute-sanitizer, the PATH's else the toolkit's) on the small shapes of their op test.
+SANITIZER=$(command -v compute-sanitizer 2>/dev/null || echo "$CUDA_HOME/bin/compute-sanitizer")
+if [ $dry = 1 ] || [ -x "$SANITIZER" ]; then
+  NOTE='RACECHECK SUMMARY|test cases' \
+  step racecheck-flash GPU 60 build \
+    "$SANITIZER --tool racecheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no \
+'cuda flash_attention_forward/backward match the CPU twin'"
+else
+  skipped racecheck-flash GPU "no compute-sanitizer on the PATH or in $CUDA_HOME/bin"
+fi
 
 step mlp-data CPU 60 build \
   "rm -rf $W/synth && $B/dptrain-data synth --out $W/synth --train-samples 16384 --val-samples 2048 --shards 2"
@@ -311,7 +324,6 @@ step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else
 # the toolkit's; listed as skipped where there is none.
-SANITIZER=$(command -v compute-sanitizer 2>/dev/null || echo "$CUDA_HOME/bin/compute-sanitizer")
 if [ $dry = 1 ] || [ -x "$SANITIZER" ]; then
   NOTE='ERROR SUMMARY|test cases' \
   step memcheck GPU 120 build \

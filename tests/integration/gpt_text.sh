@@ -40,23 +40,20 @@ train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" -
 "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/r/checkpoints/ckpt-00000020.h5" \
   || fail "GPT: resume is not bit-identical"
 
-# --precision bf16 (emulated on the CPU): announced, and the 200-step run trains as fp32 does
-# (validation loss within 5% of the fp32 run's above).
-train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/bf16" --precision bf16
-[ "$RC" = 0 ] || { cat "$WORK/out"; fail "bf16 GPT training exited $RC"; }
-grep -q "| bf16 matmuls |" "$WORK/out" || { cat "$WORK/out"; fail "the run does not say it uses bf16 matmuls"; }
-vb=$(jsonl_last "$WORK/bf16/metrics.jsonl" eval val_loss)
-echo "val loss at step 200: fp32 $v, bf16 $vb"
-awk -v a="$v" -v b="$vb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
-  || fail "bf16 validation loss $vb is not within 5% of fp32's $v"
-
-# --attention flash (bf16 operands, key tiles with a running softmax; the CPU twin of the CUDA
-# kernels): announced, and the 200-step run trains as fp32 does (within 5% of its validation loss).
-train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/flash" --precision bf16 \
-  --attention flash
-[ "$RC" = 0 ] || { cat "$WORK/out"; fail "GPT training with flash attention exited $RC"; }
-grep -q "| bf16 matmuls | flash attention |" "$WORK/out" || { cat "$WORK/out"; fail "the run does not say it uses flash attention"; }
-vf=$(jsonl_last "$WORK/flash/metrics.jsonl" eval val_loss)
-echo "val loss at step 200: fp32 $v, bf16 with flash attention $vf"
-awk -v a="$v" -v b="$vf" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
-  || fail "flash attention's validation loss $vf is not within 5% of fp32's $v"
+# like_fp32 DIR BANNER WHAT ARGS...: a 200-step run with ARGS says BANNER in its model line and
+# trains as fp32 does (validation loss within 5% of the fp32 run's above).
+like_fp32() {
+  local dir=$1 banner=$2 what=$3 got
+  shift 3
+  train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/$dir" "$@"
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "$what: GPT training exited $RC"; }
+  grep -q "$banner" "$WORK/out" || { cat "$WORK/out"; fail "$what: the run does not say '$banner'"; }
+  got=$(jsonl_last "$WORK/$dir/metrics.jsonl" eval val_loss)
+  echo "val loss at step 200: fp32 $v, $what $got"
+  awk -v a="$v" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.05 * a) }' \
+    || fail "$what: validation loss $got is not within 5% of fp32's $v"
+}
+# --precision bf16 (emulated on the CPU), and --attention flash (bf16 operands, key tiles with a
+# running softmax: the CPU twin of the CUDA kernels).
+like_fp32 bf16 "| bf16 matmuls |" bf16 --precision bf16
+like_fp32 flash "| bf16 matmuls | flash attention |" "bf16 with flash attention" --precision bf16 --attention flash

@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include "dptrain/error.h"
+#include "dptrain/optim.h"
 #include "dptrain/rng.h"
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,57 @@
 #include <unistd.h>
 
 namespace testing {
+
+void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, double first_tol, double min_cosine,
+                      double curve_tol) {
+    using namespace dptrain;
+    REQUIRE(a.signature() == b.signature());  // one layout: checkpoints move between the two
+    const int T = a.config().block_size, V = a.config().vocab_size;
+    const size_t P = a.num_params();
+    std::vector<float> pa(P), ga(P, 0.0f), gb(P, 0.0f);
+    a.init(pa.data(), seed);
+    std::vector<float> pb = pa;
+    std::vector<int> tokens((size_t)B * (T + 1));
+    Rng r(seed + 1);
+    for (auto& t : tokens) t = (int)r.below((uint64_t)V);
+    ModelBatch in;
+    in.B = B;
+    in.tokens = tokens.data();
+    in.stride = T + 1;
+    const float scale = 1.0f / (B * T);
+    const double la = a.forward(pa.data(), in, nullptr), lb = b.forward(pb.data(), in, nullptr);
+    CHECK(la != lb);                              // another computation ...
+    CHECK(lb == Approx(la).epsilon(first_tol));  // ... of the same loss
+    a.backward(ga.data(), pa.data(), in, scale, nullptr);
+    b.backward(gb.data(), pb.data(), in, scale, nullptr);
+    for (const ParamView& v : a.layout().views) {
+        double dot = 0, na = 0, nb = 0;
+        for (size_t i = v.offset; i < v.offset + v.size; ++i) {
+            dot += (double)ga[i] * gb[i];
+            na += (double)ga[i] * ga[i];
+            nb += (double)gb[i] * gb[i];
+        }
+        INFO(v.name);
+        CHECK(dot / std::sqrt(na * nb + 1e-300) > min_cosine);
+    }
+    Optimizer oa(Optimizer::Kind::adamw, a.layout(), 0.9, 0.95, 1e-8, 0.0, 0.1);
+    Optimizer ob(Optimizer::Kind::adamw, b.layout(), 0.9, 0.95, 1e-8, 0.0, 0.1);
+    double last_a = 0, last_b = 0;
+    for (int step = 0; step < 50; ++step) {
+        std::fill(ga.begin(), ga.end(), 0.0f);
+        std::fill(gb.begin(), gb.end(), 0.0f);
+        last_a = a.forward(pa.data(), in, nullptr);
+        last_b = b.forward(pb.data(), in, nullptr);
+        INFO("step " << step);
+        CHECK(last_b == Approx(last_a).epsilon(curve_tol));
+        a.backward(ga.data(), pa.data(), in, scale, nullptr);
+        b.backward(gb.data(), pb.data(), in, scale, nullptr);
+        oa.step(pa.data(), ga.data(), 3e-3, step + 1);
+        ob.step(pb.data(), gb.data(), 3e-3, step + 1);
+    }
+    CHECK(last_a < 0.7 * la);  // both learn the fixed batch, so the curves compared are not flat
+    CHECK(last_b < 0.7 * la);
+}
 
 std::vector<float> randn(size_t n, uint64_t seed, float scale) {
     dptrain::Rng r(seed);

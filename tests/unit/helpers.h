@@ -1,6 +1,7 @@
 // Shared helpers of the unit tests: temporary directories and small shard sets.
 #pragma once
 
+#include "dptrain/gpt.h"
 #include "dptrain/h5.h"
 
 #include <cstdint>
@@ -17,6 +18,13 @@ std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
 // in x: |analytic - numeric| > 2e-3 + 2e-2 |numeric|, step h. Prints the first few.
 int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss, float h,
                size_t stride = 1);
+
+// Two GPTs of one layout that compute differently (precision, attention), from the same
+// parameters on one random batch of B windows: their first losses differ yet agree within
+// first_tol (relative); each gradient tensor's cosine similarity with a's exceeds min_cosine; over
+// 50 AdamW steps each the losses agree within curve_tol and both fall below 0.7 of the first.
+void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, double first_tol, double min_cosine,
+                      double curve_tol);
 
 // A fresh empty directory under /tmp.
 std::string temp_dir(const std::string& tag);
