@@ -70,7 +70,8 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     lnf_mean_.resize(BT);
     lnf_rstd_.resize(BT);
     logits_.resize(BT * V);
-    probs_.resize(BT * V);
+    ce_stats_.resize(2 * BT);
+    argmax_.resize(BT);
     losses_.resize(BT);
     scratch_.resize(BTC);
     targets_.resize(BT);
@@ -204,19 +205,14 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     });
     mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V);
     timed(ops_, OpKind::crossentropy, [&] {
-        cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), (int)BT, V);
+        cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
+                                          logits_.data(), targets_.data(), (int)BT, V);
     });
     last_B_ = B;
     double sum = 0.0;
     for (long i = 0; i < BT; ++i) sum += losses_[i];
-    if (correct) {
-        long c = 0;
-        for (long i = 0; i < BT; ++i) {
-            const float* z = logits_.data() + i * V;
-            c += (std::max_element(z, z + V) - z) == targets_[i];
-        }
-        *correct += c;
-    }
+    if (correct)
+        for (long i = 0; i < BT; ++i) *correct += argmax_[i] == targets_[i];
     return sum;
 }
 
@@ -230,10 +226,11 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
     const long BT = (long)B * T;
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
-    // dlogits overwrite probs in place (each element reads its own probability first).
-    float* dlogits = probs_.data();
-    timed(ops_, OpKind::crossentropy,
-          [&] { cpu::softmax_crossentropy_backward(dlogits, probs_.data(), targets_.data(), scale, (int)BT, V); });
+    // dlogits overwrite the logits in place (each element reads its own logit first).
+    float* dlogits = logits_.data();
+    timed(ops_, OpKind::crossentropy, [&] {
+        cpu::softmax_crossentropy_backward(dlogits, logits_.data(), ce_stats_.data(), targets_.data(), scale, (int)BT, V);
+    });
     float* dlnf = dsmall_.data();
     mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V);
     float* dres = dres_.data();

@@ -68,7 +68,8 @@ Mlp::Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_b
         pre_.emplace_back((size_t)max_batch * dims_[l + 1]);
         post_.emplace_back(l + 1 < L ? (size_t)max_batch * dims_[l + 1] : 0);
     }
-    probs_.resize((size_t)max_batch * classes);
+    stats_.resize(2 * (size_t)max_batch);
+    argmax_.resize(max_batch);
     losses_.resize(max_batch);
     dbuf_a_.resize((size_t)max_batch * widest);
     dbuf_b_.resize((size_t)max_batch * widest);
@@ -136,17 +137,14 @@ double Mlp::forward(const float* params, const float* x, const int* y, int B, lo
     int V = dims_.back();
     const float* logits = pre_[L - 1].data();
     timed(ops_, OpKind::crossentropy,
-          [&] { cpu::softmax_crossentropy_forward(losses_.data(), probs_.data(), logits, y, B, V); });
+          [&] {
+              cpu::softmax_crossentropy_forward(losses_.data(), stats_.data(), correct ? argmax_.data() : nullptr,
+                                                logits, y, B, V);
+          });
     double sum = 0.0;
     for (int b = 0; b < B; ++b) sum += losses_[b];
-    if (correct) {
-        long c = 0;
-        for (int b = 0; b < B; ++b) {
-            const float* z = logits + (long)b * V;
-            c += (std::max_element(z, z + V) - z) == y[b];
-        }
-        *correct += c;
-    }
+    if (correct)
+        for (int b = 0; b < B; ++b) *correct += argmax_[b] == y[b];
     return sum;
 }
 
@@ -156,7 +154,7 @@ void Mlp::backward(float* grads, const float* params, const float* x, const int*
     float* dout = dbuf_a_.data();  // gradient w.r.t. the current layer's output
     float* dnext = dbuf_b_.data();
     timed(ops_, OpKind::crossentropy,
-          [&] { cpu::softmax_crossentropy_backward(dout, probs_.data(), y, scale, B, dims_.back()); });
+          [&] { cpu::softmax_crossentropy_backward(dout, pre_[L - 1].data(), stats_.data(), y, scale, B, dims_.back()); });
     for (int l = L - 1; l >= 0; --l) {
         const ParamView& w = layout_.views[2 * l];
         const ParamView& b = layout_.views[2 * l + 1];

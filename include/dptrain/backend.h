@@ -37,12 +37,15 @@ void relu_backward(float* dinp, const float* inp, const float* dout, long N);
 void gelu_forward(float* out, const float* inp, long N);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N);
 
-// Row-wise softmax and cross-entropy. losses (B), probs (B, V), logits (B, V), targets (B).
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets,
+// Row-wise softmax and cross-entropy, the probabilities not kept. losses (B); stats (B, 2): each
+// row's largest logit and 1 / sum of exp(logit - largest), all backward needs; argmax (B, or
+// null): each row's first largest logit, for the accuracy count. logits (B, V), targets (B).
+void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
                                   int B, int V);
-// dlogits = (probs - onehot(targets)) * scale  (scale = 1 / global batch for a mean loss).
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float scale,
-                                   int B, int V);
+// dlogits = (softmax(logits) - onehot(targets)) * scale (scale = 1 / global batch for a mean loss),
+// the probabilities recomputed from the forward's stats; dlogits may be logits (in place).
+void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
+                                   float scale, int B, int V);
 
 // GPT ops (llm.c shapes: B batch, T time, C channels, NH heads, V vocabulary).
 // out(B,T,C) = wte[inp] + wpe[t].  inp (B,T) with row stride `stride` (>= T), wte (V,C), wpe (maxT,C).

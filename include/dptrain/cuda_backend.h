@@ -119,12 +119,14 @@ void relu_backward(float* dinp, const float* inp, const float* dout, long N, cud
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 
-// losses (B), probs (B, V) from logits (B, V) and targets (B).
-void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int B,
-                                  int V, cudaStream_t stream);
-// dlogits (B, V) = (probs - onehot(targets)) * scale.
-void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float scale, int B,
-                                   int V, cudaStream_t stream);
+// losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest
+// logit) from logits (B, V) and targets (B); the probabilities are not kept.
+void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
+                                  int B, int V, cudaStream_t stream);
+// dlogits (B, V) = (softmax(logits) - onehot(targets)) * scale, from the forward's stats; dlogits
+// may be logits (in place).
+void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
+                                   float scale, int B, int V, cudaStream_t stream);
 
 // out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,

@@ -74,14 +74,15 @@ class CudaGpt : public Model, public cuda::Resident {
     float *encoded_ = nullptr, *ln1_ = nullptr, *ln1_mean_ = nullptr, *ln1_rstd_ = nullptr, *qkv_ = nullptr,
           *atty_ = nullptr, *att_ = nullptr, *residual2_ = nullptr, *ln2_ = nullptr, *ln2_mean_ = nullptr,
           *ln2_rstd_ = nullptr, *fch_ = nullptr, *fch_gelu_ = nullptr, *residual3_ = nullptr, *lnf_ = nullptr,
-          *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *probs_ = nullptr, *losses_ = nullptr,
-          *scratch_ = nullptr, *lse_ = nullptr;
+          *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr,
+          *scratch_ = nullptr, *lse_ = nullptr, *ce_stats_ = nullptr;
+    int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
     float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr,
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;
     // Host staging, allocated once.
-    std::vector<int> host_targets_;
-    std::vector<float> host_losses_, host_logits_;
+    std::vector<int> host_targets_, host_argmax_;
+    std::vector<float> host_losses_;
 };
 
 } // namespace dptrain

@@ -55,12 +55,14 @@ class CudaMlp : public Model, public cuda::Resident {
     std::vector<void*> allocs_;
     bool resident_ = false;
     std::vector<int> dims_;
-    float *params_ = nullptr, *grads_ = nullptr, *probs_ = nullptr, *losses_ = nullptr;
+    float *params_ = nullptr, *grads_ = nullptr, *ce_stats_ = nullptr, *losses_ = nullptr;
+    int* argmax_ = nullptr;
     float *dbuf_a_ = nullptr, *dbuf_b_ = nullptr;
     const float* x_ = nullptr;  // the last forward's batch, in one of input_'s slots
     const int* y_ = nullptr;
     std::vector<float*> pre_, post_;
-    std::vector<float> host_losses_, host_logits_;
+    std::vector<float> host_losses_;
+    std::vector<int> host_argmax_;
 };
 
 } // namespace dptrain

@@ -47,7 +47,7 @@ class Gpt : public Model {
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
     const GptConfig& config() const { return cfg_; }
-    // Logits of the last forward: (B, T, V).
+    // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
     const float* logits() const { return logits_.data(); }
 
   private:
@@ -64,8 +64,9 @@ class Gpt : public Model {
     // attention, lse), residual2, ln2, fch, fch_gelu, residual3 and the LayerNorm statistics.
     // Shapes in gpt.cpp.
     std::vector<float> encoded_, ln1_, ln1_mean_, ln1_rstd_, qkv_, atty_, att_, residual2_, ln2_, ln2_mean_,
-        ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, scratch_, lse_;
-    std::vector<int> targets_;
+        ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, scratch_, lse_,
+        ce_stats_;  // the loss's max and 1 / sum per row: backward writes dlogits over logits_
+    std::vector<int> targets_, argmax_;
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
     std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_, delta_;

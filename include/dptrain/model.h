@@ -150,7 +150,8 @@ class Mlp : public Model {
     // per layer l: pre_[l] = layer output before activation (max_batch, dims_[l+1]);
     // post_[l] = after activation (hidden layers only).
     std::vector<std::vector<float>> pre_, post_;
-    std::vector<float> probs_, losses_, dbuf_a_, dbuf_b_;
+    std::vector<float> stats_, losses_, dbuf_a_, dbuf_b_;  // stats_: the loss's max and 1 / sum per row
+    std::vector<int> argmax_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
 };

@@ -55,7 +55,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
         {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
         {(void**)&fch_gelu_, L * 4 * BTC}, {(void**)&residual3_, L * BTC}, {(void**)&lnf_, BTC},
-        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&probs_, BT * V},
+        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
         {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
         {(void**)&delta_, STAT}};
@@ -90,7 +90,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     }
     host_targets_.resize(BT);
     host_losses_.resize(BT);
-    host_logits_.resize((size_t)std::min<size_t>(BT, 64) * V);
+    host_argmax_.resize(BT);
 }
 
 void CudaGpt::set_precision(Precision p) {
@@ -216,31 +216,23 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     ev_->timed(OpKind::layernorm, s,
                [&] { cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s); });
     ev_->timed(OpKind::matmul, s, [&] { mm_->forward(logits_, lnf_, P, wte_, nullptr, (int)BT, C, V, *ctx_, s); });
-    ev_->timed(OpKind::crossentropy, s,
-               [&] { cuda::softmax_crossentropy_forward(losses_, probs_, logits_, targets_, (int)BT, V, s); });
+    ev_->timed(OpKind::crossentropy, s, [&] {
+        cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, logits_, targets_,
+                                           (int)BT, V, s);
+    });
     ev_->timed(OpKind::copy, s, [&] {
         CUDA_CHECK(
             cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+        if (correct)  // each row's argmax (the first largest logit, as the CPU), 4 bytes a row
+            CUDA_CHECK(cudaMemcpyAsync(host_argmax_.data(), argmax_, (size_t)BT * sizeof(int),
+                                       cudaMemcpyDeviceToHost, s));
     });
     CUDA_CHECK(cudaStreamSynchronize(s));
     last_B_ = B;
     double sum = 0.0;
     for (long i = 0; i < BT; ++i) sum += host_losses_[i];
-    if (correct) {
-        // Argmax per row as the CPU (first maximum wins), over slices of rows of the logits.
-        const long rows = (long)(host_logits_.size() / V);
-        long c = 0;
-        for (long r0 = 0; r0 < BT; r0 += rows) {
-            long n = std::min(rows, BT - r0);
-            CUDA_CHECK(cudaMemcpy(host_logits_.data(), logits_ + (size_t)r0 * V, (size_t)n * V * sizeof(float),
-                                  cudaMemcpyDeviceToHost));
-            for (long i = 0; i < n; ++i) {
-                const float* z = host_logits_.data() + (size_t)i * V;
-                c += (std::max_element(z, z + V) - z) == host_targets_[r0 + i];
-            }
-        }
-        *correct += c;
-    }
+    if (correct)
+        for (long i = 0; i < BT; ++i) *correct += host_argmax_[i] == host_targets_[i];
     return sum;
 }
 
@@ -260,10 +252,11 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     float* G = grads_;
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
-    // dlogits overwrite probs in place (each element reads its own probability first).
-    float* dlogits = probs_;
-    ev_->timed(OpKind::crossentropy, s,
-               [&] { cuda::softmax_crossentropy_backward(dlogits, probs_, targets_, scale, (int)BT, V, s); });
+    // dlogits overwrite the logits in place (each element reads its own logit first).
+    float* dlogits = logits_;
+    ev_->timed(OpKind::crossentropy, s, [&] {
+        cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
+    });
     float* dlnf = dsmall_;
     ev_->timed(OpKind::matmul, s,
                [&] { mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s); });

@@ -24,7 +24,8 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
             pre_.push_back(dev(Bm * dims_[l + 1]));
             post_.push_back(l + 1 < L ? dev(Bm * dims_[l + 1]) : nullptr);
         }
-        probs_ = dev(Bm * classes);
+        ce_stats_ = dev(2 * Bm);
+        argmax_ = reinterpret_cast<int*>(dev(Bm));
         losses_ = dev(Bm);
         dbuf_a_ = dev(Bm * widest);
         dbuf_b_ = dev(Bm * widest);
@@ -36,7 +37,7 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
         throw;
     }
     host_losses_.resize(Bm);
-    host_logits_.resize(Bm * classes);
+    host_argmax_.resize(Bm);
 }
 
 void CudaMlp::set_precision(Precision p) {
@@ -110,25 +111,20 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
             inp = post_[l];
         }
     }
-    ev_->timed(OpKind::crossentropy, s,
-               [&] { cuda::softmax_crossentropy_forward(losses_, probs_, pre_[L - 1], y_, B, V, s); });
+    ev_->timed(OpKind::crossentropy, s, [&] {
+        cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, pre_[L - 1], y_, B, V, s);
+    });
     ev_->timed(OpKind::copy, s, [&] {
         CUDA_CHECK(cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)B * sizeof(float), cudaMemcpyDeviceToHost, s));
+        if (correct)
+            CUDA_CHECK(
+                cudaMemcpyAsync(host_argmax_.data(), argmax_, (size_t)B * sizeof(int), cudaMemcpyDeviceToHost, s));
     });
-    if (correct)
-        CUDA_CHECK(cudaMemcpyAsync(host_logits_.data(), pre_[L - 1], (size_t)B * V * sizeof(float),
-                                   cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     double sum = 0.0;
     for (int b = 0; b < B; ++b) sum += host_losses_[b];
-    if (correct) {
-        long c = 0;
-        for (int b = 0; b < B; ++b) {
-            const float* z = host_logits_.data() + (size_t)b * V;
-            c += (std::max_element(z, z + V) - z) == in.labels[b];
-        }
-        *correct += c;
-    }
+    if (correct)
+        for (int b = 0; b < B; ++b) *correct += host_argmax_[b] == in.labels[b];
     return sum;
 }
 
@@ -142,7 +138,7 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
     ev_->timed(OpKind::crossentropy, s,
-               [&] { cuda::softmax_crossentropy_backward(dout, probs_, y_, scale, B, dims_.back(), s); });
+               [&] { cuda::softmax_crossentropy_backward(dout, pre_[L - 1], ce_stats_, y_, scale, B, dims_.back(), s); });
     for (int l = L - 1; l >= 0; --l) {
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;

@@ -233,31 +233,53 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     INFO("crossentropy B=" << B << " V=" << V);
     auto logits = randn((size_t)B * V, seed, 3.0f);
     auto targets = randint(B, seed + 1, V);
+    // Ties for the argmax: in every third row the last entry and a middle one copy the row's
+    // first entry raised to a new maximum, so the first of three equal maxima must win.
+    for (int b = 0; b < B; b += 3) {
+        float* z = logits.data() + (size_t)b * V;
+        z[0] = 20.0f;
+        z[V / 2] = z[V - 1] = 20.0f;
+    }
     const float scale = 1.0f / B;
-    std::vector<float> losses(B), probs((size_t)B * V), dlogits((size_t)B * V);
-    cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), B, V);
-    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), scale, B, V);
+    std::vector<float> losses(B), stats(2 * (size_t)B), dlogits((size_t)B * V);
+    std::vector<int> argmax(B);
+    cpu::softmax_crossentropy_forward(losses.data(), stats.data(), argmax.data(), logits.data(), targets.data(), B, V);
+    cpu::softmax_crossentropy_backward(dlogits.data(), logits.data(), stats.data(), targets.data(), scale, B, V);
 
     cuda::Context ctx(0);
-    DeviceBuffer<float> d_logits(logits), d_losses(B), d_probs((size_t)B * V), d_dlogits((size_t)B * V);
-    DeviceBuffer<int> d_targets(targets);
-    cuda::softmax_crossentropy_forward(d_losses, d_probs, d_logits, d_targets, B, V, ctx.stream());
-    auto got_probs = d_probs.get();
-    // Both sum exp in double; what differs is expf (CUDA: 2 ulp) against glibc's (< 1 ulp) and
-    // one rounding of the product: 2e-6 relative per probability. The loss adds log(sum) + max:
-    // 1e-5 absolute on values of a few units.
-    CHECK(mismatches("probs", got_probs, probs, 1e-12, 2e-6) == 0);
+    DeviceBuffer<float> d_logits(logits), d_losses(B), d_stats(2 * (size_t)B);
+    DeviceBuffer<int> d_targets(targets), d_argmax(B);
+    cuda::softmax_crossentropy_forward(d_losses, d_stats, d_argmax, d_logits, d_targets, B, V, ctx.stream());
+    // Both sum exp in double; what differs is expf (CUDA: 2 ulp) against glibc's (< 1 ulp), so
+    // 1 / sum within 2e-6 relative. The max is one of the inputs (exact), and so is the argmax.
+    // The loss adds log(sum) + max: 1e-5 absolute on values of a few units.
+    auto got = d_stats.get();
+    std::vector<float> got_max(B), want_max(B), got_inv(B), want_inv(B);
+    for (int b = 0; b < B; ++b) {
+        got_max[b] = got[2 * b], want_max[b] = stats[2 * b];
+        got_inv[b] = got[2 * b + 1], want_inv[b] = stats[2 * b + 1];
+    }
+    CHECK(bit_mismatches("row max", got_max, want_max) == 0);
+    CHECK(mismatches("row 1 / sum", got_inv, want_inv, 0.0, 2e-6) == 0);
+    CHECK(d_argmax.get() == argmax);
     CHECK(mismatches("losses", d_losses.get(), losses, 1e-5, 1e-6) == 0);
-    // Backward from the CPU's probs on both sides: p * scale - [target] * scale, rounded the same
-    // way on both (the kernel keeps the product unfused), so exact.
-    d_probs.set(probs);
-    cuda::softmax_crossentropy_backward(d_dlogits, d_probs, d_targets, scale, B, V, ctx.stream());
-    CHECK(bit_mismatches("dlogits", d_dlogits.get(), dlogits) == 0);
+    // Backward from the CPU's stats on both sides, in place over the logits on the GPU: p * scale
+    // - [target] * scale with p = exp(z - max) * inv, products rounded the same way on both (the
+    // kernel keeps them unfused); expf's 2 ulp give 3e-7 relative, and at the target (p near 1
+    // minus 1) that is 3e-7 * scale absolute.
+    d_stats.set(stats);
+    cuda::softmax_crossentropy_backward(d_logits, d_logits, d_stats, d_targets, scale, B, V, ctx.stream());
+    CHECK(mismatches("dlogits", d_logits.get(), dlogits, 1e-6 * scale, 1e-6) == 0);
+    // Without an argmax buffer the kernel writes the same loss and stats.
+    DeviceBuffer<float> d_logits2(logits), d_stats2(2 * (size_t)B);
+    cuda::softmax_crossentropy_forward(d_losses, d_stats2, nullptr, d_logits2, d_targets, B, V, ctx.stream());
+    CHECK(bit_mismatches("stats without argmax", d_stats2.get(), got) == 0);
 }
 
 TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     check_crossentropy(300, 97, 600);    // more rows than a block has threads, odd V
+    check_crossentropy(5, 200, 650);     // V below the block's 256 threads: idle threads in the argmax
     check_crossentropy(6, 50257, 700);   // GPT-2's vocabulary
 }
 

@@ -11,7 +11,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -79,29 +81,63 @@ TEST_CASE("softmax cross-entropy: values and backward", "[ops]") {
     const int B = 4, V = 6;
     auto logits = randn(B * V, 7, 2.0f);
     std::vector<int> targets = {0, 5, 2, 2};
-    std::vector<float> losses(B), probs(B * V);
+    std::vector<float> losses(B), stats(2 * B);
+    std::vector<int> argmax(B);
     auto loss = [&] {
-        cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), B, V);
+        cpu::softmax_crossentropy_forward(losses.data(), stats.data(), argmax.data(), logits.data(), targets.data(), B,
+                                          V);
         double s = 0;
         for (float l : losses) s += l;
         return s / B;
     };
     loss();
     for (int b = 0; b < B; ++b) {
-        double z = 0;
-        for (int v = 0; v < V; ++v) z += std::exp((double)logits[b * V + v]);
-        CHECK(losses[b] == Approx(std::log(z) - logits[b * V + targets[b]]).epsilon(1e-5));
+        const float* z = logits.data() + b * V;
+        double sum = 0;
+        for (int v = 0; v < V; ++v) sum += std::exp((double)z[v]);
+        CHECK(losses[b] == Approx(std::log(sum) - z[targets[b]]).epsilon(1e-5));
+        // The stats backward recomputes the probabilities from: the row's max and 1 / sum exp(z - max).
+        const int arg = (int)(std::max_element(z, z + V) - z);
+        CHECK(argmax[b] == arg);
+        CHECK(stats[2 * b] == z[arg]);
+        CHECK(stats[2 * b + 1] == Approx(std::exp((double)z[arg]) / sum).epsilon(1e-6));
     }
+    // Backward, with the stats of the unperturbed logits, against finite differences of the mean.
+    const std::vector<float> stats_here = stats;  // the finite differences below overwrite stats
     std::vector<float> dlogits(B * V);
-    cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / B, B, V);
+    cpu::softmax_crossentropy_backward(dlogits.data(), logits.data(), stats.data(), targets.data(), 1.0f / B, B, V);
+    for (int b = 0; b < B; ++b) {  // each row's gradient sums to zero: probabilities sum to 1
+        double row = 0;
+        for (int v = 0; v < V; ++v) row += dlogits[b * V + v];
+        CHECK(std::fabs(row) < 1e-6);
+    }
     CHECK(testing::check_grad(logits, dlogits, loss, 1e-2f) == 0);
 
+    SECTION("backward in place over the logits gives the same bits") {
+        std::vector<float> stats0(2 * B);
+        cpu::softmax_crossentropy_forward(losses.data(), stats0.data(), nullptr, logits.data(), targets.data(), B, V);
+        CHECK(stats0 == stats_here);  // argmax null: the rest is unchanged
+        std::vector<float> inplace = logits;
+        cpu::softmax_crossentropy_backward(inplace.data(), inplace.data(), stats0.data(), targets.data(), 1.0f / B, B,
+                                           V);
+        CHECK(std::memcmp(inplace.data(), dlogits.data(), dlogits.size() * sizeof(float)) == 0);
+    }
     SECTION("large logits do not overflow") {
-        std::vector<float> big = {1000.0f, 0.0f}, p(2), l(1);
-        int t = 1;
-        cpu::softmax_crossentropy_forward(l.data(), p.data(), big.data(), &t, 1, 2);
+        std::vector<float> big = {1000.0f, 0.0f}, st(2), l(1), d(2);
+        int t = 1, arg = -1;
+        cpu::softmax_crossentropy_forward(l.data(), st.data(), &arg, big.data(), &t, 1, 2);
         CHECK(l[0] == Approx(1000.0f));
-        CHECK(std::isfinite(p[1]));
+        CHECK(arg == 0);
+        cpu::softmax_crossentropy_backward(d.data(), big.data(), st.data(), &t, 1.0f, 1, 2);
+        CHECK(d[0] == Approx(1.0f));
+        CHECK(d[1] == Approx(-1.0f));
+    }
+    SECTION("ties: the first largest logit is the argmax, as std::max_element") {
+        std::vector<float> z = {0.5f, 2.0f, -1.0f, 2.0f, -3.0f, -3.0f, -3.0f, -3.0f}, st(4), l(2);
+        std::vector<int> t = {0, 1}, arg(2, -1);
+        cpu::softmax_crossentropy_forward(l.data(), st.data(), arg.data(), z.data(), t.data(), 2, 4);
+        CHECK(arg[0] == 1);
+        CHECK(arg[1] == 0);  // all equal: the first
     }
 }
 
