@@ -45,7 +45,7 @@ $(BUILD)/.cuda-$(CUDA):
 	$(Q)mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-* && touch $@
 
 SAN      := -fsanitize=address,undefined
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
 CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \

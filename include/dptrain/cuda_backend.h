@@ -12,7 +12,8 @@
 // The runtime's own spelling (driver_types.h): repeating an identical typedef is legal C++.
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
-struct cublasContext;  // cublasHandle_t is `cublasContext*`
+struct cublasContext;    // cublasHandle_t is `cublasContext*`
+struct cublasLtContext;  // cublasLtHandle_t is `cublasLtContext*`
 
 namespace dptrain::cuda {
 
@@ -33,6 +34,8 @@ std::string device_shortage_message(int local_size, int gpus, const std::string&
 // local_rank is outside [0, local_size).
 int bind_device(int local_rank, int local_size);
 
+struct LtPlans;  // cuBLASLt algorithms by GEMM shape (src/cuda/matmul.cu)
+
 // One device's cuBLAS handle and stream, created once and passed to the ops that need cuBLAS (no
 // process-wide handle, so tests and several devices stay independent). Construct it after
 // bind_device; it makes `device` current. Not copyable: it owns what it creates.
@@ -51,10 +54,30 @@ class Context {
     // (cublasSetStream resets the workspace, so two streams never share one scratch buffer).
     void bind_blas(cudaStream_t stream);
 
+    // cuBLASLt, for GEMMs with a fused epilogue (matmul_forward_bf16's bias): its handle, the
+    // workspace above (cuBLASLt takes it per call, so only on the context's own stream), and the
+    // algorithms found per shape, made as each shape is first seen (src/cuda/matmul.cu).
+    cublasLtContext* lt() const { return lt_; }
+    void* workspace() const { return workspace_; }
+    size_t workspace_bytes() const { return workspace_bytes_; }
+    LtPlans* lt_plans() const { return lt_plans_; }
+    // On (the default): bf16 forward GEMMs add the bias in cuBLASLt's epilogue where cuBLASLt has
+    // an algorithm for the shape; off: always as a separate pass (bench_ops times both).
+    void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
+    bool bias_epilogue() const { return bias_epilogue_; }
+    // bf16 forward GEMMs with a bias so far: with the epilogue, and with the separate pass.
+    long fused_bias_gemms() const { return fused_bias_gemms_; }
+    long unfused_bias_gemms() const { return unfused_bias_gemms_; }
+    void count_bias_gemm(bool fused) { ++(fused ? fused_bias_gemms_ : unfused_bias_gemms_); }
+
   private:
     int device_ = 0;
     cudaStream_t stream_ = nullptr;
     cublasContext* blas_ = nullptr;
+    cublasLtContext* lt_ = nullptr;
+    LtPlans* lt_plans_ = nullptr;
+    bool bias_epilogue_ = true;
+    long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
     void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
     size_t workspace_bytes_ = 0;
     cudaStream_t blas_stream_ = nullptr;  // the stream blas_ is bound to now
@@ -103,7 +126,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
 // Mixed precision: out (B, OC) fp32 = inp (B, C) bf16 @ weight (OC, C) bf16 ^T + bias (OC) fp32
-// or null; products and sums in fp32 on the tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F).
+// or null; products and sums in fp32 on the tensor cores (CUBLAS_COMPUTE_32F). The bias is added
+// in cuBLASLt's epilogue where it can be (Context::bias_epilogue), else by filling out first.
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:

@@ -3,6 +3,7 @@
 // helper and the warp reduction the kernels share. Not for: user-facing errors (UserError).
 #pragma once
 
+#include "dptrain/cuda_backend.h"
 #include "dptrain/error.h"
 
 #include <cublas_v2.h>
@@ -34,6 +35,10 @@
     } while (0)
 
 namespace dptrain::cuda {
+
+// Context's cuBLASLt algorithm cache (src/cuda/matmul.cu): made and freed with the Context.
+LtPlans* lt_plans_create();
+void lt_plans_destroy(LtPlans* plans);
 
 // Blocks for a grid-stride loop over n elements: enough to fill the device several times over,
 // never more than the grid allows (the loop covers the rest).

@@ -5,6 +5,8 @@
 
 #include "check.h"
 
+#include <cublasLt.h>
+
 #include <cstdlib>
 
 namespace dptrain::cuda {
@@ -83,11 +85,17 @@ Context::Context(int device) : device_(device) {
     CUBLAS_CHECK(cublasSetStream(h, stream_));
     CUBLAS_CHECK(cublasSetWorkspace(h, workspace_, workspace_bytes_));
     blas_stream_ = stream_;
+    cublasLtHandle_t lt = nullptr;
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    lt_ = lt;
+    lt_plans_ = lt_plans_create();
 }
 
 Context::~Context() {
     // No CHECK here: a destructor may run while unwinding from another error.
     cudaSetDevice(device_);
+    if (lt_plans_) lt_plans_destroy(lt_plans_);
+    if (lt_) cublasLtDestroy(lt_);
     if (blas_) cublasDestroy(blas_);
     if (workspace_) cudaFree(workspace_);
     if (stream_) cudaStreamDestroy(stream_);

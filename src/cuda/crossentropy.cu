@@ -33,10 +33,12 @@ __device__ double block_sum(double x, double* scratch) {
     return x;
 }
 
-// (value, index) pairs: the larger value wins, and of equal values the smaller index (the CPU's
-// first maximum).
+// (value, index) pairs as the CPU's scan finds them: the larger value wins, and of equal values
+// the smaller index (the first maximum). The CPU never takes a NaN, except at index 0 where its
+// scan starts (then the row's max is that NaN): only thread 0 can hold a NaN, and it wins.
 __device__ inline void arg_max_merge(float& m, int& i, float om, int oi) {
-    if (om > m || (om == m && oi < i)) {
+    if (i == 0 && m != m) return;
+    if ((oi == 0 && om != om) || om > m || (om == m && oi < i)) {
         m = om;
         i = oi;
     }
@@ -68,15 +70,15 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     __shared__ double dscratch[32];
     const long b = blockIdx.x;
     const float* z = logits + b * V;
-    // Each thread starts from its first entry, so a row of -inf (or a thread's share of one) still
-    // names a real index; later entries replace it only when strictly larger.
+    // As the CPU: the scan starts from entry 0 (so a row of -inf still names index 0, and a NaN
+    // there is the max); every other entry replaces the pair only when strictly larger (never a NaN).
     float maxv = -INFINITY;
     int arg = INT_MAX;
-    if ((int)threadIdx.x < V) {
-        maxv = z[threadIdx.x];
-        arg = threadIdx.x;
+    if (threadIdx.x == 0) {
+        maxv = z[0];
+        arg = 0;
     }
-    for (int v = threadIdx.x + blockDim.x; v < V; v += blockDim.x)
+    for (int v = threadIdx.x == 0 ? (int)blockDim.x : (int)threadIdx.x; v < V; v += blockDim.x)
         if (z[v] > maxv) {
             maxv = z[v];
             arg = v;
@@ -113,7 +115,7 @@ __global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float
 
 void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
                                   int B, int V, cudaStream_t stream) {
-    if (B <= 0) return;
+    if (B <= 0 || V <= 0) return;
     softmax_crossentropy_forward_kernel<<<B, kRowThreads, 0, stream>>>(losses, stats, argmax, logits, targets, V);
     CUDA_CHECK(cudaGetLastError());
 }

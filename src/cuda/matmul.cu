@@ -1,12 +1,17 @@
 // matmul_forward / matmul_backward in fp32 and their bf16 forms through cuBLAS, plus the
 // float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
 // its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
-// Not for: choosing precision (the caller converts) or fused epilogues (bias is a kernel here).
+// The bf16 forward adds its bias in cuBLASLt's epilogue where cuBLASLt offers an algorithm (one
+// write of the output instead of a fill, a read and a write); everything else adds it in a
+// separate pass. Not for: choosing precision (the caller converts).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
 
+#include <cublasLt.h>
+
 #include <cstdint>
+#include <vector>
 
 namespace dptrain::cuda {
 
@@ -89,9 +94,130 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     }
 }
 
+// ---- The bias in cuBLASLt's epilogue ----------------------------------------------------------
+// One descriptor (bf16 x bf16 summed in fp32, fp32 out, the weight transposed, epilogue BIAS) and
+// per GEMM shape and operand alignment the algorithm cuBLASLt's heuristic picked, or the note
+// that it had none (then the fill-and-accumulate path runs). A plan is made the first time its
+// shape is seen (the first step, the first evaluation batch, a short last batch); after that a
+// GEMM looks it up and allocates nothing.
+// out = acc + bias with fp32 acc, as the separate pass computes it (beta = 1 onto the bias).
+struct LtPlan {
+    int B, C, OC, align[4];  // the key: shape, and the alignment of weight, inp, out and bias
+    bool ok;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+};
+
+struct LtPlans {
+    cublasLtMatmulDesc_t desc = nullptr;
+    std::vector<LtPlan> plans;
+};
+
+LtPlans* lt_plans_create() {
+    auto* p = new LtPlans;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    return p;
+}
+
+void lt_plans_destroy(LtPlans* p) {
+    // No CHECK: runs from Context's destructor, possibly while unwinding.
+    for (LtPlan& plan : p->plans) {
+        cublasLtMatrixLayoutDestroy(plan.a);
+        cublasLtMatrixLayoutDestroy(plan.b);
+        cublasLtMatrixLayoutDestroy(plan.d);
+    }
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    delete p;
+}
+
+// The largest power of two up to 256 that divides the address: cuBLASLt's heuristic filters its
+// algorithms by the operands' alignment.
+static int alignment(const void* p) {
+    uintptr_t a = (uintptr_t)p;
+    int align = 1;
+    while (align < 256 && a % (2 * align) == 0) align *= 2;
+    return align;
+}
+
+static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, float* out, const float* bias, int B,
+                             int C, int OC) {
+    LtPlans& lp = *ctx.lt_plans();
+    const int align[4] = {alignment(weight), alignment(inp), alignment(out), alignment(bias)};
+    for (const LtPlan& p : lp.plans)
+        if (p.B == B && p.C == C && p.OC == OC && p.align[0] == align[0] && p.align[1] == align[1] &&
+            p.align[2] == align[2] && p.align[3] == align[3])
+            return p;
+    LtPlan p{B, C, OC, {align[0], align[1], align[2], align[3]}, false, nullptr, nullptr, nullptr, {}};
+    // Column-major, as cuBLAS sees the row-major buffers: the weight (C, OC) used transposed, the
+    // input (C, B), the output (OC, B).
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, OC, B, OC));
+    // The bias pointer is part of what the heuristic checks (its alignment); 16 bytes at least,
+    // else the separate pass, as some epilogue kernels load the bias in 16-byte vectors.
+    if (align[3] >= 16) {
+        cublasLtMatmulPreference_t pref = nullptr;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        const size_t ws = ctx.workspace_bytes();
+        const uint32_t aa = align[0], ab = align[1], ad = align[2];
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof(aa)));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof(ab)));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        cublasLtMatmulHeuristicResult_t found = {};
+        int n = 0;
+        cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), lp.desc, p.a, p.b, p.d, p.d, pref, 1, &found, &n);
+        cublasLtMatmulPreferenceDestroy(pref);
+        // Not supported for this shape or alignment is an answer, not an error: the separate pass.
+        if (rc == CUBLAS_STATUS_SUCCESS && n > 0 && found.state == CUBLAS_STATUS_SUCCESS) {
+            p.ok = true;
+            p.algo = found.algo;
+        } else if (rc != CUBLAS_STATUS_SUCCESS && rc != CUBLAS_STATUS_NOT_SUPPORTED) {
+            CUBLAS_CHECK(rc);
+        }
+    }
+    lp.plans.push_back(p);
+    return lp.plans.back();
+}
+
+// The bf16 GEMM with the bias in the epilogue; false (nothing queued) where cuBLASLt has no
+// algorithm for it, or it is off, or the stream is not the context's (whose workspace it uses).
+static bool matmul_forward_bf16_lt(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C,
+                                   int OC, Context& ctx, cudaStream_t stream) {
+    if (!bias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
+    const LtPlan& p = lt_plan(ctx, weight, inp, out, bias, B, C, OC);
+    if (!p.ok) return false;
+    LtPlans& lp = *ctx.lt_plans();
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.desc, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
+                                ctx.workspace(), ctx.workspace_bytes(), stream));
+    return true;
+}
+
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream) {
     if (B <= 0 || OC <= 0) return;
+    if (bias) {
+        const bool fused = matmul_forward_bf16_lt(out, inp, weight, bias, B, C, OC, ctx, stream);
+        ctx.count_bias_gemm(fused);
+        if (fused) return;
+    }
     float one = 1.0f, beta = begin_forward(out, bias, B, OC, ctx, stream);
     // The fp32 mapping with bf16 operands: bf16 x bf16 products are exact in fp32 and summed in
     // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.

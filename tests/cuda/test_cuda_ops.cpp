@@ -126,7 +126,9 @@ TEST_CASE("cuda to_bf16 rounds exactly as the CPU", "[cuda]") {
     REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
-static void check_matmul_bf16(int B, int C, int OC, uint64_t seed) {
+// must_fuse: the shape is one cuBLASLt has a bias-epilogue algorithm for on this GPU (GPT-2's,
+// from Ampere on), so the fused path must have run; elsewhere a fallback only warns.
+static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fuse = false) {
     INFO("matmul_bf16 B=" << B << " C=" << C << " OC=" << OC);
     auto inp = randn((size_t)B * C, seed), w = randn((size_t)OC * C, seed + 1), bias = randn(OC, seed + 2);
     std::vector<bf16> inp16(inp.size()), w16(w.size());
@@ -147,15 +149,42 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed) {
     DeviceBuffer<bf16> d_inp16(inp.size()), d_w16(w.size());
     cuda::to_bf16(d_inp16, d_inp, inp.size(), ctx.stream());
     cuda::to_bf16(d_w16, d_w, w.size(), ctx.stream());
-    cuda::matmul_forward_bf16(d_out, d_inp16, d_w16, d_bias, B, C, OC, ctx, ctx.stream());
-    auto got = d_out.get();
-    // Against the CPU on the same rounded inputs: bf16 x bf16 products are exact in fp32 and the
-    // tensor cores sum in fp32 (with truncating alignment, a few ulps more than a CPU sum), so
-    // 1e-4 of the |a||b| sum holds with margin while a layout error is off by O(1).
-    CHECK(mismatches("out vs rounded inputs", got, want_r, 0.0, 1e-4, scale) == 0);
-    // Against fp32 inputs: the cost of bf16 itself, each input rounded by up to 2^-9, so each
-    // product is within ~4e-3 of |a||b|: 1e-2 of the sum.
-    CHECK(mismatches("out vs fp32 inputs", got, want, 0.0, 1e-2, scale) == 0);
+    // Both ways of adding the bias: in cuBLASLt's epilogue (where it has an algorithm: counted)
+    // and as a fill before the GEMM; each writes every output (the buffer starts as garbage).
+    for (bool epilogue : {true, false}) {
+        INFO("bias epilogue " << (epilogue ? "on" : "off"));
+        ctx.set_bias_epilogue(epilogue);
+        const long fused0 = ctx.fused_bias_gemms(), unfused0 = ctx.unfused_bias_gemms();
+        REQUIRE(cudaMemsetAsync(d_out, 0xff, (size_t)B * OC * sizeof(float), ctx.stream()) == cudaSuccess);  // NaNs
+        cuda::matmul_forward_bf16(d_out, d_inp16, d_w16, d_bias, B, C, OC, ctx, ctx.stream());
+        auto got = d_out.get();
+        CHECK(ctx.fused_bias_gemms() + ctx.unfused_bias_gemms() == fused0 + unfused0 + 1);
+        if (!epilogue) CHECK(ctx.fused_bias_gemms() == fused0);
+        if (epilogue && must_fuse) CHECK(ctx.fused_bias_gemms() == fused0 + 1);
+        if (epilogue && ctx.fused_bias_gemms() == fused0)
+            WARN("cuBLASLt offered no bias-epilogue algorithm for B=" << B << " C=" << C << " OC=" << OC
+                                                                        << ": the separate bias pass ran");
+        // Against the CPU on the same rounded inputs: bf16 x bf16 products are exact in fp32 and
+        // the tensor cores sum in fp32 (with truncating alignment, a few ulps more than a CPU
+        // sum), so 1e-4 of the |a||b| sum holds with margin while a layout error is off by O(1).
+        CHECK(mismatches("out vs rounded inputs", got, want_r, 0.0, 1e-4, scale) == 0);
+        // Against fp32 inputs: the cost of bf16 itself, each input rounded by up to 2^-9, so each
+        // product is within ~4e-3 of |a||b|: 1e-2 of the sum.
+        CHECK(mismatches("out vs fp32 inputs", got, want, 0.0, 1e-2, scale) == 0);
+    }
+    ctx.set_bias_epilogue(true);
+    // The same shape again with another bias: the plan found above is reused, and must take the
+    // new bias pointer (the models' biases start at zero, so their tests would not see a stale one).
+    {
+        auto bias2 = randn(OC, seed + 6, 2.0f, 1.0f);
+        std::vector<float> want2((size_t)B * OC), scale2((size_t)B * OC);
+        cpu::matmul_forward(want2.data(), inp_r.data(), w_r.data(), bias2.data(), B, C, OC);
+        cpu::matmul_forward(scale2.data(), absolute(inp_r).data(), absolute(w_r).data(), absolute(bias2).data(), B, C,
+                            OC);
+        DeviceBuffer<float> d_bias2(bias2);
+        cuda::matmul_forward_bf16(d_out, d_inp16, d_w16, d_bias2, B, C, OC, ctx, ctx.stream());
+        CHECK(mismatches("out with a second bias", d_out.get(), want2, 0.0, 1e-4, scale2) == 0);
+    }
 
     // Backward on bf16 operands (dout, inp, weight rounded on the device), fp32 results: against
     // the CPU's fp32 backward of the same rounded values, gradients added onto non-zero ones.
@@ -185,7 +214,10 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed) {
 TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on the rounded inputs", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     check_matmul_bf16(300, 200, 129, 400);
-    check_matmul_bf16(128, 768, 3072, 500);  // a GPT-2 MLP up-projection's shape
+    cudaDeviceProp prop;
+    REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    check_matmul_bf16(128, 768, 3072, 500, prop.major >= 8);  // a GPT-2 MLP up-projection's shape
+    check_matmul_bf16(64, 48, 144, 450);     // a small GPT's qkv (the integration tests' model)
 }
 
 TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
@@ -233,12 +265,14 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     INFO("crossentropy B=" << B << " V=" << V);
     auto logits = randn((size_t)B * V, seed, 3.0f);
     auto targets = randint(B, seed + 1, V);
-    // Ties for the argmax: in every third row the last entry and a middle one copy the row's
-    // first entry raised to a new maximum, so the first of three equal maxima must win.
+    // Ties for the argmax, in every third row: the new maximum first at index 1 (not thread 0's
+    // start, which writes the result), again at 16 (another lane, which meets lane 1 in the
+    // shuffles), at V - 1, and 256 past the first (the same thread's later entry) where V allows.
+    // Only the first of equal maxima, and never a later one, is right.
     for (int b = 0; b < B; b += 3) {
         float* z = logits.data() + (size_t)b * V;
-        z[0] = 20.0f;
-        z[V / 2] = z[V - 1] = 20.0f;
+        for (int v : {1, 16, V - 1, 1 + 256})
+            if (v < V) z[v] = 20.0f;
     }
     const float scale = 1.0f / B;
     std::vector<float> losses(B), stats(2 * (size_t)B), dlogits((size_t)B * V);
@@ -250,8 +284,10 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     DeviceBuffer<float> d_logits(logits), d_losses(B), d_stats(2 * (size_t)B);
     DeviceBuffer<int> d_targets(targets), d_argmax(B);
     cuda::softmax_crossentropy_forward(d_losses, d_stats, d_argmax, d_logits, d_targets, B, V, ctx.stream());
-    // Both sum exp in double; what differs is expf (CUDA: 2 ulp) against glibc's (< 1 ulp), so
-    // 1 / sum within 2e-6 relative. The max is one of the inputs (exact), and so is the argmax.
+    // Both sum exp in double; what differs is expf (CUDA: 2 ulp) against glibc's (< 1 ulp): under
+    // 3e-7 relative per term, and the sum's error is at most its terms' largest, so 1 / sum within
+    // 5e-7 relative (a float sum over 50k terms misses by ~1e-6). The max is one of the inputs
+    // (exact), and so is the argmax.
     // The loss adds log(sum) + max: 1e-5 absolute on values of a few units.
     auto got = d_stats.get();
     std::vector<float> got_max(B), want_max(B), got_inv(B), want_inv(B);
@@ -260,7 +296,7 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
         got_inv[b] = got[2 * b + 1], want_inv[b] = stats[2 * b + 1];
     }
     CHECK(bit_mismatches("row max", got_max, want_max) == 0);
-    CHECK(mismatches("row 1 / sum", got_inv, want_inv, 0.0, 2e-6) == 0);
+    CHECK(mismatches("row 1 / sum", got_inv, want_inv, 0.0, 5e-7) == 0);
     CHECK(d_argmax.get() == argmax);
     CHECK(mismatches("losses", d_losses.get(), losses, 1e-5, 1e-6) == 0);
     // Backward from the CPU's stats on both sides, in place over the logits on the GPU: p * scale
@@ -281,6 +317,31 @@ TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {
     check_crossentropy(300, 97, 600);    // more rows than a block has threads, odd V
     check_crossentropy(5, 200, 650);     // V below the block's 256 threads: idle threads in the argmax
     check_crossentropy(6, 50257, 700);   // GPT-2's vocabulary
+}
+
+TEST_CASE("cuda softmax_crossentropy finds the CPU's max and argmax in rows with NaN", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    // The CPU's scan takes a NaN only at index 0 (then it is the row's max) and skips it anywhere
+    // else; the loss is NaN either way, but the accuracy count reads the argmax.
+    const int B = 3, V = 600;
+    auto logits = randn((size_t)B * V, 710, 3.0f);
+    logits[0] = NAN;                                      // row 0: NaN first
+    logits[V + 4] = NAN, logits[V + 20] = 30.0f;          // row 1: NaN before the max, another lane
+    logits[2 * V + 5] = 30.0f, logits[2 * V + 261] = NAN;  // row 2: NaN after it, in the same thread
+    std::vector<int> targets = {3, 3, 3}, argmax(B);
+    std::vector<float> losses(B), stats(2 * B);
+    cpu::softmax_crossentropy_forward(losses.data(), stats.data(), argmax.data(), logits.data(), targets.data(), B, V);
+    REQUIRE(argmax == std::vector<int>{0, 20, 5});
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_logits(logits), d_losses(B), d_stats(2 * (size_t)B);
+    DeviceBuffer<int> d_targets(targets), d_argmax(B);
+    cuda::softmax_crossentropy_forward(d_losses, d_stats, d_argmax, d_logits, d_targets, B, V, ctx.stream());
+    CHECK(d_argmax.get() == argmax);
+    auto got = d_stats.get();
+    for (int b = 0; b < B; ++b) {
+        INFO("row " << b);
+        CHECK(std::memcmp(&got[2 * b], &stats[2 * b], sizeof(float)) == 0);  // the max, NaN included
+    }
 }
 
 static void check_encoder(int B, int T, int C, int V, int stride, uint64_t seed) {

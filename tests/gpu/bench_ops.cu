@@ -1,6 +1,7 @@
 // Throughput of cuda::matmul_forward_bf16 at GPT-2 124M's projection shapes (B*T = 8192 tokens,
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
-// the fp32 matmul_forward on one shape for contrast. With "attention" as the second argument:
+// the fp32 matmul_forward on one shape for contrast, and each shape's time with the bias as a
+// separate pass instead of in cuBLASLt's epilogue. With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
@@ -208,24 +209,34 @@ int main(int argc, char** argv) {
     dptrain::cuda::to_bf16(w16, w, (size_t)max_oc * max_c, s);
     auto time_ms = [&](auto&& launch) { return mean_ms(s, warmup, reps, launch); };
 
-    std::printf("%-22s %-18s %10s %10s %8s\n", "op", "shape", "ms", "TFLOP/s", "of peak");
-    double best = 0, total_flop = 0, total_ms = 0;
+    std::printf("%-22s %-18s %10s %10s %8s %s\n", "op", "shape", "ms", "TFLOP/s", "of peak",
+                "  (bias as a separate pass: ms)");
+    double best = 0, total_flop = 0, total_ms = 0, total_ms_unfused = 0;
     for (const Shape& sh : shapes) {
         auto launch = [&] { dptrain::cuda::matmul_forward_bf16(out, inp16, w16, bias, BT, sh.C, sh.OC, ctx, s); };
+        ctx.set_bias_epilogue(false);
+        double ms_unfused = time_ms(launch);
+        ctx.set_bias_epilogue(true);
+        const long fused0 = ctx.fused_bias_gemms();
         double ms = time_ms(launch);
+        const bool fused = ctx.fused_bias_gemms() > fused0;
         double flop = 2.0 * BT * sh.C * sh.OC, tflops = flop / (ms * 1e-3) / 1e12;
         best = tflops > best ? tflops : best;
         total_flop += flop;
         total_ms += ms;
-        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%\n", "matmul_forward_bf16", sh.name, ms, tflops,
-                    100.0 * tflops / peak_bf16);
+        total_ms_unfused += ms_unfused;
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_forward_bf16", sh.name, ms, tflops,
+                    100.0 * tflops / peak_bf16, ms_unfused, fused ? "" : " (no cuBLASLt bias epilogue: both separate)");
     }
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
     std::printf("%-22s %-18s %10.4f %10.1f %7.1f%% (of the %.0f TFLOP/s fp32 peak)\n", "matmul_forward fp32",
                 shapes[0].name, ms32, tf32, 100.0 * tf32 / peak_fp32, peak_fp32);
     double overall = total_flop / (total_ms * 1e-3) / 1e12;
-    // One line for run.sh's summary.
+    std::printf("bias epilogue: the 4 projections take %.3f ms with the bias in cuBLASLt's epilogue, %.3f ms "
+                "with it as a separate pass (%.2fx)\n",
+                total_ms, total_ms_unfused, total_ms_unfused / total_ms);
+    // One line for run.sh's summary (its last RESULT line).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak\n",
                 overall, best, 100.0 * overall / peak_bf16, peak_bf16);
