@@ -141,6 +141,9 @@ void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
+// GELU's output rounded to bf16 as it is stored: to_bf16 of gelu_forward's, bit for bit, in one pass
+// (for --precision bf16, where the result only feeds a matmul).
+void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 
 // losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest
@@ -163,6 +166,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
 // out (N, C), mean and rstd (N) kept for backward; eps 1e-5 as the CPU.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        long N, int C, cudaStream_t stream);
+// The same with out rounded to bf16 as it is stored: to_bf16 of layernorm_forward's out, bit for
+// bit, and the same mean and rstd (for --precision bf16, where out only feeds a matmul).
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
+                            const float* bias, long N, int C, cudaStream_t stream);
 // dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream);

@@ -67,7 +67,8 @@ class CudaGpt : public Model, public cuda::Resident {
     std::vector<LayerViews> lv_;
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
-    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without).
+    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without). In bf16, ln1_,
+    // ln2_, lnf_ and fch_gelu_ hold their values rounded to bf16, in the first half of each slot.
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed
@@ -77,6 +78,7 @@ class CudaGpt : public Model, public cuda::Resident {
           *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr,
           *scratch_ = nullptr, *lse_ = nullptr, *ce_stats_ = nullptr;
     int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
+    bf16* atty16_ = nullptr;  // bf16: attention's output rounded for its projection, kept for backward
     float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr,
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;

@@ -1,6 +1,6 @@
 // ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
-// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp.
-// Not for: fusing with neighbouring ops (that comes with the GPU trainer).
+// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 form
+// writes the same outputs rounded to bf16, for the matmul that takes them.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -23,11 +23,13 @@ __global__ void relu_backward_kernel(float* dinp, const float* inp, const float*
 
 // tanhf here, the CPU's tanh_approx there: both within a few 1e-7 of tanh, so the twins agree to
 // about 1e-6 (tests/cuda/test_cuda_ops.cpp holds them to 1e-5).
-__global__ void gelu_forward_kernel(float* out, const float* inp, long N) {
+// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored).
+template <class Out>
+__global__ void gelu_forward_kernel(Out* out, const float* inp, long N) {
     GRID_STRIDE(i, N) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
-        out[i] = 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube)));
+        store_out(&out[i], 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube))));
     }
 }
 
@@ -67,6 +69,12 @@ void relu_backward(float* dinp, const float* inp, const float* dout, long N, cud
 }
 
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
     CUDA_CHECK(cudaGetLastError());

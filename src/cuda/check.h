@@ -9,6 +9,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #define CUDA_CHECK(call)                                                                                          \
     do {                                                                                                          \
         cudaError_t cuda_check_rc_ = (call);                                                                      \
@@ -59,6 +61,18 @@ __device__ inline float warp_max(float x) {
     for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
 }
+
+// A float rounded to bf16, nearest even, as dptrain::to_bf16 (bf16.cpp) rounds it; written on the
+// bits rather than with __float2bfloat16_rn so that NaN payloads come out identical too.
+__device__ inline uint16_t bf16_bits(float x) {
+    uint32_t u = __float_as_uint(x);
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet_nan = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
+// Stores of an op's result in the output's type: fp32 as it is, bf16 rounded.
+__device__ inline void store_out(float* p, float x) { *p = x; }
+__device__ inline void store_out(uint16_t* p, float x) { *p = bf16_bits(x); }
 #endif
 
 } // namespace dptrain::cuda

@@ -55,7 +55,8 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
         {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
         {(void**)&fch_gelu_, L * 4 * BTC}, {(void**)&residual3_, L * BTC}, {(void**)&lnf_, BTC},
-        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V}, {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
+        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V},
+        {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
         {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
         {(void**)&delta_, STAT}};
@@ -94,9 +95,37 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
 }
 
 void CudaGpt::set_precision(Precision p) {
-    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
-    mm_->set(p, host_.num_params(), BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
+    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd, L = (size_t)cfg_.n_layer;
+    const size_t grad = BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size);
+    mm_->set(Precision::fp32, 0, 0, 0);  // frees any bf16 room first, so the check below sees it free
+    if (atty16_) cudaFree(atty16_);
+    atty16_ = nullptr;
+    if (p == Precision::fp32) return;
+    // bf16: the weights' and output gradients' rounding scratch, and room for attention's output
+    // rounded (forward rounds it once, backward takes it as it is). No activation scratch: every
+    // other matmul input is written as bf16 by its producer, into its own fp32 buffer.
+    const double GiB = 1073741824.0, atty16 = 2.0 * (double)(L * BT * C);
+    const double need = (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) + atty16;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::string what =
+        strfmt("--precision bf16 on GPU %d needs %.2f GiB more device memory for the bf16 operands, and %.2f GiB are "
+               "free; lower --batch-size or use --precision fp32",
+               ctx_->device(), need / GiB, (double)free_bytes / GiB);
+    if (need > (double)free_bytes) throw UserError(what);
+    cudaError_t rc = cudaMalloc(&atty16_, std::max<size_t>(L * BT * C, 1) * sizeof(bf16));
+    if (rc == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky: the error is the user's to fix
+        atty16_ = nullptr;
+        throw UserError(what + " (an allocation failed: fragmented, or shared with another process?)");
+    }
+    CUDA_CHECK(rc);
+    mm_->set(p, host_.num_params(), 0, grad);
 }
+
+// bf16: LayerNorm's and GELU's outputs rounded, in the first half of their fp32 buffers.
+static bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
+static const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
 
 // The batch's token windows: B rows of T + 1 tokens, in.stride apart.
 static cuda::InputSlots::Part token_part(const ModelBatch& in, int T) {
@@ -122,6 +151,7 @@ void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
 CudaGpt::~CudaGpt() {
     input_.reset();
     mm_.reset();
+    if (atty16_) cudaFree(atty16_);
     for (void* p : allocs_) cudaFree(p);
 }
 
@@ -176,6 +206,21 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });  // the weights' rounding
     ev_->timed(OpKind::encoder, s,
                [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
+    // LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into the
+    // first half of their own fp32 buffer (as_bf16), where that matmul and its backward take it.
+    const bool bf = mm_->is_bf16();
+    auto layernorm = [&](float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b) {
+        ev_->timed(OpKind::layernorm, s, [&] {
+            if (bf) cuda::layernorm_forward_bf16(as_bf16(out), mean, rstd, inp, P + w, P + b, BT, C, s);
+            else cuda::layernorm_forward(out, mean, rstd, inp, P + w, P + b, BT, C, s);
+        });
+    };
+    auto matmul_of = [&](float* out, const float* inp, size_t w, const float* bias, int IC, int OC) {
+        ev_->timed(OpKind::matmul, s, [&] {
+            if (bf) mm_->forward_rounded(out, as_bf16(inp), w, bias, (int)BT, IC, OC, *ctx_, s);
+            else mm_->forward(out, inp, P, w, bias, (int)BT, IC, OC, *ctx_, s);
+        });
+    };
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -187,35 +232,30 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* fch = fch_ + l * 4 * sBTC;
         float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* res3 = residual3_ + l * sBTC;
-        ev_->timed(OpKind::layernorm, s, [&] {
-            cuda::layernorm_forward(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, P + v.ln1w, P + v.ln1b, BT,
-                                    C, s);
-        });
-        ev_->timed(OpKind::matmul, s,
-                   [&] { mm_->forward(qkv, ln1, P, v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, *ctx_, s); });
+        layernorm(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, v.ln1w, v.ln1b);
+        matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         ev_->timed(OpKind::attention, s, [&] {
             if (cfg_.flash_attention) cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
             else cuda::attention_forward(atty, att_ + l * sATT, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
         });
-        ev_->timed(OpKind::matmul, s,
-                   [&] { mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s); });
-        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
-        ev_->timed(OpKind::layernorm, s, [&] {
-            cuda::layernorm_forward(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, P + v.ln2w, P + v.ln2b, BT, C,
-                                    s);
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s,
+                         bf ? atty16_ + l * sBTC : nullptr);  // bf16: atty rounded, kept for backward
         });
-        ev_->timed(OpKind::matmul, s,
-                   [&] { mm_->forward(fch, ln2, P, v.fcw, P + v.fcb, (int)BT, C, 4 * C, *ctx_, s); });
-        ev_->timed(OpKind::activation, s, [&] { cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s); });
-        ev_->timed(OpKind::matmul, s,
-                   [&] { mm_->forward(scratch_, fchg, P, v.fcprojw, P + v.fcprojb, (int)BT, 4 * C, C, *ctx_, s); });
+        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
+        layernorm(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, v.ln2w, v.ln2b);
+        matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
+        ev_->timed(OpKind::activation, s, [&] {
+            if (bf) cuda::gelu_forward_bf16(as_bf16(fchg), fch, 4 * (long)BTC, s);
+            else cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
+        });
+        matmul_of(scratch_, fchg, v.fcprojw, P + v.fcprojb, 4 * C, C);
         ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res3, res2, scratch_, (long)BTC, s); });
         residual = res3;
     }
-    ev_->timed(OpKind::layernorm, s,
-               [&] { cuda::layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, P + lnfw_, P + lnfb_, BT, C, s); });
-    ev_->timed(OpKind::matmul, s, [&] { mm_->forward(logits_, lnf_, P, wte_, nullptr, (int)BT, C, V, *ctx_, s); });
+    layernorm(lnf_, lnf_mean_, lnf_rstd_, residual, lnfw_, lnfb_);
+    matmul_of(logits_, lnf_, wte_, nullptr, C, V);
     ev_->timed(OpKind::crossentropy, s, [&] {
         cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, logits_, targets_,
                                            (int)BT, V, s);
@@ -250,6 +290,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const size_t Pn = host_.num_params();
     const float* P = params_;
     float* G = grads_;
+    // bf16: the matmul inputs forward rounded and kept (null in fp32: nothing kept).
+    const bool bf = mm_->is_bf16();
+    auto rounded = [&](const float* x) { return bf ? as_bf16(x) : nullptr; };
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
     // dlogits overwrite the logits in place (each element reads its own logit first).
@@ -258,8 +301,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
     });
     float* dlnf = dsmall_;
-    ev_->timed(OpKind::matmul, s,
-               [&] { mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s); });
+    ev_->timed(OpKind::matmul, s, [&] {
+        mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s, rounded(lnf_));
+    });
     float* dres = dres_;
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
@@ -281,18 +325,21 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* dfc = dbig_;
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
+            mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s,
+                          rounded(fchg));
         });
         ev_->timed(OpKind::activation, s, [&] { cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s); });
         float* dln = dsmall_;
-        ev_->timed(OpKind::matmul, s,
-                   [&] { mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s); });
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s, rounded(ln2));
+        });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
                                      ln2_rstd_ + l * sBT, BT, C, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s);
+            mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s,
+                          bf ? atty16_ + l * sBTC : nullptr);
         });
         ev_->timed(OpKind::attention, s, [&] {
             if (cfg_.flash_attention)
@@ -302,7 +349,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                                          *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
+            mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
+                          rounded(ln1));
         });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,

@@ -1,6 +1,7 @@
 // LayerNorm forward/backward over rows of C, the CUDA twin of src/cpu/layernorm.cpp: one warp per
 // row (llm.c's layout: C of a few hundred to a few thousand fits a warp's loop well), and the
 // weight/bias gradients as column sums in a fixed order (no float atomics: the same every run).
+// The bf16 form writes the same outputs rounded to bf16, for a matmul that takes them as they are.
 // Not for: C much larger than ~8k (a block per row would be better) or fused residual adds.
 #include "dptrain/cuda_backend.h"
 
@@ -11,7 +12,9 @@ namespace dptrain::cuda {
 constexpr int kRowsPerBlock = 8;  // warps per block, one row each
 constexpr float kEps = 1e-5f;     // as the CPU
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored).
+template <class Out>
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
                                          const float* bias, long N, int C) {
     const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
@@ -27,8 +30,8 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
         v += d * d;
     }
     const float r = 1.0f / sqrtf(warp_sum(v) / C + kEps);
-    float* o = out + row * C;
-    for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    Out* o = out + row * C;
+    for (int c = lane; c < C; c += 32) store_out(&o[c], (x[c] - m) * r * weight[c] + bias[c]);
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -91,12 +94,23 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                       long N, int C, cudaStream_t stream) {
+template <class Out>
+static void layernorm_forward_launch(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                     const float* bias, long N, int C, cudaStream_t stream) {
     if (N <= 0) return;
     unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
     layernorm_forward_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
     CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       long N, int C, cudaStream_t stream) {
+    layernorm_forward_launch(out, mean, rstd, inp, weight, bias, N, C, stream);
+}
+
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
+                            const float* bias, long N, int C, cudaStream_t stream) {
+    layernorm_forward_launch(out, mean, rstd, inp, weight, bias, N, C, stream);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

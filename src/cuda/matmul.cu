@@ -46,15 +46,10 @@ __global__ void __launch_bounds__(1024) column_sum_kernel(float* dbias, const T*
     }
 }
 
-// Same rounding as dptrain::to_bf16 (bf16.cpp), written on the bits rather than with
-// __float2bfloat16_rn so that NaN payloads come out identical too.
+// Same rounding as dptrain::to_bf16 (bf16.cpp): bf16_bits (check.h).
 __global__ void to_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t u = __float_as_uint(src[i]);
-        uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-        uint32_t quiet_nan = (u >> 16) | 0x40u;
-        dst[i] = (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = bf16_bits(src[i]);
 }
 
 // The start of a forward GEMM: out is filled with the bias (the GEMM then adds onto it, beta 1,

@@ -2,7 +2,9 @@
 // Matmuls: the models' matmuls in either precision. In bf16 (--precision bf16) the weights are
 // rounded to bf16 once per forward and each matmul's activation and output gradient just before
 // it, into device scratch allocated once; the GEMMs then take bf16 operands and sum in fp32
-// (matmul_forward_bf16 / matmul_backward_bf16). The CPU models do the same with Bf16Operands
+// (matmul_forward_bf16 / matmul_backward_bf16). A model may keep a forward's rounded activations
+// for its backward (`keep`, then `rounded`, in memory of its own), so backward rounds only the
+// output gradients: the same bits, one pass less over each activation. The CPU models do the same with Bf16Operands
 // (model.h). Not for: attention's internal products (TF32 in bf16, in attention.cu).
 // HostGradients: the --gpu-state host gradients' way back. InputSlots: the batches' way in.
 // OpEvents: --profile-ops on the GPU.
@@ -25,6 +27,10 @@ class Matmuls {
     Matmuls(const Matmuls&) = delete;
     Matmuls& operator=(const Matmuls&) = delete;
 
+    // Device bytes set() allocates for bf16.
+    static size_t bytes(size_t params, size_t activation, size_t gradient) {
+        return (params + activation + gradient) * sizeof(bf16);
+    }
     // bf16: device scratch for every parameter, the widest activation and the widest output
     // gradient of one matmul (in values); fp32 frees it.
     void set(Precision p, size_t params, size_t activation, size_t gradient) {
@@ -42,20 +48,31 @@ class Matmuls {
     void begin(const float* params, cudaStream_t s) {
         if (is_bf16()) to_bf16(w_, params, w_n_, s);
     }
+    // keep (bf16, or null): where the rounded input is written and stays, for the backward of the
+    // same matmul to take as it is; null rounds it into scratch.
     void forward(float* out, const float* inp, const float* params, size_t w, const float* bias, int B, int C, int OC,
-                 Context& ctx, cudaStream_t s) {
+                 Context& ctx, cudaStream_t s, bf16* keep = nullptr) {
         if (!is_bf16()) return matmul_forward(out, inp, params + w, bias, B, C, OC, ctx, s);
-        CUDA_REQUIRE((size_t)B * C <= a_n_);
-        to_bf16(a_, inp, (size_t)B * C, s);
-        matmul_forward_bf16(out, a_, w_ + w, bias, B, C, OC, ctx, s);
+        CUDA_REQUIRE(keep || (size_t)B * C <= a_n_);
+        bf16* a = keep ? keep : a_;
+        to_bf16(a, inp, (size_t)B * C, s);
+        matmul_forward_bf16(out, a, w_ + w, bias, B, C, OC, ctx, s);
     }
+    // bf16 only: the input already rounded (by an op that writes bf16 itself: layernorm_forward_bf16,
+    // gelu_forward_bf16).
+    void forward_rounded(float* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC, Context& ctx,
+                         cudaStream_t s) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_forward_bf16(out, inp, w_ + w, bias, B, C, OC, ctx, s);
+    }
+    // rounded (bf16, or null): the forward's rounding of inp, kept, used as it is; null rounds inp.
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
-                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s) {
+                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s, const bf16* rounded = nullptr) {
         if (!is_bf16()) return matmul_backward(dinp, dweight, dbias, dout, inp, params + w, B, C, OC, ctx, s);
-        CUDA_REQUIRE((size_t)B * C <= a_n_ && (size_t)B * OC <= g_n_);
+        CUDA_REQUIRE((size_t)B * OC <= g_n_ && (rounded || (size_t)B * C <= a_n_));
         to_bf16(g_, dout, (size_t)B * OC, s);
-        to_bf16(a_, inp, (size_t)B * C, s);
-        matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s);
+        if (!rounded) to_bf16(a_, inp, (size_t)B * C, s);
+        matmul_backward_bf16(dinp, dweight, dbias, g_, rounded ? rounded : a_, w_ + w, B, C, OC, ctx, s);
     }
 
   private:

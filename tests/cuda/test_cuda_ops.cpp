@@ -24,6 +24,19 @@ using cudatest::mismatches;
 using cudatest::randint;
 using cudatest::randn;
 
+// Elements of a bf16 result that differ from the bf16 rounding of an fp32 one (first 5 warned).
+static int bf16_mismatches(const char* what, const std::vector<bf16>& got, const std::vector<float>& fp32) {
+    REQUIRE(got.size() == fp32.size());
+    std::vector<bf16> want(fp32.size());
+    dptrain::to_bf16(want.data(), fp32.data(), fp32.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i] && ++bad <= 5)
+            WARN(what << "[" << i << "]: cuda " << got[i] << ", the fp32 form's " << fp32[i] << " rounds to "
+                      << want[i]);
+    return bad;
+}
+
 static std::vector<float> absolute(std::vector<float> v) {
     for (auto& x : v) x = std::fabs(x);
     return v;
@@ -245,8 +258,15 @@ TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
     cpu::gelu_backward(dinp.data(), x.data(), dout.data(), N);
     cuda::gelu_forward(d_out, d_x, N, stream);
     cuda::gelu_backward(d_dinp, d_x, d_dout, N, stream);
-    CHECK(mismatches("gelu out", d_out.get(), out, 1e-5, 0.0) == 0);
+    auto gelu_out = d_out.get();
+    CHECK(mismatches("gelu out", gelu_out, out, 1e-5, 0.0) == 0);
     CHECK(mismatches("gelu dinp", d_dinp.get(), dinp, 3e-5, 0.0) == 0);
+    // GELU's bf16 form: the fp32 form's outputs rounded to bf16, bit for bit.
+    {
+        DeviceBuffer<bf16> d_out16(N);
+        cuda::gelu_forward_bf16(d_out16, d_x, N, stream);
+        CHECK(bf16_mismatches("gelu out (bf16 form)", d_out16.get(), gelu_out) == 0);
+    }
 
     // Residual: one IEEE add per element on both sides: exact.
     cpu::residual_forward(out.data(), x.data(), b.data(), N);
@@ -401,7 +421,18 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     // rstd by a few ulps (2e-5 relative); outputs carry both times |w| (1e-4 absolute).
     CHECK(mismatches("mean", d_mean.get(), mean, 5e-5, 0.0) == 0);
     CHECK(mismatches("rstd", d_rstd.get(), rstd, 0.0, 2e-5) == 0);
-    CHECK(mismatches("out", d_out.get(), out, 1e-4, 1e-5) == 0);
+    auto got_out = d_out.get();
+    CHECK(mismatches("out", got_out, out, 1e-4, 1e-5) == 0);
+    // The bf16 form: the same computation, rounded as it is stored, so the bf16 rounding of the
+    // fp32 form's output bit for bit, and the same mean and rstd (--precision bf16's matmul input).
+    {
+        DeviceBuffer<bf16> d_out16((size_t)N * C);
+        DeviceBuffer<float> d_mean16(N), d_rstd16(N);
+        cuda::layernorm_forward_bf16(d_out16, d_mean16, d_rstd16, d_inp, d_w, d_b, N, C, ctx.stream());
+        CHECK(bf16_mismatches("layernorm out (bf16 form)", d_out16.get(), got_out) == 0);
+        CHECK(bit_mismatches("mean (bf16 form)", d_mean16.get(), d_mean.get()) == 0);
+        CHECK(bit_mismatches("rstd (bf16 form)", d_rstd16.get(), d_rstd.get()) == 0);
+    }
     // Backward from the CPU's mean/rstd so only the backward's own rounding is compared: dinp
     // (accumulated onto dinp0) as out; dweight/dbias are N-row column sums: 1e-5 of their sum of
     // |terms| (the GEMM argument) plus 1e-6.
