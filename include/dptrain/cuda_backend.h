@@ -144,6 +144,8 @@ void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 // GELU's output rounded to bf16 as it is stored: to_bf16 of gelu_forward's, bit for bit, in one pass
 // (for --precision bf16, where the result only feeds a matmul).
 void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream);
+// Likewise gelu_backward's dinp rounded to bf16 (dinp not inp or dout: a separate buffer).
+void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 
 // losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest
@@ -154,6 +156,10 @@ void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, cons
 // may be logits (in place).
 void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
                                    float scale, int B, int V, cudaStream_t stream);
+// The same dlogits rounded to bf16 as they are stored (to_bf16 of the fp32 form's, bit for bit),
+// into a buffer of their own: for --precision bf16, where they only feed the classifier's matmul.
+void softmax_crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* stats, const int* targets,
+                                        float scale, int B, int V, cudaStream_t stream);
 
 // out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,

@@ -1,6 +1,6 @@
 // ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
-// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 form
-// writes the same outputs rounded to bf16, for the matmul that takes them.
+// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 forms
+// write the same outputs rounded to bf16, for the matmul that takes them.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -33,14 +33,15 @@ __global__ void gelu_forward_kernel(Out* out, const float* inp, long N) {
     }
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, long N) {
+template <class Out>
+__global__ void gelu_backward_kernel(Out* dinp, const float* inp, const float* dout, long N) {
     GRID_STRIDE(i, N) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
         float t = tanhf(kGeluScale * (x + cube));
         float sech2 = 1.0f - t * t;
         float local = 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = local * dout[i];
+        store_out(&dinp[i], local * dout[i]);
     }
 }
 
@@ -81,6 +82,12 @@ void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream)
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
     CUDA_CHECK(cudaGetLastError());

@@ -98,18 +98,19 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
 // One block per row. The probability is the forward's, expf(z - max) * (1 / sum), recomputed;
 // __fmul_rn keeps each product rounded on its own (no fused multiply-subtract), as the CPU: p *
 // scale, then minus scale at the target. Each element reads its own logit before writing, so
-// dlogits may be logits.
-__global__ void softmax_crossentropy_backward_kernel(float* dlogits, const float* logits, const float* stats,
+// dlogits may be logits. Out: float, or uint16_t for the bf16 form (rounded as it is stored).
+template <class Out>
+__global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const float* logits, const float* stats,
                                                      const int* targets, float scale, int V) {
     const long b = blockIdx.x;
     const float* z = logits + b * V;
-    float* d = dlogits + b * V;
+    Out* d = dlogits + b * V;
     const float maxv = stats[2 * b], inv = stats[2 * b + 1];
     const int t = targets[b];
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float g = __fmul_rn(__fmul_rn(expf(z[v] - maxv), inv), scale);
         if (v == t) g -= scale;
-        d[v] = g;
+        store_out(&d[v], g);
     }
 }
 
@@ -122,6 +123,13 @@ void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, cons
 
 void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
                                    float scale, int B, int V, cudaStream_t stream) {
+    if (B <= 0 || V <= 0) return;
+    softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* stats, const int* targets,
+                                        float scale, int B, int V, cudaStream_t stream) {
     if (B <= 0 || V <= 0) return;
     softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V);
     CUDA_CHECK(cudaGetLastError());

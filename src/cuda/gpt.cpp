@@ -295,14 +295,18 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     auto rounded = [&](const float* x) { return bf ? as_bf16(x) : nullptr; };
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
-    // dlogits overwrite the logits in place (each element reads its own logit first).
+    // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
+    // bf16 written rounded, straight into the matmuls' gradient scratch (as is GELU's below).
     float* dlogits = logits_;
+    bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * V) : nullptr;
     ev_->timed(OpKind::crossentropy, s, [&] {
-        cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
+        if (bf) cuda::softmax_crossentropy_backward_bf16(dlogits16, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
+        else cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
     });
     float* dlnf = dsmall_;
     ev_->timed(OpKind::matmul, s, [&] {
-        mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s, rounded(lnf_));
+        if (bf) mm_->backward_rounded(dlnf, G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C, V, *ctx_, s);
+        else mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s);
     });
     float* dres = dres_;
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
@@ -328,10 +332,17 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
             mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s,
                           rounded(fchg));
         });
-        ev_->timed(OpKind::activation, s, [&] { cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s); });
+        bf16* dfc16 = bf ? mm_->grad_scratch(4 * BTC) : nullptr;
+        ev_->timed(OpKind::activation, s, [&] {
+            if (bf) cuda::gelu_backward_bf16(dfc16, fch, dfc, 4 * (long)BTC, s);
+            else cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
+        });
         float* dln = dsmall_;
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s, rounded(ln2));
+            if (bf)
+                mm_->backward_rounded(dln, G + v.fcw, G + v.fcb, dfc16, as_bf16(ln2), v.fcw, (int)BT, C, 4 * C,
+                                      *ctx_, s);
+            else mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s);
         });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,

@@ -75,6 +75,19 @@ class Matmuls {
         matmul_backward_bf16(dinp, dweight, dbias, g_, rounded ? rounded : a_, w_ + w, B, C, OC, ctx, s);
     }
 
+    // bf16 only: room for an output gradient of n values, for an op that writes it as bf16 itself
+    // (softmax_crossentropy_backward_bf16, gelu_backward_bf16) before backward_rounded takes it.
+    bf16* grad_scratch(size_t n) {
+        CUDA_REQUIRE(is_bf16() && n <= g_n_);
+        return g_;
+    }
+    // bf16 only: backward with the output gradient and the input both already rounded.
+    void backward_rounded(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, size_t w, int B,
+                          int C, int OC, Context& ctx, cudaStream_t s) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s);
+    }
+
   private:
     static bf16* alloc(size_t n) {
         void* p = nullptr;

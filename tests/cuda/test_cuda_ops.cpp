@@ -258,14 +258,16 @@ TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
     cpu::gelu_backward(dinp.data(), x.data(), dout.data(), N);
     cuda::gelu_forward(d_out, d_x, N, stream);
     cuda::gelu_backward(d_dinp, d_x, d_dout, N, stream);
-    auto gelu_out = d_out.get();
+    auto gelu_out = d_out.get(), gelu_dinp = d_dinp.get();
     CHECK(mismatches("gelu out", gelu_out, out, 1e-5, 0.0) == 0);
-    CHECK(mismatches("gelu dinp", d_dinp.get(), dinp, 3e-5, 0.0) == 0);
-    // GELU's bf16 form: the fp32 form's outputs rounded to bf16, bit for bit.
+    CHECK(mismatches("gelu dinp", gelu_dinp, dinp, 3e-5, 0.0) == 0);
+    // GELU's bf16 forms: the fp32 forms' results rounded to bf16, bit for bit.
     {
-        DeviceBuffer<bf16> d_out16(N);
+        DeviceBuffer<bf16> d_out16(N), d_dinp16(N);
         cuda::gelu_forward_bf16(d_out16, d_x, N, stream);
+        cuda::gelu_backward_bf16(d_dinp16, d_x, d_dout, N, stream);
         CHECK(bf16_mismatches("gelu out (bf16 form)", d_out16.get(), gelu_out) == 0);
+        CHECK(bf16_mismatches("gelu dinp (bf16 form)", d_dinp16.get(), gelu_dinp) == 0);
     }
 
     // Residual: one IEEE add per element on both sides: exact.
@@ -324,8 +326,13 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     // kernel keeps them unfused); expf's 2 ulp give 3e-7 relative, and at the target (p near 1
     // minus 1) that is 3e-7 * scale absolute.
     d_stats.set(stats);
+    DeviceBuffer<bf16> d_dlogits16((size_t)B * V);  // the bf16 form first, while the logits are intact
+    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits, d_stats, d_targets, scale, B, V, ctx.stream());
     cuda::softmax_crossentropy_backward(d_logits, d_logits, d_stats, d_targets, scale, B, V, ctx.stream());
-    CHECK(mismatches("dlogits", d_logits.get(), dlogits, 1e-6 * scale, 1e-6) == 0);
+    auto got_dlogits = d_logits.get();
+    CHECK(mismatches("dlogits", got_dlogits, dlogits, 1e-6 * scale, 1e-6) == 0);
+    // The bf16 form: the fp32 form's dlogits rounded, bit for bit.
+    CHECK(bf16_mismatches("dlogits (bf16 form)", d_dlogits16.get(), got_dlogits) == 0);
     // Without an argmax buffer the kernel writes the same loss and stats.
     DeviceBuffer<float> d_logits2(logits), d_stats2(2 * (size_t)B);
     cuda::softmax_crossentropy_forward(d_losses, d_stats2, nullptr, d_logits2, d_targets, B, V, ctx.stream());
