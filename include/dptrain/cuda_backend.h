@@ -1,7 +1,8 @@
 // CUDA twins of the CPU ops (backend.h) and optimizer updates (optim.h): same names, same argument
 // order and shapes, every pointer a device pointer, and a trailing stream the work is queued on.
 // Not for: allocating, synchronising or copying to the host (no op does; scratch comes from the
-// caller), or deciding what runs where. Compiles without CUDA headers so host code can include it.
+// caller, or from the Context, which the models size at construction), or deciding what runs
+// where. Compiles without CUDA headers so host code can include it.
 #pragma once
 
 #include "dptrain/bf16.h"
@@ -65,6 +66,11 @@ class Context {
     // an algorithm for the shape; off: always as a separate pass (bench_ops times both).
     void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
     bool bias_epilogue() const { return bias_epilogue_; }
+    // Device scratch of at least n floats for the column sums of the bias and LayerNorm gradients
+    // (column_sums_scratch says how much). Grown the first time a larger one is asked for (cudaFree
+    // waits for the device), so a model asks at construction for its largest and no step grows it.
+    // One stream at a time: ops that use it must not run concurrently on two streams.
+    float* reduction_scratch(size_t n);
     // bf16 forward GEMMs with a bias so far: with the epilogue, and with the separate pass.
     long fused_bias_gemms() const { return fused_bias_gemms_; }
     long unfused_bias_gemms() const { return unfused_bias_gemms_; }
@@ -78,6 +84,8 @@ class Context {
     LtPlans* lt_plans_ = nullptr;
     bool bias_epilogue_ = true;
     long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
+    float* reduction_ = nullptr;
+    size_t reduction_n_ = 0;
     void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
     size_t workspace_bytes_ = 0;
     cudaStream_t blas_stream_ = nullptr;  // the stream blas_ is bound to now
@@ -125,6 +133,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // dbias (OC) += column sums of dout (skipped when null), summed in a fixed order.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
+// Floats of Context::reduction_scratch that the bias gradient (one sum per column) or LayerNorm's
+// weight and bias gradients (two) over N rows of C columns use.
+size_t column_sums_scratch(long N, int C, int sums);
 // Mixed precision: out (B, OC) fp32 = inp (B, C) bf16 @ weight (OC, C) bf16 ^T + bias (OC) fp32
 // or null; products and sums in fp32 on the tensor cores (CUBLAS_COMPUTE_32F). The bias is added
 // in cuBLASLt's epilogue where it can be (Context::bias_epilogue), else by filling out first.
@@ -176,9 +187,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // bit, and the same mean and rstd (for --precision bf16, where out only feeds a matmul).
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, long N, int C, cudaStream_t stream);
-// dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order).
+// dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order, in the
+// context's reduction scratch).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream);
+                        const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
+                        cudaStream_t stream);
 
 // Causal self-attention. inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax.
 // tf32: the products on the tensor cores with TF32 operands and fp32 sums (CUBLAS_COMPUTE_32F_

@@ -94,11 +94,24 @@ Context::Context(int device) : device_(device) {
 Context::~Context() {
     // No CHECK here: a destructor may run while unwinding from another error.
     cudaSetDevice(device_);
+    if (reduction_) cudaFree(reduction_);
     if (lt_plans_) lt_plans_destroy(lt_plans_);
     if (lt_) cublasLtDestroy(lt_);
     if (blas_) cublasDestroy(blas_);
     if (workspace_) cudaFree(workspace_);
     if (stream_) cudaStreamDestroy(stream_);
+}
+
+float* Context::reduction_scratch(size_t n) {
+    if (n > reduction_n_) {
+        CUDA_CHECK(cudaSetDevice(device_));
+        if (reduction_) CUDA_CHECK(cudaFree(reduction_));  // waits for work that may still use it
+        reduction_ = nullptr;
+        reduction_n_ = 0;
+        CUDA_CHECK(cudaMalloc(&reduction_, n * sizeof(float)));
+        reduction_n_ = n;
+    }
+    return reduction_;
 }
 
 void Context::bind_blas(cudaStream_t stream) {

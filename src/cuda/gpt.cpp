@@ -89,6 +89,9 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
         allocs_.clear();
         throw;
     }
+    // The widest column sums of backward: fc's bias gradient (4C), LayerNorm's two (C each).
+    ctx_->reduction_scratch(std::max(cuda::column_sums_scratch((long)BT, 4 * C, 1),
+                                     cuda::column_sums_scratch((long)BT, C, 2)));
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_argmax_.resize(BT);
@@ -312,7 +315,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
     ev_->timed(OpKind::layernorm, s, [&] {
-        cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, s);
+        cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, *ctx_,
+                                 s);
     });
     // Resident: the hook hears of each finished layer as its work is queued (as Gpt::backward
     // tells it), so gradient sums can start on the GPU while backward goes on.
@@ -346,7 +350,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
-                                     ln2_rstd_ + l * sBT, BT, C, s);
+                                     ln2_rstd_ + l * sBT, BT, C, *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s,
@@ -365,7 +369,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
-                                     ln1_rstd_ + l * sBT, BT, C, s);
+                                     ln1_rstd_ + l * sBT, BT, C, *ctx_, s);
         });
         if (resident_ && hook) hook->grads_ready_from(v.ln1w);
     }

@@ -1,11 +1,13 @@
 // LayerNorm forward/backward over rows of C, the CUDA twin of src/cpu/layernorm.cpp: one warp per
 // row (llm.c's layout: C of a few hundred to a few thousand fits a warp's loop well), and the
-// weight/bias gradients as column sums in a fixed order (no float atomics: the same every run).
+// weight/bias gradients as column sums in a fixed order (column_sums.cuh; no float atomics: the
+// same every run).
 // The bf16 form writes the same outputs rounded to bf16, for a matmul that takes them as they are.
 // Not for: C much larger than ~8k (a block per row would be better) or fused residual adds.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
+#include "column_sums.cuh"
 
 namespace dptrain::cuda {
 
@@ -64,35 +66,18 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
     }
 }
 
-// dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]. Block (32, 32): a
-// 32-column tile, 32 row lanes each summing its rows in order, lane sums added in lane order.
-// Parallel over C / 32 blocks only; enough for now (it reads two N x C arrays once).
-__global__ void __launch_bounds__(1024)
-    layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
-                                     const float* mean, const float* rstd, long N, int C) {
-    __shared__ float pw[32][33], pb[32][33];  // +1: lane 0 reads columns without bank conflicts
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    float dw = 0.0f, db = 0.0f;
-    if (c < C)
-        for (long i = threadIdx.y; i < N; i += 32) {
-            float d = dout[i * C + c];
-            float norm = (inp[i * C + c] - mean[i]) * rstd[i];
-            dw += norm * d;
-            db += d;
-        }
-    pw[threadIdx.y][threadIdx.x] = dw;
-    pb[threadIdx.y][threadIdx.x] = db;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float sw = 0.0f, sb = 0.0f;
-        for (int r = 0; r < 32; ++r) {
-            sw += pw[r][threadIdx.x];
-            sb += pb[r][threadIdx.x];
-        }
-        dweight[c] += sw;
-        dbias[c] += sb;
+// dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]: two column sums in
+// column_sums' fixed order (no float atomics: the same every run).
+struct LayerNormParamTerms {
+    const float *dout, *inp, *mean, *rstd;
+    int C;
+    __device__ void operator()(long row, int c, float* acc) const {
+        float d = dout[row * C + c];
+        float norm = (inp[row * C + c] - mean[row]) * rstd[row];
+        acc[0] += norm * d;
+        acc[1] += d;
     }
-}
+};
 
 template <class Out>
 static void layernorm_forward_launch(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -114,15 +99,14 @@ void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* in
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, long N, int C, cudaStream_t stream) {
+                        const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
+                        cudaStream_t stream) {
     if (N <= 0) return;
     unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
     layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
                                                                                C);
     CUDA_CHECK(cudaGetLastError());
-    layernorm_backward_params_kernel<<<(C + 31) / 32, dim3(32, 32), 0, stream>>>(dweight, dbias, dout, inp, mean, rstd,
-                                                                                N, C);
-    CUDA_CHECK(cudaGetLastError());
+    column_sums<2>(dweight, dbias, LayerNormParamTerms{dout, inp, mean, rstd, C}, N, C, ctx, stream);
 }
 
 } // namespace dptrain::cuda

@@ -7,6 +7,7 @@
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
+#include "column_sums.cuh"
 
 #include <cublasLt.h>
 
@@ -22,28 +23,25 @@ __global__ void fill_bias_kernel(float* out, const float* bias, long n, int OC) 
         out[i] = bias[i % OC];
 }
 
-// dbias (OC) += column sums of dout (B, OC). Block (32, 32): threadIdx.x is a column of a
-// 32-column tile (a warp reads 128 contiguous bytes of a row), threadIdx.y one of 32 row lanes.
-// Each lane sums its rows in order, then lane sums are added in lane order: a fixed order, so
-// the result is the same on every run (no float atomics). One block per 32 columns is enough
-// for the bias: it reads B*OC floats once.
+// dbias (OC) += column sums of dout (B, OC), in column_sums' fixed order (no float atomics: the
+// same result on every run).
 __device__ inline float as_float(float x) { return x; }
 __device__ inline float as_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
 template <class T>
-__global__ void __launch_bounds__(1024) column_sum_kernel(float* dbias, const T* dout, int B, int OC) {
-    __shared__ float part[32][33];  // +1: no bank conflicts when lane 0 reads a column
-    int o = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (o < OC)
-        for (int b = threadIdx.y; b < B; b += 32) acc += as_float(dout[(long)b * OC + o]);
-    part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float s = 0.0f;
-        for (int r = 0; r < 32; ++r) s += part[r][threadIdx.x];
-        dbias[o] += s;
-    }
+struct BiasTerms {
+    const T* dout;
+    int OC;
+    __device__ void operator()(long row, int c, float* acc) const { acc[0] += as_float(dout[row * OC + c]); }
+};
+
+size_t column_sums_scratch(long N, int C, int sums) {
+    return N <= 0 || C <= 0 ? 0 : (size_t)sums * column_chunks(N) * C;
+}
+
+template <class T>
+static void bias_gradient(float* dbias, const T* dout, int B, int OC, Context& ctx, cudaStream_t stream) {
+    column_sums<1>(dbias, nullptr, BiasTerms<T>{dout, OC}, B, OC, ctx, stream);
 }
 
 // Same rounding as dptrain::to_bf16 (bf16.cpp): bf16_bits (check.h).
@@ -83,10 +81,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta = 1 accumulates as the CPU does.
     CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, C, dout, OC, &one, dweight,
                              C));
-    if (dbias) {
-        column_sum_kernel<<<(OC + 31) / 32, dim3(32, 32), 0, stream>>>(dbias, dout, B, OC);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
 }
 
 // ---- The bias in cuBLASLt's epilogue ----------------------------------------------------------
@@ -231,10 +226,7 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
                                   CUDA_R_16BF, OC, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
                               CUDA_R_16BF, OC, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (dbias) {
-        column_sum_kernel<<<(OC + 31) / 32, dim3(32, 32), 0, stream>>>(dbias, dout, B, OC);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
 }
 
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {

@@ -36,6 +36,7 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
         allocs_.clear();
         throw;
     }
+    ctx_->reduction_scratch(cuda::column_sums_scratch((long)Bm, widest, 1));  // the widest bias gradient
     host_losses_.resize(Bm);
     host_argmax_.resize(Bm);
 }
@@ -137,8 +138,9 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, P * sizeof(float), s)); });
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
-    ev_->timed(OpKind::crossentropy, s,
-               [&] { cuda::softmax_crossentropy_backward(dout, pre_[L - 1], ce_stats_, y_, scale, B, dims_.back(), s); });
+    ev_->timed(OpKind::crossentropy, s, [&] {
+        cuda::softmax_crossentropy_backward(dout, pre_[L - 1], ce_stats_, y_, scale, B, dims_.back(), s);
+    });
     for (int l = L - 1; l >= 0; --l) {
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;

@@ -445,7 +445,7 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     // |terms| (the GEMM argument) plus 1e-6.
     d_mean.set(mean);
     d_rstd.set(rstd);
-    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx.stream());
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
     CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-4, 1e-5) == 0);
     auto got_dw = d_dw.get(), got_db = d_db.get();
     CHECK(mismatches("dweight", got_dw, dw, 1e-6, 1e-5, s_dw) == 0);
@@ -453,7 +453,7 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     // Fixed summation order: running it again from the same start gives the same bits.
     d_dw.set(dw0);
     d_db.set(db0);
-    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx.stream());
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
     CHECK(bit_mismatches("dweight (second run)", d_dw.get(), got_dw) == 0);
     CHECK(bit_mismatches("dbias (second run)", d_db.get(), got_db) == 0);
 }
@@ -462,6 +462,7 @@ TEST_CASE("cuda layernorm_forward/backward match the CPU", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     check_layernorm(1031, 97, 1100);  // 129 blocks of 8 rows, C not a multiple of 32
     check_layernorm(300, 768, 1200);  // GPT-2 width
+    check_layernorm(40000, 33, 1300); // more rows than 128 chunks of 256: the chunks grow to 313 rows
 }
 
 static void check_attention(int B, int T, int C, int NH, uint64_t seed, bool tf32) {
