@@ -1,8 +1,9 @@
 // CUDA twins of the CPU ops (backend.h) and optimizer updates (optim.h): same names, same argument
 // order and shapes, every pointer a device pointer, and a trailing stream the work is queued on.
-// Not for: allocating, synchronising or copying to the host (no op does; scratch comes from the
-// caller, or from the Context, which the models size at construction), or deciding what runs
-// where. Compiles without CUDA headers so host code can include it.
+// Not for: allocating, synchronising or copying to the host (no op does: scratch comes from the
+// caller, or from the Context, which the models size at construction; an op given a Context
+// too small for it grows the scratch once, with a device-wide wait), or deciding what runs where.
+// Compiles without CUDA headers so host code can include it.
 #pragma once
 
 #include "dptrain/bf16.h"
@@ -67,8 +68,8 @@ class Context {
     void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
     bool bias_epilogue() const { return bias_epilogue_; }
     // Device scratch of at least n floats for the column sums of the bias and LayerNorm gradients
-    // (column_sums_scratch says how much). Grown the first time a larger one is asked for (cudaFree
-    // waits for the device), so a model asks at construction for its largest and no step grows it.
+    // (column_sums_scratch says how much). Grown the first time a larger one is asked for (after a
+    // device-wide wait), so a model asks at construction for its largest and no step grows it.
     // One stream at a time: ops that use it must not run concurrently on two streams.
     float* reduction_scratch(size_t n);
     // bf16 forward GEMMs with a bias so far: with the epilogue, and with the separate pass.
@@ -214,6 +215,10 @@ size_t flash_attention_shared_bytes(int C, int NH);
 // dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
+// The same with dinp rounded to bf16 as it is stored (to_bf16 of the fp32 form's, bit for bit):
+// for --precision bf16, where it only feeds the qkv matmul's backward.
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 // out = a + b over N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);

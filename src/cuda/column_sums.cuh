@@ -1,9 +1,9 @@
 // Private to src/cuda: column sums over the rows of an (N, C) array, the reduction behind the bias
 // gradients (matmul_backward) and LayerNorm's weight and bias gradients: out_k[c] += sum over rows
 // of term_k(row, c), for K sums at once. Deterministic without float atomics, and parallel over
-// rows as well as columns: the rows are cut into chunks of kChunkRows (fewer, larger chunks past
-// kMaxChunks), a first kernel sums each chunk's rows of 32 columns in a fixed order into a partial
-// per chunk, a second adds the partials in chunk order. The chunking depends only on N, so a
+// rows as well as columns: the rows are cut into N / kChunkRows chunks (rounded up, at most
+// kMaxChunks) of ceil(N / chunks) rows (the last may be shorter), a first kernel sums each chunk's rows of 32 columns in a fixed order
+// into a partial per chunk, a second adds the partials in chunk order. The chunking depends only on N, so a
 // shape gives the same bits on every run and every GPU. With one block per 32 columns only (the
 // first form), C = 768 kept 24 blocks busy on a 132-SM GPU.
 // Scratch: column_sums_scratch(N, C, K) = K * chunks(N) * C floats from Context::reduction_scratch.
@@ -26,7 +26,7 @@ inline long column_chunks(long N) {
 // its K terms of (row, c) to acc[0..K-1].
 template <int K, class Terms>
 __global__ void column_partials_kernel(float* partial, Terms terms, long N, int C, long rows_per_chunk) {
-    __shared__ float part[K][kRowLanes][33];  // +1: lane 0 reads a column without bank conflicts
+    __shared__ float part[K][kRowLanes][32];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const long r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
     float acc[K];

@@ -105,7 +105,8 @@ Context::~Context() {
 float* Context::reduction_scratch(size_t n) {
     if (n > reduction_n_) {
         CUDA_CHECK(cudaSetDevice(device_));
-        if (reduction_) CUDA_CHECK(cudaFree(reduction_));  // waits for work that may still use it
+        CUDA_CHECK(cudaDeviceSynchronize());  // work queued with the old scratch is done with it
+        if (reduction_) CUDA_CHECK(cudaFree(reduction_));
         reduction_ = nullptr;
         reduction_n_ = 0;
         CUDA_CHECK(cudaMalloc(&reduction_, n * sizeof(float)));

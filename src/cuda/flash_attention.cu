@@ -129,16 +129,16 @@ __device__ void p_times_tile(FragAcc* acc, const bf16_t* P, const bf16_t* X) {
 }
 
 // One head's fragments (16 x HS) through the warp's scratch to rows t0.. of dst (`ld` apart),
-// times `mul`; rows past T are not written.
-template <int HS>
-__device__ void store_rows(float* dst, long ld, int t0, int T, FragAcc* acc, float* S, float mul) {
+// times `mul`; rows past T are not written. Out: float, or uint16_t (rounded to bf16 as stored).
+template <int HS, class Out>
+__device__ void store_rows(Out* dst, long ld, int t0, int T, FragAcc* acc, float* S, float mul) {
     constexpr int LDF = Dims<HS>::LDF;
     const int lane = threadIdx.x & 31;
     for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, acc[n], LDF, wm::mem_row_major);
     __syncwarp();
     for (int i = lane; i < 16 * HS; i += 32) {
         const int r = i / HS, c = i % HS;
-        if (t0 + r < T) dst[(long)(t0 + r) * ld + c] = S[r * LDF + c] * mul;
+        if (t0 + r < T) store_out(&dst[(long)(t0 + r) * ld + c], S[r * LDF + c] * mul);
     }
     __syncwarp();
 }
@@ -243,9 +243,9 @@ __global__ void flash_delta_kernel(float* delta, const float* dout, const float*
 
 // dK and dV of 64 keys: the block's warps own 16 keys each and walk the query tiles from the
 // diagonal on.
-template <int HS>
+template <int HS, class Out>
 __global__ void __launch_bounds__(kThreads)
-    flash_dkv_kernel(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+    flash_dkv_kernel(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
                      int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -301,16 +301,16 @@ __global__ void __launch_bounds__(kThreads)
         p_times_tile<HS>(dk, dS, Qs);  // dK += dS^T Q (times scale at the end)
     }
     const int t0 = kt * kTile + warp * 16;
-    float* dk_out = dinp + (long)b * T * C3 + C + (long)h * HS;
+    Out* dk_out = dinp + (long)b * T * C3 + C + (long)h * HS;
     store_rows<HS>(dk_out, C3, t0, T, dk, S, scale);
     store_rows<HS>(dk_out + C, C3, t0, T, dv, S, 1.0f);
 }
 
 // dQ of 64 queries: the block's warps own 16 queries each and walk the key tiles up to the
 // diagonal.
-template <int HS>
+template <int HS, class Out>
 __global__ void __launch_bounds__(kThreads)
-    flash_dq_kernel(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+    flash_dq_kernel(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
                     int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -376,18 +376,32 @@ void forward_hs(float* out, float* lse, const float* inp, int B, int T, int C, i
     CUDA_CHECK(cudaGetLastError());
 }
 
-template <int HS>
-void backward_hs(float* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int B, int T,
+template <int HS, class Out>
+void backward_hs(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int B, int T,
                  int C, int NH, cudaStream_t stream) {
-    allow_smem(flash_dkv_kernel<HS>, Dims<HS>::backward_bytes);
-    allow_smem(flash_dq_kernel<HS>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dkv_kernel<HS, Out>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dq_kernel<HS, Out>, Dims<HS>::backward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t bytes = Dims<HS>::backward_bytes;
-    flash_dkv_kernel<HS><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dkv_kernel<HS, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dq_kernel<HS, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
+}
+
+template <class Out>
+void backward_any(Out* dinp, float* delta, const float* dout, const float* inp, const float* out, const float* lse,
+                  int B, int T, int C, int NH, cudaStream_t stream) {
+    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
+    CUDA_CHECK(cudaGetLastError());
+    switch (C / NH) {
+        case 16: backward_hs<16>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        case 32: backward_hs<32>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        case 64: backward_hs<64>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+        default: backward_hs<128>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
+    }
 }
 
 } // namespace
@@ -415,15 +429,12 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
-    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
-    flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
-    CUDA_CHECK(cudaGetLastError());
-    switch (C / NH) {
-        case 16: backward_hs<16>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
-        case 32: backward_hs<32>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
-        case 64: backward_hs<64>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
-        default: backward_hs<128>(dinp, dout, inp, lse, delta, B, T, C, NH, stream); break;
-    }
+    backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
+}
+
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
 }
 
 } // namespace dptrain::cuda

@@ -356,16 +356,27 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
             mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s,
                           bf ? atty16_ + l * sBTC : nullptr);
         });
+        // Flash attention in bf16 (the trainer allows no other) writes dqkv rounded, straight into
+        // the gradient scratch.
+        const bool flash16 = cfg_.flash_attention && bf;
+        bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
         ev_->timed(OpKind::attention, s, [&] {
-            if (cfg_.flash_attention)
+            if (flash16)
+                cuda::flash_attention_backward_bf16(dqkv16, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH,
+                                                    s);
+            else if (cfg_.flash_attention)
                 cuda::flash_attention_backward(dqkv_, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
             else
                 cuda::attention_backward(dqkv_, datt_, datty_, qkv, att_ + l * sATT, B, T, C, NH, mm_->is_bf16(),
                                          *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
-                          rounded(ln1));
+            if (flash16)
+                mm_->backward_rounded(dln, G + v.qkvw, G + v.qkvb, dqkv16, as_bf16(ln1), v.qkvw, (int)BT, C, 3 * C,
+                                      *ctx_, s);
+            else
+                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
+                              rounded(ln1));
         });
         ev_->timed(OpKind::layernorm, s, [&] {
             cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,

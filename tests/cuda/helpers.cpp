@@ -61,4 +61,16 @@ int bit_mismatches(const char* what, const std::vector<float>& got, const std::v
     return bad;
 }
 
+int bf16_mismatches(const char* what, const std::vector<dptrain::bf16>& got, const std::vector<float>& fp32) {
+    REQUIRE(got.size() == fp32.size());
+    std::vector<dptrain::bf16> want(fp32.size());
+    dptrain::to_bf16(want.data(), fp32.data(), fp32.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != want[i] && ++bad <= 5)
+            WARN(what << "[" << i << "]: cuda " << got[i] << ", the fp32 form's " << fp32[i] << " rounds to "
+                      << want[i]);
+    return bad;
+}
+
 } // namespace cudatest

@@ -73,5 +73,8 @@ int mismatches(const char* what, const std::vector<float>& got, const std::vecto
                double rel_tol, const std::vector<float>& scale = {});
 // Elements that differ in any bit (for ops built to match the CPU exactly).
 int bit_mismatches(const char* what, const std::vector<float>& got, const std::vector<float>& want);
+// Elements of a bf16 result that differ from the bf16 rounding of an fp32 one (the bf16 forms of
+// ops, which must round the fp32 form's result exactly as dptrain::to_bf16 does).
+int bf16_mismatches(const char* what, const std::vector<dptrain::bf16>& got, const std::vector<float>& fp32);
 
 } // namespace cudatest

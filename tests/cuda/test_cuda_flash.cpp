@@ -16,6 +16,7 @@
 
 using namespace dptrain;
 using cudatest::DeviceBuffer;
+using cudatest::bf16_mismatches;
 using cudatest::bit_mismatches;
 using cudatest::mismatches;
 using cudatest::randn;
@@ -52,6 +53,11 @@ static void check_flash(int B, int T, int C, int NH, uint64_t seed) {
     d_dinp.set(std::vector<float>(n_inp, nan));
     cuda::flash_attention_backward(d_dinp, d_delta, d_dout, d_inp, d_out, d_lse, B, T, C, NH, ctx.stream());
     CHECK(bit_mismatches("dinp, second run", d_dinp.get(), first) == 0);
+    // The bf16 form (--precision bf16's qkv gradient): the fp32 form's dinp rounded, bit for bit,
+    // every value written (bf16 NaNs first).
+    DeviceBuffer<bf16> d_dinp16(std::vector<bf16>(n_inp, (bf16)0x7FC0));
+    cuda::flash_attention_backward_bf16(d_dinp16, d_delta, d_dout, d_inp, d_out, d_lse, B, T, C, NH, ctx.stream());
+    CHECK(bf16_mismatches("dinp (bf16 form)", d_dinp16.get(), first) == 0);
 }
 
 TEST_CASE("cuda flash_attention_forward/backward match the CPU twin", "[cuda]") {

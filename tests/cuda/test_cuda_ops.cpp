@@ -19,23 +19,11 @@
 
 using namespace dptrain;
 using cudatest::DeviceBuffer;
+using cudatest::bf16_mismatches;
 using cudatest::bit_mismatches;
 using cudatest::mismatches;
 using cudatest::randint;
 using cudatest::randn;
-
-// Elements of a bf16 result that differ from the bf16 rounding of an fp32 one (first 5 warned).
-static int bf16_mismatches(const char* what, const std::vector<bf16>& got, const std::vector<float>& fp32) {
-    REQUIRE(got.size() == fp32.size());
-    std::vector<bf16> want(fp32.size());
-    dptrain::to_bf16(want.data(), fp32.data(), fp32.size());
-    int bad = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-        if (got[i] != want[i] && ++bad <= 5)
-            WARN(what << "[" << i << "]: cuda " << got[i] << ", the fp32 form's " << fp32[i] << " rounds to "
-                      << want[i]);
-    return bad;
-}
 
 static std::vector<float> absolute(std::vector<float> v) {
     for (auto& x : v) x = std::fabs(x);
@@ -456,6 +444,51 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
     CHECK(bit_mismatches("dweight (second run)", d_dw.get(), got_dw) == 0);
     CHECK(bit_mismatches("dbias (second run)", d_db.get(), got_db) == 0);
+}
+
+// One Context, no waits in between: a bias gradient over 300 rows queued, then LayerNorm's over
+// 40000 rows, whose column sums need a larger reduction scratch: the context grows it with the
+// first still queued, and both sums come out right.
+TEST_CASE("cuda column sums: a context's scratch grows while a smaller sum is queued", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const int B = 300, OC = 129;
+    const long N = 40000;
+    const int C = 33;
+    auto dout_b = randn((size_t)B * OC, 1400), db0 = randn(OC, 1401);
+    auto inp = randn((size_t)N * C, 1402, 1.5f, 1.0f), w = randn(C, 1403), b = randn(C, 1404);
+    auto dout_ln = randn((size_t)N * C, 1405);
+    std::vector<float> mean(N), rstd(N), out((size_t)N * C), dinp((size_t)N * C, 0.0f), dw(C, 0.0f), dbl(C, 0.0f);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C);
+    cpu::layernorm_backward(dinp.data(), dw.data(), dbl.data(), dout_ln.data(), inp.data(), w.data(), mean.data(),
+                            rstd.data(), N, C);
+    std::vector<float> db = db0, s_db = absolute(db0), s_dw(C, 0.0f), s_dbl(C, 0.0f);
+    for (int r = 0; r < B; ++r)
+        for (int c = 0; c < OC; ++c) {
+            db[c] += dout_b[(size_t)r * OC + c];
+            s_db[c] += std::fabs(dout_b[(size_t)r * OC + c]);
+        }
+    for (long i = 0; i < N; ++i)
+        for (int c = 0; c < C; ++c) {
+            float d = dout_ln[i * C + c];
+            s_dw[c] += std::fabs((inp[i * C + c] - mean[i]) * rstd[i] * d);
+            s_dbl[c] += std::fabs(d);
+        }
+
+    cuda::Context ctx(0);
+    const int K = 7;  // a tiny matmul: only its bias gradient matters here
+    auto x = randn((size_t)B * K, 1406), wt = randn((size_t)OC * K, 1407);
+    DeviceBuffer<float> d_dout_b(dout_b), d_db(db0), d_x(x), d_wt(wt), d_dwt((size_t)OC * K);
+    DeviceBuffer<float> d_inp(inp), d_w(w), d_dout_ln(dout_ln), d_mean(mean), d_rstd(rstd);
+    DeviceBuffer<float> d_dinp((size_t)N * C), d_dw(C), d_dbl(C);
+    REQUIRE(cudaMemsetAsync(d_dinp, 0, (size_t)N * C * sizeof(float), ctx.stream()) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_dw, 0, C * sizeof(float), ctx.stream()) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_dbl, 0, C * sizeof(float), ctx.stream()) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_dwt, 0, (size_t)OC * K * sizeof(float), ctx.stream()) == cudaSuccess);
+    cuda::matmul_backward(nullptr, d_dwt, d_db, d_dout_b, d_x, d_wt, B, K, OC, ctx, ctx.stream());
+    cuda::layernorm_backward(d_dinp, d_dw, d_dbl, d_dout_ln, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
+    CHECK(mismatches("bias gradient", d_db.get(), db, 1e-6, 1e-5, s_db) == 0);
+    CHECK(mismatches("layernorm dweight", d_dw.get(), dw, 1e-6, 1e-5, s_dw) == 0);
+    CHECK(mismatches("layernorm dbias", d_dbl.get(), dbl, 1e-6, 1e-5, s_dbl) == 0);
 }
 
 TEST_CASE("cuda layernorm_forward/backward match the CPU", "[cuda]") {
