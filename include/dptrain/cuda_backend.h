@@ -142,6 +142,12 @@ size_t column_sums_scratch(long N, int C, int sums);
 // in cuBLASLt's epilogue where it can be (Context::bias_epilogue), else by filling out first.
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
+// The same product rounded to bf16 as it is stored, out (B, OC) bf16: through cuBLASLt with the bias
+// in its epilogue and a bf16 output where it has an algorithm, else matmul_forward_bf16's separate
+// pass into `staging` (B * OC floats) and to_bf16. For a matmul whose output only feeds bf16
+// operands (GPT's qkv under flash attention).
+void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                             float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
 // dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32.
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
@@ -209,6 +215,10 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 // cpu::flash_attention_supported only. lse (B,NH,T) keeps each query's log-sum-exp for backward.
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
                              cudaStream_t stream);
+// The same from q, k, v already rounded to bf16 (the bits the fp32 form rounds them to as it loads
+// them, so the same results): half the reads, for --precision bf16 (matmul_forward_bf16_out).
+void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
+                             cudaStream_t stream);
 // The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
 // GPU whose opt-in limit is lower cannot run them (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 size_t flash_attention_shared_bytes(int C, int NH);
@@ -218,6 +228,9 @@ void flash_attention_backward(float* dinp, float* delta, const float* dout, cons
 // The same with dinp rounded to bf16 as it is stored (to_bf16 of the fp32 form's, bit for bit):
 // for --precision bf16, where it only feeds the qkv matmul's backward.
 void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
+// And from q, k, v already rounded to bf16, as flash_attention_forward's bf16 form.
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const bf16* inp, const float* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 // out = a + b over N values; backward: da += dout, db += dout.

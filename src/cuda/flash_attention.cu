@@ -84,16 +84,22 @@ template <int HS> struct BackwardSmem {
     }
 };
 
-// Rows t0 .. t0+63 of one head's q, k, v (HS values each, `ld` apart, starting at src) into a bf16
-// tile; rows past T are zeros.
-template <int HS>
-__device__ void load_tile(bf16_t* dst, const float* src, int t0, int T, long ld) {
+// A tile's value from fp32 (rounded to nearest even) or from bf16 bits (as they are: the same
+// value for bits that are the fp32 value rounded).
+__device__ inline bf16_t tile_value(float x) { return __float2bfloat16(x); }
+__device__ inline bf16_t tile_value(uint16_t bits) { return __ushort_as_bfloat16(bits); }
+
+// Rows t0 .. t0+63 of one head's q, k, v (HS values each, `ld` apart, starting at src, fp32 or
+// bf16) into a bf16 tile; rows past T are zeros.
+template <int HS, class In>
+__device__ void load_tile(bf16_t* dst, const In* src, int t0, int T, long ld) {
     constexpr int LDB = Dims<HS>::LDB;
     for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
         const int r = i / HS, c = i % HS, t = t0 + r;
-        dst[r * LDB + c] = __float2bfloat16(t < T ? src[(long)t * ld + c] : 0.0f);
+        dst[r * LDB + c] = t < T ? tile_value(src[(long)t * ld + c]) : __float2bfloat16(0.0f);
     }
 }
+
 
 // acc += A (16 x K, row-major, lda) . B (K x 16), K a multiple of 16. B is read col-major (column
 // n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
@@ -143,9 +149,9 @@ __device__ void store_rows(Out* dst, long ld, int t0, int T, FragAcc* acc, float
     __syncwarp();
 }
 
-template <int HS>
+template <int HS, class In>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(float* out, float* lse, const float* inp, int T, int C, int NH, float scale) {
+    flash_forward_kernel(float* out, float* lse, const In* inp, int T, int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
     bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
@@ -161,8 +167,8 @@ __global__ void __launch_bounds__(kThreads)
     const int qt = nq - 1 - (int)blockIdx.x;  // the longest rows start first
     const int h = blockIdx.y, b = blockIdx.z;
     const long C3 = 3L * C;
-    const float* q = inp + (long)b * T * C3 + (long)h * HS;
-    load_tile<HS>(Qs, q, qt * kTile, T, C3);
+    const In* q = inp + (long)b * T * C3 + (long)h * HS;
+    load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
 
     // Lanes 2r and 2r+1 own row r of the warp's 16 and its even and odd columns (of S, P and O:
     // with O's rows HS + 2 apart, the 32 lanes touch 32 banks); both keep the row's m and l.
@@ -173,8 +179,8 @@ __global__ void __launch_bounds__(kThreads)
 
     for (int kt = 0; kt <= qt; ++kt) {
         __syncthreads();  // every warp is done with the last tile's K and V
-        load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
-        load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+        load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
+        load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
         __syncthreads();
         rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);
         __syncwarp();
@@ -243,9 +249,9 @@ __global__ void flash_delta_kernel(float* delta, const float* dout, const float*
 
 // dK and dV of 64 keys: the block's warps own 16 keys each and walk the query tiles from the
 // diagonal on.
-template <int HS, class Out>
+template <int HS, class In, class Out>
 __global__ void __launch_bounds__(kThreads)
-    flash_dkv_kernel(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+    flash_dkv_kernel(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int T,
                      int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -258,12 +264,12 @@ __global__ void __launch_bounds__(kThreads)
     const int kt = blockIdx.x;  // the most query tiles start first
     const int h = blockIdx.y, b = blockIdx.z;
     const long C3 = 3L * C;
-    const float* q = inp + (long)b * T * C3 + (long)h * HS;
+    const In* q = inp + (long)b * T * C3 + (long)h * HS;
     const float* d = dout + (long)b * T * C + (long)h * HS;
     const float* lse_bh = lse + ((long)b * NH + h) * T;
     const float* delta_bh = delta + ((long)b * NH + h) * T;
-    load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
-    load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+    load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
+    load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
 
     FragAcc dk[HS / 16], dv[HS / 16];
     for (int n = 0; n < HS / 16; ++n) {
@@ -274,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
     const int key = kt * kTile + warp * 16 + r;
     for (int qt = kt; qt < nq; ++qt) {
         __syncthreads();  // every warp is done with the last query tile
-        load_tile<HS>(Qs, q, qt * kTile, T, C3);
+        load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
         load_tile<HS>(dOs, d, qt * kTile, T, C);
         for (int i = threadIdx.x; i < kTile; i += kThreads) {
             const int t = qt * kTile + i;
@@ -308,9 +314,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // dQ of 64 queries: the block's warps own 16 queries each and walk the key tiles up to the
 // diagonal.
-template <int HS, class Out>
+template <int HS, class In, class Out>
 __global__ void __launch_bounds__(kThreads)
-    flash_dq_kernel(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int T,
+    flash_dq_kernel(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int T,
                     int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -323,9 +329,9 @@ __global__ void __launch_bounds__(kThreads)
     const int qt = nq - 1 - (int)blockIdx.x;  // the most key tiles start first
     const int h = blockIdx.y, b = blockIdx.z;
     const long C3 = 3L * C;
-    const float* q = inp + (long)b * T * C3 + (long)h * HS;
+    const In* q = inp + (long)b * T * C3 + (long)h * HS;
     const float* d = dout + (long)b * T * C + (long)h * HS;
-    load_tile<HS>(Qs, q, qt * kTile, T, C3);
+    load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
     load_tile<HS>(dOs, d, qt * kTile, T, C);
 
     const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: query r's even and odd columns
@@ -336,8 +342,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(dq[n], 0.0f);
     for (int kt = 0; kt <= qt; ++kt) {
         __syncthreads();  // every warp is done with the last key tile
-        load_tile<HS>(Ks, q + C, kt * kTile, T, C3);
-        load_tile<HS>(Vs, q + 2 * C, kt * kTile, T, C3);
+        load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
+        load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
         __syncthreads();
         rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);    // S = Q K^T
         rows_times_tile_t<HS>(dP, dOs + warp * 16 * D::LDB, Vs);  // dP = dO V^T
@@ -367,31 +373,42 @@ template <int HS> size_t shared_bytes() {
     return std::max(Dims<HS>::forward_bytes, Dims<HS>::backward_bytes);
 }
 
-template <int HS>
-void forward_hs(float* out, float* lse, const float* inp, int B, int T, int C, int NH, cudaStream_t stream) {
-    allow_smem(flash_forward_kernel<HS>, Dims<HS>::forward_bytes);
+template <int HS, class In>
+void forward_hs(float* out, float* lse, const In* inp, int B, int T, int C, int NH, cudaStream_t stream) {
+    allow_smem(flash_forward_kernel<HS, In>, Dims<HS>::forward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
-    flash_forward_kernel<HS><<<grid, kThreads, Dims<HS>::forward_bytes, stream>>>(out, lse, inp, T, C, NH,
-                                                                               1.0f / sqrtf((float)HS));
+    flash_forward_kernel<HS, In><<<grid, kThreads, Dims<HS>::forward_bytes, stream>>>(out, lse, inp, T, C, NH,
+                                                                                   1.0f / sqrtf((float)HS));
     CUDA_CHECK(cudaGetLastError());
 }
 
-template <int HS, class Out>
-void backward_hs(Out* dinp, const float* dout, const float* inp, const float* lse, const float* delta, int B, int T,
+template <class In>
+void forward_any(float* out, float* lse, const In* inp, int B, int T, int C, int NH, cudaStream_t stream) {
+    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    switch (C / NH) {
+        case 16: forward_hs<16>(out, lse, inp, B, T, C, NH, stream); break;
+        case 32: forward_hs<32>(out, lse, inp, B, T, C, NH, stream); break;
+        case 64: forward_hs<64>(out, lse, inp, B, T, C, NH, stream); break;
+        default: forward_hs<128>(out, lse, inp, B, T, C, NH, stream); break;
+    }
+}
+
+template <int HS, class In, class Out>
+void backward_hs(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int B, int T,
                  int C, int NH, cudaStream_t stream) {
-    allow_smem(flash_dkv_kernel<HS, Out>, Dims<HS>::backward_bytes);
-    allow_smem(flash_dq_kernel<HS, Out>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dkv_kernel<HS, In, Out>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dq_kernel<HS, In, Out>, Dims<HS>::backward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t bytes = Dims<HS>::backward_bytes;
-    flash_dkv_kernel<HS, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dkv_kernel<HS, In, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dq_kernel<HS, In, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
     CUDA_CHECK(cudaGetLastError());
 }
 
-template <class Out>
-void backward_any(Out* dinp, float* delta, const float* dout, const float* inp, const float* out, const float* lse,
+template <class In, class Out>
+void backward_any(Out* dinp, float* delta, const float* dout, const In* inp, const float* out, const float* lse,
                   int B, int T, int C, int NH, cudaStream_t stream) {
     CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
     flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
@@ -418,13 +435,12 @@ size_t flash_attention_shared_bytes(int C, int NH) {
 
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
                              cudaStream_t stream) {
-    CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
-    switch (C / NH) {
-        case 16: forward_hs<16>(out, lse, inp, B, T, C, NH, stream); break;
-        case 32: forward_hs<32>(out, lse, inp, B, T, C, NH, stream); break;
-        case 64: forward_hs<64>(out, lse, inp, B, T, C, NH, stream); break;
-        default: forward_hs<128>(out, lse, inp, B, T, C, NH, stream); break;
-    }
+    forward_any(out, lse, inp, B, T, C, NH, stream);
+}
+
+void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
+                             cudaStream_t stream) {
+    forward_any(out, lse, inp, B, T, C, NH, stream);
 }
 
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
@@ -433,6 +449,11 @@ void flash_attention_backward(float* dinp, float* delta, const float* dout, cons
 }
 
 void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
+                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
+}
+
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const bf16* inp, const float* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
 }

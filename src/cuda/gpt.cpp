@@ -211,7 +211,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
     // LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into the
     // first half of their own fp32 buffer (as_bf16), where that matmul and its backward take it.
-    const bool bf = mm_->is_bf16();
+    const bool bf = mm_->is_bf16(), flash16 = bf && cfg_.flash_attention;
     auto layernorm = [&](float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b) {
         ev_->timed(OpKind::layernorm, s, [&] {
             if (bf) cuda::layernorm_forward_bf16(as_bf16(out), mean, rstd, inp, P + w, P + b, BT, C, s);
@@ -236,11 +236,23 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* res3 = residual3_ + l * sBTC;
         layernorm(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, v.ln1w, v.ln1b);
-        matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
+        // Flash attention rounds q, k and v to bf16 as it loads them: in bf16 the qkv matmul
+        // writes them rounded (first half of qkv's buffer), half the bytes for both to move.
+        if (flash16)
+            ev_->timed(OpKind::matmul, s, [&] {
+                mm_->forward_rounded_out16(as_bf16(qkv), as_bf16(ln1), v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, dbig_,
+                                           *ctx_, s);
+            });
+        else
+            matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         ev_->timed(OpKind::attention, s, [&] {
-            if (cfg_.flash_attention) cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
-            else cuda::attention_forward(atty, att_ + l * sATT, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
+            if (flash16)
+                cuda::flash_attention_forward(atty, lse_ + l * sSTAT, as_bf16(qkv), B, T, C, NH, s);
+            else if (cfg_.flash_attention)
+                cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
+            else
+                cuda::attention_forward(atty, att_ + l * sATT, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s,
@@ -361,9 +373,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const bool flash16 = cfg_.flash_attention && bf;
         bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
         ev_->timed(OpKind::attention, s, [&] {
-            if (flash16)
-                cuda::flash_attention_backward_bf16(dqkv16, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH,
-                                                    s);
+            if (flash16)  // from q, k and v as forward's matmul rounded them
+                cuda::flash_attention_backward_bf16(dqkv16, delta_, datty_, as_bf16(qkv), atty, lse_ + l * sSTAT, B,
+                                                    T, C, NH, s);
             else if (cfg_.flash_attention)
                 cuda::flash_attention_backward(dqkv_, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
             else

@@ -92,7 +92,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // GEMM looks it up and allocates nothing.
 // out = acc + bias with fp32 acc, as the separate pass computes it (beta = 1 onto the bias).
 struct LtPlan {
-    int B, C, OC, align[4];  // the key: shape, and the alignment of weight, inp, out and bias
+    int B, C, OC, align[4];  // the key: shape, the alignment of weight, inp, out and bias,
+    bool out16;              // and the output's type (fp32, or bf16)
     bool ok;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
@@ -137,20 +138,20 @@ static int alignment(const void* p) {
     return align;
 }
 
-static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, float* out, const float* bias, int B,
-                             int C, int OC) {
+static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, const void* out, bool out16,
+                             const float* bias, int B, int C, int OC) {
     LtPlans& lp = *ctx.lt_plans();
     const int align[4] = {alignment(weight), alignment(inp), alignment(out), alignment(bias)};
     for (const LtPlan& p : lp.plans)
         if (p.B == B && p.C == C && p.OC == OC && p.align[0] == align[0] && p.align[1] == align[1] &&
-            p.align[2] == align[2] && p.align[3] == align[3])
+            p.align[2] == align[2] && p.align[3] == align[3] && p.out16 == out16)
             return p;
-    LtPlan p{B, C, OC, {align[0], align[1], align[2], align[3]}, false, nullptr, nullptr, nullptr, {}};
+    LtPlan p{B, C, OC, {align[0], align[1], align[2], align[3]}, out16, false, nullptr, nullptr, nullptr, {}};
     // Column-major, as cuBLAS sees the row-major buffers: the weight (C, OC) used transposed, the
-    // input (C, B), the output (OC, B).
+    // input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32 sum plus the bias).
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, OC, B, OC));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out16 ? CUDA_R_16BF : CUDA_R_32F, OC, B, OC));
     // The bias pointer is part of what the heuristic checks (its alignment); 16 bytes at least,
     // else the separate pass, as some epilogue kernels load the bias in 16-byte vectors.
     if (align[3] >= 16) {
@@ -185,12 +186,13 @@ static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, 
     return lp.plans.back();
 }
 
-// The bf16 GEMM with the bias in the epilogue; false (nothing queued) where cuBLASLt has no
-// algorithm for it, or it is off, or the stream is not the context's (whose workspace it uses).
-static bool matmul_forward_bf16_lt(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C,
-                                   int OC, Context& ctx, cudaStream_t stream) {
+// The bf16 GEMM with the bias in the epilogue, into fp32 or bf16 (out16) outputs; false (nothing
+// queued) where cuBLASLt has no algorithm for it, or it is off, or the stream is not the context's
+// (whose workspace it uses).
+static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const bf16* weight, const float* bias,
+                                   int B, int C, int OC, Context& ctx, cudaStream_t stream) {
     if (!bias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
-    const LtPlan& p = lt_plan(ctx, weight, inp, out, bias, B, C, OC);
+    const LtPlan& p = lt_plan(ctx, weight, inp, out, out16, bias, B, C, OC);
     if (!p.ok) return false;
     LtPlans& lp = *ctx.lt_plans();
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -200,19 +202,25 @@ static bool matmul_forward_bf16_lt(float* out, const bf16* inp, const bf16* weig
     return true;
 }
 
-void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
-                         Context& ctx, cudaStream_t stream) {
-    if (B <= 0 || OC <= 0) return;
-    if (bias) {
-        const bool fused = matmul_forward_bf16_lt(out, inp, weight, bias, B, C, OC, ctx, stream);
-        ctx.count_bias_gemm(fused);
-        if (fused) return;
-    }
+// The bf16 forward with the bias as a separate pass (filled first, the GEMM adding onto it).
+static void gemm_bf16_separate_bias(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C,
+                                    int OC, Context& ctx, cudaStream_t stream) {
     float one = 1.0f, beta = begin_forward(out, bias, B, OC, ctx, stream);
     // The fp32 mapping with bf16 operands: bf16 x bf16 products are exact in fp32 and summed in
     // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
                               CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                         Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || OC <= 0) return;
+    if (bias) {
+        const bool fused = matmul_forward_bf16_lt(out, false, inp, weight, bias, B, C, OC, ctx, stream);
+        ctx.count_bias_gemm(fused);
+        if (fused) return;
+    }
+    gemm_bf16_separate_bias(out, inp, weight, bias, B, C, OC, ctx, stream);
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
@@ -227,6 +235,20 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
                               CUDA_R_16BF, OC, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
+}
+
+void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                             float* staging, Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || OC <= 0) return;
+    if (bias) {
+        const bool fused = matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream);
+        ctx.count_bias_gemm(fused);
+        if (fused) return;
+    }
+    // Without the epilogue: the fp32 result into the staging, then rounded (the same value, the
+    // same rounding; one more pass over the output).
+    gemm_bf16_separate_bias(staging, inp, weight, bias, B, C, OC, ctx, stream);
+    to_bf16(out, staging, (size_t)B * OC, stream);
 }
 
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {

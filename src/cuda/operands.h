@@ -65,6 +65,13 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16());
         matmul_forward_bf16(out, inp, w_ + w, bias, B, C, OC, ctx, s);
     }
+    // bf16 only: forward_rounded with the output rounded to bf16 too (matmul_forward_bf16_out;
+    // staging: out's size in floats, used only where cuBLASLt has no algorithm).
+    void forward_rounded_out16(bf16* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC,
+                               float* staging, Context& ctx, cudaStream_t s) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_forward_bf16_out(out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
+    }
     // rounded (bf16, or null): the forward's rounding of inp, kept, used as it is; null rounds inp.
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
                   size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s, const bf16* rounded = nullptr) {
