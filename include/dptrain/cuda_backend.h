@@ -143,9 +143,9 @@ size_t column_sums_scratch(long N, int C, int sums);
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
 // The same product rounded to bf16 as it is stored, out (B, OC) bf16: through cuBLASLt with the bias
-// in its epilogue and a bf16 output where it has an algorithm, else matmul_forward_bf16's separate
-// pass into `staging` (B * OC floats) and to_bf16. For a matmul whose output only feeds bf16
-// operands (GPT's qkv under flash attention).
+// in its epilogue and a bf16 output where it has an algorithm, else matmul_forward_bf16 into
+// `staging` (B * OC floats) and to_bf16. For a matmul whose output only feeds bf16 operands
+// (GPT's qkv under flash attention). The context counts it once, as fused if either epilogue ran.
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                              float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:

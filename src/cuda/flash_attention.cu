@@ -100,7 +100,6 @@ __device__ void load_tile(bf16_t* dst, const In* src, int t0, int T, long ld) {
     }
 }
 
-
 // acc += A (16 x K, row-major, lda) . B (K x 16), K a multiple of 16. B is read col-major (column
 // n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
 template <int K, typename FragB>

@@ -174,17 +174,21 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         CHECK(mismatches("out vs fp32 inputs", got, want, 0.0, 1e-2, scale) == 0);
         // The bf16-output form. Without the epilogue it is this fp32 result (the same GEMM) rounded,
         // bit for bit; with it, cuBLASLt rounds its own fp32 sum, which may be another algorithm's:
-        // the rounded-inputs bound plus half a bf16 step (2^-9 of |out|, written as 39 |out| at 1e-4).
+        // the rounded-inputs bound plus a rounding to bf16 (up to 2^-8 of |out|: 40 |out| at 1e-4).
         DeviceBuffer<bf16> d_out16((size_t)B * OC);
         DeviceBuffer<float> d_staging((size_t)B * OC);
+        REQUIRE(cudaMemsetAsync(d_out16, 0xff, (size_t)B * OC * sizeof(bf16), ctx.stream()) == cudaSuccess);  // NaNs
+        const long fused16 = ctx.fused_bias_gemms();
         cuda::matmul_forward_bf16_out(d_out16, d_inp16, d_w16, d_bias, B, C, OC, d_staging, ctx, ctx.stream());
         auto got16 = d_out16.get();
+        if (epilogue && ctx.fused_bias_gemms() == fused16)
+            WARN("cuBLASLt offered no bias epilogue for the bf16-output form at B=" << B << " C=" << C << " OC=" << OC);
         if (!epilogue) {
             CHECK(bf16_mismatches("bf16 out (separate bias)", got16, got) == 0);
         } else {
             std::vector<float> got16f(got16.size()), scale16(scale.size());
             from_bf16(got16f.data(), got16.data(), got16.size());
-            for (size_t i = 0; i < scale.size(); ++i) scale16[i] = scale[i] + 39.0f * std::fabs(want_r[i]);
+            for (size_t i = 0; i < scale.size(); ++i) scale16[i] = scale[i] + 40.0f * std::fabs(want_r[i]);
             CHECK(mismatches("bf16 out vs rounded inputs", got16f, want_r, 0.0, 1e-4, scale16) == 0);
         }
     }

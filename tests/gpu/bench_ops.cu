@@ -228,6 +228,22 @@ int main(int argc, char** argv) {
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_forward_bf16", sh.name, ms, tflops,
                     100.0 * tflops / peak_bf16, ms_unfused, fused ? "" : " (no cuBLASLt bias epilogue: both separate)");
     }
+    // qkv with its output rounded to bf16 (--attention flash in bf16), against the fp32 output above.
+    dptrain::bf16* out16 = nullptr;
+    BENCH_CHECK(cudaMalloc(&out16, (size_t)BT * 2304 * sizeof(dptrain::bf16)));
+    float* staging = out;  // only where cuBLASLt has no bf16-output algorithm
+    const long lt_before = ctx.fused_bias_gemms();
+    const std::string lt_bf16_out = [&] {
+        dptrain::cuda::matmul_forward_bf16_out(out16, inp16, w16, bias, BT, 768, 2304, staging, ctx, s);
+        BENCH_CHECK(cudaStreamSynchronize(s));
+        return ctx.fused_bias_gemms() > lt_before ? std::string("an epilogue") : std::string("the separate pass");
+    }();
+    double ms16 = time_ms(
+        [&] { dptrain::cuda::matmul_forward_bf16_out(out16, inp16, w16, bias, BT, 768, 2304, staging, ctx, s); });
+    std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   (bf16 output, through %s)\n", "matmul_forward_bf16_out",
+                shapes[0].name, ms16, 2.0 * BT * 768 * 2304 / (ms16 * 1e-3) / 1e12,
+                100.0 * 2.0 * BT * 768 * 2304 / (ms16 * 1e-3) / 1e12 / peak_bf16, lt_bf16_out.c_str());
+    cudaFree(out16);
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
     std::printf("%-22s %-18s %10.4f %10.1f %7.1f%% (of the %.0f TFLOP/s fp32 peak)\n", "matmul_forward fp32",
