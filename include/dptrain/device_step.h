@@ -92,6 +92,8 @@ class DeviceStep : public GradHook {
     void sum(float* g, size_t n);  // one bucket's sum, queued on comm_'s stream
     void wait_sums();
     float *m_ = nullptr, *v_ = nullptr;  // device: AdamW moments, or SGD's momentum in m_
+    cuda::UpdateChunk* chunks_ = nullptr;  // device: the views in chunks, for one update launch
+    int n_chunks_ = 0;
     double *norm_ = nullptr, *partial_ = nullptr;  // device: the norm's square and its chunks
     double* norm_host_ = nullptr;  // page-locked: where the norm's square is read back
     CUevent_st *grads_ready_ = nullptr, *reduced_ = nullptr;

@@ -81,6 +81,13 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
 #endif
     CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(P, 1) * sizeof(float)));
     if (hyper.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(P, 1) * sizeof(float)));
+    // The update runs in one launch over the views cut into chunks (cuda::update_chunks).
+    std::vector<cuda::UpdateChunk> views;
+    for (const ParamView& pv : layout_.views) views.push_back({pv.offset, pv.size, pv.decay ? 1u : 0u});
+    const std::vector<cuda::UpdateChunk> chunks = cuda::update_chunks(views);
+    n_chunks_ = (int)chunks.size();
+    CUDA_CHECK(cudaMalloc(&chunks_, std::max<size_t>(chunks.size(), 1) * sizeof(cuda::UpdateChunk)));
+    CUDA_CHECK(cudaMemcpy(chunks_, chunks.data(), chunks.size() * sizeof(cuda::UpdateChunk), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&norm_, sizeof(double)));
     CUDA_CHECK(cudaMalloc(&partial_, cuda::kNormBlocks * sizeof(double)));
     CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
@@ -109,7 +116,7 @@ DeviceStep::~DeviceStep() {
     for (auto* e : bucket_ready_)
         if (e) cudaEventDestroy(e);
     if (norm_host_) cudaFreeHost(norm_host_);
-    for (void* p : {(void*)m_, (void*)v_, (void*)norm_, (void*)partial_})
+    for (void* p : {(void*)m_, (void*)v_, (void*)norm_, (void*)partial_, (void*)chunks_})
         if (p) cudaFree(p);
 }
 
@@ -231,15 +238,13 @@ void DeviceStep::update(double norm, double max_norm, double lr, long t) {
     float* p = model_.device_params();
     float* g = model_.device_grads();
     if (max_norm > 0 && norm > max_norm) cuda::scale(g, (float)(max_norm / (norm + 1e-6)), layout_.total, s);
-    for (const ParamView& pv : layout_.views) {
-        float wd = pv.decay ? (float)hyper_.weight_decay : 0.0f;
-        size_t o = pv.offset;
-        if (hyper_.kind == Optimizer::Kind::adamw)
-            cuda::adamw_update(p + o, g + o, m_ + o, v_ + o, pv.size, (float)lr, (float)hyper_.beta1,
-                               (float)hyper_.beta2, (float)hyper_.eps, wd, t, s);
-        else
-            cuda::sgd_momentum_update(p + o, g + o, m_ + o, pv.size, (float)lr, (float)hyper_.momentum, wd, s);
-    }
+    // Every view in one launch, each as the per-view update would update it (the same bits).
+    const float wd = (float)hyper_.weight_decay;
+    if (hyper_.kind == Optimizer::Kind::adamw)
+        cuda::adamw_update_chunks(p, g, m_, v_, chunks_, n_chunks_, (float)lr, (float)hyper_.beta1,
+                                  (float)hyper_.beta2, (float)hyper_.eps, wd, t, s);
+    else
+        cuda::sgd_momentum_update_chunks(p, g, m_, chunks_, n_chunks_, (float)lr, (float)hyper_.momentum, wd, s);
     CUDA_CHECK(cudaStreamSynchronize(s));  // the optimizer phase times the update itself
 }
 

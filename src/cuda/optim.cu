@@ -7,29 +7,57 @@
 
 #include "check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace dptrain::cuda {
 
+// One element's update, shared by the per-view and the chunked kernels so both compile the same
+// arithmetic (the same fused multiply-adds) and give the same bits.
+__device__ inline void adamw_element(float* p, const float* g, float* m, float* v, size_t i, float lr, float beta1,
+                                     float beta2, float eps, float decay, float inv_c1, float inv_c2) {
+    float gi = g[i];
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = decay * p[i] - lr * (mi * inv_c1) / (sqrtf(vi * inv_c2) + eps);
+}
+
+__device__ inline void sgd_element(float* p, const float* g, float* buf, size_t i, float lr, float momentum, float wd) {
+    float b = momentum * buf[i] + g[i] + wd * p[i];
+    buf[i] = b;
+    p[i] -= lr * b;
+}
+
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
                              float beta2, float eps, float decay, float inv_c1, float inv_c2) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gi = g[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = decay * p[i] - lr * (mi * inv_c1) / (sqrtf(vi * inv_c2) + eps);
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        adamw_element(p, g, m, v, i, lr, beta1, beta2, eps, decay, inv_c1, inv_c2);
 }
 
 __global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, size_t n, float lr, float momentum,
                                     float wd) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float b = momentum * buf[i] + g[i] + wd * p[i];
-        buf[i] = b;
-        p[i] -= lr * b;
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        sgd_element(p, g, buf, i, lr, momentum, wd);
+}
+
+// Chunked: one block per chunk of at most kUpdateChunk values of one view, decayed or not.
+__global__ void adamw_chunks_kernel(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, float lr,
+                                    float beta1, float beta2, float eps, float decay, float inv_c1, float inv_c2) {
+    const UpdateChunk c = chunks[blockIdx.x];
+    const float d = c.decay ? decay : 1.0f;  // 1 - lr * 0, as the per-view update computes it
+    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x)
+        adamw_element(p, g, m, v, i, lr, beta1, beta2, eps, d, inv_c1, inv_c2);
+}
+
+__global__ void sgd_momentum_chunks_kernel(float* p, const float* g, float* buf, const UpdateChunk* chunks, float lr,
+                                           float momentum, float wd) {
+    const UpdateChunk c = chunks[blockIdx.x];
+    const float w = c.decay ? wd : 0.0f;
+    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x)
+        sgd_element(p, g, buf, i, lr, momentum, w);
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
@@ -47,6 +75,33 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
                          cudaStream_t stream) {
     if (n == 0) return;
     sgd_momentum_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(p, g, buf, n, lr, momentum, wd);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+std::vector<UpdateChunk> update_chunks(const std::vector<UpdateChunk>& views) {
+    std::vector<UpdateChunk> chunks;
+    for (const UpdateChunk& v : views)
+        for (size_t o = 0; o < v.size; o += kUpdateChunk)
+            chunks.push_back({v.offset + o, std::min<size_t>(kUpdateChunk, v.size - o), v.decay});
+    return chunks;
+}
+
+void adamw_update_chunks(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, int n_chunks,
+                         float lr, float beta1, float beta2, float eps, float wd, long t, cudaStream_t stream) {
+    if (n_chunks <= 0) return;
+    // The per-view update's scalars, computed the same way.
+    const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
+    const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
+    const float decay = 1.0f - lr * wd;
+    adamw_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, m, v, chunks, lr, beta1, beta2, eps, decay, inv_c1,
+                                                     inv_c2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const UpdateChunk* chunks, int n_chunks,
+                                float lr, float momentum, float wd, cudaStream_t stream) {
+    if (n_chunks <= 0) return;
+    sgd_momentum_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, buf, chunks, lr, momentum, wd);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -603,6 +603,53 @@ TEST_CASE("cuda adamw_update and sgd_momentum_update match the CPU", "[cuda]") {
     REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
+// DeviceStep's one-launch update: views cut into chunks (an empty view, views of a few values,
+// views across one and several chunk boundaries, decayed or not) give the same bits as the
+// per-view ops, for AdamW over three steps and for SGD with momentum.
+TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops do", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const std::vector<cuda::UpdateChunk> views = {{0, 5, 0},          {5, 70000, 1},       {70005, 131072, 1},
+                                                  {201077, 0, 1},     {201077, 3000, 0},   {204077, 65536, 1},
+                                                  {269613, 200001, 0}};
+    const size_t n = 269613 + 200001;
+    const std::vector<cuda::UpdateChunk> chunks = cuda::update_chunks(views);
+    size_t covered = 0;
+    for (const cuda::UpdateChunk& c : chunks) {
+        REQUIRE(c.offset == covered);  // in order, back to back, none empty, none too long
+        REQUIRE((c.size > 0 && c.size <= cuda::kUpdateChunk));
+        covered += c.size;
+    }
+    REQUIRE(covered == n);
+    REQUIRE(chunks.size() == 1 + 2 + 2 + 1 + 1 + 4);
+
+    cuda::Context ctx(0);
+    cudaStream_t s = ctx.stream();
+    DeviceBuffer<cuda::UpdateChunk> d_chunks(chunks);
+    auto p = randn(n, 1700), m = randn(n, 1701, 0.1f), v = absolute(randn(n, 1702, 0.01f));
+    DeviceBuffer<float> d_p1(p), d_m1(m), d_v1(v), d_p2(p), d_m2(m), d_v2(v), d_g(n);
+    for (long t = 1; t <= 3; ++t) {
+        d_g.set(randn(n, 1710 + t));
+        for (const cuda::UpdateChunk& w : views)
+            cuda::adamw_update(d_p1 + w.offset, d_g + w.offset, d_m1 + w.offset, d_v1 + w.offset, w.size, 1e-2f, 0.9f,
+                               0.95f, 1e-8f, w.decay ? 0.1f : 0.0f, t, s);
+        cuda::adamw_update_chunks(d_p2, d_g, d_m2, d_v2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 0.95f, 1e-8f,
+                                  0.1f, t, s);
+    }
+    CHECK(bit_mismatches("adamw p (chunks)", d_p2.get(), d_p1.get()) == 0);
+    CHECK(bit_mismatches("adamw m (chunks)", d_m2.get(), d_m1.get()) == 0);
+    CHECK(bit_mismatches("adamw v (chunks)", d_v2.get(), d_v1.get()) == 0);
+
+    auto q = randn(n, 1720), buf = randn(n, 1721, 0.1f);
+    DeviceBuffer<float> d_q1(q), d_b1(buf), d_q2(q), d_b2(buf);
+    d_g.set(randn(n, 1722));
+    for (const cuda::UpdateChunk& w : views)
+        cuda::sgd_momentum_update(d_q1 + w.offset, d_g + w.offset, d_b1 + w.offset, w.size, 1e-2f, 0.9f,
+                                  w.decay ? 1e-2f : 0.0f, s);
+    cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, s);
+    CHECK(bit_mismatches("sgd p (chunks)", d_q2.get(), d_q1.get()) == 0);
+    CHECK(bit_mismatches("sgd buf (chunks)", d_b2.get(), d_b1.get()) == 0);
+}
+
 TEST_CASE("cuda sum_squares and scale match global_norm and clip_grad_norm", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     cudaStream_t stream = nullptr;
