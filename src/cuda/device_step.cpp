@@ -1,6 +1,7 @@
 // DeviceStep: all-reduce (NCCL), norm, clipping and optimizer update of a GPU-resident run, on the
-// model's device buffers. The update mirrors Optimizer::step view by view (weight decay on the
-// views that take it), and the clipping mirrors clip_grad_norm, with the CUDA twins of their ops.
+// model's device buffers. The update computes what Optimizer::step computes view by view (weight
+// decay on the views that take it), in one launch over the views cut into chunks, and the clipping
+// mirrors clip_grad_norm, with the CUDA twins of their ops.
 #include "dptrain/device_step.h"
 
 #include "check.h"
@@ -87,7 +88,12 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     const std::vector<cuda::UpdateChunk> chunks = cuda::update_chunks(views);
     n_chunks_ = (int)chunks.size();
     CUDA_CHECK(cudaMalloc(&chunks_, std::max<size_t>(chunks.size(), 1) * sizeof(cuda::UpdateChunk)));
-    CUDA_CHECK(cudaMemcpy(chunks_, chunks.data(), chunks.size() * sizeof(cuda::UpdateChunk), cudaMemcpyHostToDevice));
+    if (!chunks.empty()) {  // on the model's stream, where the update reads it, and done before it returns
+        cudaStream_t s = model_.context().stream();
+        CUDA_CHECK(cudaMemcpyAsync(chunks_, chunks.data(), chunks.size() * sizeof(cuda::UpdateChunk),
+                                   cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+    }
     CUDA_CHECK(cudaMalloc(&norm_, sizeof(double)));
     CUDA_CHECK(cudaMalloc(&partial_, cuda::kNormBlocks * sizeof(double)));
     CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));

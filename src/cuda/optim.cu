@@ -44,10 +44,13 @@ __global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, size_t
 }
 
 // Chunked: one block per chunk of at most kUpdateChunk values of one view, decayed or not.
+// decay_off is 1 - lr * 0 from the host, as the per-view update computes it for a view without
+// decay (a literal 1 here could let the compiler drop the product and fuse differently).
 __global__ void adamw_chunks_kernel(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, float lr,
-                                    float beta1, float beta2, float eps, float decay, float inv_c1, float inv_c2) {
+                                    float beta1, float beta2, float eps, float decay, float decay_off, float inv_c1,
+                                    float inv_c2) {
     const UpdateChunk c = chunks[blockIdx.x];
-    const float d = c.decay ? decay : 1.0f;  // 1 - lr * 0, as the per-view update computes it
+    const float d = c.decay ? decay : decay_off;
     for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x)
         adamw_element(p, g, m, v, i, lr, beta1, beta2, eps, d, inv_c1, inv_c2);
 }
@@ -92,9 +95,9 @@ void adamw_update_chunks(float* p, const float* g, float* m, float* v, const Upd
     // The per-view update's scalars, computed the same way.
     const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
     const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
-    const float decay = 1.0f - lr * wd;
-    adamw_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, m, v, chunks, lr, beta1, beta2, eps, decay, inv_c1,
-                                                     inv_c2);
+    const float decay = 1.0f - lr * wd, no_wd = 0.0f, decay_off = 1.0f - lr * no_wd;
+    adamw_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, m, v, chunks, lr, beta1, beta2, eps, decay, decay_off,
+                                                     inv_c1, inv_c2);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -620,7 +620,7 @@ TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops 
         covered += c.size;
     }
     REQUIRE(covered == n);
-    REQUIRE(chunks.size() == 1 + 2 + 2 + 1 + 1 + 4);
+    REQUIRE(chunks.size() == 1 + 2 + 2 + 0 + 1 + 1 + 4);
 
     cuda::Context ctx(0);
     cudaStream_t s = ctx.stream();
