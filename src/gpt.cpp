@@ -76,9 +76,8 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     scratch_.resize(BTC);
     targets_.resize(BT);
     dres_.resize(BTC);
-    dbig_.resize(4 * BTC);
+    dbig_.resize(4 * BTC);  // dfc, then (dfc done with) dqkv
     dsmall_.resize(BTC);
-    dqkv_.resize(3 * BTC);
     if (cfg.flash_attention) delta_.resize(STAT);
     else datt_.resize(ATT);
     datty_.resize(BTC);
@@ -264,15 +263,17 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
         mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C);
+        // dqkv in dbig_: dfc is done with (fc's backward has taken it).
+        float* dqkv = dbig_.data();
         timed(ops_, OpKind::attention, [&] {
             if (cfg_.flash_attention)
-                cpu::flash_attention_backward(dqkv_.data(), delta_.data(), datty, qkv, atty, lse_.data() + l * sSTAT, B,
+                cpu::flash_attention_backward(dqkv, delta_.data(), datty, qkv, atty, lse_.data() + l * sSTAT, B,
                                               T, C, NH);
             else
-                cpu::attention_backward(dqkv_.data(), datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
+                cpu::attention_backward(dqkv, datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
                                         bf_.on());
         });
-        mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv_.data(), ln1, params, v.qkvw, (int)BT, C, 3 * C);
+        mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv, ln1, params, v.qkvw, (int)BT, C, 3 * C);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
                                     ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);

@@ -79,7 +79,7 @@ class CudaGpt : public Model, public cuda::Resident {
           *scratch_ = nullptr, *lse_ = nullptr, *ce_stats_ = nullptr;
     int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
     bf16* atty16_ = nullptr;  // bf16: attention's output rounded for its projection, kept for backward
-    float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *dqkv_ = nullptr, *datt_ = nullptr,
+    float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *datt_ = nullptr,
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;
     // Host staging, allocated once.

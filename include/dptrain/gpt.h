@@ -69,7 +69,7 @@ class Gpt : public Model {
     std::vector<int> targets_, argmax_;
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
-    std::vector<float> dres_, dbig_, dsmall_, dqkv_, datt_, datty_, delta_;
+    std::vector<float> dres_, dbig_, dsmall_, datt_, datty_, delta_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC);

@@ -58,7 +58,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
         {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V},
         {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
-        {(void**)&dsmall_, BTC}, {(void**)&dqkv_, 3 * BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
+        {(void**)&dsmall_, BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
         {(void**)&delta_, STAT}};
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
     double need = 4.0 * 2.0 * (double)token_rows;
@@ -370,16 +370,18 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         });
         // Flash attention in bf16 (the trainer allows no other) writes dqkv rounded, straight into
         // the gradient scratch.
+        // Otherwise into dbig_, as the CPU: dfc is done with.
         const bool flash16 = cfg_.flash_attention && bf;
         bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
+        float* dqkv = dbig_;
         ev_->timed(OpKind::attention, s, [&] {
             if (flash16)  // from q, k and v as forward's matmul rounded them
                 cuda::flash_attention_backward_bf16(dqkv16, delta_, datty_, as_bf16(qkv), atty, lse_ + l * sSTAT, B,
                                                     T, C, NH, s);
             else if (cfg_.flash_attention)
-                cuda::flash_attention_backward(dqkv_, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
+                cuda::flash_attention_backward(dqkv, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
             else
-                cuda::attention_backward(dqkv_, datt_, datty_, qkv, att_ + l * sATT, B, T, C, NH, mm_->is_bf16(),
+                cuda::attention_backward(dqkv, datt_, datty_, qkv, att_ + l * sATT, B, T, C, NH, mm_->is_bf16(),
                                          *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
@@ -387,7 +389,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                 mm_->backward_rounded(dln, G + v.qkvw, G + v.qkvb, dqkv16, as_bf16(ln1), v.qkvw, (int)BT, C, 3 * C,
                                       *ctx_, s);
             else
-                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv_, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
+                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
                               rounded(ln1));
         });
         ev_->timed(OpKind::layernorm, s, [&] {
