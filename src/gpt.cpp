@@ -93,12 +93,13 @@ void Gpt::set_precision(Precision p) {
 }
 
 // The model's matmuls (not attention's, which round to TF32 themselves): fp32, or on bf16-rounded
-// operands (--precision bf16).
+// operands (--precision bf16), and with out16 the output rounded too, as a bf16 output is stored.
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
-                     int OC) {
+                     int OC, bool out16) {
     timed(ops_, OpKind::matmul, [&] {
-        if (bf_.on()) cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
-        else cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+        if (!bf_.on()) return cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+        cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
+        if (out16) cpu::round_bf16(out, out, (long)BT * OC);
     });
 }
 
@@ -192,7 +193,8 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
             cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
                                    params + v.ln2b, BT, C);
         });
-        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
+        // bf16 keeps the fc output (GELU's input, 4x the stream's width) rounded, as stored in bf16.
+        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C, true);
         timed(ops_, OpKind::activation, [&] { cpu::gelu_forward(fchg, fch, 4 * (long)BTC); });
         mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
         timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res3, res2, scratch_.data(), (long)BTC); });

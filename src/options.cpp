@@ -152,9 +152,9 @@ void declare(Registry& r, Options& o) {
              "check it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu, saying why)");
     r.add<S>("precision", &Options::precision, o, "fp32",
              "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
-             "activations and output gradients and sums in fp32, attention's products take TF32 operands; "
-             "parameters, gradients and optimizer state stay fp32; on the CPU the rounding is emulated at fp32 "
-             "speed)");
+             "activations and output gradients and sums in fp32, attention's products take TF32 operands, and "
+             "the GPT keeps its MLP's widest activation (the fc output) in bf16; parameters, gradients and optimizer "
+             "state stay fp32; on the CPU the rounding is emulated at fp32 speed)");
     r.add<S>("attention", &Options::attention, o, "matmul",
              "GPT attention: matmul (the T x T scores and softmax as matrices, kept for backward; products as "
              "--precision says) | flash (key tiles of 64 with a running softmax, nothing T x T kept, operands "

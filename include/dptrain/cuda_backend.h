@@ -165,6 +165,10 @@ void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream);
 // Likewise gelu_backward's dinp rounded to bf16 (dinp not inp or dout: a separate buffer).
 void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
+// Both from a bf16 input (the fc matmul's output, rounded as it was stored): the fp32 form's
+// result on the widened values, rounded, bit for bit.
+void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream);
+void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 
 // losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest

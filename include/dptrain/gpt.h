@@ -72,7 +72,8 @@ class Gpt : public Model {
     std::vector<float> dres_, dbig_, dsmall_, datt_, datty_, delta_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
-    void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC);
+    void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC,
+                    bool out16 = false);
     void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* params, size_t w, int BT, int C, int OC);
 };

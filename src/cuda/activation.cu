@@ -1,6 +1,7 @@
 // ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
 // elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 forms
-// write the same outputs rounded to bf16, for the matmul that takes them.
+// write the same outputs rounded to bf16, for the matmul that takes them, and read their input
+// either as fp32 or as bf16 (the fc matmul's output, rounded as it was stored).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -23,20 +24,21 @@ __global__ void relu_backward_kernel(float* dinp, const float* inp, const float*
 
 // tanhf here, the CPU's tanh_approx there: both within a few 1e-7 of tanh, so the twins agree to
 // about 1e-6 (tests/cuda/test_cuda_ops.cpp holds them to 1e-5).
-// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored).
-template <class Out>
-__global__ void gelu_forward_kernel(Out* out, const float* inp, long N) {
+// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored); In:
+// float, or uint16_t (bf16, widened exactly, so the result is the fp32 form's on those values).
+template <class Out, class In>
+__global__ void gelu_forward_kernel(Out* out, const In* inp, long N) {
     GRID_STRIDE(i, N) {
-        float x = inp[i];
+        float x = as_float(inp[i]);
         float cube = 0.044715f * x * x * x;
         store_out(&out[i], 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube))));
     }
 }
 
-template <class Out>
-__global__ void gelu_backward_kernel(Out* dinp, const float* inp, const float* dout, long N) {
+template <class Out, class In>
+__global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout, long N) {
     GRID_STRIDE(i, N) {
-        float x = inp[i];
+        float x = as_float(inp[i]);
         float cube = 0.044715f * x * x * x;
         float t = tanhf(kGeluScale * (x + cube));
         float sech2 = 1.0f - t * t;
@@ -81,6 +83,12 @@ void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream)
     CUDA_CHECK(cudaGetLastError());
 }
 
+void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
@@ -88,6 +96,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cud
 }
 
 void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
     CUDA_CHECK(cudaGetLastError());

@@ -73,6 +73,9 @@ __device__ inline uint16_t bf16_bits(float x) {
 // Stores of an op's result in the output's type: fp32 as it is, bf16 rounded.
 __device__ inline void store_out(float* p, float x) { *p = x; }
 __device__ inline void store_out(uint16_t* p, float x) { *p = bf16_bits(x); }
+// An input's value as float: fp32 as it is, bf16 widened (exact).
+__device__ inline float as_float(float x) { return x; }
+__device__ inline float as_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 #endif
 
 } // namespace dptrain::cuda

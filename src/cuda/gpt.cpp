@@ -260,9 +260,17 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         });
         ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
         layernorm(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, v.ln2w, v.ln2b);
-        matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
+        // bf16: the fc output written rounded (as the CPU keeps it), in the first half of fch's buffer;
+        // GELU reads it so, and its backward too: half the bytes of the widest activation.
+        if (bf)
+            ev_->timed(OpKind::matmul, s, [&] {
+                mm_->forward_rounded_out16(as_bf16(fch), as_bf16(ln2), v.fcw, P + v.fcb, (int)BT, C, 4 * C, dbig_,
+                                           *ctx_, s);
+            });
+        else
+            matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
         ev_->timed(OpKind::activation, s, [&] {
-            if (bf) cuda::gelu_forward_bf16(as_bf16(fchg), fch, 4 * (long)BTC, s);
+            if (bf) cuda::gelu_forward_bf16(as_bf16(fchg), as_bf16(fch), 4 * (long)BTC, s);
             else cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
         });
         matmul_of(scratch_, fchg, v.fcprojw, P + v.fcprojb, 4 * C, C);
@@ -350,7 +358,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         });
         bf16* dfc16 = bf ? mm_->grad_scratch(4 * BTC) : nullptr;
         ev_->timed(OpKind::activation, s, [&] {
-            if (bf) cuda::gelu_backward_bf16(dfc16, fch, dfc, 4 * (long)BTC, s);
+            if (bf) cuda::gelu_backward_bf16(dfc16, as_bf16(fch), dfc, 4 * (long)BTC, s);
             else cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
         });
         float* dln = dsmall_;

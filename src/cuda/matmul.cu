@@ -25,9 +25,6 @@ __global__ void fill_bias_kernel(float* out, const float* bias, long n, int OC) 
 
 // dbias (OC) += column sums of dout (B, OC), in column_sums' fixed order (no float atomics: the
 // same result on every run).
-__device__ inline float as_float(float x) { return x; }
-__device__ inline float as_float(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
 template <class T>
 struct BiasTerms {
     const T* dout;

@@ -275,6 +275,21 @@ TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
         cuda::gelu_backward_bf16(d_dinp16, d_x, d_dout, N, stream);
         CHECK(bf16_mismatches("gelu out (bf16 form)", d_out16.get(), gelu_out) == 0);
         CHECK(bf16_mismatches("gelu dinp (bf16 form)", d_dinp16.get(), gelu_dinp) == 0);
+        // From a bf16 input: the fp32 forms on the rounded values, then rounded, bit for bit.
+        std::vector<float> xr(N);
+        cpu::round_bf16(xr.data(), x.data(), N);
+        REQUIRE(xr != x);  // else the bf16 input would read nothing the fp32 one does not
+        DeviceBuffer<float> d_xr(xr), d_out_r(N), d_dinp_r(N);
+        DeviceBuffer<bf16> d_x16(N);
+        cuda::to_bf16(d_x16, d_x, N, stream);
+        cuda::gelu_forward(d_out_r, d_xr, N, stream);
+        cuda::gelu_backward(d_dinp_r, d_xr, d_dout, N, stream);
+        for (bf16* p : {(bf16*)d_out16, (bf16*)d_dinp16})  // NaNs: a value not written shows
+            REQUIRE(cudaMemsetAsync(p, 0xff, (size_t)N * sizeof(bf16), stream) == cudaSuccess);
+        cuda::gelu_forward_bf16(d_out16, d_x16, N, stream);
+        cuda::gelu_backward_bf16(d_dinp16, d_x16, d_dout, N, stream);
+        CHECK(bf16_mismatches("gelu out (bf16 in and out)", d_out16.get(), d_out_r.get()) == 0);
+        CHECK(bf16_mismatches("gelu dinp (bf16 in and out)", d_dinp16.get(), d_dinp_r.get()) == 0);
     }
 
     // Residual: one IEEE add per element on both sides: exact.

@@ -1,7 +1,8 @@
 // Throughput of cuda::matmul_forward_bf16 at GPT-2 124M's projection shapes (B*T = 8192 tokens,
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
 // the fp32 matmul_forward on one shape for contrast, and each shape's time with the bias as a
-// separate pass instead of in cuBLASLt's epilogue. With "attention" as the second argument:
+// separate pass instead of in cuBLASLt's epilogue, and qkv's and fc's with a bf16 output (the
+// path bf16 training takes for them). With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
@@ -228,21 +229,23 @@ int main(int argc, char** argv) {
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_forward_bf16", sh.name, ms, tflops,
                     100.0 * tflops / peak_bf16, ms_unfused, fused ? "" : " (no cuBLASLt bias epilogue: both separate)");
     }
-    // qkv with its output rounded to bf16 (--attention flash in bf16), against the fp32 output above.
+    // qkv (--attention flash in bf16) and fc (every bf16 GPT) with their outputs rounded to bf16,
+    // against the fp32 outputs above.
     dptrain::bf16* out16 = nullptr;
-    BENCH_CHECK(cudaMalloc(&out16, (size_t)BT * 2304 * sizeof(dptrain::bf16)));
+    BENCH_CHECK(cudaMalloc(&out16, (size_t)BT * max_oc * sizeof(dptrain::bf16)));
     float* staging = out;  // only where cuBLASLt has no bf16-output algorithm
-    const long lt_before = ctx.fused_bias_gemms();
-    const std::string lt_bf16_out = [&] {
-        dptrain::cuda::matmul_forward_bf16_out(out16, inp16, w16, bias, BT, 768, 2304, staging, ctx, s);
+    for (const Shape* sh : {&shapes[0], &shapes[2]}) {
+        auto launch = [&] {
+            dptrain::cuda::matmul_forward_bf16_out(out16, inp16, w16, bias, BT, sh->C, sh->OC, staging, ctx, s);
+        };
+        const long lt_before = ctx.fused_bias_gemms();
+        launch();
         BENCH_CHECK(cudaStreamSynchronize(s));
-        return ctx.fused_bias_gemms() > lt_before ? std::string("an epilogue") : std::string("the separate pass");
-    }();
-    double ms16 = time_ms(
-        [&] { dptrain::cuda::matmul_forward_bf16_out(out16, inp16, w16, bias, BT, 768, 2304, staging, ctx, s); });
-    std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   (bf16 output, through %s)\n", "matmul_forward_bf16_out",
-                shapes[0].name, ms16, 2.0 * BT * 768 * 2304 / (ms16 * 1e-3) / 1e12,
-                100.0 * 2.0 * BT * 768 * 2304 / (ms16 * 1e-3) / 1e12 / peak_bf16, lt_bf16_out.c_str());
+        const char* path = ctx.fused_bias_gemms() > lt_before ? "an epilogue" : "the separate pass";
+        const double ms16 = time_ms(launch), tflops16 = 2.0 * BT * sh->C * sh->OC / (ms16 * 1e-3) / 1e12;
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   (bf16 output, through %s)\n", "matmul_forward_bf16_out",
+                    sh->name, ms16, tflops16, 100.0 * tflops16 / peak_bf16, path);
+    }
     cudaFree(out16);
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
