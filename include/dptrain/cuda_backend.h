@@ -77,6 +77,12 @@ class Context {
     long fused_bias_gemms() const { return fused_bias_gemms_; }
     long unfused_bias_gemms() const { return unfused_bias_gemms_; }
     void count_bias_gemm(bool fused) { ++(fused ? fused_bias_gemms_ : unfused_bias_gemms_); }
+    // matmul_forward_bf16_out calls so far: written as bf16 by cuBLASLt, and through fp32 staging
+    // and a rounding pass (8 bytes more per output value than the direct form: an fp32 write and
+    // read).
+    long direct_out16_gemms() const { return direct_out16_gemms_; }
+    long staged_out16_gemms() const { return staged_out16_gemms_; }
+    void count_out16_gemm(bool direct) { ++(direct ? direct_out16_gemms_ : staged_out16_gemms_); }
 
   private:
     int device_ = 0;
@@ -85,7 +91,7 @@ class Context {
     cublasLtContext* lt_ = nullptr;
     LtPlans* lt_plans_ = nullptr;
     bool bias_epilogue_ = true;
-    long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0;
+    long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0, direct_out16_gemms_ = 0, staged_out16_gemms_ = 0;
     float* reduction_ = nullptr;
     size_t reduction_n_ = 0;
     void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
@@ -145,8 +151,9 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
                          Context& ctx, cudaStream_t stream);
 // The same product rounded to bf16 as it is stored, out (B, OC) bf16: through cuBLASLt with the bias
 // in its epilogue and a bf16 output where it has an algorithm, else matmul_forward_bf16 into
-// `staging` (B * OC floats) and to_bf16. For a matmul whose output only feeds bf16 operands
-// (GPT's qkv under flash attention). The context counts it once, as fused if either epilogue ran.
+// `staging` (B * OC floats) and to_bf16. For a matmul whose output is kept as bf16 (the GPT's fc,
+// and its qkv under flash attention). The context counts it once as a bias GEMM, fused if either
+// epilogue ran, and once as a bf16-output GEMM, direct or staged (through `staging` and to_bf16).
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                              float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
@@ -160,16 +167,12 @@ void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
-// GELU's output rounded to bf16 as it is stored: to_bf16 of gelu_forward's, bit for bit, in one pass
-// (for --precision bf16, where the result only feeds a matmul).
-void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream);
-// Likewise gelu_backward's dinp rounded to bf16 (dinp not inp or dout: a separate buffer).
-void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
-// Both from a bf16 input (the fc matmul's output, rounded as it was stored): the fp32 form's
-// result on the widened values, rounded, bit for bit.
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
+// GELU's bf16 forms (--precision bf16's GPT): from a bf16 input (the fc matmul's output, rounded
+// as it was stored), out and dinp rounded to bf16 as they are stored (each feeds a matmul): the
+// fp32 forms' results on the widened input, rounded, bit for bit. dinp is a separate buffer.
 void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream);
 void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream);
-void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 
 // losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest
 // logit) from logits (B, V) and targets (B); the probabilities are not kept.
@@ -204,6 +207,12 @@ void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* in
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
                         cudaStream_t stream);
+// The same, and dinp's new values rounded to bf16 into dinp16 (N, C) as they are stored: to_bf16 of
+// layernorm_backward's dinp, bit for bit (for --precision bf16, where the residual stream's
+// gradient is next the output gradient of a matmul).
+void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+                             const float* inp, const float* weight, const float* mean, const float* rstd, long N,
+                             int C, Context& ctx, cudaStream_t stream);
 
 // Causal self-attention. inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax.
 // tf32: the products on the tensor cores with TF32 operands and fp32 sums (CUBLAS_COMPUTE_32F_

@@ -68,7 +68,8 @@ class CudaGpt : public Model, public cuda::Resident {
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
     // att_ and datt_ empty with flash attention, lse_ and delta_ empty without). In bf16, ln1_,
-    // ln2_, lnf_ and fch_gelu_ hold their values rounded to bf16, in the first half of each slot.
+    // ln2_, lnf_, fch_, fch_gelu_ and (with flash attention) qkv_ hold their values rounded to
+    // bf16, in the first half of each slot.
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed

@@ -49,6 +49,10 @@ class Gpt : public Model {
     const GptConfig& config() const { return cfg_; }
     // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
     const float* logits() const { return logits_.data(); }
+    // Layer l's fc output (GELU's input) of the last forward, (B, T, 4C), as kept (bf16: rounded).
+    const float* fc_output(int l) const {
+        return fch_.data() + (size_t)l * 4 * max_batch_ * cfg_.block_size * cfg_.n_embd;
+    }
 
   private:
     struct LayerViews {
@@ -72,8 +76,8 @@ class Gpt : public Model {
     std::vector<float> dres_, dbig_, dsmall_, datt_, datty_, delta_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
-    void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C, int OC,
-                    bool out16 = false);
+    void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
+                    int OC, bool out16 = false);
     void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* params, size_t w, int BT, int C, int OC);
 };

@@ -1,7 +1,7 @@
 // ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
 // elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 forms
-// write the same outputs rounded to bf16, for the matmul that takes them, and read their input
-// either as fp32 or as bf16 (the fc matmul's output, rounded as it was stored).
+// read their input as bf16 (the fc matmul's output, rounded as it was stored) and write their
+// outputs rounded to bf16, for the matmul that takes them.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -71,40 +71,35 @@ void relu_backward(float* dinp, const float* inp, const float* dout, long N, cud
     CUDA_CHECK(cudaGetLastError());
 }
 
-void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
+// One launcher for GELU's forms (Out and In: float, or bf16 bits).
+template <class Out, class In>
+static void gelu_forward_launch(Out* out, const In* inp, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
     CUDA_CHECK(cudaGetLastError());
 }
 
-void gelu_forward_bf16(bf16* out, const float* inp, long N, cudaStream_t stream) {
+template <class Out, class In>
+static void gelu_backward_launch(Out* dinp, const In* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
-    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
     CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
+    gelu_forward_launch(out, inp, N, stream);
 }
 
 void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream) {
-    if (N <= 0) return;
-    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
-    CUDA_CHECK(cudaGetLastError());
+    gelu_forward_launch(out, inp, N, stream);
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
-    if (N <= 0) return;
-    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
-    CUDA_CHECK(cudaGetLastError());
-}
-
-void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {
-    if (N <= 0) return;
-    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
-    CUDA_CHECK(cudaGetLastError());
+    gelu_backward_launch(dinp, inp, dout, N, stream);
 }
 
 void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream) {
-    if (N <= 0) return;
-    gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
-    CUDA_CHECK(cudaGetLastError());
+    gelu_backward_launch(dinp, inp, dout, N, stream);
 }
 
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream) {

@@ -126,7 +126,8 @@ void CudaGpt::set_precision(Precision p) {
     mm_->set(p, host_.num_params(), 0, grad);
 }
 
-// bf16: LayerNorm's and GELU's outputs rounded, in the first half of their fp32 buffers.
+// bf16: the activations kept rounded (LayerNorm's, GELU's, fc's and, under flash attention, qkv's
+// outputs), in the first half of their fp32 buffers.
 static bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
 static const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
 
@@ -224,6 +225,12 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             else mm_->forward(out, inp, P, w, bias, (int)BT, IC, OC, *ctx_, s);
         });
     };
+    // bf16 only: the output kept rounded too (dbig_, free in forward, as the staging it may need).
+    auto matmul_out16 = [&](float* out, const float* inp, size_t w, const float* bias, int IC, int OC) {
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->forward_rounded_out16(as_bf16(out), as_bf16(inp), w, bias, (int)BT, IC, OC, dbig_, *ctx_, s);
+        });
+    };
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -238,13 +245,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         layernorm(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, v.ln1w, v.ln1b);
         // Flash attention rounds q, k and v to bf16 as it loads them: in bf16 the qkv matmul
         // writes them rounded (first half of qkv's buffer), half the bytes for both to move.
-        if (flash16)
-            ev_->timed(OpKind::matmul, s, [&] {
-                mm_->forward_rounded_out16(as_bf16(qkv), as_bf16(ln1), v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, dbig_,
-                                           *ctx_, s);
-            });
-        else
-            matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
+        if (flash16) matmul_out16(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
+        else matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         ev_->timed(OpKind::attention, s, [&] {
             if (flash16)
@@ -261,14 +263,9 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
         layernorm(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, v.ln2w, v.ln2b);
         // bf16: the fc output written rounded (as the CPU keeps it), in the first half of fch's buffer;
-        // GELU reads it so, and its backward too: half the bytes of the widest activation.
-        if (bf)
-            ev_->timed(OpKind::matmul, s, [&] {
-                mm_->forward_rounded_out16(as_bf16(fch), as_bf16(ln2), v.fcw, P + v.fcb, (int)BT, C, 4 * C, dbig_,
-                                           *ctx_, s);
-            });
-        else
-            matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
+        // GELU reads it so, and its backward too: half the bytes moved for the widest activation.
+        if (bf) matmul_out16(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
+        else matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
         ev_->timed(OpKind::activation, s, [&] {
             if (bf) cuda::gelu_forward_bf16(as_bf16(fchg), as_bf16(fch), 4 * (long)BTC, s);
             else cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
@@ -319,7 +316,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
     // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
-    // bf16 written rounded, straight into the matmuls' gradient scratch (as is GELU's below).
+    // bf16 written rounded, straight into the matmuls' gradient scratch (as are GELU's and the
+    // LayerNorms' below).
     float* dlogits = logits_;
     bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * V) : nullptr;
     ev_->timed(OpKind::crossentropy, s, [&] {
@@ -333,11 +331,19 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     });
     float* dres = dres_;
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
+    // bf16: each LayerNorm backward whose dres a projection's backward takes next also writes it
+    // rounded, into the gradient scratch (free again by then), where that backward takes it.
+    bf16* dres16 = bf ? mm_->grad_scratch(BTC) : nullptr;
+    auto layernorm_backward = [&](float* dw, float* db, const float* dout, const float* inp, size_t w,
+                                  const float* mean, const float* rstd, bool rounded_next) {
+        ev_->timed(OpKind::layernorm, s, [&] {
+            if (dres16 && rounded_next)
+                cuda::layernorm_backward_bf16(dres, dres16, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s);
+            else cuda::layernorm_backward(dres, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s);
+        });
+    };
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
-    ev_->timed(OpKind::layernorm, s, [&] {
-        cuda::layernorm_backward(dres, G + lnfw_, G + lnfb_, dlnf, last, P + lnfw_, lnf_mean_, lnf_rstd_, BT, C, *ctx_,
-                                 s);
-    });
+    layernorm_backward(G + lnfw_, G + lnfb_, dlnf, last, lnfw_, lnf_mean_, lnf_rstd_, L > 0);
     // Resident: the hook hears of each finished layer as its work is queued (as Gpt::backward
     // tells it), so gradient sums can start on the GPU while backward goes on.
     if (resident_ && hook) hook->grads_ready_from(lnfw_);
@@ -353,8 +359,11 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* dfc = dbig_;
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s,
-                          rounded(fchg));
+            if (bf)
+                mm_->backward_rounded(dfc, G + v.fcprojw, G + v.fcprojb, dres16, as_bf16(fchg), v.fcprojw, (int)BT,
+                                      4 * C, C, *ctx_, s);
+            else
+                mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
         });
         bf16* dfc16 = bf ? mm_->grad_scratch(4 * BTC) : nullptr;
         ev_->timed(OpKind::activation, s, [&] {
@@ -368,17 +377,17 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                                       *ctx_, s);
             else mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s);
         });
-        ev_->timed(OpKind::layernorm, s, [&] {
-            cuda::layernorm_backward(dres, G + v.ln2w, G + v.ln2b, dln, res2, P + v.ln2w, ln2_mean_ + l * sBT,
-                                     ln2_rstd_ + l * sBT, BT, C, *ctx_, s);
-        });
+        layernorm_backward(G + v.ln2w, G + v.ln2b, dln, res2, v.ln2w, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, true);
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s,
-                          bf ? atty16_ + l * sBTC : nullptr);
+            if (bf)
+                mm_->backward_rounded(datty_, G + v.attprojw, G + v.attprojb, dres16, atty16_ + l * sBTC, v.attprojw,
+                                      (int)BT, C, C, *ctx_, s);
+            else
+                mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_,
+                              s);
         });
-        // Flash attention in bf16 (the trainer allows no other) writes dqkv rounded, straight into
-        // the gradient scratch.
-        // Otherwise into dbig_, as the CPU: dfc is done with.
+        // dqkv: with flash attention in bf16 (the trainer allows no other) written rounded, straight
+        // into the gradient scratch; otherwise into dbig_, as the CPU does (dfc is done with).
         const bool flash16 = cfg_.flash_attention && bf;
         bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
         float* dqkv = dbig_;
@@ -400,10 +409,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                 mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
                               rounded(ln1));
         });
-        ev_->timed(OpKind::layernorm, s, [&] {
-            cuda::layernorm_backward(dres, G + v.ln1w, G + v.ln1b, dln, residual, P + v.ln1w, ln1_mean_ + l * sBT,
-                                     ln1_rstd_ + l * sBT, BT, C, *ctx_, s);
-        });
+        // The first layer's dres goes to the encoder's backward, in fp32.
+        layernorm_backward(G + v.ln1w, G + v.ln1b, dln, residual, v.ln1w, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT,
+                           l > 0);
         if (resident_ && hook) hook->grads_ready_from(v.ln1w);
     }
     ev_->timed(OpKind::encoder, s,

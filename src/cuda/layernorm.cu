@@ -2,7 +2,8 @@
 // row (llm.c's layout: C of a few hundred to a few thousand fits a warp's loop well), and the
 // weight/bias gradients as column sums in a fixed order (column_sums.cuh; no float atomics: the
 // same every run).
-// The bf16 form writes the same outputs rounded to bf16, for a matmul that takes them as they are.
+// The bf16 forms write the same outputs rounded to bf16, for a matmul that takes them as they are:
+// forward its output, backward (besides dinp) a rounded copy of dinp as it leaves it.
 // Not for: C much larger than ~8k (a block per row would be better) or fused residual adds.
 #include "dptrain/cuda_backend.h"
 
@@ -40,9 +41,11 @@ __global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, con
     }
 }
 
-// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * weight.
-__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
-                                                const float* mean, const float* rstd, long N, int C) {
+// dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * weight; with dinp16
+// (else null) dx's new value also rounded to bf16 there.
+__global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, const float* dout, const float* inp,
+                                                const float* weight, const float* mean, const float* rstd, long N,
+                                                int C) {
     const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -59,10 +62,13 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
     dnorm_mean = warp_sum(dnorm_mean) / C;
     dnorm_norm_mean = warp_sum(dnorm_norm_mean) / C;
     float* dx = dinp + row * C;
+    uint16_t* dx16 = dinp16 ? dinp16 + row * C : nullptr;
     for (int c = lane; c < C; c += 32) {
         float norm = (x[c] - m) * s;
         float dnorm = weight[c] * dy[c];
-        dx[c] += s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+        const float v = dx[c] + s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
+        dx[c] = v;
+        if (dx16) dx16[c] = bf16_bits(v);
     }
 }
 
@@ -98,15 +104,28 @@ void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* in
     layernorm_forward_launch(out, mean, rstd, inp, weight, bias, N, C, stream);
 }
 
+static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+                                      const float* inp, const float* weight, const float* mean, const float* rstd,
+                                      long N, int C, Context& ctx, cudaStream_t stream) {
+    if (N <= 0) return;
+    unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
+    layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dinp16, dout, inp, weight, mean,
+                                                                               rstd, N, C);
+    CUDA_CHECK(cudaGetLastError());
+    column_sums<2>(dweight, dbias, LayerNormParamTerms{dout, inp, mean, rstd, C}, N, C, ctx, stream);
+}
+
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
                         cudaStream_t stream) {
-    if (N <= 0) return;
-    unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
-    layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
-                                                                               C);
-    CUDA_CHECK(cudaGetLastError());
-    column_sums<2>(dweight, dbias, LayerNormParamTerms{dout, inp, mean, rstd, C}, N, C, ctx, stream);
+    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
+}
+
+void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+                             const float* inp, const float* weight, const float* mean, const float* rstd, long N,
+                             int C, Context& ctx, cudaStream_t stream) {
+    CUDA_REQUIRE(dinp16 != nullptr);
+    layernorm_backward_launch(dinp, dinp16, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
 }
 
 } // namespace dptrain::cuda

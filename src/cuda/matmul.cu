@@ -237,14 +237,16 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
                              float* staging, Context& ctx, cudaStream_t stream) {
     if (B <= 0 || OC <= 0) return;
     // cuBLASLt's bf16 output with an fp32 bias; else its fp32 output with the bias (or the separate
-    // pass) into the staging, then rounded: one more pass over the output. Counted once.
-    bool fused = bias && matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream);
-    if (!fused) {
+    // pass) into the staging, then rounded: one more pass over the output. Counted once each way.
+    const bool direct = bias && matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream);
+    bool fused = direct;
+    if (!direct) {
         fused = bias && matmul_forward_bf16_lt(staging, false, inp, weight, bias, B, C, OC, ctx, stream);
         if (!fused) gemm_bf16_separate_bias(staging, inp, weight, bias, B, C, OC, ctx, stream);
         to_bf16(out, staging, (size_t)B * OC, stream);
     }
     if (bias) ctx.count_bias_gemm(fused);
+    ctx.count_out16_gemm(direct);
 }
 
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {

@@ -83,8 +83,10 @@ class Matmuls {
     }
 
     // bf16 only: room for an output gradient of n values, for an op that writes it as bf16 itself
-    // (softmax_crossentropy_backward_bf16, gelu_backward_bf16, flash_attention_backward_bf16) before
-    // backward_rounded takes it.
+    // (softmax_crossentropy_backward_bf16, gelu_backward_bf16, flash_attention_backward_bf16,
+    // layernorm_backward_bf16's copy of dinp) before backward_rounded takes it. One buffer, which
+    // backward's own rounding of dout overwrites too: each value must be taken before the next
+    // is written (one stream: queue order).
     bf16* grad_scratch(size_t n) {
         CUDA_REQUIRE(is_bf16() && n <= g_n_);
         return g_;

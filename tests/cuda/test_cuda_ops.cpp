@@ -178,11 +178,17 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         DeviceBuffer<bf16> d_out16((size_t)B * OC);
         DeviceBuffer<float> d_staging((size_t)B * OC);
         REQUIRE(cudaMemsetAsync(d_out16, 0xff, (size_t)B * OC * sizeof(bf16), ctx.stream()) == cudaSuccess);  // NaNs
-        const long fused16 = ctx.fused_bias_gemms();
+        const long fused16 = ctx.fused_bias_gemms(), direct16 = ctx.direct_out16_gemms();
+        const long staged16 = ctx.staged_out16_gemms();
         cuda::matmul_forward_bf16_out(d_out16, d_inp16, d_w16, d_bias, B, C, OC, d_staging, ctx, ctx.stream());
         auto got16 = d_out16.get();
+        CHECK(ctx.direct_out16_gemms() + ctx.staged_out16_gemms() == direct16 + staged16 + 1);
+        if (!epilogue) CHECK(ctx.direct_out16_gemms() == direct16);
         if (epilogue && ctx.fused_bias_gemms() == fused16)
             WARN("cuBLASLt offered no bias epilogue for the bf16-output form at B=" << B << " C=" << C << " OC=" << OC);
+        else if (epilogue && ctx.direct_out16_gemms() == direct16)
+            WARN("cuBLASLt offered no bf16 output with the fp32 bias at B="
+                 << B << " C=" << C << " OC=" << OC << ": fp32 staging and a rounding pass ran");
         if (!epilogue) {
             CHECK(bf16_mismatches("bf16 out (separate bias)", got16, got) == 0);
         } else {
@@ -268,28 +274,28 @@ TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {
     auto gelu_out = d_out.get(), gelu_dinp = d_dinp.get();
     CHECK(mismatches("gelu out", gelu_out, out, 1e-5, 0.0) == 0);
     CHECK(mismatches("gelu dinp", gelu_dinp, dinp, 3e-5, 0.0) == 0);
-    // GELU's bf16 forms: the fp32 forms' results rounded to bf16, bit for bit.
+    // GELU's bf16 forms take a bf16 input: the fp32 forms on the rounded values, their results
+    // rounded, bit for bit (outputs poisoned with NaNs first: a value not written shows).
     {
-        DeviceBuffer<bf16> d_out16(N), d_dinp16(N);
-        cuda::gelu_forward_bf16(d_out16, d_x, N, stream);
-        cuda::gelu_backward_bf16(d_dinp16, d_x, d_dout, N, stream);
-        CHECK(bf16_mismatches("gelu out (bf16 form)", d_out16.get(), gelu_out) == 0);
-        CHECK(bf16_mismatches("gelu dinp (bf16 form)", d_dinp16.get(), gelu_dinp) == 0);
-        // From a bf16 input: the fp32 forms on the rounded values, then rounded, bit for bit.
         std::vector<float> xr(N);
         cpu::round_bf16(xr.data(), x.data(), N);
-        REQUIRE(xr != x);  // else the bf16 input would read nothing the fp32 one does not
         DeviceBuffer<float> d_xr(xr), d_out_r(N), d_dinp_r(N);
-        DeviceBuffer<bf16> d_x16(N);
+        DeviceBuffer<bf16> d_x16(N), d_out16(N), d_dinp16(N);
         cuda::to_bf16(d_x16, d_x, N, stream);
         cuda::gelu_forward(d_out_r, d_xr, N, stream);
         cuda::gelu_backward(d_dinp_r, d_xr, d_dout, N, stream);
-        for (bf16* p : {(bf16*)d_out16, (bf16*)d_dinp16})  // NaNs: a value not written shows
+        for (bf16* p : {(bf16*)d_out16, (bf16*)d_dinp16})
             REQUIRE(cudaMemsetAsync(p, 0xff, (size_t)N * sizeof(bf16), stream) == cudaSuccess);
         cuda::gelu_forward_bf16(d_out16, d_x16, N, stream);
         cuda::gelu_backward_bf16(d_dinp16, d_x16, d_dout, N, stream);
-        CHECK(bf16_mismatches("gelu out (bf16 in and out)", d_out16.get(), d_out_r.get()) == 0);
-        CHECK(bf16_mismatches("gelu dinp (bf16 in and out)", d_dinp16.get(), d_dinp_r.get()) == 0);
+        const auto out_r = d_out_r.get();
+        CHECK(bf16_mismatches("gelu out (bf16 form)", d_out16.get(), out_r) == 0);
+        CHECK(bf16_mismatches("gelu dinp (bf16 form)", d_dinp16.get(), d_dinp_r.get()) == 0);
+        // The data can tell the two inputs apart: GELU of the rounded input, rounded, differs from
+        // GELU of the fp32 input, rounded, in many places (so a wrong widening of the input fails).
+        long differ = 0;
+        for (long i = 0; i < N; ++i) differ += float_to_bf16(out_r[i]) != float_to_bf16(gelu_out[i]);
+        REQUIRE(differ > N / 100);
     }
 
     // Residual: one IEEE add per element on both sides: exact.
@@ -468,7 +474,8 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     d_mean.set(mean);
     d_rstd.set(rstd);
     cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
-    CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-4, 1e-5) == 0);
+    const auto got_dinp = d_dinp.get();
+    CHECK(mismatches("dinp", got_dinp, dinp, 1e-4, 1e-5) == 0);
     auto got_dw = d_dw.get(), got_db = d_db.get();
     CHECK(mismatches("dweight", got_dw, dw, 1e-6, 1e-5, s_dw) == 0);
     CHECK(mismatches("dbias", got_db, db, 1e-6, 1e-5, s_db) == 0);
@@ -478,6 +485,19 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
     CHECK(bit_mismatches("dweight (second run)", d_dw.get(), got_dw) == 0);
     CHECK(bit_mismatches("dbias (second run)", d_db.get(), got_db) == 0);
+    // The bf16 form from the same start: the same dinp, dweight and dbias bits, and dinp's rounded
+    // copy the bf16 rounding of that dinp, bit for bit (poisoned first: a value not written shows).
+    d_dinp.set(dinp0);
+    d_dw.set(dw0);
+    d_db.set(db0);
+    DeviceBuffer<bf16> d_dinp16((size_t)N * C);
+    REQUIRE(cudaMemsetAsync(d_dinp16, 0xff, (size_t)N * C * sizeof(bf16), ctx.stream()) == cudaSuccess);
+    cuda::layernorm_backward_bf16(d_dinp, d_dinp16, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx,
+                                  ctx.stream());
+    CHECK(bit_mismatches("dinp (bf16 form)", d_dinp.get(), got_dinp) == 0);
+    CHECK(bf16_mismatches("dinp rounded (bf16 form)", d_dinp16.get(), got_dinp) == 0);
+    CHECK(bit_mismatches("dweight (bf16 form)", d_dw.get(), got_dw) == 0);
+    CHECK(bit_mismatches("dbias (bf16 form)", d_db.get(), got_db) == 0);
 }
 
 // One Context, no waits in between: a bias gradient over 300 rows queued, then LayerNorm's over

@@ -323,6 +323,40 @@ TEST_CASE("--precision bf16: a matmul sees rounded weights and inputs, with fp32
     CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("--precision 'fp16' is unknown; use fp32 or bf16"));
 }
 
+TEST_CASE("--precision bf16: the GPT keeps its fc output rounded to bf16; fp32 does not", "[model][gpt][bf16]") {
+    GptConfig cfg;
+    cfg.vocab_size = 31;
+    cfg.block_size = 16;
+    cfg.n_layer = 2;
+    cfg.n_head = 2;
+    cfg.n_embd = 32;
+    const int B = 3, T = cfg.block_size;
+    Gpt m(cfg, B);
+    std::vector<float> p(m.num_params());
+    m.init(p.data(), 5);
+    std::vector<int> tokens((size_t)B * (T + 1));
+    Rng r(6);
+    for (auto& t : tokens) t = (int)r.below((uint64_t)cfg.vocab_size);
+    ModelBatch in;
+    in.B = B;
+    in.tokens = tokens.data();
+    in.stride = T + 1;
+    const size_t n = (size_t)B * T * 4 * cfg.n_embd;
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+        INFO((prec == Precision::bf16 ? "bf16" : "fp32"));
+        m.set_precision(prec);
+        m.forward(p.data(), in, nullptr);
+        for (int l = 0; l < cfg.n_layer; ++l) {
+            INFO("layer " << l);
+            const float* fch = m.fc_output(l);
+            size_t unrounded = 0;
+            for (size_t i = 0; i < n; ++i) unrounded += bf16_to_float(float_to_bf16(fch[i])) != fch[i];
+            if (prec == Precision::bf16) CHECK(unrounded == 0);
+            else CHECK(unrounded > n / 2);  // fp32 sums are almost never bf16 values
+        }
+    }
+}
+
 TEST_CASE("--precision bf16: GPT gradients and a 50-step loss curve stay close to fp32", "[model][gpt][bf16]") {
     GptConfig cfg;
     cfg.vocab_size = 31;
