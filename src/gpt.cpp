@@ -166,6 +166,20 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
     timed(ops_, OpKind::encoder,
           [&] { cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C); });
+    // Each residual add runs with the LayerNorm after it (ln2, the next block's ln1, the final one):
+    // one op, as on the GPU, where that saves a pass. The first LayerNorm has no add before it.
+    auto residual_layernorm = [&](float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                  size_t w, size_t bias) {
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::residual_layernorm_forward(res, out, mean, rstd, a, b, params + w, params + bias, BT, C);
+        });
+    };
+    const bool layers = L > 0;  // else the final LayerNorm comes first
+    timed(ops_, OpKind::layernorm, [&] {
+        cpu::layernorm_forward(layers ? ln1_.data() : lnf_.data(), layers ? ln1_mean_.data() : lnf_mean_.data(),
+                               layers ? ln1_rstd_.data() : lnf_rstd_.data(), encoded_.data(),
+                               params + (layers ? lv_[0].ln1w : lnfw_), params + (layers ? lv_[0].ln1b : lnfb_), BT, C);
+    });
     const float* residual = encoded_.data();
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -177,10 +191,6 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         float* fch = fch_.data() + l * 4 * sBTC;
         float* fchg = fch_gelu_.data() + l * 4 * sBTC;
         float* res3 = residual3_.data() + l * sBTC;
-        timed(ops_, OpKind::layernorm, [&] {
-            cpu::layernorm_forward(ln1, ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, residual,
-                                   params + v.ln1w, params + v.ln1b, BT, C);
-        });
         mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         timed(ops_, OpKind::attention, [&] {
@@ -188,22 +198,21 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
             else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
         });
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
-        timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res2, residual, scratch_.data(), (long)BTC); });
-        timed(ops_, OpKind::layernorm, [&] {
-            cpu::layernorm_forward(ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, res2, params + v.ln2w,
-                                   params + v.ln2b, BT, C);
-        });
+        residual_layernorm(res2, ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, residual,
+                           scratch_.data(), v.ln2w, v.ln2b);
         // bf16 keeps the fc output (GELU's input, 4x the stream's width) rounded, as stored in bf16.
         mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C, true);
         timed(ops_, OpKind::activation, [&] { cpu::gelu_forward(fchg, fch, 4 * (long)BTC); });
         mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
-        timed(ops_, OpKind::residual, [&] { cpu::residual_forward(res3, res2, scratch_.data(), (long)BTC); });
+        if (l + 1 < L)
+            residual_layernorm(res3, ln1_.data() + (l + 1) * sBTC, ln1_mean_.data() + (l + 1) * sBT,
+                               ln1_rstd_.data() + (l + 1) * sBT, res2, scratch_.data(), lv_[l + 1].ln1w,
+                               lv_[l + 1].ln1b);
+        else
+            residual_layernorm(res3, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), res2, scratch_.data(), lnfw_,
+                               lnfb_);
         residual = res3;
     }
-    timed(ops_, OpKind::layernorm, [&] {
-        cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, params + lnfw_,
-                               params + lnfb_, BT, C);
-    });
     mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V);
     timed(ops_, OpKind::crossentropy, [&] {
         cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,

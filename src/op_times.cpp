@@ -14,7 +14,6 @@ const char* op_kind_name(OpKind k) {
     case OpKind::attention: return "attention";
     case OpKind::layernorm: return "layernorm";
     case OpKind::activation: return "activation";
-    case OpKind::residual: return "residual";
     case OpKind::crossentropy: return "crossentropy";
     case OpKind::encoder: return "encoder";
     case OpKind::copy: return "copy";

@@ -56,6 +56,11 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
 // out = (inp - mean) * rstd * weight + bias per row of C; mean, rstd (N) kept for backward. N rows.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, long N, int C);
+// The residual add and the LayerNorm after it as one op: res = a + b (N rows of C), then
+// layernorm_forward(out, mean, rstd, res, ...). The GPT's blocks end so; in the CUDA twin the
+// LayerNorm's first pass takes the sums as they are computed instead of reading res back.
+void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                const float* weight, const float* bias, long N, int C);
 // dinp += ..., dweight += ..., dbias += ... (dinp accumulates: it is a residual stream).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C);

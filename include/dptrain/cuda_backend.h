@@ -202,6 +202,13 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // bit, and the same mean and rstd (for --precision bf16, where out only feeds a matmul).
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, long N, int C, cudaStream_t stream);
+// res = a + b, then layernorm_forward from res, in one launch (a and b read once, res written once
+// and read back by the passes after the first): residual_forward followed by layernorm_forward, bit for bit. The bf16 form
+// writes out rounded, as layernorm_forward_bf16 does.
+void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                const float* weight, const float* bias, long N, int C, cudaStream_t stream);
+void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* rstd, const float* a, const float* b,
+                                     const float* weight, const float* bias, long N, int C, cudaStream_t stream);
 // dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order, in the
 // context's reduction scratch).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

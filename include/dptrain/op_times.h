@@ -11,7 +11,7 @@
 
 namespace dptrain {
 
-enum class OpKind { matmul, attention, layernorm, activation, residual, crossentropy, encoder, copy, other, count };
+enum class OpKind { matmul, attention, layernorm, activation, crossentropy, encoder, copy, other, count };
 const char* op_kind_name(OpKind k);
 
 class OpTimes {

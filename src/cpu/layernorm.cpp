@@ -30,6 +30,12 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     }
 }
 
+void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                const float* weight, const float* bias, long N, int C) {
+    residual_forward(res, a, b, N * C);
+    layernorm_forward(out, mean, rstd, res, weight, bias, N, C);
+}
+
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C) {
 #pragma omp parallel for schedule(static)

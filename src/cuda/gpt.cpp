@@ -231,6 +231,18 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             mm_->forward_rounded_out16(as_bf16(out), as_bf16(inp), w, bias, (int)BT, IC, OC, dbig_, *ctx_, s);
         });
     };
+    // Each residual add runs with the LayerNorm after it (ln2, the next block's ln1, the final one),
+    // as on the CPU: the LayerNorm's first pass takes the sums as they are computed.
+    auto residual_layernorm = [&](float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                  size_t w, size_t bias) {
+        ev_->timed(OpKind::layernorm, s, [&] {
+            if (bf)
+                cuda::residual_layernorm_forward_bf16(res, as_bf16(out), mean, rstd, a, b, P + w, P + bias, BT, C, s);
+            else cuda::residual_layernorm_forward(res, out, mean, rstd, a, b, P + w, P + bias, BT, C, s);
+        });
+    };
+    if (L > 0) layernorm(ln1_, ln1_mean_, ln1_rstd_, encoded_, lv_[0].ln1w, lv_[0].ln1b);
+    else layernorm(lnf_, lnf_mean_, lnf_rstd_, encoded_, lnfw_, lnfb_);
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
@@ -242,7 +254,6 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         float* fch = fch_ + l * 4 * sBTC;
         float* fchg = fch_gelu_ + l * 4 * sBTC;
         float* res3 = residual3_ + l * sBTC;
-        layernorm(ln1, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT, residual, v.ln1w, v.ln1b);
         // Flash attention rounds q, k and v to bf16 as it loads them: in bf16 the qkv matmul
         // writes them rounded (first half of qkv's buffer), half the bytes for both to move.
         if (flash16) matmul_out16(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
@@ -260,8 +271,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s,
                          bf ? atty16_ + l * sBTC : nullptr);  // bf16: atty rounded, kept for backward
         });
-        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res2, residual, scratch_, (long)BTC, s); });
-        layernorm(ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, res2, v.ln2w, v.ln2b);
+        residual_layernorm(res2, ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, residual, scratch_, v.ln2w, v.ln2b);
         // bf16: the fc output written rounded (as the CPU keeps it), in the first half of fch's buffer;
         // GELU reads it so, and its backward too: half the bytes moved for the widest activation.
         if (bf) matmul_out16(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
@@ -271,10 +281,13 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             else cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
         });
         matmul_of(scratch_, fchg, v.fcprojw, P + v.fcprojb, 4 * C, C);
-        ev_->timed(OpKind::residual, s, [&] { cuda::residual_forward(res3, res2, scratch_, (long)BTC, s); });
+        if (l + 1 < L)
+            residual_layernorm(res3, ln1_ + (l + 1) * sBTC, ln1_mean_ + (l + 1) * sBT, ln1_rstd_ + (l + 1) * sBT, res2,
+                               scratch_, lv_[l + 1].ln1w, lv_[l + 1].ln1b);
+        else
+            residual_layernorm(res3, lnf_, lnf_mean_, lnf_rstd_, res2, scratch_, lnfw_, lnfb_);
         residual = res3;
     }
-    layernorm(lnf_, lnf_mean_, lnf_rstd_, residual, lnfw_, lnfb_);
     matmul_of(logits_, lnf_, wte_, nullptr, C, V);
     ev_->timed(OpKind::crossentropy, s, [&] {
         cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, logits_, targets_,

@@ -4,7 +4,10 @@
 // same every run).
 // The bf16 forms write the same outputs rounded to bf16, for a matmul that takes them as they are:
 // forward its output, backward (besides dinp) a rounded copy of dinp as it leaves it.
-// Not for: C much larger than ~8k (a block per row would be better) or fused residual adds.
+// The forward also runs with the residual add before it (residual_layernorm_forward): each lane
+// adds, stores and sums its values of the row, then reads them back as the plain forward reads its
+// input, so both compute the same bits.
+// Not for: C much larger than ~8k (a block per row would be better).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -15,16 +18,29 @@ namespace dptrain::cuda {
 constexpr int kRowsPerBlock = 8;  // warps per block, one row each
 constexpr float kEps = 1e-5f;     // as the CPU
 
-// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored).
+// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored). With
+// add (else null): the row is inp + add, stored to res first (each lane reads back only what it
+// stored itself, so no synchronization is needed).
 template <class Out>
-__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                         const float* bias, long N, int C) {
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, float* res, const float* inp,
+                                         const float* add, const float* weight, const float* bias, long N, int C) {
     const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= N) return;  // whole warps leave: the shuffles below stay full-warp
     const float* x = inp + row * C;
     float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += x[c];
+    if (add) {
+        float* out_res = res + row * C;
+        const float* y = add + row * C;
+        for (int c = lane; c < C; c += 32) {
+            const float sum = x[c] + y[c];
+            out_res[c] = sum;
+            s += sum;
+        }
+        x = out_res;  // not __restrict__ anywhere: these reads must see the stores above
+    } else {
+        for (int c = lane; c < C; c += 32) s += x[c];
+    }
     const float m = warp_sum(s) / C;
     // Two passes over the row (as the CPU), not E[x^2] - m^2, which cancels badly for large means.
     float v = 0.0f;
@@ -86,22 +102,36 @@ struct LayerNormParamTerms {
 };
 
 template <class Out>
-static void layernorm_forward_launch(Out* out, float* mean, float* rstd, const float* inp, const float* weight,
-                                     const float* bias, long N, int C, cudaStream_t stream) {
+static void layernorm_forward_launch(Out* out, float* mean, float* rstd, float* res, const float* inp,
+                                     const float* add, const float* weight, const float* bias, long N, int C,
+                                     cudaStream_t stream) {
     if (N <= 0) return;
     unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
-    layernorm_forward_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+    layernorm_forward_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, res, inp, add, weight, bias,
+                                                                        N, C);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        long N, int C, cudaStream_t stream) {
-    layernorm_forward_launch(out, mean, rstd, inp, weight, bias, N, C, stream);
+    layernorm_forward_launch(out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C, stream);
 }
 
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, long N, int C, cudaStream_t stream) {
-    layernorm_forward_launch(out, mean, rstd, inp, weight, bias, N, C, stream);
+    layernorm_forward_launch(out, mean, rstd, nullptr, inp, nullptr, weight, bias, N, C, stream);
+}
+
+void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                const float* weight, const float* bias, long N, int C, cudaStream_t stream) {
+    CUDA_REQUIRE(res != nullptr && b != nullptr);
+    layernorm_forward_launch(out, mean, rstd, res, a, b, weight, bias, N, C, stream);
+}
+
+void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* rstd, const float* a, const float* b,
+                                     const float* weight, const float* bias, long N, int C, cudaStream_t stream) {
+    CUDA_REQUIRE(res != nullptr && b != nullptr);
+    layernorm_forward_launch(out, mean, rstd, res, a, b, weight, bias, N, C, stream);
 }
 
 static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,

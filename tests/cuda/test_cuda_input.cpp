@@ -164,8 +164,8 @@ TEST_CASE("CudaGpt and CudaMlp time the ops their CPU twins time", "[cuda]") {
     mb.B = B;
     mb.x = x.data();
     mb.labels = y.data();
-    const OpKind shared[] = {OpKind::matmul,   OpKind::attention,    OpKind::layernorm, OpKind::activation,
-                             OpKind::residual, OpKind::crossentropy, OpKind::encoder};
+    const OpKind shared[] = {OpKind::matmul,     OpKind::attention,    OpKind::layernorm,
+                             OpKind::activation, OpKind::crossentropy, OpKind::encoder};
     auto count = [](Model& m, const ModelBatch& in) {
         std::vector<float> p(m.num_params()), g(m.num_params(), 0.0f);
         m.init(p.data(), 3);

@@ -552,6 +552,63 @@ TEST_CASE("cuda layernorm_forward/backward match the CPU", "[cuda]") {
     check_layernorm(40000, 33, 1300); // more rows than 128 chunks of 256: the chunks grow to 313 rows
 }
 
+// The residual add fused into the LayerNorm after it: residual_forward then layernorm_forward on
+// the GPU, bit for bit (res is one IEEE add; the LayerNorm reads the same values), and the CPU twin
+// within the LayerNorm bounds above; the bf16 form's out the rounding of the fp32 form's.
+static void check_residual_layernorm(long N, int C, uint64_t seed) {
+    INFO("residual_layernorm N=" << N << " C=" << C);
+    auto a = randn((size_t)N * C, seed, 1.5f, 1.0f), b = randn((size_t)N * C, seed + 1);
+    auto w = randn(C, seed + 2), bias = randn(C, seed + 3);
+    std::vector<float> res((size_t)N * C), out((size_t)N * C), mean(N), rstd(N);
+    cpu::residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), a.data(), b.data(), w.data(),
+                                    bias.data(), N, C);
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    DeviceBuffer<float> d_a(a), d_b(b), d_w(w), d_bias(bias);
+    DeviceBuffer<float> d_res((size_t)N * C), d_out((size_t)N * C), d_mean(N), d_rstd(N);
+    DeviceBuffer<float> d_res1((size_t)N * C), d_out1((size_t)N * C), d_mean1(N), d_rstd1(N);
+    cuda::residual_forward(d_res1, d_a, d_b, (long)N * C, s);
+    cuda::layernorm_forward(d_out1, d_mean1, d_rstd1, d_res1, d_w, d_bias, N, C, s);
+    auto poison = [&](void* p, size_t bytes) {  // NaNs: a value not written shows
+        REQUIRE(cudaMemsetAsync(p, 0xff, bytes, s) == cudaSuccess);
+    };
+    poison(d_res, (size_t)N * C * sizeof(float));
+    poison(d_out, (size_t)N * C * sizeof(float));
+    poison(d_mean, N * sizeof(float));
+    poison(d_rstd, N * sizeof(float));
+    cuda::residual_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C, s);
+    const auto got_res = d_res.get(), got_out = d_out.get(), got_mean = d_mean.get(), got_rstd = d_rstd.get();
+    CHECK(bit_mismatches("res (fused vs two ops)", got_res, d_res1.get()) == 0);
+    CHECK(bit_mismatches("out (fused vs two ops)", got_out, d_out1.get()) == 0);
+    CHECK(bit_mismatches("mean (fused vs two ops)", got_mean, d_mean1.get()) == 0);
+    CHECK(bit_mismatches("rstd (fused vs two ops)", got_rstd, d_rstd1.get()) == 0);
+    // Against the CPU: the add exact, the LayerNorm as check_layernorm bounds it.
+    CHECK(bit_mismatches("res vs CPU", got_res, res) == 0);
+    CHECK(mismatches("mean vs CPU", got_mean, mean, 5e-5, 0.0) == 0);
+    CHECK(mismatches("rstd vs CPU", got_rstd, rstd, 0.0, 2e-5) == 0);
+    CHECK(mismatches("out vs CPU", got_out, out, 1e-4, 1e-5) == 0);
+    {
+        DeviceBuffer<bf16> d_out16((size_t)N * C);
+        DeviceBuffer<float> d_res16((size_t)N * C), d_mean16(N), d_rstd16(N);
+        poison(d_out16, (size_t)N * C * sizeof(bf16));
+        poison(d_res16, (size_t)N * C * sizeof(float));
+        poison(d_mean16, N * sizeof(float));
+        poison(d_rstd16, N * sizeof(float));
+        cuda::residual_layernorm_forward_bf16(d_res16, d_out16, d_mean16, d_rstd16, d_a, d_b, d_w, d_bias, N, C, s);
+        CHECK(bit_mismatches("res (bf16 form)", d_res16.get(), got_res) == 0);
+        CHECK(bf16_mismatches("out (bf16 form)", d_out16.get(), got_out) == 0);
+        CHECK(bit_mismatches("mean (bf16 form)", d_mean16.get(), got_mean) == 0);
+        CHECK(bit_mismatches("rstd (bf16 form)", d_rstd16.get(), got_rstd) == 0);
+    }
+    REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("cuda residual_layernorm_forward: the residual add and LayerNorm in one pass, as the two ops", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_residual_layernorm(1031, 97, 1400);  // C not a multiple of 32
+    check_residual_layernorm(300, 768, 1500);  // GPT-2 width
+}
+
 static void check_attention(int B, int T, int C, int NH, uint64_t seed, bool tf32) {
     INFO("attention B=" << B << " T=" << T << " C=" << C << " NH=" << NH << (tf32 ? " tf32" : " fp32"));
     const size_t n_inp = (size_t)B * T * 3 * C, n_att = (size_t)B * NH * T * T, n_out = (size_t)B * T * C;
