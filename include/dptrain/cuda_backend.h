@@ -57,19 +57,22 @@ class Context {
     // (cublasSetStream resets the workspace, so two streams never share one scratch buffer).
     void bind_blas(cudaStream_t stream);
 
-    // cuBLASLt, for GEMMs with a fused epilogue (matmul_forward_bf16's bias): its handle, the
+    // cuBLASLt, for GEMMs with a fused epilogue (the bf16 forward's bias, the bf16 weight-gradient
+    // GEMM's bias gradient): its handle, the
     // workspace above (cuBLASLt takes it per call, so only on the context's own stream), and the
     // algorithms found per shape, made as each shape is first seen (src/cuda/matmul.cu).
     cublasLtContext* lt() const { return lt_; }
     void* workspace() const { return workspace_; }
     size_t workspace_bytes() const { return workspace_bytes_; }
     LtPlans* lt_plans() const { return lt_plans_; }
-    // On (the default): bf16 forward GEMMs add the bias in cuBLASLt's epilogue where cuBLASLt has
-    // an algorithm for the shape; off: always as a separate pass (bench_ops times both).
+    // On (the default): bf16 forward GEMMs add the bias, and bf16 weight-gradient GEMMs sum the
+    // bias gradient, in cuBLASLt's epilogues where cuBLASLt has an algorithm for the shape; off:
+    // always as separate passes (bench_ops times both).
     void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
     bool bias_epilogue() const { return bias_epilogue_; }
     // Device scratch of at least n floats for the column sums of the bias and LayerNorm gradients
-    // (column_sums_scratch says how much). Grown the first time a larger one is asked for (after a
+    // (column_sums_scratch says how much), and the OC floats of a bias gradient from cuBLASLt's
+    // epilogue before they are added on. Grown the first time a larger one is asked for (after a
     // device-wide wait), so a model asks at construction for its largest and no step grows it.
     // One stream at a time: ops that use it must not run concurrently on two streams.
     float* reduction_scratch(size_t n);
@@ -83,6 +86,11 @@ class Context {
     long direct_out16_gemms() const { return direct_out16_gemms_; }
     long staged_out16_gemms() const { return staged_out16_gemms_; }
     void count_out16_gemm(bool direct) { ++(direct ? direct_out16_gemms_ : staged_out16_gemms_); }
+    // bf16 weight-gradient GEMMs with a bias gradient so far: in cuBLASLt's epilogue (BGRADB), and
+    // as column sums in a pass of their own.
+    long fused_bias_grads() const { return fused_bias_grads_; }
+    long unfused_bias_grads() const { return unfused_bias_grads_; }
+    void count_bias_grad(bool fused) { ++(fused ? fused_bias_grads_ : unfused_bias_grads_); }
 
   private:
     int device_ = 0;
@@ -92,6 +100,7 @@ class Context {
     LtPlans* lt_plans_ = nullptr;
     bool bias_epilogue_ = true;
     long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0, direct_out16_gemms_ = 0, staged_out16_gemms_ = 0;
+    long fused_bias_grads_ = 0, unfused_bias_grads_ = 0;
     float* reduction_ = nullptr;
     size_t reduction_n_ = 0;
     void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
@@ -157,7 +166,10 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                              float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
-// dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32.
+// dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32. The bias
+// gradient is summed in the weight-gradient GEMM's epilogue (cuBLASLt's BGRADB) where cuBLASLt has
+// an algorithm and Context::bias_epilogue is on, else as column sums in a fixed order; both sum
+// the same values in fp32, in different orders.
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
 // dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
@@ -203,8 +215,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, long N, int C, cudaStream_t stream);
 // res = a + b, then layernorm_forward from res, in one launch (a and b read once, res written once
-// and read back by the passes after the first): residual_forward followed by layernorm_forward, bit for bit. The bf16 form
-// writes out rounded, as layernorm_forward_bf16 does.
+// and read back by the passes after the first): residual_forward followed by layernorm_forward,
+// bit for bit. The bf16 form writes out rounded, as layernorm_forward_bf16 does.
 void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
                                 const float* weight, const float* bias, long N, int C, cudaStream_t stream);
 void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* rstd, const float* a, const float* b,

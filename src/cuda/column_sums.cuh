@@ -1,6 +1,7 @@
 // Private to src/cuda: column sums over the rows of an (N, C) array, the reduction behind the bias
-// gradients (matmul_backward) and LayerNorm's weight and bias gradients: out_k[c] += sum over rows
-// of term_k(row, c), for K sums at once. Deterministic without float atomics, and parallel over
+// gradients (matmul_backward; in bf16 only where cuBLASLt has no bias-gradient epilogue) and
+// LayerNorm's weight and bias gradients: out_k[c] += sum over rows of term_k(row, c), for K sums
+// at once. Deterministic without float atomics, and parallel over
 // rows as well as columns: the rows are cut into N / kChunkRows chunks (rounded up, at most
 // kMaxChunks) of ceil(N / chunks) rows (the last may be shorter), a first kernel sums each chunk's rows of 32 columns in a fixed order
 // into a partial per chunk, a second adds the partials in chunk order. The chunking depends only on N, so a

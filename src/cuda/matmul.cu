@@ -2,8 +2,9 @@
 // float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
 // its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
 // The bf16 forward adds its bias in cuBLASLt's epilogue where cuBLASLt offers an algorithm (one
-// write of the output instead of a fill, a read and a write); everything else adds it in a
-// separate pass. Not for: choosing precision (the caller converts).
+// write of the output instead of a fill, a read and a write), and the bf16 weight-gradient GEMM
+// sums the bias gradient in its own (dout read once instead of twice); everything else does these
+// in separate passes. Not for: choosing precision (the caller converts).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -81,37 +82,51 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
 }
 
-// ---- The bias in cuBLASLt's epilogue ----------------------------------------------------------
-// One descriptor (bf16 x bf16 summed in fp32, fp32 out, the weight transposed, epilogue BIAS) and
-// per GEMM shape and operand alignment the algorithm cuBLASLt's heuristic picked, or the note
-// that it had none (then the fill-and-accumulate path runs). A plan is made the first time its
-// shape is seen (the first step, the first evaluation batch, a short last batch); after that a
-// GEMM looks it up and allocates nothing.
-// out = acc + bias with fp32 acc, as the separate pass computes it (beta = 1 onto the bias).
+// ---- The bias and its gradient in cuBLASLt's epilogues ----------------------------------------
+// Two descriptors (bf16 x bf16 summed in fp32): the forward (the weight transposed, epilogue BIAS:
+// out = acc + bias, fp32 or bf16 out) and the weight-gradient GEMM (dout transposed, fp32 dweight
+// accumulated with beta = 1, epilogue BGRADB: the bias gradient, the column sums of dout, written
+// to a vector of its own). Per GEMM, shape and operand alignment, the algorithm cuBLASLt's
+// heuristic picked, or the note that it had none (then the separate pass runs). A plan is made the
+// first time its key is seen (the first step, the first evaluation batch, a short last batch);
+// after that a GEMM looks it up and allocates nothing.
+struct LtKey {
+    bool bgrad;              // the weight-gradient GEMM, else the forward
+    int B, C, OC, align[4];  // shape; the alignment of A, B, C/D and the bias (or its gradient)
+    bool out16;              // the forward's output type: fp32, or bf16
+    bool operator==(const LtKey& o) const {
+        return bgrad == o.bgrad && B == o.B && C == o.C && OC == o.OC && align[0] == o.align[0] &&
+               align[1] == o.align[1] && align[2] == o.align[2] && align[3] == o.align[3] && out16 == o.out16;
+    }
+};
+
 struct LtPlan {
-    int B, C, OC, align[4];  // the key: shape, the alignment of weight, inp, out and bias,
-    bool out16;              // and the output's type (fp32, or bf16)
+    LtKey key;
     bool ok;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
 };
 
 struct LtPlans {
-    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatmulDesc_t forward = nullptr, bgrad = nullptr;
     std::vector<LtPlan> plans;
 };
 
+static cublasLtMatmulDesc_t lt_desc(cublasOperation_t ta, cublasOperation_t tb, cublasLtEpilogue_t epilogue) {
+    cublasLtMatmulDesc_t d = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cudaDataType_t bias_type = CUDA_R_32F;  // the bias, and the bias gradient, in fp32
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    return d;
+}
+
 LtPlans* lt_plans_create() {
     auto* p = new LtPlans;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bias_type = CUDA_R_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    p->forward = lt_desc(CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS);
+    p->bgrad = lt_desc(CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB);
     return p;
 }
 
@@ -122,7 +137,8 @@ void lt_plans_destroy(LtPlans* p) {
         cublasLtMatrixLayoutDestroy(plan.b);
         cublasLtMatrixLayoutDestroy(plan.d);
     }
-    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->forward) cublasLtMatmulDescDestroy(p->forward);
+    if (p->bgrad) cublasLtMatmulDescDestroy(p->bgrad);
     delete p;
 }
 
@@ -135,27 +151,33 @@ static int alignment(const void* p) {
     return align;
 }
 
-static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, const void* out, bool out16,
-                             const float* bias, int B, int C, int OC) {
+// The plan for key (bias: the bias, or the bias gradient's vector, whose alignment is in the key).
+static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias) {
     LtPlans& lp = *ctx.lt_plans();
-    const int align[4] = {alignment(weight), alignment(inp), alignment(out), alignment(bias)};
     for (const LtPlan& p : lp.plans)
-        if (p.B == B && p.C == C && p.OC == OC && p.align[0] == align[0] && p.align[1] == align[1] &&
-            p.align[2] == align[2] && p.align[3] == align[3] && p.out16 == out16)
-            return p;
-    LtPlan p{B, C, OC, {align[0], align[1], align[2], align[3]}, out16, false, nullptr, nullptr, nullptr, {}};
-    // Column-major, as cuBLAS sees the row-major buffers: the weight (C, OC) used transposed, the
-    // input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32 sum plus the bias).
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out16 ? CUDA_R_16BF : CUDA_R_32F, OC, B, OC));
+        if (p.key == key) return p;
+    LtPlan p{key, false, nullptr, nullptr, nullptr, {}};
+    const int B = key.B, C = key.C, OC = key.OC;
+    // Column-major, as cuBLAS sees the row-major buffers. Forward: the weight (C, OC) used
+    // transposed, the input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32 sum plus
+    // the bias). Weight gradient: the input (C, B), dout (OC, B) used transposed, dweight (C, OC).
+    if (key.bgrad) {
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, B, C));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, OC, B, OC));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, C, OC, C));
+    } else {
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, key.out16 ? CUDA_R_16BF : CUDA_R_32F, OC, B, OC));
+    }
     // The bias pointer is part of what the heuristic checks (its alignment); 16 bytes at least,
     // else the separate pass, as some epilogue kernels load the bias in 16-byte vectors.
-    if (align[3] >= 16) {
+    if (key.align[3] >= 16) {
+        cublasLtMatmulDesc_t desc = key.bgrad ? lp.bgrad : lp.forward;
         cublasLtMatmulPreference_t pref = nullptr;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         const size_t ws = ctx.workspace_bytes();
-        const uint32_t aa = align[0], ab = align[1], ad = align[2];
+        const uint32_t aa = key.align[0], ab = key.align[1], ad = key.align[2];
         CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
         CUBLAS_CHECK(
@@ -166,10 +188,10 @@ static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, 
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
         CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
         cublasLtMatmulHeuristicResult_t found = {};
         int n = 0;
-        cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), lp.desc, p.a, p.b, p.d, p.d, pref, 1, &found, &n);
+        cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, p.a, p.b, p.d, p.d, pref, 1, &found, &n);
         cublasLtMatmulPreferenceDestroy(pref);
         // No algorithm (not supported for this shape, alignment or output type, or any other
         // refusal of the heuristic) is an answer, not an error: the separate pass, always valid.
@@ -188,13 +210,40 @@ static const LtPlan& lt_plan(Context& ctx, const bf16* weight, const bf16* inp, 
 static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const bf16* weight, const float* bias,
                                    int B, int C, int OC, Context& ctx, cudaStream_t stream) {
     if (!bias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
-    const LtPlan& p = lt_plan(ctx, weight, inp, out, out16, bias, B, C, OC);
+    const LtKey key{false, B, C, OC, {alignment(weight), alignment(inp), alignment(out), alignment(bias)}, out16};
+    const LtPlan& p = lt_plan(ctx, key, bias);
     if (!p.ok) return false;
     LtPlans& lp = *ctx.lt_plans();
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.forward, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.desc, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.forward, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
                                 ctx.workspace(), ctx.workspace_bytes(), stream));
+    return true;
+}
+
+// dbias (n) += grad (n).
+__global__ void bias_grad_add_kernel(float* dbias, const float* grad, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dbias[i] += grad[i];
+}
+
+// The bf16 weight-gradient GEMM (dweight += inp^T dout) with the bias gradient in the epilogue:
+// cuBLASLt writes the column sums of dout into the context's reduction scratch, and a small pass
+// adds them onto dbias (dbias +=, as on the column-sum path). False (nothing queued) where cuBLASLt
+// has no algorithm, or the epilogues are off, or the stream is not the context's.
+static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int B,
+                                       int C, int OC, Context& ctx, cudaStream_t stream) {
+    if (!dbias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
+    float* grad = ctx.reduction_scratch((size_t)OC);  // the models reserve more at construction
+    const LtKey key{true, B, C, OC, {alignment(inp), alignment(dout), alignment(dweight), alignment(grad)}, false};
+    const LtPlan& p = lt_plan(ctx, key, grad);
+    if (!p.ok) return false;
+    LtPlans& lp = *ctx.lt_plans();
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.bgrad, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &grad, sizeof(grad)));
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.bgrad, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d,
+                                &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream));
+    bias_grad_add_kernel<<<grid_for(OC, 256), 256, 0, stream>>>(dbias, grad, OC);
+    CUDA_CHECK(cudaGetLastError());
     return true;
 }
 
@@ -228,6 +277,13 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
     if (dinp)
         CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, CUDA_R_16BF, C, dout,
                                   CUDA_R_16BF, OC, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // dweight, and the bias gradient in the same GEMM's epilogue where cuBLASLt has an algorithm
+    // (dout read once), else column sums in a pass of their own.
+    if (dbias) {
+        const bool fused = matmul_weight_grad_bf16_lt(dweight, dbias, dout, inp, B, C, OC, ctx, stream);
+        ctx.count_bias_grad(fused);
+        if (fused) return;
+    }
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
                               CUDA_R_16BF, OC, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);

@@ -230,11 +230,36 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
     DeviceBuffer<float> d_dout(dout), d_dinp((size_t)B * C), d_dw(dw0), d_db(db0);
     DeviceBuffer<bf16> d_dout16(dout.size());
     cuda::to_bf16(d_dout16, d_dout, dout.size(), ctx.stream());
-    cuda::matmul_backward_bf16(d_dinp, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream());
-    CHECK(mismatches("dinp (bf16 operands)", d_dinp.get(), dinp, 0.0, 1e-4, s_dinp) == 0);
-    CHECK(mismatches("dweight (bf16 operands)", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
-    // The bias gradient sums the same bf16 values in fp32, in a fixed order like the fp32 op's.
-    CHECK(mismatches("dbias (bf16 operands)", d_db.get(), db, 0.0, kGemmRel, s_db) == 0);
+    // Both ways of summing the bias gradient: in the weight-gradient GEMM's epilogue (where
+    // cuBLASLt has an algorithm: counted) and as column sums; each from the same start.
+    for (bool epilogue : {true, false}) {
+        INFO("bias-gradient epilogue " << (epilogue ? "on" : "off"));
+        ctx.set_bias_epilogue(epilogue);
+        d_dw.set(dw0);
+        d_db.set(db0);
+        REQUIRE(cudaMemsetAsync(d_dinp, 0xff, (size_t)B * C * sizeof(float), ctx.stream()) == cudaSuccess);  // NaNs
+        const long fused0 = ctx.fused_bias_grads(), unfused0 = ctx.unfused_bias_grads();
+        cuda::matmul_backward_bf16(d_dinp, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream());
+        CHECK(mismatches("dinp (bf16 operands)", d_dinp.get(), dinp, 0.0, 1e-4, s_dinp) == 0);
+        const auto got_dw = d_dw.get(), got_db = d_db.get();
+        CHECK(mismatches("dweight (bf16 operands)", got_dw, dw, 0.0, 1e-4, s_dw) == 0);
+        CHECK(ctx.fused_bias_grads() + ctx.unfused_bias_grads() == fused0 + unfused0 + 1);
+        const bool fused = ctx.fused_bias_grads() > fused0;
+        if (!epilogue) CHECK_FALSE(fused);
+        if (epilogue && !fused)
+            WARN("cuBLASLt offered no bias-gradient epilogue at B=" << B << " C=" << C << " OC=" << OC);
+        // The bias gradient sums the same bf16 values in fp32: the column sums in their fixed order
+        // (within the fp32 GEMM bound), cuBLASLt in its own (within the bf16-operand GEMMs' 1e-4).
+        CHECK(mismatches("dbias (bf16 operands)", got_db, db, 0.0, fused ? 1e-4 : kGemmRel, s_db) == 0);
+        if (fused) {  // and the same bits when run again from the same start
+            d_dw.set(dw0);
+            d_db.set(db0);
+            cuda::matmul_backward_bf16(d_dinp, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream());
+            CHECK(bit_mismatches("dweight (epilogue, second run)", d_dw.get(), got_dw) == 0);
+            CHECK(bit_mismatches("dbias (epilogue, second run)", d_db.get(), got_db) == 0);
+        }
+    }
+    ctx.set_bias_epilogue(true);
 }
 
 TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on the rounded inputs", "[cuda]") {

@@ -1,8 +1,9 @@
 // Throughput of cuda::matmul_forward_bf16 at GPT-2 124M's projection shapes (B*T = 8192 tokens,
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
 // the fp32 matmul_forward on one shape for contrast, and each shape's time with the bias as a
-// separate pass instead of in cuBLASLt's epilogue, and qkv's and fc's with a bf16 output (the
-// path bf16 training takes for them). With "attention" as the second argument:
+// separate pass instead of in cuBLASLt's epilogue, qkv's and fc's with a bf16 output (the path bf16
+// training takes for them), and each projection's bf16 backward with the bias gradient in the
+// weight-gradient GEMM's epilogue and as column sums. With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
@@ -256,6 +257,46 @@ int main(int argc, char** argv) {
     std::printf("bias epilogue: the 4 projections take %.3f ms with the bias in cuBLASLt's epilogue, %.3f ms "
                 "with it as a separate pass (%.2fx)\n",
                 total_ms, total_ms_unfused, total_ms_unfused / total_ms);
+    // Each projection's backward (dinp, dweight and the bias gradient: twice the forward's FLOPs),
+    // with the bias gradient in the weight-gradient GEMM's epilogue and as column sums.
+    {
+        float *dinp = nullptr, *dw = nullptr, *db = nullptr;
+        dptrain::bf16* dout16 = nullptr;
+        BENCH_CHECK(cudaMalloc(&dinp, (size_t)BT * max_c * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&dw, (size_t)max_oc * max_c * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&db, max_oc * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&dout16, (size_t)BT * max_oc * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMemsetAsync(dw, 0, (size_t)max_oc * max_c * sizeof(float), s));
+        BENCH_CHECK(cudaMemsetAsync(db, 0, max_oc * sizeof(float), s));
+        // Any bf16 values will do: inp's first BT * max_oc (inp holds BT * max_c, and max_c == max_oc).
+        dptrain::cuda::to_bf16(dout16, inp, (size_t)BT * max_oc, s);
+        double fused_ms = 0, unfused_ms = 0;
+        for (const Shape& sh : shapes) {
+            auto launch = [&] {
+                dptrain::cuda::matmul_backward_bf16(dinp, dw, db, dout16, inp16, w16, BT, sh.C, sh.OC, ctx, s);
+            };
+            ctx.set_bias_epilogue(false);
+            const double ms_cols = time_ms(launch);
+            ctx.set_bias_epilogue(true);
+            const long fused0 = ctx.fused_bias_grads();
+            const double ms = time_ms(launch);
+            const bool fused = ctx.fused_bias_grads() > fused0;
+            fused_ms += ms;
+            unfused_ms += ms_cols;
+            const double tflops = 4.0 * BT * sh.C * sh.OC / (ms * 1e-3) / 1e12;
+            const char* note = fused ? " (bias gradient as column sums)"
+                                     : " (no cuBLASLt bias-gradient epilogue: both as column sums)";
+            std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_backward_bf16", sh.name, ms, tflops,
+                        100.0 * tflops / peak_bf16, ms_cols, note);
+        }
+        std::printf("bias-gradient epilogue: the 4 projections' backward take %.3f ms with it, %.3f ms with column "
+                    "sums (%.2fx)\n",
+                    fused_ms, unfused_ms, unfused_ms / fused_ms);
+        cudaFree(dinp);
+        cudaFree(dw);
+        cudaFree(db);
+        cudaFree(dout16);
+    }
     // One line for run.sh's summary (its last RESULT line).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak\n",
