@@ -252,6 +252,10 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 // them, so the same results): half the reads, for --precision bf16 (matmul_forward_bf16_out).
 void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
                              cudaStream_t stream);
+// The same, and out rounded to bf16 into out16 (B,T,C) as it is stored (to_bf16 of out, bit for
+// bit): the attention projection's input in --precision bf16, without a pass of its own.
+void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
+                                  cudaStream_t stream);
 // The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
 // GPU whose opt-in limit is lower cannot run them (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 size_t flash_attention_shared_bytes(int C, int NH);

@@ -150,7 +150,7 @@ __device__ void store_rows(Out* dst, long ld, int t0, int T, FragAcc* acc, float
 
 template <int HS, class In>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward_kernel(float* out, float* lse, const In* inp, int T, int C, int NH, float scale) {
+    flash_forward_kernel(float* out, uint16_t* out16, float* lse, const In* inp, int T, int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
     bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
@@ -214,17 +214,20 @@ __global__ void __launch_bounds__(kThreads)
         __syncwarp();
     }
     // 1 / l per row through the scratch, then the warp writes its 16 rows with consecutive lanes
-    // on consecutive values.
+    // on consecutive values (and with out16, else null, each value rounded to bf16 there too).
     if (half == 0) {
         S[r] = 1.0f / l;
         if (row < T) lse[((long)b * NH + h) * T + row] = m + logf(l);
     }
     __syncwarp();
     const int t0 = qt * kTile + warp * 16;
-    float* o = out + ((long)b * T + t0) * C + (long)h * HS;
+    const long first = ((long)b * T + t0) * C + (long)h * HS;
     for (int i = lane; i < 16 * HS; i += 32) {
         const int rr = i / HS, c = i % HS;
-        if (t0 + rr < T) o[(long)rr * C + c] = O[rr * D::LDO + c] * S[rr];
+        if (t0 + rr >= T) continue;
+        const float v = O[rr * D::LDO + c] * S[rr];
+        out[first + (long)rr * C + c] = v;
+        if (out16) out16[first + (long)rr * C + c] = bf16_bits(v);
     }
 }
 
@@ -373,22 +376,25 @@ template <int HS> size_t shared_bytes() {
 }
 
 template <int HS, class In>
-void forward_hs(float* out, float* lse, const In* inp, int B, int T, int C, int NH, cudaStream_t stream) {
+void forward_hs(float* out, bf16* out16, float* lse, const In* inp, int B, int T, int C, int NH,
+                cudaStream_t stream) {
     allow_smem(flash_forward_kernel<HS, In>, Dims<HS>::forward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
-    flash_forward_kernel<HS, In><<<grid, kThreads, Dims<HS>::forward_bytes, stream>>>(out, lse, inp, T, C, NH,
-                                                                                   1.0f / sqrtf((float)HS));
+    const float scale = 1.0f / sqrtf((float)HS);
+    flash_forward_kernel<HS, In><<<grid, kThreads, Dims<HS>::forward_bytes, stream>>>(out, out16, lse, inp, T, C, NH,
+                                                                                   scale);
     CUDA_CHECK(cudaGetLastError());
 }
 
 template <class In>
-void forward_any(float* out, float* lse, const In* inp, int B, int T, int C, int NH, cudaStream_t stream) {
+void forward_any(float* out, bf16* out16, float* lse, const In* inp, int B, int T, int C, int NH,
+                 cudaStream_t stream) {
     CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
     switch (C / NH) {
-        case 16: forward_hs<16>(out, lse, inp, B, T, C, NH, stream); break;
-        case 32: forward_hs<32>(out, lse, inp, B, T, C, NH, stream); break;
-        case 64: forward_hs<64>(out, lse, inp, B, T, C, NH, stream); break;
-        default: forward_hs<128>(out, lse, inp, B, T, C, NH, stream); break;
+        case 16: forward_hs<16>(out, out16, lse, inp, B, T, C, NH, stream); break;
+        case 32: forward_hs<32>(out, out16, lse, inp, B, T, C, NH, stream); break;
+        case 64: forward_hs<64>(out, out16, lse, inp, B, T, C, NH, stream); break;
+        default: forward_hs<128>(out, out16, lse, inp, B, T, C, NH, stream); break;
     }
 }
 
@@ -434,12 +440,18 @@ size_t flash_attention_shared_bytes(int C, int NH) {
 
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
                              cudaStream_t stream) {
-    forward_any(out, lse, inp, B, T, C, NH, stream);
+    forward_any(out, nullptr, lse, inp, B, T, C, NH, stream);
 }
 
 void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
                              cudaStream_t stream) {
-    forward_any(out, lse, inp, B, T, C, NH, stream);
+    forward_any(out, nullptr, lse, inp, B, T, C, NH, stream);
+}
+
+void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
+                                  cudaStream_t stream) {
+    CUDA_REQUIRE(out16 != nullptr);
+    forward_any(out, out16, lse, inp, B, T, C, NH, stream);
 }
 
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,

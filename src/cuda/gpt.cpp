@@ -260,16 +260,20 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         else matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         ev_->timed(OpKind::attention, s, [&] {
-            if (flash16)
-                cuda::flash_attention_forward(atty, lse_ + l * sSTAT, as_bf16(qkv), B, T, C, NH, s);
+            if (flash16)  // atty rounded as it is stored, for the projection and its backward
+                cuda::flash_attention_forward_bf16(atty, atty16_ + l * sBTC, lse_ + l * sSTAT,
+                                                   as_bf16(qkv), B, T, C, NH, s);
             else if (cfg_.flash_attention)
                 cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
             else
                 cuda::attention_forward(atty, att_ + l * sATT, qkv, B, T, C, NH, mm_->is_bf16(), *ctx_, s);
         });
         ev_->timed(OpKind::matmul, s, [&] {
-            mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s,
-                         bf ? atty16_ + l * sBTC : nullptr);  // bf16: atty rounded, kept for backward
+            if (flash16)  // atty as flash attention rounded it
+                mm_->forward_rounded(scratch_, atty16_ + l * sBTC, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s);
+            else  // bf16: atty rounded here, and kept for backward
+                mm_->forward(scratch_, atty, P, v.attprojw, P + v.attprojb, (int)BT, C, C, *ctx_, s,
+                             bf ? atty16_ + l * sBTC : nullptr);
         });
         residual_layernorm(res2, ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, residual, scratch_, v.ln2w, v.ln2b);
         // bf16: the fc output written rounded (as the CPU keeps it), in the first half of fch's buffer;

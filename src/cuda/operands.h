@@ -59,7 +59,7 @@ class Matmuls {
         matmul_forward_bf16(out, a, w_ + w, bias, B, C, OC, ctx, s);
     }
     // bf16 only: the input already rounded (by an op that writes bf16 itself: layernorm_forward_bf16,
-    // gelu_forward_bf16).
+    // gelu_forward_bf16, flash_attention_forward_bf16).
     void forward_rounded(float* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC, Context& ctx,
                          cudaStream_t s) {
         CUDA_REQUIRE(is_bf16());

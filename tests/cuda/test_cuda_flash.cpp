@@ -67,6 +67,18 @@ static void check_flash(int B, int T, int C, int NH, uint64_t seed) {
     cuda::flash_attention_forward(d_out2, d_lse2, static_cast<const bf16*>(d_inp16), B, T, C, NH, ctx.stream());
     CHECK(bit_mismatches("out from bf16 q, k, v", d_out2.get(), d_out.get()) == 0);
     CHECK(bit_mismatches("lse from bf16 q, k, v", d_lse2.get(), d_lse.get()) == 0);
+    // The form that also writes out rounded (the projection's input): out and lse the same bits,
+    // out16 their rounding, bit for bit, every value written (bf16 NaNs first).
+    {
+        DeviceBuffer<float> d_out3(std::vector<float>(n_out, nan)), d_lse3(std::vector<float>(n_stat, nan));
+        DeviceBuffer<bf16> d_out16(std::vector<bf16>(n_out, (bf16)0x7FC0));
+        cuda::flash_attention_forward_bf16(d_out3, d_out16, d_lse3, static_cast<const bf16*>(d_inp16), B, T, C, NH,
+                                           ctx.stream());
+        const auto out_bf16_in = d_out2.get();
+        CHECK(bit_mismatches("out (with its bf16 copy)", d_out3.get(), out_bf16_in) == 0);
+        CHECK(bit_mismatches("lse (with out's bf16 copy)", d_lse3.get(), d_lse2.get()) == 0);
+        CHECK(bf16_mismatches("out's bf16 copy", d_out16.get(), out_bf16_in) == 0);
+    }
     d_dinp16.set(std::vector<bf16>(n_inp, (bf16)0x7FC0));
     cuda::flash_attention_backward_bf16(d_dinp16, d_delta, d_dout, static_cast<const bf16*>(d_inp16), d_out, d_lse, B,
                                         T, C, NH, ctx.stream());
