@@ -195,7 +195,7 @@ struct Run {
                                tr->num_tokens(), tr->num_shards(), tr->num_shards() == 1 ? "" : "s", tr->num_samples(),
                                o.block_size, va->num_samples(), tok.kind.c_str(), tok.vocab_size());
 #ifdef DPTRAIN_HAVE_CUDA
-            if (gpu >= 0) model = std::make_unique<CudaGpt>(cfg, o.batch_size, gpu);
+            if (gpu >= 0) model = std::make_unique<CudaGpt>(cfg, o.batch_size, gpu, parse_precision(o.precision));
 #endif
             if (!model) model = std::make_unique<Gpt>(cfg, o.batch_size);
             train = std::move(tr);

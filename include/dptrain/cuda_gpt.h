@@ -23,8 +23,10 @@ class OpEvents;
 
 class CudaGpt : public Model, public cuda::Resident {
   public:
-    // The same network as Gpt(cfg, max_batch), on CUDA device `device`.
-    CudaGpt(const GptConfig& cfg, int max_batch, int device);
+    // The same network as Gpt(cfg, max_batch), on CUDA device `device`, in `precision` (allocated
+    // for it from the start: bf16 keeps several activations at half the bytes; set_precision may
+    // change it later).
+    CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision = Precision::fp32);
     ~CudaGpt() override;
 
     const ParamLayout& layout() const override { return host_.layout(); }
@@ -49,8 +51,15 @@ class CudaGpt : public Model, public cuda::Resident {
     cuda::Context& context() override { return *ctx_; }
 
   private:
-    // cudaMalloc'd at construction, freed at destruction; `what` says the whole need on failure.
-    float* dev(size_t n, const std::string& what);
+    // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);
+    // `what` says the whole need on failure.
+    float* dev(size_t n, const std::string& what, std::vector<void*>& into);
+    void release();  // every device buffer, the input slots and the bf16 room
+    // Layer l's slot of an activation of n values a layer: fp32, or (half) bf16 values, n of
+    // them a layer apart in a buffer of half the bytes.
+    static float* slot(float* base, size_t l, size_t n, bool half) {
+        return half ? reinterpret_cast<float*>(reinterpret_cast<bf16*>(base) + l * n) : base + l * n;
+    }
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;
@@ -60,16 +69,27 @@ class CudaGpt : public Model, public cuda::Resident {
     std::unique_ptr<cuda::InputSlots> input_;          // the token windows' way in
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
+    std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
+    bool kept16_ = false;      // they hold bf16 (ln1_, ln2_, lnf_, fch_, fch_gelu_; qkv_ with flash)
+    bool precision_set_ = false;
+    Precision precision_ = Precision::fp32;
     bool resident_ = false;
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     };
     std::vector<LayerViews> lv_;
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+    struct Kept {
+        float** where;
+        size_t n;   // values in all
+        bool half;  // held as bf16
+    };
+    std::vector<Kept> kept_plan(Precision p);
+    double kept_bytes(Precision p);
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
     // att_ and datt_ empty with flash attention, lse_ and delta_ empty without). In bf16, ln1_,
     // ln2_, lnf_, fch_, fch_gelu_ and (with flash attention) qkv_ hold their values rounded to
-    // bf16, in the first half of each slot.
+    // bf16, in buffers of half the bytes (slot() finds a layer's part).
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed

@@ -13,7 +13,7 @@
 
 namespace dptrain {
 
-CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
+CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision)
     : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
       mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
       ev_(std::make_unique<cuda::OpEvents>()) {
@@ -47,21 +47,22 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     const bool flash = cfg.flash_attention;
     const size_t ATT = flash ? 0 : (size_t)max_batch * NH * T * T, STAT = flash ? (size_t)max_batch * NH * T : 0;
     // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
-    // small gets one message with the whole need, then allocated; freed again if any fails.
+    // small gets one message with the whole need, then allocated; freed again if any fails. The
+    // activations whose size depends on the precision come after, from set_precision.
     const std::vector<std::pair<void**, size_t>> plan = {
         {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
-        {(void**)&encoded_, BTC}, {(void**)&ln1_, L * BTC}, {(void**)&ln1_mean_, L * BT},
-        {(void**)&ln1_rstd_, L * BT}, {(void**)&qkv_, L * 3 * BTC}, {(void**)&atty_, L * BTC},
-        {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC}, {(void**)&ln2_, L * BTC},
-        {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT}, {(void**)&fch_, L * 4 * BTC},
-        {(void**)&fch_gelu_, L * 4 * BTC}, {(void**)&residual3_, L * BTC}, {(void**)&lnf_, BTC},
+        {(void**)&encoded_, BTC}, {(void**)&ln1_mean_, L * BT},
+        {(void**)&ln1_rstd_, L * BT}, {(void**)&atty_, L * BTC},
+        {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC},
+        {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT},
+        {(void**)&residual3_, L * BTC},
         {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V},
         {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
         {(void**)&dsmall_, BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
         {(void**)&delta_, STAT}};
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
-    double need = 4.0 * 2.0 * (double)token_rows;
+    double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
     for (auto& [where, n] : plan) need += 4.0 * (double)n;
     if (flash) {
         int optin = 0;
@@ -81,7 +82,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
                               (double)free_bytes / GiB, (double)total_bytes / GiB);
     if (need > (double)free_bytes) throw UserError(what + "; lower --batch-size (or the model size)");
     try {
-        for (auto& [where, n] : plan) *where = dev(n, what);
+        for (auto& [where, n] : plan) *where = dev(n, what, allocs_);
         const size_t row_bytes = (size_t)(T + 1) * sizeof(int);
         input_ = std::make_unique<cuda::InputSlots>(&row_bytes, 1, max_batch);
     } catch (...) {
@@ -95,39 +96,82 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device)
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_argmax_.resize(BT);
+    try {
+        set_precision(precision);
+    } catch (...) {
+        release();  // no destructor runs for an object whose constructor threw
+        throw;
+    }
+}
+
+// The activations set_precision allocates: the inputs of matmuls (and GELU's), which bf16 keeps
+// rounded, at half the bytes; qkv only with flash attention (matmul attention reads it as fp32).
+std::vector<CudaGpt::Kept> CudaGpt::kept_plan(Precision p) {
+    const size_t BTC = (size_t)max_batch_ * cfg_.block_size * cfg_.n_embd, L = (size_t)cfg_.n_layer;
+    const bool half = p == Precision::bf16;
+    return {{&ln1_, L * BTC, half},
+            {&ln2_, L * BTC, half},
+            {&lnf_, BTC, half},
+            {&fch_, 4 * L * BTC, half},
+            {&fch_gelu_, 4 * L * BTC, half},
+            {&qkv_, 3 * L * BTC, half && cfg_.flash_attention}};
+}
+
+double CudaGpt::kept_bytes(Precision p) {
+    double bytes = 0.0;
+    for (const Kept& k : kept_plan(p)) bytes += (k.half ? 2.0 : 4.0) * (double)k.n;
+    return bytes;
 }
 
 void CudaGpt::set_precision(Precision p) {
+    if (precision_set_ && p == precision_) return;  // allocated for it already
     const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd, L = (size_t)cfg_.n_layer;
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size);
-    mm_->set(Precision::fp32, 0, 0, 0);  // frees any bf16 room first, so the check below sees it free
+    // Everything that depends on the precision is freed first, so the check below sees it free.
+    precision_set_ = false;
+    kept16_ = false;
+    last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
+    mm_->set(Precision::fp32, 0, 0, 0);
     if (atty16_) cudaFree(atty16_);
     atty16_ = nullptr;
-    if (p == Precision::fp32) return;
-    // bf16: the weights' and output gradients' rounding scratch, and room for attention's output
-    // rounded (forward rounds it once, backward takes it as it is). No activation scratch: every
-    // other matmul input is written as bf16 by its producer, into its own fp32 buffer.
-    const double GiB = 1073741824.0, atty16 = 2.0 * (double)(L * BT * C);
-    const double need = (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) + atty16;
+    for (void* q : kept_) cudaFree(q);
+    kept_.clear();
+    for (const Kept& k : kept_plan(p)) *k.where = nullptr;
+    // The kept activations at this precision; bf16 adds the weights' and output gradients'
+    // rounding scratch and attention's output rounded (forward rounds it once, backward takes it
+    // as it is). No activation scratch: every other matmul input is written as bf16 by its producer.
+    const bool bf = p == Precision::bf16;
+    const double GiB = 1073741824.0, atty16 = bf ? 2.0 * (double)(L * BT * C) : 0.0;
+    const double matmuls = bf ? (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) : 0.0;
+    const double need = kept_bytes(p) + atty16 + matmuls;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::string what =
-        strfmt("--precision bf16 on GPU %d needs %.2f GiB more device memory for the bf16 operands, and %.2f GiB are "
-               "free; lower --batch-size or use --precision fp32",
-               ctx_->device(), need / GiB, (double)free_bytes / GiB);
-    if (need > (double)free_bytes) throw UserError(what);
-    cudaError_t rc = cudaMalloc(&atty16_, std::max<size_t>(L * BT * C, 1) * sizeof(bf16));
-    if (rc == cudaErrorMemoryAllocation) {
-        cudaGetLastError();  // not sticky: the error is the user's to fix
-        atty16_ = nullptr;
-        throw UserError(what + " (an allocation failed: fragmented, or shared with another process?)");
+        strfmt("--precision %s on GPU %d needs %.2f GiB more device memory for the activations kept in it%s, and "
+               "%.2f GiB are free",
+               bf ? "bf16" : "fp32", ctx_->device(), need / GiB, bf ? " and the bf16 operands" : "",
+               (double)free_bytes / GiB);
+    if (need > (double)free_bytes)
+        throw UserError(what + (bf ? "; lower --batch-size or use --precision fp32" : "; lower --batch-size"));
+    for (const Kept& k : kept_plan(p)) *k.where = dev(k.half ? (k.n + 1) / 2 : k.n, what, kept_);
+    if (bf) {
+        cudaError_t rc = cudaMalloc(&atty16_, std::max<size_t>(L * BT * C, 1) * sizeof(bf16));
+        if (rc == cudaErrorMemoryAllocation) {
+            cudaGetLastError();  // not sticky: the error is the user's to fix
+            atty16_ = nullptr;
+            throw UserError(what + ", but an allocation failed (fragmented, or shared with another process?); lower "
+                                   "--batch-size or use --precision fp32");
+        }
+        CUDA_CHECK(rc);
+        mm_->set(p, host_.num_params(), 0, grad);
     }
-    CUDA_CHECK(rc);
-    mm_->set(p, host_.num_params(), 0, grad);
+    kept16_ = bf;
+    precision_ = p;
+    precision_set_ = true;
 }
 
 // bf16: the activations kept rounded (LayerNorm's, GELU's, fc's and, under flash attention, qkv's
-// outputs), in the first half of their fp32 buffers.
+// outputs), in buffers of half the bytes (slot()).
 static bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
 static const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
 
@@ -152,14 +196,20 @@ void CudaGpt::unstage() { input_->drain(); }
 
 void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
 
-CudaGpt::~CudaGpt() {
+CudaGpt::~CudaGpt() { release(); }
+
+void CudaGpt::release() {
     input_.reset();
     mm_.reset();
     if (atty16_) cudaFree(atty16_);
+    atty16_ = nullptr;
+    for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
+    kept_.clear();
+    allocs_.clear();
 }
 
-float* CudaGpt::dev(size_t n, const std::string& what) {
+float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into) {
     void* p = nullptr;
     cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
     if (rc == cudaErrorMemoryAllocation) {
@@ -168,7 +218,7 @@ float* CudaGpt::dev(size_t n, const std::string& what) {
                         " failed (fragmented, or shared with another process?); lower --batch-size");
     }
     CUDA_CHECK(rc);
-    allocs_.push_back(p);
+    into.push_back(p);
     return static_cast<float*>(p);
 }
 
@@ -210,8 +260,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });  // the weights' rounding
     ev_->timed(OpKind::encoder, s,
                [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
-    // LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into the
-    // first half of their own fp32 buffer (as_bf16), where that matmul and its backward take it.
+    // LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into their
+    // own bf16 buffer (as_bf16), where that matmul and its backward take it.
     const bool bf = mm_->is_bf16(), flash16 = bf && cfg_.flash_attention;
     auto layernorm = [&](float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b) {
         ev_->timed(OpKind::layernorm, s, [&] {
@@ -241,21 +291,22 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             else cuda::residual_layernorm_forward(res, out, mean, rstd, a, b, P + w, P + bias, BT, C, s);
         });
     };
+    CUDA_REQUIRE(precision_set_ && kept16_ == bf);  // the kept activations follow the precision
     if (L > 0) layernorm(ln1_, ln1_mean_, ln1_rstd_, encoded_, lv_[0].ln1w, lv_[0].ln1b);
     else layernorm(lnf_, lnf_mean_, lnf_rstd_, encoded_, lnfw_, lnfb_);
     const float* residual = encoded_;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
-        float* ln1 = ln1_ + l * sBTC;
-        float* qkv = qkv_ + l * 3 * sBTC;
+        float* ln1 = slot(ln1_, l, sBTC, bf);
+        float* qkv = slot(qkv_, l, 3 * sBTC, flash16);  // bf16 only under flash (set_precision)
         float* atty = atty_ + l * sBTC;
         float* res2 = residual2_ + l * sBTC;
-        float* ln2 = ln2_ + l * sBTC;
-        float* fch = fch_ + l * 4 * sBTC;
-        float* fchg = fch_gelu_ + l * 4 * sBTC;
+        float* ln2 = slot(ln2_, l, sBTC, bf);
+        float* fch = slot(fch_, l, 4 * sBTC, bf);
+        float* fchg = slot(fch_gelu_, l, 4 * sBTC, bf);
         float* res3 = residual3_ + l * sBTC;
         // Flash attention rounds q, k and v to bf16 as it loads them: in bf16 the qkv matmul
-        // writes them rounded (first half of qkv's buffer), half the bytes for both to move.
+        // writes them rounded (qkv's buffer is bf16 then), half the bytes for both to move.
         if (flash16) matmul_out16(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         else matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
@@ -276,8 +327,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                              bf ? atty16_ + l * sBTC : nullptr);
         });
         residual_layernorm(res2, ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, residual, scratch_, v.ln2w, v.ln2b);
-        // bf16: the fc output written rounded (as the CPU keeps it), in the first half of fch's buffer;
-        // GELU reads it so, and its backward too: half the bytes moved for the widest activation.
+        // bf16: the fc output written rounded (as the CPU keeps it), into fch's bf16 buffer; GELU
+        // reads it so, and its backward too: half the bytes moved for the widest activation.
         if (bf) matmul_out16(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
         else matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
         ev_->timed(OpKind::activation, s, [&] {
@@ -286,8 +337,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         });
         matmul_of(scratch_, fchg, v.fcprojw, P + v.fcprojb, 4 * C, C);
         if (l + 1 < L)
-            residual_layernorm(res3, ln1_ + (l + 1) * sBTC, ln1_mean_ + (l + 1) * sBT, ln1_rstd_ + (l + 1) * sBT, res2,
-                               scratch_, lv_[l + 1].ln1w, lv_[l + 1].ln1b);
+            residual_layernorm(res3, slot(ln1_, l + 1, sBTC, bf), ln1_mean_ + (l + 1) * sBT, ln1_rstd_ + (l + 1) * sBT,
+                               res2, scratch_, lv_[l + 1].ln1w, lv_[l + 1].ln1b);
         else
             residual_layernorm(res3, lnf_, lnf_mean_, lnf_rstd_, res2, scratch_, lnfw_, lnfb_);
         residual = res3;
@@ -367,13 +418,13 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     for (int l = L - 1; l >= 0; --l) {
         const LayerViews& v = lv_[l];
         const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
-        const float* ln1 = ln1_ + l * sBTC;
-        const float* qkv = qkv_ + l * 3 * sBTC;
+        const float* ln1 = slot(ln1_, l, sBTC, bf);
+        const float* qkv = slot(qkv_, l, 3 * sBTC, bf && cfg_.flash_attention);
         const float* atty = atty_ + l * sBTC;
         const float* res2 = residual2_ + l * sBTC;
-        const float* ln2 = ln2_ + l * sBTC;
-        const float* fch = fch_ + l * 4 * sBTC;
-        const float* fchg = fch_gelu_ + l * 4 * sBTC;
+        const float* ln2 = slot(ln2_, l, sBTC, bf);
+        const float* fch = slot(fch_, l, 4 * sBTC, bf);
+        const float* fchg = slot(fch_gelu_, l, 4 * sBTC, bf);
         float* dfc = dbig_;
         ev_->timed(OpKind::matmul, s, [&] {
             if (bf)

@@ -42,10 +42,14 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false) {
     // tokens outside the vocabulary, so reading it would fail the token check.
     const int max_batch = 8, B = 5, T = cfg.block_size, stride = T + 3, V = cfg.vocab_size;
     Gpt cpu(cfg, max_batch);
-    CudaGpt gpu(cfg, max_batch, 0);
+    // The GPU model is built in the other precision and switched twice (its precision-sized buffers
+    // made, freed, made again and freed again), and once more to the same (nothing changes).
+    const Precision other = prec == Precision::bf16 ? Precision::fp32 : Precision::bf16;
+    CudaGpt gpu(cfg, max_batch, 0, other);
     cpu.set_precision(prec);
-    // The GPU model switches precision once before (its bf16 room made, or freed, and made again).
-    gpu.set_precision(prec == Precision::bf16 ? Precision::fp32 : Precision::bf16);
+    gpu.set_precision(prec);
+    gpu.set_precision(other);
+    gpu.set_precision(prec);
     gpu.set_precision(prec);
     REQUIRE(gpu.signature() == cpu.signature());
     REQUIRE(gpu.flops_per_sample() == cpu.flops_per_sample());
