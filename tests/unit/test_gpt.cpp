@@ -323,13 +323,19 @@ TEST_CASE("--precision bf16: a matmul sees rounded weights and inputs, with fp32
     CHECK_THROWS_WITH(parse_precision("fp16"), Catch::Contains("--precision 'fp16' is unknown; use fp32 or bf16"));
 }
 
-TEST_CASE("--precision bf16: the GPT keeps its fc output rounded to bf16; fp32 does not", "[model][gpt][bf16]") {
+// A small GPT for the bf16 model tests.
+static GptConfig bf16_test_config() {
     GptConfig cfg;
     cfg.vocab_size = 31;
     cfg.block_size = 16;
     cfg.n_layer = 2;
     cfg.n_head = 2;
     cfg.n_embd = 32;
+    return cfg;
+}
+
+TEST_CASE("--precision bf16: the GPT keeps its fc output rounded to bf16; fp32 does not", "[model][gpt][bf16]") {
+    const GptConfig cfg = bf16_test_config();
     const int B = 3, T = cfg.block_size;
     Gpt m(cfg, B);
     std::vector<float> p(m.num_params());
@@ -358,12 +364,7 @@ TEST_CASE("--precision bf16: the GPT keeps its fc output rounded to bf16; fp32 d
 }
 
 TEST_CASE("--precision bf16: GPT gradients and a 50-step loss curve stay close to fp32", "[model][gpt][bf16]") {
-    GptConfig cfg;
-    cfg.vocab_size = 31;
-    cfg.block_size = 16;
-    cfg.n_layer = 2;
-    cfg.n_head = 2;
-    cfg.n_embd = 32;
+    const GptConfig cfg = bf16_test_config();
     const int B = 4;
     Gpt a(cfg, B), b(cfg, B);
     b.set_precision(Precision::bf16);
