@@ -84,6 +84,7 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
 }
 
 void Gpt::set_precision(Precision p) {
+    last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
     if (p == Precision::fp32) {
         bf_ = Bf16Operands();
         return;

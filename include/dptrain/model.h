@@ -89,7 +89,8 @@ class Model {
     // grads += d(scale * summed loss) / d params, for the last forward; hook hears of finished layers.
     virtual void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) = 0;
     // Matmul precision from now on (fp32 at construction unless a model's constructor takes it);
-    // allocates what the precision needs (a GPU model may reallocate activations), nothing if unchanged.
+    // allocates what the precision needs (CudaGpt reallocates activations, and nothing when the
+    // precision is unchanged). A backward must follow a forward made after it.
     virtual void set_precision(Precision p) = 0;
     // The batch the next forward will be given, known early: a GPU model starts copying it to the
     // device on a stream of its own, under the current step's work; that forward then waits for

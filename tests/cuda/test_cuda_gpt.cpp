@@ -8,6 +8,7 @@
 #include "dptrain/optim.h"
 
 #include <cmath>
+#include <stdexcept>
 
 using namespace dptrain;
 using namespace cudatest;
@@ -28,8 +29,12 @@ struct Tolerance {
     double loss, grad, curve;
 };
 
-void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false) {
-    INFO((prec == Precision::bf16 ? "bf16" : "fp32") << (flash ? ", flash attention" : ""));
+// epilogues: cuBLASLt's bias, bf16-output and bias-gradient epilogues where it has them (the
+// default), or off, so that the fallbacks run in the model's order of ops (staging in dbig_, the
+// column sums in the reduction scratch beside LayerNorm's).
+void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool epilogues = true) {
+    INFO((prec == Precision::bf16 ? "bf16" : "fp32") << (flash ? ", flash attention" : "")
+                                                     << (epilogues ? "" : ", no cuBLASLt epilogues"));
     GptConfig cfg;
     cfg.vocab_size = 67;  // not a multiple of anything the kernels tile by
     cfg.block_size = 24;
@@ -51,6 +56,7 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false) {
     gpu.set_precision(other);
     gpu.set_precision(prec);
     gpu.set_precision(prec);
+    gpu.context().set_bias_epilogue(epilogues);
     REQUIRE(gpu.signature() == cpu.signature());
     REQUIRE(gpu.flops_per_sample() == cpu.flops_per_sample());
     const size_t P = cpu.num_params();
@@ -106,6 +112,17 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false) {
     }
     // It learns the fixed batch (on the CPU: 507 -> 22 in fp32), so the curves compared are not flat.
     CHECK(last < 0.5 * first);
+    const cuda::Context& ctx = gpu.context();
+    if (prec == Precision::bf16 && !epilogues) {  // only the fallbacks ran
+        CHECK(ctx.fused_bias_gemms() == 0);
+        CHECK(ctx.direct_out16_gemms() == 0);
+        CHECK(ctx.fused_bias_grads() == 0);
+        CHECK(ctx.staged_out16_gemms() > 0);
+        CHECK(ctx.unfused_bias_grads() > 0);
+    } else if (prec == Precision::bf16 && (ctx.staged_out16_gemms() > 0 || ctx.unfused_bias_grads() > 0)) {
+        WARN("cuBLASLt ran " << ctx.staged_out16_gemms() << " bf16-output GEMMs through staging and "
+                             << ctx.unfused_bias_grads() << " bias gradients as column sums");
+    }
 }
 
 } // namespace
@@ -128,6 +145,12 @@ TEST_CASE("CudaGpt: forward, backward and 50 training steps match the CPU Gpt wi
     compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, true);
 }
 
+TEST_CASE("CudaGpt in bf16 without cuBLASLt's epilogues (the fallback paths) matches the CPU Gpt", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, false, false);
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, true, false);
+}
+
 TEST_CASE("CudaGpt: a token outside the vocabulary is refused as on the CPU", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     GptConfig cfg;
@@ -146,4 +169,29 @@ TEST_CASE("CudaGpt: a token outside the vocabulary is refused as on the CPU", "[
     batch.tokens = tokens.data();
     batch.stride = 9;
     CHECK_THROWS_WITH(gpu.forward(p.data(), batch, nullptr), Catch::Contains("token 16 outside the model's vocabulary of 16"));
+}
+
+// A precision switch between a forward and its backward reallocates the activations the backward
+// would read: it refuses, as the CPU twin does, until the next forward.
+TEST_CASE("CudaGpt: a backward after a precision switch refuses until the next forward", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 16;
+    cfg.block_size = 8;
+    cfg.n_layer = 1;
+    cfg.n_head = 2;
+    cfg.n_embd = 16;
+    CudaGpt gpu(cfg, 2, 0);
+    std::vector<float> p(gpu.num_params()), g(gpu.num_params(), 0.0f);
+    gpu.init(p.data(), 1);
+    std::vector<int> tokens = randint(2 * 9, 5, cfg.vocab_size);
+    ModelBatch batch;
+    batch.B = 2;
+    batch.tokens = tokens.data();
+    batch.stride = 9;
+    gpu.forward(p.data(), batch, nullptr);
+    gpu.set_precision(Precision::bf16);
+    CHECK_THROWS_AS(gpu.backward(g.data(), p.data(), batch, 1.0f, nullptr), std::logic_error);
+    gpu.forward(p.data(), batch, nullptr);
+    CHECK_NOTHROW(gpu.backward(g.data(), p.data(), batch, 1.0f, nullptr));
 }

@@ -166,10 +166,24 @@ static int bench_attention(int reps) {
     std::printf("%-6s %10.3f ms %10.1f TFLOP/s (full T x T count; %.0f KiB of shared memory per block)\n", "flash",
                 ms_flash, flop / (ms_flash * 1e-3) / 1e12,
                 dptrain::cuda::flash_attention_shared_bytes(C, NH) / 1024.0);
+    // The forms bf16 training runs: q, k, v read as bf16, the output's bf16 copy written, dinp
+    // written as bf16.
+    dptrain::bf16 *inp16 = nullptr, *out16 = nullptr, *dinp16 = nullptr;
+    BENCH_CHECK(cudaMalloc(&inp16, n_inp * sizeof(dptrain::bf16)));
+    BENCH_CHECK(cudaMalloc(&out16, n_out * sizeof(dptrain::bf16)));
+    BENCH_CHECK(cudaMalloc(&dinp16, n_inp * sizeof(dptrain::bf16)));
+    dptrain::cuda::to_bf16(inp16, inp, n_inp, s);
+    const double ms_flash16 = mean_ms(s, warmup, reps, [&] {
+        dptrain::cuda::flash_attention_forward_bf16(out, out16, lse, inp16, B, T, C, NH, s);
+        dptrain::cuda::flash_attention_backward_bf16(dinp16, delta, dout, inp16, out, lse, B, T, C, NH, s);
+    });
+    std::printf("%-6s %10.3f ms %10.1f TFLOP/s (bf16 q, k, v in; the output's bf16 copy and dinp in bf16 out)\n",
+                "flash16", ms_flash16, flop / (ms_flash16 * 1e-3) / 1e12);
+    for (dptrain::bf16* p : {inp16, out16, dinp16}) cudaFree(p);
     std::printf("TF32 conversion of fp32 operands on this GPU: %s\n", tf32_conversion(ctx));
     std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx), flash %.2f ms (%.2fx of "
-                "TF32)\n",
-                ms_of[0], ms_of[1], ms_of[0] / ms_of[1], ms_flash, ms_of[1] / ms_flash);
+                "TF32), its bf16 forms %.2f ms\n",
+                ms_of[0], ms_of[1], ms_of[0] / ms_of[1], ms_flash, ms_of[1] / ms_flash, ms_flash16);
     for (float* p : {inp, dout, out, att, datt, dinp, lse, delta}) cudaFree(p);
     return 0;
 }

@@ -361,6 +361,12 @@ TEST_CASE("--precision bf16: the GPT keeps its fc output rounded to bf16; fp32 d
             else CHECK(unrounded > n / 2);  // fp32 sums are almost never bf16 values
         }
     }
+    // A switch between a forward and its backward: the backward refuses until the next forward.
+    std::vector<float> g(m.num_params(), 0.0f);
+    m.set_precision(Precision::fp32);
+    CHECK_THROWS_AS(m.backward(g.data(), p.data(), in, 1.0f, nullptr), std::logic_error);
+    m.forward(p.data(), in, nullptr);
+    CHECK_NOTHROW(m.backward(g.data(), p.data(), in, 1.0f, nullptr));
 }
 
 TEST_CASE("--precision bf16: GPT gradients and a 50-step loss curve stay close to fp32", "[model][gpt][bf16]") {
