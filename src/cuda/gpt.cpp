@@ -64,10 +64,9 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
     // The kept activations at the precision asked for, and in bf16 its operand room and attention's
     // output rounded (set_precision allocates those, checking again).
-    const bool bf16 = precision == Precision::bf16;
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)V);
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
-    if (bf16) need += 2.0 * (double)(L * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
+    if (precision == Precision::bf16) need += 2.0 * (double)(L * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
     for (auto& [where, n] : plan) need += 4.0 * (double)n;
     if (flash) {
         int optin = 0;
