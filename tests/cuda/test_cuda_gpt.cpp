@@ -32,6 +32,17 @@ struct Tolerance {
 // epilogues: cuBLASLt's bias, bf16-output and bias-gradient epilogues where it has them (the
 // default), or off, so that the fallbacks run in the model's order of ops (staging in dbig_, the
 // column sums in the reduction scratch beside LayerNorm's).
+// One small layer, for the tests of refusals (V = 16, T = 8).
+GptConfig one_layer_config() {
+    GptConfig cfg;
+    cfg.vocab_size = 16;
+    cfg.block_size = 8;
+    cfg.n_layer = 1;
+    cfg.n_head = 2;
+    cfg.n_embd = 16;
+    return cfg;
+}
+
 void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool epilogues = true) {
     INFO((prec == Precision::bf16 ? "bf16" : "fp32") << (flash ? ", flash attention" : "")
                                                      << (epilogues ? "" : ", no cuBLASLt epilogues"));
@@ -153,12 +164,7 @@ TEST_CASE("CudaGpt in bf16 without cuBLASLt's epilogues (the fallback paths) mat
 
 TEST_CASE("CudaGpt: a token outside the vocabulary is refused as on the CPU", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    GptConfig cfg;
-    cfg.vocab_size = 16;
-    cfg.block_size = 8;
-    cfg.n_layer = 1;
-    cfg.n_head = 2;
-    cfg.n_embd = 16;
+    const GptConfig cfg = one_layer_config();
     CudaGpt gpu(cfg, 2, 0);
     std::vector<float> p(gpu.num_params());
     gpu.init(p.data(), 1);
@@ -175,12 +181,7 @@ TEST_CASE("CudaGpt: a token outside the vocabulary is refused as on the CPU", "[
 // would read: it refuses, as the CPU twin does, until the next forward.
 TEST_CASE("CudaGpt: a backward after a precision switch refuses until the next forward", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    GptConfig cfg;
-    cfg.vocab_size = 16;
-    cfg.block_size = 8;
-    cfg.n_layer = 1;
-    cfg.n_head = 2;
-    cfg.n_embd = 16;
+    const GptConfig cfg = one_layer_config();
     CudaGpt gpu(cfg, 2, 0);
     std::vector<float> p(gpu.num_params()), g(gpu.num_params(), 0.0f);
     gpu.init(p.data(), 1);
