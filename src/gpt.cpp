@@ -175,11 +175,13 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
             cpu::residual_layernorm_forward(res, out, mean, rstd, a, b, params + w, params + bias, BT, C);
         });
     };
-    const bool layers = L > 0;  // else the final LayerNorm comes first
-    timed(ops_, OpKind::layernorm, [&] {
-        cpu::layernorm_forward(layers ? ln1_.data() : lnf_.data(), layers ? ln1_mean_.data() : lnf_mean_.data(),
-                               layers ? ln1_rstd_.data() : lnf_rstd_.data(), encoded_.data(),
-                               params + (layers ? lv_[0].ln1w : lnfw_), params + (layers ? lv_[0].ln1b : lnfb_), BT, C);
+    timed(ops_, OpKind::layernorm, [&] {  // the first LayerNorm: layer 0's, or with no layers the final one
+        if (L > 0)
+            cpu::layernorm_forward(ln1_.data(), ln1_mean_.data(), ln1_rstd_.data(), encoded_.data(),
+                                   params + lv_[0].ln1w, params + lv_[0].ln1b, BT, C);
+        else
+            cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), encoded_.data(), params + lnfw_,
+                                   params + lnfb_, BT, C);
     });
     const float* residual = encoded_.data();
     for (int l = 0; l < L; ++l) {

@@ -165,6 +165,7 @@ struct Run {
         }
         cpu::set_threads(threads);
 
+        const Precision precision = parse_precision(o.precision);
         lm = o.model == "gpt";
         if (lm) {
             int gpu = choose_device();
@@ -195,7 +196,7 @@ struct Run {
                                tr->num_tokens(), tr->num_shards(), tr->num_shards() == 1 ? "" : "s", tr->num_samples(),
                                o.block_size, va->num_samples(), tok.kind.c_str(), tok.vocab_size());
 #ifdef DPTRAIN_HAVE_CUDA
-            if (gpu >= 0) model = std::make_unique<CudaGpt>(cfg, o.batch_size, gpu, parse_precision(o.precision));
+            if (gpu >= 0) model = std::make_unique<CudaGpt>(cfg, o.batch_size, gpu, precision);
 #endif
             if (!model) model = std::make_unique<Gpt>(cfg, o.batch_size);
             train = std::move(tr);
@@ -225,7 +226,7 @@ struct Run {
             train = std::move(tr);
             val = std::move(va);
         }
-        model->set_precision(parse_precision(o.precision));
+        model->set_precision(precision);
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(o.optimizer == "sgd" ? Optimizer::Kind::sgd : Optimizer::Kind::adamw,

@@ -70,7 +70,6 @@ class CudaGpt : public Model, public cuda::Resident {
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
     std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
-    bool kept16_ = false;      // they hold bf16 (ln1_, ln2_, lnf_, fch_, fch_gelu_; qkv_ with flash)
     bool precision_set_ = false;
     Precision precision_ = Precision::fp32;
     bool resident_ = false;

@@ -133,7 +133,6 @@ void CudaGpt::set_precision(Precision p) {
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size);
     // Everything that depends on the precision is freed first, so the check below sees it free.
     precision_set_ = false;
-    kept16_ = false;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
     mm_->set(Precision::fp32, 0, 0, 0);
     if (atty16_) cudaFree(atty16_);
@@ -169,7 +168,6 @@ void CudaGpt::set_precision(Precision p) {
         CUDA_CHECK(rc);
         mm_->set(p, host_.num_params(), 0, grad);
     }
-    kept16_ = bf;
     precision_ = p;
     precision_set_ = true;
 }
@@ -295,7 +293,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             else cuda::residual_layernorm_forward(res, out, mean, rstd, a, b, P + w, P + bias, BT, C, s);
         });
     };
-    CUDA_REQUIRE(precision_set_ && kept16_ == bf);  // the kept activations follow the precision
+    CUDA_REQUIRE(precision_set_);  // the kept activations are sized for mm_'s precision (set_precision)
     if (L > 0) layernorm(ln1_, ln1_mean_, ln1_rstd_, encoded_, lv_[0].ln1w, lv_[0].ln1b);
     else layernorm(lnf_, lnf_mean_, lnf_rstd_, encoded_, lnfw_, lnfb_);
     const float* residual = encoded_;
@@ -383,7 +381,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const float* P = params_;
     float* G = grads_;
     // bf16: the matmul inputs forward rounded and kept (null in fp32: nothing kept).
-    const bool bf = mm_->is_bf16();
+    const bool bf = mm_->is_bf16(), flash16 = bf && cfg_.flash_attention;
     auto rounded = [&](const float* x) { return bf ? as_bf16(x) : nullptr; };
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
@@ -423,7 +421,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const LayerViews& v = lv_[l];
         const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
         const float* ln1 = slot(ln1_, l, sBTC, bf);
-        const float* qkv = slot(qkv_, l, 3 * sBTC, bf && cfg_.flash_attention);
+        const float* qkv = slot(qkv_, l, 3 * sBTC, flash16);
         const float* atty = atty_ + l * sBTC;
         const float* res2 = residual2_ + l * sBTC;
         const float* ln2 = slot(ln2_, l, sBTC, bf);
@@ -460,7 +458,6 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         });
         // dqkv: with flash attention in bf16 (the trainer allows no other) written rounded, straight
         // into the gradient scratch; otherwise into dbig_, as the CPU does (dfc is done with).
-        const bool flash16 = cfg_.flash_attention && bf;
         bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
         float* dqkv = dbig_;
         ev_->timed(OpKind::attention, s, [&] {

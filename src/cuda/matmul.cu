@@ -221,11 +221,6 @@ static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const
     return true;
 }
 
-// dbias (n) += grad (n).
-__global__ void bias_grad_add_kernel(float* dbias, const float* grad, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dbias[i] += grad[i];
-}
-
 // The bf16 weight-gradient GEMM (dweight += inp^T dout) with the bias gradient in the epilogue:
 // cuBLASLt writes the column sums of dout into the context's reduction scratch, and a small pass
 // adds them onto dbias (dbias +=, as on the column-sum path). False (nothing queued) where cuBLASLt
@@ -242,7 +237,7 @@ static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16*
     const float one = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.bgrad, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d,
                                 &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream));
-    bias_grad_add_kernel<<<grid_for(OC, 256), 256, 0, stream>>>(dbias, grad, OC);
+    column_finish_kernel<1><<<(OC + 255) / 256, 256, 0, stream>>>(dbias, nullptr, grad, 1, OC);  // one "chunk"
     CUDA_CHECK(cudaGetLastError());
     return true;
 }
