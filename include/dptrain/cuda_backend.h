@@ -248,12 +248,10 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 // cpu::flash_attention_supported only. lse (B,NH,T) keeps each query's log-sum-exp for backward.
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
                              cudaStream_t stream);
-// The same from q, k, v already rounded to bf16 (the bits the fp32 form rounds them to as it loads
-// them, so the same results): half the reads, for --precision bf16 (matmul_forward_bf16_out).
-void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
-                             cudaStream_t stream);
-// The same, and out rounded to bf16 into out16 (B,T,C) as it is stored (to_bf16 of out, bit for
-// bit): the attention projection's input in --precision bf16, without a pass of its own.
+// The bf16 form (--precision bf16): from q, k, v already rounded to bf16 (the bits the fp32 form
+// rounds them to as it loads them, so the same out and lse: half the reads; matmul_forward_bf16_out
+// writes them), and out also rounded to bf16 into out16 (B,T,C) as it is stored (to_bf16 of out,
+// bit for bit): the attention projection's input, without a pass of its own.
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream);
 // The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
@@ -262,11 +260,9 @@ size_t flash_attention_shared_bytes(int C, int NH);
 // dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
-// The same with dinp rounded to bf16 as it is stored (to_bf16 of the fp32 form's, bit for bit):
-// for --precision bf16, where it only feeds the qkv matmul's backward.
-void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
-                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
-// And from q, k, v already rounded to bf16, as flash_attention_forward's bf16 form.
+// The bf16 form: from q, k, v already rounded to bf16, as the forward's, and dinp rounded to bf16 as
+// it is stored (to_bf16 of the fp32 form's, bit for bit), where it only feeds the qkv matmul's
+// backward.
 void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const bf16* inp, const float* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 

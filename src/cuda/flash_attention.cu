@@ -443,11 +443,6 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
     forward_any(out, nullptr, lse, inp, B, T, C, NH, stream);
 }
 
-void flash_attention_forward(float* out, float* lse, const bf16* inp, int B, int T, int C, int NH,
-                             cudaStream_t stream) {
-    forward_any(out, nullptr, lse, inp, B, T, C, NH, stream);
-}
-
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream) {
     CUDA_REQUIRE(out16 != nullptr);
@@ -456,11 +451,6 @@ void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf1
 
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
-    backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
-}
-
-void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const float* inp, const float* out,
-                                   const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
 }
 
