@@ -58,18 +58,19 @@ class Context {
     void bind_blas(cudaStream_t stream);
 
     // cuBLASLt, for GEMMs with a fused epilogue (the bf16 forward's bias, the bf16 weight-gradient
-    // GEMM's bias gradient): its handle, the
-    // workspace above (cuBLASLt takes it per call, so only on the context's own stream), and the
-    // algorithms found per shape, made as each shape is first seen (src/cuda/matmul.cu).
+    // GEMM's bias gradient, GELU and its gradient): its handle, the workspace above (cuBLASLt takes
+    // it per call, so only on the context's own stream), and the algorithms found per shape, made
+    // as each shape is first seen (src/cuda/matmul.cu).
     cublasLtContext* lt() const { return lt_; }
     void* workspace() const { return workspace_; }
     size_t workspace_bytes() const { return workspace_bytes_; }
     LtPlans* lt_plans() const { return lt_plans_; }
-    // On (the default): bf16 forward GEMMs add the bias, and bf16 weight-gradient GEMMs sum the
-    // bias gradient, in cuBLASLt's epilogues where cuBLASLt has an algorithm for the shape; off:
-    // always as separate passes (bench_ops times both).
-    void set_bias_epilogue(bool on) { bias_epilogue_ = on; }
-    bool bias_epilogue() const { return bias_epilogue_; }
+    // On (the default): bf16 forward GEMMs add the bias, bf16 weight-gradient GEMMs sum the bias
+    // gradient, and the GEMMs before and after GELU take its forward and backward, in cuBLASLt's
+    // epilogues where cuBLASLt has an algorithm for the shape; off: always as separate passes
+    // (bench_ops times both; the tests run both).
+    void set_epilogues(bool on) { epilogues_ = on; }
+    bool epilogues() const { return epilogues_; }
     // Device scratch of at least n floats for the column sums of the bias and LayerNorm gradients
     // (column_sums_scratch says how much), and the OC floats of a bias gradient from cuBLASLt's
     // epilogue before they are added on. Grown the first time a larger one is asked for (after a
@@ -91,6 +92,16 @@ class Context {
     long fused_bias_grads() const { return fused_bias_grads_; }
     long unfused_bias_grads() const { return unfused_bias_grads_; }
     void count_bias_grad(bool fused) { ++(fused ? fused_bias_grads_ : unfused_bias_grads_); }
+    // matmul_forward_bf16_gelu calls so far: GELU in cuBLASLt's epilogue (GELU_AUX_BIAS), and as
+    // matmul_forward_bf16_out followed by gelu_forward_bf16.
+    long fused_gelu_gemms() const { return fused_gelu_gemms_; }
+    long unfused_gelu_gemms() const { return unfused_gelu_gemms_; }
+    void count_gelu_gemm(bool fused) { ++(fused ? fused_gelu_gemms_ : unfused_gelu_gemms_); }
+    // matmul_backward_bf16_gelu calls so far: GELU's backward in the dinp GEMM's epilogue (DGELU),
+    // and through fp32 staging and gelu_backward_bf16.
+    long fused_dgelu_gemms() const { return fused_dgelu_gemms_; }
+    long unfused_dgelu_gemms() const { return unfused_dgelu_gemms_; }
+    void count_dgelu_gemm(bool fused) { ++(fused ? fused_dgelu_gemms_ : unfused_dgelu_gemms_); }
 
   private:
     int device_ = 0;
@@ -98,9 +109,10 @@ class Context {
     cublasContext* blas_ = nullptr;
     cublasLtContext* lt_ = nullptr;
     LtPlans* lt_plans_ = nullptr;
-    bool bias_epilogue_ = true;
+    bool epilogues_ = true;
     long fused_bias_gemms_ = 0, unfused_bias_gemms_ = 0, direct_out16_gemms_ = 0, staged_out16_gemms_ = 0;
-    long fused_bias_grads_ = 0, unfused_bias_grads_ = 0;
+    long fused_bias_grads_ = 0, unfused_bias_grads_ = 0, fused_gelu_gemms_ = 0, unfused_gelu_gemms_ = 0;
+    long fused_dgelu_gemms_ = 0, unfused_dgelu_gemms_ = 0;
     float* reduction_ = nullptr;
     size_t reduction_n_ = 0;
     void* workspace_ = nullptr;       // cuBLAS scratch, workspace_bytes_ on device_
@@ -155,7 +167,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 size_t column_sums_scratch(long N, int C, int sums);
 // Mixed precision: out (B, OC) fp32 = inp (B, C) bf16 @ weight (OC, C) bf16 ^T + bias (OC) fp32
 // or null; products and sums in fp32 on the tensor cores (CUBLAS_COMPUTE_32F). The bias is added
-// in cuBLASLt's epilogue where it can be (Context::bias_epilogue), else by filling out first.
+// in cuBLASLt's epilogue where it can be (Context::epilogues), else by filling out first.
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
 // The same product rounded to bf16 as it is stored, out (B, OC) bf16: through cuBLASLt with the bias
@@ -168,10 +180,30 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
 // dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32. The bias
 // gradient is summed in the weight-gradient GEMM's epilogue (cuBLASLt's BGRADB) where cuBLASLt has
-// an algorithm and Context::bias_epilogue is on, else as column sums in a fixed order; both sum
+// an algorithm and Context::epilogues is on, else as column sums in a fixed order; both sum
 // the same values in fp32, in different orders.
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
+// The GPT's fc matmul with GELU after it, in bf16: pre (B, OC) bf16, GELU's input kept for
+// backward, and out (B, OC) bf16 = GELU(pre), the next matmul's input. Where cuBLASLt has an
+// algorithm for its GELU_AUX_BIAS epilogue (Context::epilogues on), one GEMM writes both, and
+// takes GELU of the fp32 sum before rounding it, with cuBLASLt's own GELU; else
+// matmul_forward_bf16_out into pre (staging: B * OC floats, as there) and gelu_forward_bf16 from
+// pre, as the CPU Gpt computes it. The two differ by bf16 roundings (out within 2^-8 of |out| plus
+// 1.13 times 2^-8 of |pre|), and by what separates cuBLASLt's GELU from the tanh approximation. Counted
+// (Context::fused_gelu_gemms), and also once as a bias GEMM and once as a bf16-output GEMM.
+void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
+                              int C, int OC, float* staging, Context& ctx, cudaStream_t stream);
+// matmul_backward_bf16 of the matmul that took GELU's output, with GELU's backward: dpre (B, C) bf16
+// = (dout @ weight) * GELU'(pre), rounded as it is stored (pre: GELU's input, B x C bf16), the
+// gradient the fc matmul's backward takes; dweight and dbias as matmul_backward_bf16. Where
+// cuBLASLt has an algorithm for its DGELU epilogue, the dinp GEMM applies GELU's derivative (its
+// own) as it stores; else dinp goes to `staging` (B * C floats, fp32) and gelu_backward_bf16
+// writes dpre from it, the CPU's order. dpre must not overlap dout, inp, pre or staging. Counted
+// (Context::fused_dgelu_gemms).
+void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                               const bf16* weight, const bf16* pre, int B, int C, int OC, float* staging, Context& ctx,
+                               cudaStream_t stream);
 // dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 

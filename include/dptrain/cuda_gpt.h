@@ -99,6 +99,8 @@ class CudaGpt : public Model, public cuda::Resident {
           *scratch_ = nullptr, *lse_ = nullptr, *ce_stats_ = nullptr;
     int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
     bf16* atty16_ = nullptr;  // bf16: attention's output rounded for its projection, kept for backward
+    bf16* dfc16_ = nullptr;   // bf16: fc's output gradient (B, T, 4C), from GELU's backward
+    void free16();            // frees atty16_ and dfc16_
     float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *datt_ = nullptr,
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;

@@ -62,11 +62,12 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         {(void**)&dsmall_, BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
         {(void**)&delta_, STAT}};
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
-    // The kept activations at the precision asked for, and in bf16 its operand room and attention's
-    // output rounded (set_precision allocates those, checking again).
+    // The kept activations at the precision asked for, and in bf16 its operand room, attention's
+    // output rounded and dfc's bf16 buffer (set_precision allocates those, checking again).
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)V);
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
-    if (precision == Precision::bf16) need += 2.0 * (double)(L * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
+    if (precision == Precision::bf16)
+        need += 2.0 * (double)(L * BTC + 4 * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
     for (auto& [where, n] : plan) need += 4.0 * (double)n;
     if (flash) {
         int optin = 0;
@@ -135,18 +136,18 @@ void CudaGpt::set_precision(Precision p) {
     precision_set_ = false;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
     mm_->set(Precision::fp32, 0, 0, 0);
-    if (atty16_) cudaFree(atty16_);
-    atty16_ = nullptr;
+    free16();
     for (void* q : kept_) cudaFree(q);
     kept_.clear();
     for (const Kept& k : kept_plan(p)) *k.where = nullptr;
     // The kept activations at this precision; bf16 adds the weights' and output gradients'
-    // rounding scratch and attention's output rounded (forward rounds it once, backward takes it
-    // as it is). No activation scratch: every other matmul input is written as bf16 by its producer.
+    // rounding scratch, attention's output rounded (forward rounds it once, backward takes it as it
+    // is) and fc's output gradient in bf16 (GELU's backward writes it, fc's backward takes it). No
+    // activation scratch: every other matmul input is written as bf16 by its producer.
     const bool bf = p == Precision::bf16;
-    const double GiB = 1073741824.0, atty16 = bf ? 2.0 * (double)(L * BT * C) : 0.0;
+    const double GiB = 1073741824.0, bf16_buffers = bf ? 2.0 * (double)(L * BT * C + 4 * BT * C) : 0.0;
     const double matmuls = bf ? (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) : 0.0;
-    const double need = kept_bytes(p) + atty16 + matmuls;
+    const double need = kept_bytes(p) + bf16_buffers + matmuls;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::string what =
@@ -158,14 +159,17 @@ void CudaGpt::set_precision(Precision p) {
         throw UserError(what + (bf ? "; lower --batch-size or use --precision fp32" : "; lower --batch-size"));
     for (const Kept& k : kept_plan(p)) *k.where = dev(k.half ? (k.n + 1) / 2 : k.n, what, kept_);
     if (bf) {
-        cudaError_t rc = cudaMalloc(&atty16_, std::max<size_t>(L * BT * C, 1) * sizeof(bf16));
-        if (rc == cudaErrorMemoryAllocation) {
-            cudaGetLastError();  // not sticky: the error is the user's to fix
-            atty16_ = nullptr;
-            throw UserError(what + ", but an allocation failed (fragmented, or shared with another process?); lower "
-                                   "--batch-size or use --precision fp32");
+        for (auto [where, n] : {std::pair<bf16**, size_t>{&atty16_, L * BT * C}, {&dfc16_, 4 * BT * C}}) {
+            cudaError_t rc = cudaMalloc(where, std::max<size_t>(n, 1) * sizeof(bf16));
+            if (rc == cudaErrorMemoryAllocation) {
+                cudaGetLastError();  // not sticky: the error is the user's to fix
+                *where = nullptr;
+                free16();
+                throw UserError(what + ", but an allocation failed (fragmented, or shared with another process?); "
+                                       "lower --batch-size or use --precision fp32");
+            }
+            CUDA_CHECK(rc);
         }
-        CUDA_CHECK(rc);
         mm_->set(p, host_.num_params(), 0, grad);
     }
     precision_ = p;
@@ -200,11 +204,17 @@ void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
 
 CudaGpt::~CudaGpt() { release(); }
 
+void CudaGpt::free16() {
+    for (bf16** p : {&atty16_, &dfc16_}) {
+        if (*p) cudaFree(*p);
+        *p = nullptr;
+    }
+}
+
 void CudaGpt::release() {
     input_.reset();
     mm_.reset();
-    if (atty16_) cudaFree(atty16_);
-    atty16_ = nullptr;
+    free16();
     for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
     kept_.clear();
@@ -329,14 +339,18 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                              bf ? atty16_ + l * sBTC : nullptr);
         });
         residual_layernorm(res2, ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, residual, scratch_, v.ln2w, v.ln2b);
-        // bf16: the fc output written rounded (as the CPU keeps it), into fch's bf16 buffer; GELU
-        // reads it so, and its backward too: half the bytes moved for the widest activation.
-        if (bf) matmul_out16(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
-        else matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
-        ev_->timed(OpKind::activation, s, [&] {
-            if (bf) cuda::gelu_forward_bf16(as_bf16(fchg), as_bf16(fch), 4 * (long)BTC, s);
-            else cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s);
-        });
+        // bf16: fc and GELU as one op (timed as matmul): fc's output kept rounded, as the CPU keeps
+        // it, for GELU's backward, and GELU's rounded for fcproj; one GEMM writes both where
+        // cuBLASLt has the epilogue (else dbig_, free in forward, is the staging it may need).
+        if (bf) {
+            ev_->timed(OpKind::matmul, s, [&] {
+                mm_->forward_rounded_gelu(as_bf16(fch), as_bf16(fchg), as_bf16(ln2), v.fcw, P + v.fcb, (int)BT, C,
+                                          4 * C, dbig_, *ctx_, s);
+            });
+        } else {
+            matmul_of(fch, ln2, v.fcw, P + v.fcb, C, 4 * C);
+            ev_->timed(OpKind::activation, s, [&] { cuda::gelu_forward(fchg, fch, 4 * (long)BTC, s); });
+        }
         matmul_of(scratch_, fchg, v.fcprojw, P + v.fcprojb, 4 * C, C);
         if (l + 1 < L)
             residual_layernorm(res3, slot(ln1_, l + 1, sBTC, bf), ln1_mean_ + (l + 1) * sBT, ln1_rstd_ + (l + 1) * sBT,
@@ -427,19 +441,22 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* ln2 = slot(ln2_, l, sBTC, bf);
         const float* fch = slot(fch_, l, 4 * sBTC, bf);
         const float* fchg = slot(fch_gelu_, l, 4 * sBTC, bf);
+        // bf16: fcproj's backward and GELU's as one op (timed as matmul), dfc written rounded into
+        // its own buffer (dres16 is still being read); one GEMM does both where cuBLASLt has the
+        // epilogue, else dinp goes through dbig_ in fp32 first, as the CPU computes it.
         float* dfc = dbig_;
-        ev_->timed(OpKind::matmul, s, [&] {
-            if (bf)
-                mm_->backward_rounded(dfc, G + v.fcprojw, G + v.fcprojb, dres16, as_bf16(fchg), v.fcprojw, (int)BT,
-                                      4 * C, C, *ctx_, s);
-            else
+        bf16* dfc16 = dfc16_;
+        if (bf) {
+            ev_->timed(OpKind::matmul, s, [&] {
+                mm_->backward_rounded_gelu(dfc16, G + v.fcprojw, G + v.fcprojb, dres16, as_bf16(fchg), as_bf16(fch),
+                                           v.fcprojw, (int)BT, 4 * C, C, dfc, *ctx_, s);
+            });
+        } else {
+            ev_->timed(OpKind::matmul, s, [&] {
                 mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s);
-        });
-        bf16* dfc16 = bf ? mm_->grad_scratch(4 * BTC) : nullptr;
-        ev_->timed(OpKind::activation, s, [&] {
-            if (bf) cuda::gelu_backward_bf16(dfc16, as_bf16(fch), dfc, 4 * (long)BTC, s);
-            else cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s);
-        });
+            });
+            ev_->timed(OpKind::activation, s, [&] { cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s); });
+        }
         float* dln = dsmall_;
         ev_->timed(OpKind::matmul, s, [&] {
             if (bf)

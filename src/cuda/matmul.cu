@@ -2,9 +2,10 @@
 // float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
 // its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
 // The bf16 forward adds its bias in cuBLASLt's epilogue where cuBLASLt offers an algorithm (one
-// write of the output instead of a fill, a read and a write), and the bf16 weight-gradient GEMM
-// sums the bias gradient in its own (dout read once instead of twice); everything else does these
-// in separate passes. Not for: choosing precision (the caller converts).
+// write of the output instead of a fill, a read and a write), the bf16 weight-gradient GEMM sums
+// the bias gradient in its own (dout read once instead of twice), and the GPT's fc GEMM and the
+// dinp GEMM after GELU take GELU's forward and backward into theirs; everything else does these in
+// separate passes. Not for: choosing precision (the caller converts).
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -82,21 +83,30 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
 }
 
-// ---- The bias and its gradient in cuBLASLt's epilogues ----------------------------------------
-// Two descriptors (bf16 x bf16 summed in fp32): the forward (the weight transposed, epilogue BIAS:
-// out = acc + bias, fp32 or bf16 out) and the weight-gradient GEMM (dout transposed, fp32 dweight
-// accumulated with beta = 1, epilogue BGRADB: the bias gradient, the column sums of dout, written
-// to a vector of its own). Per GEMM, shape and operand alignment, the algorithm cuBLASLt's
-// heuristic picked, or the note that it had none (then the separate pass runs). A plan is made the
-// first time its key is seen (the first step, the first evaluation batch, a short last batch);
-// after that a GEMM looks it up and allocates nothing.
+// ---- cuBLASLt's epilogues: the bias, its gradient, GELU and GELU's gradient --------------------
+// Four descriptors (bf16 x bf16 summed in fp32), one per kind of GEMM:
+// - bias: the forward (the weight transposed, epilogue BIAS: out = acc + bias, fp32 or bf16 out);
+// - bgrad: the weight-gradient GEMM (dout transposed, fp32 dweight accumulated with beta = 1,
+//   epilogue BGRADB: the bias gradient, the column sums of dout, written to a vector of its own);
+// - gelu: the forward with GELU after it (GELU_AUX_BIAS: pre = acc + bias, rounded to bf16, into
+//   the auxiliary matrix, and out = GELU(acc + bias), rounded to bf16);
+// - dgelu: dinp = dout @ W of the matmul that took GELU's output (epilogue DGELU: each value times
+//   GELU's derivative at pre, read from the auxiliary matrix, rounded to bf16 as it is stored).
+// Per GEMM, shape and operand alignment, the algorithm cuBLASLt's heuristic picked, or the note
+// that it had none (then the separate passes run). A plan is made the first time its key is seen
+// (the first step, the first evaluation batch, a short last batch); after that a GEMM looks it up
+// and allocates nothing.
+enum class LtKind { bias, bgrad, gelu, dgelu };
+
 struct LtKey {
-    bool bgrad;              // the weight-gradient GEMM, else the forward
-    int B, C, OC, align[4];  // shape; the alignment of A, B, C/D and the bias (or its gradient)
-    bool out16;              // the forward's output type: fp32, or bf16
+    LtKind kind;
+    int B, C, OC;
+    int align[5];  // of A, B, C/D, the bias (or its gradient; 0: none) and GELU's input (0: none)
+    bool out16;    // the output type: fp32, or bf16
     bool operator==(const LtKey& o) const {
-        return bgrad == o.bgrad && B == o.B && C == o.C && OC == o.OC && align[0] == o.align[0] &&
-               align[1] == o.align[1] && align[2] == o.align[2] && align[3] == o.align[3] && out16 == o.out16;
+        for (int i = 0; i < 5; ++i)
+            if (align[i] != o.align[i]) return false;
+        return kind == o.kind && B == o.B && C == o.C && OC == o.OC && out16 == o.out16;
     }
 };
 
@@ -108,8 +118,9 @@ struct LtPlan {
 };
 
 struct LtPlans {
-    cublasLtMatmulDesc_t forward = nullptr, bgrad = nullptr;
+    cublasLtMatmulDesc_t desc[4] = {};  // by LtKind
     std::vector<LtPlan> plans;
+    cublasLtMatmulDesc_t of(LtKind k) const { return desc[(int)k]; }
 };
 
 static cublasLtMatmulDesc_t lt_desc(cublasOperation_t ta, cublasOperation_t tb, cublasLtEpilogue_t epilogue) {
@@ -119,14 +130,18 @@ static cublasLtMatmulDesc_t lt_desc(cublasOperation_t ta, cublasOperation_t tb, 
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    if (epilogue != CUBLASLT_EPILOGUE_DGELU)  // the one without a bias vector
+        CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     return d;
 }
 
 LtPlans* lt_plans_create() {
     auto* p = new LtPlans;
-    p->forward = lt_desc(CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS);
-    p->bgrad = lt_desc(CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB);
+    p->desc[(int)LtKind::bias] = lt_desc(CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS);
+    p->desc[(int)LtKind::bgrad] = lt_desc(CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB);
+    p->desc[(int)LtKind::gelu] = lt_desc(CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+    p->desc[(int)LtKind::dgelu] = lt_desc(CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DGELU);
     return p;
 }
 
@@ -137,8 +152,8 @@ void lt_plans_destroy(LtPlans* p) {
         cublasLtMatrixLayoutDestroy(plan.b);
         cublasLtMatrixLayoutDestroy(plan.d);
     }
-    if (p->forward) cublasLtMatmulDescDestroy(p->forward);
-    if (p->bgrad) cublasLtMatmulDescDestroy(p->bgrad);
+    for (cublasLtMatmulDesc_t d : p->desc)
+        if (d) cublasLtMatmulDescDestroy(d);
     delete p;
 }
 
@@ -151,29 +166,56 @@ static int alignment(const void* p) {
     return align;
 }
 
-// The plan for key (bias: the bias, or the bias gradient's vector, whose alignment is in the key).
-static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias) {
+// GELU's input, the auxiliary matrix of the gelu and dgelu epilogues, has the output's layout:
+// (OC, B) for the forward, (C, B) for dinp; its leading dimension in values.
+static int64_t aux_ld(const LtKey& key) { return key.kind == LtKind::gelu ? key.OC : key.C; }
+
+// The pointers a GEMM's epilogue reads or writes, set on its kind's descriptor before the
+// heuristic (which checks their alignment) and before each call (the descriptor is shared).
+static void lt_bind(cublasLtMatmulDesc_t desc, const LtKey& key, const void* bias, const void* aux) {
+    if (bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (aux) {
+        const int64_t ld = aux_ld(key);
+        CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    }
+}
+
+// The plan for key (bias: the bias, or the bias gradient's vector; aux: GELU's input; each null
+// where the kind has none, and its alignment in the key).
+static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const void* aux) {
     LtPlans& lp = *ctx.lt_plans();
     for (const LtPlan& p : lp.plans)
         if (p.key == key) return p;
     LtPlan p{key, false, nullptr, nullptr, nullptr, {}};
     const int B = key.B, C = key.C, OC = key.OC;
-    // Column-major, as cuBLAS sees the row-major buffers. Forward: the weight (C, OC) used
-    // transposed, the input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32 sum plus
-    // the bias). Weight gradient: the input (C, B), dout (OC, B) used transposed, dweight (C, OC).
-    if (key.bgrad) {
+    const cudaDataType_t out_type = key.out16 ? CUDA_R_16BF : CUDA_R_32F;
+    // Column-major, as cuBLAS sees the row-major buffers. Forward (bias, gelu): the weight (C, OC)
+    // used transposed, the input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32
+    // sum plus the bias). Weight gradient: the input (C, B), dout (OC, B) used transposed, dweight
+    // (C, OC). dinp (dgelu): the weight (C, OC), dout (OC, B), dinp (C, B) in bf16.
+    if (key.kind == LtKind::bgrad) {
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, B, C));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, OC, B, OC));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, C, OC, C));
+    } else if (key.kind == LtKind::dgelu) {
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, OC, B, OC));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out_type, C, B, C));
     } else {
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, OC, C));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, key.out16 ? CUDA_R_16BF : CUDA_R_32F, OC, B, OC));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out_type, OC, B, OC));
     }
-    // The bias pointer is part of what the heuristic checks (its alignment); 16 bytes at least,
-    // else the separate pass, as some epilogue kernels load the bias in 16-byte vectors.
-    if (key.align[3] >= 16) {
-        cublasLtMatmulDesc_t desc = key.bgrad ? lp.bgrad : lp.forward;
+    // The bias and aux pointers are part of what the heuristic checks (their alignment); 16 bytes
+    // at least, else the separate passes, as some epilogue kernels load them in 16-byte vectors.
+    // The auxiliary matrix's leading dimension must be a multiple of 8 (cuBLASLt's rule).
+    const bool bias_ok = !bias || key.align[3] >= 16;
+    const bool aux_ok = !aux || (key.align[4] >= 16 && aux_ld(key) % 8 == 0);
+    if (bias_ok && aux_ok) {
+        cublasLtMatmulDesc_t desc = lp.of(key.kind);
         cublasLtMatmulPreference_t pref = nullptr;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         const size_t ws = ctx.workspace_bytes();
@@ -188,7 +230,7 @@ static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias) {
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ad, sizeof(ad)));
         CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof(ad)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        lt_bind(desc, key, bias, aux);
         cublasLtMatmulHeuristicResult_t found = {};
         int n = 0;
         cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, p.a, p.b, p.d, p.d, pref, 1, &found, &n);
@@ -204,19 +246,40 @@ static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias) {
     return lp.plans.back();
 }
 
-// The bf16 GEMM with the bias in the epilogue, into fp32 or bf16 (out16) outputs; false (nothing
-// queued) where cuBLASLt has no algorithm for it, or it is off, or the stream is not the context's
+// The bf16 GEMM with the bias in the epilogue, into fp32 or bf16 (out16) outputs, and with GELU
+// after it where pre (GELU's input, bf16; out16 then) is given; false (nothing queued) where
+// cuBLASLt has no algorithm for it, or the epilogues are off, or the stream is not the context's
 // (whose workspace it uses).
 static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const bf16* weight, const float* bias,
-                                   int B, int C, int OC, Context& ctx, cudaStream_t stream) {
-    if (!bias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
-    const LtKey key{false, B, C, OC, {alignment(weight), alignment(inp), alignment(out), alignment(bias)}, out16};
-    const LtPlan& p = lt_plan(ctx, key, bias);
+                                   int B, int C, int OC, Context& ctx, cudaStream_t stream, bf16* pre = nullptr) {
+    if (!bias || !ctx.epilogues() || stream != ctx.stream()) return false;
+    const LtKind kind = pre ? LtKind::gelu : LtKind::bias;
+    const LtKey key{kind, B, C, OC, {alignment(weight), alignment(inp), alignment(out), alignment(bias),
+                                     pre ? alignment(pre) : 0}, out16};
+    const LtPlan& p = lt_plan(ctx, key, bias, pre);
     if (!p.ok) return false;
-    LtPlans& lp = *ctx.lt_plans();
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.forward, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(kind);
+    lt_bind(desc, key, bias, pre);
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.forward, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
+                                ctx.workspace(), ctx.workspace_bytes(), stream));
+    return true;
+}
+
+// dpre (B, C) bf16 = (dout @ weight) times GELU's derivative at pre (B, C, bf16), in one GEMM
+// (epilogue DGELU); false (nothing queued) where cuBLASLt has no algorithm, or the epilogues are
+// off, or the stream is not the context's.
+static bool matmul_dinp_dgelu_lt(bf16* dpre, const bf16* dout, const bf16* weight, const bf16* pre, int B, int C,
+                                 int OC, Context& ctx, cudaStream_t stream) {
+    if (!ctx.epilogues() || stream != ctx.stream()) return false;
+    const LtKey key{LtKind::dgelu, B, C, OC, {alignment(weight), alignment(dout), alignment(dpre), 0, alignment(pre)},
+                    true};
+    const LtPlan& p = lt_plan(ctx, key, nullptr, pre);
+    if (!p.ok) return false;
+    cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(LtKind::dgelu);
+    lt_bind(desc, key, nullptr, pre);
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, dout, p.b, &zero, dpre, p.d, dpre, p.d, &p.algo,
                                 ctx.workspace(), ctx.workspace_bytes(), stream));
     return true;
 }
@@ -227,15 +290,16 @@ static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const
 // has no algorithm, or the epilogues are off, or the stream is not the context's.
 static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int B,
                                        int C, int OC, Context& ctx, cudaStream_t stream) {
-    if (!dbias || !ctx.bias_epilogue() || stream != ctx.stream()) return false;
+    if (!dbias || !ctx.epilogues() || stream != ctx.stream()) return false;
     float* grad = ctx.reduction_scratch((size_t)OC);  // the models reserve more at construction
-    const LtKey key{true, B, C, OC, {alignment(inp), alignment(dout), alignment(dweight), alignment(grad)}, false};
-    const LtPlan& p = lt_plan(ctx, key, grad);
+    const LtKey key{LtKind::bgrad, B, C, OC,
+                    {alignment(inp), alignment(dout), alignment(dweight), alignment(grad), 0}, false};
+    const LtPlan& p = lt_plan(ctx, key, grad, nullptr);
     if (!p.ok) return false;
-    LtPlans& lp = *ctx.lt_plans();
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(lp.bgrad, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &grad, sizeof(grad)));
+    cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(LtKind::bgrad);
+    lt_bind(desc, key, grad, nullptr);
     const float one = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), lp.bgrad, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d,
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d,
                                 &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream));
     column_finish_kernel<1><<<(OC + 255) / 256, 256, 0, stream>>>(dbias, nullptr, grad, 1, OC);  // one "chunk"
     CUDA_CHECK(cudaGetLastError());
@@ -298,6 +362,32 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
     }
     if (bias) ctx.count_bias_gemm(fused);
     ctx.count_out16_gemm(direct);
+}
+
+void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
+                              int C, int OC, float* staging, Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || OC <= 0) return;
+    const bool fused = bias && matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream, pre);
+    ctx.count_gelu_gemm(fused);
+    if (fused) {  // the bias in the epilogue, and pre written as bf16 by cuBLASLt
+        ctx.count_bias_gemm(true);
+        ctx.count_out16_gemm(true);
+        return;
+    }
+    matmul_forward_bf16_out(pre, inp, weight, bias, B, C, OC, staging, ctx, stream);
+    gelu_forward_bf16(out, pre, (long)B * OC, stream);
+}
+
+void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                               const bf16* weight, const bf16* pre, int B, int C, int OC, float* staging, Context& ctx,
+                               cudaStream_t stream) {
+    if (B <= 0) return;
+    const bool fused = matmul_dinp_dgelu_lt(dpre, dout, weight, pre, B, C, OC, ctx, stream);
+    ctx.count_dgelu_gemm(fused);
+    // dweight and dbias as matmul_backward_bf16 sums them; dinp there only where the epilogue did
+    // not take GELU's backward (into the staging, then gelu_backward_bf16).
+    matmul_backward_bf16(fused ? nullptr : staging, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream);
+    if (!fused) gelu_backward_bf16(dpre, pre, staging, (long)B * C, stream);
 }
 
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {

@@ -59,7 +59,7 @@ class Matmuls {
         matmul_forward_bf16(out, a, w_ + w, bias, B, C, OC, ctx, s);
     }
     // bf16 only: the input already rounded (by an op that writes bf16 itself: layernorm_forward_bf16,
-    // gelu_forward_bf16, flash_attention_forward_bf16).
+    // matmul_forward_bf16_gelu, flash_attention_forward_bf16).
     void forward_rounded(float* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC, Context& ctx,
                          cudaStream_t s) {
         CUDA_REQUIRE(is_bf16());
@@ -72,6 +72,13 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16());
         matmul_forward_bf16_out(out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
     }
+    // bf16 only: forward_rounded into pre (bf16) with GELU after it into out (bf16):
+    // matmul_forward_bf16_gelu (staging: out's size in floats, where cuBLASLt has no algorithm).
+    void forward_rounded_gelu(bf16* pre, bf16* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC,
+                              float* staging, Context& ctx, cudaStream_t s) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_forward_bf16_gelu(pre, out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
+    }
     // rounded (bf16, or null): the forward's rounding of inp, kept, used as it is; null rounds inp.
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
                   size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s, const bf16* rounded = nullptr) {
@@ -83,7 +90,7 @@ class Matmuls {
     }
 
     // bf16 only: room for an output gradient of n values, for an op that writes it as bf16 itself
-    // (softmax_crossentropy_backward_bf16, gelu_backward_bf16, flash_attention_backward_bf16,
+    // (softmax_crossentropy_backward_bf16, flash_attention_backward_bf16,
     // layernorm_backward_bf16's copy of dinp) before backward_rounded takes it. One buffer, which
     // backward's own rounding of dout overwrites too: each value must be taken before the next
     // is written (one stream: queue order).
@@ -96,6 +103,14 @@ class Matmuls {
                           int C, int OC, Context& ctx, cudaStream_t s) {
         CUDA_REQUIRE(is_bf16());
         matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s);
+    }
+    // bf16 only: backward_rounded of the matmul after GELU, dinp taken through GELU's backward at pre
+    // into dpre (bf16): matmul_backward_bf16_gelu (staging: dinp's size in floats).
+    void backward_rounded_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                               const bf16* pre, size_t w, int B, int C, int OC, float* staging, Context& ctx,
+                               cudaStream_t s) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_backward_bf16_gelu(dpre, dweight, dbias, dout, inp, w_ + w, pre, B, C, OC, staging, ctx, s);
     }
 
   private:

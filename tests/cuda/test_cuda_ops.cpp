@@ -154,7 +154,7 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
     // and as a fill before the GEMM; each writes every output (the buffer starts as garbage).
     for (bool epilogue : {true, false}) {
         INFO("bias epilogue " << (epilogue ? "on" : "off"));
-        ctx.set_bias_epilogue(epilogue);
+        ctx.set_epilogues(epilogue);
         const long fused0 = ctx.fused_bias_gemms(), unfused0 = ctx.unfused_bias_gemms();
         REQUIRE(cudaMemsetAsync(d_out, 0xff, (size_t)B * OC * sizeof(float), ctx.stream()) == cudaSuccess);  // NaNs
         cuda::matmul_forward_bf16(d_out, d_inp16, d_w16, d_bias, B, C, OC, ctx, ctx.stream());
@@ -198,7 +198,7 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
             CHECK(mismatches("bf16 out vs rounded inputs", got16f, want_r, 0.0, 1e-4, scale16) == 0);
         }
     }
-    ctx.set_bias_epilogue(true);
+    ctx.set_epilogues(true);
     // The same shape again with another bias: the plan found above is reused, and must take the
     // new bias pointer (the models' biases start at zero, so their tests would not see a stale one).
     {
@@ -234,7 +234,7 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
     // cuBLASLt has an algorithm: counted) and as column sums; each from the same start.
     for (bool epilogue : {true, false}) {
         INFO("bias-gradient epilogue " << (epilogue ? "on" : "off"));
-        ctx.set_bias_epilogue(epilogue);
+        ctx.set_epilogues(epilogue);
         d_dw.set(dw0);
         d_db.set(db0);
         REQUIRE(cudaMemsetAsync(d_dinp, 0xff, (size_t)B * C * sizeof(float), ctx.stream()) == cudaSuccess);  // NaNs
@@ -259,7 +259,7 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
             CHECK(bit_mismatches("dbias (epilogue, second run)", d_db.get(), got_db) == 0);
         }
     }
-    ctx.set_bias_epilogue(true);
+    ctx.set_epilogues(true);
 }
 
 TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on the rounded inputs", "[cuda]") {
@@ -269,6 +269,166 @@ TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on th
     REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
     check_matmul_bf16(128, 768, 3072, 500, prop.major >= 8);  // a GPT-2 MLP up-projection's shape
     check_matmul_bf16(64, 48, 144, 450);     // a small GPT's qkv (the integration tests' model)
+}
+
+// The bf16 widened back to float, and x's values rounded to bf16 (as a bf16 buffer holds them).
+static std::vector<float> widened(const std::vector<bf16>& h) {
+    std::vector<float> f(h.size());
+    from_bf16(f.data(), h.data(), h.size());
+    return f;
+}
+static std::vector<bf16> rounded(const std::vector<float>& x) {
+    std::vector<bf16> h(x.size());
+    dptrain::to_bf16(h.data(), x.data(), x.size());
+    return h;
+}
+
+// The fc matmul with GELU after it, and the backward of the matmul after GELU (the GPT's MLP in
+// bf16), with cuBLASLt's GELU epilogues (where it has them: counted) and without, against the CPU
+// composition on the same rounded operands: B rows, C -> OC (GELU's width) -> C.
+static void check_matmul_gelu(int B, int C, int OC, uint64_t seed) {
+    INFO("matmul + GELU, B=" << B << " C=" << C << " OC=" << OC);
+    const auto inp16 = rounded(randn((size_t)B * C, seed)), w16 = rounded(randn((size_t)OC * C, seed + 1, 0.1f));
+    const auto inp_r = widened(inp16), w_r = widened(w16);
+    const auto bias = randn(OC, seed + 2, 0.5f);
+    // GELU's input: the fp32 sum plus the bias, and the magnitudes behind it (the GEMM's bound).
+    std::vector<float> pre((size_t)B * OC), s_pre((size_t)B * OC);
+    cpu::matmul_forward(pre.data(), inp_r.data(), w_r.data(), bias.data(), B, C, OC);
+    cpu::matmul_forward(s_pre.data(), absolute(inp_r).data(), absolute(w_r).data(), absolute(bias).data(), B, C, OC);
+
+    cuda::Context ctx(0);
+    cudaStream_t s = ctx.stream();
+    DeviceBuffer<bf16> d_inp16(inp16), d_w16(w16), d_pre16((size_t)B * OC), d_out16((size_t)B * OC);
+    DeviceBuffer<float> d_bias(bias), d_staging((size_t)B * OC);
+    for (bool epilogue : {true, false}) {
+        INFO("GELU epilogue " << (epilogue ? "on" : "off"));
+        ctx.set_epilogues(epilogue);
+        for (bf16* p : {(bf16*)d_pre16, (bf16*)d_out16})  // NaNs: a value not written shows
+            REQUIRE(cudaMemsetAsync(p, 0xff, (size_t)B * OC * sizeof(bf16), s) == cudaSuccess);
+        const long fused0 = ctx.fused_gelu_gemms(), unfused0 = ctx.unfused_gelu_gemms();
+        cuda::matmul_forward_bf16_gelu(d_pre16, d_out16, d_inp16, d_w16, d_bias, B, C, OC, d_staging, ctx, s);
+        const auto got_pre = widened(d_pre16.get()), got_out = widened(d_out16.get());
+        CHECK(ctx.fused_gelu_gemms() + ctx.unfused_gelu_gemms() == fused0 + unfused0 + 1);
+        const bool fused = ctx.fused_gelu_gemms() > fused0;
+        if (!epilogue || OC % 8 != 0) CHECK_FALSE(fused);  // cuBLASLt's rule for GELU's input's stride
+        if (epilogue && !fused)
+            WARN("cuBLASLt offered no GELU_AUX_BIAS epilogue at B=" << B << " C=" << C << " OC=" << OC
+                                                                    << ": matmul_forward_bf16_out and GELU ran");
+        // pre: the GEMM's bound on the rounded operands (1e-4 of the |a||b| sum, as the bf16 matmul
+        // tests) plus its rounding to bf16 (up to 2^-8 of |pre|, inside 40 * 1e-4).
+        std::vector<float> s16(s_pre.size());
+        for (size_t i = 0; i < s16.size(); ++i) s16[i] = s_pre[i] + 40.0f * std::fabs(pre[i]);
+        CHECK(mismatches("pre (GELU's input, bf16)", got_pre, pre, 0.0, 1e-4, s16) == 0);
+        // out against the tanh GELU of the pre it wrote. Unfused: gelu_forward_bf16 on pre, i.e.
+        // tanhf against the CPU's tanh_approx (1e-5, as the GELU test) and one rounding to bf16
+        // (up to 2^-8 of |out|; 2^-7 leaves margin). Fused: GELU of the fp32 sum, before pre's
+        // rounding (|GELU'| <= 1.13 times up to 2^-8 of |pre|: inside 2^-7 of |pre|), by cuBLASLt's
+        // own formula (the tanh approximation and the erf form differ by 4.7e-4 at most: 2e-3). A
+        // layout or bias error is off by O(1).
+        std::vector<float> want(got_pre.size()), s_out(got_pre.size());
+        cpu::gelu_forward(want.data(), got_pre.data(), (long)want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+            s_out[i] = std::fabs(want[i]) + (fused ? std::fabs(got_pre[i]) : 0.0f);
+        CHECK(mismatches("out (GELU's output, bf16)", got_out, want, fused ? 2e-3 : 1e-5, 1.0 / 128, s_out) == 0);
+        if (fused) {  // how far cuBLASLt's GELU sits from the tanh form, for the record
+            double worst = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                worst = std::max(worst, std::fabs((double)got_out[i] - want[i]) - std::fabs(want[i]) / 256.0);
+            WARN("GELU epilogue at B=" << B << " C=" << C << " OC=" << OC << ": largest difference from the tanh "
+                                       << "GELU beyond one bf16 rounding of the output: " << worst);
+            // The plan found above, used again with another bias and other outputs: each pointer
+            // must be the new one (the descriptor is shared), and the results those of the new bias.
+            const auto bias2 = randn(OC, seed + 9, 0.5f, 1.0f);
+            std::vector<float> pre2((size_t)B * OC), s_pre2((size_t)B * OC);
+            cpu::matmul_forward(pre2.data(), inp_r.data(), w_r.data(), bias2.data(), B, C, OC);
+            cpu::matmul_forward(s_pre2.data(), absolute(inp_r).data(), absolute(w_r).data(), absolute(bias2).data(),
+                                B, C, OC);
+            DeviceBuffer<float> d_bias2(bias2);
+            DeviceBuffer<bf16> d_pre2((size_t)B * OC), d_out2((size_t)B * OC);
+            for (bf16* p : {(bf16*)d_pre2, (bf16*)d_out2})
+                REQUIRE(cudaMemsetAsync(p, 0xff, (size_t)B * OC * sizeof(bf16), s) == cudaSuccess);
+            cuda::matmul_forward_bf16_gelu(d_pre2, d_out2, d_inp16, d_w16, d_bias2, B, C, OC, d_staging, ctx, s);
+            const auto got_pre2 = widened(d_pre2.get()), got_out2 = widened(d_out2.get());
+            for (size_t i = 0; i < s16.size(); ++i) s16[i] = s_pre2[i] + 40.0f * std::fabs(pre2[i]);
+            CHECK(mismatches("pre with a second bias", got_pre2, pre2, 0.0, 1e-4, s16) == 0);
+            cpu::gelu_forward(want.data(), got_pre2.data(), (long)want.size());
+            for (size_t i = 0; i < want.size(); ++i) s_out[i] = std::fabs(want[i]) + std::fabs(got_pre2[i]);
+            CHECK(mismatches("out with a second bias", got_out2, want, 2e-3, 1.0 / 128, s_out) == 0);
+        }
+    }
+
+    // Backward of the matmul after GELU (OC -> C): its input is GELU's output, pre GELU's input.
+    const int Cb = OC, OCb = C;
+    const auto x16 = rounded(randn((size_t)B * Cb, seed + 3)), w2_16 = rounded(randn((size_t)OCb * Cb, seed + 4, 0.1f));
+    const auto pre16 = rounded(randn((size_t)B * Cb, seed + 5, 2.0f));
+    const auto dout16 = rounded(randn((size_t)B * OCb, seed + 6));
+    const auto x_r = widened(x16), w2_r = widened(w2_16), pre_r = widened(pre16), dout_r = widened(dout16);
+    const auto dw0 = randn((size_t)OCb * Cb, seed + 7), db0 = randn(OCb, seed + 8);
+    std::vector<float> dinp((size_t)B * Cb), dw = dw0, db = db0, s_dinp((size_t)B * Cb);
+    std::vector<float> s_dw((size_t)OCb * Cb, 0.0f), s_db(OCb, 0.0f);
+    cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout_r.data(), x_r.data(), w2_r.data(), B, Cb, OCb);
+    cpu::matmul_backward(s_dinp.data(), s_dw.data(), s_db.data(), absolute(dout_r).data(), absolute(x_r).data(),
+                         absolute(w2_r).data(), B, Cb, OCb);
+    s_dw = plus_abs(s_dw, dw0);
+    s_db = plus_abs(s_db, db0);
+    std::vector<float> dpre(dinp.size()), slope(dinp.size()), ones(dinp.size(), 1.0f);
+    cpu::gelu_backward(dpre.data(), pre_r.data(), dinp.data(), (long)dpre.size());
+    cpu::gelu_backward(slope.data(), pre_r.data(), ones.data(), (long)slope.size());  // GELU'(pre)
+    DeviceBuffer<bf16> d_x16(x16), d_w2_16(w2_16), d_pre_in(pre16), d_dout16(dout16), d_dpre((size_t)B * Cb);
+    DeviceBuffer<float> d_dw(dw0), d_db(db0), d_staging2((size_t)B * Cb);
+    for (bool epilogue : {true, false}) {
+        INFO("DGELU epilogue " << (epilogue ? "on" : "off"));
+        ctx.set_epilogues(epilogue);
+        d_dw.set(dw0);
+        d_db.set(db0);
+        REQUIRE(cudaMemsetAsync(d_dpre, 0xff, (size_t)B * Cb * sizeof(bf16), s) == cudaSuccess);
+        const long fused0 = ctx.fused_dgelu_gemms(), unfused0 = ctx.unfused_dgelu_gemms();
+        cuda::matmul_backward_bf16_gelu(d_dpre, d_dw, d_db, d_dout16, d_x16, d_w2_16, d_pre_in, B, Cb, OCb,
+                                        d_staging2, ctx, s);
+        const auto got = widened(d_dpre.get());
+        CHECK(ctx.fused_dgelu_gemms() + ctx.unfused_dgelu_gemms() == fused0 + unfused0 + 1);
+        const bool fused = ctx.fused_dgelu_gemms() > fused0;
+        if (!epilogue || Cb % 8 != 0) CHECK_FALSE(fused);
+        if (epilogue && !fused)
+            WARN("cuBLASLt offered no DGELU epilogue at B=" << B << " C=" << Cb << " OC=" << OCb
+                                                            << ": dinp in fp32 and gelu_backward_bf16 ran");
+        // dpre = GELU'(pre) dinp, rounded: the GEMM's bound times |GELU'|, the derivative's formula
+        // (tanhf against tanh_approx: 3e-5 absolute per unit of dinp, as the GELU test), one
+        // rounding (up to 2^-8 of |dpre|; 2^-7 leaves margin) and, fused, cuBLASLt's own derivative
+        // (the tanh and erf forms' derivatives differ by 8.7e-4 at most: 2e-3 of |dinp|).
+        auto dpre_bound = [&](const std::vector<float>& want_dpre, bool own_derivative) {
+            std::vector<float> bound(want_dpre.size());
+            for (size_t i = 0; i < bound.size(); ++i)
+                bound[i] = 1e-4f * std::fabs(slope[i]) * s_dinp[i] + std::fabs(want_dpre[i]) / 128.0f +
+                           (own_derivative ? 2e-3f : 3e-5f) * std::fabs(dinp[i]);
+            return bound;
+        };
+        CHECK(mismatches("dpre (bf16)", got, dpre, 0.0, 1.0, dpre_bound(dpre, fused)) == 0);
+        CHECK(mismatches("dweight", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
+        CHECK(mismatches("dbias", d_db.get(), db, 0.0, 1e-4, s_db) == 0);
+        if (fused) {  // the plan used again with another GELU input and output: the new pointers
+            const auto pre2_16 = rounded(randn((size_t)B * Cb, seed + 10, 2.0f));
+            const auto pre2_r = widened(pre2_16);
+            std::vector<float> dpre2(dinp.size());
+            cpu::gelu_backward(dpre2.data(), pre2_r.data(), dinp.data(), (long)dpre2.size());
+            cpu::gelu_backward(slope.data(), pre2_r.data(), ones.data(), (long)slope.size());
+            DeviceBuffer<bf16> d_pre2(pre2_16), d_dpre2((size_t)B * Cb);
+            REQUIRE(cudaMemsetAsync(d_dpre2, 0xff, (size_t)B * Cb * sizeof(bf16), s) == cudaSuccess);
+            cuda::matmul_backward_bf16_gelu(d_dpre2, d_dw, d_db, d_dout16, d_x16, d_w2_16, d_pre2, B, Cb, OCb,
+                                            d_staging2, ctx, s);
+            CHECK(mismatches("dpre with a second GELU input", widened(d_dpre2.get()), dpre2, 0.0, 1.0,
+                             dpre_bound(dpre2, true)) == 0);
+            cpu::gelu_backward(slope.data(), pre_r.data(), ones.data(), (long)slope.size());  // back, for the loop
+        }
+    }
+    ctx.set_epilogues(true);
+}
+
+TEST_CASE("cuda matmul_forward_bf16_gelu and matmul_backward_bf16_gelu match the CPU matmuls and GELU", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_matmul_gelu(128, 768, 3072, 600);  // GPT-2's MLP
+    check_matmul_gelu(72, 48, 192, 650);     // a small GPT's (the model tests')
+    check_matmul_gelu(40, 20, 60, 700);      // GELU's width not a multiple of 8: no epilogue, the passes
 }
 
 TEST_CASE("cuda relu, gelu and residual match the CPU", "[cuda]") {

@@ -1,9 +1,10 @@
 // Throughput of cuda::matmul_forward_bf16 at GPT-2 124M's projection shapes (B*T = 8192 tokens,
 // C = 768): TFLOP/s and the share of the H200's dense bf16 peak (~989 TFLOP/s, datasheet), plus
 // the fp32 matmul_forward on one shape for contrast, and each shape's time with the bias as a
-// separate pass instead of in cuBLASLt's epilogue, qkv's and fc's with a bf16 output (the path bf16
-// training takes for them), and each projection's bf16 backward with the bias gradient in the
-// weight-gradient GEMM's epilogue and as column sums. With "attention" as the second argument:
+// separate pass instead of in cuBLASLt's epilogue, qkv's and fc's with a bf16 output, each
+// projection's bf16 backward with the bias gradient in the weight-gradient GEMM's epilogue and as
+// column sums, and the MLP's GELU forward and backward inside fc's and fcproj's GEMMs and as passes
+// of their own (the paths bf16 training takes). With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
@@ -231,9 +232,9 @@ int main(int argc, char** argv) {
     int n_bias = 0, n_out16 = 0, n_bgrad = 0;  // shapes whose cuBLASLt epilogue path ran, for the summary
     for (const Shape& sh : shapes) {
         auto launch = [&] { dptrain::cuda::matmul_forward_bf16(out, inp16, w16, bias, BT, sh.C, sh.OC, ctx, s); };
-        ctx.set_bias_epilogue(false);
+        ctx.set_epilogues(false);
         double ms_unfused = time_ms(launch);
-        ctx.set_bias_epilogue(true);
+        ctx.set_epilogues(true);
         const long fused0 = ctx.fused_bias_gemms();
         double ms = time_ms(launch);
         const bool fused = ctx.fused_bias_gemms() > fused0;
@@ -292,9 +293,9 @@ int main(int argc, char** argv) {
             auto launch = [&] {
                 dptrain::cuda::matmul_backward_bf16(dinp, dw, db, dout16, inp16, w16, BT, sh.C, sh.OC, ctx, s);
             };
-            ctx.set_bias_epilogue(false);
+            ctx.set_epilogues(false);
             const double ms_cols = time_ms(launch);
-            ctx.set_bias_epilogue(true);
+            ctx.set_epilogues(true);
             const long fused0 = ctx.fused_bias_grads();
             const double ms = time_ms(launch);
             const bool fused = ctx.fused_bias_grads() > fused0;
@@ -315,11 +316,57 @@ int main(int argc, char** argv) {
         cudaFree(db);
         cudaFree(dout16);
     }
+    // The MLP's GELU in bf16: fc with GELU after it, and fcproj's backward with GELU's, each in one
+    // GEMM with cuBLASLt's epilogue (GELU_AUX_BIAS, DGELU) and as a GEMM and a pass of its own.
+    int n_gelu = 0, n_dgelu = 0;
+    {
+        const int C = 768, H = 3072;
+        dptrain::bf16 *pre = nullptr, *act = nullptr, *dpre = nullptr, *dout16 = nullptr;
+        float *dw = nullptr, *db = nullptr;
+        for (dptrain::bf16** p : {&pre, &act, &dpre})
+            BENCH_CHECK(cudaMalloc(p, (size_t)BT * H * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&dout16, (size_t)BT * C * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&dw, (size_t)H * C * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&db, C * sizeof(float)));
+        BENCH_CHECK(cudaMemsetAsync(dw, 0, (size_t)H * C * sizeof(float), s));
+        BENCH_CHECK(cudaMemsetAsync(db, 0, C * sizeof(float), s));
+        dptrain::cuda::to_bf16(dout16, inp, (size_t)BT * C, s);
+        float* staging = out;  // BT * max_oc floats: BT * H
+        auto fwd = [&] {
+            dptrain::cuda::matmul_forward_bf16_gelu(pre, act, inp16, w16, bias, BT, C, H, staging, ctx, s);
+        };
+        auto bwd = [&] {
+            dptrain::cuda::matmul_backward_bf16_gelu(dpre, dw, db, dout16, act, w16, pre, BT, H, C, staging, ctx, s);
+        };
+        struct Timed {
+            const char* op;
+            const char* shape;
+            double flop;
+        };
+        const Timed ops[2] = {{"matmul_fwd_bf16_gelu", "fc      (C -> 4C)", 2.0 * BT * C * H},
+                              {"matmul_bwd_bf16_gelu", "fcproj  (4C -> C)", 4.0 * BT * C * H}};
+        for (int i = 0; i < 2; ++i) {
+            auto launch = [&] { i == 0 ? fwd() : bwd(); };
+            ctx.set_epilogues(false);
+            const double ms_passes = time_ms(launch);
+            ctx.set_epilogues(true);
+            const long fused0 = i == 0 ? ctx.fused_gelu_gemms() : ctx.fused_dgelu_gemms();
+            const double ms = time_ms(launch);
+            const bool fused = (i == 0 ? ctx.fused_gelu_gemms() : ctx.fused_dgelu_gemms()) > fused0;
+            (i == 0 ? n_gelu : n_dgelu) += fused;
+            const double tflops = ops[i].flop / (ms * 1e-3) / 1e12;
+            std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", ops[i].op, ops[i].shape, ms, tflops,
+                        100.0 * tflops / peak_bf16, ms_passes,
+                        fused ? " (GELU as a pass of its own)" : " (no cuBLASLt GELU epilogue: both as passes)");
+        }
+        for (void* p : {(void*)pre, (void*)act, (void*)dpre, (void*)dout16, (void*)dw, (void*)db}) cudaFree(p);
+    }
     // One line for run.sh's summary (its last RESULT line), with how many shapes had each of
     // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
-                "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/2, bias gradient %d/4\n",
-                overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad);
+                "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/2, bias gradient %d/4, GELU %d/1, "
+                "GELU backward %d/1\n",
+                overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu);
 
     cudaFree(inp);
     cudaFree(w);
