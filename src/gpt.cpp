@@ -216,7 +216,8 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
                                lnfb_);
         residual = res3;
     }
-    mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V);
+    // bf16 keeps the logits rounded, as stored in bf16 (PyTorch's autocast too); the loss reads them so.
+    mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V, true);
     timed(ops_, OpKind::crossentropy, [&] {
         cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
                                           logits_.data(), targets_.data(), (int)BT, V);

@@ -81,9 +81,9 @@ class Context {
     long fused_bias_gemms() const { return fused_bias_gemms_; }
     long unfused_bias_gemms() const { return unfused_bias_gemms_; }
     void count_bias_gemm(bool fused) { ++(fused ? fused_bias_gemms_ : unfused_bias_gemms_); }
-    // matmul_forward_bf16_out calls so far: written as bf16 by cuBLASLt, and through fp32 staging
-    // and a rounding pass (8 bytes more per output value than the direct form: an fp32 write and
-    // read).
+    // matmul_forward_bf16_out calls with a bias so far: written as bf16 by cuBLASLt, and through
+    // fp32 staging and a rounding pass (8 bytes more per output value than the direct form: an
+    // fp32 write and read).
     long direct_out16_gemms() const { return direct_out16_gemms_; }
     long staged_out16_gemms() const { return staged_out16_gemms_; }
     void count_out16_gemm(bool direct) { ++(direct ? direct_out16_gemms_ : staged_out16_gemms_); }
@@ -170,11 +170,13 @@ size_t column_sums_scratch(long N, int C, int sums);
 // in cuBLASLt's epilogue where it can be (Context::epilogues), else by filling out first.
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
-// The same product rounded to bf16 as it is stored, out (B, OC) bf16: through cuBLASLt with the bias
-// in its epilogue and a bf16 output where it has an algorithm, else matmul_forward_bf16 into
-// `staging` (B * OC floats) and to_bf16. For a matmul whose output is kept as bf16 (the GPT's fc,
-// and its qkv under flash attention). The context counts it once as a bias GEMM, fused if either
-// epilogue ran, and once as a bf16-output GEMM, direct or staged (through `staging` and to_bf16).
+// The same product rounded to bf16 as it is stored, out (B, OC) bf16: with a bias, through
+// cuBLASLt with the bias in its epilogue and a bf16 output where it has an algorithm, else
+// matmul_forward_bf16 into `staging` (B * OC floats) and to_bf16; without one, cuBLAS writes bf16
+// itself (cublasGemmEx; staging unused, may be null). For a matmul whose output is kept as bf16
+// (the GPT's qkv under flash attention, and its classifier). With a bias, the context counts it
+// once as a bias GEMM, fused if either epilogue ran, and once as a bf16-output GEMM, direct or
+// staged (through `staging` and to_bf16); without one, not at all (there is no other path).
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                              float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
@@ -191,7 +193,8 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
 // matmul_forward_bf16_out into pre (staging: B * OC floats, as there) and gelu_forward_bf16 from
 // pre, as the CPU Gpt computes it. The two differ by bf16 roundings (out within 2^-8 of |out| plus
 // 1.13 times 2^-8 of |pre|), and by what separates cuBLASLt's GELU from the tanh approximation. Counted
-// (Context::fused_gelu_gemms), and also once as a bias GEMM and once as a bf16-output GEMM.
+// (Context::fused_gelu_gemms), and, with a bias, also once as a bias GEMM and once as a bf16-output
+// GEMM (matmul_forward_bf16_out's counts).
 void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
                               int C, int OC, float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward_bf16 of the matmul that took GELU's output, with GELU's backward: dpre (B, C) bf16
@@ -226,9 +229,13 @@ void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, cons
 // may be logits (in place).
 void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
                                    float scale, int B, int V, cudaStream_t stream);
-// The same dlogits rounded to bf16 as they are stored (to_bf16 of the fp32 form's, bit for bit),
-// into a buffer of their own: for --precision bf16, where they only feed the classifier's matmul.
-void softmax_crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* stats, const int* targets,
+// The bf16 forms (--precision bf16's GPT): the logits read as bf16 (the classifier matmul's output,
+// rounded as it was stored), what the fp32 forms compute on the widened values, bit for bit; dlogits
+// rounded to bf16 as they are stored (to_bf16 of the fp32 form's), into a buffer of their own, for
+// the classifier's matmul.
+void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax, const bf16* logits,
+                                       const int* targets, int B, int V, cudaStream_t stream);
+void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
                                         float scale, int B, int V, cudaStream_t stream);
 
 // out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).

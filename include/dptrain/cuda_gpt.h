@@ -34,8 +34,8 @@ class CudaGpt : public Model, public cuda::Resident {
     int terms_per_sample() const override { return host_.terms_per_sample(); }
     double flops_per_sample() const override { return host_.flops_per_sample(); }
     void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
-    // Token checks and messages as Gpt::forward; *correct is counted on the host from the
-    // logits, copied in slices of rows (evaluation only: the trainer asks for it there).
+    // Token checks and messages as Gpt::forward; *correct is counted on the host from each row's
+    // argmax, which the loss kernel finds (evaluation only: the trainer asks for it there).
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
@@ -87,8 +87,8 @@ class CudaGpt : public Model, public cuda::Resident {
     double kept_bytes(Precision p);
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
     // att_ and datt_ empty with flash attention, lse_ and delta_ empty without). In bf16, ln1_,
-    // ln2_, lnf_, fch_, fch_gelu_ and (with flash attention) qkv_ hold their values rounded to
-    // bf16, in buffers of half the bytes (slot() finds a layer's part).
+    // ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold their values
+    // rounded to bf16, in buffers of half the bytes (slot() finds a layer's part).
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed

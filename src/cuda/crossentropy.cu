@@ -3,7 +3,9 @@
 // vocabulary summed in float would differ from it by ~1e-6 relative). The probabilities are never
 // stored: at GPT-2 124M with B = 8 that is 1.65 GB of device memory and three of its passes less
 // per step (forward reads the logits twice and writes two floats a row; backward reads them once
-// and writes the gradient over them).
+// and writes the gradient over them). The bf16 forms read the logits as bf16 (the classifier
+// matmul's output, rounded as it was stored: half the bytes on every pass) and widen them exactly,
+// so they compute what the fp32 forms compute on the widened values.
 // Not for: fusing with the classifier matmul.
 #include "dptrain/cuda_backend.h"
 
@@ -62,77 +64,97 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
 }
 
 // One block per row, two reads of it: the max (and where it is), then the sum of exp(z - max),
-// in double as the CPU. Nothing (B, V) is written.
-__global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const float* logits,
+// in double as the CPU. Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
+template <class In>
+__global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const In* logits,
                                                     const int* targets, int V) {
     __shared__ float fscratch[32];
     __shared__ int iscratch[32];
     __shared__ double dscratch[32];
     const long b = blockIdx.x;
-    const float* z = logits + b * V;
+    const In* z = logits + b * V;
     // As the CPU: the scan starts from entry 0 (so a row of -inf still names index 0, and a NaN
     // there is the max); every other entry replaces the pair only when strictly larger (never a NaN).
     float maxv = -INFINITY;
     int arg = INT_MAX;
     if (threadIdx.x == 0) {
-        maxv = z[0];
+        maxv = as_float(z[0]);
         arg = 0;
     }
-    for (int v = threadIdx.x == 0 ? (int)blockDim.x : (int)threadIdx.x; v < V; v += blockDim.x)
-        if (z[v] > maxv) {
-            maxv = z[v];
+    for (int v = threadIdx.x == 0 ? (int)blockDim.x : (int)threadIdx.x; v < V; v += blockDim.x) {
+        const float x = as_float(z[v]);
+        if (x > maxv) {
+            maxv = x;
             arg = v;
         }
+    }
     block_arg_max(maxv, arg, fscratch, iscratch);
     double sum = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(z[v] - maxv);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(as_float(z[v]) - maxv);
     sum = block_sum(sum, dscratch);
     if (threadIdx.x == 0) {
         stats[2 * b] = maxv;
         stats[2 * b + 1] = (float)(1.0 / sum);
         if (argmax) argmax[b] = arg;
-        losses[b] = (float)(log(sum) + maxv - z[targets[b]]);
+        losses[b] = (float)(log(sum) + maxv - as_float(z[targets[b]]));
     }
 }
 
 // One block per row. The probability is the forward's, expf(z - max) * (1 / sum), recomputed;
 // __fmul_rn keeps each product rounded on its own (no fused multiply-subtract), as the CPU: p *
 // scale, then minus scale at the target. Each element reads its own logit before writing, so
-// dlogits may be logits. Out: float, or uint16_t for the bf16 form (rounded as it is stored).
-template <class Out>
-__global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const float* logits, const float* stats,
+// dlogits may be logits. Out and In: float, or uint16_t for the bf16 form (rounded as it is
+// stored; widened as it is read).
+template <class Out, class In>
+__global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const In* logits, const float* stats,
                                                      const int* targets, float scale, int V) {
     const long b = blockIdx.x;
-    const float* z = logits + b * V;
+    const In* z = logits + b * V;
     Out* d = dlogits + b * V;
     const float maxv = stats[2 * b], inv = stats[2 * b + 1];
     const int t = targets[b];
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-        float g = __fmul_rn(__fmul_rn(expf(z[v] - maxv), inv), scale);
+        float g = __fmul_rn(__fmul_rn(expf(as_float(z[v]) - maxv), inv), scale);
         if (v == t) g -= scale;
         store_out(&d[v], g);
     }
 }
 
-void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
-                                  int B, int V, cudaStream_t stream) {
+// One launcher for each direction's forms (In, Out: float, or bf16 bits).
+template <class In>
+static void forward_launch(float* losses, float* stats, int* argmax, const In* logits, const int* targets, int B,
+                           int V, cudaStream_t stream) {
     if (B <= 0 || V <= 0) return;
     softmax_crossentropy_forward_kernel<<<B, kRowThreads, 0, stream>>>(losses, stats, argmax, logits, targets, V);
     CUDA_CHECK(cudaGetLastError());
 }
 
-void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
-                                   float scale, int B, int V, cudaStream_t stream) {
+template <class Out, class In>
+static void backward_launch(Out* dlogits, const In* logits, const float* stats, const int* targets, float scale,
+                            int B, int V, cudaStream_t stream) {
     if (B <= 0 || V <= 0) return;
     softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V);
     CUDA_CHECK(cudaGetLastError());
 }
 
-void softmax_crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* stats, const int* targets,
+void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
+                                  int B, int V, cudaStream_t stream) {
+    forward_launch(losses, stats, argmax, logits, targets, B, V, stream);
+}
+
+void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax, const bf16* logits,
+                                       const int* targets, int B, int V, cudaStream_t stream) {
+    forward_launch(losses, stats, argmax, logits, targets, B, V, stream);
+}
+
+void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
+                                   float scale, int B, int V, cudaStream_t stream) {
+    backward_launch(dlogits, logits, stats, targets, scale, B, V, stream);
+}
+
+void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
                                         float scale, int B, int V, cudaStream_t stream) {
-    if (B <= 0 || V <= 0) return;
-    softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V);
-    CUDA_CHECK(cudaGetLastError());
+    backward_launch(dlogits, logits, stats, targets, scale, B, V, stream);
 }
 
 } // namespace dptrain::cuda

@@ -56,7 +56,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT},
         {(void**)&residual3_, L * BTC},
-        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT}, {(void**)&logits_, BT * V},
+        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT},
         {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
         {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
         {(void**)&dsmall_, BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
@@ -109,17 +109,19 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     }
 }
 
-// The activations set_precision allocates: the inputs of matmuls (and GELU's), which bf16 keeps
-// rounded, at half the bytes; qkv only with flash attention (matmul attention reads it as fp32).
+// The activations set_precision allocates: the inputs of matmuls (and GELU's), and the logits,
+// which bf16 keeps rounded, at half the bytes; qkv only with flash attention (matmul attention
+// reads it as fp32).
 std::vector<CudaGpt::Kept> CudaGpt::kept_plan(Precision p) {
-    const size_t BTC = (size_t)max_batch_ * cfg_.block_size * cfg_.n_embd, L = (size_t)cfg_.n_layer;
+    const size_t BT = (size_t)max_batch_ * cfg_.block_size, BTC = BT * cfg_.n_embd, L = (size_t)cfg_.n_layer;
     const bool half = p == Precision::bf16;
     return {{&ln1_, L * BTC, half},
             {&ln2_, L * BTC, half},
             {&lnf_, BTC, half},
             {&fch_, 4 * L * BTC, half},
             {&fch_gelu_, 4 * L * BTC, half},
-            {&qkv_, 3 * L * BTC, half && cfg_.flash_attention}};
+            {&qkv_, 3 * L * BTC, half && cfg_.flash_attention},
+            {&logits_, BT * cfg_.vocab_size, half}};
 }
 
 double CudaGpt::kept_bytes(Precision p) {
@@ -176,8 +178,8 @@ void CudaGpt::set_precision(Precision p) {
     precision_set_ = true;
 }
 
-// bf16: the activations kept rounded (LayerNorm's, GELU's, fc's and, under flash attention, qkv's
-// outputs), in buffers of half the bytes (slot()).
+// bf16: the activations kept rounded (LayerNorm's, GELU's, fc's, the logits and, under flash
+// attention, qkv's outputs), in buffers of half the bytes (slot()).
 static bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
 static const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
 
@@ -287,7 +289,8 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             else mm_->forward(out, inp, P, w, bias, (int)BT, IC, OC, *ctx_, s);
         });
     };
-    // bf16 only: the output kept rounded too (dbig_, free in forward, as the staging it may need).
+    // bf16 only: the output kept rounded too (dbig_, free in forward, as the staging it may need
+    // with a bias).
     auto matmul_out16 = [&](float* out, const float* inp, size_t w, const float* bias, int IC, int OC) {
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->forward_rounded_out16(as_bf16(out), as_bf16(inp), w, bias, (int)BT, IC, OC, dbig_, *ctx_, s);
@@ -359,10 +362,15 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             residual_layernorm(res3, lnf_, lnf_mean_, lnf_rstd_, res2, scratch_, lnfw_, lnfb_);
         residual = res3;
     }
-    matmul_of(logits_, lnf_, wte_, nullptr, C, V);
+    // bf16: the logits written rounded (as the CPU keeps them, and PyTorch's autocast), and the
+    // loss reads them so: half the bytes of the largest activation, on each of its four passes.
+    if (bf) matmul_out16(logits_, lnf_, wte_, nullptr, C, V);
+    else matmul_of(logits_, lnf_, wte_, nullptr, C, V);
     ev_->timed(OpKind::crossentropy, s, [&] {
-        cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, logits_, targets_,
-                                           (int)BT, V, s);
+        int* arg = correct ? argmax_ : nullptr;
+        if (bf)
+            cuda::softmax_crossentropy_forward_bf16(losses_, ce_stats_, arg, as_bf16(logits_), targets_, (int)BT, V, s);
+        else cuda::softmax_crossentropy_forward(losses_, ce_stats_, arg, logits_, targets_, (int)BT, V, s);
     });
     ev_->timed(OpKind::copy, s, [&] {
         CUDA_CHECK(
@@ -405,7 +413,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     float* dlogits = logits_;
     bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * V) : nullptr;
     ev_->timed(OpKind::crossentropy, s, [&] {
-        if (bf) cuda::softmax_crossentropy_backward_bf16(dlogits16, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
+        if (bf)
+            cuda::softmax_crossentropy_backward_bf16(dlogits16, as_bf16(logits_), ce_stats_, targets_, scale, (int)BT,
+                                                     V, s);
         else cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
     });
     float* dlnf = dsmall_;

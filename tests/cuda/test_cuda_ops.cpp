@@ -199,6 +199,25 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         }
     }
     ctx.set_epilogues(true);
+    // Without a bias (the GPT's classifier) the bf16-output form is cuBLAS's own bf16 store, with no
+    // staging and no other path (not counted): the rounded-inputs bound plus a rounding.
+    {
+        std::vector<float> want_nb((size_t)B * OC), scale_nb((size_t)B * OC);
+        cpu::matmul_forward(want_nb.data(), inp_r.data(), w_r.data(), nullptr, B, C, OC);
+        cpu::matmul_forward(scale_nb.data(), absolute(inp_r).data(), absolute(w_r).data(), nullptr, B, C, OC);
+        for (size_t i = 0; i < scale_nb.size(); ++i) scale_nb[i] += 40.0f * std::fabs(want_nb[i]);
+        DeviceBuffer<bf16> d_nb((size_t)B * OC);
+        REQUIRE(cudaMemsetAsync(d_nb, 0xff, (size_t)B * OC * sizeof(bf16), ctx.stream()) == cudaSuccess);  // NaNs
+        const long counted = ctx.direct_out16_gemms() + ctx.staged_out16_gemms();
+        const long bias_gemms = ctx.fused_bias_gemms() + ctx.unfused_bias_gemms();
+        cuda::matmul_forward_bf16_out(d_nb, d_inp16, d_w16, nullptr, B, C, OC, nullptr, ctx, ctx.stream());
+        const auto got_nb16 = d_nb.get();
+        std::vector<float> got_nb(got_nb16.size());
+        from_bf16(got_nb.data(), got_nb16.data(), got_nb16.size());
+        CHECK(mismatches("bf16 out without a bias", got_nb, want_nb, 0.0, 1e-4, scale_nb) == 0);
+        CHECK(ctx.direct_out16_gemms() + ctx.staged_out16_gemms() == counted);
+        CHECK(ctx.fused_bias_gemms() + ctx.unfused_bias_gemms() == bias_gemms);
+    }
     // The same shape again with another bias: the plan found above is reused, and must take the
     // new bias pointer (the models' biases start at zero, so their tests would not see a stale one).
     {
@@ -539,17 +558,38 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     // kernel keeps them unfused); expf's 2 ulp give 3e-7 relative, and at the target (p near 1
     // minus 1) that is 3e-7 * scale absolute.
     d_stats.set(stats);
-    DeviceBuffer<bf16> d_dlogits16((size_t)B * V);  // the bf16 form first, while the logits are intact
-    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits, d_stats, d_targets, scale, B, V, ctx.stream());
     cuda::softmax_crossentropy_backward(d_logits, d_logits, d_stats, d_targets, scale, B, V, ctx.stream());
-    auto got_dlogits = d_logits.get();
-    CHECK(mismatches("dlogits", got_dlogits, dlogits, 1e-6 * scale, 1e-6) == 0);
-    // The bf16 form: the fp32 form's dlogits rounded, bit for bit.
-    CHECK(bf16_mismatches("dlogits (bf16 form)", d_dlogits16.get(), got_dlogits) == 0);
+    CHECK(mismatches("dlogits", d_logits.get(), dlogits, 1e-6 * scale, 1e-6) == 0);
     // Without an argmax buffer the kernel writes the same loss and stats.
     DeviceBuffer<float> d_logits2(logits), d_stats2(2 * (size_t)B);
     cuda::softmax_crossentropy_forward(d_losses, d_stats2, nullptr, d_logits2, d_targets, B, V, ctx.stream());
     CHECK(bit_mismatches("stats without argmax", d_stats2.get(), got) == 0);
+
+    // The bf16 forms read the logits as bf16 (the ties above are bf16 values): what the fp32 forms
+    // compute on the widened logits, bit for bit, and dlogits that result rounded (outputs poisoned
+    // first: a value not written shows).
+    std::vector<bf16> logits16(logits.size());
+    dptrain::to_bf16(logits16.data(), logits.data(), logits.size());
+    std::vector<float> widened_logits(logits.size());
+    from_bf16(widened_logits.data(), logits16.data(), logits16.size());
+    DeviceBuffer<bf16> d_logits16(logits16), d_dlogits16((size_t)B * V);
+    DeviceBuffer<float> d_wide(widened_logits), d_loss_w(B), d_stats_w(2 * (size_t)B), d_loss16(B),
+        d_stats16(2 * (size_t)B), d_dwide((size_t)B * V);
+    DeviceBuffer<int> d_arg_w(B), d_arg16(B);
+    cudaStream_t s = ctx.stream();
+    REQUIRE(cudaMemsetAsync(d_loss16, 0xff, B * sizeof(float), s) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_stats16, 0xff, 2 * (size_t)B * sizeof(float), s) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_dlogits16, 0xff, (size_t)B * V * sizeof(bf16), s) == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(d_arg16, 0xff, B * sizeof(int), s) == cudaSuccess);  // -1: no index
+    cuda::softmax_crossentropy_forward(d_loss_w, d_stats_w, d_arg_w, d_wide, d_targets, B, V, s);
+    cuda::softmax_crossentropy_forward_bf16(d_loss16, d_stats16, d_arg16, d_logits16, d_targets, B, V, s);
+    const auto stats_w = d_stats_w.get();
+    CHECK(bit_mismatches("losses (bf16 form)", d_loss16.get(), d_loss_w.get()) == 0);
+    CHECK(bit_mismatches("stats (bf16 form)", d_stats16.get(), stats_w) == 0);
+    CHECK(d_arg16.get() == d_arg_w.get());
+    cuda::softmax_crossentropy_backward(d_dwide, d_wide, d_stats_w, d_targets, scale, B, V, s);
+    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, s);
+    CHECK(bf16_mismatches("dlogits (bf16 form)", d_dlogits16.get(), d_dwide.get()) == 0);
 }
 
 TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {

@@ -267,6 +267,28 @@ int main(int argc, char** argv) {
                     sh->name, ms16, tflops16, 100.0 * tflops16 / peak_bf16, path);
     }
     cudaFree(out16);
+    // The classifier (C -> V = 50257, no bias), the largest GEMM of a step: its logits as bf16
+    // (what bf16 training writes) and as fp32.
+    {
+        const int V = 50257, C = 768;
+        float* wv = device_random((size_t)V * C, 4);
+        dptrain::bf16 *wv16 = nullptr, *logits16 = nullptr;
+        float* logits32 = nullptr;
+        BENCH_CHECK(cudaMalloc(&wv16, (size_t)V * C * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&logits16, (size_t)BT * V * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&logits32, (size_t)BT * V * sizeof(float)));
+        dptrain::cuda::to_bf16(wv16, wv, (size_t)V * C, s);
+        const double flop = 2.0 * BT * C * V;
+        const double ms16 = time_ms([&] {
+            dptrain::cuda::matmul_forward_bf16_out(logits16, inp16, wv16, nullptr, BT, C, V, nullptr, ctx, s);
+        });
+        const double ms_f = time_ms(
+            [&] { dptrain::cuda::matmul_forward_bf16(logits32, inp16, wv16, nullptr, BT, C, V, ctx, s); });
+        const double tflops16 = flop / (ms16 * 1e-3) / 1e12;
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms (fp32 logits)\n", "matmul_forward_bf16_out",
+                    "head    (C -> V) ", ms16, tflops16, 100.0 * tflops16 / peak_bf16, ms_f);
+        for (void* p : {(void*)wv, (void*)wv16, (void*)logits16, (void*)logits32}) cudaFree(p);
+    }
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
     std::printf("%-22s %-18s %10.4f %10.1f %7.1f%% (of the %.0f TFLOP/s fp32 peak)\n", "matmul_forward fp32",
