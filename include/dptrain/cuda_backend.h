@@ -177,15 +177,19 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
 // (the GPT's qkv under flash attention, and its classifier). With a bias, the context counts it
 // once as a bias GEMM, fused if either epilogue ran, and once as a bf16-output GEMM, direct or
 // staged (through `staging` and to_bf16); without one, not at all (there is no other path).
+// ld: out's row stride in values (0: OC), more than OC only without a bias: rows padded to a
+// multiple of 8 values keep every row 16-byte aligned, which the tensor-core kernels' loads and
+// stores want (the GPT's logits, V = 50257 columns).
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
-                             float* staging, Context& ctx, cudaStream_t stream);
+                             float* staging, Context& ctx, cudaStream_t stream, int ld = 0);
 // matmul_backward with bf16 operands (dout, inp and weight rounded by the caller) and fp32 results:
 // dinp written, dweight += and dbias += (the column sums of the bf16 dout) in fp32. The bias
 // gradient is summed in the weight-gradient GEMM's epilogue (cuBLASLt's BGRADB) where cuBLASLt has
 // an algorithm and Context::epilogues is on, else as column sums in a fixed order; both sum
-// the same values in fp32, in different orders.
+// the same values in fp32, in different orders. ld: dout's row stride (0: OC), more than OC only
+// without a bias gradient (the GPT's padded logits' gradient, as matmul_forward_bf16_out's ld).
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
 // The GPT's fc matmul with GELU after it, in bf16: pre (B, OC) bf16, GELU's input kept for
 // backward, and out (B, OC) bf16 = GELU(pre), the next matmul's input. Where cuBLASLt has an
 // algorithm for its GELU_AUX_BIAS epilogue (Context::epilogues on), one GEMM writes both, and
@@ -232,11 +236,12 @@ void softmax_crossentropy_backward(float* dlogits, const float* logits, const fl
 // The bf16 forms (--precision bf16's GPT): the logits read as bf16 (the classifier matmul's output,
 // rounded as it was stored), what the fp32 forms compute on the widened values, bit for bit; dlogits
 // rounded to bf16 as they are stored (to_bf16 of the fp32 form's), into a buffer of their own, for
-// the classifier's matmul.
+// the classifier's matmul. Rows `stride` values apart (V or more; the values past V in each row
+// are neither read nor written), for both logits and dlogits.
 void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax, const bf16* logits,
-                                       const int* targets, int B, int V, cudaStream_t stream);
+                                       const int* targets, int B, int V, int stride, cudaStream_t stream);
 void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
-                                        float scale, int B, int V, cudaStream_t stream);
+                                        float scale, int B, int V, int stride, cudaStream_t stream);
 
 // out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,

@@ -85,8 +85,16 @@ class CudaGpt : public Model, public cuda::Resident {
     };
     std::vector<Kept> kept_plan(Precision p);
     double kept_bytes(Precision p);
+    // The logits' row stride in values: V in fp32; in bf16 V rounded up to a multiple of 64, so
+    // each row starts on a 128-byte line and the classifier's GEMMs see aligned rows (the padding
+    // is neither written by them nor read by the loss).
+    int logits_stride(Precision p) const {
+        const int V = cfg_.vocab_size;
+        return p == Precision::bf16 ? (V + 63) / 64 * 64 : V;
+    }
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
-    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without). In bf16, ln1_,
+    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without; in bf16, logits_
+    // in rows of logits_stride values). In bf16, ln1_,
     // ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold their values
     // rounded to bf16, in buffers of half the bytes (slot() finds a layer's part).
     float *params_ = nullptr, *grads_ = nullptr;

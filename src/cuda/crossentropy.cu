@@ -67,12 +67,12 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
 // in double as the CPU. Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
 template <class In>
 __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const In* logits,
-                                                    const int* targets, int V) {
+                                                    const int* targets, int V, int stride) {
     __shared__ float fscratch[32];
     __shared__ int iscratch[32];
     __shared__ double dscratch[32];
     const long b = blockIdx.x;
-    const In* z = logits + b * V;
+    const In* z = logits + b * stride;
     // As the CPU: the scan starts from entry 0 (so a row of -inf still names index 0, and a NaN
     // there is the max); every other entry replaces the pair only when strictly larger (never a NaN).
     float maxv = -INFINITY;
@@ -107,10 +107,10 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
 // stored; widened as it is read).
 template <class Out, class In>
 __global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const In* logits, const float* stats,
-                                                     const int* targets, float scale, int V) {
+                                                     const int* targets, float scale, int V, int stride) {
     const long b = blockIdx.x;
-    const In* z = logits + b * V;
-    Out* d = dlogits + b * V;
+    const In* z = logits + b * stride;
+    Out* d = dlogits + b * stride;
     const float maxv = stats[2 * b], inv = stats[2 * b + 1];
     const int t = targets[b];
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
@@ -120,41 +120,45 @@ __global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const In* log
     }
 }
 
-// One launcher for each direction's forms (In, Out: float, or bf16 bits).
+// One launcher for each direction's forms (In, Out: float, or bf16 bits; rows `stride` apart).
 template <class In>
 static void forward_launch(float* losses, float* stats, int* argmax, const In* logits, const int* targets, int B,
-                           int V, cudaStream_t stream) {
+                           int V, int stride, cudaStream_t stream) {
     if (B <= 0 || V <= 0) return;
-    softmax_crossentropy_forward_kernel<<<B, kRowThreads, 0, stream>>>(losses, stats, argmax, logits, targets, V);
+    CUDA_REQUIRE(stride >= V);
+    softmax_crossentropy_forward_kernel<<<B, kRowThreads, 0, stream>>>(losses, stats, argmax, logits, targets, V,
+                                                                         stride);
     CUDA_CHECK(cudaGetLastError());
 }
 
 template <class Out, class In>
 static void backward_launch(Out* dlogits, const In* logits, const float* stats, const int* targets, float scale,
-                            int B, int V, cudaStream_t stream) {
+                            int B, int V, int stride, cudaStream_t stream) {
     if (B <= 0 || V <= 0) return;
-    softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V);
+    CUDA_REQUIRE(stride >= V);
+    softmax_crossentropy_backward_kernel<<<B, kRowThreads, 0, stream>>>(dlogits, logits, stats, targets, scale, V,
+                                                                          stride);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
                                   int B, int V, cudaStream_t stream) {
-    forward_launch(losses, stats, argmax, logits, targets, B, V, stream);
+    forward_launch(losses, stats, argmax, logits, targets, B, V, V, stream);
 }
 
 void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax, const bf16* logits,
-                                       const int* targets, int B, int V, cudaStream_t stream) {
-    forward_launch(losses, stats, argmax, logits, targets, B, V, stream);
+                                       const int* targets, int B, int V, int stride, cudaStream_t stream) {
+    forward_launch(losses, stats, argmax, logits, targets, B, V, stride, stream);
 }
 
 void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
                                    float scale, int B, int V, cudaStream_t stream) {
-    backward_launch(dlogits, logits, stats, targets, scale, B, V, stream);
+    backward_launch(dlogits, logits, stats, targets, scale, B, V, V, stream);
 }
 
 void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
-                                        float scale, int B, int V, cudaStream_t stream) {
-    backward_launch(dlogits, logits, stats, targets, scale, B, V, stream);
+                                        float scale, int B, int V, int stride, cudaStream_t stream) {
+    backward_launch(dlogits, logits, stats, targets, scale, B, V, stride, stream);
 }
 
 } // namespace dptrain::cuda

@@ -40,7 +40,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         v.fcprojb = lay.find(p + "mlp.proj.bias").offset;
         lv_.push_back(v);
     }
-    const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
+    const int T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
     const size_t P = lay.total, L = (size_t)cfg.n_layer;
     const size_t BT = (size_t)max_batch * T, BTC = BT * C;
     // Flash attention keeps each query's log-sum-exp instead of the T x T softmax.
@@ -64,7 +64,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
     // The kept activations at the precision asked for, and in bf16 its operand room, attention's
     // output rounded and dfc's bf16 buffer (set_precision allocates those, checking again).
-    const size_t grad = BT * std::max<size_t>(4 * C, (size_t)V);
+    const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
     if (precision == Precision::bf16)
         need += 2.0 * (double)(L * BTC + 4 * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
@@ -121,7 +121,7 @@ std::vector<CudaGpt::Kept> CudaGpt::kept_plan(Precision p) {
             {&fch_, 4 * L * BTC, half},
             {&fch_gelu_, 4 * L * BTC, half},
             {&qkv_, 3 * L * BTC, half && cfg_.flash_attention},
-            {&logits_, BT * cfg_.vocab_size, half}};
+            {&logits_, BT * logits_stride(p), half}};
 }
 
 double CudaGpt::kept_bytes(Precision p) {
@@ -133,7 +133,7 @@ double CudaGpt::kept_bytes(Precision p) {
 void CudaGpt::set_precision(Precision p) {
     if (precision_set_ && p == precision_) return;  // allocated for it already
     const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd, L = (size_t)cfg_.n_layer;
-    const size_t grad = BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size);
+    const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     // Everything that depends on the precision is freed first, so the check below sees it free.
     precision_set_ = false;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
@@ -362,14 +362,21 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
             residual_layernorm(res3, lnf_, lnf_mean_, lnf_rstd_, res2, scratch_, lnfw_, lnfb_);
         residual = res3;
     }
-    // bf16: the logits written rounded (as the CPU keeps them, and PyTorch's autocast), and the
-    // loss reads them so: half the bytes of the largest activation, on each of its four passes.
-    if (bf) matmul_out16(logits_, lnf_, wte_, nullptr, C, V);
+    // bf16: the logits written rounded (as the CPU keeps them, and PyTorch's autocast), in rows of
+    // logits_stride values, and the loss reads them so: half the bytes of the largest activation,
+    // on each of its four passes.
+    const int Vs = logits_stride(precision_);
+    if (bf)
+        ev_->timed(OpKind::matmul, s, [&] {
+            mm_->forward_rounded_out16(as_bf16(logits_), as_bf16(lnf_), wte_, nullptr, (int)BT, C, V, nullptr, *ctx_,
+                                       s, Vs);
+        });
     else matmul_of(logits_, lnf_, wte_, nullptr, C, V);
     ev_->timed(OpKind::crossentropy, s, [&] {
         int* arg = correct ? argmax_ : nullptr;
         if (bf)
-            cuda::softmax_crossentropy_forward_bf16(losses_, ce_stats_, arg, as_bf16(logits_), targets_, (int)BT, V, s);
+            cuda::softmax_crossentropy_forward_bf16(losses_, ce_stats_, arg, as_bf16(logits_), targets_, (int)BT, V, Vs,
+                                                    s);
         else cuda::softmax_crossentropy_forward(losses_, ce_stats_, arg, logits_, targets_, (int)BT, V, s);
     });
     ev_->timed(OpKind::copy, s, [&] {
@@ -411,16 +418,18 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     // bf16 written rounded, straight into the matmuls' gradient scratch (as are GELU's and the
     // LayerNorms' below).
     float* dlogits = logits_;
-    bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * V) : nullptr;
+    const int Vs = logits_stride(precision_);  // dlogits16's rows as the logits'
+    bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * Vs) : nullptr;
     ev_->timed(OpKind::crossentropy, s, [&] {
         if (bf)
             cuda::softmax_crossentropy_backward_bf16(dlogits16, as_bf16(logits_), ce_stats_, targets_, scale, (int)BT,
-                                                     V, s);
+                                                     V, Vs, s);
         else cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
     });
     float* dlnf = dsmall_;
     ev_->timed(OpKind::matmul, s, [&] {
-        if (bf) mm_->backward_rounded(dlnf, G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C, V, *ctx_, s);
+        if (bf)
+            mm_->backward_rounded(dlnf, G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C, V, *ctx_, s, Vs);
         else mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s);
     });
     float* dres = dres_;

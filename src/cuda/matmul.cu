@@ -328,14 +328,16 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream) {
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
     if (B <= 0) return;
+    if (ld == 0) ld = OC;
+    CUDA_REQUIRE(ld >= OC && (ld == OC || !dbias));
     float one = 1.0f, zero = 0.0f;
     ctx.bind_blas(stream);
     // The fp32 mapping of matmul_backward with bf16 operands and fp32 results and sums.
     if (dinp)
         CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, CUDA_R_16BF, C, dout,
-                                  CUDA_R_16BF, OC, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  CUDA_R_16BF, ld, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     // dweight, and the bias gradient in the same GEMM's epilogue where cuBLASLt has an algorithm
     // (dout read once), else column sums in a pass of their own.
     if (dbias) {
@@ -344,18 +346,20 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
         if (fused) return;
     }
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
-                              CUDA_R_16BF, OC, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                              CUDA_R_16BF, ld, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
 }
 
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
-                             float* staging, Context& ctx, cudaStream_t stream) {
+                             float* staging, Context& ctx, cudaStream_t stream, int ld) {
     if (B <= 0 || OC <= 0) return;
+    if (ld == 0) ld = OC;
+    CUDA_REQUIRE(ld >= OC && (ld == OC || !bias));
     if (!bias) {  // nothing to add before the rounding: cuBLAS rounds its fp32 sums as it stores them
         const float one = 1.0f, zero = 0.0f;
         ctx.bind_blas(stream);
         CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
-                                  CUDA_R_16BF, C, &zero, out, CUDA_R_16BF, OC, CUBLAS_COMPUTE_32F,
+                                  CUDA_R_16BF, C, &zero, out, CUDA_R_16BF, ld, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
         return;
     }

@@ -67,10 +67,11 @@ class Matmuls {
     }
     // bf16 only: forward_rounded with the output rounded to bf16 too (matmul_forward_bf16_out;
     // staging: out's size in floats, used only where cuBLASLt has no algorithm).
+    // ld: out's row stride (matmul_forward_bf16_out's; 0: OC).
     void forward_rounded_out16(bf16* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC,
-                               float* staging, Context& ctx, cudaStream_t s) {
+                               float* staging, Context& ctx, cudaStream_t s, int ld = 0) {
         CUDA_REQUIRE(is_bf16());
-        matmul_forward_bf16_out(out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
+        matmul_forward_bf16_out(out, inp, w_ + w, bias, B, C, OC, staging, ctx, s, ld);
     }
     // bf16 only: forward_rounded into pre (bf16) with GELU after it into out (bf16):
     // matmul_forward_bf16_gelu (staging: out's size in floats, where cuBLASLt has no algorithm).
@@ -98,11 +99,12 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16() && n <= g_n_);
         return g_;
     }
-    // bf16 only: backward with the output gradient and the input both already rounded.
+    // bf16 only: backward with the output gradient and the input both already rounded (ld: dout's
+    // row stride, matmul_backward_bf16's; 0: OC).
     void backward_rounded(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, size_t w, int B,
-                          int C, int OC, Context& ctx, cudaStream_t s) {
+                          int C, int OC, Context& ctx, cudaStream_t s, int ld = 0) {
         CUDA_REQUIRE(is_bf16());
-        matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s);
+        matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld);
     }
     // bf16 only: backward_rounded of the matmul after GELU, dinp taken through GELU's backward at pre
     // into dpre (bf16): matmul_backward_bf16_gelu (staging: dinp's size in floats).

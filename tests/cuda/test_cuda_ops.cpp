@@ -200,21 +200,30 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
     }
     ctx.set_epilogues(true);
     // Without a bias (the GPT's classifier) the bf16-output form is cuBLAS's own bf16 store, with no
-    // staging and no other path (not counted): the rounded-inputs bound plus a rounding.
+    // staging and no other path (not counted), into rows ld values apart (the padding untouched):
+    // the rounded-inputs bound plus a rounding.
+    const int ld = (OC + 63) / 64 * 64 + 8;  // past OC, and not the next multiple of 64 only
     {
         std::vector<float> want_nb((size_t)B * OC), scale_nb((size_t)B * OC);
         cpu::matmul_forward(want_nb.data(), inp_r.data(), w_r.data(), nullptr, B, C, OC);
         cpu::matmul_forward(scale_nb.data(), absolute(inp_r).data(), absolute(w_r).data(), nullptr, B, C, OC);
         for (size_t i = 0; i < scale_nb.size(); ++i) scale_nb[i] += 40.0f * std::fabs(want_nb[i]);
-        DeviceBuffer<bf16> d_nb((size_t)B * OC);
-        REQUIRE(cudaMemsetAsync(d_nb, 0xff, (size_t)B * OC * sizeof(bf16), ctx.stream()) == cudaSuccess);  // NaNs
+        DeviceBuffer<bf16> d_nb((size_t)B * ld);
+        REQUIRE(cudaMemsetAsync(d_nb, 0xff, (size_t)B * ld * sizeof(bf16), ctx.stream()) == cudaSuccess);  // NaNs
         const long counted = ctx.direct_out16_gemms() + ctx.staged_out16_gemms();
         const long bias_gemms = ctx.fused_bias_gemms() + ctx.unfused_bias_gemms();
-        cuda::matmul_forward_bf16_out(d_nb, d_inp16, d_w16, nullptr, B, C, OC, nullptr, ctx, ctx.stream());
+        cuda::matmul_forward_bf16_out(d_nb, d_inp16, d_w16, nullptr, B, C, OC, nullptr, ctx, ctx.stream(), ld);
         const auto got_nb16 = d_nb.get();
-        std::vector<float> got_nb(got_nb16.size());
-        from_bf16(got_nb.data(), got_nb16.data(), got_nb16.size());
+        std::vector<float> got_nb((size_t)B * OC);
+        long padding_written = 0;
+        for (int b = 0; b < B; ++b)
+            for (int o = 0; o < ld; ++o) {
+                const bf16 x = got_nb16[(size_t)b * ld + o];
+                if (o < OC) got_nb[(size_t)b * OC + o] = bf16_to_float(x);
+                else padding_written += x != 0xFFFF;
+            }
         CHECK(mismatches("bf16 out without a bias", got_nb, want_nb, 0.0, 1e-4, scale_nb) == 0);
+        CHECK(padding_written == 0);
         CHECK(ctx.direct_out16_gemms() + ctx.staged_out16_gemms() == counted);
         CHECK(ctx.fused_bias_gemms() + ctx.unfused_bias_gemms() == bias_gemms);
     }
@@ -279,6 +288,21 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         }
     }
     ctx.set_epilogues(true);
+    // Without a bias gradient (the classifier's backward), dout in rows ld values apart with NaNs in
+    // the padding, which must not be read: dinp and dweight as with packed rows.
+    {
+        std::vector<bf16> dout_pad((size_t)B * ld, 0x7FC0);
+        for (int b = 0; b < B; ++b)
+            for (int o = 0; o < OC; ++o) dout_pad[(size_t)b * ld + o] = dout16[(size_t)b * OC + o];
+        std::vector<float> dinp_nb((size_t)B * C), dw_nb = dw0;
+        cpu::matmul_backward(dinp_nb.data(), dw_nb.data(), nullptr, dout_r.data(), inp_r.data(), w_r.data(), B, C, OC);
+        DeviceBuffer<bf16> d_dout_pad(dout_pad);
+        d_dw.set(dw0);
+        REQUIRE(cudaMemsetAsync(d_dinp, 0xff, (size_t)B * C * sizeof(float), ctx.stream()) == cudaSuccess);  // NaNs
+        cuda::matmul_backward_bf16(d_dinp, d_dw, nullptr, d_dout_pad, d_inp16, d_w16, B, C, OC, ctx, ctx.stream(), ld);
+        CHECK(mismatches("dinp (dout rows padded)", d_dinp.get(), dinp_nb, 0.0, 1e-4, s_dinp) == 0);
+        CHECK(mismatches("dweight (dout rows padded)", d_dw.get(), dw_nb, 0.0, 1e-4, s_dw) == 0);
+    }
 }
 
 TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on the rounded inputs", "[cuda]") {
@@ -565,31 +589,46 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     cuda::softmax_crossentropy_forward(d_losses, d_stats2, nullptr, d_logits2, d_targets, B, V, ctx.stream());
     CHECK(bit_mismatches("stats without argmax", d_stats2.get(), got) == 0);
 
-    // The bf16 forms read the logits as bf16 (the ties above are bf16 values): what the fp32 forms
-    // compute on the widened logits, bit for bit, and dlogits that result rounded (outputs poisoned
-    // first: a value not written shows).
-    std::vector<bf16> logits16(logits.size());
-    dptrain::to_bf16(logits16.data(), logits.data(), logits.size());
+    // The bf16 forms read the logits as bf16 (the ties above are bf16 values), in rows `stride`
+    // values apart whose padding holds NaNs: what the fp32 forms compute on the widened logits, bit
+    // for bit, and dlogits that result rounded (outputs poisoned first: a value not written shows,
+    // and the padding of dlogits must stay as it was).
+    const int stride = V + 13;
+    const bf16 nan16 = 0x7FC0, poison16 = 0xFFFF;
+    std::vector<bf16> logits16((size_t)B * stride, nan16);
     std::vector<float> widened_logits(logits.size());
-    from_bf16(widened_logits.data(), logits16.data(), logits16.size());
-    DeviceBuffer<bf16> d_logits16(logits16), d_dlogits16((size_t)B * V);
+    for (int b = 0; b < B; ++b)
+        for (int v = 0; v < V; ++v) {
+            logits16[(size_t)b * stride + v] = float_to_bf16(logits[(size_t)b * V + v]);
+            widened_logits[(size_t)b * V + v] = bf16_to_float(logits16[(size_t)b * stride + v]);
+        }
+    DeviceBuffer<bf16> d_logits16(logits16), d_dlogits16(std::vector<bf16>((size_t)B * stride, poison16));
     DeviceBuffer<float> d_wide(widened_logits), d_loss_w(B), d_stats_w(2 * (size_t)B), d_loss16(B),
         d_stats16(2 * (size_t)B), d_dwide((size_t)B * V);
     DeviceBuffer<int> d_arg_w(B), d_arg16(B);
     cudaStream_t s = ctx.stream();
     REQUIRE(cudaMemsetAsync(d_loss16, 0xff, B * sizeof(float), s) == cudaSuccess);
     REQUIRE(cudaMemsetAsync(d_stats16, 0xff, 2 * (size_t)B * sizeof(float), s) == cudaSuccess);
-    REQUIRE(cudaMemsetAsync(d_dlogits16, 0xff, (size_t)B * V * sizeof(bf16), s) == cudaSuccess);
     REQUIRE(cudaMemsetAsync(d_arg16, 0xff, B * sizeof(int), s) == cudaSuccess);  // -1: no index
     cuda::softmax_crossentropy_forward(d_loss_w, d_stats_w, d_arg_w, d_wide, d_targets, B, V, s);
-    cuda::softmax_crossentropy_forward_bf16(d_loss16, d_stats16, d_arg16, d_logits16, d_targets, B, V, s);
+    cuda::softmax_crossentropy_forward_bf16(d_loss16, d_stats16, d_arg16, d_logits16, d_targets, B, V, stride, s);
     const auto stats_w = d_stats_w.get();
     CHECK(bit_mismatches("losses (bf16 form)", d_loss16.get(), d_loss_w.get()) == 0);
     CHECK(bit_mismatches("stats (bf16 form)", d_stats16.get(), stats_w) == 0);
     CHECK(d_arg16.get() == d_arg_w.get());
     cuda::softmax_crossentropy_backward(d_dwide, d_wide, d_stats_w, d_targets, scale, B, V, s);
-    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, s);
-    CHECK(bf16_mismatches("dlogits (bf16 form)", d_dlogits16.get(), d_dwide.get()) == 0);
+    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, stride, s);
+    const auto got16 = d_dlogits16.get();
+    std::vector<bf16> rows((size_t)B * V);
+    long padding_written = 0;
+    for (int b = 0; b < B; ++b)
+        for (int v = 0; v < stride; ++v) {
+            const bf16 x = got16[(size_t)b * stride + v];
+            if (v < V) rows[(size_t)b * V + v] = x;
+            else padding_written += x != poison16;
+        }
+    CHECK(bf16_mismatches("dlogits (bf16 form)", rows, d_dwide.get()) == 0);
+    CHECK(padding_written == 0);
 }
 
 TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {

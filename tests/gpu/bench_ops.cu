@@ -268,26 +268,46 @@ int main(int argc, char** argv) {
     }
     cudaFree(out16);
     // The classifier (C -> V = 50257, no bias), the largest GEMM of a step: its logits as bf16
-    // (what bf16 training writes) and as fp32.
+    // in rows padded to 50304 values (what bf16 training writes, CudaGpt::logits_stride), in rows
+    // of V values (odd: 2-byte aligned), and as fp32; and its backward from padded and packed rows.
+    double head_gain_fwd = 0, head_gain_bwd = 0;  // packed rows' time over padded rows'
     {
-        const int V = 50257, C = 768;
+        const int V = 50257, Vs = (V + 63) / 64 * 64, C = 768;
         float* wv = device_random((size_t)V * C, 4);
         dptrain::bf16 *wv16 = nullptr, *logits16 = nullptr;
-        float* logits32 = nullptr;
+        float *logits32 = nullptr, *dinp = nullptr, *dw = nullptr;
         BENCH_CHECK(cudaMalloc(&wv16, (size_t)V * C * sizeof(dptrain::bf16)));
-        BENCH_CHECK(cudaMalloc(&logits16, (size_t)BT * V * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&logits16, (size_t)BT * Vs * sizeof(dptrain::bf16)));
         BENCH_CHECK(cudaMalloc(&logits32, (size_t)BT * V * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&dinp, (size_t)BT * C * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&dw, (size_t)V * C * sizeof(float)));
+        BENCH_CHECK(cudaMemsetAsync(dw, 0, (size_t)V * C * sizeof(float), s));
         dptrain::cuda::to_bf16(wv16, wv, (size_t)V * C, s);
         const double flop = 2.0 * BT * C * V;
-        const double ms16 = time_ms([&] {
-            dptrain::cuda::matmul_forward_bf16_out(logits16, inp16, wv16, nullptr, BT, C, V, nullptr, ctx, s);
-        });
+        auto forward16 = [&](int ld) {
+            return time_ms([&] {
+                dptrain::cuda::matmul_forward_bf16_out(logits16, inp16, wv16, nullptr, BT, C, V, nullptr, ctx, s, ld);
+            });
+        };
+        const double ms_padded = forward16(Vs), ms_packed = forward16(V);
         const double ms_f = time_ms(
             [&] { dptrain::cuda::matmul_forward_bf16(logits32, inp16, wv16, nullptr, BT, C, V, ctx, s); });
-        const double tflops16 = flop / (ms16 * 1e-3) / 1e12;
-        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms (fp32 logits)\n", "matmul_forward_bf16_out",
-                    "head    (C -> V) ", ms16, tflops16, 100.0 * tflops16 / peak_bf16, ms_f);
-        for (void* p : {(void*)wv, (void*)wv16, (void*)logits16, (void*)logits32}) cudaFree(p);
+        // Backward from the logits' buffer (any bf16 values will do), rows padded and packed.
+        auto backward16 = [&](int ld) {
+            return time_ms([&] {
+                dptrain::cuda::matmul_backward_bf16(dinp, dw, nullptr, logits16, inp16, wv16, BT, C, V, ctx, s, ld);
+            });
+        };
+        const double ms_bwd = backward16(Vs), ms_bwd_packed = backward16(V);
+        head_gain_fwd = ms_packed / ms_padded;
+        head_gain_bwd = ms_bwd_packed / ms_bwd;
+        const double tflops16 = flop / (ms_padded * 1e-3) / 1e12, tflops_bwd = 2.0 * flop / (ms_bwd * 1e-3) / 1e12;
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values, %.4f ms fp32 logits\n",
+                    "matmul_forward_bf16_out", "head    (C -> V) ", ms_padded, tflops16, 100.0 * tflops16 / peak_bf16,
+                    ms_packed, ms_f);
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values\n", "matmul_backward_bf16",
+                    "head    (C -> V) ", ms_bwd, tflops_bwd, 100.0 * tflops_bwd / peak_bf16, ms_bwd_packed);
+        for (void* p : {(void*)wv, (void*)wv16, (void*)logits16, (void*)logits32, (void*)dinp, (void*)dw}) cudaFree(p);
     }
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
@@ -387,8 +407,9 @@ int main(int argc, char** argv) {
     // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/2, bias gradient %d/4, GELU %d/1, "
-                "GELU backward %d/1\n",
-                overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu);
+                "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward\n",
+                overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
+                head_gain_fwd, head_gain_bwd);
 
     cudaFree(inp);
     cudaFree(w);
