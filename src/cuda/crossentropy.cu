@@ -1,9 +1,9 @@
 // Softmax + cross-entropy over rows of logits, the CUDA twin of src/cpu/crossentropy.cpp: one
 // block per row, max subtracted, exponentials summed in double as the CPU does (a 50k-entry
 // vocabulary summed in float would differ from it by ~1e-6 relative). The probabilities are never
-// stored: at GPT-2 124M with B = 8 that is 1.65 GB of device memory and three of its passes less
-// per step (forward reads the logits twice and writes two floats a row; backward reads them once
-// and writes the gradient over them). The bf16 forms read the logits as bf16 (the classifier
+// stored: at GPT-2 124M with B = 8 that is 1.65 GB of device memory and four of its passes less
+// per step (forward reads the logits once, taking the max and the sum together, and writes two
+// floats a row; backward reads them once and writes the gradient). The bf16 forms read the logits as bf16 (the classifier
 // matmul's output, rounded as it was stored: half the bytes on every pass) and widen them exactly,
 // so they compute what the fp32 forms compute on the widened values.
 // Not for: fusing with the classifier matmul.
@@ -63,8 +63,12 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
     __syncthreads();
 }
 
-// One block per row, two reads of it: the max (and where it is), then the sum of exp(z - max),
-// in double as the CPU. Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
+// One block per row and one read of it: each thread keeps the max of its entries (and where it
+// is) and the sum of exp(z - that max) in double, rescaled when its max grows; then the block's
+// max, and each thread's sum rescaled to it and summed. The CPU sums exp(z - max) against the
+// row's max in a second pass: the same sum in other roundings (see the [cuda] test). An entry of
+// -inf adds nothing (exp(-inf - max) = 0 for any finite max); a NaN makes the sum NaN, as there.
+// Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
 template <class In>
 __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const In* logits,
                                                     const int* targets, int V, int stride) {
@@ -77,21 +81,28 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     // there is the max); every other entry replaces the pair only when strictly larger (never a NaN).
     float maxv = -INFINITY;
     int arg = INT_MAX;
+    double sum = 0.0;  // of exp(z - maxv) over this thread's entries
     if (threadIdx.x == 0) {
         maxv = as_float(z[0]);
         arg = 0;
+        sum = maxv != -INFINITY ? expf(maxv - maxv) : 0.0;  // 1, or NaN for a NaN
     }
     for (int v = threadIdx.x == 0 ? (int)blockDim.x : (int)threadIdx.x; v < V; v += blockDim.x) {
         const float x = as_float(z[v]);
         if (x > maxv) {
+            // exp(-inf) = 0 for the first entry; x's own term is 1, or NaN for +inf (as the CPU's)
+            sum = sum * exp((double)maxv - (double)x) + expf(x - x);
             maxv = x;
             arg = v;
+        } else if (x != -INFINITY) {
+            sum += expf(x - maxv);
         }
     }
+    const float own = maxv;
     block_arg_max(maxv, arg, fscratch, iscratch);
-    double sum = 0.0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(as_float(z[v]) - maxv);
-    sum = block_sum(sum, dscratch);
+    // Each thread's sum against the row's max (exact in double: both maxima are floats); a thread
+    // with nothing to add (no entries, or only -inf) adds 0.
+    sum = block_sum(sum != 0.0 ? sum * exp((double)own - (double)maxv) : 0.0, dscratch);
     if (threadIdx.x == 0) {
         stats[2 * b] = maxv;
         stats[2 * b + 1] = (float)(1.0 / sum);
