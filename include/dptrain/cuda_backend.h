@@ -327,6 +327,9 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
 // view per tensor: 148 launches at GPT-2 124M otherwise): each chunk, at most kUpdateChunk values
 // of one view, gets a block, and its values are updated exactly as the per-view ops update them
 // (with wd, or with 0 where decay is 0), the same bits. chunks: device memory, from update_chunks.
+// gscale: the clipping factor (1: none), taken as each gradient value is read, exactly as scale()
+// followed by the update would take it (each product rounded on its own), so clipping costs no
+// pass of its own; g itself is left as it is.
 struct UpdateChunk {
     size_t offset, size;
     unsigned decay;  // 1: the view takes weight decay
@@ -335,9 +338,10 @@ constexpr size_t kUpdateChunk = 1 << 16;
 // The views ({offset, size, decay} each) cut into chunks, in order.
 std::vector<UpdateChunk> update_chunks(const std::vector<UpdateChunk>& views);
 void adamw_update_chunks(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, int n_chunks,
-                         float lr, float beta1, float beta2, float eps, float wd, long t, cudaStream_t stream);
+                         float lr, float beta1, float beta2, float eps, float wd, long t, float gscale,
+                         cudaStream_t stream);
 void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const UpdateChunk* chunks, int n_chunks,
-                                float lr, float momentum, float wd, cudaStream_t stream);
+                                float lr, float momentum, float wd, float gscale, cudaStream_t stream);
 
 // The gradient norm's square: *out (one double on the device) = sum of x[i]^2 over n values, in
 // double, in a fixed order (the same value on every run and rank). partial: kNormBlocks doubles of

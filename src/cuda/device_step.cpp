@@ -243,14 +243,17 @@ void DeviceStep::update(double norm, double max_norm, double lr, long t) {
     cudaStream_t s = model_.context().stream();
     float* p = model_.device_params();
     float* g = model_.device_grads();
-    if (max_norm > 0 && norm > max_norm) cuda::scale(g, (float)(max_norm / (norm + 1e-6)), layout_.total, s);
+    // Clipping as clip_grad_norm's factor, taken by the update as it reads each gradient (the bits
+    // of scaling first, without a pass of its own over the gradients).
+    const float gscale = max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
     // Every view in one launch, each as the per-view update would update it (the same bits).
     const float wd = (float)hyper_.weight_decay;
     if (hyper_.kind == Optimizer::Kind::adamw)
         cuda::adamw_update_chunks(p, g, m_, v_, chunks_, n_chunks_, (float)lr, (float)hyper_.beta1,
-                                  (float)hyper_.beta2, (float)hyper_.eps, wd, t, s);
+                                  (float)hyper_.beta2, (float)hyper_.eps, wd, t, gscale, s);
     else
-        cuda::sgd_momentum_update_chunks(p, g, m_, chunks_, n_chunks_, (float)lr, (float)hyper_.momentum, wd, s);
+        cuda::sgd_momentum_update_chunks(p, g, m_, chunks_, n_chunks_, (float)lr, (float)hyper_.momentum, wd, gscale,
+                                         s);
     CUDA_CHECK(cudaStreamSynchronize(s));  // the optimizer phase times the update itself
 }
 

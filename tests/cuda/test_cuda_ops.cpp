@@ -992,11 +992,29 @@ TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops 
             cuda::adamw_update(d_p1 + w.offset, d_g + w.offset, d_m1 + w.offset, d_v1 + w.offset, w.size, 1e-2f, 0.9f,
                                0.95f, 1e-8f, w.decay ? 0.1f : 0.0f, t, s);
         cuda::adamw_update_chunks(d_p2, d_g, d_m2, d_v2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 0.95f, 1e-8f,
-                                  0.1f, t, s);
+                                  0.1f, t, 1.0f, s);
     }
     CHECK(bit_mismatches("adamw p (chunks)", d_p2.get(), d_p1.get()) == 0);
     CHECK(bit_mismatches("adamw m (chunks)", d_m2.get(), d_m1.get()) == 0);
     CHECK(bit_mismatches("adamw v (chunks)", d_v2.get(), d_v1.get()) == 0);
+    // Clipping inside the update: the bits of scale() followed by the per-view update, and the
+    // gradient left as it was.
+    const float clip = 0.37f;
+    {
+        const auto g = randn(n, 1715);
+        DeviceBuffer<float> d_gs(g);
+        cuda::scale(d_gs, clip, n, s);
+        for (const cuda::UpdateChunk& w : views)
+            cuda::adamw_update(d_p1 + w.offset, d_gs + w.offset, d_m1 + w.offset, d_v1 + w.offset, w.size, 1e-2f, 0.9f,
+                               0.95f, 1e-8f, w.decay ? 0.1f : 0.0f, 4, s);
+        d_g.set(g);
+        cuda::adamw_update_chunks(d_p2, d_g, d_m2, d_v2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 0.95f, 1e-8f,
+                                  0.1f, 4, clip, s);
+        CHECK(bit_mismatches("adamw p (chunks, clipped)", d_p2.get(), d_p1.get()) == 0);
+        CHECK(bit_mismatches("adamw m (chunks, clipped)", d_m2.get(), d_m1.get()) == 0);
+        CHECK(bit_mismatches("adamw v (chunks, clipped)", d_v2.get(), d_v1.get()) == 0);
+        CHECK(bit_mismatches("g after the clipped update", d_g.get(), g) == 0);
+    }
 
     auto q = randn(n, 1720), buf = randn(n, 1721, 0.1f);
     DeviceBuffer<float> d_q1(q), d_b1(buf), d_q2(q), d_b2(buf);
@@ -1004,9 +1022,22 @@ TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops 
     for (const cuda::UpdateChunk& w : views)
         cuda::sgd_momentum_update(d_q1 + w.offset, d_g + w.offset, d_b1 + w.offset, w.size, 1e-2f, 0.9f,
                                   w.decay ? 1e-2f : 0.0f, s);
-    cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, s);
+    cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, 1.0f, s);
     CHECK(bit_mismatches("sgd p (chunks)", d_q2.get(), d_q1.get()) == 0);
     CHECK(bit_mismatches("sgd buf (chunks)", d_b2.get(), d_b1.get()) == 0);
+    {
+        const auto g = randn(n, 1723);
+        DeviceBuffer<float> d_gs(g);
+        cuda::scale(d_gs, clip, n, s);
+        for (const cuda::UpdateChunk& w : views)
+            cuda::sgd_momentum_update(d_q1 + w.offset, d_gs + w.offset, d_b1 + w.offset, w.size, 1e-2f, 0.9f,
+                                      w.decay ? 1e-2f : 0.0f, s);
+        d_g.set(g);
+        cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, clip, s);
+        CHECK(bit_mismatches("sgd p (chunks, clipped)", d_q2.get(), d_q1.get()) == 0);
+        CHECK(bit_mismatches("sgd buf (chunks, clipped)", d_b2.get(), d_b1.get()) == 0);
+        CHECK(bit_mismatches("g after the clipped update", d_g.get(), g) == 0);
+    }
 }
 
 TEST_CASE("cuda sum_squares and scale match global_norm and clip_grad_norm", "[cuda]") {
