@@ -203,9 +203,13 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
         residual_layernorm(res2, ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, residual,
                            scratch_.data(), v.ln2w, v.ln2b);
-        // bf16 keeps the fc output (GELU's input, 4x the stream's width) rounded, as stored in bf16.
-        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C, true);
-        timed(ops_, OpKind::activation, [&] { cpu::gelu_forward(fchg, fch, 4 * (long)BTC); });
+        // GELU of fc's fp32 output; bf16 then keeps that output (GELU's input, 4x the stream's width)
+        // rounded for backward, as stored in bf16 (GELU's output is rounded as fcproj's operand).
+        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
+        timed(ops_, OpKind::activation, [&] {
+            cpu::gelu_forward(fchg, fch, 4 * (long)BTC);
+            if (bf_.on()) cpu::round_bf16(fch, fch, 4 * (long)BTC);
+        });
         mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
         if (l + 1 < L)
             residual_layernorm(res3, ln1_.data() + (l + 1) * sBTC, ln1_mean_.data() + (l + 1) * sBT,

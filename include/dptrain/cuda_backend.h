@@ -93,7 +93,7 @@ class Context {
     long unfused_bias_grads() const { return unfused_bias_grads_; }
     void count_bias_grad(bool fused) { ++(fused ? fused_bias_grads_ : unfused_bias_grads_); }
     // matmul_forward_bf16_gelu calls so far: GELU in cuBLASLt's epilogue (GELU_AUX_BIAS), and as
-    // matmul_forward_bf16_out followed by gelu_forward_bf16.
+    // matmul_forward_bf16 into fp32 staging followed by gelu_forward_keep_bf16.
     long fused_gelu_gemms() const { return fused_gelu_gemms_; }
     long unfused_gelu_gemms() const { return unfused_gelu_gemms_; }
     void count_gelu_gemm(bool fused) { ++(fused ? fused_gelu_gemms_ : unfused_gelu_gemms_); }
@@ -190,15 +190,14 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
 // without a bias gradient (the GPT's padded logits' gradient, as matmul_forward_bf16_out's ld).
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
-// The GPT's fc matmul with GELU after it, in bf16: pre (B, OC) bf16, GELU's input kept for
-// backward, and out (B, OC) bf16 = GELU(pre), the next matmul's input. Where cuBLASLt has an
-// algorithm for its GELU_AUX_BIAS epilogue (Context::epilogues on), one GEMM writes both, and
-// takes GELU of the fp32 sum before rounding it, with cuBLASLt's own GELU; else
-// matmul_forward_bf16_out into pre (staging: B * OC floats, as there) and gelu_forward_bf16 from
-// pre, as the CPU Gpt computes it. The two differ by bf16 roundings (out within 2^-8 of |out| plus
-// 1.13 times 2^-8 of |pre|), and by what separates cuBLASLt's GELU from the tanh approximation. Counted
-// (Context::fused_gelu_gemms), and, with a bias, also once as a bias GEMM and once as a bf16-output
-// GEMM (matmul_forward_bf16_out's counts).
+// The GPT's fc matmul with GELU after it, in bf16: with x = inp @ weight^T + bias in fp32, pre
+// (B, OC) bf16 = x rounded, GELU's input kept for backward, and out (B, OC) bf16 = GELU(x)
+// rounded, the next matmul's input (GELU of the unrounded sum, as the CPU Gpt takes it). Where
+// cuBLASLt has an algorithm for its GELU_AUX_BIAS epilogue (Context::epilogues on), one GEMM
+// writes both, with cuBLASLt's own GELU; else matmul_forward_bf16 into `staging` (B * OC floats)
+// and gelu_forward_keep_bf16 from it. The two differ by the GEMMs' orders of summation and by what
+// separates cuBLASLt's GELU from the tanh approximation. Counted (Context::fused_gelu_gemms), and,
+// with a bias, once as a bias GEMM.
 void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
                               int C, int OC, float* staging, Context& ctx, cudaStream_t stream);
 // matmul_backward_bf16 of the matmul that took GELU's output, with GELU's backward: dpre (B, C) bf16
@@ -219,10 +218,13 @@ void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
-// GELU's bf16 forms (--precision bf16's GPT): from a bf16 input (the fc matmul's output, rounded
-// as it was stored), out and dinp rounded to bf16 as they are stored (each feeds a matmul): the
-// fp32 forms' results on the widened input, rounded, bit for bit. dinp is a separate buffer.
-void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream);
+// GELU's bf16 forms (--precision bf16's GPT). Forward from the fc matmul's fp32 output: pre = inp
+// rounded to bf16 (kept for backward) and out = GELU(inp) rounded (fcproj's input), to_bf16 of inp
+// and of gelu_forward's out, bit for bit: GELU of the unrounded value, as the fc GEMM's GELU
+// epilogue takes it. Backward from pre (bf16, widened exactly) and the fp32 dout: dinp rounded to
+// bf16 as it is stored (fc's output gradient), the fp32 form's result on the widened input,
+// rounded, bit for bit; dinp is a separate buffer.
+void gelu_forward_keep_bf16(bf16* pre, bf16* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream);
 
 // losses (B), stats (B, 2) (the max and 1 / sum per row) and argmax (B, or null: the first largest

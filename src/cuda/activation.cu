@@ -1,7 +1,7 @@
 // ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
 // elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 forms
-// read their input as bf16 (the fc matmul's output, rounded as it was stored) and write their
-// outputs rounded to bf16, for the matmul that takes them.
+// write their outputs rounded to bf16, for the matmul that takes them: the forward from the fc
+// matmul's fp32 output, keeping that input rounded too; the backward from the input so kept.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
@@ -24,17 +24,26 @@ __global__ void relu_backward_kernel(float* dinp, const float* inp, const float*
 
 // tanhf here, the CPU's tanh_approx there: both within a few 1e-7 of tanh, so the twins agree to
 // about 1e-6 (tests/cuda/test_cuda_ops.cpp holds them to 1e-5).
-// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored); In:
-// float, or uint16_t (bf16, widened exactly, so the result is the fp32 form's on those values).
-template <class Out, class In>
-__global__ void gelu_forward_kernel(Out* out, const In* inp, long N) {
+__device__ inline float gelu_value(float x) {
+    float cube = 0.044715f * x * x * x;
+    return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube)));
+}
+
+__global__ void gelu_forward_kernel(float* out, const float* inp, long N) {
+    GRID_STRIDE(i, N) out[i] = gelu_value(inp[i]);
+}
+
+// pre = inp rounded, out = GELU(inp) rounded: GELU of the unrounded value.
+__global__ void gelu_forward_keep_kernel(uint16_t* pre, uint16_t* out, const float* inp, long N) {
     GRID_STRIDE(i, N) {
-        float x = as_float(inp[i]);
-        float cube = 0.044715f * x * x * x;
-        store_out(&out[i], 0.5f * x * (1.0f + tanhf(kGeluScale * (x + cube))));
+        const float x = inp[i];
+        pre[i] = bf16_bits(x);
+        out[i] = bf16_bits(gelu_value(x));
     }
 }
 
+// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored); In:
+// float, or uint16_t (bf16, widened exactly, so the result is the fp32 form's on those values).
 template <class Out, class In>
 __global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout, long N) {
     GRID_STRIDE(i, N) {
@@ -71,14 +80,7 @@ void relu_backward(float* dinp, const float* inp, const float* dout, long N, cud
     CUDA_CHECK(cudaGetLastError());
 }
 
-// One launcher for GELU's forms (Out and In: float, or bf16 bits).
-template <class Out, class In>
-static void gelu_forward_launch(Out* out, const In* inp, long N, cudaStream_t stream) {
-    if (N <= 0) return;
-    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
-    CUDA_CHECK(cudaGetLastError());
-}
-
+// One launcher for GELU backward's forms (Out and In: float, or bf16 bits).
 template <class Out, class In>
 static void gelu_backward_launch(Out* dinp, const In* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
@@ -87,11 +89,15 @@ static void gelu_backward_launch(Out* dinp, const In* inp, const float* dout, lo
 }
 
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream) {
-    gelu_forward_launch(out, inp, N, stream);
+    if (N <= 0) return;
+    gelu_forward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
 }
 
-void gelu_forward_bf16(bf16* out, const bf16* inp, long N, cudaStream_t stream) {
-    gelu_forward_launch(out, inp, N, stream);
+void gelu_forward_keep_bf16(bf16* pre, bf16* out, const float* inp, long N, cudaStream_t stream) {
+    if (N <= 0) return;
+    gelu_forward_keep_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(pre, out, inp, N);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream) {

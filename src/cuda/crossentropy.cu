@@ -67,7 +67,8 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
 // is) and the sum of exp(z - that max) in double, rescaled when its max grows; then the block's
 // max, and each thread's sum rescaled to it and summed. The CPU sums exp(z - max) against the
 // row's max in a second pass: the same sum in other roundings (see the [cuda] test). An entry of
-// -inf adds nothing (exp(-inf - max) = 0 for any finite max); a NaN makes the sum NaN, as there.
+// -inf adds nothing (exp(-inf - max) = 0 for any finite max); a NaN makes the sum NaN, as there,
+// and so does a row of -inf only (exp(-inf + inf) there).
 // Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
 template <class In>
 __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const In* logits,
@@ -103,6 +104,7 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     // Each thread's sum against the row's max (exact in double: both maxima are floats); a thread
     // with nothing to add (no entries, or only -inf) adds 0.
     sum = block_sum(sum != 0.0 ? sum * exp((double)own - (double)maxv) : 0.0, dscratch);
+    if (maxv == -INFINITY) sum = NAN;  // every entry -inf
     if (threadIdx.x == 0) {
         stats[2 * b] = maxv;
         stats[2 * b + 1] = (float)(1.0 / sum);

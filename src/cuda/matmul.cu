@@ -381,13 +381,12 @@ void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16*
     if (B <= 0 || OC <= 0) return;
     const bool fused = bias && matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream, pre);
     ctx.count_gelu_gemm(fused);
-    if (fused) {  // the bias in the epilogue, and pre written as bf16 by cuBLASLt
+    if (fused) {  // the bias in the epilogue too
         ctx.count_bias_gemm(true);
-        ctx.count_out16_gemm(true);
         return;
     }
-    matmul_forward_bf16_out(pre, inp, weight, bias, B, C, OC, staging, ctx, stream);
-    gelu_forward_bf16(out, pre, (long)B * OC, stream);
+    matmul_forward_bf16(staging, inp, weight, bias, B, C, OC, ctx, stream);  // counts its bias GEMM
+    gelu_forward_keep_bf16(pre, out, staging, (long)B * OC, stream);
 }
 
 void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,

@@ -31,9 +31,9 @@ struct Tolerance {
 
 // epilogues: cuBLASLt's bias, bf16-output, bias-gradient and GELU epilogues where it has them (the
 // default), or off, so that the fallbacks run in the model's order of ops (staging in dbig_, the
-// column sums in the reduction scratch beside LayerNorm's). With them, GELU is taken of fc's fp32
-// sum before its rounding (the CPU takes it of the rounded value): a bf16 rounding's difference
-// in GELU's output, within bf16's tolerances below.
+// column sums in the reduction scratch beside LayerNorm's). Either way GELU is taken of fc's fp32
+// sum, as on the CPU; with them, by cuBLASLt's own GELU (within a bf16 rounding of the tanh
+// form's, so near a rounding boundary an element may land on the neighbouring bf16 value, as below).
 // One small layer, for the tests of refusals (V = 16, T = 8).
 GptConfig one_layer_config() {
     GptConfig cfg;
@@ -132,7 +132,7 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool ep
         CHECK(ctx.fused_bias_grads() == 0);
         CHECK(ctx.fused_gelu_gemms() == 0);
         CHECK(ctx.fused_dgelu_gemms() == 0);
-        CHECK(ctx.staged_out16_gemms() > 0);
+        if (flash) CHECK(ctx.staged_out16_gemms() > 0);  // qkv's (fc's fallback stages in fp32 itself)
         CHECK(ctx.unfused_bias_grads() > 0);
         CHECK(ctx.unfused_gelu_gemms() > 0);
         CHECK(ctx.unfused_dgelu_gemms() > 0);
