@@ -196,7 +196,8 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
 // cuBLASLt has an algorithm for its GELU_AUX_BIAS epilogue (Context::epilogues on), one GEMM
 // writes both, with cuBLASLt's own GELU; else matmul_forward_bf16 into `staging` (B * OC floats)
 // and gelu_forward_keep_bf16 from it. The two differ by the GEMMs' orders of summation and by what
-// separates cuBLASLt's GELU from the tanh approximation. Counted (Context::fused_gelu_gemms), and,
+// separates cuBLASLt's GELU from the tanh approximation (the fallback's tanhf and the CPU's
+// tanh_approx agree to about 1e-6). Counted (Context::fused_gelu_gemms), and,
 // with a bias, once as a bias GEMM.
 void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
                               int C, int OC, float* staging, Context& ctx, cudaStream_t stream);

@@ -31,8 +31,8 @@ enum class Activation { relu, gelu };
 
 // How matmuls compute (--precision). bf16: mixed precision as GPUs train, every matmul of the
 // model (forward and backward) takes its operands rounded to bf16 (weights, activations, output
-// gradients) and sums in fp32 into fp32 results (the GPT's fc output alone kept rounded to bf16,
-// GELU's input), and attention's own products take TF32 operands (10 mantissa bits) with fp32
+// gradients) and sums in fp32 into fp32 results (the GPT's fc output, GELU's input, and its logits
+// kept rounded to bf16), and attention's own products take TF32 operands (10 mantissa bits) with fp32
 // sums; parameters, gradients, optimizer state and every other op stay fp32. On the CPU the
 // rounding is emulated (cpu::round_bf16 / round_tf32, then sgemm): the same numbers at fp32 speed
 // (bf16 bit for bit; TF32 to within the GPU's own conversion).

@@ -342,9 +342,10 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                              bf ? atty16_ + l * sBTC : nullptr);
         });
         residual_layernorm(res2, ln2, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, residual, scratch_, v.ln2w, v.ln2b);
-        // bf16: fc and GELU as one op (timed as matmul): fc's output kept rounded, as the CPU keeps
-        // it, for GELU's backward, and GELU's rounded for fcproj; one GEMM writes both where
-        // cuBLASLt has the epilogue (else dbig_, free in forward, is the staging it may need).
+        // bf16: fc and GELU as one op (timed as matmul): GELU of fc's fp32 output, rounded for
+        // fcproj, and that output kept rounded for GELU's backward, as the CPU computes them; one
+        // GEMM writes both where cuBLASLt has the epilogue (else dbig_, free in forward, holds the
+        // fp32 output on the way).
         if (bf) {
             ev_->timed(OpKind::matmul, s, [&] {
                 mm_->forward_rounded_gelu(as_bf16(fch), as_bf16(fchg), as_bf16(ln2), v.fcw, P + v.fcb, (int)BT, C,
@@ -364,7 +365,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     }
     // bf16: the logits written rounded (as the CPU keeps them, and PyTorch's autocast), in rows of
     // logits_stride values, and the loss reads them so: half the bytes of the largest activation,
-    // on each of its four passes.
+    // on each of its passes.
     const int Vs = logits_stride(precision_);
     if (bf)
         ev_->timed(OpKind::matmul, s, [&] {
@@ -415,8 +416,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
     // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
-    // bf16 written rounded, straight into the matmuls' gradient scratch (as are GELU's and the
-    // LayerNorms' below).
+    // bf16 written rounded, straight into the matmuls' gradient scratch (as are the LayerNorms'
+    // below; GELU's goes to a buffer of its own).
     float* dlogits = logits_;
     const int Vs = logits_stride(precision_);  // dlogits16's rows as the logits'
     bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * Vs) : nullptr;

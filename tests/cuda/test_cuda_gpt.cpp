@@ -133,6 +133,7 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool ep
         CHECK(ctx.fused_gelu_gemms() == 0);
         CHECK(ctx.fused_dgelu_gemms() == 0);
         if (flash) CHECK(ctx.staged_out16_gemms() > 0);  // qkv's (fc's fallback stages in fp32 itself)
+        else CHECK(ctx.staged_out16_gemms() == 0);       // nothing else takes that path
         CHECK(ctx.unfused_bias_grads() > 0);
         CHECK(ctx.unfused_gelu_gemms() > 0);
         CHECK(ctx.unfused_dgelu_gemms() > 0);

@@ -35,6 +35,21 @@ static std::vector<float> plus_abs(std::vector<float> a, const std::vector<float
     return a;
 }
 
+// The first `cols` values of each of `rows` rows `stride` apart, packed; *written counts the values
+// past them that differ from `poison` (what an op that must not touch the padding left there).
+static std::vector<bf16> packed_rows(const std::vector<bf16>& padded, int rows, int cols, int stride, bf16 poison,
+                                     long* written) {
+    std::vector<bf16> out((size_t)rows * cols);
+    *written = 0;
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < stride; ++c) {
+            const bf16 x = padded[(size_t)r * stride + c];
+            if (c < cols) out[(size_t)r * cols + c] = x;
+            else *written += x != poison;
+        }
+    return out;
+}
+
 // fp32 GEMM tolerance: 1e-5 of the sum of |a||b| behind each element. Both sides round each
 // partial sum to fp32 (error ~6e-8 of that sum per element in practice, ~K*6e-8 worst case for
 // K = 768 would be 5e-5 but random signs keep it far below); a wrong layout or transpose is off
@@ -213,15 +228,10 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         const long counted = ctx.direct_out16_gemms() + ctx.staged_out16_gemms();
         const long bias_gemms = ctx.fused_bias_gemms() + ctx.unfused_bias_gemms();
         cuda::matmul_forward_bf16_out(d_nb, d_inp16, d_w16, nullptr, B, C, OC, nullptr, ctx, ctx.stream(), ld);
-        const auto got_nb16 = d_nb.get();
-        std::vector<float> got_nb((size_t)B * OC);
         long padding_written = 0;
-        for (int b = 0; b < B; ++b)
-            for (int o = 0; o < ld; ++o) {
-                const bf16 x = got_nb16[(size_t)b * ld + o];
-                if (o < OC) got_nb[(size_t)b * OC + o] = bf16_to_float(x);
-                else padding_written += x != 0xFFFF;
-            }
+        const auto got_nb16 = packed_rows(d_nb.get(), B, OC, ld, 0xFFFF, &padding_written);
+        std::vector<float> got_nb(got_nb16.size());
+        from_bf16(got_nb.data(), got_nb16.data(), got_nb16.size());
         CHECK(mismatches("bf16 out without a bias", got_nb, want_nb, 0.0, 1e-4, scale_nb) == 0);
         CHECK(padding_written == 0);
         CHECK(ctx.direct_out16_gemms() + ctx.staged_out16_gemms() == counted);
@@ -636,15 +646,8 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     CHECK(d_arg16.get() == d_arg_w.get());
     cuda::softmax_crossentropy_backward(d_dwide, d_wide, d_stats_w, d_targets, scale, B, V, s);
     cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, stride, s);
-    const auto got16 = d_dlogits16.get();
-    std::vector<bf16> rows((size_t)B * V);
     long padding_written = 0;
-    for (int b = 0; b < B; ++b)
-        for (int v = 0; v < stride; ++v) {
-            const bf16 x = got16[(size_t)b * stride + v];
-            if (v < V) rows[(size_t)b * V + v] = x;
-            else padding_written += x != poison16;
-        }
+    const auto rows = packed_rows(d_dlogits16.get(), B, V, stride, poison16, &padding_written);
     CHECK(bf16_mismatches("dlogits (bf16 form)", rows, d_dwide.get()) == 0);
     CHECK(padding_written == 0);
 }
