@@ -104,13 +104,16 @@ void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w
     });
 }
 
+// dinp16: in bf16, dinp rounded too, as a bf16 input gradient is stored (for an op that reads it
+// as bf16: LayerNorm's backward, flash attention's).
 void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                      const float* params, size_t w, int BT, int C, int OC) {
+                      const float* params, size_t w, int BT, int C, int OC, bool dinp16) {
     timed(ops_, OpKind::matmul, [&] {
-        if (bf_.on())  // the weights were rounded by the forward of these parameters
+        if (bf_.on()) {  // the weights were rounded by the forward of these parameters
             cpu::matmul_backward(dinp, dweight, dbias, bf_.grad(dout, (long)BT * OC), bf_.act(inp, (long)BT * C),
                                  bf_.weights() + w, BT, C, OC);
-        else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
+            if (dinp16) cpu::round_bf16(dinp, dinp, (long)BT * C);
+        } else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
     });
 }
 
@@ -197,8 +200,12 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
         mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         timed(ops_, OpKind::attention, [&] {
-            if (cfg_.flash_attention) cpu::flash_attention_forward(atty, lse_.data() + l * sSTAT, qkv, B, T, C, NH);
-            else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
+            if (cfg_.flash_attention) {
+                cpu::flash_attention_forward(atty, lse_.data() + l * sSTAT, qkv, B, T, C, NH);
+                // bf16 keeps the output rounded, as stored in bf16: the projection takes it so, and
+                // flash attention's backward (FlashAttention-2's delta from the bf16 output).
+                if (bf_.on()) cpu::round_bf16(atty, atty, (long)BTC);
+            } else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
         });
         mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
         residual_layernorm(res2, ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, residual,
@@ -250,7 +257,10 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         cpu::softmax_crossentropy_backward(dlogits, logits_.data(), ce_stats_.data(), targets_.data(), scale, (int)BT, V);
     });
     float* dlnf = dsmall_.data();
-    mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V);
+    // bf16: every LayerNorm backward takes its dout rounded (a bf16 matmul's input gradient, as
+    // stored in bf16; PyTorch's autocast hands the fp32 LayerNorm the same), and with flash
+    // attention so does attention's backward.
+    mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V, true);
     float* dres = dres_.data();
     timed(ops_, OpKind::other, [&] { std::memset(dres, 0, BTC * sizeof(float)); });
     const float* last = L > 0 ? residual3_.data() + (L - 1) * sBTC : encoded_.data();
@@ -274,14 +284,15 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         mm_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params, v.fcprojw, (int)BT, 4 * C, C);
         timed(ops_, OpKind::activation, [&] { cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC); });
         float* dln = dsmall_.data();
-        mm_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params, v.fcw, (int)BT, C, 4 * C);
+        mm_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params, v.fcw, (int)BT, C, 4 * C, true);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
                                     ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
         });
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
-        mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C);
+        mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C,
+                    cfg_.flash_attention);
         // dqkv in dbig_: dfc is done with (fc's backward has taken it).
         float* dqkv = dbig_.data();
         timed(ops_, OpKind::attention, [&] {
@@ -292,7 +303,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
                 cpu::attention_backward(dqkv, datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
                                         bf_.on());
         });
-        mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv, ln1, params, v.qkvw, (int)BT, C, 3 * C);
+        mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv, ln1, params, v.qkvw, (int)BT, C, 3 * C, true);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
                                     ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);

@@ -190,6 +190,13 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
 // without a bias gradient (the GPT's padded logits' gradient, as matmul_forward_bf16_out's ld).
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
+// The same with dinp (B, C) rounded to bf16 as it is stored (cuBLAS rounds its fp32 sums), for an
+// input gradient that only feeds an op reading it as bf16 (the GPT's LayerNorm backward, and flash
+// attention's backward): half the bytes written and read again. Its fp32 sums may come in another
+// order than matmul_backward_bf16's (cuBLAS picks its kernels by output type), so its values are
+// the fp32 form's rounded within the tolerance of fp32 sums, not bit for bit.
+void matmul_backward_bf16_out(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
 // The GPT's fc matmul with GELU after it, in bf16: with x = inp @ weight^T + bias in fp32, pre
 // (B, OC) bf16 = x rounded, GELU's input kept for backward, and out (B, OC) bf16 = GELU(x)
 // rounded, the next matmul's input (GELU of the unrounded sum, as the CPU Gpt takes it). Where
@@ -273,10 +280,16 @@ void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
                         cudaStream_t stream);
-// The same, and dinp's new values rounded to bf16 into dinp16 (N, C) as they are stored: to_bf16 of
-// layernorm_backward's dinp, bit for bit (for --precision bf16, where the residual stream's
-// gradient is next the output gradient of a matmul).
-void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+// The same from dout in bf16 (for --precision bf16, where dout is a matmul's input gradient, which
+// its backward writes rounded: matmul_backward_bf16_out): the fp32 form on the widened values, bit
+// for bit.
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const bf16* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
+                        cudaStream_t stream);
+// That, and dinp's new values rounded to bf16 into dinp16 (N, C) as they are stored: to_bf16 of
+// layernorm_backward's dinp, bit for bit (where the residual stream's gradient is next the output
+// gradient of a matmul).
+void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const bf16* dout,
                              const float* inp, const float* weight, const float* mean, const float* rstd, long N,
                              int C, Context& ctx, cudaStream_t stream);
 
@@ -298,7 +311,8 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 // The bf16 form (--precision bf16): from q, k, v already rounded to bf16 (the bits the fp32 form
 // rounds them to as it loads them, so the same out and lse: half the reads; matmul_forward_bf16_out
 // writes them), and out also rounded to bf16 into out16 (B,T,C) as it is stored (to_bf16 of out,
-// bit for bit): the attention projection's input, without a pass of its own.
+// bit for bit): the attention projection's input, without a pass of its own. out may be null
+// (the GPT in bf16 keeps only out16: backward takes the output rounded).
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream);
 // The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
@@ -307,10 +321,13 @@ size_t flash_attention_shared_bytes(int C, int NH);
 // dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
-// The bf16 form: from q, k, v already rounded to bf16, as the forward's, and dinp rounded to bf16 as
-// it is stored (to_bf16 of the fp32 form's, bit for bit), where it only feeds the qkv matmul's
-// backward.
-void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const bf16* inp, const float* out,
+// The bf16 form: from q, k, v already rounded to bf16, as the forward's, dout in bf16 (the
+// projection's backward writes it so: matmul_backward_bf16_out) and out in bf16 (the forward's
+// out16), as FlashAttention-2 takes them; dinp rounded to bf16 as it is stored, where it only feeds
+// the qkv matmul's backward. The fp32 form's delta and dinp (rounded) on the widened dout and out,
+// bit for bit: the kernels round dout as they load it anyway, so only delta, the sum of dout * out
+// per query, sees the rounding.
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, const bf16* inp, const bf16* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 // out = a + b over N values; backward: da += dout, db += dout.

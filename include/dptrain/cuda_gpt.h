@@ -94,9 +94,11 @@ class CudaGpt : public Model, public cuda::Resident {
     }
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
     // att_ and datt_ empty with flash attention, lse_ and delta_ empty without; in bf16, logits_
-    // in rows of logits_stride values). In bf16, ln1_,
-    // ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold their values
-    // rounded to bf16, in buffers of half the bytes (slot() finds a layer's part).
+    // in rows of logits_stride values, and atty_ empty with flash attention: atty16_ holds it).
+    // In bf16, ln1_, ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold
+    // their values rounded to bf16, in buffers of half the bytes (slot() finds a layer's part);
+    // dsmall_ holds the input gradients LayerNorm's backward takes as bf16, and (with flash
+    // attention) datty_ attention's output gradient as bf16, in their first half.
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed

@@ -53,6 +53,11 @@ class Gpt : public Model {
     const float* fc_output(int l) const {
         return fch_.data() + (size_t)l * 4 * max_batch_ * cfg_.block_size * cfg_.n_embd;
     }
+    // Layer l's attention output of the last forward, (B, T, C), as kept (bf16 with flash
+    // attention: rounded).
+    const float* attention_output(int l) const {
+        return atty_.data() + (size_t)l * max_batch_ * cfg_.block_size * cfg_.n_embd;
+    }
 
   private:
     struct LayerViews {
@@ -79,7 +84,7 @@ class Gpt : public Model {
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
                     int OC, bool out16 = false);
     void mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* params, size_t w, int BT, int C, int OC);
+                     const float* params, size_t w, int BT, int C, int OC, bool dinp16 = false);
 };
 
 } // namespace dptrain

@@ -7,7 +7,8 @@
 // from the fp32 activations as they are loaded into shared memory), keeps each row's running
 // maximum m and sum l, rescales its output rows by exp(m_old - m_new) and adds bf16(P) V. At the
 // end out = O / l and lse = m + log l (per query, kept for backward).
-// Backward: delta = rowsum(dout * out) first; then one kernel per key tile accumulates dK and dV
+// Backward: delta = rowsum(dout * out) first (the bf16 form from dout and out in bf16, as
+// FlashAttention-2 takes them); then one kernel per key tile accumulates dK and dV
 // over the query tiles from the diagonal on, and one kernel per query tile accumulates dQ over the
 // key tiles up to the diagonal, each recomputing P = exp(S * scale - lse). Two kernels instead of
 // float atomics, so the gradients are the same on every run.
@@ -226,23 +227,25 @@ __global__ void __launch_bounds__(kThreads)
         const int rr = i / HS, c = i % HS;
         if (t0 + rr >= T) continue;
         const float v = O[rr * D::LDO + c] * S[rr];
-        out[first + (long)rr * C + c] = v;
+        if (out) out[first + (long)rr * C + c] = v;
         if (out16) out16[first + (long)rr * C + c] = bf16_bits(v);
     }
 }
 
-// delta[b, h, t] = sum over the head's HS values of dout * out: one warp per (b, t, h).
-__global__ void flash_delta_kernel(float* delta, const float* dout, const float* out, int B, int T, int C, int NH) {
+// delta[b, h, t] = sum over the head's HS values of dout * out: one warp per (b, t, h). Dy: float,
+// or uint16_t (bf16, widened exactly: the fp32 form's sum on the widened values).
+template <class Dy>
+__global__ void flash_delta_kernel(float* delta, const Dy* dout, const Dy* out, int B, int T, int C, int NH) {
     const int hs = C / NH, lane = threadIdx.x & 31;
     const long rows = (long)B * T * NH;
     const long warps = (long)gridDim.x * (blockDim.x / 32);
     for (long w = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < rows; w += warps) {
         const long bt = w / NH;
         const int h = (int)(w % NH);
-        const float* d = dout + bt * C + (long)h * hs;
-        const float* o = out + bt * C + (long)h * hs;
+        const Dy* d = dout + bt * C + (long)h * hs;
+        const Dy* o = out + bt * C + (long)h * hs;
         float s = 0.0f;
-        for (int c = lane; c < hs; c += 32) s += d[c] * o[c];
+        for (int c = lane; c < hs; c += 32) s += as_float(d[c]) * as_float(o[c]);
         s = warp_sum(s);
         const long b = bt / T, t = bt % T;
         if (lane == 0) delta[(b * NH + h) * T + t] = s;
@@ -251,9 +254,9 @@ __global__ void flash_delta_kernel(float* delta, const float* dout, const float*
 
 // dK and dV of 64 keys: the block's warps own 16 keys each and walk the query tiles from the
 // diagonal on.
-template <int HS, class In, class Out>
+template <int HS, class In, class Out, class Dy>
 __global__ void __launch_bounds__(kThreads)
-    flash_dkv_kernel(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int T,
+    flash_dkv_kernel(Out* dinp, const Dy* dout, const In* inp, const float* lse, const float* delta, int T,
                      int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -267,7 +270,7 @@ __global__ void __launch_bounds__(kThreads)
     const int h = blockIdx.y, b = blockIdx.z;
     const long C3 = 3L * C;
     const In* q = inp + (long)b * T * C3 + (long)h * HS;
-    const float* d = dout + (long)b * T * C + (long)h * HS;
+    const Dy* d = dout + (long)b * T * C + (long)h * HS;
     const float* lse_bh = lse + ((long)b * NH + h) * T;
     const float* delta_bh = delta + ((long)b * NH + h) * T;
     load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
@@ -283,7 +286,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int qt = kt; qt < nq; ++qt) {
         __syncthreads();  // every warp is done with the last query tile
         load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
-        load_tile<HS>(dOs, d, qt * kTile, T, C);
+        load_tile<HS, Dy>(dOs, d, qt * kTile, T, C);
         for (int i = threadIdx.x; i < kTile; i += kThreads) {
             const int t = qt * kTile + i;
             lse_s[i] = t < T ? lse_bh[t] : 0.0f;
@@ -316,9 +319,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // dQ of 64 queries: the block's warps own 16 queries each and walk the key tiles up to the
 // diagonal.
-template <int HS, class In, class Out>
+template <int HS, class In, class Out, class Dy>
 __global__ void __launch_bounds__(kThreads)
-    flash_dq_kernel(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int T,
+    flash_dq_kernel(Out* dinp, const Dy* dout, const In* inp, const float* lse, const float* delta, int T,
                     int C, int NH, float scale) {
     using D = Dims<HS>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -332,9 +335,9 @@ __global__ void __launch_bounds__(kThreads)
     const int h = blockIdx.y, b = blockIdx.z;
     const long C3 = 3L * C;
     const In* q = inp + (long)b * T * C3 + (long)h * HS;
-    const float* d = dout + (long)b * T * C + (long)h * HS;
+    const Dy* d = dout + (long)b * T * C + (long)h * HS;
     load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
-    load_tile<HS>(dOs, d, qt * kTile, T, C);
+    load_tile<HS, Dy>(dOs, d, qt * kTile, T, C);
 
     const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: query r's even and odd columns
     const int query = qt * kTile + warp * 16 + r;
@@ -398,23 +401,25 @@ void forward_any(float* out, bf16* out16, float* lse, const In* inp, int B, int 
     }
 }
 
-template <int HS, class In, class Out>
-void backward_hs(Out* dinp, const float* dout, const In* inp, const float* lse, const float* delta, int B, int T,
+template <int HS, class In, class Out, class Dy>
+void backward_hs(Out* dinp, const Dy* dout, const In* inp, const float* lse, const float* delta, int B, int T,
                  int C, int NH, cudaStream_t stream) {
-    allow_smem(flash_dkv_kernel<HS, In, Out>, Dims<HS>::backward_bytes);
-    allow_smem(flash_dq_kernel<HS, In, Out>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dkv_kernel<HS, In, Out, Dy>, Dims<HS>::backward_bytes);
+    allow_smem(flash_dq_kernel<HS, In, Out, Dy>, Dims<HS>::backward_bytes);
     const dim3 grid((T + kTile - 1) / kTile, NH, B);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t bytes = Dims<HS>::backward_bytes;
-    flash_dkv_kernel<HS, In, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dkv_kernel<HS, In, Out, Dy><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH,
+                                                                       scale);
     CUDA_CHECK(cudaGetLastError());
-    flash_dq_kernel<HS, In, Out><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH, scale);
+    flash_dq_kernel<HS, In, Out, Dy><<<grid, kThreads, bytes, stream>>>(dinp, dout, inp, lse, delta, T, C, NH,
+                                                                      scale);
     CUDA_CHECK(cudaGetLastError());
 }
 
-template <class In, class Out>
-void backward_any(Out* dinp, float* delta, const float* dout, const In* inp, const float* out, const float* lse,
-                  int B, int T, int C, int NH, cudaStream_t stream) {
+template <class In, class Out, class Dy>
+void backward_any(Out* dinp, float* delta, const Dy* dout, const In* inp, const Dy* out, const float* lse, int B,
+                  int T, int C, int NH, cudaStream_t stream) {
     CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
     flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
     CUDA_CHECK(cudaGetLastError());
@@ -444,7 +449,7 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 }
 
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream) {  // out may be null
     CUDA_REQUIRE(out16 != nullptr);
     forward_any(out, out16, lse, inp, B, T, C, NH, stream);
 }
@@ -454,7 +459,7 @@ void flash_attention_backward(float* dinp, float* delta, const float* dout, cons
     backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
 }
 
-void flash_attention_backward_bf16(bf16* dinp, float* delta, const float* dout, const bf16* inp, const float* out,
+void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, const bf16* inp, const bf16* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     backward_any(dinp, delta, dout, inp, out, lse, B, T, C, NH, stream);
 }

@@ -52,7 +52,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     const std::vector<std::pair<void**, size_t>> plan = {
         {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
         {(void**)&encoded_, BTC}, {(void**)&ln1_mean_, L * BT},
-        {(void**)&ln1_rstd_, L * BT}, {(void**)&atty_, L * BTC},
+        {(void**)&ln1_rstd_, L * BT},
         {(void**)&att_, L * ATT}, {(void**)&lse_, L * STAT}, {(void**)&residual2_, L * BTC},
         {(void**)&ln2_mean_, L * BT}, {(void**)&ln2_rstd_, L * BT},
         {(void**)&residual3_, L * BTC},
@@ -111,11 +111,14 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
 
 // The activations set_precision allocates: the inputs of matmuls (and GELU's), and the logits,
 // which bf16 keeps rounded, at half the bytes; qkv only with flash attention (matmul attention
-// reads it as fp32).
+// reads it as fp32). Attention's output in fp32 only where it is read so: in bf16 with flash
+// attention only its rounded copy (atty16_) is kept, which both the projection and flash
+// attention's backward take.
 std::vector<CudaGpt::Kept> CudaGpt::kept_plan(Precision p) {
     const size_t BT = (size_t)max_batch_ * cfg_.block_size, BTC = BT * cfg_.n_embd, L = (size_t)cfg_.n_layer;
-    const bool half = p == Precision::bf16;
-    return {{&ln1_, L * BTC, half},
+    const bool half = p == Precision::bf16, flash16 = half && cfg_.flash_attention;
+    return {{&atty_, flash16 ? 0 : L * BTC, false},
+            {&ln1_, L * BTC, half},
             {&ln2_, L * BTC, half},
             {&lnf_, BTC, half},
             {&fch_, 4 * L * BTC, half},
@@ -314,7 +317,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         const LayerViews& v = lv_[l];
         float* ln1 = slot(ln1_, l, sBTC, bf);
         float* qkv = slot(qkv_, l, 3 * sBTC, flash16);  // bf16 only under flash (set_precision)
-        float* atty = atty_ + l * sBTC;
+        float* atty = flash16 ? nullptr : atty_ + l * sBTC;  // under flash16 only atty16_ is kept
         float* res2 = residual2_ + l * sBTC;
         float* ln2 = slot(ln2_, l, sBTC, bf);
         float* fch = slot(fch_, l, 4 * sBTC, bf);
@@ -326,9 +329,9 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         else matmul_of(qkv, ln1, v.qkvw, P + v.qkvb, C, 3 * C);
         // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
         ev_->timed(OpKind::attention, s, [&] {
-            if (flash16)  // atty rounded as it is stored, for the projection and its backward
-                cuda::flash_attention_forward_bf16(atty, atty16_ + l * sBTC, lse_ + l * sSTAT,
-                                                   as_bf16(qkv), B, T, C, NH, s);
+            if (flash16)  // atty only rounded, as it is stored: the projection and both backwards take it
+                cuda::flash_attention_forward_bf16(nullptr, atty16_ + l * sBTC, lse_ + l * sSTAT, as_bf16(qkv), B, T,
+                                                   C, NH, s);
             else if (cfg_.flash_attention)
                 cuda::flash_attention_forward(atty, lse_ + l * sSTAT, qkv, B, T, C, NH, s);
             else
@@ -410,9 +413,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const size_t Pn = host_.num_params();
     const float* P = params_;
     float* G = grads_;
-    // bf16: the matmul inputs forward rounded and kept (null in fp32: nothing kept).
+    // bf16: the matmul inputs as forward rounded and kept them (slot()'s bf16 buffers, atty16_).
     const bool bf = mm_->is_bf16(), flash16 = bf && cfg_.flash_attention;
-    auto rounded = [&](const float* x) { return bf ? as_bf16(x) : nullptr; };
     cudaStream_t s = ctx_->stream();
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, Pn * sizeof(float), s)); });
     // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
@@ -427,10 +429,14 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                                                      V, Vs, s);
         else cuda::softmax_crossentropy_backward(dlogits, logits_, ce_stats_, targets_, scale, (int)BT, V, s);
     });
+    // In bf16 every LayerNorm backward takes its dout as bf16 (each is a matmul's input gradient,
+    // written rounded by that matmul's backward into dsmall_), as PyTorch's autocast hands a bf16
+    // linear's input gradient to the fp32 LayerNorm before it.
     float* dlnf = dsmall_;
     ev_->timed(OpKind::matmul, s, [&] {
         if (bf)
-            mm_->backward_rounded(dlnf, G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C, V, *ctx_, s, Vs);
+            mm_->backward_rounded_out16(as_bf16(dlnf), G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C,
+                                        V, *ctx_, s, Vs);
         else mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s);
     });
     float* dres = dres_;
@@ -441,8 +447,10 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     auto layernorm_backward = [&](float* dw, float* db, const float* dout, const float* inp, size_t w,
                                   const float* mean, const float* rstd, bool rounded_next) {
         ev_->timed(OpKind::layernorm, s, [&] {
-            if (dres16 && rounded_next)
-                cuda::layernorm_backward_bf16(dres, dres16, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s);
+            if (bf && rounded_next)
+                cuda::layernorm_backward_bf16(dres, dres16, dw, db, as_bf16(dout), inp, P + w, mean, rstd, BT, C, *ctx_,
+                                              s);
+            else if (bf) cuda::layernorm_backward(dres, dw, db, as_bf16(dout), inp, P + w, mean, rstd, BT, C, *ctx_, s);
             else cuda::layernorm_backward(dres, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s);
         });
     };
@@ -456,7 +464,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
         const float* ln1 = slot(ln1_, l, sBTC, bf);
         const float* qkv = slot(qkv_, l, 3 * sBTC, flash16);
-        const float* atty = atty_ + l * sBTC;
+        const float* atty = flash16 ? nullptr : atty_ + l * sBTC;  // under flash16 only atty16_ is kept
         const float* res2 = residual2_ + l * sBTC;
         const float* ln2 = slot(ln2_, l, sBTC, bf);
         const float* fch = slot(fch_, l, 4 * sBTC, bf);
@@ -480,13 +488,18 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         float* dln = dsmall_;
         ev_->timed(OpKind::matmul, s, [&] {
             if (bf)
-                mm_->backward_rounded(dln, G + v.fcw, G + v.fcb, dfc16, as_bf16(ln2), v.fcw, (int)BT, C, 4 * C,
-                                      *ctx_, s);
+                mm_->backward_rounded_out16(as_bf16(dln), G + v.fcw, G + v.fcb, dfc16, as_bf16(ln2), v.fcw, (int)BT, C,
+                                            4 * C, *ctx_, s);
             else mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s);
         });
         layernorm_backward(G + v.ln2w, G + v.ln2b, dln, res2, v.ln2w, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, true);
+        // datty: under flash16 written rounded (flash attention's backward takes it as bf16), else
+        // fp32 (matmul attention's backward takes it so).
         ev_->timed(OpKind::matmul, s, [&] {
-            if (bf)
+            if (flash16)
+                mm_->backward_rounded_out16(as_bf16(datty_), G + v.attprojw, G + v.attprojb, dres16, atty16_ + l * sBTC,
+                                            v.attprojw, (int)BT, C, C, *ctx_, s);
+            else if (bf)
                 mm_->backward_rounded(datty_, G + v.attprojw, G + v.attprojb, dres16, atty16_ + l * sBTC, v.attprojw,
                                       (int)BT, C, C, *ctx_, s);
             else
@@ -498,22 +511,25 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
         float* dqkv = dbig_;
         ev_->timed(OpKind::attention, s, [&] {
-            if (flash16)  // from q, k and v as forward's matmul rounded them
-                cuda::flash_attention_backward_bf16(dqkv16, delta_, datty_, as_bf16(qkv), atty, lse_ + l * sSTAT, B,
-                                                    T, C, NH, s);
+            if (flash16)  // from q, k, v and the output as forward rounded them, and datty rounded
+                cuda::flash_attention_backward_bf16(dqkv16, delta_, as_bf16(datty_), as_bf16(qkv), atty16_ + l * sBTC,
+                                                    lse_ + l * sSTAT, B, T, C, NH, s);
             else if (cfg_.flash_attention)
                 cuda::flash_attention_backward(dqkv, delta_, datty_, qkv, atty, lse_ + l * sSTAT, B, T, C, NH, s);
             else
                 cuda::attention_backward(dqkv, datt_, datty_, qkv, att_ + l * sATT, B, T, C, NH, mm_->is_bf16(),
                                          *ctx_, s);
         });
+        // bf16: dln written rounded, for LayerNorm's backward; matmul attention's dqkv (fp32) rounded
+        // into the gradient scratch first (free again: the projection's backward took dres16).
         ev_->timed(OpKind::matmul, s, [&] {
-            if (flash16)
-                mm_->backward_rounded(dln, G + v.qkvw, G + v.qkvb, dqkv16, as_bf16(ln1), v.qkvw, (int)BT, C, 3 * C,
-                                      *ctx_, s);
-            else
-                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s,
-                              rounded(ln1));
+            if (bf) {
+                bf16* g = flash16 ? dqkv16 : mm_->grad_scratch(3 * BTC);
+                if (!flash16) cuda::to_bf16(g, dqkv, 3 * BTC, s);
+                mm_->backward_rounded_out16(as_bf16(dln), G + v.qkvw, G + v.qkvb, g, as_bf16(ln1), v.qkvw, (int)BT, C,
+                                            3 * C, *ctx_, s);
+            } else
+                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s);
         });
         // The first layer's dres goes to the encoder's backward, in fp32.
         layernorm_backward(G + v.ln1w, G + v.ln1b, dln, residual, v.ln1w, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT,

@@ -3,7 +3,8 @@
 // weight/bias gradients as column sums in a fixed order (column_sums.cuh; no float atomics: the
 // same every run).
 // The bf16 forms write the same outputs rounded to bf16, for a matmul that takes them as they are:
-// forward its output, backward (besides dinp) a rounded copy of dinp as it leaves it.
+// forward its output, backward (besides dinp) a rounded copy of dinp as it leaves it; backward also
+// reads dout as bf16, as the bf16 matmuls' backward writes it.
 // The forward also runs with the residual add before it (residual_layernorm_forward): each lane
 // adds, stores and sums its values of the row, then reads them back as the plain forward reads its
 // input, so both compute the same bits.
@@ -58,20 +59,22 @@ __global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, flo
 }
 
 // dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * weight; with dinp16
-// (else null) dx's new value also rounded to bf16 there.
-__global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, const float* dout, const float* inp,
+// (else null) dx's new value also rounded to bf16 there. Dy: float, or uint16_t (bf16, widened
+// exactly as it is read).
+template <class Dy>
+__global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, const Dy* dout, const float* inp,
                                                 const float* weight, const float* mean, const float* rstd, long N,
                                                 int C) {
     const long row = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (row >= N) return;
-    const float* dy = dout + row * C;
+    const Dy* dy = dout + row * C;
     const float* x = inp + row * C;
     const float m = mean[row], s = rstd[row];
     float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
     for (int c = lane; c < C; c += 32) {
         float norm = (x[c] - m) * s;
-        float dnorm = weight[c] * dy[c];
+        float dnorm = weight[c] * as_float(dy[c]);
         dnorm_mean += dnorm;
         dnorm_norm_mean += dnorm * norm;
     }
@@ -81,7 +84,7 @@ __global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, c
     uint16_t* dx16 = dinp16 ? dinp16 + row * C : nullptr;
     for (int c = lane; c < C; c += 32) {
         float norm = (x[c] - m) * s;
-        float dnorm = weight[c] * dy[c];
+        float dnorm = weight[c] * as_float(dy[c]);
         const float v = dx[c] + s * (dnorm - dnorm_mean - norm * dnorm_norm_mean);
         dx[c] = v;
         if (dx16) dx16[c] = bf16_bits(v);
@@ -90,11 +93,12 @@ __global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, c
 
 // dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]: two column sums in
 // column_sums' fixed order (no float atomics: the same every run).
-struct LayerNormParamTerms {
-    const float *dout, *inp, *mean, *rstd;
+template <class Dy> struct LayerNormParamTerms {
+    const Dy* dout;
+    const float *inp, *mean, *rstd;
     int C;
     __device__ void operator()(long row, int c, float* acc) const {
-        float d = dout[row * C + c];
+        float d = as_float(dout[row * C + c]);
         float norm = (inp[row * C + c] - mean[row]) * rstd[row];
         acc[0] += norm * d;
         acc[1] += d;
@@ -134,7 +138,8 @@ void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* 
     layernorm_forward_launch(out, mean, rstd, res, a, b, weight, bias, N, C, stream);
 }
 
-static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+template <class Dy>
+static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight, float* dbias, const Dy* dout,
                                       const float* inp, const float* weight, const float* mean, const float* rstd,
                                       long N, int C, Context& ctx, cudaStream_t stream) {
     if (N <= 0) return;
@@ -142,7 +147,7 @@ static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight,
     layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dinp16, dout, inp, weight, mean,
                                                                                rstd, N, C);
     CUDA_CHECK(cudaGetLastError());
-    column_sums<2>(dweight, dbias, LayerNormParamTerms{dout, inp, mean, rstd, C}, N, C, ctx, stream);
+    column_sums<2>(dweight, dbias, LayerNormParamTerms<Dy>{dout, inp, mean, rstd, C}, N, C, ctx, stream);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -151,7 +156,13 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
 }
 
-void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const float* dout,
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const bf16* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
+                        cudaStream_t stream) {
+    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
+}
+
+void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const bf16* dout,
                              const float* inp, const float* weight, const float* mean, const float* rstd, long N,
                              int C, Context& ctx, cudaStream_t stream) {
     CUDA_REQUIRE(dinp16 != nullptr);

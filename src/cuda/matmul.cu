@@ -327,17 +327,20 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
     gemm_bf16_separate_bias(out, inp, weight, bias, B, C, OC, ctx, stream);
 }
 
-void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
+// Both backward forms: dinp of type dinp_type (fp32, or bf16 rounded by cuBLAS as it stores its
+// fp32 sums), or null.
+static void backward_bf16(void* dinp, cudaDataType_t dinp_type, float* dweight, float* dbias, const bf16* dout,
+                          const bf16* inp, const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream,
+                          int ld) {
     if (B <= 0) return;
     if (ld == 0) ld = OC;
     CUDA_REQUIRE(ld >= OC && (ld == OC || !dbias));
     float one = 1.0f, zero = 0.0f;
     ctx.bind_blas(stream);
-    // The fp32 mapping of matmul_backward with bf16 operands and fp32 results and sums.
+    // The fp32 mapping of matmul_backward with bf16 operands and fp32 sums.
     if (dinp)
         CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, CUDA_R_16BF, C, dout,
-                                  CUDA_R_16BF, ld, &zero, dinp, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  CUDA_R_16BF, ld, &zero, dinp, dinp_type, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     // dweight, and the bias gradient in the same GEMM's epilogue where cuBLASLt has an algorithm
     // (dout read once), else column sums in a pass of their own.
     if (dbias) {
@@ -348,6 +351,17 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
                               CUDA_R_16BF, ld, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
+}
+
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
+    backward_bf16(dinp, CUDA_R_32F, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld);
+}
+
+void matmul_backward_bf16_out(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
+    CUDA_REQUIRE(dinp != nullptr);
+    backward_bf16(dinp, CUDA_R_16BF, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld);
 }
 
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,

@@ -3,9 +3,10 @@
 // rounded to bf16 once per forward and each matmul's activation and output gradient just before
 // it, into device scratch allocated once; the GEMMs then take bf16 operands and sum in fp32
 // (matmul_forward_bf16 / matmul_backward_bf16). A model may keep a forward's rounded activations
-// for its backward (`keep`, then `rounded`, in memory of its own), so backward rounds only the
-// output gradients: the same bits, one pass less over each activation. The CPU models do the same with Bf16Operands
-// (model.h). Not for: attention's internal products (TF32 in bf16, in attention.cu).
+// for its backward (forward's `keep`, then backward_rounded, in memory of its own), so backward
+// rounds only the output gradients: the same bits, one pass less over each activation. The CPU
+// models do the same with Bf16Operands (model.h). Not for: attention's internal products (TF32 in
+// bf16, in attention.cu).
 // HostGradients: the --gpu-state host gradients' way back. InputSlots: the batches' way in.
 // OpEvents: --profile-ops on the GPU.
 #pragma once
@@ -80,19 +81,20 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16());
         matmul_forward_bf16_gelu(pre, out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
     }
-    // rounded (bf16, or null): the forward's rounding of inp, kept, used as it is; null rounds inp.
+    // In bf16 dout and inp rounded into scratch first.
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
-                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s, const bf16* rounded = nullptr) {
+                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s) {
         if (!is_bf16()) return matmul_backward(dinp, dweight, dbias, dout, inp, params + w, B, C, OC, ctx, s);
-        CUDA_REQUIRE((size_t)B * OC <= g_n_ && (rounded || (size_t)B * C <= a_n_));
+        CUDA_REQUIRE((size_t)B * OC <= g_n_ && (size_t)B * C <= a_n_);
         to_bf16(g_, dout, (size_t)B * OC, s);
-        if (!rounded) to_bf16(a_, inp, (size_t)B * C, s);
-        matmul_backward_bf16(dinp, dweight, dbias, g_, rounded ? rounded : a_, w_ + w, B, C, OC, ctx, s);
+        to_bf16(a_, inp, (size_t)B * C, s);
+        matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s);
     }
 
     // bf16 only: room for an output gradient of n values, for an op that writes it as bf16 itself
     // (softmax_crossentropy_backward_bf16, flash_attention_backward_bf16,
-    // layernorm_backward_bf16's copy of dinp) before backward_rounded takes it. One buffer, which
+    // layernorm_backward_bf16's copy of dinp, or a model's own to_bf16) before backward_rounded or
+    // backward_rounded_out16 takes it. One buffer, which
     // backward's own rounding of dout overwrites too: each value must be taken before the next
     // is written (one stream: queue order).
     bf16* grad_scratch(size_t n) {
@@ -105,6 +107,13 @@ class Matmuls {
                           int C, int OC, Context& ctx, cudaStream_t s, int ld = 0) {
         CUDA_REQUIRE(is_bf16());
         matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld);
+    }
+    // bf16 only: backward_rounded with dinp rounded to bf16 as it is stored (matmul_backward_bf16_out),
+    // for an op that reads it as bf16 (LayerNorm's backward, flash attention's).
+    void backward_rounded_out16(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, size_t w,
+                                int B, int C, int OC, Context& ctx, cudaStream_t s, int ld = 0) {
+        CUDA_REQUIRE(is_bf16());
+        matmul_backward_bf16_out(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld);
     }
     // bf16 only: backward_rounded of the matmul after GELU, dinp taken through GELU's backward at pre
     // into dpre (bf16): matmul_backward_bf16_gelu (staging: dinp's size in floats).

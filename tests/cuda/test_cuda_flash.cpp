@@ -66,9 +66,30 @@ static void check_flash(int B, int T, int C, int NH, uint64_t seed) {
     CHECK(bit_mismatches("out from bf16 q, k, v", d_out2.get(), out_fp32) == 0);
     CHECK(bit_mismatches("lse from bf16 q, k, v", d_lse2.get(), d_lse.get()) == 0);
     CHECK(bf16_mismatches("out's bf16 copy", d_out16.get(), out_fp32) == 0);
+    // Without the fp32 output (null: the GPT in bf16 keeps only the rounded copy), the same copy.
+    DeviceBuffer<bf16> d_out16b(std::vector<bf16>(n_out, (bf16)0x7FC0));
+    cuda::flash_attention_forward_bf16(nullptr, d_out16b, d_lse2, d_inp16, B, T, C, NH, ctx.stream());
+    CHECK(bf16_mismatches("out's bf16 copy, no fp32 out", d_out16b.get(), out_fp32) == 0);
+    // Backward's bf16 form takes dout and out in bf16 too (as the projection's backward and the
+    // forward store them): the fp32 form's delta and dinp (rounded) on the widened dout and out, bit
+    // for bit. The kernels round dout as they load it anyway; delta's sums see the rounding.
+    std::vector<bf16> dout16(n_out);
+    dptrain::to_bf16(dout16.data(), dout.data(), n_out);
+    std::vector<float> dout_w(n_out), out_w(n_out);
+    from_bf16(dout_w.data(), dout16.data(), n_out);
+    const std::vector<bf16> out16 = d_out16.get();
+    from_bf16(out_w.data(), out16.data(), n_out);
+    DeviceBuffer<float> d_dout_w(dout_w), d_out_w(out_w), d_delta_w(n_stat);
+    DeviceBuffer<bf16> d_dout16(dout16);
+    cuda::flash_attention_backward(d_dinp, d_delta_w, d_dout_w, d_inp, d_out_w, d_lse, B, T, C, NH, ctx.stream());
+    const std::vector<float> want_dinp = d_dinp.get(), want_delta = d_delta_w.get();
+    CHECK(mismatches("dinp from the rounded dout and out", want_dinp, dinp, 1e-2, 1e-2) == 0);
     DeviceBuffer<bf16> d_dinp16(std::vector<bf16>(n_inp, (bf16)0x7FC0));
-    cuda::flash_attention_backward_bf16(d_dinp16, d_delta, d_dout, d_inp16, d_out, d_lse, B, T, C, NH, ctx.stream());
-    CHECK(bf16_mismatches("dinp (bf16 form, from bf16 q, k, v)", d_dinp16.get(), first) == 0);
+    d_delta.set(std::vector<float>(n_stat, nan));
+    cuda::flash_attention_backward_bf16(d_dinp16, d_delta, d_dout16, d_inp16, d_out16, d_lse, B, T, C, NH,
+                                        ctx.stream());
+    CHECK(bf16_mismatches("dinp (bf16 form)", d_dinp16.get(), want_dinp) == 0);
+    CHECK(bit_mismatches("delta (bf16 form)", d_delta.get(), want_delta) == 0);
 }
 
 TEST_CASE("cuda flash_attention_forward/backward match the CPU twin", "[cuda]") {

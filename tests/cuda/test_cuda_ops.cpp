@@ -142,6 +142,18 @@ TEST_CASE("cuda to_bf16 rounds exactly as the CPU", "[cuda]") {
     REQUIRE(cudaStreamDestroy(stream) == cudaSuccess);
 }
 
+// The bf16 widened back to float, and x's values rounded to bf16 (as a bf16 buffer holds them).
+static std::vector<float> widened(const std::vector<bf16>& h) {
+    std::vector<float> f(h.size());
+    from_bf16(f.data(), h.data(), h.size());
+    return f;
+}
+static std::vector<bf16> rounded(const std::vector<float>& x) {
+    std::vector<bf16> h(x.size());
+    dptrain::to_bf16(h.data(), x.data(), x.size());
+    return h;
+}
+
 // must_fuse: the shape is one cuBLASLt has a bias-epilogue algorithm for on this GPU (GPT-2's,
 // from Ampere on), so the fused path must have run; elsewhere a fallback only warns.
 static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fuse = false) {
@@ -298,6 +310,24 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         }
     }
     ctx.set_epilogues(true);
+    // The bf16-output form (the GPT's input gradients that LayerNorm's and flash attention's
+    // backward read as bf16): dinp as cuBLAS rounds its fp32 sums, so within the fp32 form's 1e-4
+    // of the sum of |terms| s, plus half a bf16 step (up to 2^-8 of the value): 1e-4 of
+    // s + 40 |dinp|, as the forward's bf16 output above; every value written (NaNs first); dweight
+    // and dbias from the same code as above (the bias gradient in the epilogue where it ran).
+    std::vector<float> s_dinp16 = s_dinp;
+    for (size_t i = 0; i < s_dinp16.size(); ++i) s_dinp16[i] += 40.0f * std::fabs(dinp[i]);
+    {
+        DeviceBuffer<bf16> d_dinp16(std::vector<bf16>((size_t)B * C, 0x7FC0));
+        d_dw.set(dw0);
+        d_db.set(db0);
+        const long fused0 = ctx.fused_bias_grads();
+        cuda::matmul_backward_bf16_out(d_dinp16, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream());
+        const bool fused = ctx.fused_bias_grads() > fused0;
+        CHECK(mismatches("dinp (bf16 output)", widened(d_dinp16.get()), dinp, 0.0, 1e-4, s_dinp16) == 0);
+        CHECK(mismatches("dweight (with a bf16 dinp)", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
+        CHECK(mismatches("dbias (with a bf16 dinp)", d_db.get(), db, 0.0, fused ? 1e-4 : kGemmRel, s_db) == 0);
+    }
     // Without a bias gradient (the classifier's backward), dout in rows ld values apart with NaNs in
     // the padding, which must not be read: dinp and dweight as with packed rows.
     {
@@ -312,6 +342,13 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
         cuda::matmul_backward_bf16(d_dinp, d_dw, nullptr, d_dout_pad, d_inp16, d_w16, B, C, OC, ctx, ctx.stream(), ld);
         CHECK(mismatches("dinp (dout rows padded)", d_dinp.get(), dinp_nb, 0.0, 1e-4, s_dinp) == 0);
         CHECK(mismatches("dweight (dout rows padded)", d_dw.get(), dw_nb, 0.0, 1e-4, s_dw) == 0);
+        DeviceBuffer<bf16> d_dinp16(std::vector<bf16>((size_t)B * C, 0x7FC0));
+        d_dw.set(dw0);
+        cuda::matmul_backward_bf16_out(d_dinp16, d_dw, nullptr, d_dout_pad, d_inp16, d_w16, B, C, OC, ctx,
+                                       ctx.stream(), ld);
+        CHECK(mismatches("dinp (bf16 output, dout rows padded)", widened(d_dinp16.get()), dinp_nb, 0.0, 1e-4,
+                         s_dinp16) == 0);
+        CHECK(mismatches("dweight (bf16 dinp, dout rows padded)", d_dw.get(), dw_nb, 0.0, 1e-4, s_dw) == 0);
     }
 }
 
@@ -322,18 +359,6 @@ TEST_CASE("cuda matmul_forward_bf16 and matmul_backward_bf16 match the CPU on th
     REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
     check_matmul_bf16(128, 768, 3072, 500, prop.major >= 8);  // a GPT-2 MLP up-projection's shape
     check_matmul_bf16(64, 48, 144, 450);     // a small GPT's qkv (the integration tests' model)
-}
-
-// The bf16 widened back to float, and x's values rounded to bf16 (as a bf16 buffer holds them).
-static std::vector<float> widened(const std::vector<bf16>& h) {
-    std::vector<float> f(h.size());
-    from_bf16(f.data(), h.data(), h.size());
-    return f;
-}
-static std::vector<bf16> rounded(const std::vector<float>& x) {
-    std::vector<bf16> h(x.size());
-    dptrain::to_bf16(h.data(), x.data(), x.size());
-    return h;
 }
 
 // The fc matmul with GELU after it, and the backward of the matmul after GELU (the GPT's MLP in
@@ -772,19 +797,37 @@ static void check_layernorm(long N, int C, uint64_t seed) {
     cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
     CHECK(bit_mismatches("dweight (second run)", d_dw.get(), got_dw) == 0);
     CHECK(bit_mismatches("dbias (second run)", d_db.get(), got_db) == 0);
-    // The bf16 form from the same start: the same dinp, dweight and dbias bits, and dinp's rounded
-    // copy the bf16 rounding of that dinp, bit for bit (poisoned first: a value not written shows).
+    // The bf16 forms take dout as bf16 (a bf16 matmul's input gradient): from the same start, the
+    // fp32 form's dinp, dweight and dbias on the widened dout, bit for bit, and layernorm_backward_bf16's
+    // rounded copy of dinp the bf16 rounding of that dinp (poisoned first: a value not written shows).
+    const std::vector<bf16> dout16 = rounded(dout);
+    const std::vector<float> dout_w = widened(dout16);
+    REQUIRE(dout_w != dout);  // the rounding changes the input, so the bits below say which dout was read
+    DeviceBuffer<float> d_dout_w(dout_w);
+    DeviceBuffer<bf16> d_dout16(dout16);
     d_dinp.set(dinp0);
     d_dw.set(dw0);
     d_db.set(db0);
-    DeviceBuffer<bf16> d_dinp16((size_t)N * C);
-    REQUIRE(cudaMemsetAsync(d_dinp16, 0xff, (size_t)N * C * sizeof(bf16), ctx.stream()) == cudaSuccess);
-    cuda::layernorm_backward_bf16(d_dinp, d_dinp16, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx,
-                                  ctx.stream());
-    CHECK(bit_mismatches("dinp (bf16 form)", d_dinp.get(), got_dinp) == 0);
-    CHECK(bf16_mismatches("dinp rounded (bf16 form)", d_dinp16.get(), got_dinp) == 0);
-    CHECK(bit_mismatches("dweight (bf16 form)", d_dw.get(), got_dw) == 0);
-    CHECK(bit_mismatches("dbias (bf16 form)", d_db.get(), got_db) == 0);
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout_w, d_inp, d_w, d_mean, d_rstd, N, C, ctx, ctx.stream());
+    const auto want_dinp = d_dinp.get(), want_dw = d_dw.get(), want_db = d_db.get();
+    for (bool copy : {false, true}) {
+        INFO((copy ? "layernorm_backward_bf16" : "layernorm_backward from a bf16 dout"));
+        d_dinp.set(dinp0);
+        d_dw.set(dw0);
+        d_db.set(db0);
+        DeviceBuffer<bf16> d_dinp16((size_t)N * C);
+        REQUIRE(cudaMemsetAsync(d_dinp16, 0xff, (size_t)N * C * sizeof(bf16), ctx.stream()) == cudaSuccess);
+        if (copy)
+            cuda::layernorm_backward_bf16(d_dinp, d_dinp16, d_dw, d_db, d_dout16, d_inp, d_w, d_mean, d_rstd, N, C,
+                                          ctx, ctx.stream());
+        else
+            cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout16, d_inp, d_w, d_mean, d_rstd, N, C, ctx,
+                                     ctx.stream());
+        CHECK(bit_mismatches("dinp (bf16 dout)", d_dinp.get(), want_dinp) == 0);
+        if (copy) CHECK(bf16_mismatches("dinp rounded (bf16 form)", d_dinp16.get(), want_dinp) == 0);
+        CHECK(bit_mismatches("dweight (bf16 dout)", d_dw.get(), want_dw) == 0);
+        CHECK(bit_mismatches("dbias (bf16 dout)", d_db.get(), want_db) == 0);
+    }
 }
 
 // One Context, no waits in between: a bias gradient over 300 rows queued, then LayerNorm's over

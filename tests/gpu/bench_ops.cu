@@ -167,20 +167,22 @@ static int bench_attention(int reps) {
     std::printf("%-6s %10.3f ms %10.1f TFLOP/s (full T x T count; %.0f KiB of shared memory per block)\n", "flash",
                 ms_flash, flop / (ms_flash * 1e-3) / 1e12,
                 dptrain::cuda::flash_attention_shared_bytes(C, NH) / 1024.0);
-    // The forms bf16 training runs: q, k, v read as bf16, the output's bf16 copy written, dinp
-    // written as bf16.
-    dptrain::bf16 *inp16 = nullptr, *out16 = nullptr, *dinp16 = nullptr;
+    // The forms bf16 training runs: q, k, v and dout read as bf16, only the output's bf16 copy
+    // written (and read back by backward), dinp written as bf16.
+    dptrain::bf16 *inp16 = nullptr, *out16 = nullptr, *dout16 = nullptr, *dinp16 = nullptr;
     BENCH_CHECK(cudaMalloc(&inp16, n_inp * sizeof(dptrain::bf16)));
     BENCH_CHECK(cudaMalloc(&out16, n_out * sizeof(dptrain::bf16)));
+    BENCH_CHECK(cudaMalloc(&dout16, n_out * sizeof(dptrain::bf16)));
     BENCH_CHECK(cudaMalloc(&dinp16, n_inp * sizeof(dptrain::bf16)));
     dptrain::cuda::to_bf16(inp16, inp, n_inp, s);
+    dptrain::cuda::to_bf16(dout16, dout, n_out, s);
     const double ms_flash16 = mean_ms(s, warmup, reps, [&] {
-        dptrain::cuda::flash_attention_forward_bf16(out, out16, lse, inp16, B, T, C, NH, s);
-        dptrain::cuda::flash_attention_backward_bf16(dinp16, delta, dout, inp16, out, lse, B, T, C, NH, s);
+        dptrain::cuda::flash_attention_forward_bf16(nullptr, out16, lse, inp16, B, T, C, NH, s);
+        dptrain::cuda::flash_attention_backward_bf16(dinp16, delta, dout16, inp16, out16, lse, B, T, C, NH, s);
     });
-    std::printf("%-6s %10.3f ms %10.1f TFLOP/s (bf16 q, k, v in; the output's bf16 copy and dinp in bf16 out)\n",
+    std::printf("%-6s %10.3f ms %10.1f TFLOP/s (bf16 q, k, v and dout in; the output and dinp in bf16 out)\n",
                 "flash16", ms_flash16, flop / (ms_flash16 * 1e-3) / 1e12);
-    for (dptrain::bf16* p : {inp16, out16, dinp16}) cudaFree(p);
+    for (dptrain::bf16* p : {inp16, out16, dout16, dinp16}) cudaFree(p);
     std::printf("TF32 conversion of fp32 operands on this GPU: %s\n", tf32_conversion(ctx));
     std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx), flash %.2f ms (%.2fx of "
                 "TF32), its bf16 forms %.2f ms\n",
@@ -292,10 +294,12 @@ int main(int argc, char** argv) {
         const double ms_padded = forward16(Vs), ms_packed = forward16(V);
         const double ms_f = time_ms(
             [&] { dptrain::cuda::matmul_forward_bf16(logits32, inp16, wv16, nullptr, BT, C, V, ctx, s); });
-        // Backward from the logits' buffer (any bf16 values will do), rows padded and packed.
+        // Backward from the logits' buffer (any bf16 values will do), rows padded and packed, dinp
+        // in bf16 as bf16 training writes it (for the final LayerNorm's backward).
         auto backward16 = [&](int ld) {
             return time_ms([&] {
-                dptrain::cuda::matmul_backward_bf16(dinp, dw, nullptr, logits16, inp16, wv16, BT, C, V, ctx, s, ld);
+                dptrain::cuda::matmul_backward_bf16_out(reinterpret_cast<dptrain::bf16*>(dinp), dw, nullptr, logits16,
+                                                        inp16, wv16, BT, C, V, ctx, s, ld);
             });
         };
         const double ms_bwd = backward16(Vs), ms_bwd_packed = backward16(V);
@@ -305,8 +309,9 @@ int main(int argc, char** argv) {
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values, %.4f ms fp32 logits\n",
                     "matmul_forward_bf16_out", "head    (C -> V) ", ms_padded, tflops16, 100.0 * tflops16 / peak_bf16,
                     ms_packed, ms_f);
-        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values\n", "matmul_backward_bf16",
-                    "head    (C -> V) ", ms_bwd, tflops_bwd, 100.0 * tflops_bwd / peak_bf16, ms_bwd_packed);
+        std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values\n",
+                    "matmul_backward_bf16_out", "head    (C -> V) ", ms_bwd, tflops_bwd, 100.0 * tflops_bwd / peak_bf16,
+                    ms_bwd_packed);
         for (void* p : {(void*)wv, (void*)wv16, (void*)logits16, (void*)logits32, (void*)dinp, (void*)dw}) cudaFree(p);
     }
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
@@ -344,11 +349,19 @@ int main(int argc, char** argv) {
             n_bgrad += fused;
             fused_ms += ms;
             unfused_ms += ms_cols;
+            // With dinp in bf16 (matmul_backward_bf16_out), as bf16 training writes the input
+            // gradients LayerNorm's and flash attention's backward read (qkv's and fc's, and the
+            // attention projection's with flash attention; fcproj's goes through GELU's backward).
+            const double ms_out16 = time_ms([&] {
+                dptrain::cuda::matmul_backward_bf16_out(reinterpret_cast<dptrain::bf16*>(dinp), dw, db, dout16, inp16,
+                                                        w16, BT, sh.C, sh.OC, ctx, s);
+            });
             const double tflops = 4.0 * BT * sh.C * sh.OC / (ms * 1e-3) / 1e12;
             const char* note = fused ? " (bias gradient as column sums)"
                                      : " (no cuBLASLt bias-gradient epilogue: both as column sums)";
-            std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_backward_bf16", sh.name, ms, tflops,
-                        100.0 * tflops / peak_bf16, ms_cols, note);
+            std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s; %.4f ms with dinp in bf16\n",
+                        "matmul_backward_bf16", sh.name, ms, tflops, 100.0 * tflops / peak_bf16, ms_cols, note,
+                        ms_out16);
         }
         std::printf("bias-gradient epilogue: the 4 projections' backward take %.3f ms with it, %.3f ms with column "
                     "sums (%.2fx)\n",
