@@ -312,7 +312,9 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 // rounds them to as it loads them, so the same out and lse: half the reads; matmul_forward_bf16_out
 // writes them), and out also rounded to bf16 into out16 (B,T,C) as it is stored (to_bf16 of out,
 // bit for bit): the attention projection's input, without a pass of its own. out may be null
-// (the GPT in bf16 keeps only out16: backward takes the output rounded).
+// (the GPT in bf16 keeps only out16: backward takes the output rounded). The kernels copy the bf16
+// q, k, v tiles in 16-byte pieces, so inp must be 16-byte aligned (as cudaMalloc's are; refused
+// otherwise), as must dout below.
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream);
 // The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace dptrain::cuda {
@@ -85,21 +86,32 @@ template <int HS> struct BackwardSmem {
     }
 };
 
-// A tile's value from fp32 (rounded to nearest even) or from bf16 bits (as they are: the same
-// value for bits that are the fp32 value rounded).
-__device__ inline bf16_t tile_value(float x) { return __float2bfloat16(x); }
-__device__ inline bf16_t tile_value(uint16_t bits) { return __ushort_as_bfloat16(bits); }
-
-// Rows t0 .. t0+63 of one head's q, k, v (HS values each, `ld` apart, starting at src, fp32 or
-// bf16) into a bf16 tile; rows past T are zeros.
+// Rows t0 .. t0+63 of one head's q, k, v or dout (HS values each, `ld` apart, starting at src,
+// fp32 or bf16) into a bf16 tile; rows past T are zeros. fp32 is rounded value by value; bf16 is
+// copied as it is (the same values for bits that are the fp32 values rounded), in 16-byte pieces
+// (8 values: a row is HS / 8 of them), so src, ld and the head's offset must keep every row
+// 16-byte aligned (the launchers check the pointers; C and HS are multiples of 8), as the tile's
+// rows are (LDB a multiple of 8 values).
 template <int HS, class In>
 __device__ void load_tile(bf16_t* dst, const In* src, int t0, int T, long ld) {
     constexpr int LDB = Dims<HS>::LDB;
-    for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
-        const int r = i / HS, c = i % HS, t = t0 + r;
-        dst[r * LDB + c] = t < T ? tile_value(src[(long)t * ld + c]) : __float2bfloat16(0.0f);
+    if constexpr (std::is_same<In, uint16_t>::value) {
+        constexpr int kPieces = HS / 8;
+        for (int i = threadIdx.x; i < kTile * kPieces; i += kThreads) {
+            const int r = i / kPieces, c = (i % kPieces) * 8, t = t0 + r;
+            *reinterpret_cast<uint4*>(dst + r * LDB + c) =
+                t < T ? *reinterpret_cast<const uint4*>(src + (long)t * ld + c) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    } else {
+        for (int i = threadIdx.x; i < kTile * HS; i += kThreads) {
+            const int r = i / HS, c = i % HS, t = t0 + r;
+            dst[r * LDB + c] = __float2bfloat16(t < T ? src[(long)t * ld + c] : 0.0f);  // nearest even
+        }
     }
 }
+
+// The bf16 tiles' 16-byte loads need 16-byte aligned rows.
+inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 // acc += A (16 x K, row-major, lda) . B (K x 16), K a multiple of 16. B is read col-major (column
 // n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
@@ -393,6 +405,7 @@ template <class In>
 void forward_any(float* out, bf16* out16, float* lse, const In* inp, int B, int T, int C, int NH,
                  cudaStream_t stream) {
     CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    CUDA_REQUIRE((!std::is_same<In, uint16_t>::value || aligned16(inp)));
     switch (C / NH) {
         case 16: forward_hs<16>(out, out16, lse, inp, B, T, C, NH, stream); break;
         case 32: forward_hs<32>(out, out16, lse, inp, B, T, C, NH, stream); break;
@@ -421,6 +434,8 @@ template <class In, class Out, class Dy>
 void backward_any(Out* dinp, float* delta, const Dy* dout, const In* inp, const Dy* out, const float* lse, int B,
                   int T, int C, int NH, cudaStream_t stream) {
     CUDA_REQUIRE(cpu::flash_attention_supported(C, NH) && B > 0 && T > 0);
+    CUDA_REQUIRE((!std::is_same<In, uint16_t>::value || aligned16(inp)));
+    CUDA_REQUIRE((!std::is_same<Dy, uint16_t>::value || aligned16(dout)));
     flash_delta_kernel<<<grid_for((long)B * T * NH * 32, 256), 256, 0, stream>>>(delta, dout, out, B, T, C, NH);
     CUDA_CHECK(cudaGetLastError());
     switch (C / NH) {
