@@ -14,6 +14,7 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace dptrain::cuda {
@@ -185,9 +186,9 @@ static void lt_bind(cublasLtMatmulDesc_t desc, const LtKey& key, const void* bia
 
 // The plan for key (bias: the bias, or the bias gradient's vector; aux: GELU's input; each null
 // where the kind has none, and its alignment in the key).
-static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const void* aux) {
+static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const void* aux) {
     LtPlans& lp = *ctx.lt_plans();
-    for (const LtPlan& p : lp.plans)
+    for (LtPlan& p : lp.plans)
         if (p.key == key) return p;
     LtPlan p{key, false, nullptr, nullptr, nullptr, {}};
     const int B = key.B, C = key.C, OC = key.OC;
@@ -237,13 +238,37 @@ static const LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, c
         cublasLtMatmulPreferenceDestroy(pref);
         // No algorithm (not supported for this shape, alignment or output type, or any other
         // refusal of the heuristic) is an answer, not an error: the separate pass, always valid.
+        // Some combinations here are not in cuBLASLt's documented tables (an fp32 bias with a bf16
+        // output), so the algorithm found is checked against the whole descriptor too
+        // (cublasLtMatmulAlgoCheck), and with the workspace it needs within ours.
         if (rc == CUBLAS_STATUS_SUCCESS && n > 0 && found.state == CUBLAS_STATUS_SUCCESS) {
-            p.ok = true;
-            p.algo = found.algo;
+            cublasLtMatmulHeuristicResult_t checked = {};
+            rc = cublasLtMatmulAlgoCheck(ctx.lt(), desc, p.a, p.b, p.d, p.d, &found.algo, &checked);
+            if (rc == CUBLAS_STATUS_SUCCESS && checked.state == CUBLAS_STATUS_SUCCESS &&
+                checked.workspaceSize <= ws) {
+                p.ok = true;
+                p.algo = found.algo;
+            }
         }
     }
     lp.plans.push_back(p);
     return lp.plans.back();
+}
+
+// A cuBLASLt call's status: true if it ran. A refusal of the plan's algorithm at the call (not
+// supported, or a value it does not take; nothing queued then) marks the plan unusable, says so
+// once on stderr, and returns false, so the caller takes its separate pass, which computes the same
+// thing (the counters and bench_ops show which ran); any other status is fatal.
+static bool lt_ran(cublasStatus_t rc, LtPlan& p) {
+    if (rc == CUBLAS_STATUS_SUCCESS) return true;
+    if (rc != CUBLAS_STATUS_NOT_SUPPORTED && rc != CUBLAS_STATUS_INVALID_VALUE && rc != CUBLAS_STATUS_ARCH_MISMATCH)
+        fatal(strfmt("cuBLAS error %s in cublasLtMatmul (epilogue kind %d, B=%d C=%d OC=%d) at %s:%d",
+                     cublasGetStatusString(rc), (int)p.key.kind, p.key.B, p.key.C, p.key.OC, __FILE__, __LINE__));
+    p.ok = false;
+    std::fprintf(stderr, "dptrain: cuBLASLt declined the algorithm its heuristic chose (%s; epilogue kind %d, B=%d "
+                 "C=%d OC=%d): the separate pass runs instead\n", cublasGetStatusString(rc), (int)p.key.kind, p.key.B,
+                 p.key.C, p.key.OC);
+    return false;
 }
 
 // The bf16 GEMM with the bias in the epilogue, into fp32 or bf16 (out16) outputs, and with GELU
@@ -256,14 +281,14 @@ static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const
     const LtKind kind = pre ? LtKind::gelu : LtKind::bias;
     const LtKey key{kind, B, C, OC, {alignment(weight), alignment(inp), alignment(out), alignment(bias),
                                      pre ? alignment(pre) : 0}, out16};
-    const LtPlan& p = lt_plan(ctx, key, bias, pre);
+    LtPlan& p = lt_plan(ctx, key, bias, pre);
     if (!p.ok) return false;
     cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(kind);
     lt_bind(desc, key, bias, pre);
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
-                                ctx.workspace(), ctx.workspace_bytes(), stream));
-    return true;
+    return lt_ran(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, inp, p.b, &zero, out, p.d, out, p.d, &p.algo,
+                                 ctx.workspace(), ctx.workspace_bytes(), stream),
+                  p);
 }
 
 // dpre (B, C) bf16 = (dout @ weight) times GELU's derivative at pre (B, C, bf16), in one GEMM
@@ -274,14 +299,14 @@ static bool matmul_dinp_dgelu_lt(bf16* dpre, const bf16* dout, const bf16* weigh
     if (!ctx.epilogues() || stream != ctx.stream()) return false;
     const LtKey key{LtKind::dgelu, B, C, OC, {alignment(weight), alignment(dout), alignment(dpre), 0, alignment(pre)},
                     true};
-    const LtPlan& p = lt_plan(ctx, key, nullptr, pre);
+    LtPlan& p = lt_plan(ctx, key, nullptr, pre);
     if (!p.ok) return false;
     cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(LtKind::dgelu);
     lt_bind(desc, key, nullptr, pre);
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, dout, p.b, &zero, dpre, p.d, dpre, p.d, &p.algo,
-                                ctx.workspace(), ctx.workspace_bytes(), stream));
-    return true;
+    return lt_ran(cublasLtMatmul(ctx.lt(), desc, &one, weight, p.a, dout, p.b, &zero, dpre, p.d, dpre, p.d, &p.algo,
+                                 ctx.workspace(), ctx.workspace_bytes(), stream),
+                  p);
 }
 
 // The bf16 weight-gradient GEMM (dweight += inp^T dout) with the bias gradient in the epilogue:
@@ -294,13 +319,15 @@ static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16*
     float* grad = ctx.reduction_scratch((size_t)OC);  // the models reserve more at construction
     const LtKey key{LtKind::bgrad, B, C, OC,
                     {alignment(inp), alignment(dout), alignment(dweight), alignment(grad), 0}, false};
-    const LtPlan& p = lt_plan(ctx, key, grad, nullptr);
+    LtPlan& p = lt_plan(ctx, key, grad, nullptr);
     if (!p.ok) return false;
     cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(LtKind::bgrad);
     lt_bind(desc, key, grad, nullptr);
     const float one = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d,
-                                &p.algo, ctx.workspace(), ctx.workspace_bytes(), stream));
+    if (!lt_ran(cublasLtMatmul(ctx.lt(), desc, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d, &p.algo,
+                               ctx.workspace(), ctx.workspace_bytes(), stream),
+                p))
+        return false;  // dweight untouched: nothing was queued
     column_finish_kernel<1><<<(OC + 255) / 256, 256, 0, stream>>>(dbias, nullptr, grad, 1, OC);  // one "chunk"
     CUDA_CHECK(cudaGetLastError());
     return true;

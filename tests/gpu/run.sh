@@ -103,10 +103,11 @@ t0=$SECONDS
 names=() devices=() results=() times=() notes=()
 declare -A status
 
-# [NOTE=regex] [FAIL_IF=regex] step NAME DEVICE LIMIT_S NEEDS COMMAND
+# [NOTE=regex] [FAIL_IF=regex] [SKIP_IF=regex] step NAME DEVICE LIMIT_S NEEDS COMMAND
 # Runs COMMAND (a bash string) once step NEEDS passed ('-': no need), with its output in
 # $W/logs/NAME.log, under min(LIMIT_S, time left of BUDGET). The summary's note is the last log line
 # matching NOTE (on failure: the last line). FAIL_IF: a log line that turns success into failure.
+# SKIP_IF: a log line that turns failure into a skip (a tool this machine does not support).
 step() {
   local name=$1 device=$2 limit=$3 needs=$4 cmd=$5
   if [ $dry = 1 ]; then
@@ -128,6 +129,9 @@ step() {
     [ $rc = 0 ] || result=FAIL
     if [ $rc = 0 ] && [ -n "${FAIL_IF:-}" ] && grep -Eq "$FAIL_IF" "$log"; then
       result=FAIL note="log says: $(grep -Em1 "$FAIL_IF" "$log")"
+    fi
+    if [ $result = FAIL ] && [ -n "${SKIP_IF:-}" ] && grep -Eq "$SKIP_IF" "$log"; then
+      result=SKIP note="this machine's tool: $(grep -Em1 "$SKIP_IF" "$log")"
     fi
     [ $rc = 124 ] && note="timed out after ${limit}s"
     if [ -z "$note" ] && [ -n "${NOTE:-}" ]; then note=$(grep -E "$NOTE" "$log" | tail -n1); fi
@@ -199,8 +203,10 @@ step bench-attention GPU 60 bench-build "$BENCH 10 attention"
 # Flash attention's kernels share scratch between a warp's lanes and its WMMA calls: racecheck
 # (compute-sanitizer, the PATH's else the toolkit's) on the small shapes of their op test.
 SANITIZER=$(command -v compute-sanitizer 2>/dev/null || echo "$CUDA_HOME/bin/compute-sanitizer")
+# Some sandboxed GPU machines run programs on the device but refuse the sanitizer's hooks: a skip.
+SANITIZER_UNSUPPORTED='Device not supported'
 if [ $dry = 1 ] || [ -x "$SANITIZER" ]; then
-  NOTE='RACECHECK SUMMARY|test cases' \
+  NOTE='RACECHECK SUMMARY|test cases' SKIP_IF="$SANITIZER_UNSUPPORTED" \
   step racecheck-flash GPU 60 build \
     "$SANITIZER --tool racecheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no \
 'cuda flash_attention_forward/backward match the CPU twin'"
@@ -325,7 +331,7 @@ step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else
 # the toolkit's; listed as skipped where there is none.
 if [ $dry = 1 ] || [ -x "$SANITIZER" ]; then
-  NOTE='ERROR SUMMARY|test cases' \
+  NOTE='ERROR SUMMARY|test cases' SKIP_IF="$SANITIZER_UNSUPPORTED" \
   step memcheck GPU 120 build \
     "$SANITIZER --tool memcheck --error-exitcode 1 --print-limit 20 $B/cuda_tests --use-colour no 'cuda *'"
 else
