@@ -15,7 +15,7 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <vector>
+#include <deque>
 
 namespace dptrain::cuda {
 
@@ -120,7 +120,7 @@ struct LtPlan {
 
 struct LtPlans {
     cublasLtMatmulDesc_t desc[4] = {};  // by LtKind
-    std::vector<LtPlan> plans;
+    std::deque<LtPlan> plans;  // a deque: a plan found stays where it is as others are added
     cublasLtMatmulDesc_t of(LtKind k) const { return desc[(int)k]; }
 };
 
@@ -255,19 +255,26 @@ static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const v
     return lp.plans.back();
 }
 
+// What a plan is, for messages: its epilogue, output type and shape.
+static std::string lt_what(const LtKey& k) {
+    static const char* const kinds[] = {"bias", "bias gradient", "bias and GELU", "GELU's backward"};
+    return strfmt("the %s epilogue, %s output, B=%d C=%d OC=%d", kinds[(int)k.kind], k.out16 ? "bf16" : "fp32", k.B,
+                  k.C, k.OC);
+}
+
 // A cuBLASLt call's status: true if it ran. A refusal of the plan's algorithm at the call (not
 // supported, or a value it does not take; nothing queued then) marks the plan unusable, says so
-// once on stderr, and returns false, so the caller takes its separate pass, which computes the same
-// thing (the counters and bench_ops show which ran); any other status is fatal.
+// once per plan and process on stderr, and returns false, so the caller runs the unfused form,
+// which computes the same thing (the counters and bench_ops show which ran); any other status is
+// fatal.
 static bool lt_ran(cublasStatus_t rc, LtPlan& p) {
     if (rc == CUBLAS_STATUS_SUCCESS) return true;
     if (rc != CUBLAS_STATUS_NOT_SUPPORTED && rc != CUBLAS_STATUS_INVALID_VALUE && rc != CUBLAS_STATUS_ARCH_MISMATCH)
-        fatal(strfmt("cuBLAS error %s in cublasLtMatmul (epilogue kind %d, B=%d C=%d OC=%d) at %s:%d",
-                     cublasGetStatusString(rc), (int)p.key.kind, p.key.B, p.key.C, p.key.OC, __FILE__, __LINE__));
+        fatal(strfmt("cuBLAS error %s in cublasLtMatmul with %s", cublasGetStatusString(rc), lt_what(p.key).c_str()));
     p.ok = false;
-    std::fprintf(stderr, "dptrain: cuBLASLt declined the algorithm its heuristic chose (%s; epilogue kind %d, B=%d "
-                 "C=%d OC=%d): the separate pass runs instead\n", cublasGetStatusString(rc), (int)p.key.kind, p.key.B,
-                 p.key.C, p.key.OC);
+    std::fprintf(stderr, "dptrain: warning: %s: cuBLASLt declined the algorithm its heuristic chose for %s (%s); the "
+                 "unfused form runs instead\n", process_identity().c_str(), lt_what(p.key).c_str(),
+                 cublasGetStatusString(rc));
     return false;
 }
 
