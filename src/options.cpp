@@ -153,7 +153,8 @@ void declare(Registry& r, Options& o) {
     r.add<S>("precision", &Options::precision, o, "fp32",
              "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
              "activations and output gradients and sums in fp32, attention's products take TF32 operands, and "
-             "the GPT keeps its MLP's widest activation (the fc output) in bf16; parameters, gradients and optimizer "
+             "the GPT keeps in bf16 its fc output, its logits, the input gradients its LayerNorms' backward take and, "
+             "with --attention flash, attention's output and its gradient; parameters, gradients and optimizer "
              "state stay fp32; on the CPU the rounding is emulated at fp32 speed)");
     r.add<S>("attention", &Options::attention, o, "matmul",
              "GPT attention: matmul (the T x T scores and softmax as matrices, kept for backward; products as "
