@@ -22,13 +22,8 @@ void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, do
     std::vector<float> pa(P), ga(P, 0.0f), gb(P, 0.0f);
     a.init(pa.data(), seed);
     std::vector<float> pb = pa;
-    std::vector<int> tokens((size_t)B * (T + 1));
-    Rng r(seed + 1);
-    for (auto& t : tokens) t = (int)r.below((uint64_t)V);
-    ModelBatch in;
-    in.B = B;
-    in.tokens = tokens.data();
-    in.stride = T + 1;
+    std::vector<int> tokens;
+    const ModelBatch in = random_windows(tokens, B, T, V, seed + 1);
     const float scale = 1.0f / (B * T);
     const double la = a.forward(pa.data(), in, nullptr), lb = b.forward(pb.data(), in, nullptr);
     CHECK(la != lb);                              // another computation ...
@@ -62,6 +57,17 @@ void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, do
     }
     CHECK(last_a < 0.7 * la);  // both learn the fixed batch, so the curves compared are not flat
     CHECK(last_b < 0.7 * la);
+}
+
+dptrain::ModelBatch random_windows(std::vector<int>& tokens, int B, int T, int V, uint64_t seed) {
+    tokens.resize((size_t)B * (T + 1));
+    dptrain::Rng r(seed);
+    for (auto& t : tokens) t = (int)r.below((uint64_t)V);
+    dptrain::ModelBatch in;
+    in.B = B;
+    in.tokens = tokens.data();
+    in.stride = T + 1;
+    return in;
 }
 
 std::vector<float> randn(size_t n, uint64_t seed, float scale) {

@@ -14,6 +14,10 @@ namespace testing {
 // n normal draws times scale, from a counter-based stream of `seed`.
 std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f);
 
+// B random windows of T + 1 tokens below V, packed (stride T + 1) in `tokens`, which the batch
+// points into.
+dptrain::ModelBatch random_windows(std::vector<int>& tokens, int B, int T, int V, uint64_t seed);
+
 // Elements of `grad` (every stride-th) that disagree with central finite differences of `loss`
 // in x: |analytic - numeric| > 2e-3 + 2e-2 |numeric|, step h. Prints the first few.
 int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss, float h,

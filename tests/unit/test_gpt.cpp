@@ -334,18 +334,6 @@ static GptConfig bf16_test_config() {
     return cfg;
 }
 
-// B random windows of T + 1 tokens below V, packed (stride T + 1), in `tokens`.
-static ModelBatch random_windows(std::vector<int>& tokens, int B, int T, int V, uint64_t seed) {
-    tokens.resize((size_t)B * (T + 1));
-    Rng r(seed);
-    for (auto& t : tokens) t = (int)r.below((uint64_t)V);
-    ModelBatch in;
-    in.B = B;
-    in.tokens = tokens.data();
-    in.stride = T + 1;
-    return in;
-}
-
 // Values of x[0 .. count) that are not bf16 values.
 static size_t unrounded(const float* x, size_t count) {
     size_t k = 0;
@@ -367,7 +355,7 @@ TEST_CASE("--precision bf16: the GPT keeps its fc output, logits and flash atten
         std::vector<float> p(m.num_params());
         m.init(p.data(), 5);
         std::vector<int> tokens;
-        const ModelBatch in = random_windows(tokens, B, T, cfg.vocab_size, 6);
+        const ModelBatch in = testing::random_windows(tokens, B, T, cfg.vocab_size, 6);
         const size_t n = (size_t)B * T * cfg.n_embd, n_logits = (size_t)B * T * cfg.vocab_size;
         for (Precision prec : {Precision::fp32, Precision::bf16}) {
             INFO((prec == Precision::bf16 ? "bf16" : "fp32"));
