@@ -12,8 +12,11 @@
 // over the query tiles from the diagonal on, and one kernel per query tile accumulates dQ over the
 // key tiles up to the diagonal, each recomputing P = exp(S * scale - lse). Two kernels instead of
 // float atomics, so the gradients are the same on every run.
-// Accumulators whose rows are rescaled stay in shared memory (a WMMA fragment's element-to-row
-// mapping is not specified); those that only add (dK, dV, dQ) stay in fragments.
+// Every output accumulator (O, dK, dV, dQ) stays in fragments. The forward's output rows are rescaled there too, by a
+// fragment loaded from a 16 x 16 matrix whose row r is the factor of row r: element i of it then
+// belongs to the same row as element i of the output's fragments, whatever WMMA's element-to-row
+// mapping is (it is not specified). A warp's own 16 rows of the operand that stays put (Q forward,
+// K and V for dK and dV, Q and dO for dQ) are loaded into fragments once; P and dS once per tile.
 // Rounding points: the exp arguments S * scale - m and the rescalings O * alpha + PV and
 // l * alpha + sum are fused multiply-adds, written out (__fmaf_rn) as the twin writes them
 // (std::fma). What stays different: expf and logf against the host's (an ulp), the tensor cores'
@@ -59,9 +62,7 @@ template <int HS> struct Dims {
     static constexpr size_t tile_bytes = (size_t)kTile * LDB * sizeof(bf16_t);
     static constexpr size_t f_bytes = (size_t)16 * LDF * sizeof(float);
     static constexpr size_t p_bytes = (size_t)16 * LDP * sizeof(bf16_t);
-    static constexpr int LDO = HS + 2;  // a warp's 16 x HS fp32 output rows (lanes only, no WMMA)
-    static constexpr size_t o_bytes = (size_t)16 * LDO * sizeof(float);
-    static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes + o_bytes);
+    static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes);
     static constexpr size_t backward_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
 };
 
@@ -113,37 +114,50 @@ __device__ void load_tile(bf16_t* dst, const In* src, int t0, int T, long ld) {
 // The bf16 tiles' 16-byte loads need 16-byte aligned rows.
 inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
-// acc += A (16 x K, row-major, lda) . B (K x 16), K a multiple of 16. B is read col-major (column
-// n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
+// A warp's 16 rows (16 x K bf16, row-major, lda apart) as K / 16 WMMA A fragments, held in
+// registers for every product they take part in.
+template <int K>
+__device__ void load_rows(FragA* fa, const bf16_t* a, int lda) {
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) wm::load_matrix_sync(fa[k], a + k * 16, lda);
+}
+
+// acc += A (16 x K, as load_rows holds it) . B (K x 16), K a multiple of 16. B is read col-major
+// (column n's K values contiguous: B = X^T for a row-major X) or row-major, as FragB says.
 template <int K, typename FragB>
-__device__ void mma_rows(FragAcc& acc, const bf16_t* a, int lda, const bf16_t* b, int ldb) {
+__device__ void mma_rows(FragAcc& acc, const FragA* fa, const bf16_t* b, int ldb) {
     constexpr bool b_col = std::is_same<FragB, FragBCol>::value;
+#pragma unroll
     for (int k = 0; k < K / 16; ++k) {
-        FragA fa;
         FragB fb;
-        wm::load_matrix_sync(fa, a + k * 16, lda);
         wm::load_matrix_sync(fb, b_col ? b + k * 16 : b + (long)k * 16 * ldb, ldb);
-        wm::mma_sync(acc, fa, fb, acc);
+        wm::mma_sync(acc, fa[k], fb, acc);
     }
 }
 
-// S (16 x 64) = A (16 x HS rows) . X^T, X a 64 x HS bf16 tile: into a warp's fp32 scratch.
+// S (16 x 64) = A (16 x HS rows, load_rows') . X^T, X a 64 x HS bf16 tile: into a warp's fp32
+// scratch.
 template <int HS>
-__device__ void rows_times_tile_t(float* S, const bf16_t* A, const bf16_t* X) {
+__device__ void rows_times_tile_t(float* S, const FragA* A, const bf16_t* X) {
     constexpr int LDB = Dims<HS>::LDB, LDF = Dims<HS>::LDF;
+#pragma unroll
     for (int n = 0; n < kTile / 16; ++n) {
         FragAcc acc;
         wm::fill_fragment(acc, 0.0f);
-        mma_rows<HS, FragBCol>(acc, A, LDB, X + n * 16 * LDB, LDB);
+        mma_rows<HS, FragBCol>(acc, A, X + n * 16 * LDB, LDB);
         wm::store_matrix_sync(S + n * 16, acc, LDF, wm::mem_row_major);
     }
 }
 
-// acc[n] += P (16 x 64, bf16, LDP) . X[:, 16n .. 16n+15], X a 64 x HS bf16 tile.
+// acc[n] += P (16 x 64, bf16, LDP apart, in the warp's scratch) . X[:, 16n .. 16n+15], X a
+// 64 x HS bf16 tile. P's four fragments are loaded once for the HS / 16 products.
 template <int HS>
 __device__ void p_times_tile(FragAcc* acc, const bf16_t* P, const bf16_t* X) {
     constexpr int LDB = Dims<HS>::LDB, LDP = Dims<HS>::LDP;
-    for (int n = 0; n < HS / 16; ++n) mma_rows<kTile, FragBRow>(acc[n], P, LDP, X + n * 16, LDB);
+    FragA pf[kTile / 16];
+    load_rows<kTile>(pf, P, LDP);
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) mma_rows<kTile, FragBRow>(acc[n], pf, X + n * 16, LDB);
 }
 
 // One head's fragments (16 x HS) through the warp's scratch to rows t0.. of dst (`ld` apart),
@@ -152,6 +166,7 @@ template <int HS, class Out>
 __device__ void store_rows(Out* dst, long ld, int t0, int T, FragAcc* acc, float* S, float mul) {
     constexpr int LDF = Dims<HS>::LDF;
     const int lane = threadIdx.x & 31;
+#pragma unroll
     for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, acc[n], LDF, wm::mem_row_major);
     __syncwarp();
     for (int i = lane; i < 16 * HS; i += 32) {
@@ -165,15 +180,15 @@ template <int HS, class In>
 __global__ void __launch_bounds__(kThreads)
     flash_forward_kernel(float* out, uint16_t* out16, float* lse, const In* inp, int T, int C, int NH, float scale) {
     using D = Dims<HS>;
+    static_assert(FragAcc::num_elements * 32 == 16 * 16, "every element of an accumulator in one lane");
     extern __shared__ __align__(128) unsigned char smem[];
     bf16_t* Qs = reinterpret_cast<bf16_t*>(smem);
     bf16_t* Ks = Qs + kTile * D::LDB;
     bf16_t* Vs = Ks + kTile * D::LDB;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    unsigned char* scratch = smem + 3 * D::tile_bytes;  // per warp: S, then P, then O
+    unsigned char* scratch = smem + 3 * D::tile_bytes;  // per warp: S (and the factors), then P
     float* S = reinterpret_cast<float*>(scratch + warp * D::f_bytes);
     bf16_t* P = reinterpret_cast<bf16_t*>(scratch + kWarps * D::f_bytes + warp * D::p_bytes);
-    float* O = reinterpret_cast<float*>(scratch + kWarps * (D::f_bytes + D::p_bytes) + warp * D::o_bytes);
 
     const int nq = (T + kTile - 1) / kTile;
     const int qt = nq - 1 - (int)blockIdx.x;  // the longest rows start first
@@ -181,20 +196,25 @@ __global__ void __launch_bounds__(kThreads)
     const long C3 = 3L * C;
     const In* q = inp + (long)b * T * C3 + (long)h * HS;
     load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
+    __syncthreads();
+    FragA qf[HS / 16];  // this warp's 16 queries, for every key tile
+    load_rows<HS>(qf, Qs + warp * 16 * D::LDB, D::LDB);
 
-    // Lanes 2r and 2r+1 own row r of the warp's 16 and its even and odd columns (of S, P and O:
-    // with O's rows HS + 2 apart, the 32 lanes touch 32 banks); both keep the row's m and l.
+    // Lanes 2r and 2r+1 own row r of the warp's 16 and its even and odd columns of S and P; both
+    // keep the row's m and l.
     const int r = lane >> 1, half = lane & 1;
     const int row = qt * kTile + warp * 16 + r;
     float m = -INFINITY, l = 0.0f;
-    for (int c = half; c < HS; c += 2) O[r * D::LDO + c] = 0.0f;
+    FragAcc o[HS / 16];
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(o[n], 0.0f);
 
     for (int kt = 0; kt <= qt; ++kt) {
         __syncthreads();  // every warp is done with the last tile's K and V
         load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
         load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
         __syncthreads();
-        rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);
+        rows_times_tile_t<HS>(S, qf, Ks);
         __syncwarp();
         // Every row sees at least one key per tile (key kt*64 <= its query, and < T), so the
         // maximum is finite and no exp(-inf - -inf) arises. The fused multiply-adds are written
@@ -217,28 +237,42 @@ __global__ void __launch_bounds__(kThreads)
         const float alpha = expf(m - mnew);  // 0 on the first tile (m = -inf)
         l = __fmaf_rn(l, alpha, sum);
         m = mnew;
+        // The rows' factors as a 16 x 16 column-major matrix over S (read by now): lane j writes
+        // row j % 16's, held by lanes 2 (j % 16) and 2 (j % 16) + 1, 8 times.
+        const float alpha_j = __shfl_sync(0xffffffffu, alpha, 2 * (lane & 15));
         __syncwarp();
+        for (int i = lane; i < 16 * 16; i += 32) S[i] = alpha_j;
+        __syncwarp();
+        FragAcc scale_rows;
+        wm::load_matrix_sync(scale_rows, S, 16, wm::mem_col_major);
         FragAcc pv[HS / 16];
+#pragma unroll
         for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(pv[n], 0.0f);
         p_times_tile<HS>(pv, P, Vs);
-        for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, pv[n], D::LDF, wm::mem_row_major);
-        __syncwarp();
-        for (int c = half; c < HS; c += 2) O[r * D::LDO + c] = __fmaf_rn(O[r * D::LDO + c], alpha, S[r * D::LDF + c]);
-        __syncwarp();
+#pragma unroll
+        for (int n = 0; n < HS / 16; ++n)
+#pragma unroll
+            for (int i = 0; i < FragAcc::num_elements; ++i)
+                o[n].x[i] = __fmaf_rn(o[n].x[i], scale_rows.x[i], pv[n].x[i]);
     }
-    // 1 / l per row through the scratch, then the warp writes its 16 rows with consecutive lanes
-    // on consecutive values (and with out16, else null, each value rounded to bf16 there too).
+    // o through the scratch and 1 / l per row in P's place, then the warp writes its 16 rows with
+    // consecutive lanes on consecutive values (and with out16, else null, each value rounded to
+    // bf16 there too).
+    __syncwarp();  // every lane is done with the last tile's factors and P
+    float* inv_l = reinterpret_cast<float*>(P);
     if (half == 0) {
-        S[r] = 1.0f / l;
+        inv_l[r] = 1.0f / l;
         if (row < T) lse[((long)b * NH + h) * T + row] = m + logf(l);
     }
+#pragma unroll
+    for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, o[n], D::LDF, wm::mem_row_major);
     __syncwarp();
     const int t0 = qt * kTile + warp * 16;
     const long first = ((long)b * T + t0) * C + (long)h * HS;
     for (int i = lane; i < 16 * HS; i += 32) {
         const int rr = i / HS, c = i % HS;
         if (t0 + rr >= T) continue;
-        const float v = O[rr * D::LDO + c] * S[rr];
+        const float v = S[rr * D::LDF + c] * inv_l[rr];
         if (out) out[first + (long)rr * C + c] = v;
         if (out16) out16[first + (long)rr * C + c] = bf16_bits(v);
     }
@@ -287,8 +321,13 @@ __global__ void __launch_bounds__(kThreads)
     const float* delta_bh = delta + ((long)b * NH + h) * T;
     load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
     load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
+    __syncthreads();
+    FragA kf[HS / 16], vf[HS / 16];  // this warp's 16 keys and their values, for every query tile
+    load_rows<HS>(kf, Ks + warp * 16 * D::LDB, D::LDB);
+    load_rows<HS>(vf, Vs + warp * 16 * D::LDB, D::LDB);
 
     FragAcc dk[HS / 16], dv[HS / 16];
+#pragma unroll
     for (int n = 0; n < HS / 16; ++n) {
         wm::fill_fragment(dk[n], 0.0f);
         wm::fill_fragment(dv[n], 0.0f);
@@ -306,8 +345,8 @@ __global__ void __launch_bounds__(kThreads)
         }
         __syncthreads();
         // Transposed: rows are this warp's keys, columns the tile's queries.
-        rows_times_tile_t<HS>(S, Ks + warp * 16 * D::LDB, Qs);    // S^T = K Q^T
-        rows_times_tile_t<HS>(dP, Vs + warp * 16 * D::LDB, dOs);  // dP^T = V dO^T
+        rows_times_tile_t<HS>(S, kf, Qs);    // S^T = K Q^T
+        rows_times_tile_t<HS>(dP, vf, dOs);  // dP^T = V dO^T
         __syncwarp();
         for (int c = half; c < kTile; c += 2) {
             const int query = qt * kTile + c;
@@ -350,20 +389,25 @@ __global__ void __launch_bounds__(kThreads)
     const Dy* d = dout + (long)b * T * C + (long)h * HS;
     load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
     load_tile<HS, Dy>(dOs, d, qt * kTile, T, C);
+    __syncthreads();
+    FragA qf[HS / 16], df[HS / 16];  // this warp's 16 queries and their output gradients
+    load_rows<HS>(qf, Qs + warp * 16 * D::LDB, D::LDB);
+    load_rows<HS>(df, dOs + warp * 16 * D::LDB, D::LDB);
 
     const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: query r's even and odd columns
     const int query = qt * kTile + warp * 16 + r;
     const long stat = ((long)b * NH + h) * T + query;
     const float lse_r = query < T ? lse[stat] : 0.0f, delta_r = query < T ? delta[stat] : 0.0f;
     FragAcc dq[HS / 16];
+#pragma unroll
     for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(dq[n], 0.0f);
     for (int kt = 0; kt <= qt; ++kt) {
         __syncthreads();  // every warp is done with the last key tile
         load_tile<HS, In>(Ks, q + C, kt * kTile, T, C3);
         load_tile<HS, In>(Vs, q + 2 * C, kt * kTile, T, C3);
         __syncthreads();
-        rows_times_tile_t<HS>(S, Qs + warp * 16 * D::LDB, Ks);    // S = Q K^T
-        rows_times_tile_t<HS>(dP, dOs + warp * 16 * D::LDB, Vs);  // dP = dO V^T
+        rows_times_tile_t<HS>(S, qf, Ks);   // S = Q K^T
+        rows_times_tile_t<HS>(dP, df, Vs);  // dP = dO V^T
         __syncwarp();
         for (int c = half; c < kTile; c += 2) {
             const int key = kt * kTile + c;
@@ -381,9 +425,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Past 48 KiB of dynamic shared memory a kernel must opt in, per device: so on every launch (a
-// host-side attribute write, no device work).
+// host-side attribute write, no device work). The largest shared-memory carveout is asked for too
+// (a hint to the driver), so that as many blocks as their shared memory allows share an SM.
 template <typename Kernel> void allow_smem(Kernel k, size_t bytes) {
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
 }
 
 template <int HS> size_t shared_bytes() {

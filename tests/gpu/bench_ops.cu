@@ -7,7 +7,8 @@
 // of their own (the paths bf16 training takes). With "attention" as the second argument:
 // cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
-// flash_attention_backward (--attention flash). Run by tests/gpu/run.sh on a GPU.
+// flash_attention_backward (--attention flash), their bf16 forms also forward and backward apart.
+// Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
 // few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
 #include "dptrain/cuda_backend.h"
@@ -34,6 +35,9 @@
         cudaError_t rc_ = (call);                                                             \
         if (rc_ != cudaSuccess) dptrain::fatal(std::string(#call) + ": " + cudaGetErrorString(rc_)); \
     } while (0)
+
+// TFLOP/s, H100/H200 SXM datasheet (dense).
+static constexpr double kPeakBf16 = 989.0, kPeakFp32 = 67.0;
 
 // Values in [-0.5, 0.5) from a hash of the index: no host arrays of hundreds of MB to copy.
 __global__ void fill_kernel(float* x, size_t n, unsigned seed) {
@@ -182,18 +186,35 @@ static int bench_attention(int reps) {
     });
     std::printf("%-6s %10.3f ms %10.1f TFLOP/s (bf16 q, k, v and dout in; the output and dinp in bf16 out)\n",
                 "flash16", ms_flash16, flop / (ms_flash16 * 1e-3) / 1e12);
+    // The same forms' forward and backward apart, each also at the rate of the products its kernels
+    // take: the tiles of 64 up to the diagonal (136 of 256 at T = 1024), two products forward, seven
+    // backward (S and dP in each of its two kernels, then dV, dK and dQ), against the bf16 peak.
+    const int tiles = T / 64;
+    const double tile_products = (double)B * NH * (tiles * (tiles + 1) / 2) * 2.0 * 64 * 64 * hs;
+    const double ms_fwd16 = mean_ms(s, warmup, reps, [&] {
+        dptrain::cuda::flash_attention_forward_bf16(nullptr, out16, lse, inp16, B, T, C, NH, s);
+    });
+    const double ms_bwd16 = mean_ms(s, warmup, reps, [&] {
+        dptrain::cuda::flash_attention_backward_bf16(dinp16, delta, dout16, inp16, out16, lse, B, T, C, NH, s);
+    });
+    for (int pass = 0; pass < 2; ++pass) {
+        const double ms = pass ? ms_bwd16 : ms_fwd16, computed = (pass ? 7.0 : 2.0) * tile_products;
+        std::printf("%-6s %10.3f ms %10.1f TFLOP/s computed (%.1f%% of the bf16 peak)\n",
+                    pass ? "flash16 bwd" : "flash16 fwd", ms, computed / (ms * 1e-3) / 1e12,
+                    100.0 * computed / (ms * 1e-3) / 1e12 / kPeakBf16);
+    }
     for (dptrain::bf16* p : {inp16, out16, dout16, dinp16}) cudaFree(p);
     std::printf("TF32 conversion of fp32 operands on this GPU: %s\n", tf32_conversion(ctx));
     std::printf("RESULT attention fwd+bwd (B=8, T=1024): fp32 %.2f ms, TF32 %.2f ms (%.2fx), flash %.2f ms (%.2fx of "
-                "TF32), its bf16 forms %.2f ms\n",
-                ms_of[0], ms_of[1], ms_of[0] / ms_of[1], ms_flash, ms_of[1] / ms_flash, ms_flash16);
+                "TF32), its bf16 forms %.2f ms (forward %.2f, backward %.2f)\n",
+                ms_of[0], ms_of[1], ms_of[0] / ms_of[1], ms_flash, ms_of[1] / ms_flash, ms_flash16, ms_fwd16, ms_bwd16);
     for (float* p : {inp, dout, out, att, datt, dinp, lse, delta}) cudaFree(p);
     return 0;
 }
 
 int main(int argc, char** argv) {
     const int BT = 8192, warmup = 5, reps = argc > 1 ? std::atoi(argv[1]) : 50;
-    const double peak_bf16 = 989.0, peak_fp32 = 67.0;  // TFLOP/s, H100/H200 SXM datasheet (dense)
+    const double peak_bf16 = kPeakBf16, peak_fp32 = kPeakFp32;
     std::string why;
     int gpus = dptrain::cuda::device_count(&why);
     if (gpus == 0) {
