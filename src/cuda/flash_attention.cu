@@ -20,9 +20,9 @@
 // Rounding points: the exp arguments S * scale - m and the rescalings O * alpha + PV and
 // l * alpha + sum are fused multiply-adds, written out (__fmaf_rn) as the twin writes them
 // (std::fma). What stays different: expf and logf against the host's (an ulp), the tensor cores'
-// fp32 sums (another order, and they may truncate), and delta's sum (a warp's order, contracted
-// to fused multiply-adds by nvcc); so a P or dS rounded to bf16 can land on the neighbouring value
-// on one side. Tests allow for it.
+// fp32 sums (another order, and they may truncate), a tile's sum of P (four lanes' partial sums
+// added), and delta's sum (a warp's order, contracted to fused multiply-adds by nvcc); so a P or
+// dS rounded to bf16 can land on the neighbouring value on one side. Tests allow for it.
 // Not for: head sizes other than 16, 32, 64 or 128 (the launchers refuse them).
 #include "dptrain/backend.h"
 #include "dptrain/cuda_backend.h"
@@ -59,12 +59,28 @@ template <int HS> struct Dims {
     static constexpr int LDB = HS + 8;                   // a 64 x HS bf16 tile (Q, K, V, dO)
     static constexpr int LDF = (HS > kTile ? HS : kTile) + 4;  // a warp's 16 x (64 or HS) fp32 scratch
     static constexpr int LDP = kTile + 8;                // a warp's 16 x 64 bf16 (P, dS)
+    // Rows 4 banks apart: the softmax's 8 rows x 4 columns at a time fall in 32 banks.
+    static_assert(LDF % 32 == 4 && (LDP / 2) % 32 == 4, "S's and P's rows 4 banks apart");
     static constexpr size_t tile_bytes = (size_t)kTile * LDB * sizeof(bf16_t);
     static constexpr size_t f_bytes = (size_t)16 * LDF * sizeof(float);
     static constexpr size_t p_bytes = (size_t)16 * LDP * sizeof(bf16_t);
     static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes);
     static constexpr size_t backward_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
 };
+
+// How many blocks of `bytes` of shared memory share an SM (1 KiB of it reserved per block), at
+// most 8: each kernel's launch bounds, so that registers do not hold fewer blocks than the shared
+// memory allows (on an H100 or H200 at head size 64: 4 forward, at most 128 registers a thread,
+// and 2 backward; at 128: 2 and 1).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr size_t kSmemPerSm = 164 * 1024;  // A100 (sm_80)
+#else
+constexpr size_t kSmemPerSm = 228 * 1024;  // H100, H200 (sm_90)
+#endif
+constexpr int blocks_per_sm(size_t bytes) {
+    const size_t n = kSmemPerSm / (bytes + 1024);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
 
 // Both backward kernels' shared memory: four 64 x HS bf16 tiles (K, V, Q, dO), a query tile's lse
 // and delta, and per warp S and dP (fp32) and P and dS (bf16).
@@ -177,7 +193,7 @@ __device__ void store_rows(Out* dst, long ld, int t0, int T, FragAcc* acc, float
 }
 
 template <int HS, class In>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::forward_bytes))
     flash_forward_kernel(float* out, uint16_t* out16, float* lse, const In* inp, int T, int C, int NH, float scale) {
     using D = Dims<HS>;
     static_assert(FragAcc::num_elements * 32 == 16 * 16, "every element of an accumulator in one lane");
@@ -200,11 +216,12 @@ __global__ void __launch_bounds__(kThreads)
     FragA qf[HS / 16];  // this warp's 16 queries, for every key tile
     load_rows<HS>(qf, Qs + warp * 16 * D::LDB, D::LDB);
 
-    // Lanes 2r and 2r+1 own row r of the warp's 16 and its even and odd columns of S and P; both
-    // keep the row's m and l.
-    const int r = lane >> 1, half = lane & 1;
-    const int row = qt * kTile + warp * 16 + r;
-    float m = -INFINITY, l = 0.0f;
+    // Rows j and j + 8 of the warp's 16 (j = lane / 4) belong to lanes 4j .. 4j + 3, each with the
+    // columns lane % 4 + 4i of S and P: with S's rows LDF = 4 (mod 32) floats apart, the 32 lanes
+    // read 32 banks at once. Every lane keeps its two rows' m and l.
+    const int j = lane >> 2, quad = lane & 3;
+    const int row0 = qt * kTile + warp * 16 + j;  // and row0 + 8
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     FragAcc o[HS / 16];
 #pragma unroll
     for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(o[n], 0.0f);
@@ -219,29 +236,41 @@ __global__ void __launch_bounds__(kThreads)
         // Every row sees at least one key per tile (key kt*64 <= its query, and < T), so the
         // maximum is finite and no exp(-inf - -inf) arises. The fused multiply-adds are written
         // out, as the CPU twin writes them (std::fma), so both round at the same points.
-        float mx = -INFINITY;
-        for (int c = half; c < kTile; c += 2) {
-            const int col = kt * kTile + c;
-            if (col <= row && col < T) mx = fmaxf(mx, S[r * D::LDF + c] * scale);
+        float alpha[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {  // m, l and alpha stay in registers (e unrolled)
+            const int rl = j + 8 * e, row = row0 + 8 * e;
+            float mx = -INFINITY;
+#pragma unroll 4
+            for (int i = 0; i < kTile / 4; ++i) {
+                const int c = quad + 4 * i, col = kt * kTile + c;
+                if (col <= row && col < T) mx = fmaxf(mx, S[rl * D::LDF + c] * scale);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[e], mx);
+            float sum = 0.0f;
+#pragma unroll 4
+            for (int i = 0; i < kTile / 4; ++i) {
+                const int c = quad + 4 * i, col = kt * kTile + c;
+                const float p = col <= row && col < T ? expf(__fmaf_rn(S[rl * D::LDF + c], scale, -mnew)) : 0.0f;
+                sum += p;
+                P[rl * D::LDP + c] = __float2bfloat16(p);
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            alpha[e] = expf(m[e] - mnew);  // 0 on the first tile (m = -inf)
+            l[e] = __fmaf_rn(l[e], alpha[e], sum);
+            m[e] = mnew;
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        const float mnew = fmaxf(m, mx);
-        float sum = 0.0f;
-        for (int c = half; c < kTile; c += 2) {
-            const int col = kt * kTile + c;
-            const float p = col <= row && col < T ? expf(__fmaf_rn(S[r * D::LDF + c], scale, -mnew)) : 0.0f;
-            sum += p;
-            P[r * D::LDP + c] = __float2bfloat16(p);
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        const float alpha = expf(m - mnew);  // 0 on the first tile (m = -inf)
-        l = __fmaf_rn(l, alpha, sum);
-        m = mnew;
-        // The rows' factors as a 16 x 16 column-major matrix over S (read by now): lane j writes
-        // row j % 16's, held by lanes 2 (j % 16) and 2 (j % 16) + 1, 8 times.
-        const float alpha_j = __shfl_sync(0xffffffffu, alpha, 2 * (lane & 15));
+        // The rows' factors as a 16 x 16 column-major matrix over S (read by now): lane k writes
+        // row R = k % 16's 8 times, taken from lane 4 (R % 8), which holds it as its row R / 8.
+        const int R = lane & 15;
+        const float a0 = __shfl_sync(0xffffffffu, alpha[0], 4 * (R & 7));
+        const float a1 = __shfl_sync(0xffffffffu, alpha[1], 4 * (R & 7));
+        const float alpha_R = R < 8 ? a0 : a1;
         __syncwarp();
-        for (int i = lane; i < 16 * 16; i += 32) S[i] = alpha_j;
+        for (int i = lane; i < 16 * 16; i += 32) S[i] = alpha_R;
         __syncwarp();
         FragAcc scale_rows;
         wm::load_matrix_sync(scale_rows, S, 16, wm::mem_col_major);
@@ -260,10 +289,12 @@ __global__ void __launch_bounds__(kThreads)
     // bf16 there too).
     __syncwarp();  // every lane is done with the last tile's factors and P
     float* inv_l = reinterpret_cast<float*>(P);
-    if (half == 0) {
-        inv_l[r] = 1.0f / l;
-        if (row < T) lse[((long)b * NH + h) * T + row] = m + logf(l);
-    }
+    if (quad == 0)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            inv_l[j + 8 * e] = 1.0f / l[e];
+            if (row0 + 8 * e < T) lse[((long)b * NH + h) * T + row0 + 8 * e] = m[e] + logf(l[e]);
+        }
 #pragma unroll
     for (int n = 0; n < HS / 16; ++n) wm::store_matrix_sync(S + n * 16, o[n], D::LDF, wm::mem_row_major);
     __syncwarp();
@@ -301,7 +332,7 @@ __global__ void flash_delta_kernel(float* delta, const Dy* dout, const Dy* out, 
 // dK and dV of 64 keys: the block's warps own 16 keys each and walk the query tiles from the
 // diagonal on.
 template <int HS, class In, class Out, class Dy>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_bytes))
     flash_dkv_kernel(Out* dinp, const Dy* dout, const In* inp, const float* lse, const float* delta, int T,
                      int C, int NH, float scale) {
     using D = Dims<HS>;
@@ -332,8 +363,10 @@ __global__ void __launch_bounds__(kThreads)
         wm::fill_fragment(dk[n], 0.0f);
         wm::fill_fragment(dv[n], 0.0f);
     }
-    const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: key r's even and odd columns
-    const int key = kt * kTile + warp * 16 + r;
+    // Lanes 4j .. 4j + 3 (j = lane / 4): keys j and j + 8 of the warp's 16, columns lane % 4 + 4i
+    // (32 banks at once, as in the forward).
+    const int j = lane >> 2, quad = lane & 3;
+    const int key0 = kt * kTile + warp * 16 + j;  // and key0 + 8
     for (int qt = kt; qt < nq; ++qt) {
         __syncthreads();  // every warp is done with the last query tile
         load_tile<HS, In>(Qs, q, qt * kTile, T, C3);
@@ -348,16 +381,19 @@ __global__ void __launch_bounds__(kThreads)
         rows_times_tile_t<HS>(S, kf, Qs);    // S^T = K Q^T
         rows_times_tile_t<HS>(dP, vf, dOs);  // dP^T = V dO^T
         __syncwarp();
-        for (int c = half; c < kTile; c += 2) {
-            const int query = qt * kTile + c;
-            float p = 0.0f, ds = 0.0f;
-            if (key <= query && query < T) {
-                p = expf(__fmaf_rn(S[r * D::LDF + c], scale, -lse_s[c]));
-                ds = p * (dP[r * D::LDF + c] - delta_s[c]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll 4
+            for (int i = 0; i < kTile / 4; ++i) {
+                const int rl = j + 8 * e, c = quad + 4 * i, query = qt * kTile + c;
+                float p = 0.0f, ds = 0.0f;
+                if (key0 + 8 * e <= query && query < T) {
+                    p = expf(__fmaf_rn(S[rl * D::LDF + c], scale, -lse_s[c]));
+                    ds = p * (dP[rl * D::LDF + c] - delta_s[c]);
+                }
+                P[rl * D::LDP + c] = __float2bfloat16(p);
+                dS[rl * D::LDP + c] = __float2bfloat16(ds);
             }
-            P[r * D::LDP + c] = __float2bfloat16(p);
-            dS[r * D::LDP + c] = __float2bfloat16(ds);
-        }
         __syncwarp();
         p_times_tile<HS>(dv, P, dOs);  // dV += P^T dO
         p_times_tile<HS>(dk, dS, Qs);  // dK += dS^T Q (times scale at the end)
@@ -371,7 +407,7 @@ __global__ void __launch_bounds__(kThreads)
 // dQ of 64 queries: the block's warps own 16 queries each and walk the key tiles up to the
 // diagonal.
 template <int HS, class In, class Out, class Dy>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_bytes))
     flash_dq_kernel(Out* dinp, const Dy* dout, const In* inp, const float* lse, const float* delta, int T,
                     int C, int NH, float scale) {
     using D = Dims<HS>;
@@ -394,10 +430,18 @@ __global__ void __launch_bounds__(kThreads)
     load_rows<HS>(qf, Qs + warp * 16 * D::LDB, D::LDB);
     load_rows<HS>(df, dOs + warp * 16 * D::LDB, D::LDB);
 
-    const int r = lane >> 1, half = lane & 1;  // lanes 2r, 2r+1: query r's even and odd columns
-    const int query = qt * kTile + warp * 16 + r;
-    const long stat = ((long)b * NH + h) * T + query;
-    const float lse_r = query < T ? lse[stat] : 0.0f, delta_r = query < T ? delta[stat] : 0.0f;
+    // Lanes 4j .. 4j + 3 (j = lane / 4): queries j and j + 8 of the warp's 16, columns lane % 4 + 4i
+    // (32 banks at once, as in the forward).
+    const int j = lane >> 2, quad = lane & 3;
+    const int query0 = qt * kTile + warp * 16 + j;  // and query0 + 8
+    float lse_r[2], delta_r[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+        const int query = query0 + 8 * e;
+        const long stat = ((long)b * NH + h) * T + query;
+        lse_r[e] = query < T ? lse[stat] : 0.0f;
+        delta_r[e] = query < T ? delta[stat] : 0.0f;
+    }
     FragAcc dq[HS / 16];
 #pragma unroll
     for (int n = 0; n < HS / 16; ++n) wm::fill_fragment(dq[n], 0.0f);
@@ -409,15 +453,18 @@ __global__ void __launch_bounds__(kThreads)
         rows_times_tile_t<HS>(S, qf, Ks);   // S = Q K^T
         rows_times_tile_t<HS>(dP, df, Vs);  // dP = dO V^T
         __syncwarp();
-        for (int c = half; c < kTile; c += 2) {
-            const int key = kt * kTile + c;
-            float ds = 0.0f;
-            if (key <= query && query < T) {
-                const float p = expf(__fmaf_rn(S[r * D::LDF + c], scale, -lse_r));
-                ds = p * (dP[r * D::LDF + c] - delta_r);
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll 4
+            for (int i = 0; i < kTile / 4; ++i) {
+                const int rl = j + 8 * e, c = quad + 4 * i, key = kt * kTile + c, query = query0 + 8 * e;
+                float ds = 0.0f;
+                if (key <= query && query < T) {
+                    const float p = expf(__fmaf_rn(S[rl * D::LDF + c], scale, -lse_r[e]));
+                    ds = p * (dP[rl * D::LDF + c] - delta_r[e]);
+                }
+                dS[rl * D::LDP + c] = __float2bfloat16(ds);
             }
-            dS[r * D::LDP + c] = __float2bfloat16(ds);
-        }
         __syncwarp();
         p_times_tile<HS>(dq, dS, Ks);  // dQ += dS K (times scale at the end)
     }
