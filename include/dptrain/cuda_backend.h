@@ -317,7 +317,7 @@ void flash_attention_forward(float* out, float* lse, const float* inp, int B, in
 // otherwise), as must dout below.
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream);
-// The shared memory per block its kernels ask for at this head size (up to 153 KiB at 128): a
+// The shared memory per block its kernels ask for at this head size (up to 118.5 KiB at 128): a
 // GPU whose opt-in limit is lower cannot run them (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 size_t flash_attention_shared_bytes(int C, int NH);
 // dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.

@@ -65,13 +65,15 @@ template <int HS> struct Dims {
     static constexpr size_t f_bytes = (size_t)16 * LDF * sizeof(float);
     static constexpr size_t p_bytes = (size_t)16 * LDP * sizeof(bf16_t);
     static constexpr size_t forward_bytes = 3 * tile_bytes + kWarps * (f_bytes + p_bytes);
-    static constexpr size_t backward_bytes = 4 * tile_bytes + 2 * kTile * sizeof(float) + kWarps * 2 * (f_bytes + p_bytes);
+    static constexpr size_t scratch_bytes = kWarps * 2 * (f_bytes + p_bytes);  // backward's, all warps
+    static constexpr size_t backward_bytes = 2 * tile_bytes + 2 * kTile * sizeof(float) + scratch_bytes;
+    static_assert(2 * tile_bytes <= scratch_bytes, "backward's fixed tiles fit where the warps' scratch goes");
 };
 
 // How many blocks of `bytes` of shared memory share an SM (1 KiB of it reserved per block), at
 // most 8: each kernel's launch bounds, so that registers do not hold fewer blocks than the shared
 // memory allows (on an H100 or H200 at head size 64: 4 forward, at most 128 registers a thread,
-// and 2 backward; at 128: 2 and 1).
+// and 3 backward, at most 168; at 128: 2 and 1).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr size_t kSmemPerSm = 164 * 1024;  // A100 (sm_80)
 #else
@@ -82,20 +84,25 @@ constexpr int blocks_per_sm(size_t bytes) {
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-// Both backward kernels' shared memory: four 64 x HS bf16 tiles (K, V, Q, dO), a query tile's lse
-// and delta, and per warp S and dP (fp32) and P and dS (bf16).
+// Both backward kernels' shared memory: the two 64 x HS bf16 tiles loaded at every step (Q and dO
+// for dK and dV, K and V for dQ), a query tile's lse and delta, and per warp S and dP (fp32) and P
+// and dS (bf16). The two tiles a kernel loads once (K and V, or Q and dO) lie where the warps'
+// scratch goes: each warp takes its rows of them into fragments, and the block synchronizes,
+// before any warp writes its scratch. 70.5 KiB a block at head size 64 instead of 88.5: 3 blocks
+// per SM on an H100 or H200, not 2.
 template <int HS> struct BackwardSmem {
-    bf16_t *Ks, *Vs, *Qs, *dOs, *P, *dS;
+    bf16_t *step0, *step1, *fixed0, *fixed1, *P, *dS;
     float *lse, *delta, *S, *dP;
     __device__ BackwardSmem(unsigned char* smem, int warp) {
         using D = Dims<HS>;
-        Ks = reinterpret_cast<bf16_t*>(smem);
-        Vs = Ks + kTile * D::LDB;
-        Qs = Vs + kTile * D::LDB;
-        dOs = Qs + kTile * D::LDB;
-        lse = reinterpret_cast<float*>(dOs + kTile * D::LDB);
+        step0 = reinterpret_cast<bf16_t*>(smem);
+        step1 = step0 + kTile * D::LDB;
+        lse = reinterpret_cast<float*>(step1 + kTile * D::LDB);
         delta = lse + kTile;
-        unsigned char* mine = reinterpret_cast<unsigned char*>(delta + kTile) + warp * 2 * (D::f_bytes + D::p_bytes);
+        unsigned char* scratch = reinterpret_cast<unsigned char*>(delta + kTile);
+        fixed0 = reinterpret_cast<bf16_t*>(scratch);
+        fixed1 = fixed0 + kTile * D::LDB;
+        unsigned char* mine = scratch + warp * 2 * (D::f_bytes + D::p_bytes);
         S = reinterpret_cast<float*>(mine);
         dP = S + 16 * D::LDF;
         P = reinterpret_cast<bf16_t*>(dP + 16 * D::LDF);
@@ -339,7 +346,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_byt
     extern __shared__ __align__(128) unsigned char smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const BackwardSmem<HS> sm(smem, warp);
-    bf16_t *Ks = sm.Ks, *Vs = sm.Vs, *Qs = sm.Qs, *dOs = sm.dOs, *P = sm.P, *dS = sm.dS;
+    // K and V only until the first step's __syncthreads (the warps' scratch then takes their place).
+    bf16_t *Ks = sm.fixed0, *Vs = sm.fixed1, *Qs = sm.step0, *dOs = sm.step1, *P = sm.P, *dS = sm.dS;
     float *lse_s = sm.lse, *delta_s = sm.delta, *S = sm.S, *dP = sm.dP;
 
     const int nq = (T + kTile - 1) / kTile;
@@ -383,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_byt
         __syncwarp();
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-#pragma unroll 4
+#pragma unroll 1  // unrolled, it spills within 3 blocks' registers
             for (int i = 0; i < kTile / 4; ++i) {
                 const int rl = j + 8 * e, c = quad + 4 * i, query = qt * kTile + c;
                 float p = 0.0f, ds = 0.0f;
@@ -414,7 +422,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_byt
     extern __shared__ __align__(128) unsigned char smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const BackwardSmem<HS> sm(smem, warp);  // its lse, delta and P unused here
-    bf16_t *Ks = sm.Ks, *Vs = sm.Vs, *Qs = sm.Qs, *dOs = sm.dOs, *dS = sm.dS;
+    // Q and dO only until the first step's __syncthreads (the warps' scratch then takes their place).
+    bf16_t *Ks = sm.step0, *Vs = sm.step1, *Qs = sm.fixed0, *dOs = sm.fixed1, *dS = sm.dS;
     float *S = sm.S, *dP = sm.dP;
 
     const int nq = (T + kTile - 1) / kTile;
@@ -455,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_byt
         __syncwarp();
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-#pragma unroll 4
+#pragma unroll 1  // unrolled, it spills within 3 blocks' registers
             for (int i = 0; i < kTile / 4; ++i) {
                 const int rl = j + 8 * e, c = quad + 4 * i, key = kt * kTile + c, query = query0 + 8 * e;
                 float ds = 0.0f;
