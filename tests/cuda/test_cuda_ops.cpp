@@ -592,14 +592,21 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     INFO("crossentropy B=" << B << " V=" << V);
     auto logits = randn((size_t)B * V, seed, 3.0f);
     auto targets = randint(B, seed + 1, V);
-    // Ties for the argmax, in every third row: the new maximum first at index 1 (not thread 0's
-    // start, which writes the result), again at 16 (another lane, which meets lane 1 in the
-    // shuffles), at V - 1, and 256 past the first (the same thread's later entry) where V allows.
-    // Only the first of equal maxima, and never a later one, is right.
-    for (int b = 0; b < B; b += 3) {
+    // Ties for the argmax. In rows 0, 3, 6, ...: the new maximum first at index 1 (thread 0's chunk
+    // of 8 entries, after its start, which writes the result), again at 3 (the same chunk), at 16
+    // (another lane's chunk, which meets lane 0 in the shuffles), at V - 1, 256 past the first
+    // (another warp) and 2048 past it (thread 0's next chunk) where V allows. In rows 1, 4, 7, ...
+    // the first is outside thread 0's chunks: at 9 (lane 1), 17 (lane 2), V - 1 and 2049 (thread 0's
+    // next chunk), so thread 0 holds a later index or none and must take lane 1's in the merge. Only
+    // the first of equal maxima, and never a later one, is right.
+    for (int b = 0; b < B; ++b) {
         float* z = logits.data() + (size_t)b * V;
-        for (int v : {1, 16, V - 1, 1 + 256})
-            if (v < V) z[v] = 20.0f;
+        if (b % 3 == 0)
+            for (int v : {1, 3, 16, V - 1, 1 + 256, 1 + 2048})
+                if (v < V) z[v] = 20.0f;
+        if (b % 3 == 1)
+            for (int v : {9, 17, V - 1, 1 + 2048})
+                if (v < V) z[v] = 20.0f;
     }
     const float scale = 1.0f / B;
     std::vector<float> losses(B), stats(2 * (size_t)B), dlogits((size_t)B * V);
@@ -644,36 +651,42 @@ static void check_crossentropy(int B, int V, uint64_t seed) {
     // The bf16 forms read the logits as bf16 (the ties above are bf16 values), in rows `stride`
     // values apart whose padding holds NaNs: what the fp32 forms compute on the widened logits, bit
     // for bit, and dlogits that result rounded (outputs poisoned first: a value not written shows,
-    // and the padding of dlogits must stay as it was).
-    const int stride = V + 13;
+    // and the padding of dlogits must stay as it was). Two strides: V + 13 (rows not 16-byte
+    // aligned: entries read and written one by one) and V rounded up to 64, as the GPT's bf16
+    // logits (chunks of 8 in 16-byte loads and stores, the last chunk of a row partly padding).
     const bf16 nan16 = 0x7FC0, poison16 = 0xFFFF;
-    std::vector<bf16> logits16((size_t)B * stride, nan16);
     std::vector<float> widened_logits(logits.size());
-    for (int b = 0; b < B; ++b)
-        for (int v = 0; v < V; ++v) {
-            logits16[(size_t)b * stride + v] = float_to_bf16(logits[(size_t)b * V + v]);
-            widened_logits[(size_t)b * V + v] = bf16_to_float(logits16[(size_t)b * stride + v]);
-        }
-    DeviceBuffer<bf16> d_logits16(logits16), d_dlogits16(std::vector<bf16>((size_t)B * stride, poison16));
-    DeviceBuffer<float> d_wide(widened_logits), d_loss_w(B), d_stats_w(2 * (size_t)B), d_loss16(B),
-        d_stats16(2 * (size_t)B), d_dwide((size_t)B * V);
-    DeviceBuffer<int> d_arg_w(B), d_arg16(B);
+    for (size_t i = 0; i < logits.size(); ++i) widened_logits[i] = bf16_to_float(float_to_bf16(logits[i]));
+    DeviceBuffer<float> d_wide(widened_logits), d_loss_w(B), d_stats_w(2 * (size_t)B), d_dwide((size_t)B * V);
+    DeviceBuffer<int> d_arg_w(B);
     cudaStream_t s = ctx.stream();
-    REQUIRE(cudaMemsetAsync(d_loss16, 0xff, B * sizeof(float), s) == cudaSuccess);
-    REQUIRE(cudaMemsetAsync(d_stats16, 0xff, 2 * (size_t)B * sizeof(float), s) == cudaSuccess);
-    REQUIRE(cudaMemsetAsync(d_arg16, 0xff, B * sizeof(int), s) == cudaSuccess);  // -1: no index
     cuda::softmax_crossentropy_forward(d_loss_w, d_stats_w, d_arg_w, d_wide, d_targets, B, V, s);
-    cuda::softmax_crossentropy_forward_bf16(d_loss16, d_stats16, d_arg16, d_logits16, d_targets, B, V, stride, s);
-    const auto stats_w = d_stats_w.get();
-    CHECK(bit_mismatches("losses (bf16 form)", d_loss16.get(), d_loss_w.get()) == 0);
-    CHECK(bit_mismatches("stats (bf16 form)", d_stats16.get(), stats_w) == 0);
-    CHECK(d_arg16.get() == d_arg_w.get());
     cuda::softmax_crossentropy_backward(d_dwide, d_wide, d_stats_w, d_targets, scale, B, V, s);
-    cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, stride, s);
-    long padding_written = 0;
-    const auto rows = packed_rows(d_dlogits16.get(), B, V, stride, poison16, &padding_written);
-    CHECK(bf16_mismatches("dlogits (bf16 form)", rows, d_dwide.get()) == 0);
-    CHECK(padding_written == 0);
+    const auto loss_w = d_loss_w.get(), stats_w = d_stats_w.get(), dwide = d_dwide.get();
+    const auto arg_w = d_arg_w.get();
+    for (const int stride : {V + 13, (V + 63) / 64 * 64}) {
+        INFO("bf16 rows " << stride << " values apart");
+        std::vector<bf16> logits16((size_t)B * stride, nan16);
+        for (int b = 0; b < B; ++b)
+            for (int v = 0; v < V; ++v)
+                logits16[(size_t)b * stride + v] = float_to_bf16(logits[(size_t)b * V + v]);
+        DeviceBuffer<bf16> d_logits16(logits16), d_dlogits16(std::vector<bf16>((size_t)B * stride, poison16));
+        DeviceBuffer<float> d_loss16(B), d_stats16(2 * (size_t)B);
+        DeviceBuffer<int> d_arg16(B);
+        REQUIRE(cudaMemsetAsync(d_loss16, 0xff, B * sizeof(float), s) == cudaSuccess);
+        REQUIRE(cudaMemsetAsync(d_stats16, 0xff, 2 * (size_t)B * sizeof(float), s) == cudaSuccess);
+        REQUIRE(cudaMemsetAsync(d_arg16, 0xff, B * sizeof(int), s) == cudaSuccess);  // -1: no index
+        cuda::softmax_crossentropy_forward_bf16(d_loss16, d_stats16, d_arg16, d_logits16, d_targets, B, V, stride, s);
+        CHECK(bit_mismatches("losses (bf16 form)", d_loss16.get(), loss_w) == 0);
+        CHECK(bit_mismatches("stats (bf16 form)", d_stats16.get(), stats_w) == 0);
+        CHECK(d_arg16.get() == arg_w);
+        cuda::softmax_crossentropy_backward_bf16(d_dlogits16, d_logits16, d_stats_w, d_targets, scale, B, V, stride,
+                                                 s);
+        long padding_written = 0;
+        const auto rows = packed_rows(d_dlogits16.get(), B, V, stride, poison16, &padding_written);
+        CHECK(bf16_mismatches("dlogits (bf16 form)", rows, dwide) == 0);
+        CHECK(padding_written == 0);
+    }
 }
 
 TEST_CASE("cuda softmax_crossentropy matches the CPU", "[cuda]") {
@@ -692,7 +705,8 @@ TEST_CASE("cuda softmax_crossentropy finds the CPU's max and argmax in rows with
     auto logits = randn((size_t)B * V, 710, 3.0f);
     logits[0] = NAN;                                      // row 0: NaN first
     logits[V + 4] = NAN, logits[V + 20] = 30.0f;          // row 1: NaN before the max, another lane
-    logits[2 * V + 5] = 30.0f, logits[2 * V + 261] = NAN;  // row 2: NaN after it, in the same thread
+    // row 2: NaN after the max, in its chunk of 8 (the same thread) and in another thread's
+    logits[2 * V + 5] = 30.0f, logits[2 * V + 7] = NAN, logits[2 * V + 261] = NAN;
     std::fill(logits.begin() + 3 * V, logits.end(), -INFINITY);  // row 3
     std::vector<int> targets = {3, 3, 3, 3}, argmax(B);
     std::vector<float> losses(B), stats(2 * B);

@@ -4,8 +4,10 @@
 // separate pass instead of in cuBLASLt's epilogue, qkv's with a bf16 output, each
 // projection's bf16 backward with the bias gradient in the weight-gradient GEMM's epilogue and as
 // column sums, and the MLP's GELU forward and backward inside fc's and fcproj's GEMMs and as passes
-// of their own (the paths bf16 training takes). With "attention" as the second argument:
-// cuda::attention_forward + attention_backward at the same shape (B = 8, T = 1024, 12 heads),
+// of their own (the paths bf16 training takes), and the loss over the logits of GPT-2's
+// vocabulary in GB/s (bf16 in 16-byte chunks and loaded value by value; fp32). With "attention" as
+// the second argument: cuda::attention_forward + attention_backward at the same shape (B = 8,
+// T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash), their bf16 forms also forward and backward apart.
 // Run by tests/gpu/run.sh on a GPU.
@@ -437,13 +439,70 @@ int main(int argc, char** argv) {
         }
         for (void* p : {(void*)pre, (void*)act, (void*)dpre, (void*)dout16, (void*)dw, (void*)db}) cudaFree(p);
     }
+    // The loss over the logits of GPT-2's vocabulary: forward reads them once, backward reads them
+    // and writes their gradient. bf16 in rows of a multiple of 64 values, as the GPT keeps them
+    // (chunks of 8 in 16-byte loads and stores), and in rows of V values (a chunk's 8 values loaded
+    // one by one); fp32 in rows of V values, as the fp32 GPT keeps them (one by one too), in place.
+    double ms_loss = 0, ms_loss_scalar = 0;
+    {
+        const int V = 50257, stride_padded = (V + 63) / 64 * 64;
+        const size_t n = (size_t)BT * stride_padded;
+        float* wide = device_random(n, 7);
+        dptrain::bf16 *logits16 = nullptr, *dlogits16 = nullptr;
+        float *losses = nullptr, *stats = nullptr;
+        int* targets = nullptr;
+        BENCH_CHECK(cudaMalloc(&logits16, n * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&dlogits16, n * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&losses, BT * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&stats, 2 * (size_t)BT * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&targets, BT * sizeof(int)));
+        dptrain::cuda::to_bf16(logits16, wide, n, s);
+        std::vector<int> host_targets(BT);
+        for (int i = 0; i < BT; ++i) host_targets[i] = (int)((i * 7919L) % V);
+        BENCH_CHECK(cudaMemcpyAsync(targets, host_targets.data(), BT * sizeof(int), cudaMemcpyHostToDevice, s));
+        BENCH_CHECK(cudaStreamSynchronize(s));
+        const double bytes_fwd = 2.0 * BT * V, bytes_bwd = 4.0 * BT * V, hbm = 4.8e12;  // H200: 4.8 TB/s
+        for (const int stride : {stride_padded, V}) {
+            const double ms_f = time_ms([&] {
+                dptrain::cuda::softmax_crossentropy_forward_bf16(losses, stats, nullptr, logits16, targets, BT, V,
+                                                                 stride, s);
+            });
+            const double ms_b = time_ms([&] {
+                dptrain::cuda::softmax_crossentropy_backward_bf16(dlogits16, logits16, stats, targets, 1.0f / BT, BT,
+                                                                  V, stride, s);
+            });
+            for (int pass = 0; pass < 2; ++pass) {
+                const double ms = pass ? ms_b : ms_f, gbs = (pass ? bytes_bwd : bytes_fwd) / (ms * 1e-3) / 1e9;
+                std::printf("%-22s %-18s %10.4f %8.0f GB/s %5.1f%% of 4.8 TB/s%s\n",
+                            pass ? "softmax_xent_bwd_bf16" : "softmax_xent_fwd_bf16", "8192 x 50257", ms, gbs,
+                            100.0 * gbs * 1e9 / hbm,
+                            stride == V ? " (rows of V values: a chunk's values loaded one by one)" : "");
+            }
+            (stride == V ? ms_loss_scalar : ms_loss) = ms_f + ms_b;
+        }
+        const double ms_f32 = time_ms([&] {
+            dptrain::cuda::softmax_crossentropy_forward(losses, stats, nullptr, wide, targets, BT, V, s);
+        });
+        const double ms_b32 = time_ms([&] {
+            dptrain::cuda::softmax_crossentropy_backward(wide, wide, stats, targets, 1.0f / BT, BT, V, s);
+        });
+        for (int pass = 0; pass < 2; ++pass) {
+            const double ms = pass ? ms_b32 : ms_f32, gbs = 2.0 * (pass ? bytes_bwd : bytes_fwd) / (ms * 1e-3) / 1e9;
+            std::printf("%-22s %-18s %10.4f %8.0f GB/s %5.1f%% of 4.8 TB/s (fp32 logits, rows of V values)\n",
+                        pass ? "softmax_xent_bwd" : "softmax_xent_fwd", "8192 x 50257", ms, gbs,
+                        100.0 * gbs * 1e9 / hbm);
+        }
+        for (void* p : {(void*)wide, (void*)logits16, (void*)dlogits16, (void*)losses, (void*)stats, (void*)targets})
+            cudaFree(p);
+    }
     // One line for run.sh's summary (its last RESULT line), with how many shapes had each of
     // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/1, bias gradient %d/4, GELU %d/1, "
-                "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward\n",
+                "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward; loss %.3f ms (%.2fx "
+                "with its values loaded one by one)\n",
                 overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
-                head_gain_fwd, head_gain_bwd);
+                head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss);
 
     cudaFree(inp);
     cudaFree(w);

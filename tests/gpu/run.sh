@@ -195,7 +195,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/activation.cu src/cuda/attention.cu src/cuda/flash_attention.cu src/cuda/context.cpp src/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/activation.cu src/cuda/attention.cu src/cuda/flash_attention.cu src/cuda/crossentropy.cu src/cuda/context.cpp src/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 
