@@ -86,8 +86,9 @@ fi
 say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
   echo "twins), nccl-tests (NcclCommunicator and DeviceStep's NCCL sums on device buffers), bench"
-  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes), bench-attention (attention forward and"
-  echo "backward at T = 1024: fp32 and TF32 products, and flash attention), mlp-train-gpu and"
+  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, and the loss over GPT-2's vocabulary),"
+  echo "bench-attention (attention forward and backward at T = 1024: fp32 and TF32 products, and"
+  echo "flash attention, its bf16 forms also forward and backward apart), mlp-train-gpu and"
   echo "gpt-train-gpu[-host|-flash] (--device cuda with the state on the GPU and on the host, and with"
   echo "flash attention, compared step by step with the CPU runs of the same configs by the host steps"
   echo "mlp-compare and gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during"
