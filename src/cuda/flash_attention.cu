@@ -12,11 +12,12 @@
 // over the query tiles from the diagonal on, and one kernel per query tile accumulates dQ over the
 // key tiles up to the diagonal, each recomputing P = exp(S * scale - lse). Two kernels instead of
 // float atomics, so the gradients are the same on every run.
-// Every output accumulator (O, dK, dV, dQ) stays in fragments. The forward's output rows are rescaled there too, by a
-// fragment loaded from a 16 x 16 matrix whose row r is the factor of row r: element i of it then
-// belongs to the same row as element i of the output's fragments, whatever WMMA's element-to-row
-// mapping is (it is not specified). A warp's own 16 rows of the operand that stays put (Q forward,
-// K and V for dK and dV, Q and dO for dQ) are loaded into fragments once; P and dS once per tile.
+// Every output accumulator (O, dK, dV, dQ) stays in fragments. The forward's output rows are
+// rescaled there too, by a fragment loaded from a 16 x 16 matrix whose row r is the factor of row
+// r: element i of it then belongs to the same row as element i of the output's fragments, whatever
+// WMMA's element-to-row mapping is (it is not specified). A warp's own 16 rows of the operand
+// that stays put (Q forward, K and V for dK and dV, Q and dO for dQ) are loaded into fragments
+// once; P and dS once per tile.
 // Rounding points: the exp arguments S * scale - m and the rescalings O * alpha + PV and
 // l * alpha + sum are fused multiply-adds, written out (__fmaf_rn) as the twin writes them
 // (std::fma). What stays different: expf and logf against the host's (an ulp), the tensor cores'
