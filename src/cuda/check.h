@@ -50,6 +50,9 @@ inline unsigned grid_for(long n, int threads) {
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
+// Whether p may be read and written in 16-byte pieces (uint4, float4).
+inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
+
 #ifdef __CUDACC__
 // Sum / max over the 32 lanes of a warp; every lane gets the result. The butterfly order is
 // fixed, so the result is the same on every run.

@@ -73,7 +73,7 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
 constexpr int kChunk = 8;
 
 inline bool chunks_load_whole(const void* rows, int stride) {
-    return ((uintptr_t)rows & 15u) == 0 && stride % kChunk == 0;
+    return aligned16(rows) && stride % kChunk == 0;
 }
 
 // 16 bytes as 4 floats, or as 8 bf16 values widened (each word's lower half first).

@@ -36,7 +36,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 namespace dptrain::cuda {
 
@@ -134,9 +137,6 @@ __device__ void load_tile(bf16_t* dst, const In* src, int t0, int T, long ld) {
         }
     }
 }
-
-// The bf16 tiles' 16-byte loads need 16-byte aligned rows.
-inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 // A warp's 16 rows (16 x K bf16, row-major, lda apart) as K / 16 WMMA A fragments, held in
 // registers for every product they take part in.
@@ -481,10 +481,18 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(Dims<HS>::backward_byt
     store_rows<HS>(dinp + (long)b * T * C3 + (long)h * HS, C3, qt * kTile + warp * 16, T, dq, S, scale);
 }
 
-// Past 48 KiB of dynamic shared memory a kernel must opt in, per device: so on every launch (a
-// host-side attribute write, no device work). The largest shared-memory carveout is asked for too
-// (a hint to the driver), so that as many blocks as their shared memory allows share an SM.
+// Past 48 KiB of dynamic shared memory a kernel must opt in, per device: once for each kernel and
+// device (two host-side attribute writes, kept out of every later launch; a device reset would
+// clear them, and dptrain never resets one). The largest
+// shared-memory carveout is asked for too (a hint to the driver), so that as many blocks as their
+// shared memory allows share an SM.
 template <typename Kernel> void allow_smem(Kernel k, size_t bytes) {
+    static std::mutex mutex;
+    static std::set<std::pair<const void*, int>> done;  // (kernel, device)
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!done.insert({reinterpret_cast<const void*>(k), device}).second) return;
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
 }

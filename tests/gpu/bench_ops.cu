@@ -216,7 +216,6 @@ static int bench_attention(int reps) {
 
 int main(int argc, char** argv) {
     const int BT = 8192, warmup = 5, reps = argc > 1 ? std::atoi(argv[1]) : 50;
-    const double peak_bf16 = kPeakBf16, peak_fp32 = kPeakFp32;
     std::string why;
     int gpus = dptrain::cuda::device_count(&why);
     if (gpus == 0) {
@@ -270,7 +269,7 @@ int main(int argc, char** argv) {
         total_ms += ms;
         total_ms_unfused += ms_unfused;
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", "matmul_forward_bf16", sh.name, ms, tflops,
-                    100.0 * tflops / peak_bf16, ms_unfused, fused ? "" : " (no cuBLASLt bias epilogue: both separate)");
+                    100.0 * tflops / kPeakBf16, ms_unfused, fused ? "" : " (no cuBLASLt bias epilogue: both separate)");
     }
     // qkv (--attention flash in bf16) with its output rounded to bf16, against the fp32 output above.
     dptrain::bf16* out16 = nullptr;
@@ -289,7 +288,7 @@ int main(int argc, char** argv) {
         const char* path = direct ? "cuBLASLt's bf16 output" : "fp32 staging and a rounding pass";
         const double ms16 = time_ms(launch), tflops16 = 2.0 * BT * sh->C * sh->OC / (ms16 * 1e-3) / 1e12;
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   (bf16 output, through %s)\n", "matmul_forward_bf16_out",
-                    sh->name, ms16, tflops16, 100.0 * tflops16 / peak_bf16, path);
+                    sh->name, ms16, tflops16, 100.0 * tflops16 / kPeakBf16, path);
     }
     cudaFree(out16);
     // The classifier (C -> V = 50257, no bias), the largest GEMM of a step: its logits as bf16
@@ -330,17 +329,17 @@ int main(int argc, char** argv) {
         head_gain_bwd = ms_bwd_packed / ms_bwd;
         const double tflops16 = flop / (ms_padded * 1e-3) / 1e12, tflops_bwd = 2.0 * flop / (ms_bwd * 1e-3) / 1e12;
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values, %.4f ms fp32 logits\n",
-                    "matmul_forward_bf16_out", "head    (C -> V) ", ms_padded, tflops16, 100.0 * tflops16 / peak_bf16,
+                    "matmul_forward_bf16_out", "head    (C -> V) ", ms_padded, tflops16, 100.0 * tflops16 / kPeakBf16,
                     ms_packed, ms_f);
         std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms with rows of V values\n",
-                    "matmul_backward_bf16_out", "head    (C -> V) ", ms_bwd, tflops_bwd, 100.0 * tflops_bwd / peak_bf16,
+                    "matmul_backward_bf16_out", "head    (C -> V) ", ms_bwd, tflops_bwd, 100.0 * tflops_bwd / kPeakBf16,
                     ms_bwd_packed);
         for (void* p : {(void*)wv, (void*)wv16, (void*)logits16, (void*)logits32, (void*)dinp, (void*)dw}) cudaFree(p);
     }
     double ms32 = time_ms([&] { dptrain::cuda::matmul_forward(out, inp, w, bias, BT, 768, 2304, ctx, s); });
     double tf32 = 2.0 * BT * 768 * 2304 / (ms32 * 1e-3) / 1e12;
     std::printf("%-22s %-18s %10.4f %10.1f %7.1f%% (of the %.0f TFLOP/s fp32 peak)\n", "matmul_forward fp32",
-                shapes[0].name, ms32, tf32, 100.0 * tf32 / peak_fp32, peak_fp32);
+                shapes[0].name, ms32, tf32, 100.0 * tf32 / kPeakFp32, kPeakFp32);
     double overall = total_flop / (total_ms * 1e-3) / 1e12;
     std::printf("bias epilogue: the 4 projections take %.3f ms with the bias in cuBLASLt's epilogue, %.3f ms "
                 "with it as a separate pass (%.2fx)\n",
@@ -383,7 +382,7 @@ int main(int argc, char** argv) {
             const char* note = fused ? " (bias gradient as column sums)"
                                      : " (no cuBLASLt bias-gradient epilogue: both as column sums)";
             std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s; %.4f ms with dinp in bf16\n",
-                        "matmul_backward_bf16", sh.name, ms, tflops, 100.0 * tflops / peak_bf16, ms_cols, note,
+                        "matmul_backward_bf16", sh.name, ms, tflops, 100.0 * tflops / kPeakBf16, ms_cols, note,
                         ms_out16);
         }
         std::printf("bias-gradient epilogue: the 4 projections' backward take %.3f ms with it, %.3f ms with column "
@@ -434,7 +433,7 @@ int main(int argc, char** argv) {
             (i == 0 ? n_gelu : n_dgelu) += fused;
             const double tflops = ops[i].flop / (ms * 1e-3) / 1e12;
             std::printf("%-22s %-18s %10.4f %10.1f %7.1f%%   %.4f ms%s\n", ops[i].op, ops[i].shape, ms, tflops,
-                        100.0 * tflops / peak_bf16, ms_passes,
+                        100.0 * tflops / kPeakBf16, ms_passes,
                         fused ? " (GELU as a pass of its own)" : " (no cuBLASLt GELU epilogue: both as passes)");
         }
         for (void* p : {(void*)pre, (void*)act, (void*)dpre, (void*)dout16, (void*)dw, (void*)db}) cudaFree(p);
@@ -501,7 +500,7 @@ int main(int argc, char** argv) {
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/1, bias gradient %d/4, GELU %d/1, "
                 "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward; loss %.3f ms (%.2fx "
                 "with its values loaded one by one)\n",
-                overall, best, 100.0 * overall / peak_bf16, peak_bf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
+                overall, best, 100.0 * overall / kPeakBf16, kPeakBf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
                 head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss);
 
     cudaFree(inp);
