@@ -151,6 +151,12 @@ class Resident {
     virtual float* device_params() = 0;
     virtual float* device_grads() = 0;
     virtual Context& context() = 0;
+    // bf16 (else null): the model's copy of its parameters rounded to bf16, which its matmuls take.
+    // Each forward rounds the parameters into it first, unless set_rounded_current(true) was called
+    // since the last forward: an update that wrote the copy with the parameters (DeviceStep), so
+    // that it holds their rounding already. false: it may not (the parameters were written alone).
+    virtual bf16* rounded_params() = 0;
+    virtual void set_rounded_current(bool current) = 0;
 };
 
 // ---- Ops (shapes as in backend.h; llm.c names: B batch, T time, C channels, NH heads) ---------
@@ -351,7 +357,9 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
 // (with wd, or with 0 where decay is 0), the same bits. chunks: device memory, from update_chunks.
 // gscale: the clipping factor (1: none), taken as each gradient value is read, exactly as scale()
 // followed by the update would take it (each product rounded on its own), so clipping costs no
-// pass of its own; g itself is left as it is.
+// pass of its own; g itself is left as it is. p16 (or null): every parameter the update writes
+// also written rounded to bf16 there, at its own index (to_bf16's bits), for a model's bf16
+// matmuls (Resident::rounded_params): no pass of forward's own to round them.
 struct UpdateChunk {
     size_t offset, size;
     unsigned decay;  // 1: the view takes weight decay
@@ -361,9 +369,10 @@ constexpr size_t kUpdateChunk = 1 << 16;
 std::vector<UpdateChunk> update_chunks(const std::vector<UpdateChunk>& views);
 void adamw_update_chunks(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, int n_chunks,
                          float lr, float beta1, float beta2, float eps, float wd, long t, float gscale,
-                         cudaStream_t stream);
+                         cudaStream_t stream, bf16* p16 = nullptr);
 void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const UpdateChunk* chunks, int n_chunks,
-                                float lr, float momentum, float wd, float gscale, cudaStream_t stream);
+                                float lr, float momentum, float wd, float gscale, cudaStream_t stream,
+                                bf16* p16 = nullptr);
 
 // The gradient norm's square: *out (one double on the device) = sum of x[i]^2 over n values, in
 // double, in a fixed order (the same value on every run and rank). partial: kNormBlocks doubles of

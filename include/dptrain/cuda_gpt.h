@@ -49,6 +49,8 @@ class CudaGpt : public Model, public cuda::Resident {
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
     cuda::Context& context() override { return *ctx_; }
+    bf16* rounded_params() override;
+    void set_rounded_current(bool current) override;
 
   private:
     // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);

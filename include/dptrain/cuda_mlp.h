@@ -43,6 +43,8 @@ class CudaMlp : public Model, public cuda::Resident {
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
     cuda::Context& context() override { return *ctx_; }
+    bf16* rounded_params() override;
+    void set_rounded_current(bool current) override;
 
   private:
     float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction

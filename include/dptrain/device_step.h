@@ -53,7 +53,8 @@ class DeviceStep : public GradHook {
     DeviceStep(const DeviceStep&) = delete;
     DeviceStep& operator=(const DeviceStep&) = delete;
 
-    // Host -> device: the parameters and the optimizer's state (at start and after a resume).
+    // Host -> device: the parameters and the optimizer's state (at start and after a resume); the
+    // model's bf16 copy of the parameters is then made by its next forward.
     void upload(const float* params, const Optimizer& opt);
     // Device -> host, synchronously: for a checkpoint or the end of the run.
     void download(float* params, Optimizer& opt);
@@ -71,7 +72,8 @@ class DeviceStep : public GradHook {
     // sqrt(sum of squared gradients), read back to the host (the step's one wait for the device).
     double norm();
     // Clips to max_norm (when > 0 and exceeded, as clip_grad_norm) and updates every parameter;
-    // returns when the update is done.
+    // returns when the update is done. In bf16 it writes the model's rounded copy of each parameter
+    // too (Resident::rounded_params), so the next forward takes it without a pass of its own.
     void update(double norm, double max_norm, double lr, long t);
     double take_comm_seconds();
     std::string describe() const;  // the banner's "gradients:" text
@@ -94,6 +96,7 @@ class DeviceStep : public GradHook {
     float *m_ = nullptr, *v_ = nullptr;  // device: AdamW moments, or SGD's momentum in m_
     cuda::UpdateChunk* chunks_ = nullptr;  // device: the views in chunks, for one update launch
     int n_chunks_ = 0;
+    bool whole_ = false;  // the chunks cover every parameter: the update may write the bf16 copy
     double *norm_ = nullptr, *partial_ = nullptr;  // device: the norm's square and its chunks
     double* norm_host_ = nullptr;  // page-locked: where the norm's square is read back
     CUevent_st *grads_ready_ = nullptr, *reduced_ = nullptr;

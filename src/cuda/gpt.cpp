@@ -207,6 +207,10 @@ void CudaGpt::unstage() { input_->drain(); }
 
 void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
 
+bf16* CudaGpt::rounded_params() { return mm_->weights(); }
+
+void CudaGpt::set_rounded_current(bool current) { mm_->set_current(current); }
+
 CudaGpt::~CudaGpt() { release(); }
 
 void CudaGpt::free16() {
@@ -261,10 +265,12 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
     cudaStream_t s = ctx_->stream();
-    if (!resident_)
+    if (!resident_) {
         ev_->timed(OpKind::copy, s, [&] {
             CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
         });
+        mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
+    }
     // Rows of T + 1 tokens, at the device's stride: staged during the last step, or copied now;
     // the targets are the rows' last T tokens, packed on the device.
     const cuda::InputSlots::Part rows = token_part(in, T);

@@ -67,6 +67,10 @@ void CudaMlp::unstage() { input_->drain(); }
 
 void CudaMlp::set_op_times(OpTimes* t) { ev_->set(t); }
 
+bf16* CudaMlp::rounded_params() { return mm_->weights(); }
+
+void CudaMlp::set_rounded_current(bool current) { mm_->set_current(current); }
+
 CudaMlp::~CudaMlp() {
     input_.reset();
     mm_.reset();
@@ -85,10 +89,12 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
     if (B > host_.max_batch()) throw std::invalid_argument("CudaMlp::forward: batch larger than max_batch");
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
-    if (!resident_)
+    if (!resident_) {
         ev_->timed(OpKind::copy, s, [&] {
             CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
         });
+        mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
+    }
     // The batch: staged during the last step, or copied now.
     cuda::InputSlots::Part parts[2];
     batch_parts(in, dims_[0], parts);

@@ -1,12 +1,12 @@
 // Private to src/cuda: what the GPU models (CudaMlp, CudaGpt) share around their ops.
 // Matmuls: the models' matmuls in either precision. In bf16 (--precision bf16) the weights are
-// rounded to bf16 once per forward and each matmul's activation and output gradient just before
-// it, into device scratch allocated once; the GEMMs then take bf16 operands and sum in fp32
-// (matmul_forward_bf16 / matmul_backward_bf16). A model may keep a forward's rounded activations
-// for its backward (forward's `keep`, then backward_rounded, in memory of its own), so backward
-// rounds only the output gradients: the same bits, one pass less over each activation. The CPU
-// models do the same with Bf16Operands (model.h). Not for: attention's internal products (TF32 in
-// bf16, in attention.cu).
+// rounded to bf16 once per forward (unless the optimizer's update wrote them so: set_current) and
+// each matmul's activation and output gradient just before it, into device scratch allocated once;
+// the GEMMs then take bf16 operands and sum in fp32 (matmul_forward_bf16 / matmul_backward_bf16). A
+// model may keep a forward's rounded activations for its backward (forward's `keep`, then
+// backward_rounded, in memory of its own), so backward rounds only the output gradients: the same
+// bits, one pass less over each activation. The CPU models do the same with Bf16Operands (model.h).
+// Not for: attention's internal products (TF32 in bf16, in attention.cu).
 // HostGradients: the --gpu-state host gradients' way back. InputSlots: the batches' way in.
 // OpEvents: --profile-ops on the GPU.
 #pragma once
@@ -45,10 +45,17 @@ class Matmuls {
         w_n_ = params;
     }
     bool is_bf16() const { return w_ != nullptr; }
-    // At the start of each forward: the parameters the matmuls use from then until the backward.
+    // At the start of each forward: the parameters the matmuls use from then until the backward,
+    // rounded unless set_current(true) was called since the last begin.
     void begin(const float* params, cudaStream_t s) {
-        if (is_bf16()) to_bf16(w_, params, w_n_, s);
+        if (is_bf16() && !current_) to_bf16(w_, params, w_n_, s);
+        current_ = false;
     }
+    // bf16 (else null): the rounded parameters, for an update that writes them with the parameters.
+    bf16* weights() { return w_; }
+    // true: weights() holds the rounding of the parameters as they are now (an update wrote both
+    // since the last begin), so the next begin need not round them; false: it may not.
+    void set_current(bool current) { current_ = current && is_bf16(); }
     // keep (bf16, or null): where the rounded input is written and stays, for the backward of the
     // same matmul to take as it is; null rounds it into scratch.
     void forward(float* out, const float* inp, const float* params, size_t w, const float* bias, int B, int C, int OC,
@@ -134,8 +141,10 @@ class Matmuls {
         for (bf16* p : {w_, a_, g_})
             if (p) cudaFree(p);
         w_ = a_ = g_ = nullptr;
+        current_ = false;
     }
     bf16 *w_ = nullptr, *a_ = nullptr, *g_ = nullptr;
+    bool current_ = false;
     size_t w_n_ = 0, a_n_ = 0, g_n_ = 0;
 };
 

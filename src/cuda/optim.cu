@@ -15,20 +15,24 @@ namespace dptrain::cuda {
 
 // One element's update, shared by the per-view and the chunked kernels so both compile the same
 // arithmetic (the same fused multiply-adds) and give the same bits. gi: the gradient value, as read
-// (or clipped: __fmul_rn, never fused into what follows).
-__device__ inline void adamw_element(float* p, float gi, float* m, float* v, size_t i, float lr, float beta1,
-                                     float beta2, float eps, float decay, float inv_c1, float inv_c2) {
+// (or clipped: __fmul_rn, never fused into what follows). Returns the parameter's new value.
+__device__ inline float adamw_element(float* p, float gi, float* m, float* v, size_t i, float lr, float beta1,
+                                      float beta2, float eps, float decay, float inv_c1, float inv_c2) {
     float mi = beta1 * m[i] + (1.0f - beta1) * gi;
     float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] = decay * p[i] - lr * (mi * inv_c1) / (sqrtf(vi * inv_c2) + eps);
+    const float pi = decay * p[i] - lr * (mi * inv_c1) / (sqrtf(vi * inv_c2) + eps);
+    p[i] = pi;
+    return pi;
 }
 
-__device__ inline void sgd_element(float* p, float gi, float* buf, size_t i, float lr, float momentum, float wd) {
+__device__ inline float sgd_element(float* p, float gi, float* buf, size_t i, float lr, float momentum, float wd) {
     float b = momentum * buf[i] + gi + wd * p[i];
     buf[i] = b;
-    p[i] -= lr * b;
+    const float pi = p[i] - lr * b;
+    p[i] = pi;
+    return pi;
 }
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1,
@@ -47,21 +51,27 @@ __global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, size_t
 // decay_off is 1 - lr * 0 from the host, as the per-view update computes it for a view without
 // decay (a literal 1 here could let the compiler drop the product and fuse differently).
 // The gradient times gscale, each product rounded on its own, as scale() stores it (times 1: g).
-__global__ void adamw_chunks_kernel(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, float lr,
-                                    float beta1, float beta2, float eps, float decay, float decay_off, float inv_c1,
-                                    float inv_c2, float gscale) {
+// p16 (or null): each new value also rounded to bf16 there, as to_bf16 rounds it.
+__global__ void adamw_chunks_kernel(float* p, uint16_t* p16, const float* g, float* m, float* v,
+                                    const UpdateChunk* chunks, float lr, float beta1, float beta2, float eps,
+                                    float decay, float decay_off, float inv_c1, float inv_c2, float gscale) {
     const UpdateChunk c = chunks[blockIdx.x];
     const float d = c.decay ? decay : decay_off;
-    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x)
-        adamw_element(p, __fmul_rn(g[i], gscale), m, v, i, lr, beta1, beta2, eps, d, inv_c1, inv_c2);
+    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x) {
+        const float pi = adamw_element(p, __fmul_rn(g[i], gscale), m, v, i, lr, beta1, beta2, eps, d, inv_c1, inv_c2);
+        if (p16) p16[i] = bf16_bits(pi);
+    }
 }
 
-__global__ void sgd_momentum_chunks_kernel(float* p, const float* g, float* buf, const UpdateChunk* chunks, float lr,
-                                           float momentum, float wd, float gscale) {
+__global__ void sgd_momentum_chunks_kernel(float* p, uint16_t* p16, const float* g, float* buf,
+                                           const UpdateChunk* chunks, float lr, float momentum, float wd,
+                                           float gscale) {
     const UpdateChunk c = chunks[blockIdx.x];
     const float w = c.decay ? wd : 0.0f;
-    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x)
-        sgd_element(p, __fmul_rn(g[i], gscale), buf, i, lr, momentum, w);
+    for (size_t i = c.offset + threadIdx.x; i < c.offset + c.size; i += blockDim.x) {
+        const float pi = sgd_element(p, __fmul_rn(g[i], gscale), buf, i, lr, momentum, w);
+        if (p16) p16[i] = bf16_bits(pi);
+    }
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
@@ -92,21 +102,21 @@ std::vector<UpdateChunk> update_chunks(const std::vector<UpdateChunk>& views) {
 
 void adamw_update_chunks(float* p, const float* g, float* m, float* v, const UpdateChunk* chunks, int n_chunks,
                          float lr, float beta1, float beta2, float eps, float wd, long t, float gscale,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, bf16* p16) {
     if (n_chunks <= 0) return;
     // The per-view update's scalars, computed the same way.
     const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
     const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
     const float decay = 1.0f - lr * wd, no_wd = 0.0f, decay_off = 1.0f - lr * no_wd;
-    adamw_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, m, v, chunks, lr, beta1, beta2, eps, decay, decay_off,
-                                                     inv_c1, inv_c2, gscale);
+    adamw_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, p16, g, m, v, chunks, lr, beta1, beta2, eps, decay,
+                                                     decay_off, inv_c1, inv_c2, gscale);
     CUDA_CHECK(cudaGetLastError());
 }
 
 void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const UpdateChunk* chunks, int n_chunks,
-                                float lr, float momentum, float wd, float gscale, cudaStream_t stream) {
+                                float lr, float momentum, float wd, float gscale, cudaStream_t stream, bf16* p16) {
     if (n_chunks <= 0) return;
-    sgd_momentum_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, g, buf, chunks, lr, momentum, wd, gscale);
+    sgd_momentum_chunks_kernel<<<n_chunks, 256, 0, stream>>>(p, p16, g, buf, chunks, lr, momentum, wd, gscale);
     CUDA_CHECK(cudaGetLastError());
 }
 

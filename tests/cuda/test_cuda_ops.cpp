@@ -1041,7 +1041,8 @@ TEST_CASE("cuda adamw_update and sgd_momentum_update match the CPU", "[cuda]") {
 
 // DeviceStep's one-launch update: views cut into chunks (an empty view, views of a few values,
 // views across one and several chunk boundaries, decayed or not) give the same bits as the
-// per-view ops, for AdamW over three steps and for SGD with momentum.
+// per-view ops, for AdamW over three steps and for SGD with momentum; with a bf16 copy asked for,
+// it holds every new parameter rounded as to_bf16 rounds it, and the parameters are the same bits.
 TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops do", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     const std::vector<cuda::UpdateChunk> views = {{0, 5, 0},          {5, 70000, 1},       {70005, 131072, 1},
@@ -1085,9 +1086,11 @@ TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops 
             cuda::adamw_update(d_p1 + w.offset, d_gs + w.offset, d_m1 + w.offset, d_v1 + w.offset, w.size, 1e-2f, 0.9f,
                                0.95f, 1e-8f, w.decay ? 0.1f : 0.0f, 4, s);
         d_g.set(g);
+        DeviceBuffer<bf16> d_p16(std::vector<bf16>(n, 0xFFFF));  // a NaN no rounding of these values gives
         cuda::adamw_update_chunks(d_p2, d_g, d_m2, d_v2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 0.95f, 1e-8f,
-                                  0.1f, 4, clip, s);
+                                  0.1f, 4, clip, s, d_p16);
         CHECK(bit_mismatches("adamw p (chunks, clipped)", d_p2.get(), d_p1.get()) == 0);
+        CHECK(bf16_mismatches("adamw p's bf16 copy (chunks, clipped)", d_p16.get(), d_p2.get()) == 0);
         CHECK(bit_mismatches("adamw m (chunks, clipped)", d_m2.get(), d_m1.get()) == 0);
         CHECK(bit_mismatches("adamw v (chunks, clipped)", d_v2.get(), d_v1.get()) == 0);
         CHECK(bit_mismatches("g after the clipped update", d_g.get(), g) == 0);
@@ -1110,8 +1113,11 @@ TEST_CASE("cuda adamw and sgd over chunks update every view as the per-view ops 
             cuda::sgd_momentum_update(d_q1 + w.offset, d_gs + w.offset, d_b1 + w.offset, w.size, 1e-2f, 0.9f,
                                       w.decay ? 1e-2f : 0.0f, s);
         d_g.set(g);
-        cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, clip, s);
+        DeviceBuffer<bf16> d_q16(std::vector<bf16>(n, 0xFFFF));
+        cuda::sgd_momentum_update_chunks(d_q2, d_g, d_b2, d_chunks, (int)chunks.size(), 1e-2f, 0.9f, 1e-2f, clip, s,
+                                         d_q16);
         CHECK(bit_mismatches("sgd p (chunks, clipped)", d_q2.get(), d_q1.get()) == 0);
+        CHECK(bf16_mismatches("sgd p's bf16 copy (chunks, clipped)", d_q16.get(), d_q2.get()) == 0);
         CHECK(bit_mismatches("sgd buf (chunks, clipped)", d_b2.get(), d_b1.get()) == 0);
         CHECK(bit_mismatches("g after the clipped update", d_g.get(), g) == 0);
     }

@@ -117,3 +117,76 @@ TEST_CASE("Resident CudaGpt tells the hook of each finished layer, last layer fi
     for (size_t i = 1; i < rec.offsets.size(); ++i) CHECK(rec.offsets[i] < rec.offsets[i - 1]);
     CHECK(rec.offsets.back() == 0);
 }
+
+// In bf16 the update also writes the model's rounded copy of the parameters, which the next forward
+// then takes without rounding them itself: after each update the copy is the new parameters'
+// rounding, bit for bit, and a forward from it gives the loss of a forward that rounds them itself;
+// after upload() the next forward rounds the parameters it was given, not the update's copy.
+TEST_CASE("DeviceStep in bf16: the update writes the matmuls' rounded parameters", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 53;
+    cfg.block_size = 16;
+    cfg.n_layer = 2;
+    cfg.n_head = 2;
+    cfg.n_embd = 32;
+    const int B = 4, T = cfg.block_size;
+    std::vector<int> tokens = randint((size_t)B * (T + 1), 43, cfg.vocab_size);
+    ModelBatch batch;
+    batch.B = B;
+    batch.tokens = tokens.data();
+    batch.stride = T + 1;
+    for (Optimizer::Kind kind : {Optimizer::Kind::adamw, Optimizer::Kind::sgd}) {
+        INFO((kind == Optimizer::Kind::adamw ? "adamw" : "sgd"));
+        CudaGpt m(cfg, B, 0, Precision::bf16);
+        m.set_resident(true);
+        const size_t P = m.num_params();
+        std::vector<float> p(P), got(P);
+        std::vector<bf16> got16(P);
+        m.init(p.data(), 5);
+        DeviceStep::Hyper h;
+        h.kind = kind;
+        h.weight_decay = 0.1;
+        Optimizer opt(kind, m.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        DeviceStep step(m, m.layout(), h);
+        step.upload(p.data(), opt);
+        REQUIRE(m.rounded_params() != nullptr);
+        auto download = [&] {
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+            REQUIRE(cudaMemcpy(got.data(), m.device_params(), P * sizeof(float), cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+            REQUIRE(cudaMemcpy(got16.data(), m.rounded_params(), P * sizeof(bf16), cudaMemcpyDeviceToHost) ==
+                    cudaSuccess);
+        };
+        const double lr = kind == Optimizer::Kind::adamw ? 3e-3 : 0.05;
+        for (int t = 1; t <= 5; ++t) {
+            INFO("step " << t);
+            // Step 1: both forwards round the upload; then the first takes the update's copy.
+            const double from_update = m.forward(nullptr, batch, nullptr);
+            m.set_rounded_current(false);
+            const double rounded_here = m.forward(nullptr, batch, nullptr);
+            CHECK(from_update == rounded_here);  // the same bf16 weights, so the same bits
+            m.backward(nullptr, nullptr, batch, 1.0f / (B * T), nullptr);
+            step.update(step.norm(), 0.0, lr, t);
+            download();
+            CHECK(bf16_mismatches("the rounded parameters after the update", got16, got) == 0);
+        }
+        // The forward after an update takes the copy without rounding: parameters overwritten
+        // behind the model's back (nothing real does that) leave it as the update wrote it.
+        const std::vector<bf16> from_update = got16;
+        REQUIRE(cudaMemset(m.device_params(), 0, P * sizeof(float)) == cudaSuccess);
+        m.forward(nullptr, batch, nullptr);
+        download();
+        CHECK(got16 == from_update);
+        CHECK(got == std::vector<float>(P, 0.0f));
+        // Parameters uploaded after an update: the next forward rounds them (the update's copy is
+        // of the parameters before).
+        for (float& x : p) x *= 0.5f;
+        step.upload(p.data(), opt);
+        const double after_upload = m.forward(nullptr, batch, nullptr);
+        download();
+        CHECK(bf16_mismatches("the rounded parameters after upload and forward", got16, p) == 0);
+        m.set_rounded_current(false);
+        CHECK(after_upload == m.forward(nullptr, batch, nullptr));
+    }
+}
