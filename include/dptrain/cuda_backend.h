@@ -375,9 +375,11 @@ void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const Upda
                                 bf16* p16 = nullptr);
 
 // The gradient norm's square: *out (one double on the device) = sum of x[i]^2 over n values, in
-// double, in a fixed order (the same value on every run and rank). partial: kNormBlocks doubles of
-// device scratch. The CPU twin is global_norm (optim.h), squared; sums in another order.
-constexpr int kNormBlocks = 64;
+// double, in a fixed order (the same value on every run, rank and GPU). partial: kNormBlocks
+// doubles of device scratch, one per block: enough blocks to keep every SM's loads in flight (the
+// sum is a pass over the whole gradient, 0.5 GB at GPT-2 124M). The CPU twin is global_norm
+// (optim.h), squared; it sums in another order.
+constexpr int kNormBlocks = 1024;
 void sum_squares(double* out, double* partial, const float* x, size_t n, cudaStream_t stream);
 // x *= s over n values, each product rounded on its own: bit-identical to clip_grad_norm's scaling.
 void scale(float* x, float s, size_t n, cudaStream_t stream);

@@ -1128,8 +1128,10 @@ TEST_CASE("cuda sum_squares and scale match global_norm and clip_grad_norm", "[c
     cudaStream_t stream = nullptr;
     REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
     DeviceBuffer<double> d_out(1), d_partial(cuda::kNormBlocks);
-    // Sizes below, at and far above the chunk count, and not multiples of 8.
-    for (size_t n : {size_t(1), size_t(63), size_t(64), size_t(1000003), size_t(12345679)}) {
+    // Sizes below, at and far above the chunk count, chunks of 8 values and of more, and not
+    // multiples of 8 (or of 4: a chunk's last values read one by one).
+    for (size_t n : {size_t(1), size_t(63), size_t(cuda::kNormBlocks), size_t(8 * cuda::kNormBlocks),
+                     size_t(1000003), size_t(12345679)}) {
         INFO("n = " << n);
         auto x = randn(n, 600 + n, 3.0f);
         DeviceBuffer<float> d_x(x);
@@ -1140,6 +1142,10 @@ TEST_CASE("cuda sum_squares and scale match global_norm and clip_grad_norm", "[c
         CHECK(std::sqrt(got) == Approx(want).epsilon(1e-12));
         cuda::sum_squares(d_out, d_partial, d_x, n, stream);
         CHECK(d_out.get()[0] == got);  // a fixed order: the same bits every run
+        if (n > 1) {  // from a pointer that is not 16-byte aligned: every value read one by one
+            cuda::sum_squares(d_out, d_partial, d_x + 1, n - 1, stream);
+            CHECK(std::sqrt(d_out.get()[0]) == Approx(global_norm(x.data() + 1, n - 1)).epsilon(1e-12));
+        }
         // Clipping's scale: the same products, rounded the same way.
         std::vector<float> clipped = x;
         double norm = clip_grad_norm(clipped.data(), n, 0.5 * want);

@@ -5,7 +5,9 @@
 // projection's bf16 backward with the bias gradient in the weight-gradient GEMM's epilogue and as
 // column sums, and the MLP's GELU forward and backward inside fc's and fcproj's GEMMs and as passes
 // of their own (the paths bf16 training takes), and the loss over the logits of GPT-2's
-// vocabulary in GB/s (bf16 in 16-byte chunks and loaded value by value; fp32). With "attention" as
+// vocabulary in GB/s (bf16 in 16-byte chunks and loaded value by value; fp32), and the optimizer
+// step's passes over GPT-2 124M's parameters in GB/s (the gradient norm's sum of squares, the AdamW
+// update over chunks writing the bf16 copy, and the rounding pass that copy saves). With "attention" as
 // the second argument: cuda::attention_forward + attention_backward at the same shape (B = 8,
 // T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
@@ -50,6 +52,11 @@ __global__ void fill_kernel(float* x, size_t n, unsigned seed) {
         h ^= h >> 13;
         x[i] = (h & 0xFFFFu) / 65536.0f - 0.5f;
     }
+}
+
+__global__ void square_kernel(float* x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= x[i];
 }
 
 static float* device_random(size_t n, unsigned seed) {
@@ -494,14 +501,57 @@ int main(int argc, char** argv) {
         for (void* p : {(void*)wide, (void*)logits16, (void*)dlogits16, (void*)losses, (void*)stats, (void*)targets})
             cudaFree(p);
     }
+    // The optimizer step of a GPU-resident GPT-2 124M (DeviceStep): the norm's sum of squares reads
+    // the gradient (4 bytes a parameter); AdamW over chunks reads the parameter, gradient and both
+    // moments and writes them back but the gradient, plus the bf16 copy (30 bytes); to_bf16 is the
+    // rounding pass forward would make without that copy (6 bytes).
+    double ms_norm = 0, ms_adamw = 0;
+    {
+        const size_t P = 124439808;  // GPT-2 124M's parameters (tied embeddings, V = 50257)
+        const double hbm = 4.8e12;
+        float *p = device_random(P, 11), *g = device_random(P, 12), *m = device_random(P, 13);
+        float* v = device_random(P, 14);
+        square_kernel<<<1024, 256>>>(v, P);  // a second moment is never negative
+        BENCH_CHECK(cudaGetLastError());
+        dptrain::bf16* p16 = nullptr;
+        double *norm = nullptr, *partial = nullptr;
+        dptrain::cuda::UpdateChunk* chunks = nullptr;
+        BENCH_CHECK(cudaMalloc(&p16, P * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&norm, sizeof(double)));
+        BENCH_CHECK(cudaMalloc(&partial, dptrain::cuda::kNormBlocks * sizeof(double)));
+        const std::vector<dptrain::cuda::UpdateChunk> host_chunks = dptrain::cuda::update_chunks({{0, P, 1}});
+        BENCH_CHECK(cudaMalloc(&chunks, host_chunks.size() * sizeof(dptrain::cuda::UpdateChunk)));
+        BENCH_CHECK(cudaMemcpy(chunks, host_chunks.data(), host_chunks.size() * sizeof(dptrain::cuda::UpdateChunk),
+                               cudaMemcpyHostToDevice));
+        BENCH_CHECK(cudaDeviceSynchronize());
+        ms_norm = time_ms([&] { dptrain::cuda::sum_squares(norm, partial, g, P, s); });
+        ms_adamw = time_ms([&] {
+            dptrain::cuda::adamw_update_chunks(p, g, m, v, chunks, (int)host_chunks.size(), 1e-4f, 0.9f, 0.95f, 1e-8f,
+                                               0.1f, 10, 1.0f, s, p16);
+        });
+        const double ms_round = time_ms([&] { dptrain::cuda::to_bf16(p16, p, P, s); });
+        const struct {
+            const char* name;
+            double ms, bytes;
+        } rows[] = {{"gradient norm", ms_norm, 4.0 * P},
+                    {"adamw_update_chunks", ms_adamw, 30.0 * P},
+                    {"to_bf16 (saved pass)", ms_round, 6.0 * P}};
+        for (const auto& r : rows) {
+            const double gbs = r.bytes / (r.ms * 1e-3) / 1e9;
+            std::printf("%-22s %-18s %10.4f %8.0f GB/s %5.1f%% of 4.8 TB/s\n", r.name, "124439808", r.ms, gbs,
+                        100.0 * gbs * 1e9 / hbm);
+        }
+        for (void* q : {(void*)p, (void*)g, (void*)m, (void*)v, (void*)p16, (void*)norm, (void*)partial, (void*)chunks})
+            cudaFree(q);
+    }
     // One line for run.sh's summary (its last RESULT line), with how many shapes had each of
     // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/1, bias gradient %d/4, GELU %d/1, "
                 "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward; loss %.3f ms (%.2fx "
-                "with its values loaded one by one)\n",
+                "with its values loaded one by one); optimizer at 124M: norm %.3f ms, AdamW %.3f ms\n",
                 overall, best, 100.0 * overall / kPeakBf16, kPeakBf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
-                head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss);
+                head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss, ms_norm, ms_adamw);
 
     cudaFree(inp);
     cudaFree(w);
