@@ -166,8 +166,12 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     Context& ctx, cudaStream_t stream);
 // dinp (B, C) = dout @ weight (written; skipped when null); dweight (OC, C) += dout^T @ inp;
 // dbias (OC) += column sums of dout (skipped when null), summed in a fixed order.
+// accumulate false (here and in every op below that takes it): the weight and bias gradients are
+// written, = instead of +=, what adding onto zeros gives (a GEMM with beta 0, which neither reads
+// them nor needs them zeroed first; B = 0 writes zeros), for a gradient's first writer.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream);
+                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream,
+                     bool accumulate = true);
 // Floats of Context::reduction_scratch that the bias gradient (one sum per column) or LayerNorm's
 // weight and bias gradients (two) over N rows of C columns use.
 size_t column_sums_scratch(long N, int C, int sums);
@@ -195,14 +199,16 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
 // the same values in fp32, in different orders. ld: dout's row stride (0: OC), more than OC only
 // without a bias gradient (the GPT's padded logits' gradient, as matmul_forward_bf16_out's ld).
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0,
+                          bool accumulate = true);
 // The same with dinp (B, C) rounded to bf16 as it is stored (cuBLAS rounds its fp32 sums), for an
 // input gradient that only feeds an op reading it as bf16 (the GPT's LayerNorm backward, and flash
 // attention's backward): half the bytes written and read again. Its fp32 sums may come in another
 // order than matmul_backward_bf16's (cuBLAS picks its kernels by output type), so its values are
 // the fp32 form's rounded within the tolerance of fp32 sums, not bit for bit.
 void matmul_backward_bf16_out(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0);
+                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0,
+                              bool accumulate = true);
 // The GPT's fc matmul with GELU after it, in bf16: with x = inp @ weight^T + bias in fp32, pre
 // (B, OC) bf16 = x rounded, GELU's input kept for backward, and out (B, OC) bf16 = GELU(x)
 // rounded, the next matmul's input (GELU of the unrounded sum, as the CPU Gpt takes it). Where
@@ -223,7 +229,7 @@ void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16*
 // (Context::fused_dgelu_gemms).
 void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                const bf16* weight, const bf16* pre, int B, int C, int OC, float* staging, Context& ctx,
-                               cudaStream_t stream);
+                               cudaStream_t stream, bool accumulate = true);
 // dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 
@@ -282,22 +288,23 @@ void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd
 void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* rstd, const float* a, const float* b,
                                      const float* weight, const float* bias, long N, int C, cudaStream_t stream);
 // dinp += ..., dweight (C) += ..., dbias (C) += ... (column sums in a fixed order, in the
-// context's reduction scratch).
+// context's reduction scratch). accumulate false: dweight and dbias written, as matmul_backward's
+// (dinp is added to either way: the residual stream's gradient).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool accumulate = true);
 // The same from dout in bf16 (for --precision bf16, where dout is a matmul's input gradient, which
 // its backward writes rounded: matmul_backward_bf16_out): the fp32 form on the widened values, bit
 // for bit.
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const bf16* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool accumulate = true);
 // That, and dinp's new values rounded to bf16 into dinp16 (N, C) as they are stored: to_bf16 of
 // layernorm_backward's dinp, bit for bit (where the residual stream's gradient is next the output
 // gradient of a matmul).
 void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const bf16* dout,
                              const float* inp, const float* weight, const float* mean, const float* rstd, long N,
-                             int C, Context& ctx, cudaStream_t stream);
+                             int C, Context& ctx, cudaStream_t stream, bool accumulate = true);
 
 // Causal self-attention. inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax.
 // tf32: the products on the tensor cores with TF32 operands and fp32 sums (CUBLAS_COMPUTE_32F_

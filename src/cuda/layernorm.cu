@@ -141,32 +141,36 @@ void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* 
 template <class Dy>
 static void layernorm_backward_launch(float* dinp, bf16* dinp16, float* dweight, float* dbias, const Dy* dout,
                                       const float* inp, const float* weight, const float* mean, const float* rstd,
-                                      long N, int C, Context& ctx, cudaStream_t stream) {
-    if (N <= 0) return;
+                                      long N, int C, Context& ctx, cudaStream_t stream, bool accumulate) {
+    LayerNormParamTerms<Dy> terms{dout, inp, mean, rstd, C};
+    if (N <= 0) return column_sums<2>(dweight, dbias, terms, N, C, ctx, stream, accumulate);  // 0 when written
     unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
     layernorm_backward_input_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(dinp, dinp16, dout, inp, weight, mean,
                                                                                rstd, N, C);
     CUDA_CHECK(cudaGetLastError());
-    column_sums<2>(dweight, dbias, LayerNormParamTerms<Dy>{dout, inp, mean, rstd, C}, N, C, ctx, stream);
+    column_sums<2>(dweight, dbias, terms, N, C, ctx, stream, accumulate);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
-                        cudaStream_t stream) {
-    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
+                        cudaStream_t stream, bool accumulate) {
+    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream,
+                              accumulate);
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const bf16* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
-                        cudaStream_t stream) {
-    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
+                        cudaStream_t stream, bool accumulate) {
+    layernorm_backward_launch(dinp, nullptr, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream,
+                              accumulate);
 }
 
 void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const bf16* dout,
                              const float* inp, const float* weight, const float* mean, const float* rstd, long N,
-                             int C, Context& ctx, cudaStream_t stream) {
+                             int C, Context& ctx, cudaStream_t stream, bool accumulate) {
     CUDA_REQUIRE(dinp16 != nullptr);
-    layernorm_backward_launch(dinp, dinp16, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream);
+    layernorm_backward_launch(dinp, dinp16, dweight, dbias, dout, inp, weight, mean, rstd, N, C, ctx, stream,
+                              accumulate);
 }
 
 } // namespace dptrain::cuda

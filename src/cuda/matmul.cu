@@ -40,8 +40,17 @@ size_t column_sums_scratch(long N, int C, int sums) {
 }
 
 template <class T>
-static void bias_gradient(float* dbias, const T* dout, int B, int OC, Context& ctx, cudaStream_t stream) {
-    column_sums<1>(dbias, nullptr, BiasTerms<T>{dout, OC}, B, OC, ctx, stream);
+static void bias_gradient(float* dbias, const T* dout, int B, int OC, Context& ctx, cudaStream_t stream,
+                          bool accumulate) {
+    column_sums<1>(dbias, nullptr, BiasTerms<T>{dout, OC}, B, OC, ctx, stream, accumulate);
+}
+
+// The weight and bias gradients of no rows where the caller asked for them written (accumulate
+// false): 0. Added to (accumulate true), they stay as they are.
+static void no_rows(float* dweight, float* dbias, int C, int OC, bool accumulate, cudaStream_t stream) {
+    if (accumulate || OC <= 0) return;
+    if (C > 0) CUDA_CHECK(cudaMemsetAsync(dweight, 0, (size_t)OC * C * sizeof(float), stream));
+    if (dbias) CUDA_CHECK(cudaMemsetAsync(dbias, 0, (size_t)OC * sizeof(float), stream));
 }
 
 // Same rounding as dptrain::to_bf16 (bf16.cpp): bf16_bits (check.h).
@@ -70,24 +79,26 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream) {
-    if (B <= 0) return;
-    float one = 1.0f, zero = 0.0f;
+                     const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, bool accumulate) {
+    if (B <= 0) return no_rows(dweight, dbias, C, OC, accumulate, stream);
+    float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     ctx.bind_blas(stream);
     // dinp^T (C, B) = W^T (C, OC) @ dout^T (OC, B): both already stored that way.
     if (dinp)
         CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, C, dout, OC, &zero,
                                  dinp, C));
-    // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta = 1 accumulates as the CPU does.
-    CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, C, dout, OC, &one, dweight,
+    // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta = 1 accumulates as the CPU does (0:
+    // written, dweight not read).
+    CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, C, dout, OC, &beta, dweight,
                              C));
-    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
+    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream, accumulate);
 }
 
 // ---- cuBLASLt's epilogues: the bias, its gradient, GELU and GELU's gradient --------------------
 // Four descriptors (bf16 x bf16 summed in fp32), one per kind of GEMM:
 // - bias: the forward (the weight transposed, epilogue BIAS: out = acc + bias, fp32 or bf16 out);
-// - bgrad: the weight-gradient GEMM (dout transposed, fp32 dweight accumulated with beta = 1,
+// - bgrad: the weight-gradient GEMM (dout transposed, fp32 dweight accumulated with beta = 1, or
+//   written with beta = 0,
 //   epilogue BGRADB: the bias gradient, the column sums of dout, written to a vector of its own);
 // - gelu: the forward with GELU after it (GELU_AUX_BIAS: pre = acc + bias, rounded to bf16, into
 //   the auxiliary matrix, and out = GELU(acc + bias), rounded to bf16);
@@ -316,12 +327,13 @@ static bool matmul_dinp_dgelu_lt(bf16* dpre, const bf16* dout, const bf16* weigh
                   p);
 }
 
-// The bf16 weight-gradient GEMM (dweight += inp^T dout) with the bias gradient in the epilogue:
-// cuBLASLt writes the column sums of dout into the context's reduction scratch, and a small pass
-// adds them onto dbias (dbias +=, as on the column-sum path). False (nothing queued) where cuBLASLt
-// has no algorithm, or the epilogues are off, or the stream is not the context's.
+// The bf16 weight-gradient GEMM (dweight += inp^T dout; accumulate false: =) with the bias gradient
+// in the epilogue: cuBLASLt writes the column sums of dout into the context's reduction scratch,
+// and a small pass adds them onto dbias (dbias +=, or =, as on the column-sum path). False (nothing
+// queued) where cuBLASLt has no algorithm, or the epilogues are off, or the stream is not the
+// context's.
 static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int B,
-                                       int C, int OC, Context& ctx, cudaStream_t stream) {
+                                       int C, int OC, Context& ctx, cudaStream_t stream, bool accumulate) {
     if (!dbias || !ctx.epilogues() || stream != ctx.stream()) return false;
     float* grad = ctx.reduction_scratch((size_t)OC);  // the models reserve more at construction
     const LtKey key{LtKind::bgrad, B, C, OC,
@@ -330,12 +342,13 @@ static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16*
     if (!p.ok) return false;
     cublasLtMatmulDesc_t desc = ctx.lt_plans()->of(LtKind::bgrad);
     lt_bind(desc, key, grad, nullptr);
-    const float one = 1.0f;
-    if (!lt_ran(cublasLtMatmul(ctx.lt(), desc, &one, inp, p.a, dout, p.b, &one, dweight, p.d, dweight, p.d, &p.algo,
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    if (!lt_ran(cublasLtMatmul(ctx.lt(), desc, &one, inp, p.a, dout, p.b, &beta, dweight, p.d, dweight, p.d, &p.algo,
                                ctx.workspace(), ctx.workspace_bytes(), stream),
                 p))
         return false;  // dweight untouched: nothing was queued
-    column_finish_kernel<1><<<(OC + 255) / 256, 256, 0, stream>>>(dbias, nullptr, grad, 1, OC);  // one "chunk"
+    column_finish_kernel<1><<<(OC + 255) / 256, 256, 0, stream>>>(dbias, nullptr, grad, 1, OC,  // one "chunk"
+                                                                  accumulate);
     CUDA_CHECK(cudaGetLastError());
     return true;
 }
@@ -365,11 +378,11 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
 // fp32 sums), or null.
 static void backward_bf16(void* dinp, cudaDataType_t dinp_type, float* dweight, float* dbias, const bf16* dout,
                           const bf16* inp, const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream,
-                          int ld) {
-    if (B <= 0) return;
+                          int ld, bool accumulate) {
+    if (B <= 0) return no_rows(dweight, dbias, C, OC, accumulate, stream);
     if (ld == 0) ld = OC;
     CUDA_REQUIRE(ld >= OC && (ld == OC || !dbias));
-    float one = 1.0f, zero = 0.0f;
+    float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     ctx.bind_blas(stream);
     // The fp32 mapping of matmul_backward with bf16 operands and fp32 sums.
     if (dinp)
@@ -378,24 +391,26 @@ static void backward_bf16(void* dinp, cudaDataType_t dinp_type, float* dweight, 
     // dweight, and the bias gradient in the same GEMM's epilogue where cuBLASLt has an algorithm
     // (dout read once), else column sums in a pass of their own.
     if (dbias) {
-        const bool fused = matmul_weight_grad_bf16_lt(dweight, dbias, dout, inp, B, C, OC, ctx, stream);
+        const bool fused = matmul_weight_grad_bf16_lt(dweight, dbias, dout, inp, B, C, OC, ctx, stream, accumulate);
         ctx.count_bias_grad(fused);
         if (fused) return;
     }
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, CUDA_R_16BF, C, dout,
-                              CUDA_R_16BF, ld, &one, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream);
+                              CUDA_R_16BF, ld, &beta, dweight, CUDA_R_32F, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream, accumulate);
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
-    backward_bf16(dinp, CUDA_R_32F, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld);
+                          const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld,
+                          bool accumulate) {
+    backward_bf16(dinp, CUDA_R_32F, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld, accumulate);
 }
 
 void matmul_backward_bf16_out(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld) {
+                              const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld,
+                              bool accumulate) {
     CUDA_REQUIRE(dinp != nullptr);
-    backward_bf16(dinp, CUDA_R_16BF, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld);
+    backward_bf16(dinp, CUDA_R_16BF, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, ld, accumulate);
 }
 
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
@@ -439,13 +454,14 @@ void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16*
 
 void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                const bf16* weight, const bf16* pre, int B, int C, int OC, float* staging, Context& ctx,
-                               cudaStream_t stream) {
-    if (B <= 0) return;
+                               cudaStream_t stream, bool accumulate) {
+    if (B <= 0) return no_rows(dweight, dbias, C, OC, accumulate, stream);
     const bool fused = matmul_dinp_dgelu_lt(dpre, dout, weight, pre, B, C, OC, ctx, stream);
     ctx.count_dgelu_gemm(fused);
     // dweight and dbias as matmul_backward_bf16 sums them; dinp there only where the epilogue did
     // not take GELU's backward (into the staging, then gelu_backward_bf16).
-    matmul_backward_bf16(fused ? nullptr : staging, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream);
+    matmul_backward_bf16(fused ? nullptr : staging, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, 0,
+                         accumulate);
     if (!fused) gelu_backward_bf16(dpre, pre, staging, (long)B * C, stream);
 }
 

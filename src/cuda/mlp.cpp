@@ -141,7 +141,6 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     const size_t P = host_.num_params();
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
-    ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(grads_, 0, P * sizeof(float), s)); });
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
     ev_->timed(OpKind::crossentropy, s, [&] {
@@ -151,8 +150,10 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;
         ev_->timed(OpKind::matmul, s, [&] {
+            // Written, not added to (each layer's weight and bias have no other writer): no zeroing
+            // pass over the gradients first, and the weight-gradient GEMM does not read them.
             mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
-                          views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s);
+                          views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s, false);
         });
         // Resident: layer l's gradients are queued; the hook may start their sum (as Mlp does).
         if (resident_ && hook) hook->grads_ready_from(views[2 * l].offset);

@@ -88,14 +88,16 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16());
         matmul_forward_bf16_gelu(pre, out, inp, w_ + w, bias, B, C, OC, staging, ctx, s);
     }
-    // In bf16 dout and inp rounded into scratch first.
+    // In bf16 dout and inp rounded into scratch first. accumulate false, here and below: dweight
+    // and dbias written, not added to (matmul_backward's), for their first writer.
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* params,
-                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s) {
-        if (!is_bf16()) return matmul_backward(dinp, dweight, dbias, dout, inp, params + w, B, C, OC, ctx, s);
+                  size_t w, int B, int C, int OC, Context& ctx, cudaStream_t s, bool accumulate = true) {
+        if (!is_bf16())
+            return matmul_backward(dinp, dweight, dbias, dout, inp, params + w, B, C, OC, ctx, s, accumulate);
         CUDA_REQUIRE((size_t)B * OC <= g_n_ && (size_t)B * C <= a_n_);
         to_bf16(g_, dout, (size_t)B * OC, s);
         to_bf16(a_, inp, (size_t)B * C, s);
-        matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s);
+        matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s, 0, accumulate);
     }
 
     // bf16 only: room for an output gradient of n values, for an op that writes it as bf16 itself
@@ -111,24 +113,25 @@ class Matmuls {
     // bf16 only: backward with the output gradient and the input both already rounded (ld: dout's
     // row stride, matmul_backward_bf16's; 0: OC).
     void backward_rounded(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, size_t w, int B,
-                          int C, int OC, Context& ctx, cudaStream_t s, int ld = 0) {
+                          int C, int OC, Context& ctx, cudaStream_t s, int ld = 0, bool accumulate = true) {
         CUDA_REQUIRE(is_bf16());
-        matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld);
+        matmul_backward_bf16(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld, accumulate);
     }
     // bf16 only: backward_rounded with dinp rounded to bf16 as it is stored (matmul_backward_bf16_out),
     // for an op that reads it as bf16 (LayerNorm's backward, flash attention's).
     void backward_rounded_out16(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, size_t w,
-                                int B, int C, int OC, Context& ctx, cudaStream_t s, int ld = 0) {
+                                int B, int C, int OC, Context& ctx, cudaStream_t s, int ld = 0,
+                                bool accumulate = true) {
         CUDA_REQUIRE(is_bf16());
-        matmul_backward_bf16_out(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld);
+        matmul_backward_bf16_out(dinp, dweight, dbias, dout, inp, w_ + w, B, C, OC, ctx, s, ld, accumulate);
     }
     // bf16 only: backward_rounded of the matmul after GELU, dinp taken through GELU's backward at pre
     // into dpre (bf16): matmul_backward_bf16_gelu (staging: dinp's size in floats).
     void backward_rounded_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                const bf16* pre, size_t w, int B, int C, int OC, float* staging, Context& ctx,
-                               cudaStream_t s) {
+                               cudaStream_t s, bool accumulate = true) {
         CUDA_REQUIRE(is_bf16());
-        matmul_backward_bf16_gelu(dpre, dweight, dbias, dout, inp, w_ + w, pre, B, C, OC, staging, ctx, s);
+        matmul_backward_bf16_gelu(dpre, dweight, dbias, dout, inp, w_ + w, pre, B, C, OC, staging, ctx, s, accumulate);
     }
 
   private:

@@ -7,6 +7,7 @@
 #include "dptrain/error.h"
 #include "dptrain/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -94,8 +95,13 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool ep
     const std::vector<float> g0 = randn(P, 33, 1e-6f);
     std::vector<float> g_cpu = g0, g_gpu = g0;
     const float scale = 1.0f / (B * T);
+    // The GPU model's own gradient buffer poisoned first: each gradient's first writer writes it
+    // (no zeroing pass), so a value that nothing wrote comes back NaN.
+    REQUIRE(cudaMemset(gpu.device_grads(), 0xFF, P * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     cpu.backward(g_cpu.data(), p_cpu.data(), batch, scale, nullptr);
     gpu.backward(g_gpu.data(), p_gpu.data(), batch, scale, nullptr);
+    CHECK(std::all_of(g_gpu.begin(), g_gpu.end(), [](float x) { return std::isfinite(x); }));
     for (const ParamView& v : cpu.layout().views) {
         double gmax = 0, diff = 0;
         for (size_t i = v.offset; i < v.offset + v.size; ++i) {

@@ -5,6 +5,7 @@
 #include "dptrain/cuda_mlp.h"
 #include "dptrain/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace dptrain;
@@ -35,8 +36,13 @@ TEST_CASE("CudaMlp: forward, backward and 50 training steps match the CPU Mlp", 
         double l_cpu = cpu.forward(p_cpu.data(), batch, &c_cpu), l_gpu = gpu.forward(p_gpu.data(), batch, &c_gpu);
         CHECK(l_gpu == Approx(l_cpu).epsilon(1e-5));
         CHECK(c_gpu == c_cpu);
+        // The GPU model's own gradients poisoned first: each layer's backward writes its weight and
+        // bias gradients (no zeroing pass), so a value nothing wrote comes back NaN.
+        REQUIRE(cudaMemset(gpu.device_grads(), 0xFF, P * sizeof(float)) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         cpu.backward(g_cpu.data(), p_cpu.data(), batch, 1.0f / B, nullptr);
         gpu.backward(g_gpu.data(), p_gpu.data(), batch, 1.0f / B, nullptr);
+        CHECK(std::all_of(g_gpu.begin(), g_gpu.end(), [](float x) { return std::isfinite(x); }));
         double gmax = 0, diff = 0;
         for (size_t i = 0; i < P; ++i) {
             gmax = std::max(gmax, (double)std::fabs(g_cpu[i]));

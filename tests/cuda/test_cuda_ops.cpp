@@ -94,6 +94,23 @@ static void check_matmul(int B, int C, int OC, bool with_bias, uint64_t seed) {
     } else {
         CHECK(d_db.get() == db0);  // null dbias: left alone
     }
+    // accumulate = false (a gradient's first writer): dweight and dbias written, what the CPU adds
+    // onto zeros (NaNs first: a value not written shows); with no rows, zeros.
+    {
+        std::vector<float> dw_z((size_t)OC * C, 0.0f), db_z(OC, 0.0f), t_dw((size_t)OC * C, 0.0f), t_db(OC, 0.0f);
+        cpu::matmul_backward(nullptr, dw_z.data(), db_z.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+        cpu::matmul_backward(nullptr, t_dw.data(), t_db.data(), adout.data(), ainp.data(), aw.data(), B, C, OC);
+        const std::vector<float> nan_w((size_t)OC * C, NAN), nan_b(OC, NAN);
+        DeviceBuffer<float> d_dw_w(nan_w), d_db_w(nan_b);
+        cuda::matmul_backward(nullptr, d_dw_w, d_db_w, d_dout, d_inp, d_w, B, C, OC, ctx, ctx.stream(), false);
+        CHECK(mismatches("dweight (written)", d_dw_w.get(), dw_z, 0.0, kGemmRel, t_dw) == 0);
+        CHECK(mismatches("dbias (written)", d_db_w.get(), db_z, 0.0, kGemmRel, t_db) == 0);
+        d_dw_w.set(nan_w);
+        d_db_w.set(nan_b);
+        cuda::matmul_backward(nullptr, d_dw_w, d_db_w, d_dout, d_inp, d_w, 0, C, OC, ctx, ctx.stream(), false);
+        CHECK(d_dw_w.get() == std::vector<float>((size_t)OC * C, 0.0f));
+        CHECK(d_db_w.get() == std::vector<float>(OC, 0.0f));
+    }
 
     // Another stream than the context's: cuBLAS is rebound to it (and its default workspace).
     cudaStream_t other = nullptr;
@@ -275,6 +292,9 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
     auto ainp = absolute(inp_r), aw = absolute(w_r), adout = absolute(dout_r);
     std::vector<float> s_dinp((size_t)B * C), s_dw((size_t)OC * C, 0.0f), s_db(OC, 0.0f);
     cpu::matmul_backward(s_dinp.data(), s_dw.data(), s_db.data(), adout.data(), ainp.data(), aw.data(), B, C, OC);
+    // Onto zeros, for accumulate = false (written, not added to), and the sums of |terms| there.
+    std::vector<float> dw_z((size_t)OC * C, 0.0f), db_z(OC, 0.0f), t_dw = s_dw, t_db = s_db;
+    cpu::matmul_backward(nullptr, dw_z.data(), db_z.data(), dout_r.data(), inp_r.data(), w_r.data(), B, C, OC);
     s_dw = plus_abs(s_dw, dw0);
     s_db = plus_abs(s_db, db0);
     DeviceBuffer<float> d_dout(dout), d_dinp((size_t)B * C), d_dw(dw0), d_db(db0);
@@ -308,6 +328,18 @@ static void check_matmul_bf16(int B, int C, int OC, uint64_t seed, bool must_fus
             CHECK(bit_mismatches("dweight (epilogue, second run)", d_dw.get(), got_dw) == 0);
             CHECK(bit_mismatches("dbias (epilogue, second run)", d_db.get(), got_db) == 0);
         }
+        // accumulate = false: written (NaNs first), what the CPU adds onto zeros; beta 0 in either
+        // GEMM, = in either bias-gradient pass.
+        d_dw.set(std::vector<float>((size_t)OC * C, NAN));
+        d_db.set(std::vector<float>(OC, NAN));
+        cuda::matmul_backward_bf16(nullptr, d_dw, d_db, d_dout16, d_inp16, d_w16, B, C, OC, ctx, ctx.stream(), 0,
+                                   false);
+        CHECK(mismatches("dweight (bf16 operands, written)", d_dw.get(), dw_z, 0.0, 1e-4, t_dw) == 0);
+        CHECK(mismatches("dbias (bf16 operands, written)", d_db.get(), db_z, 0.0, fused ? 1e-4 : kGemmRel, t_db) == 0);
+        cuda::matmul_backward_bf16(nullptr, d_dw, d_db, d_dout16, d_inp16, d_w16, 0, C, OC, ctx, ctx.stream(), 0,
+                                   false);  // no rows: zeros
+        CHECK(d_dw.get() == std::vector<float>((size_t)OC * C, 0.0f));
+        CHECK(d_db.get() == std::vector<float>(OC, 0.0f));
     }
     ctx.set_epilogues(true);
     // The bf16-output form (the GPT's input gradients that LayerNorm's and flash attention's
@@ -455,6 +487,8 @@ static void check_matmul_gelu(int B, int C, int OC, uint64_t seed) {
     cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout_r.data(), x_r.data(), w2_r.data(), B, Cb, OCb);
     cpu::matmul_backward(s_dinp.data(), s_dw.data(), s_db.data(), absolute(dout_r).data(), absolute(x_r).data(),
                          absolute(w2_r).data(), B, Cb, OCb);
+    std::vector<float> dw_z((size_t)OCb * Cb, 0.0f), db_z(OCb, 0.0f), t_dw = s_dw, t_db = s_db;  // onto zeros
+    cpu::matmul_backward(nullptr, dw_z.data(), db_z.data(), dout_r.data(), x_r.data(), w2_r.data(), B, Cb, OCb);
     s_dw = plus_abs(s_dw, dw0);
     s_db = plus_abs(s_db, db0);
     std::vector<float> dpre(dinp.size()), ones(dinp.size(), 1.0f);
@@ -498,6 +532,15 @@ static void check_matmul_gelu(int B, int C, int OC, uint64_t seed) {
         CHECK(mismatches("dpre (bf16)", got, dpre, 0.0, 1.0, dpre_bound(dpre, pre_r, fused)) == 0);
         CHECK(mismatches("dweight", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
         CHECK(mismatches("dbias", d_db.get(), db, 0.0, 1e-4, s_db) == 0);
+        // accumulate = false: dweight and dbias written (NaNs first), dpre as before.
+        d_dw.set(std::vector<float>((size_t)OCb * Cb, NAN));
+        d_db.set(std::vector<float>(OCb, NAN));
+        cuda::matmul_backward_bf16_gelu(d_dpre, d_dw, d_db, d_dout16, d_x16, d_w2_16, d_pre_in, B, Cb, OCb,
+                                        d_staging2, ctx, s, false);
+        CHECK(mismatches("dweight (written)", d_dw.get(), dw_z, 0.0, 1e-4, t_dw) == 0);
+        CHECK(mismatches("dbias (written)", d_db.get(), db_z, 0.0, 1e-4, t_db) == 0);
+        CHECK(mismatches("dpre (bf16, dweight written)", widened(d_dpre.get()), dpre, 0.0, 1.0,
+                         dpre_bound(dpre, pre_r, fused)) == 0);
         if (fused) {  // the plan used again with another GELU input and output: the new pointers
             const auto pre2_16 = rounded(randn((size_t)B * Cb, seed + 10, 2.0f));
             const auto pre2_r = widened(pre2_16);
@@ -842,6 +885,38 @@ static void check_layernorm(long N, int C, uint64_t seed) {
         CHECK(bit_mismatches("dweight (bf16 dout)", d_dw.get(), want_dw) == 0);
         CHECK(bit_mismatches("dbias (bf16 dout)", d_db.get(), want_db) == 0);
     }
+    // accumulate = false, every form: dweight and dbias written (NaNs first), equal to what each
+    // adds onto zeros (the same fixed-order sums; a -0 is the one value whose bits could differ),
+    // dinp still added to; with no rows, zeros.
+    const std::vector<float> zeros(C, 0.0f), nans(C, NAN);
+    for (int form = 0; form < 3; ++form) {
+        INFO("accumulate = false, " << (form == 0 ? "fp32 dout" : form == 1 ? "bf16 dout" : "bf16 form"));
+        auto run = [&](bool accumulate) {
+            d_dinp.set(dinp0);
+            d_dw.set(accumulate ? zeros : nans);
+            d_db.set(accumulate ? zeros : nans);
+            DeviceBuffer<bf16> d_dinp16((size_t)N * C);
+            if (form == 0)
+                cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, ctx,
+                                         ctx.stream(), accumulate);
+            else if (form == 1)
+                cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout16, d_inp, d_w, d_mean, d_rstd, N, C, ctx,
+                                         ctx.stream(), accumulate);
+            else
+                cuda::layernorm_backward_bf16(d_dinp, d_dinp16, d_dw, d_db, d_dout16, d_inp, d_w, d_mean, d_rstd, N,
+                                              C, ctx, ctx.stream(), accumulate);
+            return std::vector<std::vector<float>>{d_dinp.get(), d_dw.get(), d_db.get()};
+        };
+        const auto added = run(true), written = run(false);
+        CHECK(bit_mismatches("dinp (dweight written)", written[0], added[0]) == 0);
+        CHECK(mismatches("dweight (written)", written[1], added[1], 0.0, 0.0) == 0);
+        CHECK(mismatches("dbias (written)", written[2], added[2], 0.0, 0.0) == 0);
+    }
+    d_dw.set(nans);
+    d_db.set(nans);
+    cuda::layernorm_backward(d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, 0, C, ctx, ctx.stream(), false);
+    CHECK(d_dw.get() == zeros);
+    CHECK(d_db.get() == zeros);
 }
 
 // One Context, no waits in between: a bias gradient over 300 rows queued, then LayerNorm's over
