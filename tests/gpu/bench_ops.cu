@@ -7,7 +7,8 @@
 // of their own (the paths bf16 training takes), and the loss over the logits of GPT-2's
 // vocabulary in GB/s (bf16 in 16-byte chunks and loaded value by value; fp32), and the optimizer
 // step's passes over GPT-2 124M's parameters in GB/s (the gradient norm's sum of squares, the AdamW
-// update over chunks writing the bf16 copy, and the rounding pass that copy saves). With "attention" as
+// update over chunks writing the bf16 copy, and the rounding pass that copy saves), LayerNorm forward
+// and backward and the token embedding's forward and backward. With "attention" as
 // the second argument: cuda::attention_forward + attention_backward at the same shape (B = 8,
 // T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
@@ -21,6 +22,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -544,14 +547,81 @@ int main(int argc, char** argv) {
         for (void* q : {(void*)p, (void*)g, (void*)m, (void*)v, (void*)p16, (void*)norm, (void*)partial, (void*)chunks})
             cudaFree(q);
     }
+    // LayerNorm and the embedding at GPT-2 124M's shapes, B T = 8192 rows of C = 768 (25 LayerNorms
+    // a step each way). Forward as training runs it, with the residual add before it and a bf16
+    // output: a and b read, their sum and the bf16 output written, 14 C bytes a row. Backward from
+    // a bf16 dout, with dinp's bf16 copy and the gradients written: its row pass reads dout, the
+    // input and dinp and writes dinp and the copy (16 C), the weight and bias gradients' column
+    // sums read dout and the input again (6 C): 22 C a row counted. The encoder at B = 8, T = 1024
+    // with token ids drawn log-uniformly (many repeats of a few ids, as text has, which the
+    // backward's ownership scan depends on): ms only.
+    double ms_lnf = 0, ms_lnb = 0, ms_encb = 0;
+    {
+        const int C = 768, B = 8, T = 1024, V = 50257;
+        const size_t n = (size_t)BT * C;
+        const double hbm = 4.8e12;
+        float *a = device_random(n, 21), *b = device_random(n, 22), *dinp = device_random(n, 23);
+        float *wln = device_random(C, 24), *bln = device_random(C, 25), *dout = device_random(n, 26);
+        float *wte = device_random((size_t)V * C, 27), *wpe = device_random((size_t)T * C, 28);
+        float *res = nullptr, *mean = nullptr, *rstd = nullptr, *dw = nullptr, *db = nullptr, *enc = nullptr;
+        dptrain::bf16 *out16 = nullptr, *dout16 = nullptr, *dinp16 = nullptr;
+        int* tokens = nullptr;
+        float *dwte = nullptr, *dwpe = nullptr;
+        for (float** q : {&res, &enc}) BENCH_CHECK(cudaMalloc(q, n * sizeof(float)));
+        for (float** q : {&mean, &rstd}) BENCH_CHECK(cudaMalloc(q, BT * sizeof(float)));
+        for (float** q : {&dw, &db}) BENCH_CHECK(cudaMalloc(q, C * sizeof(float)));
+        for (dptrain::bf16** q : {&out16, &dout16, &dinp16}) BENCH_CHECK(cudaMalloc(q, n * sizeof(dptrain::bf16)));
+        BENCH_CHECK(cudaMalloc(&dwte, (size_t)V * C * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&dwpe, (size_t)T * C * sizeof(float)));
+        BENCH_CHECK(cudaMalloc(&tokens, (size_t)B * (T + 1) * sizeof(int)));
+        std::vector<int> host_tokens((size_t)B * (T + 1));
+        unsigned h = 12345;
+        for (int& t : host_tokens) {
+            h = h * 1664525u + 1013904223u;
+            t = std::min(V - 1, (int)std::pow((double)V, (h >> 8) / 16777216.0) - 1);
+        }
+        BENCH_CHECK(cudaMemcpy(tokens, host_tokens.data(), host_tokens.size() * sizeof(int), cudaMemcpyHostToDevice));
+        dptrain::cuda::to_bf16(dout16, dout, n, s);
+        BENCH_CHECK(cudaStreamSynchronize(s));
+        ms_lnf = time_ms([&] {
+            dptrain::cuda::residual_layernorm_forward_bf16(res, out16, mean, rstd, a, b, wln, bln, BT, C, s);
+        });
+        ms_lnb = time_ms([&] {
+            dptrain::cuda::layernorm_backward_bf16(dinp, dinp16, dw, db, dout16, res, wln, mean, rstd, BT, C, ctx, s,
+                                                   false);
+        });
+        const double ms_encf =
+            time_ms([&] { dptrain::cuda::encoder_forward(enc, tokens, T + 1, wte, wpe, B, T, C, s); });
+        ms_encb = time_ms([&] { dptrain::cuda::encoder_backward(dwte, dwpe, dout, tokens, T + 1, B, T, C, s); });
+        const struct {
+            const char* name;
+            double ms, bytes;
+        } rows[] = {{"layernorm fwd (+res)", ms_lnf, 14.0 * C * BT}, {"layernorm bwd (bf16)", ms_lnb, 22.0 * C * BT},
+                    {"encoder fwd", ms_encf, 12.0 * C * BT}, {"encoder bwd", ms_encb, 0.0}};
+        for (const auto& r : rows) {
+            if (r.bytes == 0.0) {
+                std::printf("%-22s %-18s %10.4f\n", r.name, "8192 x 768", r.ms);
+                continue;
+            }
+            const double gbs = r.bytes / (r.ms * 1e-3) / 1e9;
+            std::printf("%-22s %-18s %10.4f %8.0f GB/s %5.1f%% of 4.8 TB/s\n", r.name, "8192 x 768", r.ms, gbs,
+                        100.0 * gbs * 1e9 / hbm);
+        }
+        for (void* q : {(void*)a, (void*)b, (void*)dinp, (void*)wln, (void*)bln, (void*)dout, (void*)wte, (void*)wpe,
+                        (void*)res, (void*)mean, (void*)rstd, (void*)dw, (void*)db, (void*)enc, (void*)out16,
+                        (void*)dout16, (void*)dinp16, (void*)tokens, (void*)dwte, (void*)dwpe})
+            cudaFree(q);
+    }
     // One line for run.sh's summary (its last RESULT line), with how many shapes had each of
     // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/1, bias gradient %d/4, GELU %d/1, "
                 "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward; loss %.3f ms (%.2fx "
-                "with its values loaded one by one); optimizer at 124M: norm %.3f ms, AdamW %.3f ms\n",
+                "with its values loaded one by one); optimizer at 124M: norm %.3f ms, AdamW %.3f ms; LayerNorm "
+                "%.3f ms forward, %.3f ms backward; encoder backward %.3f ms\n",
                 overall, best, 100.0 * overall / kPeakBf16, kPeakBf16, n_bias, n_out16, n_bgrad, n_gelu, n_dgelu,
-                head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss, ms_norm, ms_adamw);
+                head_gain_fwd, head_gain_bwd, ms_loss, ms_loss_scalar / ms_loss, ms_norm, ms_adamw, ms_lnf, ms_lnb,
+                ms_encb);
 
     cudaFree(inp);
     cudaFree(w);

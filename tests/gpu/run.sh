@@ -86,18 +86,19 @@ fi
 say_what_runs_where() {
   echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
   echo "twins), nccl-tests (NcclCommunicator and DeviceStep's NCCL sums on device buffers), bench"
-  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, the loss over GPT-2's vocabulary, and the"
-  echo "optimizer's norm and AdamW over 124M parameters), bench-attention (attention forward and"
-  echo "backward at T = 1024: fp32 and TF32 products, and flash attention, its bf16 forms also forward"
-  echo "and backward apart), mlp-train-gpu and gpt-train-gpu[-host|-flash] (--device cuda with the state"
-  echo "on the GPU and on the host, and with flash attention, compared step by step with the CPU runs of"
-  echo "the same configs by the host steps mlp-compare and gpt-compare[-host|-flash]; gpt-staged reads"
-  echo "how many batches were copied during the step before theirs), gpt-resume-gpu (a GPU run stopped"
-  echo "and resumed), gpt-124m-* (tokens/s and MFU of a GPT-2 124M-shaped model in bf16 with matmul and"
-  echo "with flash attention (also at batch 16), and in fp32, on one GPU, against the bf16 peak given by"
-  echo "--peak-gflops, one step profiled op by op), torch-124m-* (PyTorch on the same GPU and shapes:"
-  echo "the peer; the host step vs-pytorch gives the ratios), racecheck-flash and memcheck"
-  echo "(compute-sanitizer on the flash attention op test and on every op test, where installed)."
+  echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, the loss over GPT-2's vocabulary, the"
+  echo "optimizer's norm and AdamW over 124M parameters, LayerNorm and the embedding), bench-attention"
+  echo "(attention forward and backward at T = 1024: fp32 and TF32 products, and flash attention, its"
+  echo "bf16 forms also forward and backward apart), mlp-train-gpu and gpt-train-gpu[-host|-flash]"
+  echo "(--device cuda with the state on the GPU and on the host, and with flash attention, compared"
+  echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
+  echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
+  echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-124m-* (tokens/s and MFU of a GPT-2"
+  echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
+  echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
+  echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
+  echo "ratios), racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and on"
+  echo "every op test, where installed)."
 }
 
 t0=$SECONDS
@@ -196,7 +197,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/activation.cu src/cuda/attention.cu src/cuda/flash_attention.cu src/cuda/crossentropy.cu src/cuda/optim.cu src/cuda/context.cpp src/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/activation.cu src/cuda/attention.cu src/cuda/flash_attention.cu src/cuda/crossentropy.cu src/cuda/optim.cu src/cuda/layernorm.cu src/cuda/encoder.cu src/cuda/context.cpp src/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 
