@@ -13,14 +13,29 @@
 using namespace dptrain;
 using namespace cudatest;
 
-TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
-    REQUIRE_GPU_OR_SKIP();
+// The GPT these tests train: 2 layers of width 32, 16 tokens, a vocabulary of 53.
+static GptConfig small_gpt() {
     GptConfig cfg;
     cfg.vocab_size = 53;
     cfg.block_size = 16;
     cfg.n_layer = 2;
     cfg.n_head = 2;
     cfg.n_embd = 32;
+    return cfg;
+}
+
+// B windows of T + 1 tokens, back to back in `tokens`.
+static ModelBatch windows(std::vector<int>& tokens, int B, int T) {
+    ModelBatch batch;
+    batch.B = B;
+    batch.tokens = tokens.data();
+    batch.stride = T + 1;
+    return batch;
+}
+
+TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const GptConfig cfg = small_gpt();
     const int B = 4, T = cfg.block_size;
     for (Optimizer::Kind kind : {Optimizer::Kind::adamw, Optimizer::Kind::sgd}) {
         INFO((kind == Optimizer::Kind::adamw ? "adamw" : "sgd"));
@@ -30,10 +45,7 @@ TEST_CASE("DeviceStep: 20 resident steps match the host optimizer", "[cuda]") {
         host_model.init(p_host.data(), 4);
         p_dev = p_host;
         std::vector<int> tokens = randint((size_t)B * (T + 1), 41, cfg.vocab_size);
-        ModelBatch batch;
-        batch.B = B;
-        batch.tokens = tokens.data();
-        batch.stride = T + 1;
+        const ModelBatch batch = windows(tokens, B, T);
         DeviceStep::Hyper h;
         h.kind = kind;
         h.beta1 = 0.9;
@@ -124,18 +136,10 @@ TEST_CASE("Resident CudaGpt tells the hook of each finished layer, last layer fi
 // after upload() the next forward rounds the parameters it was given, not the update's copy.
 TEST_CASE("DeviceStep in bf16: the update writes the matmuls' rounded parameters", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    GptConfig cfg;
-    cfg.vocab_size = 53;
-    cfg.block_size = 16;
-    cfg.n_layer = 2;
-    cfg.n_head = 2;
-    cfg.n_embd = 32;
+    const GptConfig cfg = small_gpt();
     const int B = 4, T = cfg.block_size;
     std::vector<int> tokens = randint((size_t)B * (T + 1), 43, cfg.vocab_size);
-    ModelBatch batch;
-    batch.B = B;
-    batch.tokens = tokens.data();
-    batch.stride = T + 1;
+    const ModelBatch batch = windows(tokens, B, T);
     for (Optimizer::Kind kind : {Optimizer::Kind::adamw, Optimizer::Kind::sgd}) {
         INFO((kind == Optimizer::Kind::adamw ? "adamw" : "sgd"));
         CudaGpt m(cfg, B, 0, Precision::bf16);
