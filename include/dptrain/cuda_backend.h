@@ -141,9 +141,9 @@ class PinnedHost {
 
 // A model computed on a GPU that can keep its parameters and gradients there (CudaMlp, CudaGpt).
 // Resident: forward uses the device parameters as they are (the host pointer it is given is not
-// read) and backward leaves the summed-to gradients on the device, queued on the context's stream
-// (the host buffer is not written, no hook is called). The trainer's DeviceStep (device_step.h)
-// then all-reduces and updates them in place.
+// read) and backward leaves the gradients on the device, queued on the context's stream (the host
+// buffer is not written; the hook hears of each layer as its gradients are queued). The trainer's
+// DeviceStep (device_step.h) then all-reduces and updates them in place.
 class Resident {
   public:
     virtual ~Resident() = default;

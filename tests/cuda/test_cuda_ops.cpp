@@ -533,6 +533,7 @@ static void check_matmul_gelu(int B, int C, int OC, uint64_t seed) {
         CHECK(mismatches("dweight", d_dw.get(), dw, 0.0, 1e-4, s_dw) == 0);
         CHECK(mismatches("dbias", d_db.get(), db, 0.0, 1e-4, s_db) == 0);
         // accumulate = false: dweight and dbias written (NaNs first), dpre as before.
+        REQUIRE(cudaMemsetAsync(d_dpre, 0xff, (size_t)B * Cb * sizeof(bf16), s) == cudaSuccess);
         d_dw.set(std::vector<float>((size_t)OCb * Cb, NAN));
         d_db.set(std::vector<float>(OCb, NAN));
         cuda::matmul_backward_bf16_gelu(d_dpre, d_dw, d_db, d_dout16, d_x16, d_w2_16, d_pre_in, B, Cb, OCb,

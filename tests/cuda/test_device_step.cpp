@@ -179,6 +179,7 @@ TEST_CASE("DeviceStep in bf16: the update writes the matmuls' rounded parameters
         // behind the model's back (nothing real does that) leave it as the update wrote it.
         const std::vector<bf16> from_update = got16;
         REQUIRE(cudaMemset(m.device_params(), 0, P * sizeof(float)) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // done before forward's stream reads them
         m.forward(nullptr, batch, nullptr);
         download();
         CHECK(got16 == from_update);

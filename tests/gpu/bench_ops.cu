@@ -612,8 +612,9 @@ int main(int argc, char** argv) {
                         (void*)dout16, (void*)dinp16, (void*)tokens, (void*)dwte, (void*)dwpe})
             cudaFree(q);
     }
-    // One line for run.sh's summary (its last RESULT line), with how many shapes had each of
-    // cuBLASLt's epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
+    // One line for run.sh's summary (its last RESULT line, of which the summary shows the first 90
+    // characters; the step's log keeps it whole), with how many shapes had each of cuBLASLt's
+    // epilogue paths (a fallback costs memory traffic the counts in docs/GPU.md assume saved).
     std::printf("RESULT bf16 matmul: %.1f TFLOP/s over the 4 projections (best %.1f), %.1f%% of the %.0f TFLOP/s "
                 "dense bf16 peak; cuBLASLt epilogues: bias %d/4, bf16 output %d/1, bias gradient %d/4, GELU %d/1, "
                 "GELU backward %d/1; classifier rows padded: %.2fx forward, %.2fx backward; loss %.3f ms (%.2fx "

@@ -333,7 +333,7 @@ fi
 # The flash run again at batch 16 (16384 tokens a step): the optimizer's pass over the parameters
 # and each step's fixed costs spread over twice the tokens, a choice the goal's shape leaves open.
 NOTE='^step' \
-step gpt-124m-bf16-flash-b16 GPU 120 gpt-data \
+step gpt-124m-bf16-flash-b16 GPU 150 gpt-data \
   "rm -rf $W/g124bf16 && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 16} --precision bf16 \
 --attention flash --run-dir $W/g124bf16"
 
