@@ -269,9 +269,13 @@ void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
 // dwte[inp] += dout, dwpe[t] += dout. Deterministic without atomics, and in the CPU's order
-// (positions ascending per row of dwte), so the result equals the CPU's bit for bit.
+// (positions ascending per row of dwte), so the result equals the CPU's bit for bit. The positions
+// are sorted by token in the context's reduction scratch.
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C,
-                      cudaStream_t stream);
+                      Context& ctx, cudaStream_t stream);
+// Floats of Context::reduction_scratch that encoder_backward over B*T positions uses (on the
+// current device: the sort's temporary storage is CUB's to size).
+size_t encoder_backward_scratch(long BT);
 
 // out (N, C), mean and rstd (N) kept for backward; eps 1e-5 as the CPU.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,

@@ -1,14 +1,17 @@
 // Token + position embedding, forward and backward, the CUDA twin of src/cpu/encoder.cpp.
 // The backward is a scatter into the token table where a token may repeat many times in a batch.
-// Float atomics would make the sums depend on thread timing, so instead each row of dwte is
-// owned by one block (the one at the token's first position) that adds every occurrence, in
-// position order, onto the row's current value: the CPU's order, so the result is bit-identical
-// to it and the same on every run. No sort and no scratch memory.
-// Not for: vocabularies or batches where one block per position would be too slow (B*T in the
-// tens of thousands is fine: the duplicate scan is O((B*T)^2 / 2) cached int reads).
+// Float atomics would make the sums depend on thread timing, so instead the positions are sorted
+// by token (CUB's stable radix sort, in the context's reduction scratch) and each row of dwte is
+// owned by one block, at the token's first sorted place, that adds every occurrence, in position
+// order, onto the row's current value: the CPU's order, so the result is bit-identical to it and
+// the same on every run. Work and reads grow with B*T (the form before scanned the earlier
+// positions for each one: up to (B*T)^2 / 2 token reads, 2 billion at B = 64, T = 1024).
+// Not for: more than 2^31 - 1 positions a batch.
 #include "dptrain/cuda_backend.h"
 
 #include "check.h"
+
+#include <cub/device/device_radix_sort.cuh>
 
 namespace dptrain::cuda {
 
@@ -26,44 +29,49 @@ __global__ void encoder_forward_kernel(float* out, const int* inp, int stride, c
     }
 }
 
-constexpr int kChunk = 1024;  // positions warp 0 scans per round (a multiple of 32)
+// The token table's gradient: the positions sorted by their token (a stable radix sort of the
+// pairs (token, position), whose input is in position order, so each token's positions come out
+// ascending), then one block per sorted place; the first place of each token owns the token's row
+// and adds the token's rows of dout onto it, in that order.
+__global__ void encoder_gather_kernel(int* tok, int* pos, const int* inp, int stride, int T, long BT) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < BT; i += (long)gridDim.x * blockDim.x) {
+        tok[i] = token_at(inp, i, T, stride);
+        pos[i] = (int)i;
+    }
+}
 
-// One block per position i. 1: if the same token occurs at an earlier position, that position's
-// block owns the row: return. 2: warp 0 lists, in order, the positions >= i holding the token,
-// kChunk at a time; then every thread adds those rows of dout to its channels of dwte[token].
-__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int* inp, int stride, int T, int C,
+constexpr int kRowsInFlight = 8;  // rows of dout a thread loads before adding them, in order
+
+__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int* tok, const int* pos, int C,
                                             long BT) {
-    __shared__ int list[kChunk];
-    __shared__ int count;
-    const long i = blockIdx.x;
-    const int v = token_at(inp, i, T, stride);
-
-    int seen = 0;
-    for (long j = threadIdx.x; j < i && !seen; j += blockDim.x) seen = token_at(inp, j, T, stride) == v;
-    if (__syncthreads_or(seen)) return;  // uniform across the block: no thread is left at a barrier
-
-    const int lane = threadIdx.x & 31;
+    __shared__ long count;
+    const long g = blockIdx.x;
+    const int v = tok[g];
+    if (g > 0 && tok[g - 1] == v) return;  // not the token's first place: uniform across the block
+    if (threadIdx.x < 32) {  // warp 0 counts the token's places, 32 at a time, up to the first other token
+        const int lane = threadIdx.x;
+        long n = 0;
+        for (long j0 = g;; j0 += 32) {
+            const unsigned same = __ballot_sync(0xffffffffu, j0 + lane < BT && tok[j0 + lane] == v);
+            const int run = same == 0xffffffffu ? 32 : __ffs(~same) - 1;  // leading places of the token
+            n += run;
+            if (run < 32) break;
+        }
+        if (lane == 0) count = n;
+    }
+    __syncthreads();
+    const long n = count;
     float* row = dwte + (long)v * C;
-    for (long j0 = i; j0 < BT; j0 += kChunk) {
-        if (threadIdx.x < 32) {
-            // Ballot compaction keeps position order: lane k's match lands after lanes < k.
-            int n = 0;
-            for (long j = j0 + lane; j < j0 + kChunk; j += 32) {
-                bool match = j < BT && token_at(inp, j, T, stride) == v;
-                unsigned mask = __ballot_sync(0xffffffffu, match);
-                if (match) list[n + __popc(mask & ((1u << lane) - 1u))] = (int)(j - j0);
-                n += __popc(mask);
-            }
-            if (lane == 0) count = n;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = row[c];
+        for (long q0 = 0; q0 < n; q0 += kRowsInFlight) {
+            float x[kRowsInFlight];
+            for (int k = 0; k < kRowsInFlight; ++k)
+                x[k] = q0 + k < n ? dout[(long)pos[g + q0 + k] * C + c] : 0.0f;
+            for (int k = 0; k < kRowsInFlight; ++k)
+                if (q0 + k < n) acc += x[k];  // in position order; nothing added past the last
         }
-        __syncthreads();
-        const int n = count;
-        for (int c = threadIdx.x; c < C && n > 0; c += blockDim.x) {
-            float acc = row[c];
-            for (int q = 0; q < n; ++q) acc += dout[(j0 + list[q]) * C + c];
-            row[c] = acc;
-        }
-        __syncthreads();  // list and count are rewritten next round
+        row[c] = acc;
     }
 }
 
@@ -86,12 +94,36 @@ void encoder_forward(float* out, const int* inp, int stride, const float* wte, c
     CUDA_CHECK(cudaGetLastError());
 }
 
+// The sort's room in the context's reduction scratch (floats): the tokens and positions, in and
+// sorted, then CUB's temporary storage, 256-byte aligned.
+static size_t sort_temp_bytes(long BT, cudaStream_t stream) {
+    size_t bytes = 0;
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const int*)nullptr, (int*)nullptr, (const int*)nullptr,
+                                               (int*)nullptr, (int)BT, 0, 32, stream));
+    return bytes;
+}
+
+static size_t ints_bytes(long BT) { return ((size_t)4 * BT * sizeof(int) + 255) / 256 * 256; }
+
+size_t encoder_backward_scratch(long BT) {
+    if (BT <= 0) return 0;
+    return (ints_bytes(BT) + sort_temp_bytes(BT, nullptr) + sizeof(float) - 1) / sizeof(float);
+}
+
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C,
-                      cudaStream_t stream) {
+                      Context& ctx, cudaStream_t stream) {
     long BT = (long)B * T;
     if (BT <= 0 || C <= 0) return;
-    CUDA_REQUIRE(stride >= T && BT < (1L << 31));  // one block per position; positions fit an int
-    encoder_backward_wte_kernel<<<(unsigned)BT, 256, 0, stream>>>(dwte, dout, inp, stride, T, C, BT);
+    CUDA_REQUIRE(stride >= T && BT < (1L << 31));  // positions and the sort's count fit an int
+    char* room = reinterpret_cast<char*>(ctx.reduction_scratch(encoder_backward_scratch(BT)));
+    int* tok = reinterpret_cast<int*>(room);
+    int *pos = tok + BT, *tok_sorted = pos + BT, *pos_sorted = tok_sorted + BT;
+    size_t temp_bytes = sort_temp_bytes(BT, stream);
+    encoder_gather_kernel<<<grid_for(BT, 256), 256, 0, stream>>>(tok, pos, inp, stride, T, BT);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cub::DeviceRadixSort::SortPairs(room + ints_bytes(BT), temp_bytes, tok, tok_sorted, pos, pos_sorted,
+                                               (int)BT, 0, 32, stream));
+    encoder_backward_wte_kernel<<<(unsigned)BT, 256, 0, stream>>>(dwte, dout, tok_sorted, pos_sorted, C, BT);
     CUDA_CHECK(cudaGetLastError());
     encoder_backward_wpe_kernel<<<grid_for((long)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK(cudaGetLastError());

@@ -95,9 +95,11 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         allocs_.clear();
         throw;
     }
-    // The widest column sums of backward: fc's bias gradient (4C), LayerNorm's two (C each).
-    ctx_->reduction_scratch(std::max(cuda::column_sums_scratch((long)BT, 4 * C, 1),
-                                     cuda::column_sums_scratch((long)BT, C, 2)));
+    // The widest column sums of backward (fc's bias gradient, 4C; LayerNorm's two, C each) and the
+    // embedding backward's sort, reserved now so that no step grows it.
+    ctx_->reduction_scratch(std::max({cuda::column_sums_scratch((long)BT, 4 * C, 1),
+                                      cuda::column_sums_scratch((long)BT, C, 2),
+                                      cuda::encoder_backward_scratch((long)BT)}));
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_argmax_.resize(BT);
@@ -550,7 +552,7 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         if (resident_ && hook) hook->grads_ready_from(v.ln1w);
     }
     ev_->timed(OpKind::encoder, s,
-               [&] { cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, s); });
+               [&] { cuda::encoder_backward(G + wte_, G + wpe_, dres, tokens_, T + 1, B, T, C, *ctx_, s); });
     if (resident_) {  // the gradients stay on the device, queued on the stream
         if (hook) hook->grads_ready_from(0);
         return;

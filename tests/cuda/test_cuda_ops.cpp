@@ -786,7 +786,7 @@ static void check_encoder(int B, int T, int C, int V, int stride, uint64_t seed)
     cuda::encoder_forward(d_out, d_tokens, stride, d_wte, d_wpe, B, T, C, ctx.stream());
     // Exact: one add per element.
     CHECK(bit_mismatches("out", d_out.get(), out) == 0);
-    cuda::encoder_backward(d_dwte, d_dwpe, d_dout, d_tokens, stride, B, T, C, ctx.stream());
+    cuda::encoder_backward(d_dwte, d_dwpe, d_dout, d_tokens, stride, B, T, C, ctx, ctx.stream());
     // Exact: each row of dwte and dwpe adds its rows of dout onto its old value in position
     // order, as the CPU does; any other order (or an atomic) would differ in the last bits.
     CHECK(bit_mismatches("dwte", d_dwte.get(), dwte) == 0);
@@ -797,7 +797,9 @@ TEST_CASE("cuda encoder_forward/backward match the CPU bit for bit", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     check_encoder(5, 67, 83, 37, 70, 800);      // B*T = 335 positions, row stride > T
     check_encoder(4, 256, 768, 1000, 257, 900);  // GPT-2 width, 1024 positions
-    check_encoder(2, 600, 40, 3, 600, 1000);     // 3 tokens over 1200 positions: > one 1024-chunk each
+    check_encoder(2, 600, 40, 3, 600, 1000);     // 3 tokens over 1200 positions: ~400 places each
+    check_encoder(8, 1024, 48, 50, 1025, 1100);  // GPT-2's 8192 positions, ~160 places a token
+    check_encoder(8, 1024, 16, 50257, 1025, 1200);  // GPT-2's vocabulary: most tokens once
 }
 
 static void check_layernorm(long N, int C, uint64_t seed) {
