@@ -94,31 +94,33 @@ void encoder_forward(float* out, const int* inp, int stride, const float* wte, c
     CUDA_CHECK(cudaGetLastError());
 }
 
-// The sort's room in the context's reduction scratch (floats): the tokens and positions, in and
-// sorted, then CUB's temporary storage, 256-byte aligned.
-static size_t sort_temp_bytes(long BT, cudaStream_t stream) {
+// CUB's temporary storage for sorting BT pairs (a host-side size query; it depends on BT and the
+// device only).
+static size_t sort_temp_bytes(long BT) {
     size_t bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const int*)nullptr, (int*)nullptr, (const int*)nullptr,
-                                               (int*)nullptr, (int)BT, 0, 32, stream));
+                                               (int*)nullptr, (int)BT, 0, 32));
     return bytes;
 }
 
+// The sort's room in the context's reduction scratch: the tokens and positions, in and sorted
+// (ints_bytes, rounded up to 256 bytes), then CUB's temporary storage; in floats.
 static size_t ints_bytes(long BT) { return ((size_t)4 * BT * sizeof(int) + 255) / 256 * 256; }
-
-size_t encoder_backward_scratch(long BT) {
-    if (BT <= 0) return 0;
-    return (ints_bytes(BT) + sort_temp_bytes(BT, nullptr) + sizeof(float) - 1) / sizeof(float);
+static size_t scratch_floats(long BT, size_t temp_bytes) {
+    return (ints_bytes(BT) + temp_bytes + sizeof(float) - 1) / sizeof(float);
 }
+
+size_t encoder_backward_scratch(long BT) { return BT <= 0 ? 0 : scratch_floats(BT, sort_temp_bytes(BT)); }
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C,
                       Context& ctx, cudaStream_t stream) {
     long BT = (long)B * T;
     if (BT <= 0 || C <= 0) return;
     CUDA_REQUIRE(stride >= T && BT < (1L << 31));  // positions and the sort's count fit an int
-    char* room = reinterpret_cast<char*>(ctx.reduction_scratch(encoder_backward_scratch(BT)));
+    size_t temp_bytes = sort_temp_bytes(BT);  // once: the scratch's size and the sort's argument
+    char* room = reinterpret_cast<char*>(ctx.reduction_scratch(scratch_floats(BT, temp_bytes)));
     int* tok = reinterpret_cast<int*>(room);
     int *pos = tok + BT, *tok_sorted = pos + BT, *pos_sorted = tok_sorted + BT;
-    size_t temp_bytes = sort_temp_bytes(BT, stream);
     encoder_gather_kernel<<<grid_for(BT, 256), 256, 0, stream>>>(tok, pos, inp, stride, T, BT);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(room + ints_bytes(BT), temp_bytes, tok, tok_sorted, pos, pos_sorted,
