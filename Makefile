@@ -57,13 +57,20 @@ LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(M
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
 LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
 
-LIB_SRCS := $(wildcard src/*.cpp src/cpu/*.cpp) $(if $(filter 1,$(HAVE_NCCL)),src/cuda/nccl_comm.cpp)
-LIB_SRCS := $(filter-out src/main.cpp,$(LIB_SRCS))
-# The CUDA backend (kernels in .cu, host code in .cpp) joins the library when CUDA is found.
-CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/cuda/*.cu))
-LIB_SRCS += $(if $(filter 1,$(HAVE_CUDA)),$(filter-out src/cuda/nccl_comm.cpp,$(wildcard src/cuda/*.cpp)))
+# The library: one folder per layer (docs/ARCHITECTURE.md). The device factory is chosen here, at
+# link time: src/backend/cuda/ defines it when CUDA is found, src/backend/no_cuda.cpp otherwise.
+LAYERS   := core config comm data model io train app backend backend/cpu
+LIB_SRCS := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.cpp))
+LIB_SRCS := $(filter-out src/app/main.cpp src/comm/nccl.cpp src/backend/no_cuda.cpp,$(LIB_SRCS)) \
+            $(if $(filter 1,$(HAVE_NCCL)),src/comm/nccl.cpp) \
+            $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/backend/cuda/*.cpp),$(wildcard src/backend/no_cuda.cpp))
+# The CUDA backend's kernels (.cu) join the library when CUDA is found.
+CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/backend/cuda/*.cu))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libdptrain.a
+# What only the tools use (JSON, charts, .npy/.npz, ingest) is a library of its own.
+TOOLS_LIB := $(BUILD)/libdptrain-tools.a
+TOOLS_LIB_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/tools/lib/*.cpp))
 TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
@@ -85,15 +92,19 @@ $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR    $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/dptrain: $(BUILD)/src/main.o $(LIB)
+$(TOOLS_LIB): $(TOOLS_LIB_OBJS)
+	@$(if $(Q),echo "  AR    $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/dptrain: $(BUILD)/src/app/main.o $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/dptrain-%: $(BUILD)/src/tools/dptrain_%.o $(LIB)
+$(BUILD)/dptrain-%: $(BUILD)/src/tools/dptrain_%.o $(TOOLS_LIB) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/unit_tests: $(UNIT_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
+$(BUILD)/unit_tests: $(UNIT_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_LIB) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -104,7 +115,7 @@ $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 ifeq ($(HAVE_CUDA),1)
 # Kernels: sm_80/sm_90 machine code (NVCC_ARCH); host-side warnings on as for the C++ sources.
 NVCCFLAGS := -std=c++17 -O3 -lineinfo $(NVCC_ARCH) -Iinclude -Xcompiler -Wall,-Wextra -MMD -MP
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(CONFIG)
+$(BUILD)/src/backend/cuda/%.o: src/backend/cuda/%.cu $(CONFIG)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC  $<")
 	$(Q)$(CUDA_HOME)/bin/nvcc $(NVCCFLAGS) -MF $(@:.o=.d) -c $< -o $@
@@ -119,7 +130,9 @@ endif
 # ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs
 # from tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 120
-FUZZ_SRCS    := src/error.cpp src/fatal.cpp src/options.cpp src/h5.cpp src/data.cpp src/checkpoint.cpp
+FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/config/options.cpp \
+                src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp \
+                src/io/checkpoint.cpp
 FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/,fuzz_options fuzz_shard fuzz_checkpoint))

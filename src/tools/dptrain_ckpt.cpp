@@ -3,8 +3,8 @@
 //                                   exit 1 when a tensor holds NaN/Inf
 //   dptrain-ckpt diff A B [--tol X] max |A - B| over parameters and optimizer state; exit 0 when
 //                                   within X (default 0: bit-identical), 1 otherwise
-#include "dptrain/checkpoint.h"
-#include "dptrain/error.h"
+#include "dptrain/io/checkpoint.h"
+#include "dptrain/core/error.h"
 
 #include <cmath>
 #include <cstdio>

@@ -8,11 +8,13 @@
 // function of (seed, index), so the data do not depend on the shard count. ingest converts users'
 // CSV / NumPy / HDF5 files (readers in ingest.h) and is the one subcommand that uses MPI.
 // Not for: reading shards (data.h, tokens.h).
-#include "dptrain/error.h"
-#include "dptrain/h5.h"
-#include "dptrain/ingest.h"
-#include "dptrain/rng.h"
-#include "dptrain/tokens.h"
+#include "dptrain/core/check.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/error.h"
+#include "dptrain/data/h5.h"
+#include "dptrain/tools/ingest.h"
+#include "dptrain/core/rng.h"
+#include "dptrain/data/tokens.h"
 
 #include <boost/program_options.hpp>
 #include <mpi.h>
@@ -253,11 +255,10 @@ bool agreed(Fn&& step) {
         ok = false;
         msg = e.what();
     }
-    int rank = 0, size = 1;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    int mine = ok ? INT_MAX : rank, first = INT_MAX;
-    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
+    int first = ok ? INT_MAX : rank;
+    world.allreduce(&first, 1, ReduceOp::min);
     if (first == INT_MAX) return true;
     if (rank == first) {
         // Messages quote bytes of the user's file; a control character there must not break the
@@ -324,17 +325,11 @@ std::string join(const std::vector<std::string>& v) {
 // Reading on every rank costs each rank the input's memory but needs no scatter protocol; the
 // shards are what takes the time, and those are split.
 int ingest_cmd(int argc, char** argv) {
-    MPI_Init(nullptr, nullptr);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    char host[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(host, &len);
-    set_process_identity(rank, std::string(host, len));
+    mpi_start(nullptr, nullptr);
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
     auto finish = [](int code) {
-        MPI_Finalize();
+        mpi_finish();
         return code;
     };
 
@@ -406,8 +401,8 @@ int ingest_cmd(int argc, char** argv) {
         }))
         return finish(2);
     // 5.
-    uint64_t total = 0;
-    MPI_CHECK(MPI_Reduce(&bytes, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD));
+    unsigned long total = bytes;
+    world.allreduce(&total, 1, ReduceOp::sum);
     if (rank == 0) {
         long n_train = 0, n_val = 0;
         int s_train = 0, s_val = 0;

@@ -6,9 +6,9 @@
 //       charts of a run's metrics.jsonl (loss, learning rate, throughput, time per phase), each
 //       as SVG and PNG. The charts themselves are drawn by plot.h; this file only picks the data.
 // Not for live monitoring: it reads the files as they are when it starts.
-#include "dptrain/error.h"
-#include "dptrain/json.h"
-#include "dptrain/plot.h"
+#include "dptrain/core/error.h"
+#include "dptrain/tools/json.h"
+#include "dptrain/tools/plot.h"
 
 #include <boost/program_options.hpp>
 

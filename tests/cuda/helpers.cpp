@@ -1,7 +1,7 @@
 // Helpers of the CUDA tests (helpers.h).
 #include "helpers.h"
 
-#include "dptrain/rng.h"
+#include "dptrain/core/rng.h"
 
 #include <cmath>
 #include <cstdio>

@@ -3,7 +3,7 @@
 // Not for: anything the library itself needs (tests only).
 #pragma once
 
-#include "dptrain/cuda_backend.h"
+#include "dptrain/backend/cuda/ops.h"
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>

@@ -3,7 +3,7 @@
 // change. On this project's CPU machines (CUDA runtime, no driver) device_count() is 0.
 #include "helpers.h"
 
-#include "dptrain/error.h"
+#include "dptrain/core/error.h"
 
 #include <cuda_runtime.h>
 

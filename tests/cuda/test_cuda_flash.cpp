@@ -4,10 +4,10 @@
 // and at GPT-2 124M's shape; and their gradients the same bits on every run.
 #include "helpers.h"
 
-#include "dptrain/backend.h"
-#include "dptrain/cuda_backend.h"
-#include "dptrain/cuda_gpt.h"
-#include "dptrain/error.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/cuda/ops.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/core/error.h"
 
 #include <cmath>
 #include <limits>

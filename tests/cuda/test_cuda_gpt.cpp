@@ -3,9 +3,9 @@
 // then 50 optimizer steps each (the same AdamW on the host), whose loss curves must agree.
 #include "helpers.h"
 
-#include "dptrain/cuda_gpt.h"
-#include "dptrain/error.h"
-#include "dptrain/optim.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/core/error.h"
+#include "dptrain/model/optim.h"
 
 #include <algorithm>
 #include <cmath>

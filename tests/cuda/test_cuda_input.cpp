@@ -7,10 +7,10 @@
 // a batch at the staged address with fewer or more rows, a batch staged twice.
 #include "helpers.h"
 
-#include "dptrain/cuda_gpt.h"
-#include "dptrain/cuda_mlp.h"
-#include "dptrain/gpt.h"
-#include "dptrain/op_times.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/mlp.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/model/op_times.h"
 
 #include <memory>
 #include <string>

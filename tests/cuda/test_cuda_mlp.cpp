@@ -2,8 +2,8 @@
 // 50 optimizer steps each (the same AdamW on the host), whose loss curves must agree.
 #include "helpers.h"
 
-#include "dptrain/cuda_mlp.h"
-#include "dptrain/optim.h"
+#include "dptrain/backend/cuda/mlp.h"
+#include "dptrain/model/optim.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,10 +6,10 @@
 // finite differences; here the CPU is the reference).
 #include "helpers.h"
 
-#include "dptrain/backend.h"
-#include "dptrain/bf16.h"
-#include "dptrain/cuda_backend.h"
-#include "dptrain/optim.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/bf16.h"
+#include "dptrain/backend/cuda/ops.h"
+#include "dptrain/model/optim.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,9 +4,9 @@
 // active. One process, no MPI (no topology: nothing to sum).
 #include "helpers.h"
 
-#include "dptrain/cuda_gpt.h"
-#include "dptrain/device_step.h"
-#include "dptrain/optim.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/device_step.h"
+#include "dptrain/model/optim.h"
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // libFuzzer target: the checkpoint reader, fed arbitrary bytes as a checkpoint file. Loading must
 // end in a verified state or a UserError.
-#include "dptrain/checkpoint.h"
-#include "dptrain/error.h"
+#include "dptrain/io/checkpoint.h"
+#include "dptrain/core/error.h"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
 // libFuzzer target: the option parser, fed command lines and INI files. Every input must end in
 // a parse result or a UserError; any other exception, crash or sanitizer report is a bug.
 // First byte even: the rest is argv (tokens split at NUL). Odd: the rest is an INI file.
-#include "dptrain/error.h"
-#include "dptrain/options.h"
+#include "dptrain/core/error.h"
+#include "dptrain/config/options.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

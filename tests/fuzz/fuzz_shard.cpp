@@ -6,8 +6,8 @@
 // Raw bytes are not fed to HDF5 here: HDF5 1.10's own parser can crash on corrupt files, which
 // dptrain cannot prevent for files users write with other tools (its own checkpoints carry a
 // checksum that is verified before HDF5 parses them).
-#include "dptrain/data.h"
-#include "dptrain/error.h"
+#include "dptrain/data/shards.h"
+#include "dptrain/core/error.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>

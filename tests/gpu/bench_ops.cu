@@ -16,8 +16,8 @@
 // Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
 // few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
-#include "dptrain/cuda_backend.h"
-#include "dptrain/error.h"
+#include "dptrain/backend/cuda/ops.h"
+#include "dptrain/core/error.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

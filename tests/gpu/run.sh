@@ -143,7 +143,7 @@ step() {
     if [ -z "$note" ] && [ $result = FAIL ]; then
       note="exit $rc: $(grep -m1 '^dptrain: error:' "$log" || grep -v '^\s*$' "$log" | tail -n1)"
     fi
-    # A fused GEMM that cuBLASLt declined at run time (src/cuda/matmul.cu) ran unfused: slower, so said.
+    # A fused GEMM that cuBLASLt declined at run time (src/backend/cuda/matmul.cu) ran unfused: slower, so said.
     if grep -q 'cuBLASLt declined' "$log"; then note="cuBLASLt declined a fused GEMM (see the log); $note"; fi
     tail -n 15 "$log" | sed 's/^/    | /'
   fi
@@ -197,7 +197,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/cuda/matmul.cu src/cuda/activation.cu src/cuda/attention.cu src/cuda/flash_attention.cu src/cuda/crossentropy.cu src/cuda/optim.cu src/cuda/layernorm.cu src/cuda/encoder.cu src/cuda/context.cpp src/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/core/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 

@@ -4,9 +4,10 @@
 // all-gather of the MPI communicator; GradSync buckets with and without overlap.
 #include "helpers.h"
 
-#include "dptrain/allreduce.h"
-#include "dptrain/error.h"
-#include "dptrain/gradsync.h"
+#include "dptrain/comm/allreduce.h"
+#include "dptrain/config/options.h"
+#include "dptrain/core/error.h"
+#include "dptrain/comm/gradsync.h"
 
 #include <catch2/catch.hpp>
 
@@ -29,7 +30,7 @@ TEST_CASE("all-reduce algorithms give exact sums on every node shape", "[allredu
     for (int rpn = 0; rpn <= W; ++rpn) {
         if (rpn > 0 && W % rpn != 0) continue;
         Topology topo = Topology::create(MPI_COMM_WORLD, rpn);
-        for (const char* algo : {"flat", "hierarchical", "auto"}) {
+        for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical, AllreduceAlgo::automatic}) {
             AllreduceEngine eng(algo, topo, cap, /*threshold_bytes=*/4096);
             for (DType wire : {DType::f32, DType::bf16}) {
                 for (size_t count : kCounts) {
@@ -47,7 +48,7 @@ TEST_CASE("all-reduce algorithms give exact sums on every node shape", "[allredu
                         wrong += buf[offset + i] != want;
                     }
                     wrong += buf[offset + count] != 123.0f;
-                    INFO(algo << " rpn=" << rpn << " " << dtype_name(wire) << " count=" << count << " ranks=" << W);
+                    INFO(name_of(algo) << " rpn=" << rpn << " " << dtype_name(wire) << " count=" << count << " ranks=" << W);
                     CHECK(wrong == 0);
                 }
             }
@@ -59,7 +60,7 @@ TEST_CASE("all-reduce algorithms give exact sums on every node shape", "[allredu
 TEST_CASE("bf16 on the wire: within bf16 rounding of the float32 sum, identical on every rank", "[allreduce]") {
     const int R = world_rank(), W = world_size();
     Topology topo = Topology::create(MPI_COMM_WORLD, W % 2 == 0 ? 2 : 0);
-    for (const char* algo : {"flat", "hierarchical"}) {
+    for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical}) {
         AllreduceEngine eng(algo, topo, 5000);
         std::vector<float> exact(5000, 0.0f);
         for (size_t i = 0; i < 5000; ++i) {
@@ -102,9 +103,9 @@ TEST_CASE("hierarchical refuses nodes of unequal size; auto falls back to flat",
     t.num_nodes = 2;
     MPI_Comm_split(MPI_COMM_WORLD, t.local_rank, t.node_index, &t.cross);
     if (W != 4) {
-        CHECK_THROWS_WITH(AllreduceEngine("hierarchical", t, 10), Catch::Contains("same number of ranks on every node"));
-        AllreduceEngine a("auto", t, 10);
-        CHECK(a.algo() == AllreduceEngine::Algo::flat);
+        CHECK_THROWS_WITH(AllreduceEngine(AllreduceAlgo::hierarchical, t, 10), Catch::Contains("same number of ranks on every node"));
+        AllreduceEngine a(AllreduceAlgo::automatic, t, 10);
+        CHECK(a.algo() == AllreduceAlgo::flat);
     }
     t.destroy();
 }
@@ -155,7 +156,7 @@ TEST_CASE("GradSync: buckets cover the buffer once, overlap or not, same result"
     Topology topo = Topology::create(MPI_COMM_WORLD, 0);
     for (bool overlap : {false, true}) {
         for (double mb : {0.001, 0.01, 100.0}) {
-            AllreduceEngine eng("auto", topo, layout.total, 1024);
+            AllreduceEngine eng(AllreduceAlgo::automatic, topo, layout.total, 1024);
             GradSync sync(eng, layout, mb, DType::f32, overlap);
             size_t covered = 0, expect_end = layout.total;
             for (auto& b : sync.buckets()) {  // contiguous, from the end down

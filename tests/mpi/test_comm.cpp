@@ -3,9 +3,9 @@
 // "verifiable" pattern).
 #include "helpers.h"
 
-#include "dptrain/comm.h"
-#include "dptrain/error.h"
-#include "dptrain/topology.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/error.h"
+#include "dptrain/comm/topology.h"
 
 #include <catch2/catch.hpp>
 

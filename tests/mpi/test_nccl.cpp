@@ -1,10 +1,10 @@
 // NcclCommunicator on device buffers, against the same exact small-integer sums as the MPI tests.
 // Each rank uses GPU (local rank mod GPUs). Without NCCL in the build or without a GPU the test
 // prints a SKIPPED line (tests/run_all.sh shows it) and checks nothing.
-#include "dptrain/comm.h"
-#include "dptrain/error.h"
-#include "dptrain/topology.h"
-#include "dptrain/version.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/error.h"
+#include "dptrain/comm/topology.h"
+#include "dptrain/backend/device.h"
 
 #include <catch2/catch.hpp>
 
@@ -14,8 +14,8 @@
 #include <vector>
 
 #ifdef DPTRAIN_HAVE_NCCL
-#include "dptrain/bf16.h"
-#include "dptrain/nccl_comm.h"
+#include "dptrain/core/bf16.h"
+#include "dptrain/comm/nccl.h"
 
 #include <cuda_runtime.h>
 #endif
@@ -32,7 +32,7 @@ static void skip(const std::string& why) {
 // This rank's visible GPUs when every rank has one; otherwise prints the SKIPPED line, returns 0.
 static int gpus_or_skip() {
     std::string why;
-    int gpus = cuda_device_count(&why);
+    int gpus = gpu_count(&why);
     int min_gpus = gpus;
     MPI_Allreduce(MPI_IN_PLACE, &min_gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (min_gpus <= 0) {
@@ -151,9 +151,9 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
 }
 
 #ifdef DPTRAIN_HAVE_NCCL
-#include "dptrain/cuda_gpt.h"
-#include "dptrain/device_step.h"
-#include "dptrain/optim.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/device_step.h"
+#include "dptrain/model/optim.h"
 #endif
 
 // DeviceStep's NCCL path (buckets started by backward's hooks, the events between the model's
@@ -187,14 +187,14 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
     in.tokens = tokens.data();
     in.stride = T + 1;
     struct Case {
-        const char* algo;
+        AllreduceAlgo algo;
         const Topology* topo;
     };
-    std::vector<Case> cases = {{"flat", &real}, {"hierarchical", &real}};
-    if (two.node != MPI_COMM_NULL) cases.push_back({"hierarchical", &two});
+    std::vector<Case> cases = {{AllreduceAlgo::flat, &real}, {AllreduceAlgo::hierarchical, &real}};
+    if (two.node != MPI_COMM_NULL) cases.push_back({AllreduceAlgo::hierarchical, &two});
     for (const Case& c : cases) {
-        const std::string algo = c.algo;
-        INFO("--allreduce " << algo << " over " << c.topo->num_nodes << " node(s)");
+        const bool flat = c.algo == AllreduceAlgo::flat;
+        INFO("--allreduce " << (flat ? "flat" : "hierarchical") << " over " << c.topo->num_nodes << " node(s)");
         CudaGpt a(cfg, B, dev), b(cfg, B, dev);
         a.set_resident(true);
         b.set_resident(true);
@@ -209,11 +209,11 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         // hierarchical sums values past the blocks too.
         DeviceStep::Sum how;
         how.topo = c.topo;
-        how.algo = algo;
+        how.algo = c.algo;
         how.bucket_mb = 523.0 * sizeof(float) / (1 << 20);
         how.nccl_for_one = true;
         DeviceStep sa(a, a.layout(), h, how), sb(b, b.layout(), h);
-        CHECK(sa.describe().find(algo == "flat" ? "NCCL all-reduce" : "NCCL hierarchical") != std::string::npos);
+        CHECK(sa.describe().find(flat ? "NCCL all-reduce" : "NCCL hierarchical") != std::string::npos);
         sa.upload(p.data(), oa);
         sb.upload(p.data(), ob);
         const float scale = 1.0f / (B * T);

@@ -1,8 +1,8 @@
 #include "helpers.h"
 
-#include "dptrain/error.h"
-#include "dptrain/optim.h"
-#include "dptrain/rng.h"
+#include "dptrain/core/error.h"
+#include "dptrain/model/optim.h"
+#include "dptrain/core/rng.h"
 
 #include <catch2/catch.hpp>
 

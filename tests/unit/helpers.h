@@ -1,8 +1,8 @@
 // Shared helpers of the unit tests: temporary directories and small shard sets.
 #pragma once
 
-#include "dptrain/gpt.h"
-#include "dptrain/h5.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/data/h5.h"
 
 #include <cstdint>
 #include <functional>

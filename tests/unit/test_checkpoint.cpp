@@ -1,8 +1,9 @@
 // Checkpoints: exact round trip, corruption caught by checksum, fallback, and keep-K.
 #include "helpers.h"
 
-#include "dptrain/checkpoint.h"
-#include "dptrain/error.h"
+#include "dptrain/core/checksum.h"
+#include "dptrain/io/checkpoint.h"
+#include "dptrain/core/error.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // ShardSet reads and its errors, the Sampler's partition of each epoch, and the Prefetcher.
 #include "helpers.h"
 
-#include "dptrain/data.h"
-#include "dptrain/error.h"
+#include "dptrain/data/shards.h"
+#include "dptrain/core/error.h"
 
 #include <catch2/catch.hpp>
 

@@ -3,9 +3,9 @@
 // with a partial last one; and the GPT trained with it against the GPT with matmul attention.
 #include "helpers.h"
 
-#include "dptrain/backend.h"
-#include "dptrain/error.h"
-#include "dptrain/gpt.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/error.h"
+#include "dptrain/model/gpt.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,9 +4,9 @@
 // orders: logits and loss within 2e-5 absolute + 1e-4 relative; gradients within 1e-6 absolute
 // + 1e-3 relative of the largest gradient of their tensor; after 3 AdamW steps (lr 1e-2, where
 // the first step moves every weight by ~lr) losses within 1e-4 and parameters within 5e-5.
-#include "dptrain/gpt.h"
-#include "dptrain/h5.h"
-#include "dptrain/optim.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/data/h5.h"
+#include "dptrain/model/optim.h"
 
 #include <catch2/catch.hpp>
 

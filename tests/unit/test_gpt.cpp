@@ -2,12 +2,13 @@
 // test_ops.cpp: |analytic - numeric| <= 2e-3 + 2e-2 |numeric|, h = 1e-2 for ops, 1e-3 model).
 #include "helpers.h"
 
-#include "dptrain/backend.h"
-#include "dptrain/bf16.h"
-#include "dptrain/error.h"
-#include "dptrain/gpt.h"
-#include "dptrain/optim.h"
-#include "dptrain/rng.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/config/options.h"
+#include "dptrain/core/bf16.h"
+#include "dptrain/core/error.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/model/optim.h"
+#include "dptrain/core/rng.h"
 
 #include <catch2/catch.hpp>
 

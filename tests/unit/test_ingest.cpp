@@ -3,10 +3,10 @@
 // .npy header, the zip records) so the readers are checked against the formats, not themselves.
 #include "helpers.h"
 
-#include "dptrain/error.h"
-#include "dptrain/ingest.h"
-#include "dptrain/npy.h"
-#include "dptrain/zip.h"
+#include "dptrain/core/error.h"
+#include "dptrain/tools/ingest.h"
+#include "dptrain/tools/npy.h"
+#include "dptrain/tools/zip.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // The step breakdown's statistics, the metrics records (JSON lines and EMF) and the progress text.
-#include "dptrain/metrics.h"
+#include "dptrain/io/metrics.h"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 // backward while an OpTimes is set (and none once it is cleared).
 #include "helpers.h"
 
-#include "dptrain/gpt.h"
-#include "dptrain/model.h"
-#include "dptrain/op_times.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/model/model.h"
+#include "dptrain/model/op_times.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,10 +4,10 @@
 // while still catching a wrong term (errors of a wrong formula are O(1)).
 #include "helpers.h"
 
-#include "dptrain/backend.h"
-#include "dptrain/fastmath.h"
-#include "dptrain/model.h"
-#include "dptrain/rng.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/fastmath.h"
+#include "dptrain/model/model.h"
+#include "dptrain/core/rng.h"
 
 #include <catch2/catch.hpp>
 

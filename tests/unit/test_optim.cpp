@@ -1,5 +1,5 @@
 // Optimizer steps against values computed by hand, the LR schedule's shape, and clipping.
-#include "dptrain/optim.h"
+#include "dptrain/model/optim.h"
 
 #include <catch2/catch.hpp>
 

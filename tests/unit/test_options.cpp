@@ -1,8 +1,8 @@
 // Options: defaults, INI + command line precedence, and one clear message per bad input.
 #include "helpers.h"
 
-#include "dptrain/error.h"
-#include "dptrain/options.h"
+#include "dptrain/core/error.h"
+#include "dptrain/config/options.h"
 
 #include <catch2/catch.hpp>
 
@@ -38,7 +38,7 @@ static std::string write_tmp(const std::string& name, const std::string& text) {
 
 TEST_CASE("defaults are valid and derived paths follow --run-dir", "[options]") {
     Options o = parse({}).opts;
-    CHECK(o.model == "mlp");
+    CHECK(o.model == ModelKind::mlp);
     CHECK(o.hidden_sizes == std::vector<int>{256, 256});
     CHECK(o.checkpoint_dir == "runs/local/checkpoints");
     CHECK(o.metrics == "runs/local/metrics.jsonl");
@@ -52,7 +52,7 @@ TEST_CASE("INI file values apply and the command line wins", "[options]") {
     Options o = parse({"--config", cfg, "--lr", "0.25"}).opts;
     CHECK(o.batch_size == 7);
     CHECK(o.lr == 0.25);
-    CHECK(o.optimizer == "sgd");
+    CHECK(o.optimizer == Optimizer::Kind::sgd);
 }
 
 TEST_CASE("to_ini round-trips every option", "[options]") {
@@ -94,7 +94,7 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     CHECK(e.find("--attention flash takes bf16 operands; use it with --precision bf16") != std::string::npos);
     e = error_of({"--model", "mlp", "--attention", "flash", "--precision", "bf16"});
     CHECK(e.find("--attention flash is for --model gpt") != std::string::npos);
-    CHECK(parse({"--model", "gpt", "--attention", "flash", "--precision", "bf16"}).opts.attention == "flash");
+    CHECK(parse({"--model", "gpt", "--attention", "flash", "--precision", "bf16"}).opts.attention == AttentionKind::flash);
 
     e = error_of({"--shuffle-block", "0"});
     CHECK(e.find("--shuffle-block 0 must be in 1..") != std::string::npos);

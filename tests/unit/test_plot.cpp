@@ -4,9 +4,9 @@
 // tests/integration/report_plot.sh runs that.
 #include "helpers.h"
 
-#include "dptrain/error.h"
-#include "dptrain/json.h"
-#include "dptrain/plot.h"
+#include "dptrain/core/error.h"
+#include "dptrain/tools/json.h"
+#include "dptrain/tools/plot.h"
 
 #include <catch2/catch.hpp>
 

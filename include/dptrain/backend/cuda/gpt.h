@@ -1,0 +1,124 @@
+// The GPT computed on a GPU with the CUDA backend's ops (cuda_backend.h), behind the same Model
+// interface as the CPU Gpt: parameters, gradients and token windows stay in host memory (the
+// trainer, all-reduce, optimizer and checkpoints keep them there) and are copied to and from the
+// device around each forward and backward; every activation lives on the device. Built only with
+// CUDA. Not for: the fastest path (the copies of parameters and gradients cost a share of every
+// step, see docs/GPU.md); it is the GPT's first GPU path and the reference for device-resident
+// training.
+#pragma once
+
+#include "dptrain/backend/cuda/ops.h"
+#include "dptrain/model/gpt.h"
+
+#include <memory>
+#include <vector>
+
+namespace dptrain {
+namespace cuda {
+class Matmuls;
+class HostGradients;
+class InputSlots;
+class OpEvents;
+}
+
+class CudaGpt : public Model, public cuda::Resident {
+  public:
+    // The same network as Gpt(cfg, max_batch), on CUDA device `device`, in `precision` (allocated
+    // for it from the start: bf16 keeps several activations at half the bytes; set_precision may
+    // change it later).
+    CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision = Precision::fp32);
+    ~CudaGpt() override;
+
+    const ParamLayout& layout() const override { return host_.layout(); }
+    std::string signature() const override { return host_.signature(); }  // checkpoints move between CPU and GPU
+    int terms_per_sample() const override { return host_.terms_per_sample(); }
+    double flops_per_sample() const override { return host_.flops_per_sample(); }
+    void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
+    // Token checks and messages as Gpt::forward; *correct is counted on the host from each row's
+    // argmax, which the loss kernel finds (evaluation only: the trainer asks for it there).
+    double forward(const float* params, const ModelBatch& in, long* correct) override;
+    // The parameters on the device are those of the forward just run (the caller's contract).
+    void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
+    void set_precision(Precision p) override;
+    // Copies the windows to the device on the input stream while the current step computes.
+    void stage(const ModelBatch& next) override;
+    void unstage() override;
+    void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
+    long staged_batches() const override;
+    void set_resident(bool on) override { resident_ = on; }
+    float* device_params() override { return params_; }
+    float* device_grads() override { return grads_; }
+    cuda::Context& context() override { return *ctx_; }
+    bf16* rounded_params() override;
+    void set_rounded_current(bool current) override;
+
+  private:
+    // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);
+    // `what` says the whole need on failure.
+    float* dev(size_t n, const std::string& what, std::vector<void*>& into);
+    void release();  // every device buffer, the input slots and the bf16 room
+    // Layer l's slot of an activation of n values a layer: fp32, or (half) bf16 values, n of
+    // them a layer apart in a buffer of half the bytes.
+    static float* slot(float* base, size_t l, size_t n, bool half) {
+        return half ? reinterpret_cast<float*>(reinterpret_cast<bf16*>(base) + l * n) : base + l * n;
+    }
+    Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
+    GptConfig cfg_;
+    int max_batch_;
+    std::unique_ptr<cuda::Context> ctx_;
+    std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
+    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
+    std::unique_ptr<cuda::InputSlots> input_;          // the token windows' way in
+    std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
+    std::vector<void*> allocs_;
+    std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
+    bool precision_set_ = false;
+    Precision precision_ = Precision::fp32;
+    bool resident_ = false;
+    struct LayerViews {
+        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    };
+    std::vector<LayerViews> lv_;
+    size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+    struct Kept {
+        float** where;
+        size_t n;   // values in all
+        bool half;  // held as bf16
+    };
+    std::vector<Kept> kept_plan(Precision p);
+    double kept_bytes(Precision p);
+    // The logits' row stride in values: V in fp32; in bf16 V rounded up to a multiple of 64, so
+    // each row starts on a 128-byte line and the classifier's GEMMs see aligned rows (the padding
+    // is neither written by them nor read by the loss).
+    int logits_stride(Precision p) const {
+        const int V = cfg_.vocab_size;
+        return p == Precision::bf16 ? (V + 63) / 64 * 64 : V;
+    }
+    // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
+    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without; in bf16, logits_
+    // in rows of logits_stride values, and atty_ empty with flash attention: atty16_ holds it).
+    // In bf16, ln1_, ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold
+    // their values rounded to bf16, in buffers of half the bytes (slot() finds a layer's part);
+    // dsmall_ holds the input gradients LayerNorm's backward takes as bf16, and (with flash
+    // attention) datty_ attention's output gradient as bf16, in their first half.
+    float *params_ = nullptr, *grads_ = nullptr;
+    int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
+    int *targets_ = nullptr;  // their last T tokens, packed
+    float *encoded_ = nullptr, *ln1_ = nullptr, *ln1_mean_ = nullptr, *ln1_rstd_ = nullptr, *qkv_ = nullptr,
+          *atty_ = nullptr, *att_ = nullptr, *residual2_ = nullptr, *ln2_ = nullptr, *ln2_mean_ = nullptr,
+          *ln2_rstd_ = nullptr, *fch_ = nullptr, *fch_gelu_ = nullptr, *residual3_ = nullptr, *lnf_ = nullptr,
+          *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr, *logits_ = nullptr, *losses_ = nullptr,
+          *scratch_ = nullptr, *lse_ = nullptr, *ce_stats_ = nullptr;
+    int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
+    bf16* atty16_ = nullptr;  // bf16: attention's output rounded for its projection, kept for backward
+    bf16* dfc16_ = nullptr;   // bf16: fc's output gradient (B, T, 4C), from GELU's backward
+    void free16();            // frees atty16_ and dfc16_
+    float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *datt_ = nullptr,
+          *datty_ = nullptr, *delta_ = nullptr;
+    int last_B_ = 0;
+    // Host staging, allocated once.
+    std::vector<int> host_targets_, host_argmax_;
+    std::vector<float> host_losses_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,87 @@
+// All-reduce algorithms over host memory, chosen by --allreduce flat|hierarchical|auto:
+//   flat          MPI_Allreduce over all ranks;
+//   hierarchical  inside each node through an MPI-3 shared-memory window (each rank sums its 1/L
+//                 slice straight from its peers' buffers), then across nodes among the ranks of
+//                 equal local rank (MPI), then every rank copies the other slices back;
+//   auto          hierarchical for messages of at least `threshold` bytes, flat below, when the
+//                 topology allows (equal ranks per node, more than one rank per node).
+// The engine owns the gradient buffer: for the shared-memory paths it lives in the node's window,
+// so backward writes straight into memory the peers can read (no copy in or out).
+// Not for: buckets and overlap (gradsync.h), device memory (NCCL).
+#pragma once
+
+#include "dptrain/core/bf16.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/comm/shared_window.h"
+#include "dptrain/comm/topology.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// The gradients' window: each rank of the node owns a float32 segment of `capacity` elements and a
+// bf16 staging segment of the same count, and reads its peers' segments directly.
+class NodeWindow {
+  public:
+    NodeWindow(MPI_Comm node, size_t capacity);  // collective over node
+
+    float* segment(int local_rank) const { return seg_[local_rank]; }
+    bf16* staging(int local_rank) const { return stg_[local_rank]; }
+    size_t capacity() const { return capacity_; }
+    int local_rank() const { return win_->local_rank(); }
+    int local_size() const { return win_->local_size(); }
+    void sync() { win_->sync(); }  // SharedWindow::sync
+
+  private:
+    std::unique_ptr<SharedWindow> win_;
+    size_t capacity_;
+    std::vector<float*> seg_;
+    std::vector<bf16*> stg_;
+};
+
+class AllreduceEngine {
+  public:
+    using Algo = AllreduceAlgo;
+
+    // Collective over topo.world. Throws UserError (the same on every rank) when hierarchical is
+    // asked of nodes with unequal rank counts. threshold_bytes: auto's switch point (messages of
+    // at least this size go hierarchical).
+    AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity,
+                    size_t threshold_bytes = kDefaultThreshold);
+    ~AllreduceEngine();
+
+    // Where gradients go: capacity floats, zeroed, in the node's window when a shared-memory
+    // path may be used.
+    float* buffer() const { return buf_; }
+    size_t capacity() const { return capacity_; }
+    // buffer()[offset, offset + count) = its sum over all ranks, identical bytes on every rank.
+    // wire = bf16 halves the bytes moved; sums are accumulated in float32 and rounded to bf16
+    // for transfer (the result every rank gets is the bf16-rounded sum, widened to float32).
+    void run(size_t offset, size_t count, DType wire);
+    // "hierarchical (2 nodes x 2 ranks)" or "auto: hierarchical from 64 KiB, flat below".
+    std::string describe() const;
+    Algo algo() const { return algo_; }
+    // The path run() takes for a message of `count` elements: "flat" or "hierarchical".
+    const char* path_for(size_t count, DType wire) const;
+    int world_size() const { return topo_.size; }
+
+    // Measured crossover (docs/BENCHMARKS.md): the shared-memory path wins from 4 KiB on.
+    static constexpr size_t kDefaultThreshold = 4 << 10;
+
+  private:
+    void run_flat(size_t offset, size_t count, DType wire);
+    void run_hierarchical(size_t offset, size_t count, DType wire);
+
+    Algo algo_;
+    const Topology& topo_;
+    size_t capacity_, threshold_;
+    MpiCommunicator world_, cross_;
+    std::unique_ptr<NodeWindow> win_;
+    std::vector<float> own_;  // the buffer when there is no window
+    std::vector<bf16> wire_;  // flat bf16 staging
+    float* buf_ = nullptr;
+};
+
+} // namespace dptrain

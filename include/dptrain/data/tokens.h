@@ -1,0 +1,85 @@
+// Language-model data: token shards (`/tokens` uint16 or uint32, 1-D, with the vocabulary in the
+// file's attributes), the tokenizers that made them, and the windows a rank trains on.
+// Not for: tabular data (data.h) or the model.
+#pragma once
+
+#include "dptrain/data/shards.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// Byte level (256 ids, id = byte) or character level (ids for the Unicode characters of the
+// training text, in code-point order).
+struct Tokenizer {
+    std::string kind = "byte";  // byte | char
+    std::vector<uint32_t> chars;  // char: the code point of each id
+    int vocab_size() const { return kind == "byte" ? 256 : (int)chars.size(); }
+    // Throws UserError naming a character the vocabulary lacks.
+    std::vector<int> encode(const std::string& utf8) const;
+    std::string decode(const std::vector<int>& ids) const;
+    // The char table as UTF-8 text (how it is stored in shards and checkpoints) and back.
+    std::string table() const;
+    static Tokenizer from(const std::string& kind, const std::string& table);
+    // A character-level vocabulary from text.
+    static Tokenizer chars_of(const std::string& utf8);
+};
+
+// The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1
+// tokens starting at k*T + shift, where shift (0 <= shift < T) is drawn per epoch from the seed
+// (the validation split uses shift 0), so epochs see different cuts of the text. Sample i is a
+// window index over all shards in order, so the Sampler's world-size independence carries over.
+class TokenShardSet : public Dataset {
+  public:
+    // Checks every shard (dtype, rank, vocabulary attributes, agreement, enough tokens). mode memory:
+    // `node` is the node's communicator for load_node_memory (direct and memory only).
+    static TokenShardSet open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
+                              bool shift_per_epoch, IoMode mode = IoMode::direct, MPI_Comm node = MPI_COMM_NULL);
+    TokenShardSet(TokenShardSet&&) = default;
+    ~TokenShardSet() override;
+
+    long num_samples() const override { return total_; }
+    int floats_per_sample() const override { return 0; }
+    int ints_per_sample() const override { return T_ + 1; }
+    void read(const long* idx, int n, long epoch, float* x, int* y) override;
+    int num_shards() const override { return (int)shards_.size(); }
+    const std::string& shard_path(int i) const override { return shards_[i].path; }
+    std::unique_ptr<Dataset> reopen() const override;
+    const Tokenizer& tokenizer() const { return tok_; }
+    long num_tokens() const { return tokens_; }
+    IoMode mode() const { return mode_; }
+    // --io memory: allocates the node-shared buffer (collective over the node's communicator) and
+    // loads this rank's share of every shard's tokens, in their stored width, one read per shard
+    // piece. As ShardSet::load_node_memory: every rank of the node must have loaded its share
+    // before any reads (the caller agrees across ranks afterwards), and reopen() shares the copy.
+    void load_node_memory();
+    double memory_bytes() const;
+
+  private:
+    struct Shard {
+        std::string path;
+        long first = 0, windows = 0, tokens = 0;
+        h5::Hid file, data;
+        int fd = -1;  // >= 0: direct reads at `at`
+        long at = 0;
+        int width = 2;  // bytes per token
+        size_t mem_at = 0;  // --io memory: where its tokens start in the node-shared buffer
+    };
+    TokenShardSet() = default;
+    std::string dir_, split_;
+    std::vector<Shard> shards_;
+    Tokenizer tok_;
+    long total_ = 0, tokens_ = 0;
+    int T_ = 0;
+    uint64_t seed_ = 0;
+    bool shift_ = true;
+    IoMode mode_ = IoMode::direct;
+    MPI_Comm node_ = MPI_COMM_NULL;
+    std::shared_ptr<SharedWindow> node_copy_;  // --io memory, once loaded (its segment 0)
+    std::vector<unsigned char> raw_;  // one window's bytes, reused
+};
+
+} // namespace dptrain

@@ -1,0 +1,86 @@
+// Checkpoints: everything an exact resume needs, in one HDF5 file written atomically (temp name,
+// fsync, rename, fsync of the directory) with a checksum per dataset verified on load.
+// Not for: deciding when to checkpoint (the trainer does).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dptrain {
+
+// File layout: a 512-byte header ("user block", which HDF5 skips) holding the file's size and a
+// checksum of everything after the header, then the HDF5 file. The header is verified before
+// HDF5 reads a byte, so a corrupt or partial file is refused without being parsed (HDF5 1.10
+// itself can crash on corrupt input; tests/fuzz found it).
+constexpr size_t kCheckpointHeader = 512;
+
+struct CheckpointState {
+    long step = 0;          // optimizer steps completed
+    long epoch = 0;         // data position: epoch of the next step ...
+    long epoch_offset = 0;  // ... and samples of that epoch already consumed
+    long global_batch = 0;
+    uint64_t seed = 0;  // every random stream is counter-based from seed + position
+    int world_size = 0;  // informational: a different world size may resume
+    std::string model;      // model signature; a resume must match it
+    std::string optimizer;  // adamw | sgd
+    std::string options;    // the resolved options as INI text
+    std::string tokenizer;  // language models: byte | char ("" otherwise)
+    std::string vocab;      // char tokenizer: the characters in id order (UTF-8)
+    std::vector<float> params, opt_m, opt_v;
+};
+
+// DIR/ckpt-00000120.h5 for step 120.
+std::string checkpoint_path(const std::string& dir, long step);
+
+// Writes the checkpoint of s.step into dir (created if missing) atomically, then deletes all but
+// the newest `keep` checkpoints. Returns the path. Throws UserError (previous checkpoints intact).
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep);
+
+// Loads and verifies every checksum. Throws UserError naming the file and what is wrong.
+CheckpointState load_checkpoint(const std::string& path);
+
+// Flips bytes inside the /params data of a checkpoint file (fault injection for tests).
+void corrupt_checkpoint_file(const std::string& path);
+
+// Writes checkpoints on a background thread from a host copy taken when the write is started, so
+// training continues meanwhile; one write in flight at a time, with save_checkpoint's atomicity.
+class AsyncCheckpointer {
+  public:
+    AsyncCheckpointer();
+    ~AsyncCheckpointer();  // waits for the write in flight (errors then are printed, not thrown)
+    // Waits for the previous write (throwing its UserError), then returns the state to fill. Its
+    // tensors keep their capacity between checkpoints: filling them does not allocate.
+    CheckpointState& next();
+    // Starts writing what next() returned.
+    void start(const std::string& dir, int keep);
+    // Waits for the write in flight; throws its UserError. Returns its path ("" if none).
+    std::string wait();
+
+  private:
+    void run();
+    CheckpointState state_;
+    std::string dir_, path_, error_;
+    int keep_ = 1;
+    bool pending_ = false, stop_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread thread_;
+};
+
+// Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
+// start, not at the first checkpoint), and removes temporary files a killed writer left behind.
+// Throws UserError naming the directory.
+void prepare_checkpoint_dir(const std::string& dir);
+
+// Checkpoints in dir, newest first.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// The newest checkpoint of dir that verifies; a bad newer one adds a line to *warnings and is
+// skipped. Returns false when dir has no usable checkpoint.
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings);
+
+} // namespace dptrain

@@ -1,0 +1,147 @@
+// What a run reports: wall-clock timers, the fixed-width step and eval lines of rank 0, and the
+// JSON-lines metrics file beside them. Not for: deciding what is measured (the trainer does).
+#pragma once
+
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/clock.h"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+struct StepStats {
+    long step = 0, total = 0;  // step is 1-based: steps completed
+    double loss = 0, grad_norm = 0, lr = 0;
+    double ms_per_step = 0;     // wall time per step over the interval
+    double samples_per_s = 0;   // global samples per second over the interval
+    int tokens_per_sample = 0;  // > 0: a language model; the line shows tokens/s
+    double mfu = -1;            // model FLOPs utilisation (0..1); < 0: unknown
+    double data_wait_pct = 0;   // share of the interval spent waiting for data (max over ranks)
+    double comm_pct = 0;        // share spent waiting for gradient all-reduce that backward did not
+                                // hide: the exposed communication (max over ranks)
+    double comm_total_pct = 0;  // share of the interval the all-reduce calls took, hidden or not
+    double eta_s = -1;          // seconds left at the run's pace so far; < 0: unknown
+};
+
+struct EvalStats {
+    long step = 0;
+    double loss = 0, accuracy = 0;
+    long samples = 0;
+};
+
+// The phases of one training step that the breakdown times, in order: waiting for the batch,
+// forward, backward, waiting for the gradient all-reduce that backward did not hide (exposed
+// communication), and the optimizer (norm, clipping, update).
+constexpr int kStepPhases = 5;
+extern const char* const kStepPhaseNames[kStepPhases];  // data forward backward allreduce optimizer
+
+// This rank's time per step in each phase, over the current interval (exact mean and p90 from a
+// ring sized at start) and over the whole run (mean, and p90 from a log-spaced histogram: within
+// 5%). add() and end_step() are a few additions; nothing allocates after reserve().
+struct PhaseSummary {
+    long steps = 0;
+    double mean_ms[kStepPhases] = {}, p90_ms[kStepPhases] = {};
+};
+class PhaseTimes {
+  public:
+    void reserve(long interval_steps);
+    void add(int phase, double seconds) { cur_[phase] += seconds; }
+    void end_step();
+    PhaseSummary take_interval();  // and starts the next interval
+    PhaseSummary run() const;
+
+    static constexpr int kBins = 200;  // 1 us .. 10^4 s, 20 bins per decade
+    static int bin_of(double seconds);
+    static double bin_mid(int bin);  // seconds
+
+  private:
+    double cur_[kStepPhases] = {};
+    std::vector<double> ring_[kStepPhases], scratch_;
+    long n_ = 0, run_steps_ = 0;
+    double run_sum_[kStepPhases] = {};
+    std::vector<long> hist_[kStepPhases];
+};
+
+// One phase across the ranks: the mean over ranks of their mean, the worst rank's p90, and the
+// rank with the highest mean (the straggler) with its mean.
+struct PhaseAcross {
+    double mean_ms = 0, p90_ms = 0, max_ms = 0;
+    int slowest_rank = 0;
+};
+struct StepBreakdown {
+    long steps = 0;
+    PhaseAcross phase[kStepPhases];
+    std::vector<double> rank_mean_ms;  // [rank * kStepPhases + phase], every rank's means
+};
+// Collective over `comm` (one gather); the result is filled on rank 0 only.
+StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm);
+// {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...}
+std::string breakdown_json(const StepBreakdown& b);
+// The end-of-run table: one line per phase with its share of the step and the slowest rank.
+std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);
+
+// "1h02m", "3m05s", "42s"
+std::string human_duration(double seconds);
+
+// "step   20/200 | loss 1.2345 | norm 0.91 | lr 1.0e-03 | 12.3 ms | 2.6k samples/s | data 0.3% | comm 4.1%"
+std::string format_step_line(const StepStats& s);
+std::string format_eval_line(const EvalStats& e);
+// "12.3k", "1.20M": three significant digits with a unit suffix.
+std::string human(double v);
+
+// Rewrites a JSON-lines metrics file keeping only the records whose "step" is <= step (a missing
+// file is fine).
+void truncate_jsonl_after(const std::string& path, long step);
+
+// One metrics record: a JSON object with "type" first. metric() members are numbers that EMF
+// declares as CloudWatch metrics (a non-finite value is written as null and not declared);
+// value() and text() members are carried along without being metrics.
+class Record {
+  public:
+    explicit Record(const char* type);
+    Record& metric(const char* name, double v, const char* unit = "None");
+    Record& value(const char* name, double v);
+    Record& integer(const char* name, long v);
+    Record& text(const char* name, const std::string& v);
+    Record& raw(const char* name, const std::string& json);  // v is already JSON
+    std::string json() const;
+    // The CloudWatch Embedded Metric Format version: the same members plus "_aws" (timestamp in
+    // ms since the epoch, namespace, one dimension set) and the dimension members as strings.
+    // dims: (name, value) pairs.
+    std::string emf(const std::string& ns, const std::vector<std::pair<std::string, std::string>>& dims,
+                    long long timestamp_ms) const;
+
+  private:
+    std::string body_;                                   // ,"name":value...
+    std::vector<std::pair<std::string, std::string>> metrics_;  // (name, unit)
+};
+
+Record step_record(const StepStats& s);
+Record eval_record(const EvalStats& e);
+
+// Appends one JSON object per line (JSON lines, or CloudWatch EMF: also JSON lines); flushes each
+// line so a crashed run keeps its history.
+class JsonlWriter {
+  public:
+    JsonlWriter() = default;
+    ~JsonlWriter();
+    // Opens (creating directories) for append; throws UserError naming the path. emf: write EMF
+    // records in namespace `ns` with the dimension "job" (and "rank", "node" for per-rank ones).
+    void open(const std::string& path, bool append, bool emf = false, const std::string& ns = "",
+              const std::string& job = "");
+    bool is_open() const { return f_ != nullptr; }
+    bool emf() const { return emf_; }
+    void write(const Record& r);                                                // a job-wide record
+    void write_rank(const Record& r, int rank, const std::string& node);  // one rank's record
+
+  private:
+    void put(const std::string& line);
+    FILE* f_ = nullptr;
+    bool emf_ = false;
+    std::string ns_, job_;
+};
+
+} // namespace dptrain

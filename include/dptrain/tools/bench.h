@@ -1,0 +1,16 @@
+// dptrain-bench's measurements, each beside its real peer in the same run (the tool's main
+// dispatches on the first argument). Collective over MPI_COMM_WORLD; each returns the exit code.
+//   allreduce  every all-reduce algorithm beside Open MPI's MPI_Allreduce (nccl-tests' format)
+//   io         every reader beside a raw sequential read of the same shards, page cache dropped
+//   trace      what the step instrumentation costs
+#pragma once
+
+namespace dptrain {
+
+int bench_allreduce(int argc, char** argv);
+int bench_io(int argc, char** argv);
+int bench_trace(int argc, char** argv);
+// The usage lines of all three, for any argument the tool does not take.
+const char* bench_usage();
+
+} // namespace dptrain

@@ -1,0 +1,64 @@
+// A run's checkpoints: the one it resumes from (found and verified against this run on rank 0,
+// then given to every rank) and the ones it writes (rank 0, every replica being identical), with
+// everything an exact resume needs: parameters, optimizer state, data position, and what must
+// match (model, optimizer, global batch, seed, sample order). Not for: the file format
+// (io/checkpoint.h) or when to write (the step loop).
+#pragma once
+
+#include "dptrain/comm/communicator.h"
+#include "dptrain/config/options.h"
+#include "dptrain/data/shards.h"
+#include "dptrain/io/checkpoint.h"
+#include "dptrain/model/optim.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// What every checkpoint of this run says of it, besides its step and tensors.
+struct RunIdentity {
+    std::string model;      // the model's signature
+    long global_batch = 0;  // samples per optimizer step over all ranks
+    int world_size = 1;
+    std::string tokenizer, vocab;  // a language model's tokenizer (kind, table); "" for tabular data
+};
+
+class Checkpoints {
+  public:
+    Checkpoints(const Options& o, int rank, RunIdentity id);
+
+    // Set-up, on rank 0 (other ranks return at once): with --resume none, refuses to start beside
+    // another run's checkpoints unless --overwrite-checkpoints (then deletes them); with auto or a
+    // path, loads the checkpoint and checks it against this run. Throws UserError naming the file
+    // and the fix.
+    void find(const std::vector<float>& params, Optimizer& opt);
+    // Collective: rank 0's checkpoint (if any) into every rank's params and opt. Returns its step
+    // (0 for a fresh run).
+    long share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt);
+    const std::string& resumed_from() const { return resumed_from_; }
+
+    // Rank 0 writes the checkpoint of `step` from the host state (other ranks return). With
+    // --async-checkpoint the state is copied and written by a background thread; the next
+    // checkpoint, a final one or wait() waits for it. corrupt (--inject-fault): damage the file
+    // after writing it. A failure ends the job: the previous checkpoints are intact.
+    void save(long step, const Sampler& sampler, const std::vector<float>& params, Optimizer& opt, bool final_one,
+              bool corrupt);
+    // Waits for a background write (rank 0); a failure ends the job.
+    void wait();
+    // The newest checkpoint written, "" before the first.
+    const std::string& last() const { return last_; }
+
+  private:
+    const Options& o_;
+    int rank_;
+    RunIdentity id_;
+    CheckpointState found_;  // rank 0: the checkpoint to resume from
+    bool have_ = false;
+    std::string resumed_from_, last_;
+    CheckpointState sync_state_;  // reused by every synchronous checkpoint
+    std::unique_ptr<AsyncCheckpointer> async_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,88 @@
+// The step loop, as DESIGN.md draws one training step:
+//   wait for the batch -> forward -> backward (the gradient path starts buckets as layers finish)
+//   -> all-reduce -> norm -> update, or skip a non-finite step -> step line, evaluation and
+//   checkpoint at their intervals -> stop at the end, on a signal, or on a non-finite step.
+// Every decision after the all-reduce is taken from values every rank holds alike (the summed
+// gradients and control floats), so the ranks stay in step without another collective.
+// Not for: setting anything up (trainer.cpp makes the parts; a test may make its own).
+#pragma once
+
+#include "dptrain/backend/device.h"
+#include "dptrain/backend/gradient_path.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/comm/topology.h"
+#include "dptrain/config/options.h"
+#include "dptrain/data/shards.h"
+#include "dptrain/io/reliability.h"
+#include "dptrain/model/model.h"
+#include "dptrain/model/op_times.h"
+#include "dptrain/model/optim.h"
+#include "dptrain/train/checkpoints.h"
+#include "dptrain/train/evaluator.h"
+#include "dptrain/train/reporter.h"
+#include "dptrain/train/step_clock.h"
+#include "dptrain/train/task.h"
+
+#include <vector>
+
+namespace dptrain {
+
+// What the loop works with; every part outlives the loop.
+struct LoopParts {
+    const Options& o;
+    const Topology& topo;
+    MpiCommunicator& world;
+    Task& task;
+    Model& model;
+    std::vector<float>& params;  // the host parameters (what checkpoints hold)
+    Optimizer& opt;
+    GradientPath& grads;
+    Sampler& sampler;
+    const LrSchedule& sched;
+    const Device& device;
+    const FaultPlan& faults;
+    StepClock& clock;
+    Reporter& report;
+    Evaluator& eval;
+    Checkpoints& ckpt;
+    double peak_gflops = 0;  // summed over the ranks, for MFU; 0: unknown
+};
+
+class StepLoop {
+  public:
+    explicit StepLoop(const LoopParts& parts) : p_(parts) {}
+    // Collective over the world: trains steps start_step + 1 up to --steps (or --stop-after of
+    // them). Returns the exit code: kExitOk, kExitPreempted (a rank was signalled: stopped with a
+    // checkpoint) or kExitNonfinite (--on-nonfinite stop).
+    int run(long start_step);
+
+  private:
+    // What a step leaves for the loop to decide on; the same on every rank but `loss`.
+    struct Step {
+        bool finite = true, stop_requested = false, nonfinite_loss = false;
+        double loss = 0;  // this rank's share of the step's mean loss (its loss sum / global terms)
+        int global_n = 0;
+    };
+    // Since the last step line.
+    struct Interval {
+        double t0 = 0, loss = 0, exposed = 0, other = 0;
+        long first = 0, steps = 0, samples = 0;
+    };
+
+    int train(Prefetcher& pf, long start, long end);
+    Step step(Prefetcher& pf, const Batch& b, long step);
+    void inject_before_step(long done);
+    void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
+    void checkpoint(long done, bool final_one);
+    int finish(int code, long start, long done, long end);
+
+    const LoopParts p_;
+    Interval iv_;
+    double t_run_ = 0, last_norm_ = 0, last_lr_ = 0, final_loss_ = 0;
+    long skipped_ = 0;
+    bool evaluated_ = false;
+    EvalStats last_eval_;
+    OpTimes op_times_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,92 @@
+// What a run tells its user, all from rank 0: the start-up banner, the step lines (and the
+// in-place progress line on a terminal between them), evaluation lines, the op profile, the
+// warnings that name a bottleneck, the end-of-run breakdown and result; and beside them the
+// metrics file (JSON lines or CloudWatch EMF), with every rank's GPU health (NVML) at each step
+// line. Not for: measuring (step_clock.h, the loop) or deciding anything about training.
+#pragma once
+
+#include "dptrain/comm/communicator.h"
+#include "dptrain/comm/topology.h"
+#include "dptrain/config/options.h"
+#include "dptrain/io/gpu_health.h"
+#include "dptrain/io/metrics.h"
+#include "dptrain/model/op_times.h"
+
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// What the banner says of the run, gathered by the set-up.
+struct RunFacts {
+    std::string backend, device_note;           // Device::describe, Device::note
+    std::string data, io_note;                  // Task::describe, Task::load_node_memory
+    std::string model;                          // the model's signature
+    size_t params = 0;
+    long global_batch = 0, steps_per_epoch = 0;
+    std::string gradients;                      // GradientPath::describe
+    std::vector<std::string> gradient_notes;    // GradientPath::notes
+    double peak_gflops = 0;                     // summed over the ranks; 0: unknown (no MFU)
+    double flops_per_sample = 0;
+    const char* unit = "sample";                // Task::unit
+    int tokens_per_sample = 0;                  // Task::tokens_per_sample
+    bool on_gpu = false;                        // the model computes on a GPU
+    std::string resumed_from;
+    long start_step = 0, start_epoch = 0;
+};
+
+class Reporter {
+  public:
+    Reporter(const Options& o, const Topology& topo);
+
+    // Rank 0 prints s (other ranks nothing), first clearing an in-place progress line.
+    void print(const std::string& s);
+
+    // Set-up, local: this rank's GPU in NVML for --gpu-health; throws UserError with --gpu-health
+    // on and no GPU for this rank.
+    void open_gpu_health();
+    // Set-up, collective: GPU health is on when any rank has a GPU to read.
+    void agree_gpu_health();
+    // Set-up, rank 0: the metrics file; a resumed run keeps the records up to its step.
+    void open_metrics(long start_step);
+    // Collective: every rank's host (to name stragglers), then the banner (the rank table is
+    // collective too).
+    void banner(const RunFacts& facts);
+
+    // Collective, at each step line: prints it, gathers the ranks' GPU readings and writes the
+    // records; from the second step line on, warns (once each) of a data or network bottleneck.
+    void step_line(const StepStats& st, const StepBreakdown& bd);
+    // Between step lines on a terminal: the progress line, updated in place at most 4 times a second.
+    void progress(long done, double now, double per_step_s, double eta_s);
+    void eval_line(const EvalStats& e);
+    // --profile-ops: rank 0's forward and backward of one step, by kind of op.
+    void op_times(long step, const OpTimes& t, const char* how_timed);
+    // Collective: the whole run's step breakdown and its summary record.
+    void run_breakdown(const StepBreakdown& whole, long done, double seconds);
+    // A non-finite step: stop (one error line on stderr) or skip (a warning).
+    void nonfinite(long step, bool loss, double norm, bool stopping, long skipped);
+
+  private:
+    void warn_bottleneck(const StepStats& st, const StepBreakdown& bd);
+    std::vector<double> gather_gpu_health();
+    void write_gpu_records(const std::vector<double>& all, long step, const StepStats& st);
+    void write_rank_records(const StepBreakdown& bd, long step);
+
+    const Options& o_;
+    const Topology& topo_;
+    MpiCommunicator world_;
+    int rank_, W_;
+    RunFacts facts_;
+    std::vector<std::string> hosts_;  // rank 0: every rank's host
+    bool tty_ = false;                // rank 0: progress updates in place
+    bool status_shown_ = false;
+    double last_status_ = 0;
+    JsonlWriter jsonl_;
+    GpuHealth nvml_;
+    int gpu_index_ = -1;  // this rank's GPU in NVML, -1 for none
+    bool gpu_health_ = false;
+    std::string gpu_health_note_;
+    bool warned_data_ = false, warned_comm_ = false, warned_gpu_data_ = false, warned_gpu_comm_ = false;
+};
+
+} // namespace dptrain

@@ -1,0 +1,70 @@
+// dptrain: parse options, set up MPI and the topology, hand over to the trainer.
+#include "dptrain/comm/communicator.h"
+#include "dptrain/app/doctor.h"
+#include "dptrain/core/error.h"
+#include "dptrain/app/generate.h"
+#include "dptrain/config/options.h"
+#include "dptrain/data/stage.h"
+#include "dptrain/comm/topology.h"
+#include "dptrain/train/trainer.h"
+#include "dptrain/core/version.h"
+
+#include <cstdio>
+#include <string>
+
+using namespace dptrain;
+
+static int finish(int code, Topology* topo) {
+    if (topo) topo->destroy();
+    mpi_finish();
+    return code;
+}
+
+int main(int argc, char** argv) {
+    // `dptrain generate ...` runs on one process, without MPI.
+    if (argc > 1 && std::string(argv[1]) == "generate") {
+        try {
+            return run_generate(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+            return 2;
+        }
+    }
+    // `dptrain stage ...`: staging a dataset to local storage (slurm/stage-data.sh), without MPI.
+    if (argc > 1 && std::string(argv[1]) == "stage") {
+        try {
+            return run_stage_command(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dptrain stage: error: %s\n", e.what());
+            return 1;
+        }
+    }
+    mpi_start(&argc, &argv);
+    const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
+
+    // `dptrain doctor [options]`: the same options as training, for the paths to check.
+    bool doctor = argc > 1 && std::string(argv[1]) == "doctor";
+    ParseResult parsed;
+    if (!all_ok(MPI_COMM_WORLD, [&] { parsed = parse_options(argc - doctor, argv + doctor); })) return finish(2, nullptr);
+    if (parsed.help || parsed.version) {
+        if (rank == 0) std::fputs(parsed.help ? parsed.help_text.c_str() : "dptrain " DPTRAIN_VERSION "\n", stdout);
+        return finish(0, nullptr);
+    }
+    Topology topo;
+    if (!all_ok(MPI_COMM_WORLD, [&] { topo = Topology::create(MPI_COMM_WORLD, parsed.opts.ranks_per_node); }))
+        return finish(2, nullptr);
+    mpi_errors_return(topo.node);
+    mpi_errors_return(topo.cross);
+    if (doctor || parsed.opts.preflight) {
+        int fatal_problems = run_doctor(parsed.opts, topo);
+        if (doctor || fatal_problems > 0) {
+            if (!doctor && rank == 0)
+                std::fprintf(stderr, "dptrain: error: --preflight found %d fatal problem%s (above); fix them before "
+                                     "training\n",
+                             fatal_problems, fatal_problems == 1 ? "" : "s");
+            return finish(fatal_problems > 0 ? 2 : 0, &topo);
+        }
+    }
+    int code = run_training(parsed.opts, topo);
+    return finish(code, &topo);
+}

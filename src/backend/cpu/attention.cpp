@@ -1,0 +1,152 @@
+// Causal multi-head self-attention with the two products of each (batch, head) as sgemm calls:
+// scores = Q K^T / sqrt(hs) over the full T x T (twice the causal work, at sgemm speed, which
+// beat per-position dot-product loops ~3x), a causal softmax per row (entries past t set to 0,
+// so the second product is causal too), out = att V. OpenMP over (batch, head); the small
+// products run single-threaded inside. Backward mirrors it. With tf32 (--precision bf16) every
+// product's operands are rounded to TF32 first (10 mantissa bits, as the GPU's tensor cores take
+// them), into per-thread scratch allocated once; the softmax and all sums stay fp32.
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/fastmath.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace dptrain::cpu {
+
+// 10 explicit mantissa bits, to nearest even (the 13 bits below are dropped); NaN and infinity
+// stay as they are, and a value past TF32's largest rounds to infinity.
+static inline float tf32(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+    std::memcpy(&x, &u, sizeof u);
+    return x;
+}
+
+void round_tf32(float* dst, const float* src, long N) {
+    for (long i = 0; i < N; ++i) dst[i] = tf32(src[i]);
+}
+
+// rows x cols values, `ld` apart in src, rounded to TF32 and packed into dst.
+static void round_rows(float* dst, const float* src, int rows, int cols, long ld) {
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) dst[(long)r * cols + c] = tf32(src[r * ld + c]);
+}
+
+// This thread's scratch for the TF32 operands of one (batch, head): kept, grown when a larger
+// shape comes, so a run allocates it once.
+static float* tf32_scratch(size_t n) {
+    thread_local std::vector<float> s;
+    if (s.size() < n) s.resize(n);
+    return s.data();
+}
+
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32_products) {
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = 1.0f / std::sqrt((float)hs);
+    const size_t TH = (size_t)T * hs;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h) {
+            const float* q = inp + (long)b * T * C3 + h * hs;
+            const float* k = q + C;
+            const float* v = q + 2 * C;
+            float* a = att + ((long)b * NH + h) * T * T;
+            // Each product's operands: in place (fp32), or rounded into scratch (TF32).
+            const float *qo = q, *ko = k, *vo = v, *ao = a;
+            int ld = C3;
+            float* sc = tf32_products ? tf32_scratch(3 * TH + (size_t)T * T) : nullptr;
+            if (sc) {
+                round_rows(sc, q, T, hs, C3);
+                round_rows(sc + TH, k, T, hs, C3);
+                qo = sc;
+                ko = sc + TH;
+                ld = hs;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, qo, ld, ko, ld, 0.0f, a, T);
+            for (int t = 0; t < T; ++t) {
+                float* row = a + (long)t * T;
+                float maxv = row[0];
+                for (int t2 = 1; t2 <= t; ++t2) maxv = row[t2] > maxv ? row[t2] : maxv;
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; ++t2) {
+                    float e = std::exp(row[t2] - maxv);
+                    row[t2] = e;
+                    sum += e;
+                }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+                for (int t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
+            }
+            float* o = out + (long)b * T * C + h * hs;
+            if (sc) {
+                round_rows(sc + 2 * TH, v, T, hs, C3);
+                round_rows(sc + 3 * TH, a, T, T, T);
+                vo = sc + 2 * TH;
+                ao = sc + 3 * TH;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, ao, T, vo, ld, 0.0f, o, C);
+        }
+}
+
+void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B,
+                        int T, int C, int NH, bool tf32_products) {
+    const int C3 = 3 * C, hs = C / NH;
+    const float scale = 1.0f / std::sqrt((float)hs);
+    const size_t TH = (size_t)T * hs;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h) {
+            const float* q = inp + (long)b * T * C3 + h * hs;
+            const float* k = q + C;
+            const float* v = q + 2 * C;
+            float* dq = dinp + (long)b * T * C3 + h * hs;
+            float* dk = dq + C;
+            float* dv = dq + 2 * C;
+            const float* a = att + ((long)b * NH + h) * T * T;
+            float* da = datt + ((long)b * NH + h) * T * T;
+            const float* d = dout + (long)b * T * C + h * hs;
+            // Each product's operands: in place (fp32), or rounded into scratch (TF32).
+            const float *qo = q, *ko = k, *vo = v, *ao = a, *dao = da, *dd = d;
+            int ld = C3, ldd = C;
+            float* sc = tf32_products ? tf32_scratch(4 * TH + (size_t)T * T) : nullptr;
+            if (sc) {
+                round_rows(sc, d, T, hs, C);
+                round_rows(sc + TH, v, T, hs, C3);
+                round_rows(sc + 4 * TH, a, T, T, T);
+                dd = sc;
+                vo = sc + TH;
+                ao = sc + 4 * TH;
+                ld = ldd = hs;
+            }
+            // out = att V:  datt = dout V^T,  dV = att^T dout
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dd, ldd, vo, ld, 0.0f, da, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, ao, T, dd, ldd, 0.0f, dv, C3);
+            // softmax: dpre = att * (datt - sum_t2 att * datt) * scale (zero past t: att is zero there)
+            for (int t = 0; t < T; ++t) {
+                const float* ar = a + (long)t * T;
+                float* dr = da + (long)t * T;
+                float dot = 0.0f;
+                for (int t2 = 0; t2 <= t; ++t2) dot += ar[t2] * dr[t2];
+                for (int t2 = 0; t2 <= t; ++t2) dr[t2] = ar[t2] * (dr[t2] - dot) * scale;
+                for (int t2 = t + 1; t2 < T; ++t2) dr[t2] = 0.0f;
+            }
+            if (sc) {  // att's rounded copy is done with: dpre takes its place
+                round_rows(sc + 2 * TH, q, T, hs, C3);
+                round_rows(sc + 3 * TH, k, T, hs, C3);
+                round_rows(sc + 4 * TH, da, T, T, T);
+                qo = sc + 2 * TH;
+                ko = sc + 3 * TH;
+                dao = sc + 4 * TH;
+            }
+            // scores = Q K^T:  dQ = dpre K,  dK = dpre^T Q
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dao, T, ko, ld, 0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dao, T, qo, ld, 0.0f, dk, C3);
+        }
+}
+
+} // namespace dptrain::cpu

@@ -1,0 +1,129 @@
+// Causal multi-head self-attention, the CUDA twin of src/cpu/attention.cpp and built the same way:
+// scores = Q K^T / sqrt(hs) over the full T x T with cuBLAS, a causal softmax per row (entries
+// past t set to 0, which makes the second product causal too), out = att V with cuBLAS. The heads
+// of one sequence are one strided-batched GEMM (head h starts h*hs floats into a row), so q, k, v
+// are read in place from inp (B,T,3C) with no permute and no scratch; one call per sequence.
+// With tf32 (--precision bf16) the GEMMs take TF32 operands on the tensor cores, fp32 sums. The
+// CPU twin rounds its operands to nearest even; the tensor cores' conversion is cuBLAS's own (it
+// may truncate), so the two can differ by one TF32 unit in an operand.
+// Not for: long sequences (att is T x T per head: a flash-attention kernel is the later step).
+#include "dptrain/backend/cuda/ops.h"
+
+#include "check.h"
+
+#include <cmath>
+
+namespace dptrain::cuda {
+
+constexpr int kRowsPerBlock = 8;  // one warp per attention row
+
+// Row r = (b*NH + h)*T + t of att: softmax over t2 <= t in place, zeros past t.
+__global__ void causal_softmax_kernel(float* att, long rows, int T) {
+    const long r = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const int t = (int)(r % T);
+    float* row = att + r * T;
+    float maxv = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += 32) maxv = fmaxf(maxv, row[t2]);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) {
+        float e = expf(row[t2] - maxv);
+        row[t2] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int t2 = lane; t2 < T; t2 += 32) row[t2] = t2 <= t ? row[t2] * inv : 0.0f;
+}
+
+// datt row in place: dpre = att * (datt - sum_t2 att * datt) * scale for t2 <= t, zeros past t.
+__global__ void causal_softmax_backward_kernel(float* datt, const float* att, long rows, int T, float scale) {
+    const long r = (long)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const int t = (int)(r % T);
+    const float* ar = att + r * T;
+    float* dr = datt + r * T;
+    float dot = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) dot += ar[t2] * dr[t2];
+    dot = warp_sum(dot);
+    for (int t2 = lane; t2 < T; t2 += 32) dr[t2] = t2 <= t ? ar[t2] * (dr[t2] - dot) * scale : 0.0f;
+}
+
+static unsigned row_blocks(long rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+// Strided-batched GEMM over the NH heads of one sequence (column-major arguments, as cuBLAS):
+// plain fp32, or with TF32 operands on the tensor cores and fp32 sums.
+static void heads_gemm(cublasHandle_t h, bool tf32, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                       float alpha, const float* A, int lda, long sa, const float* Bm, int ldb, long sb, float* Cm,
+                       int ldc, long sc, int NH) {
+    const float beta = 0.0f;
+    if (!tf32) {
+        CUBLAS_CHECK(
+            cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sa, Bm, ldb, sb, &beta, Cm, ldc, sc, NH));
+        return;
+    }
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, sa, Bm, CUDA_R_32F, ldb, sb,
+                                            &beta, Cm, CUDA_R_32F, ldc, sc, NH, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                            CUBLAS_GEMM_DEFAULT));
+}
+
+void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32, Context& ctx,
+                       cudaStream_t stream) {
+    if (B <= 0 || T <= 0) return;
+    CUDA_REQUIRE(NH > 0 && C % NH == 0);
+    const int C3 = 3 * C, hs = C / NH;
+    const long TT = (long)T * T, rows = (long)B * NH * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    ctx.bind_blas(stream);
+    cublasHandle_t h = ctx.blas();
+    // S (T,T) = scale * Q K^T  ->  S^T = scale * K Q^T; K and Q are stored transposed (hs x T, ld 3C).
+    for (int b = 0; b < B; ++b) {
+        const float* q = inp + (long)b * T * C3;  // head h at +h*hs
+        heads_gemm(h, tf32, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, q + C, C3, hs, q, C3, hs, att + b * NH * TT, T, TT,
+                   NH);
+    }
+    causal_softmax_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(att, rows, T);
+    CUDA_CHECK(cudaGetLastError());
+    // out (T,hs) = att V  ->  out^T = V^T att^T, both stored that way; out rows have stride C.
+    for (int b = 0; b < B; ++b) {
+        const float* v = inp + (long)b * T * C3 + 2 * C;
+        heads_gemm(h, tf32, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, att + b * NH * TT, T, TT,
+                   out + (long)b * T * C, C, hs, NH);
+    }
+}
+
+void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
+                        int C, int NH, bool tf32, Context& ctx, cudaStream_t stream) {
+    if (B <= 0 || T <= 0) return;
+    CUDA_REQUIRE(NH > 0 && C % NH == 0);
+    const int C3 = 3 * C, hs = C / NH;
+    const long TT = (long)T * T, rows = (long)B * NH * T;
+    const float scale = 1.0f / sqrtf((float)hs);
+    ctx.bind_blas(stream);
+    cublasHandle_t h = ctx.blas();
+    for (int b = 0; b < B; ++b) {
+        const float* v = inp + (long)b * T * C3 + 2 * C;
+        const float* d = dout + (long)b * T * C;
+        const float* a = att + b * NH * TT;
+        float* dv = dinp + (long)b * T * C3 + 2 * C;
+        // out = att V:  datt = dout V^T  ->  datt^T = V dout^T
+        heads_gemm(h, tf32, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, C3, hs, d, C, hs, datt + b * NH * TT, T, TT, NH);
+        //               dV = att^T dout  ->  dV^T = dout^T att
+        heads_gemm(h, tf32, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, a, T, TT, dv, C3, hs, NH);
+    }
+    causal_softmax_backward_kernel<<<row_blocks(rows), kRowsPerBlock * 32, 0, stream>>>(datt, att, rows, T, scale);
+    CUDA_CHECK(cudaGetLastError());
+    for (int b = 0; b < B; ++b) {
+        const float* q = inp + (long)b * T * C3;
+        const float* da = datt + b * NH * TT;
+        float* dq = dinp + (long)b * T * C3;
+        // scores = Q K^T (scale already in dpre):  dQ = dpre K  ->  dQ^T = K^T dpre^T
+        heads_gemm(h, tf32, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, q + C, C3, hs, da, T, TT, dq, C3, hs, NH);
+        //                                          dK = dpre^T Q  ->  dK^T = Q^T dpre
+        heads_gemm(h, tf32, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, hs, da, T, TT, dq + C, C3, hs, NH);
+    }
+}
+
+} // namespace dptrain::cuda

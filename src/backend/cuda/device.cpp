@@ -1,0 +1,208 @@
+// The Device factory of builds with CUDA: --device decides here whether this rank computes on its
+// host's GPU (bind_device) or on the CPU, --gpu-state whether the step keeps its state on the GPU
+// (DeviceStep behind the GradientPath interface) or on the host, and a build without NCCL falls
+// back to the host there. The one place outside the kernels that knows CUDA and NCCL exist.
+#include "dptrain/backend/device.h"
+
+#include "check.h"
+#include "dptrain/backend/cuda/device_step.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/mlp.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+
+#include <cblas.h>
+#ifdef DPTRAIN_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <memory>
+
+namespace dptrain {
+
+namespace {
+
+// The step on the GPU's own buffers: a DeviceStep, with the control floats summed over the ranks
+// beside it (NCCL sums the gradients; the two floats go through MPI).
+class DeviceGradients : public GradientPath {
+  public:
+    DeviceGradients(cuda::Resident& model, const ParamLayout& layout, float* params, Optimizer& opt,
+                    const GradientSpec& spec, const Topology& topo)
+        : step_(model, layout, hyper(spec), sum(spec, topo)), params_(params), opt_(opt), spec_(spec),
+          world_(topo.world) {
+        model.set_resident(true);
+    }
+
+    float* grads() override { return nullptr; }  // backward keeps them on the device
+    float* control() override { return control_; }
+    void begin_step(long) override {}  // backward's first writer of each gradient writes it whole
+    void poison() override { poisoned_ = true; }
+    // No bucket may start before the poison lands, so a poisoned step's sums all start in reduce().
+    GradHook* hook() override { return poisoned_ || spec_.overlap == Overlap::off ? nullptr : &step_; }
+    void backward_done() override {
+        if (poisoned_) step_.poison();
+        poisoned_ = false;
+        step_.wait_backward();
+    }
+    double reduce() override {
+        const double t0 = now_seconds();
+        step_.allreduce();
+        world_.allreduce_sum(control_, kControlFloats);
+        return now_seconds() - t0;
+    }
+    double norm() override { return step_.norm(); }
+    void update(double norm, double lr, long t) override { step_.update(norm, spec_.grad_clip, lr, t); }
+    double take_comm_seconds() override { return step_.take_comm_seconds(); }
+    void upload_state() override { step_.upload(params_, opt_); }
+    void download_state() override { step_.download(params_, opt_); }
+
+    const char* where() const override { return "GPU"; }
+    std::string describe() const override {
+        const char* when = world_.size() == 1 ? "" : spec_.overlap == Overlap::off ? " after backward"
+                                                                                  : " started during backward";
+        return strfmt("%s%s | parameters, gradients and %s state on the GPU", step_.describe().c_str(), when,
+                      name_of(spec_.optimizer));
+    }
+    std::vector<std::string> notes() const override { return {}; }
+    void set_tracer(Tracer*) override {}  // NCCL's sums run on the GPU: not on the host's trace
+    size_t traced_per_step() const override { return 0; }
+    std::vector<std::pair<void*, size_t>> host_buffers() override { return {}; }
+
+  private:
+    static DeviceStep::Hyper hyper(const GradientSpec& s) {
+        DeviceStep::Hyper h;
+        h.kind = s.optimizer;
+        h.beta1 = s.beta1;
+        h.beta2 = s.beta2;
+        h.eps = s.eps;
+        h.momentum = s.momentum;
+        h.weight_decay = s.weight_decay;
+        return h;
+    }
+    static DeviceStep::Sum sum(const GradientSpec& s, const Topology& topo) {
+        DeviceStep::Sum how;
+        how.topo = &topo;
+        how.algo = s.algo;
+        how.bucket_mb = s.bucket_mb;
+        return how;
+    }
+
+    DeviceStep step_;
+    float* params_;
+    Optimizer& opt_;
+    GradientSpec spec_;
+    MpiCommunicator world_;
+    float control_[kControlFloats] = {};
+    bool poisoned_ = false;
+};
+
+struct PinnedRegions : Pinned {
+    std::vector<std::unique_ptr<cuda::PinnedHost>> regions;
+};
+
+// Every rank of a CUDA build holds this device, on a GPU or (gpu < 0) on the CPU, so that all of
+// them take part in make_gradients' agreement.
+class CudaBuildDevice : public Device {
+  public:
+    CudaBuildDevice(int gpu, std::string note) : Device(std::move(note)), gpu_(gpu) {}
+
+    int gpu() const override { return gpu_; }
+    std::string describe(const GradientPath& grads) const override {
+        if (gpu_ < 0) return Device::describe(grads);
+        return strfmt("backend cuda (each rank on its local rank's GPU; parameters, all-reduce and optimizer on the %s)",
+                      grads.where());
+    }
+    const char* op_timing() const override {
+        return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
+    }
+
+    std::unique_ptr<Model> make_model(const ModelSpec& spec) const override {
+        if (gpu_ < 0) return Device::make_model(spec);
+        std::unique_ptr<Model> m;
+        if (spec.kind == ModelKind::gpt) m = std::make_unique<CudaGpt>(spec.gpt, spec.batch, gpu_, spec.precision);
+        else m = std::make_unique<CudaMlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows, gpu_);
+        m->set_precision(spec.precision);
+        return m;
+    }
+
+    // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
+    // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
+    // Several ranks need NCCL for it: auto falls back to the host path without it, device refuses
+    // (DeviceStep says so).
+    std::unique_ptr<GradientPath> make_gradients(Model& model, float* params, Optimizer& opt, const GradientSpec& spec,
+                                                 const Topology& topo) const override {
+        int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
+        MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
+        std::string note;
+#ifndef DPTRAIN_HAVE_NCCL
+        if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
+            all_gpu = 0;
+            note = "--gpu-state auto: this build has no NCCL to sum gradients on the GPUs: parameters and optimizer "
+                   "stay on the host";
+        }
+#endif
+        auto* resident = dynamic_cast<cuda::Resident*>(&model);  // every model make_model puts on a GPU
+        if (!all_gpu || !resident) return make_host_gradients(model.layout(), params, opt, spec, topo, note);
+        return std::make_unique<DeviceGradients>(*resident, model.layout(), params, opt, spec, topo);
+    }
+
+    // The batches (and, with host-resident state, the parameters and gradients) are copied to and
+    // from the GPU every step: page-locked, they move by DMA at full speed.
+    std::unique_ptr<Pinned> pin(const std::vector<std::pair<void*, size_t>>& regions) const override {
+        if (gpu_ < 0) return nullptr;
+        auto p = std::make_unique<PinnedRegions>();
+        for (auto& [ptr, bytes] : regions) {
+            p->regions.push_back(std::make_unique<cuda::PinnedHost>(ptr, bytes));
+            if (!p->regions.back()->ok() && p->regions.size() == 1) p->note = p->regions.back()->why();
+        }
+        return p;
+    }
+
+    // A GPU's peak depends on the precision and the part: --peak-gflops gives it.
+    double peak_gflops() const override { return gpu_ < 0 ? Device::peak_gflops() : 0.0; }
+
+  private:
+    int gpu_;
+};
+
+} // namespace
+
+std::unique_ptr<Device> make_device(DeviceKind want, const Topology& topo) {
+    if (want == DeviceKind::cpu) return std::make_unique<CudaBuildDevice>(-1, "");
+    std::string why;
+    if (cuda::device_count(&why) == 0) {
+        const std::string reason = strfmt("no GPU (%s)", why.c_str());
+        if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: %s; use --device cpu", reason.c_str()));
+        return std::make_unique<CudaBuildDevice>(-1, reason + ": the CPU backend trains");
+    }
+    try {
+        // The host's GPUs, even on simulated nodes.
+        return std::make_unique<CudaBuildDevice>(cuda::bind_device(topo.host_rank, topo.host_size), "");
+    } catch (const UserError& e) {
+        if (want == DeviceKind::cuda) throw;
+        return std::make_unique<CudaBuildDevice>(-1, strfmt("%s: the CPU backend trains", e.what()));  // more ranks than GPUs
+    }
+}
+
+int gpu_count(std::string* why) { return cuda::device_count(why); }
+
+std::string nccl_version() {
+#ifdef DPTRAIN_HAVE_NCCL
+    int v = 0;
+    NCCL_CHECK(ncclGetVersion(&v));
+    return strfmt("%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+#else
+    return "";
+#endif
+}
+
+std::string build_features() {
+    std::string why;
+    const int devices = gpu_count(&why);
+    const std::string cuda = devices == 0 ? "CUDA ✓ (no GPU: " + why + ")" : strfmt("CUDA ✓ (%d devices)", devices);
+    return strfmt("%s | %s | %s | OpenMP", cuda.c_str(), nccl_version().empty() ? "NCCL ✗" : "NCCL ✓",
+                  openblas_get_config());
+}
+
+} // namespace dptrain

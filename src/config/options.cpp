@@ -1,0 +1,505 @@
+// Option declarations (each exactly once), INI + command line parsing, and validation.
+// Not for: anything that needs MPI or the data; those checks live in the trainer.
+#include "dptrain/config/options.h"
+
+#include "dptrain/core/error.h"
+
+#include <boost/program_options.hpp>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace dptrain {
+
+namespace {
+
+// The spellings of each typed option's values, in the order the error message lists them.
+template <typename E>
+struct Choice {
+    const char* name;
+    E value;
+};
+template <typename E>
+using Choices = std::vector<Choice<E>>;
+
+const Choices<ModelKind>& choices(ModelKind) {
+    static const Choices<ModelKind> c = {{"mlp", ModelKind::mlp}, {"gpt", ModelKind::gpt}};
+    return c;
+}
+const Choices<Activation>& choices(Activation) {
+    static const Choices<Activation> c = {{"relu", Activation::relu}, {"gelu", Activation::gelu}};
+    return c;
+}
+const Choices<Optimizer::Kind>& choices(Optimizer::Kind) {
+    static const Choices<Optimizer::Kind> c = {{"adamw", Optimizer::Kind::adamw}, {"sgd", Optimizer::Kind::sgd}};
+    return c;
+}
+const Choices<IoMode>& choices(IoMode) {
+    static const Choices<IoMode> c = {
+        {"direct", IoMode::direct}, {"memory", IoMode::memory}, {"collective", IoMode::collective}};
+    return c;
+}
+const Choices<AllreduceAlgo>& choices(AllreduceAlgo) {
+    static const Choices<AllreduceAlgo> c = {{"flat", AllreduceAlgo::flat},
+                                             {"hierarchical", AllreduceAlgo::hierarchical},
+                                             {"auto", AllreduceAlgo::automatic}};
+    return c;
+}
+const Choices<Overlap>& choices(Overlap) {
+    static const Choices<Overlap> c = {{"on", Overlap::on}, {"off", Overlap::off}, {"auto", Overlap::automatic}};
+    return c;
+}
+const Choices<DType>& choices(DType) {
+    static const Choices<DType> c = {{dtype_name(DType::f32), DType::f32}, {dtype_name(DType::bf16), DType::bf16}};
+    return c;
+}
+const Choices<OnNonfinite>& choices(OnNonfinite) {
+    static const Choices<OnNonfinite> c = {{"skip", OnNonfinite::skip}, {"stop", OnNonfinite::stop}};
+    return c;
+}
+const Choices<MetricsFormat>& choices(MetricsFormat) {
+    static const Choices<MetricsFormat> c = {{"jsonl", MetricsFormat::jsonl}, {"emf", MetricsFormat::emf}};
+    return c;
+}
+const Choices<ProgressMode>& choices(ProgressMode) {
+    static const Choices<ProgressMode> c = {
+        {"auto", ProgressMode::automatic}, {"tty", ProgressMode::tty}, {"plain", ProgressMode::plain}};
+    return c;
+}
+const Choices<GpuHealthMode>& choices(GpuHealthMode) {
+    static const Choices<GpuHealthMode> c = {
+        {"auto", GpuHealthMode::automatic}, {"on", GpuHealthMode::on}, {"off", GpuHealthMode::off}};
+    return c;
+}
+const Choices<DeviceKind>& choices(DeviceKind) {
+    static const Choices<DeviceKind> c = {
+        {"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}, {"auto", DeviceKind::automatic}};
+    return c;
+}
+const Choices<Precision>& choices(Precision) {
+    static const Choices<Precision> c = {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}};
+    return c;
+}
+const Choices<AttentionKind>& choices(AttentionKind) {
+    static const Choices<AttentionKind> c = {{"matmul", AttentionKind::matmul}, {"flash", AttentionKind::flash}};
+    return c;
+}
+const Choices<GpuState>& choices(GpuState) {
+    static const Choices<GpuState> c = {
+        {"auto", GpuState::automatic}, {"device", GpuState::device}, {"host", GpuState::host}};
+    return c;
+}
+
+template <typename E>
+const char* spelling(E v) {
+    for (const Choice<E>& c : choices(E{}))
+        if (c.value == v) return c.name;
+    return "?";
+}
+
+// "--NAME 'TEXT' is unknown; use a, b or c" (`unknown` words the middle).
+template <typename E>
+E parse_choice(const char* option, const std::string& text, const char* unknown = "is unknown") {
+    const Choices<E>& cs = choices(E{});
+    std::string list;
+    for (size_t i = 0; i < cs.size(); ++i) {
+        if (cs[i].name == text) return cs[i].value;
+        list += i == 0 ? "" : i + 1 == cs.size() ? " or " : ", ";
+        list += cs[i].name;
+    }
+    throw UserError(strfmt("--%s '%s' %s; use %s", option, text.c_str(), unknown, list.c_str()));
+}
+
+// One declaration per option: registers it with Boost and keeps a printer for to_ini().
+struct Registry {
+    po::options_description desc;
+    std::vector<std::pair<std::string, std::function<std::string(const Options&)>>> printers;
+
+    explicit Registry(const char* title) : desc(title, 100, 50) {}
+
+    // A switch: `--name` alone means true; `--name false` and `name = false` in the INI work too.
+    void flag(const char* name, bool Options::*field, Options& o, const char* help) {
+        desc.add_options()(name, po::value<bool>(&(o.*field))->default_value(false)->implicit_value(true), help);
+        printers.emplace_back(name, [field](const Options& x) { return std::string(x.*field ? "true" : "false"); });
+    }
+
+    // One of a closed set of values (Choices), parsed into its type when the options are read.
+    template <typename E>
+    void choice(const char* name, E Options::*field, Options& o, E def, const char* help,
+                const char* unknown = "is unknown") {
+        Options* target = &o;
+        desc.add_options()(name,
+                           po::value<std::string>()->default_value(spelling(def))->notifier(
+                               [name, field, target, unknown](const std::string& v) {
+                                   target->*field = parse_choice<E>(name, v, unknown);
+                               }),
+                           help);
+        printers.emplace_back(name, [field](const Options& x) { return std::string(spelling(x.*field)); });
+    }
+
+    template <typename T>
+    void add(const char* name, T Options::*field, Options& o, T def, const char* help) {
+        desc.add_options()(name, po::value<T>(&(o.*field))->default_value(def), help);
+        printers.emplace_back(name, [field](const Options& x) {
+            std::ostringstream s;
+            s.precision(10);
+            s << x.*field;
+            return s.str();
+        });
+    }
+};
+
+void declare(Registry& r, Options& o) {
+    using S = std::string;
+    r.choice<ModelKind>("model", &Options::model, o, ModelKind::mlp, "model kind: mlp (classifier on tabular shards) | gpt (language model "
+             "on token shards)", "is not a model kind");
+    r.add<S>("hidden", &Options::hidden, o, "256,256", "MLP hidden layer widths, comma separated");
+    r.choice<Activation>("activation", &Options::activation, o, Activation::relu, "MLP activation: relu | gelu");
+    r.add<int>("n-layer", &Options::n_layer, o, 4, "GPT: transformer blocks");
+    r.add<int>("n-head", &Options::n_head, o, 4, "GPT: attention heads (must divide --n-embd)");
+    r.add<int>("n-embd", &Options::n_embd, o, 128, "GPT: channels");
+    r.add<int>("block-size", &Options::block_size, o, 64, "GPT: context length in tokens");
+    r.add<int>("vocab-size", &Options::vocab_size, o, 0,
+               "GPT: vocabulary size; 0 = the data's (a larger value pads the embedding table)");
+    r.add<S>("data", &Options::data, o, "data/synth",
+             "dataset directory with train-NNNNN-of-NNNNN.h5 and val-NNNNN-of-NNNNN.h5 shards");
+    r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background readers keep ready (at least --io-threads)");
+    r.add<S>("stage-dir", &Options::stage_dir, o, "",
+             "copy --data to DIR/<name of --data> on node-local storage before training (local rank 0 of each node "
+             "copies, its other ranks wait), verify it (sizes, and SHA256SUMS when the source has one), reuse a valid "
+             "earlier copy, and train from the copy");
+    r.choice<IoMode>("io", &Options::io, o, IoMode::direct,
+             "how ranks read shards: direct (each rank its own rows or windows: pread of contiguous shards, HDF5 "
+             "otherwise) | memory (each node loads the training split once into memory its ranks share; tabular and "
+             "token shards) | collective (MPI-IO collective reads through parallel HDF5, in the training thread; "
+             "tabular shards)");
+    r.add<int>("io-threads", &Options::io_threads, o, 1,
+               "reader threads per rank, each with its own file handles, reading different steps' batches "
+               "(more hide a slow filesystem's latency; HDF5's own reads of chunked or compressed shards are "
+               "serialised, the direct reads of contiguous shards are not)");
+    r.add<long>("shuffle-block", &Options::shuffle_block, o, 1,
+                "sample order: 1 = a fresh permutation of all samples each epoch; N > 1 = blocks of N consecutive "
+                "samples are shuffled as units (the block grid shifted each epoch), so each rank reads runs of N rows "
+                "in one call each; for storage that is slow at small random reads, and only when the rows' order on "
+                "disk carries no meaning (rows sorted by label or by time would make biased batches)");
+    r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
+    r.add<int>("batch-size", &Options::batch_size, o, 64,
+               "samples per rank per step; the global batch is batch-size x ranks");
+    r.choice<Optimizer::Kind>("optimizer", &Options::optimizer, o, Optimizer::Kind::adamw, "adamw | sgd (with momentum)");
+    r.add<double>("lr", &Options::lr, o, 1e-3, "peak learning rate");
+    r.add<double>("min-lr-ratio", &Options::min_lr_ratio, o, 0.1,
+                  "cosine decay ends at lr x min-lr-ratio");
+    r.add<long>("warmup-steps", &Options::warmup_steps, o, 10, "linear warmup steps");
+    r.add<double>("momentum", &Options::momentum, o, 0.9, "SGD momentum");
+    r.add<double>("beta1", &Options::beta1, o, 0.9, "AdamW beta1");
+    r.add<double>("beta2", &Options::beta2, o, 0.999, "AdamW beta2");
+    r.add<double>("eps", &Options::eps, o, 1e-8, "AdamW epsilon");
+    r.add<double>("weight-decay", &Options::weight_decay, o, 0.0,
+                  "weight decay of weight matrices (not biases): decoupled for adamw, L2 through the momentum for sgd");
+    r.add<double>("grad-clip", &Options::grad_clip, o, 1.0, "clip the global gradient norm; 0 = off");
+    r.add<unsigned long>("seed", &Options::seed, o, 1234, "seed for initialisation and sample order");
+    r.add<long>("stop-after", &Options::stop_after, o, 0,
+                "end this run after N steps with a checkpoint (time-boxed jobs); 0 = run to --steps");
+    r.add<int>("ranks-per-node", &Options::ranks_per_node, o, 0,
+               "simulate nodes of K ranks on one machine; 0 = use the real nodes");
+    r.add<int>("threads", &Options::threads, o, 0,
+               "compute threads per rank; 0 = the cores the launcher bound the rank to (unbound: the node's cores / "
+               "its ranks)");
+    r.choice<AllreduceAlgo>("allreduce", &Options::allreduce, o, AllreduceAlgo::automatic,
+             "gradient all-reduce: flat (MPI over all ranks) | hierarchical (shared memory in the node, then "
+             "MPI across nodes) | auto (by topology and message size); with gradients on the GPU: flat and auto "
+             "are one NCCL all-reduce, hierarchical is NCCL reduce-scatter in the node, all-reduce across "
+             "nodes, all-gather");
+    r.add<double>("bucket-mb", &Options::bucket_mb, o, 4.0, "gradient bucket size in MiB");
+    r.choice<Overlap>("overlap", &Options::overlap, o, Overlap::automatic,
+             "all-reduce each bucket while backward continues: on | off | auto (on the host path, on when the "
+             "node has a spare core per rank for the communication thread; with gradients on the GPU, auto "
+             "and on start each bucket's NCCL sum during backward)");
+    r.choice<DType>("grad-dtype", &Options::grad_dtype, o, DType::f32,
+             "gradient type on the wire: float32 | bf16 (half the bytes; sums stay float32); the host path's: "
+             "gradients on the GPU are summed in float32 by NCCL");
+    r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
+    r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
+             "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
+    r.add<long>("checkpoint-every", &Options::checkpoint_every, o, 100,
+                "checkpoint every N steps (and at the end); 0 = only at the end");
+    r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3, "keep the newest K checkpoints");
+    r.add<S>("resume", &Options::resume, o, "none",
+             "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file");
+    r.flag("overwrite-checkpoints", &Options::overwrite_checkpoints, o,
+           "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
+    r.flag("async-checkpoint", &Options::async_checkpoint, o,
+           "copy parameters and optimizer state to host memory and write the checkpoint on a background thread");
+    r.add<double>("step-timeout", &Options::step_timeout, o, 900.0,
+                  "abort the job, naming the stuck rank and phase, when a step (or an evaluation or checkpoint) takes "
+                  "longer than this many seconds; 0 = never");
+    r.choice<OnNonfinite>("on-nonfinite", &Options::on_nonfinite, o, OnNonfinite::stop,
+             "a NaN/Inf loss or gradient: stop (exit 4 with a message) | skip (leave the parameters, go on)");
+    r.flag("preflight", &Options::preflight, o,
+           "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
+    r.add<S>("inject-fault", &Options::inject_fault, o, "",
+             "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
+             "(from STEP on, the rank's forward takes 20 ms longer: a straggler) | slow-read (from STEP on, each of "
+             "the rank's batch reads takes 20 ms longer)");
+    r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
+    r.add<long>("eval-every", &Options::eval_every, o, 100,
+                "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
+    r.add<long>("eval-max", &Options::eval_max, o, 0, "evaluate on at most N validation samples; 0 = all");
+    r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
+                  "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
+    r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
+    r.choice<MetricsFormat>("metrics-format", &Options::metrics_format, o, MetricsFormat::jsonl,
+             "jsonl | emf: the same records in CloudWatch Embedded Metric Format (one JSON object per line, which "
+             "the CloudWatch agent turns into metrics), plus one record per rank per step line with its phase times");
+    r.add<S>("metrics-namespace", &Options::metrics_namespace, o, "dptrain", "CloudWatch namespace of the EMF metrics");
+    r.add<S>("job-name", &Options::job_name, o, "",
+             "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");
+    r.choice<DeviceKind>("device", &Options::device, o, DeviceKind::cpu,
+             "where the model computes: cpu | cuda (the MLP or GPT on the rank's GPU, one per rank of the host; "
+             "where parameters and optimizer live: --gpu-state; the CUDA path has not yet been run on a GPU: "
+             "check it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu, saying why)");
+    r.choice<Precision>("precision", &Options::precision, o, Precision::fp32,
+             "matmul precision: fp32 | bf16 (mixed precision: every matmul of the model takes bf16-rounded weights, "
+             "activations and output gradients and sums in fp32, attention's products take TF32 operands, and "
+             "the GPT keeps in bf16 its fc output, its logits, the input gradients its LayerNorms' backward take and, "
+             "with --attention flash, attention's output and its gradient; parameters, gradients and optimizer "
+             "state stay fp32; on the CPU the rounding is emulated at fp32 speed)");
+    r.choice<AttentionKind>("attention", &Options::attention, o, AttentionKind::matmul,
+             "GPT attention: matmul (the T x T scores and softmax as matrices, kept for backward; products as "
+             "--precision says) | flash (key tiles of 64 with a running softmax, nothing T x T kept, operands "
+             "bf16 on the tensor cores and sums fp32; needs --precision bf16 and a head size of 16, 32, 64 or 128; "
+             "not yet run on a GPU: check it with tests/gpu/run.sh)");
+    r.choice<GpuState>("gpu-state", &Options::gpu_state, o, GpuState::automatic,
+             "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
+             "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "
+             "(copied to and from the GPU every step; the all-reduce and optimizer of the CPU path) | auto (device "
+             "when every rank has a GPU and, with several ranks, the build has NCCL; else host, saying why)");
+    r.choice<GpuHealthMode>("gpu-health", &Options::gpu_health, o, GpuHealthMode::automatic,
+             "each rank's GPU utilisation, memory, temperature and power from NVML (loaded at run time) at every step "
+             "line, in the metrics: auto (when NVML finds the rank's GPU) | on (an error without it) | off");
+    r.choice<ProgressMode>("progress", &Options::progress, o, ProgressMode::automatic,
+             "rank 0's progress: tty (a status line updated in place between step lines) | plain (step lines only, "
+             "for batch logs) | auto (tty when the output is a terminal)");
+    r.add<S>("trace", &Options::trace, o, "",
+             "write a Chrome trace of every step's phases to FILE-rankNNNNN.json on each rank (merge them with "
+             "dptrain-report trace)");
+    r.add<long>("profile-ops", &Options::profile_ops, o, 0,
+                "time step N's forward and backward op by op (matmul, attention, layernorm, ...) and print where "
+                "rank 0's time went; on a GPU by CUDA events around each op; 0 = off");
+}
+
+std::vector<int> parse_widths(const std::string& s) {
+    std::vector<int> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        int v = 0;
+        try {
+            v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v <= 0)
+            throw UserError(strfmt("--hidden '%s': '%s' is not a positive width; give comma-separated "
+                                   "widths such as --hidden 256,256",
+                                   s.c_str(), item.c_str()));
+        out.push_back(v);
+    }
+    return out;
+}
+
+void need(bool ok, const std::string& msg) {
+    if (!ok) throw UserError(msg);
+}
+
+// The model's and the data's options.
+void validate_model_and_data(Options& o) {
+    need(o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 && o.n_embd % o.n_head == 0,
+         strfmt("--n-embd %d must be a multiple of --n-head %d, and --n-layer %d positive", o.n_embd, o.n_head, o.n_layer));
+    need(o.block_size > 0, strfmt("--block-size %d must be positive", o.block_size));
+    need(o.vocab_size >= 0, strfmt("--vocab-size %d must be >= 0", o.vocab_size));
+    o.hidden_sizes = o.hidden.empty() ? std::vector<int>{} : parse_widths(o.hidden);
+    need(o.attention != AttentionKind::flash || o.model == ModelKind::gpt,
+         "--attention flash is for --model gpt (the MLP has no attention)");
+    need(o.attention != AttentionKind::flash || o.precision == Precision::bf16,
+         "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
+    need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
+    need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
+    need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
+    need(o.shuffle_block >= 1 && o.shuffle_block <= (1l << 30),
+         strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
+    need(o.io != IoMode::collective || o.io_threads == 1,
+         strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
+    need(o.io != IoMode::collective || o.model != ModelKind::gpt,
+         "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
+}
+
+// The schedule's and the optimizer's options.
+void validate_training(const Options& o) {
+    need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
+    need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
+    need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));
+    need(o.warmup_steps >= 0, strfmt("--warmup-steps %ld must be >= 0", o.warmup_steps));
+    need(o.momentum >= 0 && o.momentum < 1, strfmt("--momentum %g must be in [0, 1)", o.momentum));
+    need(o.beta1 >= 0 && o.beta1 < 1, strfmt("--beta1 %g must be in [0, 1)", o.beta1));
+    need(o.beta2 >= 0 && o.beta2 < 1, strfmt("--beta2 %g must be in [0, 1)", o.beta2));
+    need(o.eps > 0, strfmt("--eps %g must be positive", o.eps));
+    need(o.weight_decay >= 0, strfmt("--weight-decay %g must be >= 0", o.weight_decay));
+    need(o.grad_clip >= 0, strfmt("--grad-clip %g must be >= 0 (0 turns clipping off)", o.grad_clip));
+    need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
+    need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
+    need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
+    need(o.bucket_mb > 0, strfmt("--bucket-mb %g must be positive", o.bucket_mb));
+}
+
+// Checkpoints, reliability and output; fills in the paths derived from --run-dir.
+void validate_output(Options& o) {
+    need(o.eval_max >= 0, strfmt("--eval-max %ld must be >= 0", o.eval_max));
+    need(o.peak_gflops >= 0, strfmt("--peak-gflops %g must be >= 0", o.peak_gflops));
+    need(o.profile_ops >= 0 && o.profile_ops <= o.steps,
+         strfmt("--profile-ops %ld must be a step of the run, 1 to --steps %ld (0 turns it off)", o.profile_ops,
+                o.steps));
+    need(o.step_timeout >= 0, strfmt("--step-timeout %g must be >= 0 (0 turns the watchdog off)", o.step_timeout));
+    need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
+    need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
+    need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
+    need(o.eval_every >= 0, strfmt("--eval-every %ld must be >= 0", o.eval_every));
+    need(!o.run_dir.empty(), "--run-dir must not be empty");
+    need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 &&
+             o.metrics_namespace.find(':') == std::string::npos,
+         strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
+                o.metrics_namespace.c_str()));
+    o.resume_mode = o.resume == "none" ? ResumeMode::none : o.resume == "auto" ? ResumeMode::latest : ResumeMode::path;
+    if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
+    if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";
+}
+
+void validate(Options& o) {
+    validate_model_and_data(o);
+    validate_training(o);
+    validate_output(o);
+}
+
+// Boost formats its error messages by replacing placeholders such as %value% with the offending
+// text until none is left; a token that itself contains a placeholder makes that loop endless
+// (found by tests/fuzz/fuzz_options). Such text is refused before Boost sees it.
+void refuse_placeholders(const std::string& text, const std::string& where) {
+    for (const char* tag : {"%canonical_option%", "%option%", "%value%", "%prefix%", "%original_token%", "%invalid_line%"})
+        if (text.find(tag) != std::string::npos)
+            throw UserError(strfmt("%s contains '%s', which the option parser cannot handle; remove it", where.c_str(), tag));
+}
+
+// Boost's messages name the option ("unrecognised option '--bach-size'"); add the fix.
+std::string with_fix(const std::string& where, const po::error& e) {
+    return where + e.what() + "; see dptrain --help for the options and their values";
+}
+
+} // namespace
+
+static void make_registry(Registry& general, Registry& r, Options& o) {
+    general.desc.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
+        "config", po::value<std::string>(&o.config)->default_value(""),
+        "INI file of options (name = value, names as below without dashes); the command line wins");
+    declare(r, o);
+}
+
+ParseResult parse_options(int argc, const char* const* argv) {
+    ParseResult res;
+    Registry general("General");
+    Registry r("Training options");
+    make_registry(general, r, res.opts);
+    po::options_description all;
+    all.add(general.desc).add(r.desc);
+
+    for (int i = 1; i < argc; ++i) refuse_placeholders(argv[i], strfmt("argument '%s'", argv[i]));
+    po::variables_map vm;
+    try {
+        po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
+        // A repeated option: the last one wins (scripts append overrides to a base command).
+        auto& v = parsed.options;
+        for (size_t i = v.size(); i-- > 0;)
+            for (size_t j = 0; j < i; ++j)
+                if (v[j].string_key == v[i].string_key) {
+                    v.erase(v.begin() + j);
+                    --i;
+                    --j;
+                }
+        po::store(parsed, vm);
+    } catch (const po::error& e) {
+        throw UserError(with_fix("", e));
+    }
+    if (vm.count("help")) {
+        std::ostringstream s;
+        s << "dptrain: data-parallel training with MPI\n\n"
+          << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n"
+          << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
+          << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n\n"
+          << all;
+        res.help = true;
+        res.help_text = s.str();
+        return res;
+    }
+    if (vm.count("version")) {
+        res.version = true;
+        return res;
+    }
+    auto cfg = vm.find("config");
+    if (cfg != vm.end() && !cfg->second.as<std::string>().empty()) {
+        std::string path = cfg->second.as<std::string>();
+        std::ifstream in(path);
+        if (!in)
+            throw UserError(strfmt("--config %s: cannot open the file; check the path (configs/ holds examples)",
+                                   path.c_str()));
+        std::stringstream text;
+        text << in.rdbuf();
+        refuse_placeholders(text.str(), strfmt("config %s", path.c_str()));
+        try {
+            // store() keeps the first value seen, so the command line (stored above) wins.
+            po::store(po::parse_config_file(text, r.desc, /*allow_unregistered=*/false), vm);
+        } catch (const po::error& e) {
+            throw UserError(with_fix(strfmt("config %s: ", path.c_str()), e));
+        }
+    }
+    try {
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw UserError(with_fix("", e));
+    }
+    validate(res.opts);
+    return res;
+}
+
+const char* name_of(ModelKind v) { return spelling(v); }
+const char* name_of(Activation v) { return spelling(v); }
+const char* name_of(Optimizer::Kind v) { return spelling(v); }
+const char* name_of(IoMode v) { return spelling(v); }
+const char* name_of(AllreduceAlgo v) { return spelling(v); }
+const char* name_of(Overlap v) { return spelling(v); }
+const char* name_of(DType v) { return spelling(v); }
+const char* name_of(OnNonfinite v) { return spelling(v); }
+const char* name_of(MetricsFormat v) { return spelling(v); }
+const char* name_of(ProgressMode v) { return spelling(v); }
+const char* name_of(GpuHealthMode v) { return spelling(v); }
+const char* name_of(DeviceKind v) { return spelling(v); }
+const char* name_of(Precision v) { return spelling(v); }
+const char* name_of(AttentionKind v) { return spelling(v); }
+const char* name_of(GpuState v) { return spelling(v); }
+
+IoMode parse_io_mode(const std::string& s) { return parse_choice<IoMode>("io", s); }
+Precision parse_precision(const std::string& s) { return parse_choice<Precision>("precision", s); }
+
+std::string Options::to_ini() const {
+    Registry general("General");
+    Registry r("Training options");
+    Options scratch;
+    make_registry(general, r, scratch);
+    std::string out;
+    for (auto& [name, print] : r.printers) out += name + " = " + print(*this) + "\n";
+    return out;
+}
+
+} // namespace dptrain

@@ -1,0 +1,569 @@
+// ShardSet (open + validate + batched hyperslab reads), Sampler and Prefetcher.
+#include "dptrain/data/shards.h"
+
+#include "dptrain/comm/communicator.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace dptrain {
+
+static std::string shard_name(const std::string& dir, const std::string& split, int i, int of) {
+    return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), i, of);
+}
+
+// Direct reads need a contiguous, allocated, unfiltered dataset of the native type (the file
+// then holds the rows as plain little-endian arrays at a fixed offset). Anything else keeps the
+// HDF5 path. A file shorter than its datasets' extent is caught here as truncated.
+static void setup_direct(const std::string& path, hid_t features, hid_t labels, hsize_t rows, hsize_t dim, int* fd,
+                         long* features_at, long* labels_at) {
+    auto plain = [](hid_t dset, hid_t native) {
+        h5::Hid dcpl(H5Dget_create_plist(dset), H5Pclose);
+        h5::Hid type(H5Dget_type(dset), H5Tclose);
+        return H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 &&
+               H5Tequal(type.get(), native) > 0 && H5Dget_offset(dset) != HADDR_UNDEF;
+    };
+    if (!plain(features, H5T_NATIVE_FLOAT) || !plain(labels, H5T_NATIVE_INT32)) return;
+    long fo = (long)H5Dget_offset(features), lo = (long)H5Dget_offset(labels);
+    int f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f < 0) return;
+    struct stat st;
+    long need = std::max(fo + (long)(rows * dim * 4), lo + (long)(rows * 4));
+    if (fstat(f, &st) != 0 || st.st_size < need) {
+        ::close(f);
+        throw UserError(strfmt("%s: truncated: %lld bytes, its datasets need %ld; restore or regenerate the shard",
+                               path.c_str(), (long long)st.st_size, need));
+    }
+    *fd = f;
+    *features_at = fo;
+    *labels_at = lo;
+}
+
+ShardSet::~ShardSet() {
+    for (Shard& sh : shards_)
+        if (sh.fd >= 0) ::close(sh.fd);
+}
+
+std::unique_ptr<Dataset> ShardSet::reopen() const {
+    if (mode_ == IoMode::collective) throw std::logic_error("ShardSet::reopen: collective reads have one reader");
+    auto s = std::make_unique<ShardSet>(ShardSet::open(dir_, split_, max_rows_, mode_, comm_));
+    s->node_copy_ = node_copy_;  // memory: the same node-shared rows
+    return s;
+}
+
+void ShardSet::load_node_memory() {
+    MpiCommunicator node(comm_);
+    const int L = node.size(), l = node.rank();
+    const size_t D = (size_t)dim_;
+    auto copy = std::make_shared<NodeCopy>();
+    copy->buf = node_memory(comm_, (double)total_ * (D + 1) * 4, strfmt("the rows of %s/%s", dir_.c_str(), split_.c_str()));
+    float* features = reinterpret_cast<float*>(copy->buf->segment(0));
+    int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
+    copy->features = features;
+    copy->labels = labels;
+    // Kept from here on, even when a read below fails: freeing the window is collective over the
+    // node, so it must wait until every rank of the node gives up together (the caller's all_ok).
+    node_copy_ = copy;
+    // This rank's share: global rows [lo, hi), read shard by shard as one contiguous run each, straight
+    // into the shared buffer (the sequential read this mode is for), then every label checked once.
+    long lo = total_ * l / L, hi = total_ * (l + 1) / L;
+    for (Shard& sh : shards_) {
+        long a = std::max(lo, sh.first), b = std::min(hi, sh.first + sh.count);
+        if (a >= b) continue;
+        float* fdst = features + (size_t)a * D;
+        int* ldst = labels + a;
+        hsize_t rows = (hsize_t)(b - a), row0 = (hsize_t)(a - sh.first);
+        if (sh.fd >= 0) {
+            auto read_all = [&](void* dst, size_t bytes, long at) {
+                char* p = static_cast<char*>(dst);
+                while (bytes > 0) {
+                    ssize_t got = ::pread(sh.fd, p, bytes, at);
+                    if (got <= 0)
+                        throw UserError(strfmt("%s: read of %zu bytes at offset %ld failed (%s); is the file truncated?",
+                                               sh.path.c_str(), bytes, at, got == 0 ? "end of file" : std::strerror(errno)));
+                    p += got, bytes -= (size_t)got, at += got;
+                }
+            };
+            read_all(fdst, rows * D * sizeof(float), sh.features_at + (long)(row0 * D * sizeof(float)));
+            read_all(ldst, rows * sizeof(int), sh.labels_at + (long)(row0 * sizeof(int)));
+        } else {
+            std::lock_guard<std::mutex> g(h5::lock());
+            h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose), lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+            hsize_t start[2] = {row0, 0}, count[2] = {rows, (hsize_t)D};
+            H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+            H5Sselect_hyperslab(lspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+            h5::Hid mf(H5Screate_simple(2, count, nullptr), H5Sclose), ml(H5Screate_simple(1, count, nullptr), H5Sclose);
+            if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, fdst) < 0 ||
+                H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ldst) < 0)
+                throw UserError(strfmt("%s: reading rows %llu..%llu failed (file truncated or corrupt?); regenerate or "
+                                       "restore the shard",
+                                       sh.path.c_str(), (unsigned long long)row0, (unsigned long long)(row0 + rows)));
+        }
+        for (long r = 0; r < b - a; ++r)
+            if (ldst[r] < 0 || ldst[r] >= classes_)
+                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the "
+                                       "attribute",
+                                       sh.path.c_str(), (long)row0 + r, ldst[r], classes_));
+    }
+}
+
+bool ShardSet::direct() const {
+    for (const Shard& sh : shards_)
+        if (sh.fd < 0) return false;
+    return !shards_.empty();
+}
+
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split, const std::string& hint) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) throw UserError(strfmt("--data %s: directory not found; %s", dir.c_str(), hint.c_str()));
+    std::map<int, int> of_counts;  // "of" value -> files seen with it
+    while (dirent* e = readdir(d)) {
+        int i = 0, of = 0, used = 0;
+        std::string fmt = split + "-%5d-of-%5d.h5%n";
+        if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
+            of_counts[of]++;
+    }
+    closedir(d);
+    if (of_counts.empty())
+        throw UserError(strfmt("--data %s: no %s-NNNNN-of-NNNNN.h5 shards; %s", dir.c_str(), split.c_str(), hint.c_str()));
+    if (of_counts.size() > 1)
+        throw UserError(strfmt("--data %s: %s shards from different sets (differing -of-NNNNN counts); keep one set per directory",
+                               dir.c_str(), split.c_str()));
+    int of = of_counts.begin()->first;
+    std::vector<std::string> paths;
+    for (int i = 0; i < of; ++i) {
+        paths.push_back(shard_name(dir, split, i, of));
+        FILE* probe = std::fopen(paths.back().c_str(), "rb");
+        if (!probe)
+            throw UserError(strfmt("%s: shard missing (%d of %d %s shards present); restore it or %s", paths.back().c_str(),
+                                   of_counts.begin()->second, of, split.c_str(), hint.c_str()));
+        std::fclose(probe);
+    }
+    return paths;
+}
+
+std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std::string& what) {
+    const double GiB = 1073741824.0, phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (bytes > 0.5 * phys)
+        throw UserError(strfmt("--io memory: %s need %.2f GiB, more than half of this node's %.2f GiB of memory; use "
+                               "--io direct",
+                               what.c_str(), bytes / GiB, phys / GiB));
+    const bool holder = MpiCommunicator(node).rank() == 0;
+    return std::make_shared<SharedWindow>(
+        node, holder ? (size_t)bytes : 0, /*own_pages=*/false,
+        strfmt("--io memory: %s need %.2f GiB of node-shared memory, which could not be allocated (is /dev/shm too "
+               "small?); use --io direct",
+               what.c_str(), bytes / GiB));
+}
+
+ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {
+    const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
+    std::vector<std::string> paths = find_shards(dir, split, hint);
+    std::lock_guard<std::mutex> g(h5::lock());
+    ShardSet s;
+    s.dir_ = dir;
+    s.split_ = split;
+    s.max_rows_ = max_rows;
+    s.mode_ = mode;
+    s.comm_ = comm;
+    h5::Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    if (mode == IoMode::collective) {
+        H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL);
+        s.xfer_ = h5::Hid(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+        H5Pset_dxpl_mpio(s.xfer_.get(), H5FD_MPIO_COLLECTIVE);
+    }
+    for (const std::string& path : paths) s.add_shard(path, hint, fapl.get(), paths.size());
+    s.cache_labels();
+    s.order_.reserve(max_rows);
+    s.xs_.resize((size_t)max_rows * s.dim_);
+    s.ys_.resize(max_rows);
+    return s;
+}
+
+// Opens one shard and checks it, alone and against the shards before it.
+void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards) {
+    Shard sh;
+    sh.path = path;
+    sh.file = h5::open_file(sh.path, hint, fapl);
+    sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
+    sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
+    h5::expect_kind(sh.features.get(), h5::Kind::f32, sh.path, "/features", hint);
+    h5::expect_kind(sh.labels.get(), h5::Kind::i32, sh.path, "/labels", hint);
+    auto fd = h5::dims(sh.features.get());
+    auto ld = h5::dims(sh.labels.get());
+    if (fd.size() != 2)
+        throw UserError(strfmt("%s: /features has %zu dimensions, expected 2 (samples, features); %s", sh.path.c_str(),
+                               fd.size(), hint.c_str()));
+    if (ld.size() != 1 || ld[0] != fd[0])
+        throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,); %s",
+                               sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0], hint.c_str()));
+    int classes = 0;
+    try {
+        classes = (int)h5::read_attr_i64(sh.file.get(), "num_classes");
+    } catch (const UserError& e) {
+        throw UserError(strfmt("%s: %s (the number of classes); %s", sh.path.c_str(), e.what(), hint.c_str()));
+    }
+    if (classes < 2) throw UserError(strfmt("%s: num_classes = %d, expected at least 2", sh.path.c_str(), classes));
+    if (shards_.empty()) {
+        dim_ = (int)fd[1];
+        classes_ = classes;
+    } else if ((int)fd[1] != dim_ || classes != classes_) {
+        throw UserError(strfmt("%s: %llu features and %d classes, but %s has %d and %d; shards of one set must agree",
+                               sh.path.c_str(), (unsigned long long)fd[1], classes, shards_[0].path.c_str(), dim_,
+                               classes_));
+    }
+    if (fd[0] == 0) throw UserError(strfmt("%s: shard holds no samples; %s", sh.path.c_str(), hint.c_str()));
+    // A batch of rows is staged in memory: refuse a row width no batch could hold.
+    if (fd[1] == 0 || (double)fd[1] * 4.0 * max_rows_ > (double)(1ull << 32))
+        throw UserError(strfmt("%s: /features has %llu features per sample; a batch of %d such rows does not fit "
+                               "in 4 GiB of host memory",
+                               sh.path.c_str(), (unsigned long long)fd[1], max_rows_));
+    if (mode_ != IoMode::collective)
+        setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at, &sh.labels_at);
+    if (sh.fd < 0) {
+        // HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets
+        // instead of HDF5's 1 MiB, within 256 MiB per reader for all shards together.
+        size_t budget = std::min<size_t>(64u << 20, (256u << 20) / n_shards);
+        h5::size_chunk_cache(sh.file.get(), sh.features, "/features", budget / 5 * 4);
+        h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", budget / 5);
+    }
+    sh.first = total_;
+    sh.count = (long)fd[0];
+    total_ += sh.count;
+    shards_.push_back(std::move(sh));
+}
+
+// Labels of direct shards, when they all fit, are read once at open (one pread per shard) and
+// checked then: a bad label stops the run at start-up instead of mid-training.
+void ShardSet::cache_labels() {
+    long direct_rows = 0;
+    for (const Shard& sh : shards_) direct_rows += sh.fd >= 0 ? sh.count : 0;
+    if (direct_rows == 0 || direct_rows * 4 > kLabelCacheBytes) return;
+    for (Shard& sh : shards_) {
+        if (sh.fd < 0) continue;
+        auto labels = std::make_shared<std::vector<int>>((size_t)sh.count);
+        char* p = reinterpret_cast<char*>(labels->data());
+        size_t left = (size_t)sh.count * sizeof(int);
+        long at = sh.labels_at;
+        while (left > 0) {
+            ssize_t got = ::pread(sh.fd, p, left, at);
+            if (got <= 0)
+                throw UserError(strfmt("%s: reading /labels failed (%s); is the file truncated?", sh.path.c_str(),
+                                       got == 0 ? "end of file" : std::strerror(errno)));
+            p += got, left -= (size_t)got, at += got;
+        }
+        for (long r = 0; r < sh.count; ++r)
+            if ((*labels)[r] < 0 || (*labels)[r] >= classes_)
+                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or "
+                                       "the attribute",
+                                       sh.path.c_str(), r, (*labels)[r], classes_));
+        sh.label_cache = std::move(labels);
+    }
+}
+
+void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
+    if (n > max_rows_) throw std::invalid_argument("ShardSet::read_rows: more rows than max_rows");
+    if (node_copy_) {
+        const size_t D = (size_t)dim_;
+        // Random rows: latency-bound, so the rows a few iterations ahead are prefetched.
+        const float* F = node_copy_->features;
+        const int* Lb = node_copy_->labels;
+        for (int i = 0; i < n; ++i) {
+            if (i + 8 < n) {
+                const char* ahead = reinterpret_cast<const char*>(F + (size_t)idx[i + 8] * D);
+                for (size_t off = 0; off < D * sizeof(float); off += 64) __builtin_prefetch(ahead + off);
+                __builtin_prefetch(Lb + idx[i + 8]);
+            }
+            std::memcpy(x + (size_t)i * D, F + (size_t)idx[i] * D, D * sizeof(float));
+            y[i] = Lb[idx[i]];
+        }
+        return;
+    }
+    order_.clear();
+    for (int i = 0; i < n; ++i) order_.emplace_back(idx[i], i);
+    std::sort(order_.begin(), order_.end());
+    size_t k = 0;
+    // Collective reads visit every shard, in order, on every rank (a shard without rows here gets
+    // an empty read); the other modes only the shards that hold rows.
+    size_t next_shard = 0;
+    while (k < order_.size() || (mode_ == IoMode::collective && next_shard < shards_.size())) {
+        Shard* shp;
+        if (mode_ == IoMode::collective) {
+            shp = &shards_[next_shard++];
+        } else {
+            // Shard of order_[k]: the last shard whose first row is <= the index.
+            long gi = order_[k].first;
+            auto it = std::upper_bound(shards_.begin(), shards_.end(), gi,
+                                       [](long v, const Shard& s) { return v < s.first; });
+            shp = &*(it - 1);
+        }
+        Shard& sh = *shp;
+        size_t begin = k;
+        while (k < order_.size() && order_[k].first < sh.first + sh.count) ++k;
+        if (sh.fd >= 0) read_direct(sh, begin, k);
+        else read_hdf5(sh, begin, k);
+        // Rows arrive packed in file order in xs_/ys_; check labels and place rows in batch order.
+        const size_t D = (size_t)dim_;
+        for (size_t r = 0; r < k - begin; ++r) {
+            auto [row, pos] = order_[begin + r];
+            int label = ys_[r];
+            if (label < 0 || label >= classes_)
+                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the attribute",
+                                       sh.path.c_str(), row - sh.first, label, classes_));
+            std::memcpy(x + (size_t)pos * D, xs_.data() + r * D, D * sizeof(float));
+            y[pos] = label;
+        }
+    }
+}
+
+// One pread per run of consecutive rows, for features and labels.
+void ShardSet::read_direct(Shard& sh, size_t begin, size_t end) {
+    const size_t row_bytes = (size_t)dim_ * sizeof(float);
+    for (size_t r = begin; r < end;) {
+        size_t e = r + 1;
+        while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
+        long row = order_[r].first - sh.first;
+        size_t rows = e - r;
+        auto read_all = [&](void* dst, size_t bytes, long at) {
+            char* p = static_cast<char*>(dst);
+            while (bytes > 0) {
+                ssize_t got = ::pread(sh.fd, p, bytes, at);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: read of %zu bytes at offset %ld failed (%s); is the file truncated or "
+                                           "the filesystem unavailable?",
+                                           sh.path.c_str(), bytes, at, got == 0 ? "end of file" : std::strerror(errno)));
+                p += got;
+                bytes -= (size_t)got;
+                at += got;
+            }
+        };
+        read_all(xs_.data() + (r - begin) * dim_, rows * row_bytes, sh.features_at + row * (long)row_bytes);
+        if (sh.label_cache) std::memcpy(ys_.data() + (r - begin), sh.label_cache->data() + row, rows * sizeof(int));
+        else read_all(ys_.data() + (r - begin), rows * sizeof(int), sh.labels_at + row * (long)sizeof(int));
+        r = e;
+    }
+}
+
+// One H5Dread per dataset of the union of the runs' hyperslabs.
+void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
+    const hsize_t D = (hsize_t)dim_;
+    hsize_t rows = end - begin;
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
+    h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
+    if (rows == 0) {  // a collective read with nothing for this rank: it still takes part
+        hsize_t one[2] = {1, D};
+        h5::Hid mf(H5Screate_simple(2, one, nullptr), H5Sclose), ml(H5Screate_simple(1, one, nullptr), H5Sclose);
+        H5Sselect_none(fspace.get());
+        H5Sselect_none(lspace.get());
+        H5Sselect_none(mf.get());
+        H5Sselect_none(ml.get());
+        if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), xfer_.get(), xs_.data()) < 0 ||
+            H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), xfer_.get(), ys_.data()) < 0)
+            throw UserError(strfmt("%s: collective read failed", sh.path.c_str()));
+        return;
+    }
+    for (size_t r = begin; r < end;) {
+        size_t e = r + 1;
+        while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
+        hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
+        hsize_t count[2] = {(hsize_t)(e - r), D};
+        H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
+        if (H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr) < 0 ||
+            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr) < 0)
+            throw UserError(strfmt("%s: cannot select rows %llu..%llu", sh.path.c_str(), (unsigned long long)start[0],
+                                   (unsigned long long)(start[0] + count[0])));
+        r = e;
+    }
+    hsize_t mdims[2] = {rows, D};
+    h5::Hid mf(H5Screate_simple(2, mdims, nullptr), H5Sclose);
+    h5::Hid ml(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+    hid_t xfer = xfer_.get() >= 0 ? xfer_.get() : H5P_DEFAULT;
+    if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), xfer, xs_.data()) < 0 ||
+        H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), xfer, ys_.data()) < 0)
+        throw UserError(strfmt("%s: reading %llu rows failed (file truncated or corrupt?); regenerate or restore the shard",
+                               sh.path.c_str(), (unsigned long long)rows));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Sampler::Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs, long block)
+    : n_(num_samples), global_batch_(global_batch), block_(std::max(1l, std::min(block, num_samples))), seed_(seed) {
+    steps_per_epoch_ = (n_ + global_batch_ - 1) / global_batch_;
+    perm_[0].resize(n_);
+    if (cached_epochs > 1) perm_[1].resize(n_);
+    if (block_ > 1) blocks_.reserve((size_t)(n_ / block_ + 2));
+}
+
+int Sampler::global_count(long step) const {
+    long in_epoch = step % steps_per_epoch_;
+    return (int)std::min(global_batch_, n_ - in_epoch * global_batch_);
+}
+
+const std::vector<long>& Sampler::perm_of(long epoch) {
+    for (int c = 0; c < 2; ++c)
+        if (perm_epoch_[c] == epoch && !perm_[c].empty()) return perm_[c];
+    // Replace the older cached epoch (the only one, with a single cache).
+    int c = perm_[1].empty() ? 0 : (perm_epoch_[0] <= perm_epoch_[1] ? 0 : 1);
+    std::vector<long>& p = perm_[c];
+    Rng rng(stream_seed(seed_, (uint64_t)epoch));
+    if (block_ == 1) {
+        for (long i = 0; i < n_; ++i) p[i] = i;
+        for (long i = n_ - 1; i > 0; --i) std::swap(p[i], p[rng.below((uint64_t)i + 1)]);
+    } else {
+        // Blocks [0, off), [off, off + B), ... , [.., n): shuffled as units, then laid out.
+        long off = (long)rng.below((uint64_t)block_);
+        blocks_.clear();
+        if (off > 0) blocks_.push_back(0);
+        for (long b = off; b < n_; b += block_) blocks_.push_back(b);
+        const long nb = (long)blocks_.size();
+        for (long i = nb - 1; i > 0; --i) std::swap(blocks_[i], blocks_[rng.below((uint64_t)i + 1)]);
+        long k = 0;
+        for (long b : blocks_) {
+            long end = b < off ? off : std::min(n_, b + block_);
+            for (long i = b; i < end; ++i) p[k++] = i;
+        }
+    }
+    perm_epoch_[c] = epoch;
+    return p;
+}
+
+int Sampler::slice(long step, int rank, int world, long* out) {
+    std::lock_guard<std::mutex> g(mu_);
+    const std::vector<long>& perm = perm_of(epoch_of(step));
+    long base = (step % steps_per_epoch_) * global_batch_;
+    long c = global_count(step);
+    long lo = c * rank / world, hi = c * (rank + 1) / world;
+    for (long i = lo; i < hi; ++i) out[i - lo] = perm[base + i];
+    return (int)(hi - lo);
+}
+
+int Sampler::batch(long step, long* out) { return slice(step, 0, 1, out); }
+
+// ---------------------------------------------------------------------------------------------
+
+Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
+                       long first_step, long end_step, long fail_step, bool in_caller, long slow_from)
+    : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
+      fail_step_(fail_step), slow_from_(slow_from), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
+      ready_(slots_.size(), -1), in_caller_(in_caller) {
+    for (Batch& b : slots_) {
+        b.x.resize((size_t)max_rows * readers_[0]->floats_per_sample());
+        b.y.resize((size_t)max_rows * readers_[0]->ints_per_sample());
+    }
+    for (auto& v : idx_) v.resize(max_rows);
+    if (!in_caller_)
+        for (int k = 0; k < (int)readers_.size(); ++k) threads_.emplace_back(&Prefetcher::run, this, k);
+}
+
+Prefetcher::~Prefetcher() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+}
+
+// Batch k (counted from first_step) into its slot.
+void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
+    long step = first_ + k;
+    Batch& b = slots_[k % (long)slots_.size()];
+    b.step = step;
+    b.global_n = sampler_.global_count(step);
+    b.n = sampler_.slice(step, rank_, world_, idx.data());
+    if (step == fail_step_)
+        throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
+                               data.shard_path(0).c_str(), step + 1));
+    data.read(idx.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());
+    if (slow_from_ >= 0 && step >= slow_from_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+void Prefetcher::run(int reader) {
+    const long depth = (long)slots_.size(), K = (long)readers_.size();
+    for (long k = reader; first_ + k < end_; k += K) {
+        {
+            // Slot k % depth is free once batch k - depth has been consumed.
+            std::unique_lock<std::mutex> g(mu_);
+            cv_.wait(g, [&] { return stop_ || k - consumed_ < depth; });
+            if (stop_ || (error_ && error_at_ < k)) return;
+        }
+        try {
+            read_batch(*readers_[reader], k, idx_[reader]);
+        } catch (...) {
+            std::lock_guard<std::mutex> g(mu_);
+            if (!error_ || k < error_at_) {
+                error_ = std::current_exception();
+                error_at_ = k;
+            }
+            cv_.notify_all();
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            ready_[k % depth] = k;
+        }
+        cv_.notify_all();
+    }
+}
+
+const Batch& Prefetcher::next() {
+    auto t0 = std::chrono::steady_clock::now();
+    const size_t slot = (size_t)(consumed_ % (long)slots_.size());
+    if (in_caller_) {
+        read_batch(*readers_[0], consumed_, idx_[0]);
+        wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return slots_[slot];
+    }
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return ready_[slot] == consumed_ || (error_ && error_at_ <= consumed_); });
+    if (ready_[slot] != consumed_) std::rethrow_exception(error_);
+    wait_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return slots_[slot];
+}
+
+std::vector<std::pair<void*, size_t>> Prefetcher::buffers() {
+    std::vector<std::pair<void*, size_t>> out;
+    for (Batch& b : slots_) {
+        out.emplace_back(b.x.data(), b.x.size() * sizeof(float));
+        out.emplace_back(b.y.data(), b.y.size() * sizeof(int));
+    }
+    return out;
+}
+
+const Batch* Prefetcher::peek() {
+    std::lock_guard<std::mutex> g(mu_);
+    const long k = consumed_ + 1;
+    if (in_caller_ || first_ + k >= end_) return nullptr;
+    const size_t slot = (size_t)(k % (long)slots_.size());
+    return ready_[slot] == k ? &slots_[slot] : nullptr;
+}
+
+void Prefetcher::release() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        ++consumed_;
+    }
+    cv_.notify_all();
+}
+
+double Prefetcher::take_wait_seconds() {
+    std::lock_guard<std::mutex> g(mu_);
+    double w = wait_;
+    wait_ = 0.0;
+    return w;
+}
+
+} // namespace dptrain

@@ -1,0 +1,520 @@
+// Staging a dataset to node-local storage: list, compare, copy (temporary name, flush, rename),
+// verify sizes and SHA-256 sums. SHA-256 is implemented here (FIPS 180-4) so that the sums
+// match `sha256sum`'s without another library.
+#include "dptrain/data/stage.h"
+
+#include "dptrain/core/error.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace dptrain {
+
+// ---------------------------------------------------------------------------------------------
+// SHA-256
+
+namespace {
+
+const uint32_t kK[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+struct Sha256 {
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    unsigned char buf[64];
+    size_t used = 0;
+    uint64_t total = 0;
+
+    static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+    void block(const unsigned char* p) {
+        uint32_t w[64];
+        for (int i = 0; i < 16; ++i)
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        for (int i = 16; i < 64; ++i) {
+            uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+        for (int i = 0; i < 64; ++i) {
+            uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
+            uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+            k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+        }
+        h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+    }
+
+    void update(const unsigned char* p, size_t n) {
+        total += n;
+        if (used) {
+            size_t take = std::min(n, 64 - used);
+            std::memcpy(buf + used, p, take);
+            used += take, p += take, n -= take;
+            if (used < 64) return;
+            block(buf);
+            used = 0;
+        }
+        for (; n >= 64; p += 64, n -= 64) block(p);
+        std::memcpy(buf, p, n);
+        used = n;
+    }
+
+    std::string hex() {
+        uint64_t bits = total * 8;
+        unsigned char pad[72] = {0x80};
+        size_t padn = (used < 56 ? 56 : 120) - used;
+        for (int i = 0; i < 8; ++i) pad[padn + i] = (unsigned char)(bits >> (56 - 8 * i));
+        update(pad, padn + 8);
+        std::string out;
+        for (uint32_t v : h) out += strfmt("%08x", v);
+        return out;
+    }
+};
+
+} // namespace
+
+std::string sha256_hex(const void* data, size_t n) {
+    Sha256 s;
+    s.update(static_cast<const unsigned char*>(data), n);
+    return s.hex();
+}
+
+std::string sha256_file(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw UserError(strfmt("%s: cannot open it: %s", path.c_str(), std::strerror(errno)));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    std::vector<unsigned char> buf(4 << 20);
+    Sha256 s;
+    for (;;) {
+        ssize_t got = ::read(fd, buf.data(), buf.size());
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            ::close(fd);
+            throw UserError(strfmt("%s: read failed: %s", path.c_str(), std::strerror(e)));
+        }
+        if (got == 0) break;
+        s.update(buf.data(), (size_t)got);
+    }
+    ::close(fd);
+    return s.hex();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Listing, copying, checking
+
+namespace {
+
+struct Entry {
+    std::string path;  // relative to the directory listed
+    long long size = 0;
+    long long mtime_ns = 0;
+};
+
+bool is_stage_file(const char* name) { return std::strncmp(name, ".stage-", 7) == 0; }
+
+void list_into(const std::string& root, const std::string& rel, std::vector<Entry>& out) {
+    std::string dir = rel.empty() ? root : root + "/" + rel;
+    DIR* d = opendir(dir.c_str());
+    if (!d) throw UserError(strfmt("%s: cannot list it: %s", dir.c_str(), std::strerror(errno)));
+    while (dirent* e = readdir(d)) {
+        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..") || is_stage_file(e->d_name)) continue;
+        std::string r = rel.empty() ? e->d_name : rel + "/" + e->d_name;
+        struct stat st;
+        if (stat((root + "/" + r).c_str(), &st) != 0) continue;  // vanished while listing
+        if (S_ISDIR(st.st_mode)) list_into(root, r, out);
+        else if (S_ISREG(st.st_mode))
+            out.push_back({r, (long long)st.st_size, (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec});
+    }
+    closedir(d);
+}
+
+// Temporary files of a copy that was interrupted (the caller holds the lock, so none is in use).
+void remove_stale_temporaries(const std::string& dir) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    std::vector<std::string> subdirs;
+    while (dirent* e = readdir(d)) {
+        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+        std::string path = dir + "/" + e->d_name;
+        struct stat st;
+        if (lstat(path.c_str(), &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) subdirs.push_back(path);
+        else if (std::strncmp(e->d_name, ".stage-tmp-", 11) == 0) ::unlink(path.c_str());
+    }
+    closedir(d);
+    for (const std::string& sd : subdirs) remove_stale_temporaries(sd);
+}
+
+std::vector<Entry> list_files(const std::string& root) {
+    std::vector<Entry> out;
+    list_into(root, "", out);
+    std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.path < b.path; });
+    return out;
+}
+
+std::string manifest_of(const std::vector<Entry>& files) {
+    std::string m;
+    for (const Entry& e : files) m += strfmt("%s\t%lld\t%lld\n", e.path.c_str(), e.size, e.mtime_ns);
+    return m;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f || std::fputs(text.c_str(), f) < 0 || std::fflush(f) != 0 || fsync(fileno(f)) != 0 || std::fclose(f) != 0 ||
+        std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw UserError(strfmt("%s: cannot write it: %s", path.c_str(), std::strerror(errno)));
+}
+
+void make_dirs(const std::string& path) {
+    std::string cur;
+    for (size_t i = 0; i <= path.size(); ++i) {
+        if (i == path.size() || path[i] == '/') {
+            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+                throw UserError(strfmt("%s: cannot create the directory: %s", cur.c_str(), std::strerror(errno)));
+        }
+        if (i < path.size()) cur += path[i];
+    }
+}
+
+std::string human_bytes(double b) {
+    return b >= 1073741824.0 ? strfmt("%.2f GiB", b / 1073741824.0) : strfmt("%.1f MiB", b / 1048576.0);
+}
+
+// Copies src to dst through DIR/.stage-tmp-NAME: written, flushed to disk, given the source's
+// modification time, then renamed over dst.
+void copy_file(const std::string& src, const std::string& dst, std::vector<char>& buf) {
+    size_t slash = dst.rfind('/');
+    std::string tmp = dst.substr(0, slash + 1) + ".stage-tmp-" + dst.substr(slash + 1);
+    int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw UserError(strfmt("%s: cannot open it: %s", src.c_str(), std::strerror(errno)));
+    int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        int e = errno;
+        ::close(in);
+        throw UserError(strfmt("%s: cannot create it: %s", tmp.c_str(), std::strerror(e)));
+    }
+    posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+    // Closes only what is still open: another copy thread may already own a number closed here.
+    auto fail = [&](const std::string& what) {
+        int e = errno;
+        if (in >= 0) ::close(in);
+        if (out >= 0) ::close(out);
+        ::unlink(tmp.c_str());
+        throw UserError(strfmt("%s: %s: %s", what.c_str(), dst.c_str(), std::strerror(e)));
+    };
+    for (;;) {
+        ssize_t got = ::read(in, buf.data(), buf.size());
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail("reading " + src + " for");
+        if (got == 0) break;
+        for (ssize_t put = 0; put < got;) {
+            ssize_t w = ::write(out, buf.data() + put, (size_t)(got - put));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) fail("writing (disk full?)");
+            put += w;
+        }
+    }
+    struct stat st;
+    if (fstat(in, &st) != 0) fail("stat of the source of");
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    if (fdatasync(out) != 0 || futimens(out, times) != 0) fail("flushing");
+    ::close(in);
+    in = -1;
+    int closed = ::close(out);
+    out = -1;
+    if (closed != 0) fail("closing");
+    if (std::rename(tmp.c_str(), dst.c_str()) != 0) fail("renaming the copy to");
+}
+
+// Runs job(i) for i in [0, n) on up to `streams` threads; the first error is rethrown.
+void parallel_for(long n, int streams, const std::function<void(long, std::vector<char>&)>& job) {
+    std::atomic<long> next{0};
+    std::mutex mu;
+    std::exception_ptr err;
+    auto worker = [&] {
+        std::vector<char> buf(4 << 20);
+        for (long i; (i = next++) < n;) {
+            {
+                std::lock_guard<std::mutex> g(mu);
+                if (err) return;
+            }
+            try {
+                job(i, buf);
+            } catch (...) {
+                std::lock_guard<std::mutex> g(mu);
+                if (!err) err = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < std::min<long>(streams, n); ++t) threads.emplace_back(worker);
+    worker();
+    for (auto& t : threads) t.join();
+    if (err) std::rethrow_exception(err);
+}
+
+// One stager per destination: an exclusive lock on DEST/.stage-lock, held while this object lives.
+struct DirLock {
+    int fd = -1;
+    explicit DirLock(const std::string& dir) {
+        std::string path = dir + "/.stage-lock";
+        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) throw UserError(strfmt("%s: cannot create the lock file: %s", path.c_str(), std::strerror(errno)));
+        int rc;
+        while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        if (rc != 0) {
+            int e = errno;
+            ::close(fd);
+            throw UserError(strfmt("%s: cannot lock it (%s): two stagers could overwrite each other; stage to a "
+                                   "filesystem with file locks (node-local storage has them)",
+                                   path.c_str(), std::strerror(e)));
+        }
+    }
+    ~DirLock() { ::close(fd); }
+};
+
+} // namespace
+
+std::string StageResult::summary() const {
+    double t = std::max(seconds, 1e-3);
+    return strfmt("copied %ld of %ld files, %s in %.1f s: %.0f MB/s%s", copied_files, files, human_bytes(copied_bytes).c_str(),
+                  seconds, copied_bytes / t / 1e6, sums_checked ? ", SHA256SUMS verified" : "");
+}
+
+long check_sums(const std::string& dir, int streams, bool remove_bad) {
+    std::vector<std::pair<std::string, std::string>> want;  // (sum, name)
+    std::ifstream in(dir + "/SHA256SUMS");
+    if (!in) throw UserError(strfmt("%s/SHA256SUMS: cannot open it", dir.c_str()));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (line.empty()) continue;
+        // sha256sum's format: 64 hex digits, a space, ' ' (text) or '*' (binary), the name.
+        if (line.size() < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*'))
+            throw UserError(strfmt("%s/SHA256SUMS:%d: not a sha256sum line; regenerate it with `dptrain stage --write-sums %s`",
+                                   dir.c_str(), n, dir.c_str()));
+        std::string name = line.substr(66);
+        if (name.compare(0, 2, "./") == 0) name = name.substr(2);
+        want.emplace_back(line.substr(0, 64), name);
+    }
+    parallel_for((long)want.size(), streams, [&](long i, std::vector<char>&) {
+        std::string path = dir + "/" + want[i].second;
+        if (sha256_file(path) == want[i].first) return;
+        if (remove_bad) {
+            ::unlink(path.c_str());
+            throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS; the copy was removed, so the next "
+                                   "staging copies it again. If this repeats, the source file is damaged: restore it "
+                                   "or regenerate SHA256SUMS",
+                                   path.c_str()));
+        }
+        throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS (a damaged copy or source); restore "
+                               "the source file or regenerate SHA256SUMS",
+                               path.c_str()));
+    });
+    return (long)want.size();
+}
+
+long write_sums(const std::string& dir, int streams) {
+    std::vector<Entry> files = list_files(dir);
+    files.erase(std::remove_if(files.begin(), files.end(),
+                               [](const Entry& e) { return e.path == "SHA256SUMS" || e.path == "SHA256SUMS.tmp"; }),
+                files.end());
+    std::vector<std::string> sums(files.size());
+    parallel_for((long)files.size(), streams,
+                 [&](long i, std::vector<char>&) { sums[i] = sha256_file(dir + "/" + files[i].path); });
+    std::string text;
+    for (size_t i = 0; i < files.size(); ++i) text += sums[i] + "  " + files[i].path + "\n";
+    write_text(dir + "/SHA256SUMS", text);
+    return (long)files.size();
+}
+
+namespace {
+
+// Whether dest holds a complete copy of the source (its manifest, a completion mark and every
+// file's size); refuses a destination with files staging did not put there.
+bool copy_is_complete(const std::string& dest, const std::vector<Entry>& local, const std::vector<Entry>& source,
+                      const std::string& manifest) {
+    struct stat st;
+    if (!local.empty() && stat((dest + "/.stage-manifest").c_str(), &st) != 0)
+        throw UserError(strfmt("%s holds files that staging did not put there (no .stage-manifest); staging removes "
+                               "files not in the source, so give it an empty or dedicated directory",
+                               dest.c_str()));
+    std::map<std::string, long long> have;
+    for (const Entry& e : local) have[e.path] = e.size;
+    bool sizes_match = local.size() == source.size();
+    for (const Entry& e : source) sizes_match = sizes_match && have.count(e.path) && have[e.path] == e.size;
+    return sizes_match && stat((dest + "/.stage-complete").c_str(), &st) == 0 &&
+           read_text(dest + "/.stage-manifest") == manifest;
+}
+
+// What to copy: files missing in dest, or of another size or time (a copy carries its source's
+// modification time: another time means another file, even of the same size, as a dataset
+// regenerated with the same shape). Files no longer in the source go. Refuses when dest lacks
+// the space for what is to come.
+std::vector<const Entry*> plan_copy(const std::string& src, const std::string& dest, const std::vector<Entry>& source,
+                                    const std::vector<Entry>& local, StageResult& r) {
+    std::map<std::string, const Entry*> have;
+    for (const Entry& e : local) have[e.path] = &e;
+    std::vector<const Entry*> pending;
+    std::map<std::string, bool> wanted;
+    double replaced = 0;  // bytes of the files that pending ones overwrite
+    for (const Entry& e : source) {
+        wanted[e.path] = true;
+        auto it = have.find(e.path);
+        if (it != have.end() && it->second->size == e.size && it->second->mtime_ns == e.mtime_ns) continue;
+        pending.push_back(&e);
+        r.copied_bytes += (double)e.size;
+        if (it != have.end()) replaced += (double)it->second->size;
+    }
+    for (const Entry& e : local)
+        if (!wanted.count(e.path)) ::unlink((dest + "/" + e.path).c_str());
+    r.copied_files = (long)pending.size();
+    struct statvfs vfs;
+    if (statvfs(dest.c_str(), &vfs) == 0) {
+        const double avail = (double)vfs.f_bavail * (double)vfs.f_frsize, need = r.copied_bytes - replaced;
+        if (need > avail)
+            throw UserError(strfmt("%s has %s free; %s needs %s more: free space there or choose another --stage-dir",
+                                   dest.c_str(), human_bytes(avail).c_str(), src.c_str(), human_bytes(need).c_str()));
+    }
+    return pending;
+}
+
+// Every file of the source is in dest with its size, and nothing else.
+void verify_copy(const std::string& src, const std::string& dest, const std::vector<Entry>& source) {
+    std::vector<Entry> got = list_files(dest);
+    bool same = got.size() == source.size();
+    for (size_t i = 0; same && i < got.size(); ++i) same = got[i].path == source[i].path && got[i].size == source[i].size;
+    if (!same)
+        throw UserError(strfmt("the copy in %s does not match %s (names or sizes differ; the source changed while "
+                               "copying?); run the staging again",
+                               dest.c_str(), src.c_str()));
+}
+
+} // namespace
+
+StageResult stage_directory(const std::string& src_in, const std::string& dest_in, int streams, bool check,
+                            const std::function<void(const std::string&)>& say) {
+    std::string src = src_in, dest = dest_in;
+    while (src.size() > 1 && src.back() == '/') src.pop_back();
+    while (dest.size() > 1 && dest.back() == '/') dest.pop_back();
+    struct stat st;
+    if (stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw UserError(strfmt("%s: no such directory; give the dataset directory to stage", src.c_str()));
+    make_dirs(dest);
+    DirLock lock(dest);
+    remove_stale_temporaries(dest);
+    StageResult r;
+    r.dest = dest;
+
+    std::vector<Entry> source = list_files(src);
+    if (source.empty()) throw UserError(strfmt("%s holds no files; nothing to stage", src.c_str()));
+    const std::string manifest = manifest_of(source);
+    r.files = (long)source.size();
+    for (const Entry& e : source) r.bytes += (double)e.size;
+
+    const std::vector<Entry> local = list_files(dest);
+    if (copy_is_complete(dest, local, source, manifest)) {
+        r.reused = true;
+        say(strfmt("reusing the copy in %s of %s: %ld files, %s, names and sizes match", dest.c_str(), src.c_str(), r.files,
+                   human_bytes(r.bytes).c_str()));
+        return r;
+    }
+    ::unlink((dest + "/.stage-complete").c_str());
+    // The directory is marked as staging's before anything is copied, so that the next run may
+    // complete an interrupted copy (and remove what is not in the source).
+    write_text(dest + "/.stage-manifest", manifest);
+    const std::vector<const Entry*> pending = plan_copy(src, dest, source, local, r);
+    say(strfmt("copying %ld of %ld files (%s of %s) from %s to %s, %d streams", r.copied_files, r.files,
+               human_bytes(r.copied_bytes).c_str(), human_bytes(r.bytes).c_str(), src.c_str(), dest.c_str(), streams));
+    auto t0 = std::chrono::steady_clock::now();
+    parallel_for((long)pending.size(), streams, [&](long i, std::vector<char>& buf) {
+        const std::string& rel = pending[i]->path;
+        size_t slash = rel.rfind('/');
+        if (slash != std::string::npos) make_dirs(dest + "/" + rel.substr(0, slash));
+        copy_file(src + "/" + rel, dest + "/" + rel, buf);
+    });
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    verify_copy(src, dest, source);
+    if (check && std::any_of(source.begin(), source.end(), [](const Entry& e) { return e.path == "SHA256SUMS"; })) {
+        check_sums(dest, streams, true);
+        r.sums_checked = true;
+    }
+    write_text(dest + "/.stage-manifest", manifest);
+    write_text(dest + "/.stage-complete", "");
+    return r;
+}
+
+int run_stage_command(int argc, char** argv) {
+    const char* usage =
+        "usage: dptrain stage SRC DEST [--streams N] [--no-sums]   copy a dataset directory to local storage, or reuse\n"
+        "                                                          a valid earlier copy; prints DEST last\n"
+        "       dptrain stage --check DIR [--streams N]            verify DIR against DIR/SHA256SUMS\n"
+        "       dptrain stage --write-sums DIR [--streams N]       write DIR/SHA256SUMS (sha256sum's format)\n";
+    std::vector<std::string> pos;
+    int streams = 8;
+    bool sums = true;
+    std::string mode = "copy";
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--streams" && i + 1 < argc) {
+            streams = std::atoi(argv[++i]);
+            if (streams < 1 || streams > 256) throw UserError(strfmt("--streams %s must be in 1..256", argv[i]));
+        } else if (a == "--no-sums") sums = false;
+        else if (a == "--check" || a == "--write-sums") mode = a.substr(2);
+        else if (a == "-h" || a == "--help") {
+            std::fputs(usage, stdout);
+            return 0;
+        } else if (!a.empty() && a[0] == '-') throw UserError(strfmt("unknown option '%s'\n%s", a.c_str(), usage));
+        else pos.push_back(a);
+    }
+    const char* me = "dptrain stage";
+    if (mode == "check" || mode == "write-sums") {
+        if (pos.size() != 1) throw UserError(strfmt("--%s takes one directory\n%s", mode.c_str(), usage));
+        long n = mode == "check" ? check_sums(pos[0], streams) : write_sums(pos[0], streams);
+        std::fprintf(stderr, "%s: %s %s/SHA256SUMS (%ld files)\n", me, mode == "check" ? "verified" : "wrote", pos[0].c_str(), n);
+        return 0;
+    }
+    if (pos.size() != 2) throw UserError(strfmt("give SRC and DEST\n%s", usage));
+    StageResult r = stage_directory(pos[0], pos[1], streams, sums, [&](const std::string& s) {
+        std::fprintf(stderr, "%s: %s\n", me, s.c_str());
+    });
+    if (!r.reused) std::fprintf(stderr, "%s: %s\n", me, r.summary().c_str());
+    std::printf("%s\n", r.dest.c_str());
+    return 0;
+}
+
+} // namespace dptrain

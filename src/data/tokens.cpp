@@ -1,0 +1,291 @@
+// Tokenizers and token shards.
+#include "dptrain/data/tokens.h"
+
+#include "dptrain/comm/communicator.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace dptrain {
+
+// ---- UTF-8
+
+static bool next_code_point(const std::string& s, size_t* i, uint32_t* cp) {
+    unsigned char c = (unsigned char)s[*i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || *i + len > s.size()) return false;
+    uint32_t v = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (int k = 1; k < len; ++k) {
+        unsigned char d = (unsigned char)s[*i + k];
+        if ((d >> 6) != 2) return false;
+        v = (v << 6) | (d & 0x3F);
+    }
+    *cp = v;
+    *i += len;
+    return true;
+}
+
+static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) out += (char)cp;
+    else if (cp < 0x800) out += (char)(0xC0 | (cp >> 6)), out += (char)(0x80 | (cp & 0x3F));
+    else if (cp < 0x10000)
+        out += (char)(0xE0 | (cp >> 12)), out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
+    else
+        out += (char)(0xF0 | (cp >> 18)), out += (char)(0x80 | ((cp >> 12) & 0x3F)),
+            out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
+}
+
+static std::vector<uint32_t> code_points(const std::string& s) {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp;
+        if (!next_code_point(s, &i, &cp))
+            throw UserError(strfmt("text is not valid UTF-8 at byte %zu; use --vocab byte for arbitrary bytes", i));
+        out.push_back(cp);
+    }
+    return out;
+}
+
+// ---- Tokenizer
+
+std::vector<int> Tokenizer::encode(const std::string& utf8) const {
+    std::vector<int> ids;
+    if (kind == "byte") {
+        for (unsigned char c : utf8) ids.push_back(c);
+        return ids;
+    }
+    for (uint32_t cp : code_points(utf8)) {
+        auto it = std::lower_bound(chars.begin(), chars.end(), cp);
+        if (it == chars.end() || *it != cp) {
+            std::string ch;
+            append_utf8(ch, cp);
+            throw UserError(strfmt("character '%s' (U+%04X) is not in the model's vocabulary of %zu characters",
+                                   ch.c_str(), cp, chars.size()));
+        }
+        ids.push_back((int)(it - chars.begin()));
+    }
+    return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+    std::string out;
+    for (int id : ids) {
+        if (kind == "byte") out += (char)(unsigned char)id;
+        else if (id >= 0 && id < (int)chars.size()) append_utf8(out, chars[id]);
+    }
+    return out;
+}
+
+std::string Tokenizer::table() const {
+    std::string out;
+    for (uint32_t cp : chars) append_utf8(out, cp);
+    return out;
+}
+
+Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
+    Tokenizer t;
+    t.kind = kind;
+    if (kind == "char") {
+        t.chars = code_points(table);
+        if (!std::is_sorted(t.chars.begin(), t.chars.end()))
+            throw UserError("character vocabulary table is not in code-point order");
+    } else if (kind != "byte") {
+        throw UserError(strfmt("tokenizer '%s' is unknown (byte or char)", kind.c_str()));
+    }
+    return t;
+}
+
+Tokenizer Tokenizer::chars_of(const std::string& utf8) {
+    std::vector<uint32_t> cps = code_points(utf8);
+    std::set<uint32_t> seen(cps.begin(), cps.end());
+    Tokenizer t;
+    t.kind = "char";
+    t.chars.assign(seen.begin(), seen.end());
+    return t;
+}
+
+// ---- TokenShardSet
+
+std::unique_ptr<Dataset> TokenShardSet::reopen() const {
+    auto s = std::make_unique<TokenShardSet>(TokenShardSet::open(dir_, split_, T_, seed_, shift_, mode_, node_));
+    s->node_copy_ = node_copy_;  // memory: the same node-shared tokens
+    return s;
+}
+
+double TokenShardSet::memory_bytes() const {
+    double b = 0;
+    for (const Shard& sh : shards_) b += (double)sh.tokens * sh.width;
+    return b;
+}
+
+void TokenShardSet::load_node_memory() {
+    MpiCommunicator node(node_);
+    const int L = node.size(), l = node.rank();
+    auto copy = node_memory(node_, memory_bytes(), strfmt("the tokens of %s/%s", dir_.c_str(), split_.c_str()));
+    // Kept from here on, even when a read below fails: freeing is collective over the node.
+    node_copy_ = copy;
+    // This rank's share: tokens [lo, hi) of all shards' tokens in order, each shard's piece in one read.
+    long lo = tokens_ * l / L, hi = tokens_ * (l + 1) / L, first = 0;
+    for (Shard& sh : shards_) {
+        long a = std::max(lo, first), b = std::min(hi, first + sh.tokens);
+        first += sh.tokens;
+        if (a >= b) continue;
+        long t0 = a - (first - sh.tokens), n = b - a;
+        char* dst = copy->segment(0) + sh.mem_at + (size_t)t0 * sh.width;
+        if (sh.fd >= 0) {
+            size_t bytes = (size_t)n * sh.width, done = 0;
+            while (done < bytes) {
+                ssize_t got = ::pread(sh.fd, dst + done, bytes - done, sh.at + t0 * sh.width + (long)done);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
+                                           got == 0 ? "end of file" : std::strerror(errno)));
+                done += (size_t)got;
+            }
+        } else {
+            std::lock_guard<std::mutex> g(h5::lock());
+            h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
+            hsize_t off = (hsize_t)t0, cnt = (hsize_t)n;
+            h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+            if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
+                H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
+                        H5P_DEFAULT, dst) < 0)
+                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(),
+                                       t0, t0 + n));
+        }
+    }
+}
+
+TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
+                                  bool shift_per_epoch, IoMode mode, MPI_Comm node) {
+    if (mode == IoMode::collective)
+        throw UserError("--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or "
+                        "memory");
+    const std::string hint = strfmt("create token shards with `dptrain-data text --input FILE --out %s` (format: "
+                                    "data/README.md)",
+                                    dir.c_str());
+    std::vector<std::string> paths = find_shards(dir, split, hint);
+    std::lock_guard<std::mutex> g(h5::lock());
+    TokenShardSet s;
+    s.dir_ = dir;
+    s.split_ = split;
+    s.T_ = block_size;
+    s.seed_ = seed;
+    s.shift_ = shift_per_epoch;
+    s.mode_ = mode;
+    s.node_ = node;
+    size_t mem_at = 0;
+    for (const std::string& path : paths) {
+        Shard sh;
+        sh.path = path;
+        sh.file = h5::open_file(path, hint);
+        sh.data = h5::open_dataset(sh.file.get(), path, "/tokens", hint);
+        h5::Hid type(H5Dget_type(sh.data.get()), H5Tclose);
+        bool u16 = H5Tequal(type.get(), H5T_NATIVE_UINT16) > 0, u32 = H5Tequal(type.get(), H5T_NATIVE_UINT32) > 0;
+        if (!u16 && !u32) h5::expect_kind(sh.data.get(), h5::Kind::u16, path, "/tokens", hint + " (uint16 or uint32)");
+        sh.width = u16 ? 2 : 4;
+        auto dims = h5::dims(sh.data.get());
+        if (dims.size() != 1)
+            throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
+        Tokenizer tok;
+        int vocab = 0;
+        try {
+            vocab = (int)h5::read_attr_i64(sh.file.get(), "vocab_size");
+            std::string kind = h5::read_attr_str(sh.file.get(), "tokenizer");
+            tok = Tokenizer::from(kind, kind == "char" ? h5::read_attr_str(sh.file.get(), "vocab") : "");
+        } catch (const UserError& e) {
+            throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
+        }
+        if (vocab < tok.vocab_size() || vocab > (u16 ? 65536 : INT32_MAX))
+            throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
+                                   path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));
+        if (s.shards_.empty()) s.tok_ = tok;
+        else if (tok.kind != s.tok_.kind || tok.chars != s.tok_.chars)
+            throw UserError(strfmt("%s: its vocabulary differs from %s's; shards of one set must share it", path.c_str(),
+                                   s.shards_[0].path.c_str()));
+        sh.tokens = (long)dims[0];
+        sh.windows = sh.tokens > block_size ? (sh.tokens - block_size) / block_size : 0;
+        sh.first = s.total_;
+        sh.mem_at = mem_at;
+        mem_at += (size_t)sh.tokens * sh.width;
+        s.total_ += sh.windows;
+        s.tokens_ += sh.tokens;
+        h5::Hid dcpl(H5Dget_create_plist(sh.data.get()), H5Pclose);
+        haddr_t at = H5Dget_offset(sh.data.get());
+        if (H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 && at != HADDR_UNDEF) {
+            int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            struct stat st;
+            if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)(at + sh.tokens * sh.width)) {
+                sh.fd = fd;
+                sh.at = (long)at;
+            } else if (fd >= 0) {
+                ::close(fd);
+                throw UserError(strfmt("%s: truncated: its /tokens need %ld bytes past offset %ld", path.c_str(),
+                                       sh.tokens * sh.width, (long)at));
+            }
+        }
+        s.shards_.push_back(std::move(sh));
+    }
+    if (s.total_ == 0)
+        throw UserError(strfmt("--data %s: the %s shards hold %ld tokens, too few for one window of --block-size %d + 1",
+                               dir.c_str(), split.c_str(), s.tokens_, block_size));
+    s.raw_.resize((size_t)(block_size + 1) * 4);
+    return s;
+}
+
+TokenShardSet::~TokenShardSet() {
+    for (Shard& sh : shards_)
+        if (sh.fd >= 0) ::close(sh.fd);
+}
+
+void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
+    const int W = T_ + 1;
+    long shift = shift_ ? (long)(stream_seed(seed_ ^ 0x5EED5EEDull, (uint64_t)epoch) % (uint64_t)T_) : 0;
+    for (int i = 0; i < n; ++i) {
+        long w = idx[i];
+        auto it = std::upper_bound(shards_.begin(), shards_.end(), w, [](long v, const Shard& s) { return v < s.first; });
+        Shard& sh = *(it - 1);
+        long start = (w - sh.first) * T_ + shift;
+        size_t bytes = (size_t)W * sh.width;
+        if (node_copy_) {
+            std::memcpy(raw_.data(), node_copy_->segment(0) + sh.mem_at + (size_t)start * sh.width, bytes);
+        } else if (sh.fd >= 0) {
+            size_t done = 0;
+            while (done < bytes) {
+                ssize_t got = ::pread(sh.fd, raw_.data() + done, bytes - done, sh.at + start * sh.width + (long)done);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), start, start + W,
+                                           got == 0 ? "end of file" : std::strerror(errno)));
+                done += (size_t)got;
+            }
+        } else {
+            std::lock_guard<std::mutex> g(h5::lock());
+            h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
+            hsize_t off = (hsize_t)start, cnt = (hsize_t)W;
+            h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+            if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
+                H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
+                        H5P_DEFAULT, raw_.data()) < 0)
+                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(),
+                                       start, start + W));
+        }
+        int* out = y + (size_t)i * W;
+        if (sh.width == 2) {
+            const uint16_t* p = reinterpret_cast<const uint16_t*>(raw_.data());
+            for (int k = 0; k < W; ++k) out[k] = p[k];
+        } else {
+            const uint32_t* p = reinterpret_cast<const uint32_t*>(raw_.data());
+            for (int k = 0; k < W; ++k) out[k] = (int)p[k];
+        }
+    }
+}
+
+} // namespace dptrain

@@ -1,0 +1,334 @@
+// Atomic, checksummed HDF5 checkpoints.
+#include "dptrain/io/checkpoint.h"
+
+#include "dptrain/core/checksum.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/data/h5.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace dptrain {
+
+// Checksum of the file from `from` to its end, and its size.
+static uint64_t file_checksum(int fd, size_t from, size_t* size) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 0;
+    *size = (size_t)st.st_size;
+    Checksum64 c;
+    std::vector<char> buf(1 << 20);
+    for (size_t at = from; at < *size;) {
+        ssize_t got = ::pread(fd, buf.data(), std::min(buf.size(), *size - at), (off_t)at);
+        if (got <= 0) return 0;
+        c.update(buf.data(), (size_t)got);
+        at += (size_t)got;
+    }
+    return c.value();
+}
+
+static const char kMagic[] = "DPTRAIN-CHECKPOINT 1";
+
+// Writes the header of a finished checkpoint file: magic, size, checksum of the HDF5 part.
+static void write_header(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0) throw UserError(strfmt("cannot reopen %s: %s", path.c_str(), std::strerror(errno)));
+    size_t size = 0;
+    uint64_t sum = file_checksum(fd, kCheckpointHeader, &size);
+    char header[kCheckpointHeader] = {0};
+    std::snprintf(header, sizeof header, "%s size=%zu sum=%016llx\n", kMagic, size, (unsigned long long)sum);
+    ssize_t w = ::pwrite(fd, header, sizeof header, 0);
+    int err = errno;
+    ::close(fd);
+    if (w != (ssize_t)sizeof header) throw UserError(strfmt("cannot write the header: %s (disk full?)", std::strerror(err)));
+}
+
+// Throws UserError unless the header matches the file's size and checksum.
+static void verify_header(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw UserError(strfmt("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
+    char header[kCheckpointHeader + 1] = {0};
+    ssize_t got = ::pread(fd, header, kCheckpointHeader, 0);
+    size_t want_size = 0, size = 0;
+    unsigned long long want_sum = 0;
+    std::string fmt = std::string(kMagic) + " size=%zu sum=%llx";
+    bool parsed = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &want_size, &want_sum) == 2;
+    uint64_t sum = parsed ? file_checksum(fd, kCheckpointHeader, &size) : 0;
+    ::close(fd);
+    if (!parsed) throw UserError(strfmt("%s: not a dptrain checkpoint (no valid header)", path.c_str()));
+    if (size != want_size)
+        throw UserError(strfmt("%s: truncated or extended: %zu bytes, its header says %zu", path.c_str(), size, want_size));
+    if (sum != want_sum) throw UserError(strfmt("%s: file checksum mismatch (corrupt file)", path.c_str()));
+}
+
+std::string checkpoint_path(const std::string& dir, long step) { return strfmt("%s/ckpt-%08ld.h5", dir.c_str(), step); }
+
+static void mkdirs(const std::string& dir) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+                throw UserError(strfmt("--checkpoint-dir %s: cannot create %s: %s", dir.c_str(), cur.c_str(), std::strerror(errno)));
+        }
+        if (i < dir.size()) cur += dir[i];
+    }
+}
+
+static void fsync_path(const std::string& path, bool dir) {
+    int fd = ::open(path.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) throw UserError(strfmt("%s: cannot open to sync: %s", path.c_str(), std::strerror(errno)));
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) throw UserError(strfmt("%s: fsync failed: %s (disk full?)", path.c_str(), std::strerror(err)));
+}
+
+// The root attributes as one string, for their checksum (the tensors carry their own).
+static std::string meta_text(const CheckpointState& s) {
+    return strfmt("step=%ld epoch=%ld offset=%ld batch=%ld seed=%llu world=%d model=%s optimizer=%s\n", s.step, s.epoch,
+                  s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
+                  s.optimizer.c_str()) +
+           s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab;
+}
+
+static void write_checked(hid_t file, const std::string& name, const std::vector<float>& v) {
+    h5::write_dataset(file, name, h5::Kind::f32, {(hsize_t)v.size()}, v.data());
+    h5::Hid d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+    h5::write_attr_u64(d.get(), "checksum", checksum64(v.data(), v.size() * sizeof(float)));
+}
+
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep) {
+    mkdirs(dir);
+    std::string path = checkpoint_path(dir, s.step);
+    std::string tmp = strfmt("%s/.ckpt-%08ld.h5.tmp", dir.c_str(), s.step);
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        try {
+            h5::Hid f = h5::create_file(tmp, kCheckpointHeader);
+            hid_t root = f.get();
+            h5::write_attr_i64(root, "step", s.step);
+            h5::write_attr_i64(root, "epoch", s.epoch);
+            h5::write_attr_i64(root, "epoch_offset", s.epoch_offset);
+            h5::write_attr_i64(root, "global_batch", s.global_batch);
+            h5::write_attr_u64(root, "seed", s.seed);
+            h5::write_attr_i64(root, "world_size", s.world_size);
+            h5::write_attr_str(root, "model", s.model);
+            h5::write_attr_str(root, "optimizer", s.optimizer);
+            h5::write_attr_str(root, "options", s.options);
+            h5::write_attr_str(root, "tokenizer", s.tokenizer);
+            h5::write_attr_str(root, "vocab", s.vocab);
+            std::string meta = meta_text(s);
+            h5::write_attr_u64(root, "meta_checksum", checksum64(meta.data(), meta.size()));
+            write_checked(root, "/params", s.params);
+            write_checked(root, "/opt_m", s.opt_m);
+            write_checked(root, "/opt_v", s.opt_v);
+            if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (disk full?)");
+            if (H5Fclose(f.release()) < 0) throw UserError("close failed (disk full?)");
+            write_header(tmp);
+        } catch (const UserError& e) {
+            std::remove(tmp.c_str());
+            throw UserError(strfmt("checkpoint %s: %s; the previous checkpoints are intact", path.c_str(), e.what()));
+        }
+    }
+    try {
+        fsync_path(tmp, false);
+    } catch (const UserError& e) {
+        std::remove(tmp.c_str());
+        throw UserError(strfmt("checkpoint %s: %s; the previous checkpoints are intact", path.c_str(), e.what()));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        std::remove(tmp.c_str());
+        throw UserError(strfmt("checkpoint %s: rename failed: %s", path.c_str(), std::strerror(err)));
+    }
+    fsync_path(dir, true);
+
+    auto all = list_checkpoints(dir);
+    for (size_t i = (size_t)keep; i < all.size(); ++i) std::remove(all[i].c_str());
+    return path;
+}
+
+static std::vector<float> read_checked(hid_t file, const std::string& path, const std::string& name) {
+    h5::Hid d = h5::open_dataset(file, path, name, "the checkpoint is incomplete");
+    h5::expect_kind(d.get(), h5::Kind::f32, path, name, "the checkpoint is not dptrain's");
+    auto dims = h5::dims(d.get());
+    if (dims.size() != 1) throw UserError(strfmt("%s: dataset %s is not 1-D", path.c_str(), name.c_str()));
+    std::vector<float> v(dims[0]);
+    try {
+        if (!v.empty()) h5::read_dataset(d.get(), h5::Kind::f32, v.data());
+    } catch (const UserError& e) {
+        throw UserError(strfmt("%s: dataset %s: %s", path.c_str(), name.c_str(), e.what()));
+    }
+    uint64_t want = h5::read_attr_u64(d.get(), "checksum");
+    if (checksum64(v.data(), v.size() * sizeof(float)) != want)
+        throw UserError(strfmt("%s: dataset %s fails its checksum (corrupt file)", path.c_str(), name.c_str()));
+    return v;
+}
+
+CheckpointState load_checkpoint(const std::string& path) {
+    verify_header(path);
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::open_file(path, "the checkpoint file is missing or damaged");
+    CheckpointState s;
+    try {
+        hid_t root = f.get();
+        s.step = h5::read_attr_i64(root, "step");
+        s.epoch = h5::read_attr_i64(root, "epoch");
+        s.epoch_offset = h5::read_attr_i64(root, "epoch_offset");
+        s.global_batch = h5::read_attr_i64(root, "global_batch");
+        s.seed = h5::read_attr_u64(root, "seed");
+        s.world_size = (int)h5::read_attr_i64(root, "world_size");
+        s.model = h5::read_attr_str(root, "model");
+        s.optimizer = h5::read_attr_str(root, "optimizer");
+        s.options = h5::read_attr_str(root, "options");
+        s.tokenizer = h5::read_attr_str(root, "tokenizer");
+        s.vocab = h5::read_attr_str(root, "vocab");
+        std::string meta = meta_text(s);
+        if (h5::read_attr_u64(root, "meta_checksum") != checksum64(meta.data(), meta.size()))
+            throw UserError("its attributes (step, model, options, ...) fail their checksum (corrupt file)");
+        s.params = read_checked(root, path, "/params");
+        s.opt_m = read_checked(root, path, "/opt_m");
+        s.opt_v = read_checked(root, path, "/opt_v");
+    } catch (const UserError& e) {
+        std::string msg = e.what();
+        if (msg.rfind(path, 0) == 0) throw;
+        throw UserError(strfmt("%s: %s", path.c_str(), msg.c_str()));
+    }
+    return s;
+}
+
+void corrupt_checkpoint_file(const std::string& path) {
+    haddr_t at = HADDR_UNDEF;
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        h5::Hid f = h5::open_file(path, "corrupt_checkpoint_file");
+        h5::Hid d = h5::open_dataset(f.get(), path, "/params", "");
+        at = H5Dget_offset(d.get());
+    }
+    int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0 || at == HADDR_UNDEF) throw UserError(strfmt("%s: cannot corrupt it for the injected fault", path.c_str()));
+    unsigned char junk[64];
+    for (int i = 0; i < 64; ++i) junk[i] = (unsigned char)(0xA5 ^ i);
+    ssize_t w = ::pwrite(fd, junk, sizeof junk, (off_t)at);
+    ::fsync(fd);
+    ::close(fd);
+    if (w != (ssize_t)sizeof junk) throw UserError(strfmt("%s: cannot corrupt it for the injected fault", path.c_str()));
+}
+
+AsyncCheckpointer::AsyncCheckpointer() : thread_(&AsyncCheckpointer::run, this) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() {
+    try {
+        wait();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+    }
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+CheckpointState& AsyncCheckpointer::next() {
+    wait();
+    return state_;
+}
+
+void AsyncCheckpointer::start(const std::string& dir, int keep) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        dir_ = dir;
+        keep_ = keep;
+        pending_ = true;
+    }
+    cv_.notify_all();
+}
+
+std::string AsyncCheckpointer::wait() {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return !pending_; });
+    if (!error_.empty()) {
+        std::string e = error_;
+        error_.clear();
+        throw UserError(e);
+    }
+    return path_;
+}
+
+void AsyncCheckpointer::run() {
+    std::unique_lock<std::mutex> g(mu_);
+    for (;;) {
+        cv_.wait(g, [&] { return stop_ || pending_; });
+        if (stop_ && !pending_) return;
+        g.unlock();
+        std::string path, err;
+        try {
+            path = save_checkpoint(dir_, state_, keep_);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+        g.lock();
+        path_ = path;
+        error_ = err;
+        pending_ = false;
+        cv_.notify_all();
+    }
+}
+
+void prepare_checkpoint_dir(const std::string& dir) {
+    mkdirs(dir);
+    std::string probe = dir + "/.write-test";
+    FILE* f = std::fopen(probe.c_str(), "w");
+    if (!f || std::fputs("ok", f) < 0 || std::fclose(f) != 0)
+        throw UserError(strfmt("--checkpoint-dir %s: cannot write there: %s; choose a writable directory", dir.c_str(),
+                               std::strerror(errno)));
+    std::remove(probe.c_str());
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            std::string n = e->d_name;
+            if (n.rfind(".ckpt-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0)
+                std::remove((dir + "/" + n).c_str());
+        }
+        closedir(d);
+    }
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            long step = 0;
+            int used = 0;
+            if (std::sscanf(e->d_name, "ckpt-%8ld.h5%n", &step, &used) == 1 && used == (int)std::strlen(e->d_name))
+                names.push_back(e->d_name);
+        }
+        closedir(d);
+    }
+    std::sort(names.rbegin(), names.rend());  // zero-padded step: lexical order is step order
+    for (auto& n : names) n = dir + "/" + n;
+    return names;
+}
+
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings) {
+    for (const std::string& p : list_checkpoints(dir)) {
+        try {
+            *out = load_checkpoint(p);
+            *path = p;
+            return true;
+        } catch (const UserError& e) {
+            warnings->push_back(strfmt("skipping checkpoint: %s; falling back to an older one", e.what()));
+        }
+    }
+    return false;
+}
+
+} // namespace dptrain

@@ -1,0 +1,311 @@
+// Step and eval lines, JSONL metrics.
+#include "dptrain/io/metrics.h"
+
+#include "dptrain/core/error.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace dptrain {
+
+std::string human(double v) {
+    const char* units[] = {"", "k", "M", "G", "T"};
+    int u = 0;
+    while (v >= 999.5 && u < 4) {
+        v /= 1000.0;
+        ++u;
+    }
+    return strfmt(v >= 99.95 ? "%.0f%s" : v >= 9.995 ? "%.1f%s" : "%.2f%s", v, units[u]);
+}
+
+const char* const kStepPhaseNames[kStepPhases] = {"data", "forward", "backward", "allreduce", "optimizer"};
+
+void PhaseTimes::reserve(long interval_steps) {
+    for (int p = 0; p < kStepPhases; ++p) {
+        ring_[p].assign((size_t)std::max(1L, interval_steps), 0.0);
+        hist_[p].assign(kBins, 0);
+    }
+    scratch_.assign(ring_[0].size(), 0.0);
+}
+
+int PhaseTimes::bin_of(double seconds) {
+    if (!(seconds > 1e-6)) return 0;
+    int b = (int)(20.0 * std::log10(seconds * 1e6));
+    return std::min(b, kBins - 1);
+}
+
+double PhaseTimes::bin_mid(int bin) { return 1e-6 * std::pow(10.0, (bin + 0.5) / 20.0); }
+
+void PhaseTimes::end_step() {
+    // The ring holds the interval; a longer interval than reserved keeps its latest steps.
+    size_t slot = (size_t)(n_ % (long)ring_[0].size());
+    for (int p = 0; p < kStepPhases; ++p) {
+        ring_[p][slot] = cur_[p];
+        run_sum_[p] += cur_[p];
+        ++hist_[p][bin_of(cur_[p])];
+        cur_[p] = 0;
+    }
+    ++n_;
+    ++run_steps_;
+}
+
+PhaseSummary PhaseTimes::take_interval() {
+    PhaseSummary s;
+    long n = std::min<long>(n_, (long)ring_[0].size());
+    s.steps = n_;
+    for (int p = 0; p < kStepPhases && n > 0; ++p) {
+        double sum = 0;
+        for (long i = 0; i < n; ++i) sum += scratch_[i] = ring_[p][i];
+        // p90 by the nearest-rank rule: the smallest value with at least 90% of the steps at or below it.
+        long k = std::max(0L, (long)std::ceil(0.9 * n) - 1);
+        std::nth_element(scratch_.begin(), scratch_.begin() + k, scratch_.begin() + n);
+        s.mean_ms[p] = 1e3 * sum / n;
+        s.p90_ms[p] = 1e3 * scratch_[k];
+    }
+    n_ = 0;
+    return s;
+}
+
+PhaseSummary PhaseTimes::run() const {
+    PhaseSummary s;
+    s.steps = run_steps_;
+    if (run_steps_ == 0) return s;
+    long k = std::max(1L, (long)std::ceil(0.9 * run_steps_));
+    for (int p = 0; p < kStepPhases; ++p) {
+        s.mean_ms[p] = 1e3 * run_sum_[p] / run_steps_;
+        long seen = 0;
+        for (int b = 0; b < kBins; ++b) {
+            seen += hist_[p][b];
+            if (seen >= k) {
+                s.p90_ms[p] = 1e3 * bin_mid(b);
+                break;
+            }
+        }
+    }
+    return s;
+}
+
+StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm) {
+    const int rank = comm.rank(), size = comm.size();
+    double local[2 * kStepPhases];
+    for (int p = 0; p < kStepPhases; ++p) {
+        local[p] = mine.mean_ms[p];
+        local[kStepPhases + p] = mine.p90_ms[p];
+    }
+    std::vector<double> all(rank == 0 ? (size_t)size * 2 * kStepPhases : 0);
+    comm.gather(local, sizeof local, all.data(), 0);
+    StepBreakdown b;
+    b.steps = mine.steps;
+    if (rank != 0) return b;
+    b.rank_mean_ms.resize((size_t)size * kStepPhases);
+    for (int r = 0; r < size; ++r) {
+        const double* v = &all[(size_t)r * 2 * kStepPhases];
+        for (int p = 0; p < kStepPhases; ++p) {
+            PhaseAcross& a = b.phase[p];
+            b.rank_mean_ms[(size_t)r * kStepPhases + p] = v[p];
+            a.mean_ms += v[p] / size;
+            a.p90_ms = std::max(a.p90_ms, v[kStepPhases + p]);
+            if (r == 0 || v[p] > a.max_ms) {
+                a.max_ms = v[p];
+                a.slowest_rank = r;
+            }
+        }
+    }
+    return b;
+}
+
+std::string breakdown_json(const StepBreakdown& b) {
+    std::string s = "{";
+    for (int p = 0; p < kStepPhases; ++p) {
+        const PhaseAcross& a = b.phase[p];
+        s += strfmt("%s\"%s\":{\"mean_ms\":%.4g,\"p90_ms\":%.4g,\"max_ms\":%.4g,\"slowest_rank\":%d}", p ? "," : "",
+                    kStepPhaseNames[p], a.mean_ms, a.p90_ms, a.max_ms, a.slowest_rank);
+    }
+    return s + "}";
+}
+
+std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts) {
+    double step = 0;
+    for (int p = 0; p < kStepPhases; ++p) step += b.phase[p].mean_ms;
+    std::string s = strfmt("step breakdown over %ld steps (ms per step; mean over ranks, worst rank's p90, slowest rank):\n",
+                           b.steps);
+    for (int p = 0; p < kStepPhases; ++p) {
+        const PhaseAcross& a = b.phase[p];
+        std::string host = a.slowest_rank < (int)hosts.size() ? " on " + hosts[a.slowest_rank] : "";
+        std::string slowest = b.rank_mean_ms.size() > kStepPhases
+                                  ? strfmt(" | slowest rank %d%s: %.3f ms (%+.0f%%)", a.slowest_rank, host.c_str(), a.max_ms,
+                                           a.mean_ms > 0 ? 100.0 * (a.max_ms / a.mean_ms - 1.0) : 0.0)
+                                  : "";
+        s += strfmt("  %-9s %9.3f ms %5.1f%% | p90 %9.3f ms%s\n", kStepPhaseNames[p], a.mean_ms,
+                    step > 0 ? 100.0 * a.mean_ms / step : 0.0, a.p90_ms, slowest.c_str());
+    }
+    return s;
+}
+
+std::string human_duration(double t) {
+    if (!(t >= 0) || t > 1e8) return "?";
+    long s = std::lround(t);
+    if (s >= 3600) return strfmt("%ldh%02ldm", s / 3600, s % 3600 / 60);
+    if (s >= 60) return strfmt("%ldm%02lds", s / 60, s % 60);
+    return strfmt("%lds", s);
+}
+
+std::string format_step_line(const StepStats& s) {
+    int w = (int)std::to_string(s.total).size();
+    std::string rate = s.tokens_per_sample > 0 ? strfmt("%5s tok/s", human(s.samples_per_s * s.tokens_per_sample).c_str())
+                                               : strfmt("%5s samples/s", human(s.samples_per_s).c_str());
+    std::string mfu = s.mfu >= 0 ? strfmt(" | MFU %4.1f%%", 100.0 * s.mfu) : "";
+    std::string eta = s.eta_s >= 0 ? " | ETA " + human_duration(s.eta_s) : "";
+    return strfmt("step %*ld/%ld %3.0f%% | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %s%s | data %4.1f%% | comm %4.1f%%%s",
+                  w, s.step, s.total, s.total > 0 ? std::floor(100.0 * s.step / s.total) : 0.0, s.loss, s.grad_norm,
+                  s.lr, s.ms_per_step, rate.c_str(), mfu.c_str(), s.data_wait_pct, s.comm_pct, eta.c_str());
+}
+
+std::string format_eval_line(const EvalStats& e) {
+    return strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples", e.step, e.loss,
+                  100.0 * e.accuracy, e.samples);
+}
+
+void truncate_jsonl_after(const std::string& path, long step) {
+    FILE* in = std::fopen(path.c_str(), "r");
+    if (!in) return;
+    std::string kept, line;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, in)) {
+        line += buf;
+        if (line.empty() || line.back() != '\n') continue;
+        size_t at = line.find("\"step\":");
+        long s = at == std::string::npos ? 0 : std::atol(line.c_str() + at + 7);
+        if (s <= step) kept += line;
+        line.clear();
+    }
+    std::fclose(in);
+    std::string tmp = path + ".tmp";
+    FILE* out = std::fopen(tmp.c_str(), "w");
+    if (!out || std::fputs(kept.c_str(), out) < 0 || std::fclose(out) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw UserError(strfmt("--metrics %s: cannot rewrite it for the resumed run: %s", path.c_str(), std::strerror(errno)));
+}
+
+// JSON string contents: quotes, backslashes and control characters escaped.
+static std::string json_escape(const std::string& v) {
+    std::string out;
+    for (unsigned char c : v) {
+        if (c == '"' || c == '\\') out += '\\', out += (char)c;
+        else if (c < 0x20) out += strfmt("\\u%04x", c);
+        else out += (char)c;
+    }
+    return out;
+}
+
+static std::string json_number(double v) { return std::isfinite(v) ? strfmt("%.6g", v) : "null"; }
+
+Record::Record(const char* type) { body_ = strfmt(",\"type\":\"%s\"", type); }
+
+Record& Record::metric(const char* name, double v, const char* unit) {
+    body_ += strfmt(",\"%s\":%s", name, json_number(v).c_str());
+    if (std::isfinite(v)) metrics_.emplace_back(name, unit);
+    return *this;
+}
+
+Record& Record::value(const char* name, double v) {
+    body_ += strfmt(",\"%s\":%s", name, json_number(v).c_str());
+    return *this;
+}
+
+Record& Record::integer(const char* name, long v) {
+    body_ += strfmt(",\"%s\":%ld", name, v);
+    return *this;
+}
+
+Record& Record::text(const char* name, const std::string& v) {
+    body_ += strfmt(",\"%s\":\"%s\"", name, json_escape(v).c_str());
+    return *this;
+}
+
+Record& Record::raw(const char* name, const std::string& json) {
+    body_ += strfmt(",\"%s\":%s", name, json.c_str());
+    return *this;
+}
+
+std::string Record::json() const { return "{" + body_.substr(1) + "}"; }
+
+std::string Record::emf(const std::string& ns, const std::vector<std::pair<std::string, std::string>>& dims,
+                        long long timestamp_ms) const {
+    std::string names, members, defs;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        names += strfmt("%s\"%s\"", i ? "," : "", json_escape(dims[i].first).c_str());
+        members += strfmt(",\"%s\":\"%s\"", json_escape(dims[i].first).c_str(), json_escape(dims[i].second).c_str());
+    }
+    for (size_t i = 0; i < metrics_.size(); ++i)
+        defs += strfmt("%s{\"Name\":\"%s\",\"Unit\":\"%s\"}", i ? "," : "", metrics_[i].first.c_str(),
+                       metrics_[i].second.c_str());
+    return strfmt("{\"_aws\":{\"Timestamp\":%lld,\"CloudWatchMetrics\":[{\"Namespace\":\"%s\",\"Dimensions\":[[%s]],"
+                  "\"Metrics\":[%s]}]}%s%s}",
+                  timestamp_ms, json_escape(ns).c_str(), names.c_str(), defs.c_str(), members.c_str(), body_.c_str());
+}
+
+Record step_record(const StepStats& s) {
+    Record r("step");
+    r.integer("step", s.step).integer("total", s.total);
+    r.metric("loss", s.loss).metric("grad_norm", s.grad_norm).metric("lr", s.lr);
+    r.metric("ms_per_step", s.ms_per_step, "Milliseconds").metric("samples_per_s", s.samples_per_s, "Count/Second");
+    r.metric("data_wait_pct", s.data_wait_pct, "Percent").metric("comm_exposed_pct", s.comm_pct, "Percent");
+    r.metric("comm_total_pct", s.comm_total_pct, "Percent");
+    r.metric("tokens_per_s", s.samples_per_s * s.tokens_per_sample, "Count/Second");
+    // Unknown MFU stays -1 in the file (as before) but is not declared as a metric.
+    if (s.mfu >= 0) r.metric("mfu", s.mfu);
+    else r.value("mfu", -1);
+    r.value("progress_pct", s.total > 0 ? 100.0 * s.step / s.total : 0);
+    if (s.eta_s >= 0) r.value("eta_s", s.eta_s);
+    return r;
+}
+
+Record eval_record(const EvalStats& e) {
+    Record r("eval");
+    r.integer("step", e.step).metric("val_loss", e.loss).metric("val_accuracy", e.accuracy);
+    r.integer("samples", e.samples);
+    return r;
+}
+
+JsonlWriter::~JsonlWriter() {
+    if (f_) std::fclose(f_);
+}
+
+void JsonlWriter::open(const std::string& path, bool append, bool emf, const std::string& ns, const std::string& job) {
+    std::string cur;
+    for (size_t i = 0; i < path.size(); ++i) {
+        if (path[i] == '/' && !cur.empty()) mkdir(cur.c_str(), 0755);
+        cur += path[i];
+    }
+    f_ = std::fopen(path.c_str(), append ? "a" : "w");
+    if (!f_) throw UserError(strfmt("--metrics %s: cannot open for writing: %s", path.c_str(), std::strerror(errno)));
+    emf_ = emf;
+    ns_ = ns;
+    job_ = job;
+}
+
+static long long epoch_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+void JsonlWriter::write(const Record& r) {
+    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}}, epoch_ms()) : r.json());
+}
+
+void JsonlWriter::write_rank(const Record& r, int rank, const std::string& node) {
+    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}, {"rank", std::to_string(rank)}, {"node", node}}, epoch_ms()) : r.json());
+}
+
+void JsonlWriter::put(const std::string& line) {
+    std::fputs(line.c_str(), f_);
+    std::fputc('\n', f_);
+    std::fflush(f_);
+}
+
+} // namespace dptrain

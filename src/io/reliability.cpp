@@ -1,0 +1,234 @@
+// Signals, the watchdog and fault injection.
+#include "dptrain/io/reliability.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/clock.h"
+
+#include <mpi.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace dptrain {
+
+static volatile std::sig_atomic_t g_signal = 0;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+void install_preemption_handlers() {
+    struct sigaction sa = {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGUSR1, &sa, nullptr);
+}
+
+bool preemption_requested() { return g_signal != 0; }
+int preemption_signal() { return g_signal; }
+
+const char* phase_name(Phase p) {
+    switch (p) {
+    case Phase::setup: return "setup";
+    case Phase::data: return "data";
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::allreduce: return "all-reduce";
+    case Phase::optimizer: return "optimizer";
+    case Phase::eval: return "evaluation";
+    case Phase::checkpoint: return "checkpoint";
+    case Phase::done: return "done";
+    }
+    return "?";
+}
+
+Watchdog::Watchdog(double timeout_s) : timeout_(timeout_s), since_(now_seconds()) {
+    tick_ = timeout_ > 0 ? std::min(1.0, timeout_ / 10) : 1.0;
+    if (timeout_ > 0) thread_ = std::thread(&Watchdog::run, this);
+}
+
+Watchdog::~Watchdog() { stop(); }
+
+void Watchdog::stop() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (beat_thread_.joinable()) beat_thread_.join();
+}
+
+void Watchdog::begin(long step, Phase p) {
+    since_.store(now_seconds(), std::memory_order_relaxed);
+    step_.store(step, std::memory_order_relaxed);
+    phase_.store((int)p, std::memory_order_relaxed);
+}
+
+static double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool writer, std::vector<std::string> nodes) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        hb_dir_ = dir;
+        hb_host_ = host;
+        hb_writer_ = writer;
+        hb_nodes_ = std::move(nodes);
+    }
+    if (writer && timeout_ > 0) {
+        mkdir(dir.c_str(), 0755);
+        beat_thread_ = std::thread(&Watchdog::beat, this);
+    }
+}
+
+// The heartbeat writer: its own thread, so that a slow shared filesystem delays only the
+// heartbeat, and the file keeps being written while the watchdog waits for the launcher.
+void Watchdog::beat() {
+    const std::string tmp = hb_dir_ + "/." + hb_host_ + ".tmp", path = hb_dir_ + "/" + hb_host_;
+    std::unique_lock<std::mutex> g(mu_);
+    while (!cv_.wait_for(g, std::chrono::duration<double>(tick_), [&] { return stop_; })) {
+        long step = step_.load();
+        Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        g.unlock();
+        // Rewritten whole and renamed, so a reader never sees half a line.
+        if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+            std::fprintf(f, "%ld %s %.3f\n", step, phase_name(p), unix_now());
+            if (std::fclose(f) == 0) std::rename(tmp.c_str(), path.c_str());
+        }
+        g.lock();
+    }
+}
+
+std::string Watchdog::peers_report(double now) const {
+    std::string out;
+    const double silent_after = std::max(5.0, 3 * tick_);
+    for (const std::string& node : hb_nodes_) {
+        if (node == hb_host_) continue;
+        std::string path = hb_dir_ + "/" + node;
+        FILE* f = std::fopen(path.c_str(), "r");
+        long step = -1;
+        char phase[32] = "?";
+        double at = 0;
+        bool ok = f && std::fscanf(f, "%ld %31s %lf", &step, phase, &at) == 3;
+        if (f) std::fclose(f);
+        std::string verdict;
+        if (!ok) verdict = strfmt("%s: no heartbeat file (%s)", node.c_str(), path.c_str());
+        else if (now - at > silent_after)
+            verdict = strfmt("%s lost: no heartbeat for %.0f s (last: step %ld, %s)", node.c_str(), now - at, step, phase);
+        else if (std::strcmp(phase, "all-reduce") == 0 && std::labs(step - step_.load()) <= 1)
+            // A step apart is the same exchange: a sender can finish before its receiver does.
+            verdict = strfmt("%s alive and also waiting in all-reduce of step %ld: the network between the nodes failed",
+                             node.c_str(), step);
+        else verdict = strfmt("%s alive, in %s of step %ld", node.c_str(), phase, step);
+        out += (out.empty() ? "" : "; ") + verdict;
+    }
+    return out;
+}
+
+void Watchdog::run() {
+    // A waiting rank gives the stuck one this long to report itself first.
+    const double grace = std::max(2.0, 0.2 * timeout_);
+    const auto tick = std::chrono::duration<double>(tick_);
+    std::unique_lock<std::mutex> g(mu_);
+    while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
+        Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        if (p == Phase::done) continue;
+        double waited = now_seconds() - since_.load(std::memory_order_relaxed);
+        bool waiting_for_peers = p == Phase::allreduce;
+        if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
+        std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
+                                  waited, timeout_);
+        g.unlock();  // nothing below holds the lock: stop() and the heartbeat thread go on
+        if (waiting_for_peers) {
+            // The heartbeat files are on the shared filesystem, which a lost network may have taken
+            // down too: they are read on a thread of their own, given 2 s.
+            std::string peers;
+            if (hb_nodes_.size() > 1) {
+                auto box = std::make_shared<std::pair<std::mutex, std::string>>();
+                auto done = std::make_shared<std::atomic<bool>>(false);
+                double now = unix_now();
+                std::thread([this, box, done, now] {
+                    std::string r = peers_report(now);
+                    std::lock_guard<std::mutex> lk(box->first);
+                    box->second = r;
+                    done->store(true);
+                }).detach();
+                for (int i = 0; i < 20 && !done->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                std::lock_guard<std::mutex> lk(box->first);
+                peers = done->load() ? box->second
+                                     : "the other nodes' heartbeat files did not answer within 2 s (the shared "
+                                       "filesystem is unreachable too)";
+            }
+            what += peers.empty() ? "; this rank waits for its peers: one of them is stuck or gone"
+                                  : "; this rank waits for its peers: " + peers;
+        }
+        std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
+        std::fflush(stderr);
+        // A rank stuck on its own aborts the job. A rank left waiting for its peers first gives the
+        // launcher time to end the job: when the peers are unreachable (a node or link lost),
+        // MPI_Abort and even this process's exit make mpirun wait on them, while the launcher's own
+        // failure detection (mpirun's daemon keepalive, Slurm's node health) ends the job cleanly.
+        if (waiting_for_peers) std::this_thread::sleep_for(std::chrono::seconds(30));
+        abort_job(kExitFatal);
+    }
+}
+
+FaultPlan FaultPlan::parse(const std::string& spec) {
+    FaultPlan plan;
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        int rank = -1, used = 0;
+        long step = -1;
+        char kind[32] = {0};
+        bool ok = std::sscanf(item.c_str(), "%d:%ld:%31s%n", &rank, &step, kind, &used) == 3 &&
+                  used == (int)item.size() && rank >= 0 && step >= 1;
+        Fault f{Fault::Kind::kill, rank, step};
+        std::string k = kind;
+        if (k == "kill") f.kind = Fault::Kind::kill;
+        else if (k == "hang") f.kind = Fault::Kind::hang;
+        else if (k == "nan") f.kind = Fault::Kind::nan;
+        else if (k == "corrupt-checkpoint") f.kind = Fault::Kind::corrupt_checkpoint;
+        else if (k == "io-error") f.kind = Fault::Kind::io_error;
+        else if (k == "slow") f.kind = Fault::Kind::slow;
+        else if (k == "slow-read") f.kind = Fault::Kind::slow_read;
+        else ok = false;
+        if (!ok)
+            throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
+                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read",
+                                   item.c_str()));
+        plan.faults_.push_back(f);
+    }
+    return plan;
+}
+
+bool FaultPlan::slow(int rank, long step) const {
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.step <= step && f.kind == Fault::Kind::slow) return true;
+    return false;
+}
+
+long FaultPlan::slow_read_from(int rank) const {
+    long from = -1;
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.kind == Fault::Kind::slow_read && (from < 0 || f.step - 1 < from)) from = f.step - 1;
+    return from;
+}
+
+bool FaultPlan::has(int rank, long step, Fault::Kind kind) const {
+    for (const Fault& f : faults_)
+        if (f.rank == rank && f.step == step && f.kind == kind) return true;
+    return false;
+}
+
+} // namespace dptrain

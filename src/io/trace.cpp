@@ -1,0 +1,83 @@
+// Chrome trace recording and writing.
+#include "dptrain/io/trace.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/clock.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace dptrain {
+
+void Tracer::enable(size_t capacity) {
+    cap_ = capacity;
+    main_.reserve(capacity);
+    comm_.reserve(capacity);
+    on_ = true;
+}
+
+void Tracer::mark(const char* name, long step) {
+    if (!on_) return;
+    double t = now_seconds();
+    if (open_) {
+        if (main_.size() < cap_) main_.push_back({open_, nullptr, open_step_, open_t_, t, 0});
+        else ++dropped_;
+    }
+    open_ = name;
+    open_step_ = step;
+    open_t_ = t;
+}
+
+void Tracer::close() {
+    if (!on_ || !open_) return;
+    double t = now_seconds();
+    if (main_.size() < cap_) main_.push_back({open_, nullptr, open_step_, open_t_, t, 0});
+    else ++dropped_;
+    open_ = nullptr;
+}
+
+void Tracer::comm(const char* name, long step, double t0, double t1, size_t bytes, const char* algo) {
+    if (!on_) return;
+    std::lock_guard<std::mutex> g(mu_);
+    if (comm_.size() < cap_) comm_.push_back({name, algo, step, t0, t1, bytes});
+    else ++dropped_;
+}
+
+std::string Tracer::rank_path(const std::string& path, int rank) {
+    size_t slash = path.rfind('/'), dot = path.rfind('.');
+    bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+    std::string tag = strfmt("-rank%05d", rank);
+    return has_ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
+}
+
+void Tracer::write(const std::string& path, int rank, const std::string& host) const {
+    std::lock_guard<std::mutex> g(mu_);
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw UserError(strfmt("--trace %s: cannot write it: %s", path.c_str(), std::strerror(errno)));
+    // Timestamps in microseconds from the first event, so merged ranks line up on one clock
+    // (steady_clock is one clock per machine; across machines they are offset by their start).
+    double base = 1e300;
+    for (const Event& e : main_) base = std::min(base, e.t0);
+    for (const Event& e : comm_) base = std::min(base, e.t0);
+    if (base == 1e300) base = 0;
+    std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"host\":\"%s\",\"dropped\":%zu},"
+                    "\"traceEvents\":[\n",
+                 rank, host.c_str(), dropped_);
+    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d (%s)\"}},\n", rank,
+                 rank, host.c_str());
+    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"step\"}},\n", rank);
+    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"all-reduce\"}}", rank);
+    for (const Event& e : main_)
+        std::fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%ld}}",
+                     e.name, rank, (e.t0 - base) * 1e6, (e.t1 - e.t0) * 1e6, e.step);
+    for (const Event& e : comm_)
+        std::fprintf(f,
+                     ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%ld,"
+                     "\"bytes\":%zu,\"algorithm\":\"%s\"}}",
+                     e.name, rank, (e.t0 - base) * 1e6, (e.t1 - e.t0) * 1e6, e.step, e.bytes, e.algo ? e.algo : "");
+    std::fprintf(f, "\n]}\n");
+    if (std::fclose(f) != 0) throw UserError(strfmt("--trace %s: write failed (disk full?)", path.c_str()));
+}
+
+} // namespace dptrain

@@ -1,0 +1,318 @@
+// GPT forward and backward over the CPU backend ops (llm.c's structure, one flat buffer).
+#include "dptrain/model/gpt.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dptrain {
+
+Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch) {
+    const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head;
+    if (V <= 0 || T <= 0 || C <= 0 || L <= 0 || NH <= 0 || C % NH != 0)
+        throw UserError(strfmt("GPT: n_embd %d must be a positive multiple of n_head %d, and vocab, block size and "
+                               "layers positive",
+                               C, NH));
+    if (cfg.flash_attention && !cpu::flash_attention_supported(C, NH))
+        throw UserError(strfmt("--attention flash needs a head size (n_embd / n_head) of 16, 32, 64 or 128, and %d / "
+                               "%d is %d; change --n-head or use --attention matmul",
+                               C, NH, C / NH));
+    auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
+        layout_.add(name, std::move(shape), decay);
+        return layout_.views.back().offset;
+    };
+    wte_ = add("wte", {V, C}, true);  // (V, C), also the LM head
+    wpe_ = add("wpe", {T, C}, true);  // (T, C)
+    for (int l = 0; l < L; ++l) {
+        std::string p = "h" + std::to_string(l) + ".";
+        LayerViews v;
+        v.ln1w = add(p + "ln1.weight", {C}, false);
+        v.ln1b = add(p + "ln1.bias", {C}, false);
+        v.qkvw = add(p + "attn.qkv.weight", {3 * C, C}, true);  // (3C, C)
+        v.qkvb = add(p + "attn.qkv.bias", {3 * C}, false);
+        v.attprojw = add(p + "attn.proj.weight", {C, C}, true);  // (C, C)
+        v.attprojb = add(p + "attn.proj.bias", {C}, false);
+        v.ln2w = add(p + "ln2.weight", {C}, false);
+        v.ln2b = add(p + "ln2.bias", {C}, false);
+        v.fcw = add(p + "mlp.fc.weight", {4 * C, C}, true);  // (4C, C)
+        v.fcb = add(p + "mlp.fc.bias", {4 * C}, false);
+        v.fcprojw = add(p + "mlp.proj.weight", {C, 4 * C}, true);  // (C, 4C)
+        v.fcprojb = add(p + "mlp.proj.bias", {C}, false);
+        lv_.push_back(v);
+    }
+    lnfw_ = add("lnf.weight", {C}, false);
+    lnfb_ = add("lnf.bias", {C}, false);
+
+    // max_batch 0: the layout, init and signature only (no activations; CudaGpt's host twin).
+    if (max_batch < 0) throw std::invalid_argument("Gpt: negative max_batch");
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C, Ls = (size_t)L;
+    encoded_.resize(BTC);
+    ln1_.resize(Ls * BTC);
+    ln1_mean_.resize(Ls * BT);
+    ln1_rstd_.resize(Ls * BT);
+    qkv_.resize(Ls * 3 * BTC);
+    atty_.resize(Ls * BTC);
+    const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
+    if (cfg.flash_attention) lse_.resize(Ls * STAT);
+    else att_.resize(Ls * ATT);
+    residual2_.resize(Ls * BTC);
+    ln2_.resize(Ls * BTC);
+    ln2_mean_.resize(Ls * BT);
+    ln2_rstd_.resize(Ls * BT);
+    fch_.resize(Ls * 4 * BTC);
+    fch_gelu_.resize(Ls * 4 * BTC);
+    residual3_.resize(Ls * BTC);
+    lnf_.resize(BTC);
+    lnf_mean_.resize(BT);
+    lnf_rstd_.resize(BT);
+    logits_.resize(BT * V);
+    ce_stats_.resize(2 * BT);
+    argmax_.resize(BT);
+    losses_.resize(BT);
+    scratch_.resize(BTC);
+    targets_.resize(BT);
+    dres_.resize(BTC);
+    dbig_.resize(4 * BTC);  // dfc, then (dfc done with) dqkv
+    dsmall_.resize(BTC);
+    if (cfg.flash_attention) delta_.resize(STAT);
+    else datt_.resize(ATT);
+    datty_.resize(BTC);
+}
+
+void Gpt::set_precision(Precision p) {
+    last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
+    if (p == Precision::fp32) {
+        bf_ = Bf16Operands();
+        return;
+    }
+    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
+    bf_.reserve(layout_.total, BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
+}
+
+// The model's matmuls (not attention's, which round to TF32 themselves): fp32, or on bf16-rounded
+// operands (--precision bf16), and with out16 the output rounded too, as a bf16 output is stored.
+void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
+                     int OC, bool out16) {
+    timed(ops_, OpKind::matmul, [&] {
+        if (!bf_.on()) return cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+        cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
+        if (out16) cpu::round_bf16(out, out, (long)BT * OC);
+    });
+}
+
+// dinp16: in bf16, dinp rounded too, as a bf16 input gradient is stored (for an op that reads it
+// as bf16: LayerNorm's backward, flash attention's).
+void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                      const float* params, size_t w, int BT, int C, int OC, bool dinp16) {
+    timed(ops_, OpKind::matmul, [&] {
+        if (bf_.on()) {  // the weights were rounded by the forward of these parameters
+            cpu::matmul_backward(dinp, dweight, dbias, bf_.grad(dout, (long)BT * OC), bf_.act(inp, (long)BT * C),
+                                 bf_.weights() + w, BT, C, OC);
+            if (dinp16) cpu::round_bf16(dinp, dinp, (long)BT * C);
+        } else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
+    });
+}
+
+std::string Gpt::signature() const {
+    return strfmt("gpt V=%d T=%d L=%d H=%d C=%d", cfg_.vocab_size, cfg_.block_size, cfg_.n_layer, cfg_.n_head,
+                  cfg_.n_embd);
+}
+
+double Gpt::flops_per_sample() const {
+    const double T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer;
+    double n = (double)layout_.total - T * C;
+    return T * (6.0 * n + 12.0 * L * T * C);
+}
+
+void Gpt::init(float* params, uint64_t seed) const {
+    const float residual_std = 0.02f / std::sqrt(2.0f * cfg_.n_layer);
+    for (size_t i = 0; i < layout_.views.size(); ++i) {
+        const ParamView& v = layout_.views[i];
+        float* p = params + v.offset;
+        const std::string& n = v.name;
+        bool is_ln_weight = n.find("ln") != std::string::npos && n.find(".weight") != std::string::npos;
+        if (v.shape.size() == 1) {
+            std::fill(p, p + v.size, is_ln_weight ? 1.0f : 0.0f);
+            continue;
+        }
+        bool residual = n.find("attn.proj.weight") != std::string::npos || n.find("mlp.proj.weight") != std::string::npos;
+        float sigma = residual ? residual_std : 0.02f;
+        Rng rng(stream_seed(seed, 2000 + i));
+        for (size_t k = 0; k < v.size; ++k) p[k] = sigma * rng.normal();
+    }
+}
+
+double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B > max_batch_) throw std::invalid_argument("Gpt::forward: batch larger than max_batch");
+    if (B == 0) {
+        last_B_ = 0;
+        return 0.0;
+    }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+            int tok = in.tokens[(long)b * in.stride + t + 1];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+            targets_[(long)b * T + t] = tok;
+        }
+    for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t) {
+            int tok = in.tokens[(long)b * in.stride + t];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+        }
+    if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
+    timed(ops_, OpKind::encoder,
+          [&] { cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C); });
+    // Each residual add runs with the LayerNorm after it (ln2, the next block's ln1, the final one):
+    // one op, as on the GPU, where that saves a pass. The first LayerNorm has no add before it.
+    auto residual_layernorm = [&](float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                  size_t w, size_t bias) {
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::residual_layernorm_forward(res, out, mean, rstd, a, b, params + w, params + bias, BT, C);
+        });
+    };
+    timed(ops_, OpKind::layernorm, [&] {  // the first LayerNorm: layer 0's, or with no layers the final one
+        if (L > 0)
+            cpu::layernorm_forward(ln1_.data(), ln1_mean_.data(), ln1_rstd_.data(), encoded_.data(),
+                                   params + lv_[0].ln1w, params + lv_[0].ln1b, BT, C);
+        else
+            cpu::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), encoded_.data(), params + lnfw_,
+                                   params + lnfb_, BT, C);
+    });
+    const float* residual = encoded_.data();
+    for (int l = 0; l < L; ++l) {
+        const LayerViews& v = lv_[l];
+        float* ln1 = ln1_.data() + l * sBTC;
+        float* qkv = qkv_.data() + l * 3 * sBTC;
+        float* atty = atty_.data() + l * sBTC;
+        float* res2 = residual2_.data() + l * sBTC;
+        float* ln2 = ln2_.data() + l * sBTC;
+        float* fch = fch_.data() + l * 4 * sBTC;
+        float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        float* res3 = residual3_.data() + l * sBTC;
+        mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
+        // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
+        timed(ops_, OpKind::attention, [&] {
+            if (cfg_.flash_attention) {
+                cpu::flash_attention_forward(atty, lse_.data() + l * sSTAT, qkv, B, T, C, NH);
+                // bf16 keeps the output rounded, as stored in bf16: the projection takes it so, and
+                // flash attention's backward (FlashAttention-2's delta from the bf16 output).
+                if (bf_.on()) cpu::round_bf16(atty, atty, (long)BTC);
+            } else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
+        });
+        mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
+        residual_layernorm(res2, ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, residual,
+                           scratch_.data(), v.ln2w, v.ln2b);
+        // GELU of fc's fp32 output; bf16 then keeps that output (GELU's input, 4x the stream's width)
+        // rounded for backward, as stored in bf16 (GELU's output is rounded as fcproj's operand).
+        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
+        timed(ops_, OpKind::activation, [&] {
+            cpu::gelu_forward(fchg, fch, 4 * (long)BTC);
+            if (bf_.on()) cpu::round_bf16(fch, fch, 4 * (long)BTC);
+        });
+        mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
+        if (l + 1 < L)
+            residual_layernorm(res3, ln1_.data() + (l + 1) * sBTC, ln1_mean_.data() + (l + 1) * sBT,
+                               ln1_rstd_.data() + (l + 1) * sBT, res2, scratch_.data(), lv_[l + 1].ln1w,
+                               lv_[l + 1].ln1b);
+        else
+            residual_layernorm(res3, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), res2, scratch_.data(), lnfw_,
+                               lnfb_);
+        residual = res3;
+    }
+    // bf16 keeps the logits rounded, as stored in bf16 (PyTorch's autocast too); the loss reads them so.
+    mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V, true);
+    timed(ops_, OpKind::crossentropy, [&] {
+        cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
+                                          logits_.data(), targets_.data(), (int)BT, V);
+    });
+    last_B_ = B;
+    double sum = 0.0;
+    for (long i = 0; i < BT; ++i) sum += losses_[i];
+    if (correct)
+        for (long i = 0; i < BT; ++i) *correct += argmax_[i] == targets_[i];
+    return sum;
+}
+
+void Gpt::backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) {
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (B != last_B_) throw std::logic_error("Gpt::backward without the matching forward");
+    if (B == 0) {
+        if (hook) hook->grads_ready_from(0);
+        return;
+    }
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
+    // dlogits overwrite the logits in place (each element reads its own logit first).
+    float* dlogits = logits_.data();
+    timed(ops_, OpKind::crossentropy, [&] {
+        cpu::softmax_crossentropy_backward(dlogits, logits_.data(), ce_stats_.data(), targets_.data(), scale, (int)BT, V);
+    });
+    float* dlnf = dsmall_.data();
+    // bf16: every LayerNorm backward takes its dout rounded (a bf16 matmul's input gradient, as
+    // stored in bf16; PyTorch's autocast hands the fp32 LayerNorm the same), and with flash
+    // attention so does attention's backward.
+    mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V, true);
+    float* dres = dres_.data();
+    timed(ops_, OpKind::other, [&] { std::memset(dres, 0, BTC * sizeof(float)); });
+    const float* last = L > 0 ? residual3_.data() + (L - 1) * sBTC : encoded_.data();
+    timed(ops_, OpKind::layernorm, [&] {
+        cpu::layernorm_backward(dres, grads + lnfw_, grads + lnfb_, dlnf, last, params + lnfw_, lnf_mean_.data(),
+                                lnf_rstd_.data(), BT, C);
+    });
+    if (hook) hook->grads_ready_from(lnfw_);
+    for (int l = L - 1; l >= 0; --l) {
+        const LayerViews& v = lv_[l];
+        const float* residual = l == 0 ? encoded_.data() : residual3_.data() + (l - 1) * sBTC;
+        const float* ln1 = ln1_.data() + l * sBTC;
+        const float* qkv = qkv_.data() + l * 3 * sBTC;
+        const float* atty = atty_.data() + l * sBTC;
+        const float* res2 = residual2_.data() + l * sBTC;
+        const float* ln2 = ln2_.data() + l * sBTC;
+        const float* fch = fch_.data() + l * 4 * sBTC;
+        const float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        // dres = d residual3 = d fcproj (residual3 = residual2 + fcproj) and, below, d residual2.
+        float* dfc = dbig_.data();
+        mm_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params, v.fcprojw, (int)BT, 4 * C, C);
+        timed(ops_, OpKind::activation, [&] { cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC); });
+        float* dln = dsmall_.data();
+        mm_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params, v.fcw, (int)BT, C, 4 * C, true);
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
+                                    ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
+        });
+        // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
+        float* datty = datty_.data();
+        mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C,
+                    cfg_.flash_attention);
+        // dqkv in dbig_: dfc is done with (fc's backward has taken it).
+        float* dqkv = dbig_.data();
+        timed(ops_, OpKind::attention, [&] {
+            if (cfg_.flash_attention)
+                cpu::flash_attention_backward(dqkv, delta_.data(), datty, qkv, atty, lse_.data() + l * sSTAT, B,
+                                              T, C, NH);
+            else
+                cpu::attention_backward(dqkv, datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
+                                        bf_.on());
+        });
+        mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv, ln1, params, v.qkvw, (int)BT, C, 3 * C, true);
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
+                                    ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);
+        });
+        if (hook) hook->grads_ready_from(v.ln1w);
+    }
+    timed(ops_, OpKind::encoder,
+          [&] { cpu::encoder_backward(grads + wte_, grads + wpe_, dres, in.tokens, in.stride, B, T, C); });
+    if (hook) hook->grads_ready_from(0);
+}
+
+} // namespace dptrain

@@ -1,0 +1,179 @@
+// Parameter layout and the MLP's forward/backward. Layer l maps dims_[l] -> dims_[l+1] with
+// weight fc{l}.weight (OC, C) and bias fc{l}.bias (OC).
+#include "dptrain/model/model.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dptrain {
+
+void ParamLayout::add(const std::string& name, std::vector<int> shape, bool decay) {
+    ParamView v;
+    v.name = name;
+    v.shape = std::move(shape);
+    v.offset = total;
+    v.size = 1;
+    for (int d : v.shape) v.size *= (size_t)d;
+    v.decay = decay;
+    total += v.size;
+    views.push_back(v);
+}
+
+const ParamView& ParamLayout::find(const std::string& name) const {
+    for (auto& v : views)
+        if (v.name == name) return v;
+    throw std::out_of_range("no parameter named " + name);
+}
+
+void Bf16Operands::reserve(size_t params, size_t activation, size_t gradient) {
+    w_.assign(std::max<size_t>(params, 1), 0.0f);
+    a_.assign(std::max<size_t>(activation, 1), 0.0f);
+    g_.assign(std::max<size_t>(gradient, 1), 0.0f);
+}
+
+void Bf16Operands::round_weights(const float* params) { cpu::round_bf16(w_.data(), params, (long)w_.size()); }
+
+const float* Bf16Operands::act(const float* x, long n) {
+    if ((size_t)n > a_.size()) throw std::logic_error("Bf16Operands::act: scratch too small");
+    cpu::round_bf16(a_.data(), x, n);
+    return a_.data();
+}
+
+const float* Bf16Operands::grad(const float* d, long n) {
+    if ((size_t)n > g_.size()) throw std::logic_error("Bf16Operands::grad: scratch too small");
+    cpu::round_bf16(g_.data(), d, n);
+    return g_.data();
+}
+
+Mlp::Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch)
+    : act_(act), max_batch_(max_batch) {
+    dims_.push_back(in);
+    dims_.insert(dims_.end(), hidden.begin(), hidden.end());
+    dims_.push_back(classes);
+    int L = (int)dims_.size() - 1;
+    int widest = *std::max_element(dims_.begin(), dims_.end());
+    for (int l = 0; l < L; ++l) {
+        layout_.add(strfmt("fc%d.weight", l), {dims_[l + 1], dims_[l]}, true);
+        layout_.add(strfmt("fc%d.bias", l), {dims_[l + 1]}, false);
+        pre_.emplace_back((size_t)max_batch * dims_[l + 1]);
+        post_.emplace_back(l + 1 < L ? (size_t)max_batch * dims_[l + 1] : 0);
+    }
+    stats_.resize(2 * (size_t)max_batch);
+    argmax_.resize(max_batch);
+    losses_.resize(max_batch);
+    dbuf_a_.resize((size_t)max_batch * widest);
+    dbuf_b_.resize((size_t)max_batch * widest);
+}
+
+std::string Mlp::signature() const {
+    std::string h;
+    for (size_t i = 1; i + 1 < dims_.size(); ++i) h += (h.empty() ? "" : ",") + std::to_string(dims_[i]);
+    return strfmt("mlp in=%d hidden=%s classes=%d act=%s", dims_.front(), h.c_str(), dims_.back(),
+                  act_ == Activation::relu ? "relu" : "gelu");
+}
+
+double Mlp::flops_per_sample() const {
+    double f = 0;
+    for (size_t l = 0; l + 1 < dims_.size(); ++l) f += 2.0 * dims_[l] * dims_[l + 1];
+    return 3.0 * f;
+}
+
+void Mlp::init(float* params, uint64_t seed) const {
+    int L = (int)dims_.size() - 1;
+    for (int l = 0; l < L; ++l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        float sigma = std::sqrt((l + 1 < L ? 2.0f : 1.0f) / dims_[l]);
+        Rng rng(stream_seed(seed, 1000 + l));
+        for (size_t i = 0; i < w.size; ++i) params[w.offset + i] = sigma * rng.normal();
+        std::fill(params + b.offset, params + b.offset + b.size, 0.0f);
+    }
+}
+
+void Mlp::set_precision(Precision p) {
+    if (p == Precision::fp32) {
+        bf_ = Bf16Operands();
+        return;
+    }
+    size_t widest = (size_t)*std::max_element(dims_.begin(), dims_.end());
+    bf_.reserve(layout_.total, (size_t)max_batch_ * widest, (size_t)max_batch_ * widest);
+}
+
+double Mlp::forward(const float* params, const float* x, const int* y, int B, long* correct) {
+    if (B > max_batch_) throw std::invalid_argument("Mlp::forward: batch larger than max_batch");
+    int L = (int)dims_.size() - 1;
+    const float* inp = x;
+    if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
+    for (int l = 0; l < L; ++l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        timed(ops_, OpKind::matmul, [&] {
+            if (bf_.on())
+                cpu::matmul_forward(pre_[l].data(), bf_.act(inp, (long)B * dims_[l]), bf_.weights() + w.offset,
+                                    params + b.offset, B, dims_[l], dims_[l + 1]);
+            else
+                cpu::matmul_forward(pre_[l].data(), inp, params + w.offset, params + b.offset, B, dims_[l],
+                                    dims_[l + 1]);
+        });
+        if (l + 1 < L) {
+            long n = (long)B * dims_[l + 1];
+            timed(ops_, OpKind::activation, [&] {
+                if (act_ == Activation::relu) cpu::relu_forward(post_[l].data(), pre_[l].data(), n);
+                else cpu::gelu_forward(post_[l].data(), pre_[l].data(), n);
+            });
+            inp = post_[l].data();
+        }
+    }
+    int V = dims_.back();
+    const float* logits = pre_[L - 1].data();
+    timed(ops_, OpKind::crossentropy,
+          [&] {
+              cpu::softmax_crossentropy_forward(losses_.data(), stats_.data(), correct ? argmax_.data() : nullptr,
+                                                logits, y, B, V);
+          });
+    double sum = 0.0;
+    for (int b = 0; b < B; ++b) sum += losses_[b];
+    if (correct)
+        for (int b = 0; b < B; ++b) *correct += argmax_[b] == y[b];
+    return sum;
+}
+
+void Mlp::backward(float* grads, const float* params, const float* x, const int* y, int B, float scale,
+                   GradHook* hook) {
+    int L = (int)dims_.size() - 1;
+    float* dout = dbuf_a_.data();  // gradient w.r.t. the current layer's output
+    float* dnext = dbuf_b_.data();
+    timed(ops_, OpKind::crossentropy,
+          [&] { cpu::softmax_crossentropy_backward(dout, pre_[L - 1].data(), stats_.data(), y, scale, B, dims_.back()); });
+    for (int l = L - 1; l >= 0; --l) {
+        const ParamView& w = layout_.views[2 * l];
+        const ParamView& b = layout_.views[2 * l + 1];
+        const float* inp = l == 0 ? x : post_[l - 1].data();
+        float* dinp = l == 0 ? nullptr : dnext;
+        timed(ops_, OpKind::matmul, [&] {
+            if (bf_.on())  // the weights rounded by the forward of these parameters
+                cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset,
+                                     bf_.grad(dout, (long)B * dims_[l + 1]), bf_.act(inp, (long)B * dims_[l]),
+                                     bf_.weights() + w.offset, B, dims_[l], dims_[l + 1]);
+            else
+                cpu::matmul_backward(dinp, grads + w.offset, grads + b.offset, dout, inp, params + w.offset, B,
+                                     dims_[l], dims_[l + 1]);
+        });
+        if (hook) hook->grads_ready_from(w.offset);  // layer l's weight and bias are final
+        if (l > 0) {
+            long n = (long)B * dims_[l];
+            // d(pre) = f'(pre) * d(post), in place is fine: each element reads then writes itself.
+            timed(ops_, OpKind::activation, [&] {
+                if (act_ == Activation::relu) cpu::relu_backward(dnext, pre_[l - 1].data(), dnext, n);
+                else cpu::gelu_backward(dnext, pre_[l - 1].data(), dnext, n);
+            });
+            std::swap(dout, dnext);
+        }
+    }
+}
+
+} // namespace dptrain

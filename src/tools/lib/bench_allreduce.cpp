@@ -1,0 +1,264 @@
+// dptrain-bench allreduce: dptrain's all-reduce algorithms beside Open MPI's own MPI_Allreduce,
+// measured in one run, sizes interleaved so machine noise hits all alike. Per algorithm a table
+// in the nccl-tests format (size, count, type, redop, time, algbw, busbw, #wrong), then a
+// summary of busbw against MPI_Allreduce.
+//   mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]
+//          [--ranks-per-node K] [--dtype float32|bf16] [-J FILE]
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the traffic per link of an optimal all-reduce.
+// Each algorithm's buffer is allocated and touched once; timed calls reuse it. Results are
+// checked with small-integer inputs whose sums are exact in any order.
+#include "dptrain/tools/bench.h"
+
+#include "dptrain/comm/allreduce.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/comm/topology.h"
+#include "dptrain/core/check.h"
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+namespace {
+
+size_t parse_size(const char* s) {
+    char* end = nullptr;
+    double v = std::strtod(s, &end);
+    switch (end && *end ? *end : ' ') {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
+struct Args {
+    size_t minb = 4 << 10, maxb = 256 << 20;
+    double factor = 4;
+    int iters = 20, warmup = 3, rpn = 0;
+    DType dtype = DType::f32;
+    std::string json;
+};
+
+bool parse(int argc, char** argv, Args* a) {
+    if (argc < 2 || std::strcmp(argv[1], "allreduce") != 0) return false;
+    for (int i = 2; i < argc; i += 2) {
+        if (i + 1 >= argc) return false;
+        const char* k = argv[i];
+        const char* v = argv[i + 1];
+        if (!std::strcmp(k, "-b")) a->minb = parse_size(v);
+        else if (!std::strcmp(k, "-e")) a->maxb = parse_size(v);
+        else if (!std::strcmp(k, "-f")) a->factor = std::atof(v);
+        else if (!std::strcmp(k, "-n")) a->iters = std::atoi(v);
+        else if (!std::strcmp(k, "-w")) a->warmup = std::atoi(v);
+        else if (!std::strcmp(k, "--ranks-per-node")) a->rpn = std::atoi(v);
+        else if (!std::strcmp(k, "-J")) a->json = v;
+        else if (!std::strcmp(k, "--dtype")) {
+            if (!std::strcmp(v, "bf16")) a->dtype = DType::bf16;
+            else if (std::strcmp(v, "float32") != 0) return false;
+        } else return false;
+    }
+    return a->minb >= 4 && a->maxb >= a->minb && a->factor > 1 && a->iters >= 1 && a->warmup >= 0 && a->rpn >= 0;
+}
+
+// One contender: an engine (or the raw MPI reference) and its results per size.
+struct Contender {
+    std::string name;
+    std::unique_ptr<AllreduceEngine> engine;  // null: MPI_Allreduce itself
+    std::vector<float> ref;                   // the reference's own buffer (float32 view)
+    std::vector<bf16> ref16;
+    struct Row {
+        size_t bytes, count;
+        double us, algbw, busbw;
+        long wrong;
+    };
+    std::vector<Row> rows;
+
+    void* data(DType t) {
+        if (engine) return engine->buffer();
+        return t == DType::f32 ? (void*)ref.data() : (void*)ref16.data();
+    }
+    // The peer is MPI_Allreduce as an application calls it, not through dptrain's communicator.
+    void call(size_t n, DType t) {
+        if (engine) {
+            engine->run(0, n, t);
+            return;
+        }
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data(t), (int)n, mpi_type(t), mpi_sum_op(t), MPI_COMM_WORLD));
+    }
+};
+
+float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }
+
+// Median seconds per call over iters calls after warmup, max over ranks. Big messages get fewer
+// iterations so a size never takes more than about a second.
+template <typename Fn>
+double time_calls(MpiCommunicator& world, Fn&& fn, int warmup, int iters) {
+    double t0 = now_seconds();
+    fn();
+    double first = now_seconds() - t0;
+    world.allreduce(&first, 1, ReduceOp::max);
+    if (first * (iters + warmup) > 1.0) {
+        iters = std::max(3, (int)(1.0 / first));
+        warmup = 1;
+    }
+    for (int i = 0; i < warmup; ++i) fn();
+    std::vector<double> t(iters);
+    for (int i = 0; i < iters; ++i) {
+        world.barrier();
+        double s = now_seconds();
+        fn();
+        t[i] = now_seconds() - s;
+    }
+    std::sort(t.begin(), t.end());
+    double med = t[iters / 2];
+    world.allreduce(&med, 1, ReduceOp::max);
+    return med;
+}
+
+// The contenders: MPI_Allreduce, flat and hierarchical over the (simulated) topology, and with
+// simulated nodes also the shared-memory path over the whole real node.
+std::vector<Contender> contenders(const Args& a, size_t maxn, const Topology& topo, const Topology& real) {
+    std::vector<Contender> cs;
+    cs.push_back({"MPI_Allreduce", nullptr, {}, {}, {}});
+    if (a.dtype == DType::f32) cs.back().ref.assign(maxn, 0.0f);
+    else cs.back().ref16.assign(maxn, 0);
+    cs.push_back({"flat", std::make_unique<AllreduceEngine>(AllreduceAlgo::flat, topo, maxn), {}, {}, {}});
+    cs.push_back({"hierarchical", std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, topo, maxn), {}, {}, {}});
+    if (a.rpn > 0 && real.num_nodes == 1)
+        cs.push_back({"shm", std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, real, maxn), {}, {}, {}});
+    return cs;
+}
+
+// One size for one contender: the exact-sum check, then the timing.
+void measure(MpiCommunicator& world, Contender& c, const Args& a, size_t bytes) {
+    const DType t = a.dtype;
+    const int rank = world.rank(), size = world.size();
+    const size_t n = bytes / dtype_size(t);
+    void* d = c.data(t);
+    for (size_t i = 0; i < n; ++i) {
+        if (t == DType::f32) static_cast<float*>(d)[i] = input(rank, i);
+        else static_cast<bf16*>(d)[i] = float_to_bf16(input(rank, i));
+    }
+    if (c.engine && t == DType::bf16)  // engines hold float32 and convert on the wire
+        for (size_t i = 0; i < n; ++i) c.engine->buffer()[i] = input(rank, i);
+    c.call(n, t);
+    long wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int q = 0; q < size; ++q) want += input(q, i);
+        float got = (c.engine || t == DType::f32) ? static_cast<float*>(c.data(DType::f32))[i]
+                                                 : bf16_to_float(static_cast<bf16*>(d)[i]);
+        wrong += got != want;
+    }
+    world.allreduce(&wrong, 1, ReduceOp::sum);
+    // Timed calls keep summing in place; the values grow but the cost does not change.
+    const double sec = time_calls(world, [&] { c.call(n, t); }, a.warmup, a.iters);
+    const double algbw = bytes / sec / 1e9, bus = size > 1 ? 2.0 * (size - 1) / size : 1.0;
+    c.rows.push_back({bytes, n, sec * 1e6, algbw, algbw * bus, wrong});
+}
+
+// Rank 0: the tables and the summary; returns the wrong results over all.
+long print_tables(const std::vector<Contender>& cs, DType t) {
+    long total_wrong = 0;
+    for (const Contender& c : cs) {
+        std::printf("\n# %s\n#%12s %12s %8s %6s %11s %8s %8s %7s\n", c.name.c_str(), "size(B)", "count", "type", "redop",
+                    "time(us)", "algbw", "busbw", "#wrong");
+        for (auto& r : c.rows) {
+            std::printf(" %12zu %12zu %8s %6s %11.1f %8.2f %8.2f %7ld\n", r.bytes, r.count, dtype_name(t), "sum", r.us,
+                        r.algbw, r.busbw, r.wrong);
+            total_wrong += r.wrong;
+        }
+    }
+    std::printf("\n# busbw (GB/s) and ratio to MPI_Allreduce\n#%12s", "size(B)");
+    for (const Contender& c : cs) std::printf(" %14s", c.name.c_str());
+    for (size_t k = 1; k < cs.size(); ++k) std::printf(" %8s", ("x" + cs[k].name.substr(0, 7)).c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < cs[0].rows.size(); ++i) {
+        std::printf(" %12zu", cs[0].rows[i].bytes);
+        for (const Contender& c : cs) std::printf(" %14.2f", c.rows[i].busbw);
+        for (size_t k = 1; k < cs.size(); ++k) std::printf(" %8.2f", cs[k].rows[i].busbw / cs[0].rows[i].busbw);
+        std::printf("\n");
+    }
+    std::printf("# wrong results: %ld%s\n", total_wrong, total_wrong ? "  <-- FAILED" : "");
+    return total_wrong;
+}
+
+// Rank 0, -J: every row as JSON, nccl-tests' -J in spirit.
+void write_json(const std::string& path, const std::vector<Contender>& cs, DType t, int ranks, int ranks_per_node) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "dptrain-bench: error: cannot write -J %s\n", path.c_str());
+        return;
+    }
+    std::fprintf(f, "[\n");
+    bool first = true;
+    for (const Contender& c : cs)
+        for (auto& r : c.rows) {
+            std::fprintf(f,
+                         "%s  {\"algorithm\":\"%s\",\"ranks\":%d,\"ranks_per_node\":%d,\"size\":%zu,\"count\":%zu,"
+                         "\"type\":\"%s\",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}",
+                         first ? "" : ",\n", c.name.c_str(), ranks, ranks_per_node, r.bytes, r.count, dtype_name(t),
+                         r.us, r.algbw, r.busbw, r.wrong);
+            first = false;
+        }
+    std::fprintf(f, "\n]\n");
+    std::fclose(f);
+}
+
+} // namespace
+
+int bench_allreduce(int argc, char** argv) {
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
+    Args a;
+    if (!parse(argc, argv, &a)) {
+        if (rank == 0) std::fputs(bench_usage(), stderr);
+        return 2;
+    }
+    const DType t = a.dtype;
+    Topology real, sim;
+    std::vector<Contender> cs;
+    if (!all_ok(MPI_COMM_WORLD, [&] {
+            real = Topology::create(MPI_COMM_WORLD, 0);
+            sim = a.rpn > 0 ? Topology::create(MPI_COMM_WORLD, a.rpn) : real;
+            cs = contenders(a, a.maxb / dtype_size(t), a.rpn > 0 ? sim : real, real);
+        }))
+        return 2;
+    const Topology& topo = a.rpn ? sim : real;
+    if (rank == 0)
+        std::printf("# dptrain-bench allreduce: %d ranks, %d %s node%s of %d, %s sum, median of %d iterations after %d "
+                    "warm-up\n",
+                    size, topo.num_nodes, a.rpn ? "simulated" : "real", topo.num_nodes == 1 ? "" : "s", topo.local_size,
+                    dtype_name(t), a.iters, a.warmup);
+    for (size_t bytes = a.minb; bytes <= a.maxb; bytes = (size_t)(bytes * a.factor))
+        for (Contender& c : cs) measure(world, c, a, bytes);
+    long total_wrong = 0;
+    if (rank == 0) {
+        total_wrong = print_tables(cs, t);
+        if (!a.json.empty()) write_json(a.json, cs, t, size, topo.local_size);
+    }
+    world.broadcast(&total_wrong, sizeof total_wrong, 0);
+    cs.clear();
+    if (a.rpn > 0) sim.destroy();
+    real.destroy();
+    return total_wrong ? 1 : 0;
+}
+
+const char* bench_usage() {
+    return "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3] "
+           "[--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n"
+           "       mpirun -np N dptrain-bench io --data DIR [--batch-size B] [--steps S] "
+           "[--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
+           "       dptrain-bench trace [--events N]\n";
+}
+
+} // namespace dptrain

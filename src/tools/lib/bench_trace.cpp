@@ -1,0 +1,85 @@
+// dptrain-bench trace: what the step instrumentation costs. Times the operations a traced step
+// performs (Tracer::mark per phase, PhaseTimes::add and end_step, the clock read) over many
+// repetitions and prints the cost per step for a given number of phases and buckets, and its
+// share of a step of --step-ms.
+#include "dptrain/tools/bench.h"
+
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/clock.h"
+#include "dptrain/io/metrics.h"
+#include "dptrain/io/trace.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+namespace dptrain {
+
+int bench_trace(int argc, char** argv) {
+    const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
+    long events = 2000000;
+    double step_ms = 0.6;
+    int buckets = 1;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        std::string k = argv[i];
+        if (k == "--events") events = std::atol(argv[i + 1]);
+        else if (k == "--step-ms") step_ms = std::atof(argv[i + 1]);
+        else if (k == "--buckets") buckets = std::atoi(argv[i + 1]);
+    }
+    if (rank != 0) return 0;
+    const char* names[6] = {"data", "forward", "backward", "all-reduce", "optimizer", "evaluation"};
+    auto best_of = [](int reps, const std::function<double()>& fn) {
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r) best = std::min(best, fn());
+        return best;
+    };
+    double clock_ns = best_of(5, [&] {
+        double t0 = now_seconds(), sink = 0;
+        for (long i = 0; i < events; ++i) sink += now_seconds();
+        double t = now_seconds() - t0;
+        if (sink == 0) std::printf(" ");
+        return t / events * 1e9;
+    });
+    double mark_ns = best_of(5, [&] {
+        Tracer tr;
+        tr.enable((size_t)events + 8);
+        double t0 = now_seconds();
+        for (long i = 0; i < events; ++i) tr.mark(names[i % 5], i / 5);
+        return (now_seconds() - t0) / events * 1e9;
+    });
+    double comm_ns = best_of(5, [&] {
+        Tracer tr;
+        tr.enable((size_t)events + 8);
+        double t0 = now_seconds();
+        for (long i = 0; i < events; ++i) tr.comm("allreduce", i, 1.0, 2.0, 4096, "flat");
+        return (now_seconds() - t0) / events * 1e9;
+    });
+    double phase_ns = best_of(5, [&] {
+        PhaseTimes pt;
+        pt.reserve(1000);
+        double t0 = now_seconds();
+        for (long i = 0; i < events; ++i) {
+            pt.add((int)(i % kStepPhases), 1e-4);
+            if (i % kStepPhases == kStepPhases - 1) pt.end_step();
+        }
+        return (now_seconds() - t0) / events * 1e9;
+    });
+    // A traced step: 5 phase marks (each a clock read for the breakdown plus the trace event),
+    // one end of step, and two clock reads plus an event per bucket on the communication thread.
+    double traced_ns = 5 * (mark_ns + clock_ns + phase_ns) + clock_ns + buckets * (comm_ns + 2 * clock_ns);
+    double untraced_ns = 5 * (clock_ns + phase_ns) + clock_ns;
+    std::printf("# dptrain-bench trace: best of 5 runs of %ld operations each\n", events);
+    std::printf("clock read (steady_clock)        %8.1f ns\n", clock_ns);
+    std::printf("Tracer::mark (one phase event)   %8.1f ns\n", mark_ns);
+    std::printf("Tracer::comm (one bucket event)  %8.1f ns\n", comm_ns);
+    std::printf("PhaseTimes::add                  %8.1f ns\n", phase_ns);
+    std::printf("per step, breakdown only         %8.2f us = %.3f%% of a %.3g ms step\n", untraced_ns / 1e3,
+                100 * untraced_ns / (step_ms * 1e6), step_ms);
+    std::printf("per step, with --trace, %d bucket%s %8.2f us = %.3f%% of a %.3g ms step\n", buckets,
+                buckets == 1 ? " " : "s", traced_ns / 1e3, 100 * traced_ns / (step_ms * 1e6), step_ms);
+    return 0;
+}
+
+} // namespace dptrain

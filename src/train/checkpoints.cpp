@@ -1,0 +1,130 @@
+// Checkpoints: resume (find on rank 0, share with every rank) and save.
+#include "dptrain/train/checkpoints.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/io/reliability.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace dptrain {
+
+Checkpoints::Checkpoints(const Options& o, int rank, RunIdentity id) : o_(o), rank_(rank), id_(std::move(id)) {
+    if (rank == 0 && o.async_checkpoint) async_ = std::make_unique<AsyncCheckpointer>();
+}
+
+void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
+    if (rank_ != 0) return;
+    prepare_checkpoint_dir(o_.checkpoint_dir);
+    if (o_.resume_mode == ResumeMode::none) {
+        // A fresh run next to another run's checkpoints would rotate its own away (they sort
+        // by step) and leave --resume auto to pick a stranger's: refuse unless told.
+        auto old = list_checkpoints(o_.checkpoint_dir);
+        if (!old.empty() && !o_.overwrite_checkpoints)
+            throw UserError(strfmt("--checkpoint-dir %s already holds %zu checkpoints (newest %s); continue that run "
+                                   "with --resume auto, delete them with --overwrite-checkpoints, or choose another "
+                                   "--checkpoint-dir",
+                                   o_.checkpoint_dir.c_str(), old.size(), old[0].c_str()));
+        for (auto& p : old) std::remove(p.c_str());
+        return;
+    }
+    if (o_.resume_mode == ResumeMode::latest) {
+        std::vector<std::string> warnings;
+        have_ = load_latest(o_.checkpoint_dir, &found_, &resumed_from_, &warnings);
+        for (auto& w : warnings) std::fprintf(stderr, "dptrain: warning: %s\n", w.c_str());
+    } else {
+        found_ = load_checkpoint(o_.resume);
+        resumed_from_ = o_.resume;
+        have_ = true;
+    }
+    if (!have_) return;
+    const CheckpointState& ck = found_;
+    const char* from = resumed_from_.c_str();
+    const std::string fix = "start a fresh run with another --checkpoint-dir, or --resume none";
+    if (ck.model != id_.model)
+        throw UserError(strfmt("%s: checkpoint is from another model (%s; this run: %s); %s", from, ck.model.c_str(),
+                               id_.model.c_str(), fix.c_str()));
+    if (ck.optimizer != name_of(o_.optimizer))
+        throw UserError(strfmt("%s: checkpoint has %s optimizer state, this run uses --optimizer %s; %s", from,
+                               ck.optimizer.c_str(), name_of(o_.optimizer), fix.c_str()));
+    const long W = id_.world_size, G = id_.global_batch;
+    if (ck.global_batch != G)
+        throw UserError(strfmt("%s: checkpoint was trained with global batch %ld, this run has %ld (--batch-size %d x "
+                               "%ld ranks); keep the global batch: --batch-size %ld",
+                               from, ck.global_batch, G, o_.batch_size, W, ck.global_batch % W == 0 ? ck.global_batch / W : 0L));
+    if (ck.seed != o_.seed)
+        throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
+                               "the same seed so the sample order continues",
+                               from, (unsigned long long)ck.seed, o_.seed));
+    // The sample order also depends on --shuffle-block (checkpoints from before the option: 1).
+    long ck_block = 1;
+    const size_t at = ck.options.find("\nshuffle-block = ");
+    if (at != std::string::npos) ck_block = std::atol(ck.options.c_str() + at + 17);
+    if (ck_block != o_.shuffle_block)
+        throw UserError(strfmt("%s: checkpoint was trained with --shuffle-block %ld, this run has --shuffle-block %ld; "
+                               "resume with the same value so the sample order continues",
+                               from, ck_block, o_.shuffle_block));
+    if (ck.params.size() != params.size() || ck.opt_m.size() != opt.m().size() || ck.opt_v.size() != opt.v().size())
+        throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", from, fix.c_str()));
+}
+
+long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt) {
+    long hdr[2] = {have_ ? 1L : 0L, have_ ? found_.step : 0L};
+    world.broadcast(hdr, sizeof hdr, 0);
+    if (!hdr[0]) return 0;
+    if (rank_ == 0) {
+        // Into the buffers as they are (find checked the sizes): the gradient path holds them.
+        std::copy(found_.params.begin(), found_.params.end(), params.begin());
+        std::copy(found_.opt_m.begin(), found_.opt_m.end(), opt.m().begin());
+        std::copy(found_.opt_v.begin(), found_.opt_v.end(), opt.v().begin());
+        found_ = CheckpointState();  // its tensors are in place now
+    }
+    world.broadcast(params.data(), params.size() * sizeof(float), 0);
+    world.broadcast(opt.m().data(), opt.m().size() * sizeof(float), 0);
+    world.broadcast(opt.v().data(), opt.v().size() * sizeof(float), 0);
+    return hdr[1];
+}
+
+void Checkpoints::save(long step, const Sampler& sampler, const std::vector<float>& params, Optimizer& opt,
+                       bool final_one, bool corrupt) {
+    if (rank_ != 0) return;
+    try {
+        CheckpointState& s = async_ ? async_->next() : sync_state_;
+        s.step = step;
+        s.epoch = sampler.epoch_of(step);
+        s.epoch_offset = (step % sampler.steps_per_epoch()) * id_.global_batch;
+        s.global_batch = id_.global_batch;
+        s.seed = o_.seed;
+        s.world_size = id_.world_size;
+        s.model = id_.model;
+        s.optimizer = name_of(o_.optimizer);
+        s.options = o_.to_ini();
+        s.tokenizer = id_.tokenizer;
+        s.vocab = id_.vocab;
+        s.params.assign(params.begin(), params.end());
+        s.opt_m.assign(opt.m().begin(), opt.m().end());
+        s.opt_v.assign(opt.v().begin(), opt.v().end());
+        if (async_) {
+            async_->start(o_.checkpoint_dir, o_.keep_checkpoints);
+            last_ = checkpoint_path(o_.checkpoint_dir, step);
+            if (final_one || corrupt) async_->wait();
+        } else {
+            last_ = save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints);
+        }
+        if (corrupt) corrupt_checkpoint_file(last_);
+    } catch (const UserError& e) {
+        fatal(e.what(), kExitUser);
+    }
+}
+
+void Checkpoints::wait() {
+    if (rank_ != 0 || !async_) return;
+    try {
+        async_->wait();
+    } catch (const UserError& e) {
+        fatal(e.what(), kExitUser);
+    }
+}
+
+} // namespace dptrain

@@ -1,0 +1,41 @@
+// Evaluator: forward passes of Task::eval_rows samples, the sums added over the ranks.
+#include "dptrain/train/evaluator.h"
+
+#include <algorithm>
+
+namespace dptrain {
+
+Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max)
+    : task_(task), model_(model), world_(world), eval_max_(eval_max) {
+    const int rows = task.eval_rows();
+    idx_.resize(rows);
+    x_.resize((size_t)rows * task.val().floats_per_sample());
+    y_.resize((size_t)rows * task.val().ints_per_sample());
+}
+
+EvalStats Evaluator::run(long step, const float* params) {
+    Dataset& val = task_.val();
+    const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
+    const int rank = world_.rank(), W = world_.size(), rows = (int)idx_.size();
+    const long lo = N * rank / W, hi = N * (rank + 1) / W;
+    double sums[3] = {0, 0, 0};  // loss, correct, samples
+    for (long s = lo; s < hi; s += rows) {
+        const int n = (int)std::min<long>(rows, hi - s);
+        for (int i = 0; i < n; ++i) idx_[i] = s + i;
+        val.read(idx_.data(), n, 0, x_.data(), y_.data());
+        long correct = 0;
+        sums[0] += model_.forward(params, task_.batch(x_.data(), y_.data(), n), &correct);
+        sums[1] += correct;
+        sums[2] += n;
+    }
+    world_.allreduce_sum(sums, 3);
+    const double terms = std::max(1.0, sums[2] * model_.terms_per_sample());
+    EvalStats e;
+    e.step = step;
+    e.samples = (long)sums[2];
+    e.loss = sums[0] / terms;
+    e.accuracy = sums[1] / terms;
+    return e;
+}
+
+} // namespace dptrain

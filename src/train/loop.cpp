@@ -1,0 +1,233 @@
+// StepLoop: the loop, one step, the step line's interval, and the end of the run.
+#include "dptrain/train/loop.h"
+
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <thread>
+
+namespace dptrain {
+
+int StepLoop::run(long start) {
+    const Options& o = p_.o;
+    const long end = o.stop_after > 0 ? std::min(o.steps, start + o.stop_after) : o.steps;
+    if (start >= end) {
+        p_.report.print(strfmt("nothing to train: the checkpoint is at step %ld and --steps is %ld\n", start, o.steps));
+        return kExitOk;
+    }
+    const int rank = p_.topo.rank;
+    long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
+    for (long s = start; s < end; ++s)
+        if (p_.faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
+    Prefetcher pf(p_.task.readers(o.io_threads), p_.sampler, rank, p_.topo.size, o.batch_size, o.prefetch, start, end,
+                  io_fail, o.io == IoMode::collective, p_.faults.slow_read_from(rank));
+    // On a GPU the batches (and a host path's parameters and gradients) are copied every step:
+    // page-locked, released before the ring is freed.
+    std::vector<std::pair<void*, size_t>> regions = pf.buffers();
+    for (auto& r : p_.grads.host_buffers()) regions.push_back(r);
+    std::unique_ptr<Pinned> pinned = p_.device.pin(regions);
+    if (pinned && !pinned->note.empty()) p_.report.print(strfmt("note: %s\n", pinned->note.c_str()));
+    p_.grads.upload_state();  // the starting point, fresh or resumed, to where the step runs
+    // However the loop ends, a batch being staged to the GPU has arrived before the ring's memory
+    // is unpinned and freed (declared after both, so destroyed first).
+    struct Unstage {
+        Model& m;
+        ~Unstage() { m.unstage(); }
+    } unstage{p_.model};
+    if (!o.trace.empty()) {
+        // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
+        const size_t per_step = 8 + p_.grads.traced_per_step();
+        p_.clock.tracer().enable(std::min<size_t>(4u << 20, (size_t)(end - start) * per_step + 64));
+        p_.grads.set_tracer(&p_.clock.tracer());
+    }
+    p_.clock.times().reserve(std::min(o.log_every, end - start));
+    if (o.profile_ops > 0 && (o.profile_ops <= start || o.profile_ops > end))
+        p_.report.print(strfmt("note: --profile-ops %ld: that step is not in this run (steps %ld..%ld); no op times\n",
+                               o.profile_ops, start + 1, end));
+    t_run_ = now_seconds();
+    iv_ = Interval();
+    iv_.t0 = t_run_;
+    iv_.first = start;
+    return train(pf, start, end);
+}
+
+int StepLoop::train(Prefetcher& pf, long start, long end) {
+    const Options& o = p_.o;
+    int code = kExitOk;
+    long done = start;
+    for (long s = start; s < end; ++s) {
+        done = s + 1;
+        p_.clock.mark(Phase::data, done, true);
+        inject_before_step(done);
+        const Batch& b = pf.next();
+        const Step st = step(pf, b, s);
+        if (!st.finite) {
+            ++skipped_;
+            p_.report.nonfinite(done, st.nonfinite_loss, last_norm_, o.on_nonfinite == OnNonfinite::stop, skipped_);
+            if (o.on_nonfinite == OnNonfinite::stop) {
+                code = kExitNonfinite;
+                break;
+            }
+        } else {
+            iv_.loss += st.loss;
+            ++iv_.steps;
+        }
+        iv_.samples += st.global_n;
+        const double t_end = p_.clock.end_step();
+        if (done % o.log_every == 0 || done == end || st.stop_requested) {
+            step_line(pf, t_end, done, start, end);
+        } else {
+            // Between step lines, on a terminal: one line updated in place.
+            const double per_step = (t_end - iv_.t0 - iv_.other) / (double)(done - iv_.first);
+            p_.report.progress(done, t_end, per_step, (t_end - t_run_) / (double)(done - start) * (double)(end - done));
+        }
+        const double t_other = now_seconds();  // evaluation and checkpoints are left out of the step's rate
+        if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+            p_.clock.mark(Phase::eval, done, true);
+            last_eval_ = p_.eval.run(done, p_.params.data());
+            evaluated_ = true;
+            p_.report.eval_line(last_eval_);
+        }
+        const bool last = done == end || st.stop_requested;
+        if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last) checkpoint(done, last);
+        iv_.other += now_seconds() - t_other;
+        if (st.stop_requested) {
+            code = kExitPreempted;
+            break;
+        }
+    }
+    return finish(code, start, done, end);
+}
+
+// One step on the batch of 0-based step s: forward, backward, the gradients' sum and the update.
+StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
+    const long done = s + 1;
+    const int rank = p_.topo.rank;
+    GradientPath& g = p_.grads;
+    // The data phase is the wait for the batch alone; readying the gradients counts as compute.
+    p_.clock.mark(Phase::forward, done);
+    g.begin_step(done);
+    float* ctl = g.control();
+    ctl[0] = preemption_requested() ? 1.0f : 0.0f;
+    const ModelBatch in = p_.task.batch(b.x.data(), b.y.data(), b.n);
+    const double terms = (double)b.global_n * p_.model.terms_per_sample();
+    const bool profiled = done == p_.o.profile_ops && rank == 0;  // rank 0 prints them
+    if (profiled) p_.model.set_op_times(&op_times_);
+    const double loss_sum = p_.model.forward(p_.params.data(), in, nullptr);
+    if (p_.faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
+    if (p_.faults.has(rank, done, Fault::Kind::nan)) g.poison();
+    // The next batch, when the reader has it: a GPU model copies it on its input stream while this
+    // step's backward runs (the CPU models ignore it).
+    if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
+    p_.clock.mark(Phase::backward, done);
+    p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), g.hook());
+    g.backward_done();
+    if (profiled) {
+        p_.model.set_op_times(nullptr);  // waits for the GPU's timed ops
+        p_.report.op_times(done, op_times_, p_.device.op_timing());
+    }
+    Step st;
+    st.global_n = b.global_n;
+    pf.release();
+    p_.clock.mark(Phase::allreduce, done);
+    iv_.exposed += g.reduce();
+    // Every rank sees the same summed gradients and control floats from here on.
+    p_.clock.mark(Phase::optimizer, done);
+    st.stop_requested = ctl[0] > 0.0f;
+    st.nonfinite_loss = !std::isfinite(ctl[1]);
+    last_norm_ = g.norm();
+    st.finite = std::isfinite(last_norm_) && !st.nonfinite_loss;
+    last_lr_ = p_.sched.at(s);
+    st.loss = loss_sum / terms;
+    if (st.finite) g.update(last_norm_, last_lr_, s + 1);
+    return st;
+}
+
+// One step's fault injection on this rank (--inject-fault kill, hang).
+void StepLoop::inject_before_step(long done) {
+    const int rank = p_.topo.rank;
+    if (p_.faults.has(rank, done, Fault::Kind::kill)) raise(SIGKILL);
+    if (p_.faults.has(rank, done, Fault::Kind::hang)) {
+        p_.clock.mark(Phase::forward, done);
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+}
+
+// Collective: the interval's rates, shares and mean loss over the ranks, and its step line.
+// int loss: each rank's shares of the steps' global mean losses add up to the global means.
+void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long end) {
+    const double dt = t - iv_.t0 - iv_.other;
+    double shares[3] = {pf.take_wait_seconds() / dt, iv_.exposed / dt, p_.grads.take_comm_seconds() / dt};
+    p_.world.allreduce(shares, 3, ReduceOp::max);
+    p_.world.allreduce_sum(&iv_.loss, 1);
+    const StepBreakdown bd = gather_breakdown(p_.clock.times().take_interval(), p_.world);
+    StepStats st;
+    st.step = done;
+    st.total = p_.o.steps;
+    st.loss = iv_.steps ? iv_.loss / iv_.steps : NAN;
+    final_loss_ = st.loss;
+    st.grad_norm = last_norm_;
+    st.lr = last_lr_;
+    st.ms_per_step = 1000.0 * dt / std::max(1L, done - iv_.first);
+    st.samples_per_s = iv_.samples / dt;
+    st.tokens_per_sample = p_.task.tokens_per_sample();
+    st.mfu = p_.peak_gflops > 0 ? st.samples_per_s * p_.model.flops_per_sample() / (p_.peak_gflops * 1e9) : -1;
+    st.data_wait_pct = 100.0 * shares[0];
+    st.comm_pct = 100.0 * shares[1];
+    st.comm_total_pct = 100.0 * shares[2];
+    st.eta_s = (t - t_run_) / (double)(done - start) * (double)(end - done);
+    p_.report.step_line(st, bd);
+    iv_ = Interval();
+    iv_.t0 = now_seconds();
+    iv_.first = done;
+}
+
+// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical).
+void StepLoop::checkpoint(long done, bool final_one) {
+    p_.clock.mark(Phase::checkpoint, done, true);
+    if (p_.topo.rank == 0) p_.grads.download_state();
+    p_.ckpt.save(done, p_.sampler, p_.params, p_.opt, final_one, p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
+}
+
+// The end of the run: the whole run's breakdown, the trace, the last checkpoint's write, and the
+// closing lines.
+int StepLoop::finish(int code, long start, long done, long end) {
+    p_.clock.mark(Phase::done, done, true);
+    // Every rank took the same path here, so all of them gather.
+    const StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
+    p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
+    if (p_.clock.tracer().on()) {
+        try {
+            p_.clock.tracer().write(Tracer::rank_path(p_.o.trace, p_.topo.rank), p_.topo.rank, p_.topo.host);
+        } catch (const UserError& e) {
+            fatal(e.what(), kExitUser);
+        }
+    }
+    p_.ckpt.wait();
+    const double secs = now_seconds() - t_run_;
+    if (code == kExitNonfinite) return code;
+    if (code == kExitPreempted) {
+        p_.report.print(strfmt("preempted: a rank received a stop signal (SIGTERM/SIGUSR1); stopped after step %ld with "
+                               "a checkpoint\ncheckpoint: %s\nexit %d: requeue the job with --resume auto to continue\n",
+                               done, p_.ckpt.last().c_str(), kExitPreempted));
+        return code;
+    }
+    std::string tail = evaluated_ ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval_.loss,
+                                           100.0 * last_eval_.accuracy)
+                                  : "";
+    if (skipped_) tail += strfmt(" | %ld non-finite steps skipped", skipped_);
+    if (p_.model.staged_batches() >= 0)
+        tail += strfmt(" | %ld of %ld batches copied to the GPU during the step before", p_.model.staged_batches(),
+                       end - start);
+    p_.report.print(strfmt("done: steps %ld..%ld in %.1f s | train loss %.4f (last interval)%s\n", start + 1, end, secs,
+                           final_loss_, tail.c_str()));
+    p_.report.print(strfmt("checkpoint: %s\nmetrics: %s\n", p_.ckpt.last().c_str(), p_.o.metrics.c_str()));
+    return kExitOk;
+}
+
+} // namespace dptrain

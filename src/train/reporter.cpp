@@ -1,0 +1,252 @@
+// The Reporter: rank 0's lines and records, and the GPU health readings behind them.
+#include "dptrain/train/reporter.h"
+
+#include "dptrain/backend/device.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/version.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
+
+namespace dptrain {
+
+namespace {
+
+constexpr int kGpuVals = 5;  // per rank: util %, memory used MiB, memory total MiB, temperature C, power W
+
+// Whether rank 0's output reaches a terminal. Under mpirun, a rank's stdout is a pseudo-terminal
+// that the launcher forwards wherever its own output goes, so it is the launcher's stdout
+// (the parent process's) that tells.
+bool output_is_terminal() {
+    const char* term = std::getenv("TERM");
+    if (!isatty(1) || (term && std::strcmp(term, "dumb") == 0)) return false;
+    if (!std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMIX_RANK") && !std::getenv("SLURM_STEP_ID")) return true;
+    char link[256];
+    std::string fd = strfmt("/proc/%d/fd/1", (int)getppid());
+    ssize_t n = readlink(fd.c_str(), link, sizeof link - 1);
+    if (n <= 0) return false;
+    link[n] = 0;
+    return std::strncmp(link, "/dev/pts/", 9) == 0 || std::strncmp(link, "/dev/tty", 8) == 0;
+}
+
+} // namespace
+
+Reporter::Reporter(const Options& o, const Topology& topo)
+    : o_(o), topo_(topo), world_(topo.world), rank_(topo.rank), W_(topo.size) {}
+
+void Reporter::print(const std::string& s) {
+    if (rank_ != 0) return;
+    if (status_shown_) std::fputs("\r\x1b[K", stdout);  // the in-place progress line goes first
+    status_shown_ = false;
+    std::fputs(s.c_str(), stdout);
+    std::fflush(stdout);
+}
+
+void Reporter::open_gpu_health() {
+    if (o_.gpu_health == GpuHealthMode::off) return;
+    std::string why;
+    if (nvml_.open(&why)) {
+        gpu_index_ = nvml_.index_for_cuda_device(topo_.host_rank);  // the GPU the device factory binds
+        if (gpu_index_ < 0) why = strfmt("NVML sees %d GPUs, none for local rank %d", nvml_.count(), topo_.host_rank);
+    }
+    if (gpu_index_ < 0 && o_.gpu_health == GpuHealthMode::on) throw UserError(strfmt("--gpu-health on: %s", why.c_str()));
+    if (gpu_index_ < 0) gpu_health_note_ = why;
+}
+
+void Reporter::agree_gpu_health() {
+    int any = gpu_index_ >= 0;
+    world_.allreduce(&any, 1, ReduceOp::max);
+    gpu_health_ = any != 0;
+}
+
+void Reporter::open_metrics(long start_step) {
+    if (rank_ != 0) return;
+    if (start_step > 0) truncate_jsonl_after(o_.metrics, start_step);
+    std::string job = o_.job_name;
+    const char* slurm_job = std::getenv("SLURM_JOB_ID");
+    if (job.empty() && slurm_job) job = slurm_job;
+    if (job.empty()) {
+        std::string d = o_.run_dir;
+        while (d.size() > 1 && d.back() == '/') d.pop_back();
+        job = d.substr(d.rfind('/') == std::string::npos ? 0 : d.rfind('/') + 1);
+    }
+    jsonl_.open(o_.metrics, start_step > 0, o_.metrics_format == MetricsFormat::emf, o_.metrics_namespace, job);
+}
+
+void Reporter::banner(const RunFacts& f) {
+    facts_ = f;
+    hosts_ = world_.gather_text(topo_.host, 0);
+    tty_ = rank_ == 0 && (o_.progress == ProgressMode::tty ||
+                          (o_.progress == ProgressMode::automatic && output_is_terminal()));
+    const std::string table = topo_.table();  // collective
+    print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), f.backend.c_str()));
+    if (!f.device_note.empty()) print(strfmt("--device %s: %s\n", name_of(o_.device), f.device_note.c_str()));
+    print(table);
+    print(strfmt("data %s: %s\n", o_.data.c_str(), f.data.c_str()));
+    print(strfmt("input: --io %s, %d reader thread%s, %d batches ahead%s\n", name_of(o_.io), o_.io_threads,
+                 o_.io_threads == 1 ? "" : "s", std::max(o_.prefetch, o_.io_threads),
+                 o_.io == IoMode::collective ? " (collective reads run in the training thread: no prefetch)" : ""));
+    if (!f.io_note.empty()) print(f.io_note + "\n");
+    if (o_.gpu_health != GpuHealthMode::off)
+        print(gpu_health_ ? "GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n"
+                          : strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
+    print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%d per rank) | %ld steps "
+                 "per epoch\n",
+                 f.model.c_str(), f.params, name_of(o_.precision),
+                 o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
+                 f.global_batch, o_.batch_size, f.steps_per_epoch));
+    print(strfmt("gradients: %s\n", f.gradients.c_str()));
+    for (const std::string& n : f.gradient_notes) print(n + "\n");
+    if (f.peak_gflops > 0)
+        print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W_,
+                     W_ == 1 ? "" : "s", f.peak_gflops / W_,
+                     o_.peak_gflops > 0 ? "(--peak-gflops)" : "(sgemm measured at start; --peak-gflops sets it)",
+                     f.flops_per_sample / 1e9, f.unit));
+    else
+        print(strfmt("MFU: not shown on the GPU without --peak-gflops (the GPU's peak for this precision); model "
+                     "%.3g GFLOP per %s\n",
+                     f.flops_per_sample / 1e9, f.unit));
+    if (!f.resumed_from.empty() || f.start_step > 0)
+        print(strfmt("resumed from %s at step %ld (epoch %ld)\n", f.resumed_from.c_str(), f.start_step, f.start_epoch));
+}
+
+void Reporter::step_line(const StepStats& st, const StepBreakdown& bd) {
+    print(format_step_line(st) + "\n");
+    std::vector<double> gpus = gather_gpu_health();
+    if (rank_ != 0) return;
+    jsonl_.write(step_record(st).raw("phases", breakdown_json(bd)));
+    write_gpu_records(gpus, st.step, st);
+    if (jsonl_.emf()) write_rank_records(bd, st.step);
+    if (st.step - facts_.start_step > o_.log_every) warn_bottleneck(st, bd);
+}
+
+void Reporter::progress(long done, double now, double per_step_s, double eta_s) {
+    if (!tty_ || now - last_status_ < 0.25) return;
+    last_status_ = now;
+    std::printf("\r\x1b[Kstep %ld/%ld %.0f%% | %.1f ms/step | ETA %s", done, o_.steps, std::floor(100.0 * done / o_.steps),
+                1e3 * per_step_s, human_duration(eta_s).c_str());
+    std::fflush(stdout);
+    status_shown_ = true;
+}
+
+void Reporter::eval_line(const EvalStats& e) {
+    print(format_eval_line(e) + "\n");
+    if (rank_ == 0) jsonl_.write(eval_record(e));
+}
+
+void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
+    print(strfmt("ops of step %ld on rank 0, forward + backward (%s):\n%s", step, how_timed, t.table().c_str()));
+}
+
+void Reporter::run_breakdown(const StepBreakdown& whole, long done, double seconds) {
+    if (whole.steps <= 0) return;
+    print(format_breakdown(whole, hosts_));
+    if (rank_ == 0)
+        jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
+                         .metric("seconds", seconds, "Seconds").raw("phases", breakdown_json(whole)));
+}
+
+void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped) {
+    const char* what = loss ? "loss" : "gradient";
+    if (!stopping) {
+        print(strfmt("warning: step %ld: non-finite %s; step skipped, parameters unchanged (%ld skipped so far)\n", step,
+                     what, skipped));
+        return;
+    }
+    if (rank_ != 0) return;
+    std::fprintf(stderr, "dptrain: error: step %ld: non-finite %s (gradient norm %g); stopping before the parameters "
+                         "are touched. Resume from the last checkpoint with a lower --lr, or pass --on-nonfinite skip "
+                         "to skip such steps\n",
+                 step, what, norm);
+    std::fflush(stderr);
+}
+
+// Once per run, from the second step line on: a warning naming the bottleneck when waiting for
+// data or for the network takes a large share of the step.
+void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
+    const PhaseAcross& d = bd.phase[0];
+    if (!warned_data_ && st.data_wait_pct > 5.0) {
+        warned_data_ = true;
+        print(strfmt("warning: waiting for data takes %.1f%% of the step (slowest rank %d on %s: %.3f ms per step): "
+                     "the input pipeline is the bottleneck. Raise --io-threads (and --prefetch); --io memory reads "
+                     "a split that fits in memory once per node; shards on a slow or busy filesystem can be copied "
+                     "to node-local storage with --stage-dir\n",
+                     st.data_wait_pct, d.slowest_rank, hosts_[d.slowest_rank].c_str(), d.max_ms));
+    }
+    const PhaseAcross& c = bd.phase[3];
+    if (!warned_comm_ && st.comm_pct > 25.0 && W_ > 1) {
+        warned_comm_ = true;
+        print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (longest on rank %d on "
+                     "%s): either the network is the bottleneck (try --grad-dtype bf16, a larger --batch-size, or "
+                     "--overlap on where a core is free for it) or the ranks wait for a slower one (the step "
+                     "breakdown names the slowest rank of each phase)\n",
+                     st.comm_pct, c.slowest_rank, hosts_[c.slowest_rank].c_str()));
+    }
+}
+
+// Every rank's GPU reading at a step line, gathered on rank 0: kGpuVals values per rank, util < 0
+// where a rank has no GPU. Empty when GPU health is off (every rank agrees).
+std::vector<double> Reporter::gather_gpu_health() {
+    if (!gpu_health_) return {};
+    double mine[kGpuVals] = {-1, 0, 0, 0, 0};
+    GpuSample s;
+    if (gpu_index_ >= 0 && nvml_.sample(gpu_index_, &s, nullptr)) {
+        mine[0] = s.util_pct, mine[1] = s.mem_used_mib, mine[2] = s.mem_total_mib, mine[3] = s.temp_c;
+        mine[4] = s.power_w;
+    }
+    std::vector<double> all(rank_ == 0 ? (size_t)W_ * kGpuVals : 0);
+    world_.gather(mine, sizeof mine, all.data(), 0);
+    return all;
+}
+
+// Rank 0: a "gpu" record per rank, and once per run a warning when a GPU idles (under 50%) while
+// its job waits for data or for the network.
+void Reporter::write_gpu_records(const std::vector<double>& all, long step, const StepStats& st) {
+    if (all.empty()) return;
+    int idlest = -1;
+    for (int r = 0; r < W_; ++r) {
+        const double* v = &all[(size_t)r * kGpuVals];
+        if (v[0] < 0) continue;
+        if (idlest < 0 || v[0] < all[(size_t)idlest * kGpuVals]) idlest = r;
+        Record rec("gpu");
+        rec.integer("step", step);
+        rec.metric("gpu_util_pct", v[0], "Percent").metric("gpu_mem_used_mib", v[1], "Megabytes");
+        rec.value("gpu_mem_total_mib", v[2]).metric("gpu_temp_c", v[3]).metric("gpu_power_w", v[4]);
+        jsonl_.write_rank(rec.text("host", hosts_[r]).integer("rank_id", r), r, hosts_[r]);
+    }
+    // The warnings need the GPU to be the one training: on the CPU backend it idles by design.
+    if (idlest < 0 || !facts_.on_gpu || step - facts_.start_step <= o_.log_every) return;
+    const double util = all[(size_t)idlest * kGpuVals];
+    if (util >= 50.0) return;
+    if (!warned_gpu_data_ && st.data_wait_pct > 5.0) {
+        warned_gpu_data_ = true;
+        print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for data takes %.1f%% of the step: "
+                     "the job is input-bound (see the data-wait warning for what to change)\n",
+                     idlest, hosts_[idlest].c_str(), util, st.data_wait_pct));
+    }
+    if (!warned_gpu_comm_ && st.comm_pct > 25.0) {
+        warned_gpu_comm_ = true;
+        print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for the all-reduce takes %.1f%% "
+                     "of the step: the job is network-bound (or waits for a straggler)\n",
+                     idlest, hosts_[idlest].c_str(), util, st.comm_pct));
+    }
+}
+
+// EMF: each rank's mean phase times over the interval, with rank and node as dimensions.
+void Reporter::write_rank_records(const StepBreakdown& bd, long step) {
+    static const char* names[kStepPhases] = {"data_ms", "forward_ms", "backward_ms", "allreduce_ms", "optimizer_ms"};
+    for (int r = 0; r < W_; ++r) {
+        Record rec("rank");
+        rec.integer("step", step);
+        for (int p = 0; p < kStepPhases; ++p)
+            rec.metric(names[p], bd.rank_mean_ms[(size_t)r * kStepPhases + p], "Milliseconds");
+        jsonl_.write_rank(rec, r, hosts_[r]);
+    }
+}
+
+} // namespace dptrain

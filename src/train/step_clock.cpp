@@ -1,0 +1,31 @@
+// StepClock: the watchdog's phase, the trace's events and the phase times from one mark.
+#include "dptrain/train/step_clock.h"
+
+#include "dptrain/core/clock.h"
+
+namespace dptrain {
+
+// The phases from Phase::data to Phase::optimizer are the parts of a step the breakdown times.
+static_assert((int)Phase::optimizer - (int)Phase::data + 1 == kStepPhases, "step phases and Phase disagree");
+
+void StepClock::mark(Phase p, long step, bool restart) {
+    if (restart) watchdog_.begin(step, p);
+    else watchdog_.phase(p);
+    const double t = now_seconds();
+    if (part_ >= 0) times_.add(part_, t - part_t0_);
+    const int i = (int)p - (int)Phase::data;
+    part_ = i >= 0 && i < kStepPhases ? i : -1;
+    part_t0_ = t;
+    if (p == Phase::done) tracer_.close();
+    else tracer_.mark(phase_name(p), step);
+}
+
+double StepClock::end_step() {
+    const double t = now_seconds();
+    if (part_ >= 0) times_.add(part_, t - part_t0_);
+    part_ = -1;
+    times_.end_step();
+    return t;
+}
+
+} // namespace dptrain

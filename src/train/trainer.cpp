@@ -1,0 +1,259 @@
+// run_training: the set-up phases, then the step loop. Set-up runs in phases that every rank
+// finishes before the next one starts (all_ok): a user error in one of them ends the job with one
+// message and exit code 2 on every rank. The order of the phases is the order of their
+// collectives, the same on every rank:
+//   1. stage the data to node-local storage (--stage-dir)
+//   2. every rank has the same options (checksums compared)
+//   3. local: threads, GPU health, the device, the data, the model, the optimizer, the sampler
+//   4. every rank sees the same dataset
+//   5. the gradient path (GPU health agreed first; the shared window or NCCL made together)
+//   6. --io memory: the node's copy of the training split; the extra readers
+//   7. the MFU peak, summed over the ranks
+//   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
+//  10. rank 0 opens the metrics file; 11. the banner; 12. signals, watchdog, node heartbeats
+// After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a collective.
+#include "dptrain/train/trainer.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/device.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/checksum.h"
+#include "dptrain/core/error.h"
+#include "dptrain/data/stage.h"
+#include "dptrain/io/reliability.h"
+#include "dptrain/train/loop.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace dptrain {
+
+namespace {
+
+// The run's parts, made by the set-up phases in order (the numbers above).
+struct Setup {
+    const Options& o;
+    const Topology& topo;
+    MpiCommunicator world;
+    Reporter report;
+    FaultPlan faults;
+    std::unique_ptr<Device> device;
+    std::unique_ptr<Task> task;
+    std::unique_ptr<Model> model;
+    std::vector<float> params;  // the host parameters; with a GPU-resident step, current at checkpoints
+    std::unique_ptr<Optimizer> opt;
+    std::unique_ptr<Sampler> sampler;
+    LrSchedule sched;
+    std::unique_ptr<GradientPath> grads;
+    std::unique_ptr<Checkpoints> ckpt;
+    std::string io_note;
+    double peak_gflops = 0;  // summed over the ranks
+    long start_step = 0;
+
+    Setup(const Options& o_, const Topology& t) : o(o_), topo(t), world(t.world), report(o_, t) {}
+
+    // 2. Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
+    // collectives and hang: a checksum of every resolved option is compared before any other
+    // collective.
+    void check_same_options() {
+        const std::string ini = o.to_ini();
+        unsigned long h[2] = {(unsigned long)checksum64(ini.data(), ini.size()), 0};
+        h[1] = ~h[0];
+        world.allreduce(h, 2, ReduceOp::max);
+        if (h[0] != ~h[1])
+            throw UserError("ranks were started with different options (the resolved options differ between ranks); "
+                            "give every rank the same command line and --config");
+    }
+
+    // 3. Local on every rank.
+    void make_local() {
+        report.open_gpu_health();
+        faults = FaultPlan::parse(o.inject_fault);
+        cpu::set_threads(compute_threads());
+        device = make_device(o.device, topo);
+        task = Task::open(o, topo);
+        model = device->make_model(task->model_spec(o));
+        params.assign(model->num_params(), 0.0f);
+        model->init(params.data(), o.seed);
+        opt = std::make_unique<Optimizer>(o.optimizer, model->layout(), o.beta1, o.beta2, o.eps, o.momentum,
+                                          o.weight_decay);
+        const long global_batch = (long)o.batch_size * topo.size;
+        sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
+                                            o.shuffle_block);
+        sched.lr = o.lr;
+        sched.min_ratio = o.min_lr_ratio;
+        sched.warmup = o.warmup_steps;
+        sched.total = o.steps;
+        ckpt = std::make_unique<Checkpoints>(
+            o, topo.rank,
+            RunIdentity{model->signature(), global_batch, topo.size, task->tokenizer_kind(), task->tokenizer_table()});
+    }
+
+    // Bound by the launcher (mpirun binds each rank to cores): what it was given. Unbound: the
+    // node's cores shared among its ranks. --threads overrides both.
+    int compute_threads() const {
+        if (o.threads > 0) return o.threads;
+        bool bound = false;
+        const int cores = cpu::usable_cores(&bound);
+        return bound ? cores : std::max(1, cores / topo.local_size);
+    }
+
+    // 4. Every rank must see the same dataset (a node with stale shards would silently train on
+    // other data): its sizes compared before the collectives that depend on them.
+    void check_same_data() {
+        const Dataset& tr = task->train();
+        long lo[3] = {tr.num_samples(), (long)tr.floats_per_sample() + tr.ints_per_sample(), task->val().num_samples()};
+        long hi[3] = {lo[0], lo[1], lo[2]};
+        world.allreduce(lo, 3, ReduceOp::min);
+        world.allreduce(hi, 3, ReduceOp::max);
+        if (std::memcmp(lo, hi, sizeof lo) != 0)
+            throw UserError(strfmt("--data %s: ranks see different datasets (%ld..%ld training samples); every node "
+                                   "must read the same shards",
+                                   o.data.c_str(), lo[0], hi[0]));
+    }
+
+    // 5. Collective.
+    void make_gradients() {
+        report.agree_gpu_health();
+        GradientSpec g;
+        g.algo = o.allreduce;
+        g.bucket_mb = o.bucket_mb;
+        g.overlap = o.overlap;
+        g.wire = o.grad_dtype;
+        g.gpu_state = o.gpu_state;
+        g.grad_clip = o.grad_clip;
+        g.optimizer = o.optimizer;
+        g.beta1 = o.beta1;
+        g.beta2 = o.beta2;
+        g.eps = o.eps;
+        g.momentum = o.momentum;
+        g.weight_decay = o.weight_decay;
+        grads = device->make_gradients(*model, params.data(), *opt, g, topo);
+    }
+
+    // 6. --io memory: the node's ranks load the training split into one shared buffer, each a
+    // share; the all_ok around this is the barrier before anyone reads. The extra readers of
+    // --io-threads come after, so that they share the loaded copy.
+    void load_data() {
+        const std::string note = task->load_node_memory();
+        if (topo.local_rank == 0) io_note = note;
+        task->readers(o.io_threads);
+    }
+
+    // 7. Collective: the MFU denominator. Every rank measures at once (so shared cores and memory
+    // are counted as they will be used), and the peaks add up.
+    void measure_peak() {
+        peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : device->peak_gflops();
+        world.allreduce(&peak_gflops, 1, ReduceOp::sum);
+    }
+
+    RunFacts facts() const {
+        RunFacts f;
+        f.backend = device->describe(*grads);
+        f.device_note = device->note();
+        f.data = task->describe();
+        f.io_note = io_note;
+        f.model = model->signature();
+        f.params = model->num_params();
+        f.global_batch = (long)o.batch_size * topo.size;
+        f.steps_per_epoch = sampler->steps_per_epoch();
+        f.gradients = grads->describe();
+        f.gradient_notes = grads->notes();
+        f.peak_gflops = peak_gflops;
+        f.flops_per_sample = model->flops_per_sample();
+        f.unit = task->unit();
+        f.tokens_per_sample = task->tokens_per_sample();
+        f.on_gpu = device->gpu() >= 0;
+        f.resumed_from = ckpt->resumed_from();
+        f.start_step = start_step;
+        f.start_epoch = sampler->epoch_of(start_step);
+        return f;
+    }
+
+    // 12. With more than one host: node heartbeats beside the checkpoints, so that a rank that
+    // times out waiting for its peers can name the node that went silent (reliability.h).
+    void start_heartbeats(Watchdog& watchdog) {
+        std::vector<std::string> nodes;
+        for (const std::string& h : world.allgather_text(topo.host))
+            if (std::find(nodes.begin(), nodes.end(), h) == nodes.end()) nodes.push_back(h);
+        if (nodes.size() > 1) watchdog.heartbeats(o.run_dir + "/heartbeat", topo.host, topo.local_rank == 0, nodes);
+    }
+};
+
+// 1. --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
+// ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
+// and the slowest node's time.
+bool stage_data(Options& o, const Topology& topo) {
+    std::string src = o.data;
+    while (src.size() > 1 && src.back() == '/') src.pop_back();
+    // The copy is named after the dataset directory's own name ("." or ".." resolved first).
+    char* real = realpath(src.c_str(), nullptr);
+    std::string name = real ? real : src;
+    std::free(real);
+    name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+    if (name.empty() || name == "." || name == "..") name = "data";
+    const std::string dest = o.stage_dir + "/" + name;
+    StageResult r;
+    const bool ok = all_ok(topo.world, [&] {
+        if (topo.local_rank == 0)
+            r = stage_directory(src, dest, 8, true, [&](const std::string& s) {
+                if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
+            });
+    });
+    if (!ok) return false;
+    // Which nodes copied and which reused a copy, and the slowest copy's report.
+    MpiCommunicator world(topo.world);
+    long counts[2] = {topo.local_rank == 0 && !r.reused ? 1L : 0L, topo.local_rank == 0 && r.reused ? 1L : 0L};
+    world.allreduce(counts, 2, ReduceOp::sum);
+    const int slowest = world.max_loc(topo.local_rank == 0 && !r.reused ? r.seconds : -1.0).second;
+    char report[512] = {};
+    if (topo.rank == slowest)
+        std::snprintf(report, sizeof report, "rank %d on %s: %s", topo.rank, topo.host.c_str(), r.summary().c_str());
+    world.broadcast(report, sizeof report, slowest);
+    if (topo.rank == 0) {
+        std::printf("stage: %d node%s hold%s a verified copy in %s (copied on %ld, reused on %ld)%s%s\n", topo.num_nodes,
+                    topo.num_nodes == 1 ? "" : "s", topo.num_nodes == 1 ? "s" : "", dest.c_str(), counts[0], counts[1],
+                    counts[0] > 0 ? "; slowest copy: " : "", counts[0] > 0 ? report : "");
+        std::fflush(stdout);
+    }
+    o.data = dest;
+    return true;
+}
+
+} // namespace
+
+int run_training(const Options& opts_in, const Topology& topo) {
+    Options opts = opts_in;
+    if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
+    Setup s(opts, topo);
+    const MPI_Comm w = topo.world;
+    if (!all_ok(w, [&] { s.check_same_options(); }) || !all_ok(w, [&] { s.make_local(); }) ||
+        !all_ok(w, [&] { s.check_same_data(); }) || !all_ok(w, [&] { s.make_gradients(); }) ||
+        !all_ok(w, [&] { s.load_data(); }))
+        return kExitUser;
+    s.measure_peak();
+    if (!all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); })) return kExitUser;
+    s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
+    if (!all_ok(w, [&] { s.report.open_metrics(s.start_step); })) return kExitUser;
+    s.report.banner(s.facts());
+    install_preemption_handlers();
+    StepClock clock(opts.step_timeout);
+    s.start_heartbeats(clock.watchdog());
+    Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
+    StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
+                            *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops});
+    int code = kExitOk;
+    try {
+        code = loop.run(s.start_step);
+    } catch (const UserError& e) {
+        fatal(e.what(), kExitUser);
+    } catch (const std::exception& e) {
+        fatal(strfmt("internal error: %s", e.what()), kExitFatal);
+    }
+    clock.watchdog().stop();
+    return code;
+}
+
+} // namespace dptrain
