@@ -8,6 +8,12 @@
 
 namespace dptrain {
 
+std::string nccl_library_version() {
+    int v = 0;
+    NCCL_CHECK(ncclGetVersion(&v));
+    return strfmt("%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+}
+
 static ncclDataType_t nccl_type(DType t) { return t == DType::f32 ? ncclFloat32 : ncclBfloat16; }
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, cudaStream_t stream) {

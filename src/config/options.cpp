@@ -489,6 +489,17 @@ const char* name_of(Precision v) { return spelling(v); }
 const char* name_of(AttentionKind v) { return spelling(v); }
 const char* name_of(GpuState v) { return spelling(v); }
 
+OptimizerSettings optimizer_settings(const Options& o) {
+    OptimizerSettings s;
+    s.kind = o.optimizer;
+    s.beta1 = o.beta1;
+    s.beta2 = o.beta2;
+    s.eps = o.eps;
+    s.momentum = o.momentum;
+    s.weight_decay = o.weight_decay;
+    return s;
+}
+
 IoMode parse_io_mode(const std::string& s) { return parse_choice<IoMode>("io", s); }
 Precision parse_precision(const std::string& s) { return parse_choice<Precision>("precision", s); }
 

@@ -7,7 +7,7 @@
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
 // function of (seed, index), so the data do not depend on the shard count. ingest converts users'
 // CSV / NumPy / HDF5 files (readers in ingest.h) and is the one subcommand that uses MPI.
-// Not for: reading shards (data.h, tokens.h).
+// Not for: reading shards (shards.h, tokens.h).
 #include "dptrain/core/check.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/error.h"

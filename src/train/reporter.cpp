@@ -144,11 +144,10 @@ void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
 }
 
 void Reporter::run_breakdown(const StepBreakdown& whole, long done, double seconds) {
-    if (whole.steps <= 0) return;
+    if (rank_ != 0 || whole.steps <= 0) return;  // the breakdown and the hosts are rank 0's
     print(format_breakdown(whole, hosts_));
-    if (rank_ == 0)
-        jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
-                         .metric("seconds", seconds, "Seconds").raw("phases", breakdown_json(whole)));
+    jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
+                     .metric("seconds", seconds, "Seconds").raw("phases", breakdown_json(whole)));
 }
 
 void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped) {

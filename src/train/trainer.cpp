@@ -22,6 +22,7 @@
 #include "dptrain/data/stage.h"
 #include "dptrain/io/reliability.h"
 #include "dptrain/train/loop.h"
+#include "dptrain/data/sampler.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -77,8 +78,7 @@ struct Setup {
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
-        opt = std::make_unique<Optimizer>(o.optimizer, model->layout(), o.beta1, o.beta2, o.eps, o.momentum,
-                                          o.weight_decay);
+        opt = std::make_unique<Optimizer>(optimizer_settings(o), model->layout());
         const long global_batch = (long)o.batch_size * topo.size;
         sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
                                             o.shuffle_block);
@@ -124,12 +124,7 @@ struct Setup {
         g.wire = o.grad_dtype;
         g.gpu_state = o.gpu_state;
         g.grad_clip = o.grad_clip;
-        g.optimizer = o.optimizer;
-        g.beta1 = o.beta1;
-        g.beta2 = o.beta2;
-        g.eps = o.eps;
-        g.momentum = o.momentum;
-        g.weight_decay = o.weight_decay;
+        g.optimizer = optimizer_settings(o);
         grads = device->make_gradients(*model, params.data(), *opt, g, topo);
     }
 

@@ -11,6 +11,7 @@
 #include "dptrain/backend/cuda/mlp.h"
 #include "dptrain/model/gpt.h"
 #include "dptrain/model/op_times.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <memory>
 #include <string>

@@ -10,6 +10,7 @@
 #include "dptrain/config/options.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/train/loop.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <catch2/catch.hpp>
 
@@ -145,13 +146,13 @@ struct Run {
 
     // Set-up as the trainer's phases make it, then the loop. Returns its exit code.
     int train() {
-        Optimizer opt(o.optimizer, model.layout(), o.beta1, o.beta2, o.eps, o.momentum, o.weight_decay);
+        Optimizer opt(optimizer_settings(o), model.layout());
         Sampler sampler(N, o.batch_size, o.seed);
         LrSchedule sched{o.lr, o.min_lr_ratio, o.warmup_steps, o.steps};
         Device device;
         FaultPlan faults = FaultPlan::parse(o.inject_fault);
         GradientSpec spec;
-        spec.optimizer = o.optimizer;
+        spec.optimizer = optimizer_settings(o);
         spec.grad_clip = o.grad_clip;
         spec.overlap = Overlap::off;
         std::unique_ptr<GradientPath> grads = make_host_gradients(model.layout(), params.data(), opt, spec, topo);

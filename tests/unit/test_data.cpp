@@ -3,6 +3,7 @@
 
 #include "dptrain/data/shards.h"
 #include "dptrain/core/error.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <catch2/catch.hpp>
 

@@ -41,8 +41,7 @@ struct GradientSpec {
     DType wire = DType::f32;  // the host path's payload on the wire
     GpuState gpu_state = GpuState::automatic;
     double grad_clip = 0.0;  // the global norm clipped to; 0: no clipping
-    Optimizer::Kind optimizer = Optimizer::Kind::adamw;
-    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9, weight_decay = 0.0;
+    OptimizerSettings optimizer;
 };
 
 // Host memory page-locked for a GPU's copies, released when destroyed. note: why some of it could

@@ -10,7 +10,7 @@
 #include "dptrain/comm/allreduce.h"
 #include "dptrain/comm/buckets.h"
 #include "dptrain/model/model.h"
-#include "dptrain/io/trace.h"
+#include "dptrain/core/trace.h"
 
 #include <condition_variable>
 #include <mutex>

@@ -12,9 +12,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <string>
 #include <vector>
 
 namespace dptrain {
+
+// The NCCL library's version, "2.21.5".
+std::string nccl_library_version();
 
 class NcclCommunicator : public Communicator {
   public:

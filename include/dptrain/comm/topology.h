@@ -1,6 +1,6 @@
 // Where each rank sits: world, node-local and cross-node communicators. Ranks sharing a node are
 // found with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), or simulated with --ranks-per-node.
-// Not for: moving data (comm.h does that over these communicators).
+// Not for: moving data (communicator.h does that over these communicators).
 #pragma once
 
 #include <mpi.h>

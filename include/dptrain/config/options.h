@@ -98,6 +98,9 @@ struct ParseResult {
 // Throws UserError with one line naming the option (or file) and the fix.
 ParseResult parse_options(int argc, const char* const* argv);
 
+// --optimizer and its hyper-parameters.
+OptimizerSettings optimizer_settings(const Options& o);
+
 // How each value is spelled ("gpt", "auto", "float32"): for the banner, messages and to_ini.
 const char* name_of(ModelKind v);
 const char* name_of(Activation v);

@@ -1,7 +1,7 @@
 // Thin HDF5 helpers shared by the data reader, the checkpointer and the tools: RAII handles,
 // typed checks that turn a wrong file into one UserError naming the path and the dataset, and a
 // process-wide lock (the HDF5 library as packaged is not thread-safe, and the prefetch thread
-// reads while the main thread may checkpoint). Not for: the shard layout (data.h).
+// reads while the main thread may checkpoint). Not for: the shard layout (shards.h).
 #pragma once
 
 #include <hdf5.h>

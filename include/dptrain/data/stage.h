@@ -1,7 +1,7 @@
 // Staging: a verified copy of a dataset directory on node-local storage, made once per node and
 // reused while the source is unchanged. One implementation for `--stage-dir` (local rank 0 of each
 // node copies, the node's other ranks wait) and for `dptrain stage`, which slurm/stage-data.sh
-// runs. Not for: reading the shards (data.h).
+// runs. Not for: reading the shards (shards.h).
 #pragma once
 
 #include <functional>

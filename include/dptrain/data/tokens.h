@@ -1,6 +1,6 @@
 // Language-model data: token shards (`/tokens` uint16 or uint32, 1-D, with the vocabulary in the
 // file's attributes), the tokenizers that made them, and the windows a rank trains on.
-// Not for: tabular data (data.h) or the model.
+// Not for: tabular data (shards.h) or the model.
 #pragma once
 
 #include "dptrain/data/shards.h"

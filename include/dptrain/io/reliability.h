@@ -1,6 +1,6 @@
 // What keeps a job from hanging or losing work: exit codes, the preemption signal flag, the step
 // watchdog, and fault injection for tests (--inject-fault). Not for: checkpoint files
-// (checkpoint.h) or the loop (trainer.cpp).
+// (checkpoint.h) or the loop (train/loop.h).
 #pragma once
 
 #include <atomic>

@@ -28,11 +28,24 @@ double global_norm(const float* g, size_t n);
 // Scales g so its norm is at most max_norm (no-op when max_norm <= 0); returns the norm before.
 double clip_grad_norm(float* g, size_t n, double max_norm);
 
+enum class OptimizerKind { adamw, sgd };
+
+// What shapes an optimizer's update, wherever it runs (Optimizer on the host, the GPU's update
+// kernels through DeviceStep).
+struct OptimizerSettings {
+    OptimizerKind kind = OptimizerKind::adamw;
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // AdamW
+    double momentum = 0.9;                          // SGD
+    double weight_decay = 0.0;                      // decoupled for AdamW, L2 through the momentum for SGD
+};
+
 class Optimizer {
   public:
-    enum class Kind { adamw, sgd };
+    using Kind = OptimizerKind;
     Optimizer(Kind kind, const ParamLayout& layout, double beta1, double beta2, double eps, double momentum,
               double weight_decay);
+    Optimizer(const OptimizerSettings& s, const ParamLayout& layout)
+        : Optimizer(s.kind, layout, s.beta1, s.beta2, s.eps, s.momentum, s.weight_decay) {}
     // One step over every view at learning rate lr; t = number of steps taken so far + 1.
     void step(float* params, const float* grads, double lr, long t);
 

@@ -2,7 +2,7 @@
 // float32 features and int32 labels, and planning its split into equal shards, for
 // `dptrain-data ingest`. Every problem with an input is a UserError "FILE: what; what to do".
 // Not for: writing shards (dptrain-data does, with the synth writer) or reading dptrain's own
-// shards for training (data.h).
+// shards for training (shards.h).
 #pragma once
 
 #include <cstdint>

@@ -7,9 +7,9 @@
 
 #include "dptrain/comm/communicator.h"
 #include "dptrain/config/options.h"
-#include "dptrain/data/shards.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/model/optim.h"
+#include "dptrain/data/sampler.h"
 
 #include <memory>
 #include <string>

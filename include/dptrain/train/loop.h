@@ -12,7 +12,6 @@
 #include "dptrain/comm/communicator.h"
 #include "dptrain/comm/topology.h"
 #include "dptrain/config/options.h"
-#include "dptrain/data/shards.h"
 #include "dptrain/io/reliability.h"
 #include "dptrain/model/model.h"
 #include "dptrain/model/op_times.h"
@@ -22,6 +21,7 @@
 #include "dptrain/train/reporter.h"
 #include "dptrain/train/step_clock.h"
 #include "dptrain/train/task.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <vector>
 

@@ -61,7 +61,7 @@ class Reporter {
     void eval_line(const EvalStats& e);
     // --profile-ops: rank 0's forward and backward of one step, by kind of op.
     void op_times(long step, const OpTimes& t, const char* how_timed);
-    // Collective: the whole run's step breakdown and its summary record.
+    // Rank 0: the whole run's step breakdown (gather_breakdown's) and its summary record.
     void run_breakdown(const StepBreakdown& whole, long done, double seconds);
     // A non-finite step: stop (one error line on stderr) or skip (a warning).
     void nonfinite(long step, bool loss, double norm, bool stopping, long skipped);

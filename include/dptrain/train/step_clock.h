@@ -5,7 +5,7 @@
 
 #include "dptrain/io/metrics.h"
 #include "dptrain/io/reliability.h"
-#include "dptrain/io/trace.h"
+#include "dptrain/core/trace.h"
 
 namespace dptrain {
 

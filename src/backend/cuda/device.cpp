@@ -14,7 +14,7 @@
 
 #include <cblas.h>
 #ifdef DPTRAIN_HAVE_NCCL
-#include <nccl.h>
+#include "dptrain/comm/nccl.h"
 #endif
 
 #include <memory>
@@ -29,7 +29,7 @@ class DeviceGradients : public GradientPath {
   public:
     DeviceGradients(cuda::Resident& model, const ParamLayout& layout, float* params, Optimizer& opt,
                     const GradientSpec& spec, const Topology& topo)
-        : step_(model, layout, hyper(spec), sum(spec, topo)), params_(params), opt_(opt), spec_(spec),
+        : step_(model, layout, spec.optimizer, sum(spec, topo)), params_(params), opt_(opt), spec_(spec),
           world_(topo.world) {
         model.set_resident(true);
     }
@@ -62,7 +62,7 @@ class DeviceGradients : public GradientPath {
         const char* when = world_.size() == 1 ? "" : spec_.overlap == Overlap::off ? " after backward"
                                                                                   : " started during backward";
         return strfmt("%s%s | parameters, gradients and %s state on the GPU", step_.describe().c_str(), when,
-                      name_of(spec_.optimizer));
+                      name_of(spec_.optimizer.kind));
     }
     std::vector<std::string> notes() const override { return {}; }
     void set_tracer(Tracer*) override {}  // NCCL's sums run on the GPU: not on the host's trace
@@ -70,16 +70,6 @@ class DeviceGradients : public GradientPath {
     std::vector<std::pair<void*, size_t>> host_buffers() override { return {}; }
 
   private:
-    static DeviceStep::Hyper hyper(const GradientSpec& s) {
-        DeviceStep::Hyper h;
-        h.kind = s.optimizer;
-        h.beta1 = s.beta1;
-        h.beta2 = s.beta2;
-        h.eps = s.eps;
-        h.momentum = s.momentum;
-        h.weight_decay = s.weight_decay;
-        return h;
-    }
     static DeviceStep::Sum sum(const GradientSpec& s, const Topology& topo) {
         DeviceStep::Sum how;
         how.topo = &topo;
@@ -189,9 +179,7 @@ int gpu_count(std::string* why) { return cuda::device_count(why); }
 
 std::string nccl_version() {
 #ifdef DPTRAIN_HAVE_NCCL
-    int v = 0;
-    NCCL_CHECK(ncclGetVersion(&v));
-    return strfmt("%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    return nccl_library_version();
 #else
     return "";
 #endif

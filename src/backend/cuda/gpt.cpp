@@ -1,4 +1,4 @@
-// CudaGpt: the Gpt's forward and backward (src/gpt.cpp) with each CPU op replaced by its CUDA
+// CudaGpt: the Gpt's forward and backward (src/model/gpt.cpp) with each CPU op replaced by its CUDA
 // twin, in the same order on one stream, so results match the CPU within the ops' tolerances.
 #include "dptrain/backend/cuda/gpt.h"
 

@@ -1,4 +1,4 @@
-// CudaMlp: the Mlp's forward and backward (src/model.cpp) with each CPU op replaced by its CUDA
+// CudaMlp: the Mlp's forward and backward (src/model/model.cpp) with each CPU op replaced by its CUDA
 // twin, in the same order on one stream, so results match the CPU within the ops' tolerances.
 #include "dptrain/backend/cuda/mlp.h"
 

@@ -15,6 +15,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/data/shards.h"
 #include "dptrain/io/metrics.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -7,7 +7,7 @@
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/io/metrics.h"
-#include "dptrain/io/trace.h"
+#include "dptrain/core/trace.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -32,10 +32,7 @@ class NcclCommunicator;
 
 class DeviceStep : public GradHook {
   public:
-    struct Hyper {
-        Optimizer::Kind kind = Optimizer::Kind::adamw;
-        double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0.9, weight_decay = 0.0;
-    };
+    using Hyper = OptimizerSettings;
     struct Sum {  // how the gradients are summed over the ranks
         const Topology* topo = nullptr;  // null: one process, no MPI needed (tests)
         AllreduceAlgo algo = AllreduceAlgo::automatic;  // --allreduce (auto = flat: NCCL's own choice)

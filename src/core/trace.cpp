@@ -1,5 +1,5 @@
 // Chrome trace recording and writing.
-#include "dptrain/io/trace.h"
+#include "dptrain/core/trace.h"
 
 #include "dptrain/core/error.h"
 #include "dptrain/core/clock.h"

@@ -1,0 +1,28 @@
+// What the readers give the Prefetcher: samples of floats and integers, by global index. Apart
+// from the shard formats that implement it (shards.h, tokens.h) and from MPI and HDF5, so that
+// tests can read from memory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace dptrain {
+
+// What the Prefetcher reads from: samples made of `floats` features and `ints` integers (a label,
+// or a window of tokens). Implemented by ShardSet (tabular) and TokenShardSet (tokens.h).
+class Dataset {
+  public:
+    virtual ~Dataset() = default;
+    virtual long num_samples() const = 0;
+    virtual int floats_per_sample() const = 0;
+    virtual int ints_per_sample() const = 0;
+    // Reads samples idx[0..n) of `epoch` into x (n, floats) and y (n, ints), in that order.
+    virtual void read(const long* idx, int n, long epoch, float* x, int* y) = 0;
+    virtual int num_shards() const = 0;
+    virtual const std::string& shard_path(int i) const = 0;
+    // Another reader of the same shards with its own file handles and scratch, for a second
+    // reader thread (a Dataset is not thread-safe; its copies are).
+    virtual std::unique_ptr<Dataset> reopen() const = 0;
+};
+
+} // namespace dptrain
