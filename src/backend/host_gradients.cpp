@@ -43,35 +43,25 @@ class HostGradients : public GradientPath {
                              "reduced after backward (--overlap on forces it)");
     }
 
-    float* grads() override { return sync_->grads(); }
-    float* control() override { return sync_->control(); }
-    void begin_step(long step) override { sync_->begin_step(step); }
-    void poison() override { sync_->grads()[0] = NAN; }  // before backward adds to it
-    GradHook* hook() override { return sync_.get(); }
-    void backward_done() override {}
-    double reduce() override { return sync_->finish(); }  // the control floats ride along
-    double norm() override { return global_norm(sync_->grads(), layout_.total); }
-    void update(double, double lr, long t) override {
-        clip_grad_norm(sync_->grads(), layout_.total, spec_.grad_clip);
-        opt_.step(params_, sync_->grads(), lr, t);
-    }
-    double take_comm_seconds() override { return sync_->take_comm_seconds(); }
-    void upload_state() override {}
-    void download_state() override {}
+    float* grads() override;
+    float* control() override;
+    void begin_step(long step) override;
+    void poison() override;
+    GradHook* hook() override;
+    void backward_done() override;
+    double reduce() override;
+    double norm() override;
+    void update(double, double lr, long t) override;
+    double take_comm_seconds() override;
+    void upload_state() override;
+    void download_state() override;
 
-    const char* where() const override { return "host"; }
-    std::string describe() const override {
-        const size_t n = sync_->num_buckets();
-        return strfmt("%s | %zu bucket%s of <= %g MiB, %s | %s on the wire", engine_->describe().c_str(), n,
-                      n == 1 ? "" : "s", spec_.bucket_mb, sync_->overlapped() ? "overlapped with backward" : "after backward",
-                      dtype_name(spec_.wire));
-    }
-    std::vector<std::string> notes() const override { return notes_; }
-    size_t traced_per_step() const override { return sync_->num_buckets(); }
-    void set_tracer(Tracer* t) override { sync_->set_tracer(t); }
-    std::vector<std::pair<void*, size_t>> host_buffers() override {
-        return {{params_, layout_.total * sizeof(float)}, {sync_->grads(), layout_.total * sizeof(float)}};
-    }
+    const char* where() const override;
+    std::string describe() const override;
+    std::vector<std::string> notes() const override;
+    size_t traced_per_step() const override;
+    void set_tracer(Tracer* t) override;
+    std::vector<std::pair<void*, size_t>> host_buffers() override;
 
   private:
     const ParamLayout& layout_;
@@ -82,6 +72,52 @@ class HostGradients : public GradientPath {
     std::unique_ptr<GradSync> sync_;
     std::vector<std::string> notes_;
 };
+
+float* HostGradients::grads() { return sync_->grads(); }
+
+float* HostGradients::control() { return sync_->control(); }
+
+void HostGradients::begin_step(long step) { sync_->begin_step(step); }
+
+void HostGradients::poison() { sync_->grads()[0] = NAN; }  // before backward adds to it
+
+GradHook* HostGradients::hook() { return sync_.get(); }
+
+void HostGradients::backward_done() {}
+
+double HostGradients::reduce() { return sync_->finish(); }  // the control floats ride along
+
+double HostGradients::norm() { return global_norm(sync_->grads(), layout_.total); }
+
+void HostGradients::update(double, double lr, long t) {
+    clip_grad_norm(sync_->grads(), layout_.total, spec_.grad_clip);
+    opt_.step(params_, sync_->grads(), lr, t);
+}
+
+double HostGradients::take_comm_seconds() { return sync_->take_comm_seconds(); }
+
+void HostGradients::upload_state() {}
+
+void HostGradients::download_state() {}
+
+const char* HostGradients::where() const { return "host"; }
+
+std::string HostGradients::describe() const {
+    const size_t n = sync_->num_buckets();
+    return strfmt("%s | %zu bucket%s of <= %g MiB, %s | %s on the wire", engine_->describe().c_str(), n,
+                  n == 1 ? "" : "s", spec_.bucket_mb,
+                  sync_->overlapped() ? "overlapped with backward" : "after backward", dtype_name(spec_.wire));
+}
+
+std::vector<std::string> HostGradients::notes() const { return notes_; }
+
+size_t HostGradients::traced_per_step() const { return sync_->num_buckets(); }
+
+void HostGradients::set_tracer(Tracer* t) { sync_->set_tracer(t); }
+
+std::vector<std::pair<void*, size_t>> HostGradients::host_buffers() {
+    return {{params_, layout_.total * sizeof(float)}, {sync_->grads(), layout_.total * sizeof(float)}};
+}
 
 } // namespace
 

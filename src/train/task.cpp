@@ -15,125 +15,162 @@ constexpr int kEvalRows = 512;  // validation rows per forward pass of the MLP
 
 class TabularTask : public Task {
   public:
-    TabularTask(const Options& o, const Topology& topo) {
-        const MPI_Comm io_comm = o.io == IoMode::memory       ? topo.node
-                                 : o.io == IoMode::collective ? topo.world
-                                                              : MPI_COMM_NULL;
-        auto tr = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size, o.io, io_comm));
-        auto va = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
-        if (va->dim() != tr->dim() || va->num_classes() != tr->num_classes())
-            throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / "
-                                   "%d; regenerate them together",
-                                   o.data.c_str(), va->dim(), va->num_classes(), tr->dim(), tr->num_classes()));
-        shards_ = tr.get();
-        val_shards_ = va.get();
-        train_ = std::move(tr);
-        val_ = std::move(va);
-    }
+    TabularTask(const Options& o, const Topology& topo);
 
-    ModelSpec model_spec(const Options& o) const override {
-        ModelSpec s;
-        s.kind = ModelKind::mlp;
-        s.in = shards_->dim();
-        s.classes = shards_->num_classes();
-        s.hidden = o.hidden_sizes;
-        s.activation = o.activation;
-        s.max_rows = std::max(o.batch_size, kEvalRows);
-        s.precision = o.precision;
-        return s;
-    }
-    ModelBatch batch(const float* x, const int* y, int n) const override {
-        ModelBatch in;
-        in.B = n;
-        in.x = x;
-        in.labels = y;
-        return in;
-    }
-    int eval_rows() const override { return kEvalRows; }
-    std::string describe() const override {
-        return strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes",
-                      shards_->num_samples(), shards_->num_shards(), val_shards_->num_samples(), shards_->dim(),
-                      shards_->num_classes());
-    }
-    const char* unit() const override { return "sample"; }
-    int tokens_per_sample() const override { return 0; }
-    std::string load_node_memory() override {
-        if (shards_->mode() != IoMode::memory) return "";
-        const double t0 = now_seconds();
-        shards_->load_node_memory();
-        return strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
-                      shards_->memory_bytes() / 1048576.0, now_seconds() - t0);
-    }
+    ModelSpec model_spec(const Options& o) const override;
+    ModelBatch batch(const float* x, const int* y, int n) const override;
+    int eval_rows() const override;
+    std::string describe() const override;
+    const char* unit() const override;
+    int tokens_per_sample() const override;
+    std::string load_node_memory() override;
 
   private:
     ShardSet *shards_ = nullptr, *val_shards_ = nullptr;
 };
 
+TabularTask::TabularTask(const Options& o, const Topology& topo) {
+    const MPI_Comm io_comm = o.io == IoMode::memory       ? topo.node
+                             : o.io == IoMode::collective ? topo.world
+                                                          : MPI_COMM_NULL;
+    auto tr = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size, o.io, io_comm));
+    auto va = std::make_unique<ShardSet>(ShardSet::open(o.data, "val", kEvalRows));
+    if (va->dim() != tr->dim() || va->num_classes() != tr->num_classes())
+        throw UserError(strfmt("--data %s: validation shards have %d features / %d classes, training shards %d / "
+                               "%d; regenerate them together",
+                               o.data.c_str(), va->dim(), va->num_classes(), tr->dim(), tr->num_classes()));
+    shards_ = tr.get();
+    val_shards_ = va.get();
+    train_ = std::move(tr);
+    val_ = std::move(va);
+}
+
+ModelSpec TabularTask::model_spec(const Options& o) const {
+    ModelSpec s;
+    s.kind = ModelKind::mlp;
+    s.in = shards_->dim();
+    s.classes = shards_->num_classes();
+    s.hidden = o.hidden_sizes;
+    s.activation = o.activation;
+    s.max_rows = std::max(o.batch_size, kEvalRows);
+    s.precision = o.precision;
+    return s;
+}
+
+ModelBatch TabularTask::batch(const float* x, const int* y, int n) const {
+    ModelBatch in;
+    in.B = n;
+    in.x = x;
+    in.labels = y;
+    return in;
+}
+
+int TabularTask::eval_rows() const { return kEvalRows; }
+
+std::string TabularTask::describe() const {
+    return strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes",
+                  shards_->num_samples(), shards_->num_shards(), val_shards_->num_samples(), shards_->dim(),
+                  shards_->num_classes());
+}
+
+const char* TabularTask::unit() const { return "sample"; }
+
+int TabularTask::tokens_per_sample() const { return 0; }
+
+std::string TabularTask::load_node_memory() {
+    if (shards_->mode() != IoMode::memory) return "";
+    const double t0 = now_seconds();
+    shards_->load_node_memory();
+    return strfmt("io memory: %.1f MiB of training rows loaded into node-shared memory in %.2f s",
+                  shards_->memory_bytes() / 1048576.0, now_seconds() - t0);
+}
+
 class LanguageModelTask : public Task {
   public:
-    LanguageModelTask(const Options& o, const Topology& topo) : block_size_(o.block_size), batch_size_(o.batch_size) {
-        auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(
-            o.data, "train", o.block_size, o.seed, true, o.io, o.io == IoMode::memory ? topo.node : MPI_COMM_NULL));
-        auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
-        if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
-            throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
-                                   "regenerate them together",
-                                   o.data.c_str()));
-        tokens_ = tr.get();
-        val_tokens_ = va.get();
-        train_ = std::move(tr);
-        val_ = std::move(va);
-    }
+    LanguageModelTask(const Options& o, const Topology& topo);
 
-    ModelSpec model_spec(const Options& o) const override {
-        const Tokenizer& tok = tokens_->tokenizer();
-        ModelSpec s;
-        s.kind = ModelKind::gpt;
-        s.gpt.vocab_size = o.vocab_size > 0 ? o.vocab_size : tok.vocab_size();
-        if (s.gpt.vocab_size < tok.vocab_size())
-            throw UserError(strfmt("--vocab-size %d is smaller than the data's vocabulary of %d", o.vocab_size,
-                                   tok.vocab_size()));
-        s.gpt.block_size = o.block_size;
-        s.gpt.n_layer = o.n_layer;
-        s.gpt.n_head = o.n_head;
-        s.gpt.n_embd = o.n_embd;
-        s.gpt.flash_attention = o.attention == AttentionKind::flash;
-        s.batch = o.batch_size;
-        s.precision = o.precision;
-        return s;
-    }
-    ModelBatch batch(const float*, const int* y, int n) const override {
-        ModelBatch in;
-        in.B = n;
-        in.tokens = y;
-        in.stride = block_size_ + 1;
-        return in;
-    }
-    int eval_rows() const override { return batch_size_; }  // activations are sized for the training batch
-    std::string describe() const override {
-        const Tokenizer& tok = tokens_->tokenizer();
-        return strfmt("%ld training tokens in %d shard%s (%ld windows of %d + 1), %ld validation windows, %s "
-                      "vocabulary of %d",
-                      tokens_->num_tokens(), tokens_->num_shards(), tokens_->num_shards() == 1 ? "" : "s",
-                      tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.kind.c_str(),
-                      tok.vocab_size());
-    }
-    const char* unit() const override { return "window"; }
-    int tokens_per_sample() const override { return block_size_; }
-    std::string tokenizer_kind() const override { return tokens_->tokenizer().kind; }
-    std::string tokenizer_table() const override { return tokens_->tokenizer().table(); }
-    std::string load_node_memory() override {
-        if (tokens_->mode() != IoMode::memory) return "";
-        const double t0 = now_seconds();
-        tokens_->load_node_memory();
-        return strfmt("io memory: %.1f MiB of training tokens loaded into node-shared memory in %.2f s",
-                      tokens_->memory_bytes() / 1048576.0, now_seconds() - t0);
-    }
+    ModelSpec model_spec(const Options& o) const override;
+    ModelBatch batch(const float*, const int* y, int n) const override;
+    int eval_rows() const override;
+    std::string describe() const override;
+    const char* unit() const override;
+    int tokens_per_sample() const override;
+    std::string tokenizer_kind() const override;
+    std::string tokenizer_table() const override;
+    std::string load_node_memory() override;
 
   private:
     TokenShardSet *tokens_ = nullptr, *val_tokens_ = nullptr;
     int block_size_, batch_size_;
 };
+
+LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
+    : block_size_(o.block_size), batch_size_(o.batch_size) {
+    auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(
+        o.data, "train", o.block_size, o.seed, true, o.io, o.io == IoMode::memory ? topo.node : MPI_COMM_NULL));
+    auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
+    if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
+        throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
+                               "regenerate them together",
+                               o.data.c_str()));
+    tokens_ = tr.get();
+    val_tokens_ = va.get();
+    train_ = std::move(tr);
+    val_ = std::move(va);
+}
+
+ModelSpec LanguageModelTask::model_spec(const Options& o) const {
+    const Tokenizer& tok = tokens_->tokenizer();
+    ModelSpec s;
+    s.kind = ModelKind::gpt;
+    s.gpt.vocab_size = o.vocab_size > 0 ? o.vocab_size : tok.vocab_size();
+    if (s.gpt.vocab_size < tok.vocab_size())
+        throw UserError(strfmt("--vocab-size %d is smaller than the data's vocabulary of %d", o.vocab_size,
+                               tok.vocab_size()));
+    s.gpt.block_size = o.block_size;
+    s.gpt.n_layer = o.n_layer;
+    s.gpt.n_head = o.n_head;
+    s.gpt.n_embd = o.n_embd;
+    s.gpt.flash_attention = o.attention == AttentionKind::flash;
+    s.batch = o.batch_size;
+    s.precision = o.precision;
+    return s;
+}
+
+ModelBatch LanguageModelTask::batch(const float*, const int* y, int n) const {
+    ModelBatch in;
+    in.B = n;
+    in.tokens = y;
+    in.stride = block_size_ + 1;
+    return in;
+}
+
+int LanguageModelTask::eval_rows() const { return batch_size_; }  // activations are sized for the training batch
+
+std::string LanguageModelTask::describe() const {
+    const Tokenizer& tok = tokens_->tokenizer();
+    return strfmt("%ld training tokens in %d shard%s (%ld windows of %d + 1), %ld validation windows, %s "
+                  "vocabulary of %d",
+                  tokens_->num_tokens(), tokens_->num_shards(), tokens_->num_shards() == 1 ? "" : "s",
+                  tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.kind.c_str(),
+                  tok.vocab_size());
+}
+
+const char* LanguageModelTask::unit() const { return "window"; }
+
+int LanguageModelTask::tokens_per_sample() const { return block_size_; }
+
+std::string LanguageModelTask::tokenizer_kind() const { return tokens_->tokenizer().kind; }
+
+std::string LanguageModelTask::tokenizer_table() const { return tokens_->tokenizer().table(); }
+
+std::string LanguageModelTask::load_node_memory() {
+    if (tokens_->mode() != IoMode::memory) return "";
+    const double t0 = now_seconds();
+    tokens_->load_node_memory();
+    return strfmt("io memory: %.1f MiB of training tokens loaded into node-shared memory in %.2f s",
+                  tokens_->memory_bytes() / 1048576.0, now_seconds() - t0);
+}
 
 } // namespace
 

@@ -34,49 +34,29 @@ class DeviceGradients : public GradientPath {
         model.set_resident(true);
     }
 
-    float* grads() override { return nullptr; }  // backward keeps them on the device
-    float* control() override { return control_; }
-    void begin_step(long) override {}  // backward's first writer of each gradient writes it whole
-    void poison() override { poisoned_ = true; }
+    float* grads() override;
+    float* control() override;
+    void begin_step(long) override;
+    void poison() override;
     // No bucket may start before the poison lands, so a poisoned step's sums all start in reduce().
-    GradHook* hook() override { return poisoned_ || spec_.overlap == Overlap::off ? nullptr : &step_; }
-    void backward_done() override {
-        if (poisoned_) step_.poison();
-        poisoned_ = false;
-        step_.wait_backward();
-    }
-    double reduce() override {
-        const double t0 = now_seconds();
-        step_.allreduce();
-        world_.allreduce_sum(control_, kControlFloats);
-        return now_seconds() - t0;
-    }
-    double norm() override { return step_.norm(); }
-    void update(double norm, double lr, long t) override { step_.update(norm, spec_.grad_clip, lr, t); }
-    double take_comm_seconds() override { return step_.take_comm_seconds(); }
-    void upload_state() override { step_.upload(params_, opt_); }
-    void download_state() override { step_.download(params_, opt_); }
+    GradHook* hook() override;
+    void backward_done() override;
+    double reduce() override;
+    double norm() override;
+    void update(double norm, double lr, long t) override;
+    double take_comm_seconds() override;
+    void upload_state() override;
+    void download_state() override;
 
-    const char* where() const override { return "GPU"; }
-    std::string describe() const override {
-        const char* when = world_.size() == 1 ? "" : spec_.overlap == Overlap::off ? " after backward"
-                                                                                  : " started during backward";
-        return strfmt("%s%s | parameters, gradients and %s state on the GPU", step_.describe().c_str(), when,
-                      name_of(spec_.optimizer.kind));
-    }
-    std::vector<std::string> notes() const override { return {}; }
-    void set_tracer(Tracer*) override {}  // NCCL's sums run on the GPU: not on the host's trace
-    size_t traced_per_step() const override { return 0; }
-    std::vector<std::pair<void*, size_t>> host_buffers() override { return {}; }
+    const char* where() const override;
+    std::string describe() const override;
+    std::vector<std::string> notes() const override;
+    void set_tracer(Tracer*) override;
+    size_t traced_per_step() const override;
+    std::vector<std::pair<void*, size_t>> host_buffers() override;
 
   private:
-    static DeviceStep::Sum sum(const GradientSpec& s, const Topology& topo) {
-        DeviceStep::Sum how;
-        how.topo = &topo;
-        how.algo = s.algo;
-        how.bucket_mb = s.bucket_mb;
-        return how;
-    }
+    static DeviceStep::Sum sum(const GradientSpec& s, const Topology& topo);
 
     DeviceStep step_;
     float* params_;
@@ -87,6 +67,64 @@ class DeviceGradients : public GradientPath {
     bool poisoned_ = false;
 };
 
+float* DeviceGradients::grads() { return nullptr; }  // backward keeps them on the device
+
+float* DeviceGradients::control() { return control_; }
+
+void DeviceGradients::begin_step(long) {}  // backward's first writer of each gradient writes it whole
+
+void DeviceGradients::poison() { poisoned_ = true; }
+
+GradHook* DeviceGradients::hook() { return poisoned_ || spec_.overlap == Overlap::off ? nullptr : &step_; }
+
+void DeviceGradients::backward_done() {
+    if (poisoned_) step_.poison();
+    poisoned_ = false;
+    step_.wait_backward();
+}
+
+double DeviceGradients::reduce() {
+    const double t0 = now_seconds();
+    step_.allreduce();
+    world_.allreduce_sum(control_, kControlFloats);
+    return now_seconds() - t0;
+}
+
+double DeviceGradients::norm() { return step_.norm(); }
+
+void DeviceGradients::update(double norm, double lr, long t) { step_.update(norm, spec_.grad_clip, lr, t); }
+
+double DeviceGradients::take_comm_seconds() { return step_.take_comm_seconds(); }
+
+void DeviceGradients::upload_state() { step_.upload(params_, opt_); }
+
+void DeviceGradients::download_state() { step_.download(params_, opt_); }
+
+const char* DeviceGradients::where() const { return "GPU"; }
+
+std::string DeviceGradients::describe() const {
+    const char* when = world_.size() == 1 ? "" : spec_.overlap == Overlap::off ? " after backward"
+                                                                              : " started during backward";
+    return strfmt("%s%s | parameters, gradients and %s state on the GPU", step_.describe().c_str(), when,
+                  name_of(spec_.optimizer.kind));
+}
+
+std::vector<std::string> DeviceGradients::notes() const { return {}; }
+
+void DeviceGradients::set_tracer(Tracer*) {}  // NCCL's sums run on the GPU: not on the host's trace
+
+size_t DeviceGradients::traced_per_step() const { return 0; }
+
+std::vector<std::pair<void*, size_t>> DeviceGradients::host_buffers() { return {}; }
+
+DeviceStep::Sum DeviceGradients::sum(const GradientSpec& s, const Topology& topo) {
+    DeviceStep::Sum how;
+    how.topo = &topo;
+    how.algo = s.algo;
+    how.bucket_mb = s.bucket_mb;
+    return how;
+}
+
 struct PinnedRegions : Pinned {
     std::vector<std::unique_ptr<cuda::PinnedHost>> regions;
 };
@@ -95,66 +133,83 @@ struct PinnedRegions : Pinned {
 // them take part in make_gradients' agreement.
 class CudaBuildDevice : public Device {
   public:
-    CudaBuildDevice(int gpu, std::string note) : Device(std::move(note)), gpu_(gpu) {}
+    CudaBuildDevice(int gpu, std::string note);
 
-    int gpu() const override { return gpu_; }
-    std::string describe(const GradientPath& grads) const override {
-        if (gpu_ < 0) return Device::describe(grads);
-        return strfmt("backend cuda (each rank on its local rank's GPU; parameters, all-reduce and optimizer on the %s)",
-                      grads.where());
-    }
-    const char* op_timing() const override {
-        return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
-    }
+    int gpu() const override;
+    std::string describe(const GradientPath& grads) const override;
+    const char* op_timing() const override;
 
-    std::unique_ptr<Model> make_model(const ModelSpec& spec) const override {
-        if (gpu_ < 0) return Device::make_model(spec);
-        std::unique_ptr<Model> m;
-        if (spec.kind == ModelKind::gpt) m = std::make_unique<CudaGpt>(spec.gpt, spec.batch, gpu_, spec.precision);
-        else m = std::make_unique<CudaMlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows, gpu_);
-        m->set_precision(spec.precision);
-        return m;
-    }
+    std::unique_ptr<Model> make_model(const ModelSpec& spec) const override;
 
     // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
     // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
     // Several ranks need NCCL for it: auto falls back to the host path without it, device refuses
     // (DeviceStep says so).
     std::unique_ptr<GradientPath> make_gradients(Model& model, float* params, Optimizer& opt, const GradientSpec& spec,
-                                                 const Topology& topo) const override {
-        int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
-        MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
-        std::string note;
-#ifndef DPTRAIN_HAVE_NCCL
-        if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
-            all_gpu = 0;
-            note = "--gpu-state auto: this build has no NCCL to sum gradients on the GPUs: parameters and optimizer "
-                   "stay on the host";
-        }
-#endif
-        auto* resident = dynamic_cast<cuda::Resident*>(&model);  // every model make_model puts on a GPU
-        if (!all_gpu || !resident) return make_host_gradients(model.layout(), params, opt, spec, topo, note);
-        return std::make_unique<DeviceGradients>(*resident, model.layout(), params, opt, spec, topo);
-    }
+                                                 const Topology& topo) const override;
 
     // The batches (and, with host-resident state, the parameters and gradients) are copied to and
     // from the GPU every step: page-locked, they move by DMA at full speed.
-    std::unique_ptr<Pinned> pin(const std::vector<std::pair<void*, size_t>>& regions) const override {
-        if (gpu_ < 0) return nullptr;
-        auto p = std::make_unique<PinnedRegions>();
-        for (auto& [ptr, bytes] : regions) {
-            p->regions.push_back(std::make_unique<cuda::PinnedHost>(ptr, bytes));
-            if (!p->regions.back()->ok() && p->regions.size() == 1) p->note = p->regions.back()->why();
-        }
-        return p;
-    }
+    std::unique_ptr<Pinned> pin(const std::vector<std::pair<void*, size_t>>& regions) const override;
 
     // A GPU's peak depends on the precision and the part: --peak-gflops gives it.
-    double peak_gflops() const override { return gpu_ < 0 ? Device::peak_gflops() : 0.0; }
+    double peak_gflops() const override;
 
   private:
     int gpu_;
 };
+
+CudaBuildDevice::CudaBuildDevice(int gpu, std::string note) : Device(std::move(note)), gpu_(gpu) {}
+
+int CudaBuildDevice::gpu() const { return gpu_; }
+
+std::string CudaBuildDevice::describe(const GradientPath& grads) const {
+    if (gpu_ < 0) return Device::describe(grads);
+    return strfmt("backend cuda (each rank on its local rank's GPU; parameters, all-reduce and optimizer on the %s)",
+                  grads.where());
+}
+
+const char* CudaBuildDevice::op_timing() const {
+    return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
+}
+
+std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {
+    if (gpu_ < 0) return Device::make_model(spec);
+    std::unique_ptr<Model> m;
+    if (spec.kind == ModelKind::gpt) m = std::make_unique<CudaGpt>(spec.gpt, spec.batch, gpu_, spec.precision);
+    else m = std::make_unique<CudaMlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows, gpu_);
+    m->set_precision(spec.precision);
+    return m;
+}
+
+std::unique_ptr<GradientPath> CudaBuildDevice::make_gradients(Model& model, float* params, Optimizer& opt,
+                                                              const GradientSpec& spec, const Topology& topo) const {
+    int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
+    MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
+    std::string note;
+#ifndef DPTRAIN_HAVE_NCCL
+    if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
+        all_gpu = 0;
+        note = "--gpu-state auto: this build has no NCCL to sum gradients on the GPUs: parameters and optimizer "
+               "stay on the host";
+    }
+#endif
+    auto* resident = dynamic_cast<cuda::Resident*>(&model);  // every model make_model puts on a GPU
+    if (!all_gpu || !resident) return make_host_gradients(model.layout(), params, opt, spec, topo, note);
+    return std::make_unique<DeviceGradients>(*resident, model.layout(), params, opt, spec, topo);
+}
+
+std::unique_ptr<Pinned> CudaBuildDevice::pin(const std::vector<std::pair<void*, size_t>>& regions) const {
+    if (gpu_ < 0) return nullptr;
+    auto p = std::make_unique<PinnedRegions>();
+    for (auto& [ptr, bytes] : regions) {
+        p->regions.push_back(std::make_unique<cuda::PinnedHost>(ptr, bytes));
+        if (!p->regions.back()->ok() && p->regions.size() == 1) p->note = p->regions.back()->why();
+    }
+    return p;
+}
+
+double CudaBuildDevice::peak_gflops() const { return gpu_ < 0 ? Device::peak_gflops() : 0.0; }
 
 } // namespace
 
@@ -171,7 +226,8 @@ std::unique_ptr<Device> make_device(DeviceKind want, const Topology& topo) {
         return std::make_unique<CudaBuildDevice>(cuda::bind_device(topo.host_rank, topo.host_size), "");
     } catch (const UserError& e) {
         if (want == DeviceKind::cuda) throw;
-        return std::make_unique<CudaBuildDevice>(-1, strfmt("%s: the CPU backend trains", e.what()));  // more ranks than GPUs
+        // More ranks on this host than GPUs.
+        return std::make_unique<CudaBuildDevice>(-1, strfmt("%s: the CPU backend trains", e.what()));
     }
 }
 
