@@ -204,7 +204,7 @@ static std::string json_escape(const std::string& v) {
 
 static std::string json_number(double v) { return std::isfinite(v) ? strfmt("%.6g", v) : "null"; }
 
-Record::Record(const char* type) { body_ = strfmt(",\"type\":\"%s\"", type); }
+Record::Record(const char* type) : head_(strfmt(",\"type\":\"%s\"", type)) {}
 
 Record& Record::metric(const char* name, double v, const char* unit) {
     body_ += strfmt(",\"%s\":%s", name, json_number(v).c_str());
@@ -232,7 +232,16 @@ Record& Record::raw(const char* name, const std::string& json) {
     return *this;
 }
 
-std::string Record::json() const { return "{" + body_.substr(1) + "}"; }
+std::string Record::json() const { return "{" + head_.substr(1) + body_ + "}"; }
+
+// Wall-clock seconds since the epoch with milliseconds, after the type: when the record was written.
+static std::string time_member(long long epoch_ms) {
+    return strfmt(",\"time\":%lld.%03lld", epoch_ms / 1000, epoch_ms % 1000);
+}
+
+std::string Record::json(long long epoch_ms) const {
+    return "{" + head_.substr(1) + time_member(epoch_ms) + body_ + "}";
+}
 
 std::string Record::emf(const std::string& ns, const std::vector<std::pair<std::string, std::string>>& dims,
                         long long timestamp_ms) const {
@@ -246,7 +255,8 @@ std::string Record::emf(const std::string& ns, const std::vector<std::pair<std::
                        metrics_[i].second.c_str());
     return strfmt("{\"_aws\":{\"Timestamp\":%lld,\"CloudWatchMetrics\":[{\"Namespace\":\"%s\",\"Dimensions\":[[%s]],"
                   "\"Metrics\":[%s]}]}%s%s}",
-                  timestamp_ms, json_escape(ns).c_str(), names.c_str(), defs.c_str(), members.c_str(), body_.c_str());
+                  timestamp_ms, json_escape(ns).c_str(), names.c_str(), defs.c_str(), members.c_str(),
+                  (head_ + time_member(timestamp_ms) + body_).c_str());
 }
 
 Record step_record(const StepStats& s) {
@@ -295,11 +305,13 @@ static long long epoch_ms() {
 }
 
 void JsonlWriter::write(const Record& r) {
-    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}}, epoch_ms()) : r.json());
+    const long long ms = epoch_ms();
+    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}}, ms) : r.json(ms));
 }
 
 void JsonlWriter::write_rank(const Record& r, int rank, const std::string& node) {
-    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}, {"rank", std::to_string(rank)}, {"node", node}}, epoch_ms()) : r.json());
+    const long long ms = epoch_ms();
+    if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}, {"rank", std::to_string(rank)}, {"node", node}}, ms) : r.json(ms));
 }
 
 void JsonlWriter::put(const std::string& line) {

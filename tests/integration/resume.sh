@@ -19,7 +19,7 @@ for np in 1 2 4; do
     grep -q "resumed from .*ckpt-00000020.h5 at step 20" "$WORK/out" || { cat "$WORK/out"; fail "did not resume at step 20"; }
     "$BIN/dptrain-ckpt" diff "$WORK/straight-$np-$optim/checkpoints/ckpt-00000040.h5" \
       "$WORK/split-$np-$optim/checkpoints/ckpt-00000040.h5" || fail "$np ranks, $optim: resume is not bit-identical"
-    steps=$(grep -o '"type":"step","step":[0-9]*' "$WORK/split-$np-$optim/metrics.jsonl" | sed 's/.*://' | tr '\n' ' ')
+    steps=$(grep '"type":"step"' "$WORK/split-$np-$optim/metrics.jsonl" | grep -o '"step":[0-9]*' | sed 's/.*://' | tr '\n' ' ')
     [ "$steps" = "10 20 30 40 " ] || fail "metrics of the resumed run: steps '$steps', want '10 20 30 40 '"
   done
 done

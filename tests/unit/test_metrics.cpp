@@ -4,7 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
 #include <string>
+
+#include <stdlib.h>
 
 using namespace dptrain;
 
@@ -61,7 +66,10 @@ TEST_CASE("Record: JSON with null for non-finite numbers, EMF declares only fini
     CHECK(e.rfind("{\"_aws\":{\"Timestamp\":1700000000123,\"CloudWatchMetrics\":[{\"Namespace\":\"dptrain\","
                   "\"Dimensions\":[[\"job\",\"rank\"]],\"Metrics\":[{\"Name\":\"ms_per_step\",\"Unit\":\"Milliseconds\"}]}]}",
                   0) == 0);
-    CHECK(e.find(",\"job\":\"j1\",\"rank\":\"3\",\"type\":\"step\",\"step\":1234567,") != std::string::npos);
+    // The members: the dimensions, then the type and the time (the timestamp in seconds).
+    CHECK(e.find(",\"job\":\"j1\",\"rank\":\"3\",\"type\":\"step\",\"time\":1700000000.123,\"step\":1234567,") !=
+          std::string::npos);
+    CHECK(r.json(1700000000004LL).rfind("{\"type\":\"step\",\"time\":1700000000.004,\"step\":1234567,", 0) == 0);
     CHECK(e.find("\"Name\":\"loss\"") == std::string::npos);
     CHECK(e.back() == '}');
 }
@@ -83,4 +91,34 @@ TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
     CHECK(human_duration(42.4) == "42s");
     CHECK(human_duration(185) == "3m05s");
     CHECK(human_duration(NAN) == "?");
+}
+
+TEST_CASE("every record written to the file carries its wall-clock time after its type", "[metrics]") {
+    char tmpl[] = "/tmp/dptrain-metrics-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string path = std::string(tmpl) + "/m.jsonl";
+    for (bool emf : {false, true}) {
+        const double before = (double)std::time(nullptr);
+        {
+            JsonlWriter w;
+            w.open(path, false, emf, "ns", "job");
+            w.write(Record("step").integer("step", 3));
+            w.write_rank(Record("rank").integer("step", 3), 1, "node-a");
+        }
+        const double after = (double)std::time(nullptr) + 1;
+        std::ifstream in(path);
+        std::string line;
+        int lines = 0;
+        while (std::getline(in, line)) {
+            ++lines;
+            INFO(line);
+            const size_t at = line.find(",\"time\":");
+            REQUIRE(at != std::string::npos);
+            CHECK(line.substr(0, at).rfind("\"type\":\"") != std::string::npos);  // right after the type
+            const double t = std::strtod(line.c_str() + at + 8, nullptr);
+            CHECK(t >= before);
+            CHECK(t <= after);
+        }
+        CHECK(lines == 2);
+    }
 }

@@ -108,13 +108,17 @@ class Record {
     Record& text(const char* name, const std::string& v);
     Record& raw(const char* name, const std::string& json);  // v is already JSON
     std::string json() const;
-    // The CloudWatch Embedded Metric Format version: the same members plus "_aws" (timestamp in
-    // ms since the epoch, namespace, one dimension set) and the dimension members as strings.
-    // dims: (name, value) pairs.
+    // As written to a file: "time" (wall-clock seconds since the epoch, to the millisecond) right
+    // after "type".
+    std::string json(long long epoch_ms) const;
+    // The CloudWatch Embedded Metric Format version: the same members ("time" too) plus "_aws"
+    // (timestamp in ms since the epoch, namespace, one dimension set) and the dimension members as
+    // strings. dims: (name, value) pairs.
     std::string emf(const std::string& ns, const std::vector<std::pair<std::string, std::string>>& dims,
                     long long timestamp_ms) const;
 
   private:
+    std::string head_;                                   // ,"type":"step"
     std::string body_;                                   // ,"name":value...
     std::vector<std::pair<std::string, std::string>> metrics_;  // (name, unit)
 };
