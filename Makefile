@@ -2,7 +2,8 @@
 #   make          build build/dptrain and the tools (run `make deps` first on a new machine)
 #   make run      install deps, build, make the default dataset, train it on 2 ranks, plot it
 #   make test     install deps, build, run every test
-#   make deps     install the Debian packages (as root)
+#   make deps     install the Debian packages that building and running need (as root)
+#   make test-deps  and those the tests need besides
 # Settings (override on the command line): CUDA=auto|0|1, CUDA_HOME, NVCC_ARCH, DEBUG=0|1,
 # VERBOSE=0|1, ARCH_FLAGS, NP (ranks for make run).
 
@@ -32,7 +33,7 @@ Q      := $(if $(filter 1,$(VERBOSE)),,@)
 MPIRUN := mpirun $(if $(filter 0,$(shell id -u)),--allow-run-as-root) --oversubscribe
 
 # Goals that must work before the libraries are installed do not read the configuration.
-NO_CONFIG := deps run test clean help fuzz
+NO_CONFIG := deps test-deps run test clean help fuzz
 ifneq ($(filter-out $(NO_CONFIG),$(or $(MAKECMDGOALS),all)),)
 include $(CONFIG)
 endif
@@ -77,7 +78,7 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 CUDA_TEST_SRCS := $(wildcard tests/cuda/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps run test clean help tests fuzz fuzzers bench-cluster
+.PHONY: all deps test-deps run test clean help tests fuzz fuzzers bench-cluster
 # Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
 .PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
@@ -148,7 +149,7 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_SRCS:%.cpp=$(BUIL
 
 fuzzers: $(FUZZERS)
 
-fuzz: deps
+fuzz: test-deps
 	@$(MAKE) --no-print-directory $(JOBS) fuzzers
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  echo "$$n: $(FUZZ_SECONDS) s"; \
@@ -162,6 +163,9 @@ RATE ?= 100mbit
 deps:
 	@scripts/install-deps
 
+test-deps:
+	@scripts/install-deps --test
+
 # The default dataset: 128k training samples in 4 shards + 8k validation, made once.
 data/synth/val-00000-of-00001.h5: | $(BUILD)/dptrain-data
 	$(BUILD)/dptrain-data synth --out data/synth
@@ -173,7 +177,7 @@ run: deps
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
 	$(BUILD)/dptrain-report plot runs/local
 
-test: deps
+test: test-deps
 	@$(MAKE) --no-print-directory $(JOBS) all tests fuzzers
 	@MPIRUN="$(MPIRUN)" tests/run_all.sh
 

@@ -44,13 +44,9 @@ case $src in
 esac
 [ -f "$tmp/src/scripts/install-deps" ] || { echo "bootstrap.sh: $src: no scripts/install-deps in it" >&2; exit 1; }
 
-# --- the packages: scripts/install-deps's list minus its test-only packages
-test_only=" clang libclang-rt-14-dev slurmctld slurmd slurm-client munge python3-yaml python3-jsonschema "
-read -r -a listed <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr '\n' ' ')"
-pkgs=()
-for p in "${listed[@]}"; do [[ $test_only == *" $p "* ]] || pkgs+=("$p"); done
+# --- the packages: scripts/install-deps's pkgs (building and running; its test_pkgs are not needed)
+read -r -a pkgs <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr '\n' ' ')"
 [ ${#pkgs[@]} -ge 10 ] || { echo "bootstrap.sh: could not read the package list of scripts/install-deps" >&2; exit 1; }
-pkgs+=(g++ make)
 apt_get update
 if apt-cache policy libnccl-dev 2>/dev/null | grep -q 'Candidate: [0-9]'; then pkgs+=(libnccl2 libnccl-dev); fi
 echo "installing: ${pkgs[*]}"
