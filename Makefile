@@ -131,7 +131,8 @@ endif
 # ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs
 # from tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 120
-FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/config/options.cpp \
+FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/core/files.cpp \
+                src/config/options.cpp \
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp \
                 src/io/checkpoint.cpp
 FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \

@@ -4,6 +4,7 @@
 #include "dptrain/data/stage.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -199,16 +200,7 @@ void write_text(const std::string& path, const std::string& text) {
         throw UserError(strfmt("%s: cannot write it: %s", path.c_str(), std::strerror(errno)));
 }
 
-void make_dirs(const std::string& path) {
-    std::string cur;
-    for (size_t i = 0; i <= path.size(); ++i) {
-        if (i == path.size() || path[i] == '/') {
-            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-                throw UserError(strfmt("%s: cannot create the directory: %s", cur.c_str(), std::strerror(errno)));
-        }
-        if (i < path.size()) cur += path[i];
-    }
-}
+void make_dirs(const std::string& path) { make_directories(path); }
 
 std::string human_bytes(double b) {
     return b >= 1073741824.0 ? strfmt("%.2f GiB", b / 1073741824.0) : strfmt("%.1f MiB", b / 1048576.0);

@@ -5,6 +5,7 @@
 
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
+#include "dptrain/core/files.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -70,17 +71,6 @@ static void verify_header(const std::string& path) {
 
 std::string checkpoint_path(const std::string& dir, long step) { return strfmt("%s/ckpt-%08ld.h5", dir.c_str(), step); }
 
-static void mkdirs(const std::string& dir) {
-    std::string cur;
-    for (size_t i = 0; i <= dir.size(); ++i) {
-        if (i == dir.size() || dir[i] == '/') {
-            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-                throw UserError(strfmt("--checkpoint-dir %s: cannot create %s: %s", dir.c_str(), cur.c_str(), std::strerror(errno)));
-        }
-        if (i < dir.size()) cur += dir[i];
-    }
-}
-
 static void fsync_path(const std::string& path, bool dir) {
     int fd = ::open(path.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) throw UserError(strfmt("%s: cannot open to sync: %s", path.c_str(), std::strerror(errno)));
@@ -105,7 +95,7 @@ static void write_checked(hid_t file, const std::string& name, const std::vector
 }
 
 std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep) {
-    mkdirs(dir);
+    make_directories(dir, "--checkpoint-dir");
     std::string path = checkpoint_path(dir, s.step);
     std::string tmp = strfmt("%s/.ckpt-%08ld.h5.tmp", dir.c_str(), s.step);
     {
@@ -285,7 +275,7 @@ void AsyncCheckpointer::run() {
 }
 
 void prepare_checkpoint_dir(const std::string& dir) {
-    mkdirs(dir);
+    make_directories(dir, "--checkpoint-dir");
     std::string probe = dir + "/.write-test";
     FILE* f = std::fopen(probe.c_str(), "w");
     if (!f || std::fputs("ok", f) < 0 || std::fclose(f) != 0)

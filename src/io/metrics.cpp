@@ -2,6 +2,7 @@
 #include "dptrain/io/metrics.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 
 #include <sys/stat.h>
 
@@ -287,11 +288,8 @@ JsonlWriter::~JsonlWriter() {
 }
 
 void JsonlWriter::open(const std::string& path, bool append, bool emf, const std::string& ns, const std::string& job) {
-    std::string cur;
-    for (size_t i = 0; i < path.size(); ++i) {
-        if (path[i] == '/' && !cur.empty()) mkdir(cur.c_str(), 0755);
-        cur += path[i];
-    }
+    const size_t slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--metrics " + path);
     f_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (!f_) throw UserError(strfmt("--metrics %s: cannot open for writing: %s", path.c_str(), std::strerror(errno)));
     emf_ = emf;

@@ -3,6 +3,7 @@
 
 #include "dptrain/core/error.h"
 #include "dptrain/core/clock.h"
+#include "dptrain/core/files.h"
 
 #include <mpi.h>
 
@@ -85,7 +86,13 @@ void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool 
         hb_nodes_ = std::move(nodes);
     }
     if (writer && timeout_ > 0) {
-        mkdir(dir.c_str(), 0755);
+        try {
+            make_directories(dir, "node heartbeats");
+        } catch (const UserError& e) {
+            // Heartbeats only name a lost node after a timeout; training goes on without them.
+            std::fprintf(stderr, "dptrain: warning: %s; a timeout will not name the silent node\n", e.what());
+            return;
+        }
         beat_thread_ = std::thread(&Watchdog::beat, this);
     }
 }

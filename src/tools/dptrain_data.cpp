@@ -15,6 +15,7 @@
 #include "dptrain/tools/ingest.h"
 #include "dptrain/core/rng.h"
 #include "dptrain/data/tokens.h"
+#include "dptrain/core/files.h"
 
 #include <boost/program_options.hpp>
 #include <mpi.h>
@@ -117,13 +118,7 @@ bool parse_or_help(int argc, char** argv, const po::options_description& desc, c
     return true;
 }
 
-void make_dirs(const std::string& out) {
-    std::string cur;
-    for (size_t i = 0; i <= out.size(); ++i) {
-        if ((i == out.size() || out[i] == '/') && !cur.empty()) mkdir(cur.c_str(), 0755);
-        if (i < out.size()) cur += out[i];
-    }
-}
+void make_dirs(const std::string& out) { make_directories(out, "--out"); }
 
 int synth(int argc, char** argv) {
     std::string out;

@@ -9,6 +9,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/tools/json.h"
 #include "dptrain/tools/plot.h"
+#include "dptrain/core/files.h"
 
 #include <boost/program_options.hpp>
 
@@ -204,15 +205,12 @@ bool is_directory(const std::string& path) {
     return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// mkdir -p.
 void make_dirs(const std::string& dir) {
-    for (size_t i = 1; i <= dir.size(); ++i) {
-        if (i < dir.size() && dir[i] != '/') continue;
-        std::string part = dir.substr(0, i);
-        if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-            throw UserError(strfmt("%s: cannot create the directory: %s", part.c_str(), std::strerror(errno)));
-    }
-    if (!is_directory(dir)) throw UserError(strfmt("%s: exists and is not a directory; choose another --out", dir.c_str()));
+    if (is_directory(dir)) return;
+    struct stat st;
+    if (stat(dir.c_str(), &st) == 0)
+        throw UserError(strfmt("%s: exists and is not a directory; choose another --out", dir.c_str()));
+    make_directories(dir, "--out");
 }
 
 int plot(int argc, char** argv) {
