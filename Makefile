@@ -53,7 +53,7 @@ CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAI
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
 CXXFLAGS := -std=c++17 $(OPT) -fno-math-errno -fno-trapping-math -fopenmp -Wall -Wextra -MMD -MP
-LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) -lz -fopenmp -lpthread \
+LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) -lcrypto -lz -fopenmp -lpthread \
             $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
 LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
@@ -78,11 +78,14 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 CUDA_TEST_SRCS := $(wildcard tests/cuda/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps test-deps run test clean help tests fuzz fuzzers bench-cluster
+.PHONY: all deps test-deps run test clean help tests no-catch2 fuzz fuzzers bench-cluster
 # Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
 .PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
-tests: $(TESTS)
+# The tests need Catch2, which only make test-deps installs.
+tests: $(if $(filter 0,$(HAVE_CATCH2)),no-catch2,$(TESTS))
+no-catch2:
+	$(error the tests need Catch2: run 'make test-deps' (as root), then build again)
 
 $(BUILD)/%.o: %.cpp $(CONFIG)
 	@mkdir -p $(dir $@)

@@ -4,6 +4,7 @@
 #include "dptrain/data/shards.h"
 #include "dptrain/core/error.h"
 #include "dptrain/data/prefetcher.h"
+#include "dptrain/data/stage.h"
 
 #include <catch2/catch.hpp>
 
@@ -461,4 +462,15 @@ TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
     float x2[2 * D];
     int y2[2];
     CHECK_THROWS_WITH(bad.read_rows(rows, 2, x2, y2), Catch::Contains("/labels[4] = 4 is outside [0, num_classes = 3)"));
+}
+
+TEST_CASE("sha256_hex and sha256_file give FIPS 180-4's digests", "[stage]") {
+    CHECK(sha256_hex("", 0) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    CHECK(sha256_hex("abc", 3) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const std::string two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";  // 448 bits: two blocks
+    CHECK(sha256_hex(two.data(), two.size()) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    // A million 'a', read from a file in the 4 MiB pieces sha256_file takes.
+    const std::string path = testing::temp_dir("sha") + "/a";
+    std::ofstream(path) << std::string(1000000, 'a');
+    CHECK(sha256_file(path) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
