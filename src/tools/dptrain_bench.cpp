@@ -2,6 +2,7 @@
 // (tools/bench.h lists them; each lives in src/tools/lib/bench_*.cpp).
 #include "dptrain/comm/communicator.h"
 #include "dptrain/tools/bench.h"
+#include "dptrain/tools/cli.h"
 
 #include <string>
 
@@ -9,10 +10,15 @@ using namespace dptrain;
 
 int main(int argc, char** argv) {
     mpi_start(&argc, &argv);
-    const std::string cmd = argc > 1 ? argv[1] : "";
-    const int code = cmd == "io"      ? bench_io(argc, argv)
-                     : cmd == "trace" ? bench_trace(argc, argv)
-                                      : bench_allreduce(argc, argv);
+    const bool speak = MpiCommunicator(MPI_COMM_WORLD).rank() == 0;  // every rank fails alike
+    const int code = run_tool("dptrain-bench", bench_usage(), argc, argv, [&] {
+        const std::string cmd = argc > 1 ? argv[1] : "";
+        if (cmd == "allreduce") return bench_allreduce(argc - 1, argv + 1);
+        if (cmd == "io") return bench_io(argc - 1, argv + 1);
+        if (cmd == "trace") return bench_trace(argc - 1, argv + 1);
+        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io or trace)"
+                                                        : "not a command (allreduce, io or trace)");
+    }, speak);
     mpi_finish();
     return code;
 }

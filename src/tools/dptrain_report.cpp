@@ -7,6 +7,7 @@
 //       as SVG and PNG. The charts themselves are drawn by plot.h; this file only picks the data.
 // Not for live monitoring: it reads the files as they are when it starts.
 #include "dptrain/core/error.h"
+#include "dptrain/tools/cli.h"
 #include "dptrain/tools/json.h"
 #include "dptrain/tools/plot.h"
 #include "dptrain/core/files.h"
@@ -217,11 +218,7 @@ int plot(int argc, char** argv) {
     std::string input, out;
     po::options_description desc;
     desc.add_options()("out", po::value(&out))("input", po::value(&input));
-    po::positional_options_description pos;
-    pos.add("input", 1);
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
+    parse_subcommand(argc, argv, desc, {"input"});
     if (input.empty())
         throw UserError("plot: give a run directory or a metrics.jsonl file; see dptrain-report --help");
 
@@ -247,22 +244,10 @@ int plot(int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-    std::string cmd = argc > 1 ? argv[1] : "";
-    try {
-        for (int i = 1; i < argc; ++i)
-            if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-                std::fputs(kUsage, stdout);
-                return 0;
-            }
+    return run_tool("dptrain-report", kUsage, argc, argv, [&] {
+        const std::string cmd = argc > 1 ? argv[1] : "";
         if (cmd == "trace") return trace(argc - 1, argv + 1);
         if (cmd == "plot") return plot(argc - 1, argv + 1);
-        std::fputs(kUsage, stderr);
-        return 2;
-    } catch (const po::error& e) {
-        std::fprintf(stderr, "dptrain-report: error: %s: %s; see dptrain-report --help\n", cmd.c_str(), e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "dptrain-report: error: %s\n", e.what());
-        return 2;
-    }
+        throw po::error(cmd.empty() ? "no command given (trace or plot)" : "not a command (trace or plot)");
+    });
 }

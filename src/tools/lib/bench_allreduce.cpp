@@ -15,6 +15,7 @@
 #include "dptrain/core/check.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/tools/cli.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -26,17 +27,22 @@
 
 namespace dptrain {
 
+namespace po = boost::program_options;
+
 namespace {
 
-size_t parse_size(const char* s) {
+// "4K", "256M", "1G", "512": bytes. Throws the parser's error for anything else.
+size_t parse_size(const std::string& text, const char* option) {
     char* end = nullptr;
-    double v = std::strtod(s, &end);
-    switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
+    double v = std::strtod(text.c_str(), &end);
+    const std::string unit = end ? end : "";
+    if (unit == "K" || unit == "k") v *= 1024;
+    else if (unit == "M" || unit == "m") v *= 1024 * 1024;
+    else if (unit == "G" || unit == "g") v *= 1024.0 * 1024 * 1024;
+    else if (!unit.empty() || end == text.c_str()) v = -1;
+    if (!(v >= 0) || v > 1e15)
+        throw po::error(strfmt("%s '%s' is not a size: give bytes, or K, M or G of them (4K, 256M)", option,
+                               text.c_str()));
     return (size_t)v;
 }
 
@@ -48,25 +54,23 @@ struct Args {
     std::string json;
 };
 
-bool parse(int argc, char** argv, Args* a) {
-    if (argc < 2 || std::strcmp(argv[1], "allreduce") != 0) return false;
-    for (int i = 2; i < argc; i += 2) {
-        if (i + 1 >= argc) return false;
-        const char* k = argv[i];
-        const char* v = argv[i + 1];
-        if (!std::strcmp(k, "-b")) a->minb = parse_size(v);
-        else if (!std::strcmp(k, "-e")) a->maxb = parse_size(v);
-        else if (!std::strcmp(k, "-f")) a->factor = std::atof(v);
-        else if (!std::strcmp(k, "-n")) a->iters = std::atoi(v);
-        else if (!std::strcmp(k, "-w")) a->warmup = std::atoi(v);
-        else if (!std::strcmp(k, "--ranks-per-node")) a->rpn = std::atoi(v);
-        else if (!std::strcmp(k, "-J")) a->json = v;
-        else if (!std::strcmp(k, "--dtype")) {
-            if (!std::strcmp(v, "bf16")) a->dtype = DType::bf16;
-            else if (std::strcmp(v, "float32") != 0) return false;
-        } else return false;
-    }
-    return a->minb >= 4 && a->maxb >= a->minb && a->factor > 1 && a->iters >= 1 && a->warmup >= 0 && a->rpn >= 0;
+Args parse(int argc, char** argv) {
+    Args a;
+    std::string minb = "4K", maxb = "256M", dtype = "float32";
+    po::options_description desc;
+    desc.add_options()(",b", po::value(&minb))(",e", po::value(&maxb))(",f", po::value(&a.factor))(
+        ",n", po::value(&a.iters))(",w", po::value(&a.warmup))("ranks-per-node", po::value(&a.rpn))(
+        "dtype", po::value(&dtype))(",J", po::value(&a.json));
+    parse_subcommand(argc, argv, desc);
+    a.minb = parse_size(minb, "-b");
+    a.maxb = parse_size(maxb, "-e");
+    if (dtype == "bf16") a.dtype = DType::bf16;
+    else if (dtype != "float32") throw po::error("--dtype '" + dtype + "' is unknown; use float32 or bf16");
+    if (a.minb < 4 || a.maxb < a.minb)
+        throw po::error(strfmt("-b %zu and -e %zu: sizes from at least 4 bytes, -e no smaller than -b", a.minb, a.maxb));
+    if (!(a.factor > 1) || a.iters < 1 || a.warmup < 0 || a.rpn < 0)
+        throw po::error("-f must be above 1, -n at least 1, -w and --ranks-per-node at least 0");
+    return a;
 }
 
 // One contender: an engine (or the raw MPI reference) and its results per size.
@@ -219,11 +223,7 @@ void write_json(const std::string& path, const std::vector<Contender>& cs, DType
 int bench_allreduce(int argc, char** argv) {
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    Args a;
-    if (!parse(argc, argv, &a)) {
-        if (rank == 0) std::fputs(bench_usage(), stderr);
-        return 2;
-    }
+    const Args a = parse(argc, argv);
     const DType t = a.dtype;
     Topology real, sim;
     std::vector<Contender> cs;
@@ -254,11 +254,17 @@ int bench_allreduce(int argc, char** argv) {
 }
 
 const char* bench_usage() {
-    return "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3] "
-           "[--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n"
-           "       mpirun -np N dptrain-bench io --data DIR [--batch-size B] [--steps S] "
-           "[--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
-           "       dptrain-bench trace [--events N]\n";
+    return "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]\n"
+           "                        [--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n"
+           "           every all-reduce algorithm beside MPI_Allreduce, sizes -b to -e by factors of -f, the\n"
+           "           median of -n calls after -w warm-up ones; -J writes every row as JSON\n"
+           "       mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0 = one epoch]\n"
+           "                        [--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
+           "                        [--no-drop]\n"
+           "           every reader beside a raw sequential read of the same shards, page cache dropped\n"
+           "       dptrain-bench trace [--events 2000000] [--step-ms 0.6] [--buckets 1]\n"
+           "           what the step instrumentation costs\n"
+           "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 
 } // namespace dptrain

@@ -15,6 +15,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/data/shards.h"
 #include "dptrain/io/metrics.h"
+#include "dptrain/tools/cli.h"
 #include "dptrain/data/prefetcher.h"
 
 #include <fcntl.h>
@@ -31,6 +32,8 @@
 #include <vector>
 
 namespace dptrain {
+
+namespace po = boost::program_options;
 
 namespace {
 
@@ -79,20 +82,17 @@ struct IoArgs {
     bool drop = true;
 };
 
-bool parse_io(int argc, char** argv, IoArgs* a) {
-    for (int i = 2; i < argc; ++i) {
-        const std::string k = argv[i];
-        const char* v = i + 1 < argc ? argv[i + 1] : "";
-        if (k == "--data") a->data = v, ++i;
-        else if (k == "--batch-size") a->batch = std::atoi(v), ++i;
-        else if (k == "--steps") a->steps = std::atol(v), ++i;
-        else if (k == "--modes") a->modes = v, ++i;
-        else if (k == "--io-threads") a->threads = v, ++i;
-        else if (k == "--shuffle-block") a->blocks = v, ++i;
-        else if (k == "--no-drop") a->drop = false;
-        else return false;
-    }
-    return !a->data.empty() && a->batch >= 1;
+IoArgs parse_io(int argc, char** argv) {
+    IoArgs a;
+    po::options_description desc;
+    desc.add_options()("data", po::value(&a.data))("batch-size", po::value(&a.batch))(
+        "steps", po::value(&a.steps))("modes", po::value(&a.modes))("io-threads", po::value(&a.threads))(
+        "shuffle-block", po::value(&a.blocks))("no-drop", po::bool_switch());
+    po::variables_map vm = parse_subcommand(argc, argv, desc);
+    a.drop = !vm["no-drop"].as<bool>();
+    if (a.data.empty()) throw po::error("give the dataset: --data DIR");
+    if (a.batch < 1 || a.steps < 0) throw po::error("--batch-size must be at least 1 and --steps at least 0");
+    return a;
 }
 
 // The training split's files and what one epoch reads.
@@ -214,13 +214,7 @@ class Rows {
 int bench_io(int argc, char** argv) {
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank();
-    IoArgs a;
-    if (!parse_io(argc, argv, &a)) {
-        if (rank == 0)
-            std::fprintf(stderr, "usage: mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0 = one epoch] "
-                                 "[--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096] [--no-drop]\n");
-        return 2;
-    }
+    const IoArgs a = parse_io(argc, argv);
     Split sp;
     if (!all_ok(MPI_COMM_WORLD, [&] {
             sp.files = find_shards(a.data, "train", "make shards with dptrain-data");

@@ -8,6 +8,7 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/io/metrics.h"
 #include "dptrain/core/trace.h"
+#include "dptrain/tools/cli.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,12 +23,12 @@ int bench_trace(int argc, char** argv) {
     long events = 2000000;
     double step_ms = 0.6;
     int buckets = 1;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        std::string k = argv[i];
-        if (k == "--events") events = std::atol(argv[i + 1]);
-        else if (k == "--step-ms") step_ms = std::atof(argv[i + 1]);
-        else if (k == "--buckets") buckets = std::atoi(argv[i + 1]);
-    }
+    boost::program_options::options_description desc;
+    desc.add_options()("events", boost::program_options::value(&events))(
+        "step-ms", boost::program_options::value(&step_ms))("buckets", boost::program_options::value(&buckets));
+    parse_subcommand(argc, argv, desc);
+    if (events < 1 || !(step_ms > 0) || buckets < 0)
+        throw boost::program_options::error("--events must be at least 1, --step-ms above 0, --buckets at least 0");
     if (rank != 0) return 0;
     const char* names[6] = {"data", "forward", "backward", "all-reduce", "optimizer", "evaluation"};
     auto best_of = [](int reps, const std::function<double()>& fn) {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The tools read their arguments as dptrain does (Boost.Program_options): --help prints every
+# command's usage, and a bad argument ends the tool with exit 2 and one line naming it (never a
+# silent default: --tol abc was once an exact comparison).
+source "$(dirname "$0")/lib.bash"
+cd "$WORK"
+# expect_one_line CODE PATTERN CMD...: CMD exits CODE and prints exactly one line, matching PATTERN.
+expect_one_line() {
+  local code=$1 pattern=$2; shift 2
+  set +e
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  set -e
+  [ "$rc" = "$code" ] || { cat out.txt err.txt; fail "$*: exit $rc, want $code"; }
+  [ "$(wc -l <err.txt)" = 1 ] || { cat err.txt; fail "$*: $(wc -l <err.txt) lines on stderr, want 1"; }
+  grep -qE "$pattern" err.txt || { cat err.txt; fail "$*: stderr does not match '$pattern'"; }
+}
+"$BIN/dptrain-ckpt" --help | grep -q 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
+"$BIN/dptrain-bench" --help | grep -q 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
+expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see dptrain-ckpt --help$" \
+  "$BIN/dptrain-ckpt" diff a.h5 b.h5 --tol abc
+expect_one_line 2 "^dptrain-ckpt: error: info: give the checkpoint file" "$BIN/dptrain-ckpt" info
+expect_one_line 2 "^dptrain-ckpt: error: frob: not a command" "$BIN/dptrain-ckpt" frob
+expect_one_line 2 "^dptrain-ckpt: error: missing.h5: " "$BIN/dptrain-ckpt" info missing.h5
+expect_one_line 2 "^dptrain-bench: error: allreduce: -b '4Q' is not a size" \
+  "$BIN/dptrain-bench" allreduce -b 4Q
+expect_one_line 2 "^dptrain-bench: error: allreduce: --dtype 'f16' is unknown" \
+  "$BIN/dptrain-bench" allreduce --dtype f16
+expect_one_line 2 "^dptrain-bench: error: io: give the dataset" "$BIN/dptrain-bench" io
+expect_one_line 2 "^dptrain-bench: error: trace: .*--events" "$BIN/dptrain-bench" trace --events x
+expect_one_line 2 "^dptrain-report: error: frob: not a command" "$BIN/dptrain-report" frob
+echo "tools: --help and one-line errors ok"
