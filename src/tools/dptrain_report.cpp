@@ -88,36 +88,36 @@ struct RunMetrics {
     std::vector<EvalRow> evals;       // sorted by step
 };
 
-double required_number(const JsonValue& v, const char* key, const std::string& path, const JsonRecord& r,
+double required_number(const Json& v, const char* key, const std::string& path, const JsonRecord& r,
                        const std::string& type) {
-    const JsonValue* x = v.find(key);
+    const Json* x = json_member(v, key);
     if (!x || !x->is_number())
         throw UserError(strfmt("%s:%d: %s record without a numeric \"%s\"", path.c_str(), r.line, type.c_str(), key));
-    return x->number;
+    return x->get<double>();
 }
 
 RunMetrics read_metrics(const std::string& path) {
     const double nan = std::nan("");
     RunMetrics m;
     for (const JsonRecord& r : read_jsonl_records(path)) {
-        const JsonValue& v = r.value;
-        std::string type = v.string_or_empty("type");
+        const Json& v = r.value;
+        const std::string type = json_string_or_empty(v, "type");
         if (type == "step") {
             StepRow row;
             row.step = required_number(v, "step", path, r, type);
             row.loss = required_number(v, "loss", path, r, type);
-            row.lr = v.number_or("lr", nan);
-            row.samples_per_s = v.number_or("samples_per_s", nan);
-            row.tokens_per_s = v.number_or("tokens_per_s", nan);
+            row.lr = json_number_or(v, "lr", nan);
+            row.samples_per_s = json_number_or(v, "samples_per_s", nan);
+            row.tokens_per_s = json_number_or(v, "tokens_per_s", nan);
             row.phase_ms.assign(m.phases.size(), nan);
-            if (const JsonValue* ph = v.find("phases")) {
+            if (const Json* ph = json_member(v, "phases")) {
                 if (!ph->is_object())
                     throw UserError(strfmt("%s:%d: \"phases\" is not an object", path.c_str(), r.line));
-                for (const auto& p : ph->members) {
-                    size_t k = std::find(m.phases.begin(), m.phases.end(), p.first) - m.phases.begin();
-                    if (k == m.phases.size()) m.phases.push_back(p.first);
+                for (const auto& p : ph->items()) {
+                    size_t k = std::find(m.phases.begin(), m.phases.end(), p.key()) - m.phases.begin();
+                    if (k == m.phases.size()) m.phases.push_back(p.key());
                     row.phase_ms.resize(m.phases.size(), nan);
-                    row.phase_ms[k] = p.second.number_or("mean_ms", nan);
+                    row.phase_ms[k] = json_number_or(p.value(), "mean_ms", nan);
                 }
             }
             // A resumed run starts again from its last checkpoint, so the records the first attempt

@@ -84,47 +84,55 @@ std::vector<int> polyline_point_counts(const std::string& svg) {
 } // namespace
 
 TEST_CASE("the JSON parser reads every kind of value", "[plot]") {
-    JsonValue v = parse_json(" {\"type\":\"step\", \"step\":250, \"loss\":-0.5e-3, \"ok\":true, \"no\":false, "
-                             "\"none\":null, \"big\":1E+2, \"list\":[1, [], {}], \"s\":\"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\","
-                             "\"phases\":{\"data\":{\"mean_ms\":0.01},\"forward\":{\"mean_ms\":2}}} ");
+    Json v = parse_json(" {\"type\":\"step\", \"step\":250, \"loss\":-0.5e-3, \"ok\":true, \"no\":false, "
+                        "\"none\":null, \"big\":1E+2, \"list\":[1, [], {}], \"s\":\"a\\\"b\\\\c\\n\\u00e9\\ud83d\\ude00\","
+                        "\"phases\":{\"data\":{\"mean_ms\":0.01},\"forward\":{\"mean_ms\":2}}} ");
     REQUIRE(v.is_object());
-    CHECK(v.string_or_empty("type") == "step");
-    CHECK(v.number_or("step", -1) == 250);
-    CHECK(v.number_or("loss", 0) == Approx(-0.5e-3));
-    CHECK(v.number_or("big", 0) == 100);
-    CHECK(v.find("ok")->boolean);
-    CHECK(v.find("no")->kind == JsonValue::Kind::boolean);
-    CHECK_FALSE(v.find("no")->boolean);
-    CHECK(v.find("none")->kind == JsonValue::Kind::null);
-    CHECK(v.find("list")->items.size() == 3);
-    CHECK(v.string_or_empty("s") == "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
-    CHECK(v.find("absent") == nullptr);
-    CHECK(v.number_or("type", 7) == 7);  // present but not a number
+    CHECK(json_string_or_empty(v, "type") == "step");
+    CHECK(json_number_or(v, "step", -1) == 250);
+    CHECK(json_number_or(v, "loss", 0) == Approx(-0.5e-3));
+    CHECK(json_number_or(v, "big", 0) == 100);
+    CHECK(json_member(v, "ok")->get<bool>());
+    CHECK(json_member(v, "no")->is_boolean());
+    CHECK_FALSE(json_member(v, "no")->get<bool>());
+    CHECK(json_member(v, "none")->is_null());
+    CHECK(json_member(v, "list")->size() == 3);
+    CHECK(json_string_or_empty(v, "s") == "a\"b\\c\n\xc3\xa9\xf0\x9f\x98\x80");
+    CHECK(json_member(v, "absent") == nullptr);
+    CHECK(json_number_or(v, "type", 7) == 7);  // present but not a number
     // Members keep the file's order: the phases chart lists phases as the log writes them.
-    const JsonValue* ph = v.find("phases");
-    REQUIRE(ph->members.size() == 2);
-    CHECK(ph->members[0].first == "data");
-    CHECK(ph->members[1].first == "forward");
-    CHECK(ph->members[1].second.number_or("mean_ms", 0) == 2);
-    CHECK(parse_json("0").number == 0);
-    CHECK(parse_json("\"\"").string.empty());
+    const Json* ph = json_member(v, "phases");
+    REQUIRE(ph->size() == 2);
+    CHECK(ph->begin().key() == "data");
+    CHECK(std::next(ph->begin()).key() == "forward");
+    CHECK(json_number_or(std::next(ph->begin()).value(), "mean_ms", 0) == 2);
+    CHECK(parse_json("0").get<double>() == 0);
+    CHECK(parse_json("\"\"").get<std::string>().empty());
 }
 
 TEST_CASE("the JSON parser rejects malformed text and says where", "[plot]") {
     const char* bad[] = {"",          "{",         "{\"a\":1,}", "[1,]",     "01",          "1.",        ".5",
                          "+1",        "-",         "1e",         "nan",      "Infinity",    "tru",       "nul",
                          "\"abc",     "{\"a\" 1}", "{a:1}",      "[1 2]",    "\"\\x\"",     "1 2",       "{} x",
-                         "\"\\ud800\"", "\"\\udc00\"", "\"\\u12\"", "'a'",     "{\"a\":}",    "[,1]",      "{\"a\":1 \"b\":2}"};
+                         "\"\\ud800\"", "\"\\udc00\"", "\"\\u12\"", "'a'",     "{\"a\":}",    "[,1]",      "{\"a\":1 \"b\":2}",
+                         "// c\n1",   "[1] /* c */", "\"\xff\""};
     for (const char* text : bad) {
         INFO("input: " << text);
         CHECK_THROWS_AS(parse_json(text), JsonError);
     }
-    CHECK(json_error("{\"a\":1,}") == "column 8: expected a quoted member name, found '}'");
-    CHECK(json_error("{\"loss\":0.5") == "column 12: expected ',' or '}' in an object, found end of input");
-    CHECK(json_error("\"a\tb\"").find("control byte 0x09") != std::string::npos);
-    CHECK(json_error("[\n1,\n2 3]") == "line 3 column 3: expected ',' or ']' in an array, found '3'");
-    // Deep nesting is refused before it can exhaust the stack.
+    // Where (the column of the text's only line, or line and column) and what was found.
+    std::string e = json_error("{\"a\":1,}");
+    CHECK(e.rfind("column 8: ", 0) == 0);
+    CHECK(e.find("'}'") != std::string::npos);
+    e = json_error("{\"loss\":0.5");
+    CHECK(e.rfind("column 12: ", 0) == 0);
+    CHECK(e.find("end of input") != std::string::npos);
+    CHECK(json_error("\"a\tb\"").find("control character U+0009") != std::string::npos);
+    CHECK(json_error("[\n1,\n2 3]").rfind("line 3 column 3: ", 0) == 0);
+    // Deep nesting is refused as it is read.
     CHECK(json_error(std::string(100000, '[')).find("nested deeper than") != std::string::npos);
+    // Every message is one line, even when the text quoted holds control bytes.
+    CHECK(json_error("[\"\x01\x02\"]").find_first_of("\n\r") == std::string::npos);
 }
 
 TEST_CASE("read_jsonl_records skips blank lines and names the file and line of a bad one", "[plot]") {
@@ -133,12 +141,13 @@ TEST_CASE("read_jsonl_records skips blank lines and names the file and line of a
     REQUIRE(recs.size() == 2);
     CHECK(recs[0].line == 1);
     CHECK(recs[1].line == 4);
-    CHECK(recs[1].value.string_or_empty("type") == "eval");
+    CHECK(json_string_or_empty(recs[1].value, "type") == "eval");
 
     // A line cut short in the middle of the file, as a crash during a write would leave it.
     std::string cut = write_tmp("cut.jsonl", "{\"type\":\"step\",\"step\":1,\"loss\":2}\n\n{\"type\":\"step\",\"st\n"
                                              "{\"type\":\"step\",\"step\":3,\"loss\":1}\n");
-    CHECK(user_error_of_jsonl(cut) == cut + ":3: column 19: unterminated string (end of input before the closing quote)");
+    CHECK(user_error_of_jsonl(cut).rfind(cut + ":3: column 19: ", 0) == 0);
+    CHECK(user_error_of_jsonl(cut).find("missing closing quote") != std::string::npos);
     std::string arr = write_tmp("array.jsonl", "{}\n[1]\n");
     CHECK(user_error_of_jsonl(arr) == arr + ":2: expected one JSON object per line, found another kind of value");
     CHECK(user_error_of_jsonl(good + ".missing") == good + ".missing: cannot open it");

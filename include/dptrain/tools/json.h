@@ -1,49 +1,43 @@
-// JSON reading: a small strict parser (RFC 8259: objects, arrays, strings, numbers, true, false,
-// null) and a reader for JSON-lines logs such as the run's metrics.jsonl. Not for writing JSON
-// (the writers format their one-line objects with strfmt) and not for large documents: a value
-// is a tree of owned nodes.
+// JSON reading for the tools, through nlohmann-json: strict parsing (RFC 8259; no comments, no
+// trailing commas, valid UTF-8) into ordered values (members stay in file order), errors that say
+// where, and a reader for JSON-lines logs such as the run's metrics.jsonl.
+// Not for: writing (the writers build nlohmann values and dump them).
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace dptrain {
 
-struct JsonValue {
-    enum class Kind { null, boolean, number, string, array, object };
-    Kind kind = Kind::null;
-    bool boolean = false;
-    double number = 0;
-    std::string string;
-    std::vector<JsonValue> items;                              // array elements
-    std::vector<std::pair<std::string, JsonValue>> members;   // object members, in file order
-
-    bool is_number() const { return kind == Kind::number; }
-    bool is_object() const { return kind == Kind::object; }
-    // The object member called key (the first one if it repeats), or nullptr.
-    const JsonValue* find(const std::string& key) const;
-    // The member's number, or fallback when it is absent or not a number.
-    double number_or(const std::string& key, double fallback) const;
-    // The member's string, or "" when it is absent or not a string.
-    std::string string_or_empty(const std::string& key) const;
-};
+using Json = nlohmann::ordered_json;
 
 // A parse failure. what() says where ("column 17: ..." or "line 3 column 17: ..." for text of
-// several lines) and what was expected.
+// several lines) and what was wrong.
 class JsonError : public std::runtime_error {
   public:
     explicit JsonError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// Nesting deeper than this is refused as it is read (a hostile file cannot make a deep tree).
+constexpr int kJsonMaxDepth = 256;
+
 // Parses one JSON value that must make up the whole text (whitespace around it is allowed).
-JsonValue parse_json(const std::string& text);
+Json parse_json(const std::string& text);
+
+// The object member called key, or nullptr (also when v is not an object).
+const Json* json_member(const Json& v, const char* key);
+// The member's number, or fallback when it is absent or not a number.
+double json_number_or(const Json& v, const char* key, double fallback);
+// The member's string, or "" when it is absent or not a string.
+std::string json_string_or_empty(const Json& v, const char* key);
 
 // One record of a JSON-lines file and the line it came from (1-based).
 struct JsonRecord {
     int line = 0;
-    JsonValue value;
+    Json value;
 };
 
 // Reads a JSON-lines file in which every non-blank line is one object. Throws UserError
