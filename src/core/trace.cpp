@@ -2,9 +2,11 @@
 #include "dptrain/core/trace.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/json.h"
 #include "dptrain/core/clock.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -61,21 +63,31 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
     for (const Event& e : main_) base = std::min(base, e.t0);
     for (const Event& e : comm_) base = std::min(base, e.t0);
     if (base == 1e300) base = 0;
-    std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"host\":\"%s\",\"dropped\":%zu},"
-                    "\"traceEvents\":[\n",
-                 rank, host.c_str(), dropped_);
-    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d (%s)\"}},\n", rank,
-                 rank, host.c_str());
-    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"step\"}},\n", rank);
-    std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"all-reduce\"}}", rank);
-    for (const Event& e : main_)
-        std::fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%ld}}",
-                     e.name, rank, (e.t0 - base) * 1e6, (e.t1 - e.t0) * 1e6, e.step);
-    for (const Event& e : comm_)
-        std::fprintf(f,
-                     ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%ld,"
-                     "\"bytes\":%zu,\"algorithm\":\"%s\"}}",
-                     e.name, rank, (e.t0 - base) * 1e6, (e.t1 - e.t0) * 1e6, e.step, e.bytes, e.algo ? e.algo : "");
+    // Microseconds from the first event, to the nanosecond.
+    auto us = [base](double t) { return std::round((t - base) * 1e9) / 1e3; };
+    Json head = {{"displayTimeUnit", "ms"},
+                 {"otherData", {{"rank", rank}, {"host", host}, {"dropped", dropped_}}},
+                 {"traceEvents", Json::array()}};
+    std::string text = json_text(head);
+    text.resize(text.size() - 2);  // "]}": the events go in between, one a line
+    std::fputs(text.c_str(), f);
+    const std::string who = strfmt("rank %d (%s)", rank, host.c_str());
+    const Json meta[3] = {
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"args", {{"name", who}}}},
+        {{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "step"}}}},
+        {{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "all-reduce"}}}}};
+    for (int i = 0; i < 3; ++i) std::fprintf(f, "%s\n%s", i ? "," : "", json_text(meta[i]).c_str());
+    for (const Event& e : main_) {
+        const Json ev = {{"ph", "X"}, {"name", e.name}, {"pid", rank}, {"tid", 0}, {"ts", us(e.t0)},
+                         {"dur", us(e.t1) - us(e.t0)}, {"args", {{"step", e.step}}}};
+        std::fprintf(f, ",\n%s", json_text(ev).c_str());
+    }
+    for (const Event& e : comm_) {
+        const Json ev = {{"ph", "X"}, {"name", e.name}, {"pid", rank}, {"tid", 1}, {"ts", us(e.t0)},
+                         {"dur", us(e.t1) - us(e.t0)},
+                         {"args", {{"step", e.step}, {"bytes", e.bytes}, {"algorithm", e.algo ? e.algo : ""}}}};
+        std::fprintf(f, ",\n%s", json_text(ev).c_str());
+    }
     std::fprintf(f, "\n]}\n");
     if (std::fclose(f) != 0) throw UserError(strfmt("--trace %s: write failed (disk full?)", path.c_str()));
 }

@@ -120,14 +120,16 @@ StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm) 
     return b;
 }
 
-std::string breakdown_json(const StepBreakdown& b) {
-    std::string s = "{";
+Json breakdown_json(const StepBreakdown& b) {
+    Json out = Json::object();
     for (int p = 0; p < kStepPhases; ++p) {
         const PhaseAcross& a = b.phase[p];
-        s += strfmt("%s\"%s\":{\"mean_ms\":%.4g,\"p90_ms\":%.4g,\"max_ms\":%.4g,\"slowest_rank\":%d}", p ? "," : "",
-                    kStepPhaseNames[p], a.mean_ms, a.p90_ms, a.max_ms, a.slowest_rank);
+        out[kStepPhaseNames[p]] = Json{{"mean_ms", json_number(a.mean_ms, 4)},
+                                       {"p90_ms", json_number(a.p90_ms, 4)},
+                                       {"max_ms", json_number(a.max_ms, 4)},
+                                       {"slowest_rank", a.slowest_rank}};
     }
-    return s + "}";
+    return out;
 }
 
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts) {
@@ -180,9 +182,10 @@ void truncate_jsonl_after(const std::string& path, long step) {
     while (std::fgets(buf, sizeof buf, in)) {
         line += buf;
         if (line.empty() || line.back() != '\n') continue;
-        size_t at = line.find("\"step\":");
-        long s = at == std::string::npos ? 0 : std::atol(line.c_str() + at + 7);
-        if (s <= step) kept += line;
+        // A record's own "step" member decides; a line that does not parse (cut short) is dropped.
+        const Json rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+        const Json* at = rec.is_object() && rec.contains("step") ? &rec["step"] : nullptr;
+        if (!rec.is_discarded() && (!at || !at->is_number() || at->get<double>() <= (double)step)) kept += line;
         line.clear();
     }
     std::fclose(in);
@@ -192,72 +195,63 @@ void truncate_jsonl_after(const std::string& path, long step) {
         throw UserError(strfmt("--metrics %s: cannot rewrite it for the resumed run: %s", path.c_str(), std::strerror(errno)));
 }
 
-// JSON string contents: quotes, backslashes and control characters escaped.
-static std::string json_escape(const std::string& v) {
-    std::string out;
-    for (unsigned char c : v) {
-        if (c == '"' || c == '\\') out += '\\', out += (char)c;
-        else if (c < 0x20) out += strfmt("\\u%04x", c);
-        else out += (char)c;
-    }
-    return out;
-}
-
-static std::string json_number(double v) { return std::isfinite(v) ? strfmt("%.6g", v) : "null"; }
-
-Record::Record(const char* type) : head_(strfmt(",\"type\":\"%s\"", type)) {}
+Record::Record(const char* type) { j_["type"] = type; }
 
 Record& Record::metric(const char* name, double v, const char* unit) {
-    body_ += strfmt(",\"%s\":%s", name, json_number(v).c_str());
+    j_[name] = json_number(v);
     if (std::isfinite(v)) metrics_.emplace_back(name, unit);
     return *this;
 }
 
 Record& Record::value(const char* name, double v) {
-    body_ += strfmt(",\"%s\":%s", name, json_number(v).c_str());
+    j_[name] = json_number(v);
     return *this;
 }
 
 Record& Record::integer(const char* name, long v) {
-    body_ += strfmt(",\"%s\":%ld", name, v);
+    j_[name] = v;
     return *this;
 }
 
 Record& Record::text(const char* name, const std::string& v) {
-    body_ += strfmt(",\"%s\":\"%s\"", name, json_escape(v).c_str());
+    j_[name] = v;
     return *this;
 }
 
-Record& Record::raw(const char* name, const std::string& json) {
-    body_ += strfmt(",\"%s\":%s", name, json.c_str());
+Record& Record::object(const char* name, const Json& v) {
+    j_[name] = v;
     return *this;
 }
 
-std::string Record::json() const { return "{" + head_.substr(1) + body_ + "}"; }
+std::string Record::json() const { return json_text(j_); }
 
-// Wall-clock seconds since the epoch with milliseconds, after the type: when the record was written.
-static std::string time_member(long long epoch_ms) {
-    return strfmt(",\"time\":%lld.%03lld", epoch_ms / 1000, epoch_ms % 1000);
+// The members, with "time" (wall-clock seconds since the epoch, to the millisecond: when the record
+// was written) right after "type", into `out`.
+static void members_with_time(const Json& j, long long epoch_ms, Json& out) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        out[it.key()] = it.value();
+        if (it == j.begin()) out["time"] = (double)epoch_ms / 1000.0;
+    }
 }
 
 std::string Record::json(long long epoch_ms) const {
-    return "{" + head_.substr(1) + time_member(epoch_ms) + body_ + "}";
+    Json out = Json::object();
+    members_with_time(j_, epoch_ms, out);
+    return json_text(out);
 }
 
 std::string Record::emf(const std::string& ns, const std::vector<std::pair<std::string, std::string>>& dims,
                         long long timestamp_ms) const {
-    std::string names, members, defs;
-    for (size_t i = 0; i < dims.size(); ++i) {
-        names += strfmt("%s\"%s\"", i ? "," : "", json_escape(dims[i].first).c_str());
-        members += strfmt(",\"%s\":\"%s\"", json_escape(dims[i].first).c_str(), json_escape(dims[i].second).c_str());
-    }
-    for (size_t i = 0; i < metrics_.size(); ++i)
-        defs += strfmt("%s{\"Name\":\"%s\",\"Unit\":\"%s\"}", i ? "," : "", metrics_[i].first.c_str(),
-                       metrics_[i].second.c_str());
-    return strfmt("{\"_aws\":{\"Timestamp\":%lld,\"CloudWatchMetrics\":[{\"Namespace\":\"%s\",\"Dimensions\":[[%s]],"
-                  "\"Metrics\":[%s]}]}%s%s}",
-                  timestamp_ms, json_escape(ns).c_str(), names.c_str(), defs.c_str(), members.c_str(),
-                  (head_ + time_member(timestamp_ms) + body_).c_str());
+    Json names = Json::array(), defs = Json::array();
+    for (const auto& d : dims) names.push_back(d.first);
+    for (const auto& m : metrics_) defs.push_back(Json{{"Name", m.first}, {"Unit", m.second}});
+    Json out = Json::object();
+    out["_aws"] = Json{{"Timestamp", timestamp_ms},
+                       {"CloudWatchMetrics",
+                        Json::array({Json{{"Namespace", ns}, {"Dimensions", Json::array({names})}, {"Metrics", defs}}})}};
+    for (const auto& d : dims) out[d.first] = d.second;
+    members_with_time(j_, timestamp_ms, out);
+    return json_text(out);
 }
 
 Record step_record(const StepStats& s) {

@@ -39,34 +39,37 @@ const char* kUsage =
     "           throughput.{svg,png} and phases.{svg,png}, written to DIR (default: plots/ beside\n"
     "           the metrics file)\n";
 
-// The events of one trace file: the text inside its "traceEvents" array.
-std::string events_of(const std::string& path) {
+// The events of one rank's trace file, parsed whole: a file cut short (a rank killed while writing)
+// or one that is not a dptrain trace ends the merge with one line naming it and where.
+Json events_of(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw UserError(strfmt("%s: cannot open it", path.c_str()));
     std::stringstream ss;
     ss << in.rdbuf();
-    std::string s = ss.str();
-    const std::string key = "\"traceEvents\":[";
-    size_t a = s.find(key), b = s.rfind(']');
-    if (a == std::string::npos || b == std::string::npos || b < a + key.size())
+    Json doc;
+    try {
+        doc = parse_json(ss.str());
+    } catch (const JsonError& e) {
+        throw UserError(strfmt("%s: %s (a trace cut short? its rank may have stopped while writing it)", path.c_str(),
+                               e.what()));
+    }
+    const Json* events = json_member(doc, "traceEvents");
+    if (!events || !events->is_array())
         throw UserError(strfmt("%s: not a dptrain trace (no traceEvents array)", path.c_str()));
-    std::string body = s.substr(a + key.size(), b - a - key.size());
-    size_t first = body.find_first_not_of(" \n");
-    return first == std::string::npos ? "" : body.substr(first);
+    return *events;
 }
 
 int trace(int argc, char** argv) {
     if (argc < 3) throw UserError("trace: give the output file and at least one rank trace; see dptrain-report --help");
-    std::string merged;
-    for (int i = 2; i < argc; ++i) {
-        std::string e = events_of(argv[i]);
-        while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.pop_back();
-        if (e.empty()) continue;
-        merged += (merged.empty() ? "" : ",\n") + e;
-    }
+    Json merged = {{"displayTimeUnit", "ms"}, {"traceEvents", Json::array()}};
+    Json& all = merged["traceEvents"];
+    for (int i = 2; i < argc; ++i)
+        for (Json& e : events_of(argv[i])) all.push_back(std::move(e));
     FILE* f = std::fopen(argv[1], "w");
     if (!f) throw UserError(strfmt("%s: cannot write it", argv[1]));
-    std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n%s\n]}\n", merged.c_str());
+    const std::string text = json_text(merged);
+    std::fputs(text.c_str(), f);
+    std::fputc('\n', f);
     if (std::fclose(f) != 0) throw UserError(strfmt("%s: write failed", argv[1]));
     std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 2, argv[1]);
     return 0;

@@ -119,7 +119,7 @@ void Reporter::step_line(const StepStats& st, const StepBreakdown& bd) {
     print(format_step_line(st) + "\n");
     std::vector<double> gpus = gather_gpu_health();
     if (rank_ != 0) return;
-    jsonl_.write(step_record(st).raw("phases", breakdown_json(bd)));
+    jsonl_.write(step_record(st).object("phases", breakdown_json(bd)));
     write_gpu_records(gpus, st.step, st);
     if (jsonl_.emf()) write_rank_records(bd, st.step);
     if (st.step - facts_.start_step > o_.log_every) warn_bottleneck(st, bd);
@@ -147,7 +147,7 @@ void Reporter::run_breakdown(const StepBreakdown& whole, long done, double secon
     if (rank_ != 0 || whole.steps <= 0) return;  // the breakdown and the hosts are rank 0's
     print(format_breakdown(whole, hosts_));
     jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
-                     .metric("seconds", seconds, "Seconds").raw("phases", breakdown_json(whole)));
+                     .metric("seconds", seconds, "Seconds").object("phases", breakdown_json(whole)));
 }
 
 void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped) {

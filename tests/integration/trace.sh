@@ -31,3 +31,14 @@ for rank in (0, 1):
 print("\n".join(bad[:10]) if bad else f"trace ok: {len(events)} events")
 sys.exit(1 if bad else 0)
 PY
+# A rank's trace cut short (its rank killed while writing it) must not merge into invalid JSON: one
+# line names the file and where it ends, exit 2.
+head -c 3000 "$WORK/run/trace-rank00001.json" >"$WORK/cut.json"
+set +e
+"$BIN/dptrain-report" trace "$WORK/bad-merge.json" "$WORK/run/trace-rank00000.json" "$WORK/cut.json" 2>"$WORK/err"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "merging a cut trace: exit $rc, want 2"
+[ "$(wc -l <"$WORK/err")" = 1 ] && grep -q "^dptrain-report: error: $WORK/cut.json: line [0-9]* column [0-9]*: .*cut short" "$WORK/err" \
+  || { cat "$WORK/err"; fail "merging a cut trace: not one line naming the file and where"; }
+echo "a cut trace is refused: $(cat "$WORK/err")"

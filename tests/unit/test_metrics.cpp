@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <stdlib.h>
@@ -61,7 +62,7 @@ TEST_CASE("Record: JSON with null for non-finite numbers, EMF declares only fini
     r.integer("step", 1234567).metric("loss", NAN).metric("ms_per_step", 2.5, "Milliseconds").value("mfu", -1);
     r.text("note", "a \"quoted\"\nline");
     CHECK(r.json() == "{\"type\":\"step\",\"step\":1234567,\"loss\":null,\"ms_per_step\":2.5,\"mfu\":-1,"
-                      "\"note\":\"a \\\"quoted\\\"\\u000aline\"}");
+                      "\"note\":\"a \\\"quoted\\\"\\nline\"}");
     std::string e = r.emf("dptrain", {{"job", "j1"}, {"rank", "3"}}, 1700000000123LL);
     CHECK(e.rfind("{\"_aws\":{\"Timestamp\":1700000000123,\"CloudWatchMetrics\":[{\"Namespace\":\"dptrain\","
                   "\"Dimensions\":[[\"job\",\"rank\"]],\"Metrics\":[{\"Name\":\"ms_per_step\",\"Unit\":\"Milliseconds\"}]}]}",
@@ -121,4 +122,21 @@ TEST_CASE("every record written to the file carries its wall-clock time after it
         }
         CHECK(lines == 2);
     }
+}
+
+TEST_CASE("a resumed run's metrics keep the records up to its step, and drop a line cut short", "[metrics]") {
+    char tmpl[] = "/tmp/dptrain-metrics-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string path = std::string(tmpl) + "/m.jsonl";
+    std::ofstream(path) << "{\"type\":\"run\",\"note\":\"\\\"step\\\":99\"}\n"
+                        << "{\"type\":\"step\",\"time\":1.5,\"step\":10}\n"
+                        << "{\"type\":\"eval\",\"step\":20}\n"
+                        << "{\"type\":\"step\",\"step\":30}\n"
+                        << "{\"type\":\"step\",\"st\n";  // a crash while writing
+    truncate_jsonl_after(path, 20);
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text == "{\"type\":\"run\",\"note\":\"\\\"step\\\":99\"}\n"
+                  "{\"type\":\"step\",\"time\":1.5,\"step\":10}\n"
+                  "{\"type\":\"eval\",\"step\":20}\n");
 }

@@ -4,6 +4,7 @@
 
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/clock.h"
+#include "dptrain/core/json.h"
 
 #include <chrono>
 #include <cstdio>
@@ -79,7 +80,7 @@ struct StepBreakdown {
 // Collective over `comm` (one gather); the result is filled on rank 0 only.
 StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm);
 // {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...}
-std::string breakdown_json(const StepBreakdown& b);
+Json breakdown_json(const StepBreakdown& b);
 // The end-of-run table: one line per phase with its share of the step and the slowest rank.
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);
 
@@ -106,7 +107,7 @@ class Record {
     Record& value(const char* name, double v);
     Record& integer(const char* name, long v);
     Record& text(const char* name, const std::string& v);
-    Record& raw(const char* name, const std::string& json);  // v is already JSON
+    Record& object(const char* name, const Json& v);
     std::string json() const;
     // As written to a file: "time" (wall-clock seconds since the epoch, to the millisecond) right
     // after "type".
@@ -118,8 +119,7 @@ class Record {
                     long long timestamp_ms) const;
 
   private:
-    std::string head_;                                   // ,"type":"step"
-    std::string body_;                                   // ,"name":value...
+    Json j_;                                                    // "type" first, then the members
     std::vector<std::pair<std::string, std::string>> metrics_;  // (name, unit)
 };
 

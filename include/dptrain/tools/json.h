@@ -4,15 +4,13 @@
 // Not for: writing (the writers build nlohmann values and dump them).
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include "dptrain/core/json.h"
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace dptrain {
-
-using Json = nlohmann::ordered_json;
 
 // A parse failure. what() says where ("column 17: ..." or "line 3 column 17: ..." for text of
 // several lines) and what was wrong.

@@ -15,6 +15,7 @@
 #include "dptrain/core/check.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/json.h"
 #include "dptrain/tools/cli.h"
 
 #include <algorithm>
@@ -198,24 +199,17 @@ long print_tables(const std::vector<Contender>& cs, DType t) {
 
 // Rank 0, -J: every row as JSON, nccl-tests' -J in spirit.
 void write_json(const std::string& path, const std::vector<Contender>& cs, DType t, int ranks, int ranks_per_node) {
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) {
-        std::fprintf(stderr, "dptrain-bench: error: cannot write -J %s\n", path.c_str());
-        return;
-    }
-    std::fprintf(f, "[\n");
-    bool first = true;
+    Json rows = Json::array();
     for (const Contender& c : cs)
-        for (auto& r : c.rows) {
-            std::fprintf(f,
-                         "%s  {\"algorithm\":\"%s\",\"ranks\":%d,\"ranks_per_node\":%d,\"size\":%zu,\"count\":%zu,"
-                         "\"type\":\"%s\",\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%ld}",
-                         first ? "" : ",\n", c.name.c_str(), ranks, ranks_per_node, r.bytes, r.count, dtype_name(t),
-                         r.us, r.algbw, r.busbw, r.wrong);
-            first = false;
-        }
-    std::fprintf(f, "\n]\n");
-    std::fclose(f);
+        for (auto& r : c.rows)
+            rows.push_back(Json{{"algorithm", c.name}, {"ranks", ranks}, {"ranks_per_node", ranks_per_node},
+                                {"size", r.bytes}, {"count", r.count}, {"type", dtype_name(t)},
+                                {"time_us", json_number(r.us, 7)}, {"algbw", json_number(r.algbw, 5)},
+                                {"busbw", json_number(r.busbw, 5)}, {"wrong", r.wrong}});
+    FILE* f = std::fopen(path.c_str(), "w");
+    const std::string text = rows.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (!f || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0)
+        std::fprintf(stderr, "dptrain-bench: error: cannot write -J %s\n", path.c_str());
 }
 
 } // namespace
