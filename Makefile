@@ -72,6 +72,7 @@ LIB      := $(BUILD)/libdptrain.a
 # What only the tools use (JSON, charts, .npy/.npz, ingest) is a library of its own.
 TOOLS_LIB := $(BUILD)/libdptrain-tools.a
 TOOLS_LIB_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/tools/lib/*.cpp))
+TOOLS_LDLIBS := -lzip
 TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
@@ -106,11 +107,11 @@ $(BUILD)/dptrain: $(BUILD)/src/app/main.o $(LIB)
 
 $(BUILD)/dptrain-%: $(BUILD)/src/tools/dptrain_%.o $(TOOLS_LIB) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
-	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(TOOLS_LDLIBS) $(LDLIBS)
 
 $(BUILD)/unit_tests: $(UNIT_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_LIB) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
-	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(TOOLS_LDLIBS) $(LDLIBS)
 
 $(BUILD)/mpi_tests: $(MPI_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
