@@ -16,7 +16,7 @@ void make_directories(const std::string& dir, const std::string& what) {
     if (!ec) return;
     if (what.empty())
         throw UserError(strfmt("%s: cannot create the directory: %s", dir.c_str(), ec.message().c_str()));
-    throw UserError(strfmt("%s: cannot create the directory %s: %s", what.c_str(), dir.c_str(), ec.message().c_str()));
+    throw UserError(strfmt("%s %s: cannot create the directory: %s", what.c_str(), dir.c_str(), ec.message().c_str()));
 }
 
 } // namespace dptrain

@@ -283,7 +283,7 @@ JsonlWriter::~JsonlWriter() {
 
 void JsonlWriter::open(const std::string& path, bool append, bool emf, const std::string& ns, const std::string& job) {
     const size_t slash = path.rfind('/');
-    if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--metrics " + path);
+    if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--metrics");
     f_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (!f_) throw UserError(strfmt("--metrics %s: cannot open for writing: %s", path.c_str(), std::strerror(errno)));
     emf_ = emf;

@@ -7,8 +7,8 @@
 namespace dptrain {
 
 // Creates dir and its missing parents (an existing directory is fine). Throws UserError
-// "WHAT: cannot create the directory DIR: REASON" ("DIR: cannot create the directory: REASON"
-// when `what` is empty), also when DIR, or a parent of it, exists as something else.
+// "WHAT DIR: cannot create the directory: REASON" (WHAT naming the setting, "--checkpoint-dir";
+// without it "DIR: ..."), also when DIR, or a parent of it, exists as something else.
 void make_directories(const std::string& dir, const std::string& what = "");
 
 } // namespace dptrain
