@@ -45,6 +45,11 @@ fuzz() {  # fuzz NAME RUNS
 fuzz options 20000
 fuzz shard 5000
 fuzz checkpoint 5000
+fuzz jsonl 20000
+fuzz csv 20000
+fuzz npy 20000
+fuzz npz 20000
+fuzz trace 20000
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

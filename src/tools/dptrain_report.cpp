@@ -9,6 +9,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/tools/cli.h"
 #include "dptrain/tools/json.h"
+#include "dptrain/tools/trace_merge.h"
 #include "dptrain/tools/plot.h"
 #include "dptrain/core/files.h"
 
@@ -39,38 +40,10 @@ const char* kUsage =
     "           throughput.{svg,png} and phases.{svg,png}, written to DIR (default: plots/ beside\n"
     "           the metrics file)\n";
 
-// The events of one rank's trace file, parsed whole: a file cut short (a rank killed while writing)
-// or one that is not a dptrain trace ends the merge with one line naming it and where.
-Json events_of(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw UserError(strfmt("%s: cannot open it", path.c_str()));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    Json doc;
-    try {
-        doc = parse_json(ss.str());
-    } catch (const JsonError& e) {
-        throw UserError(strfmt("%s: %s (a trace cut short? its rank may have stopped while writing it)", path.c_str(),
-                               e.what()));
-    }
-    const Json* events = json_member(doc, "traceEvents");
-    if (!events || !events->is_array())
-        throw UserError(strfmt("%s: not a dptrain trace (no traceEvents array)", path.c_str()));
-    return *events;
-}
-
 int trace(int argc, char** argv) {
     if (argc < 3) throw UserError("trace: give the output file and at least one rank trace; see dptrain-report --help");
-    Json merged = {{"displayTimeUnit", "ms"}, {"traceEvents", Json::array()}};
-    Json& all = merged["traceEvents"];
-    for (int i = 2; i < argc; ++i)
-        for (Json& e : events_of(argv[i])) all.push_back(std::move(e));
-    FILE* f = std::fopen(argv[1], "w");
-    if (!f) throw UserError(strfmt("%s: cannot write it", argv[1]));
-    const std::string text = json_text(merged);
-    std::fputs(text.c_str(), f);
-    std::fputc('\n', f);
-    if (std::fclose(f) != 0) throw UserError(strfmt("%s: write failed", argv[1]));
+    const std::vector<std::string> inputs(argv + 2, argv + argc);
+    merge_traces(argv[1], inputs);
     std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 2, argv[1]);
     return 0;
 }
