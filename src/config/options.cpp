@@ -254,6 +254,10 @@ void declare(Registry& r, Options& o) {
     r.choice<MetricsFormat>("metrics-format", &Options::metrics_format, o, MetricsFormat::jsonl,
              "jsonl | emf: the same records in CloudWatch Embedded Metric Format (one JSON object per line, which "
              "the CloudWatch agent turns into metrics), plus one record per rank per step line with its phase times");
+    r.flag("tensorboard", &Options::tensorboard, o,
+           "also write TensorBoard event files into --run-dir (loss, learning rate, norm, throughput, MFU, each "
+           "phase's share of the step, evaluation): tensorboard --logdir over a folder of run directories shows "
+           "each run");
     r.add<S>("metrics-namespace", &Options::metrics_namespace, o, "dptrain", "CloudWatch namespace of the EMF metrics");
     r.add<S>("job-name", &Options::job_name, o, "",
              "the \"job\" dimension of the EMF metrics; default $SLURM_JOB_ID, else the basename of --run-dir");

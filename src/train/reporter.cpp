@@ -34,6 +34,25 @@ bool output_is_terminal() {
     return std::strncmp(link, "/dev/pts/", 9) == 0 || std::strncmp(link, "/dev/tty", 8) == 0;
 }
 
+// What TensorBoard shows of a step line: the metrics record's values, and each phase's share of the
+// step (mean over ranks).
+std::vector<std::pair<std::string, float>> tensorboard_scalars(const StepStats& st, const StepBreakdown& bd) {
+    std::vector<std::pair<std::string, float>> v = {{"train/loss", (float)st.loss},
+                                                    {"train/lr", (float)st.lr},
+                                                    {"train/grad_norm", (float)st.grad_norm}};
+    if (st.tokens_per_sample > 0) v.emplace_back("train/tokens_per_s", (float)(st.samples_per_s * st.tokens_per_sample));
+    else v.emplace_back("train/samples_per_s", (float)st.samples_per_s);
+    if (st.mfu >= 0) v.emplace_back("train/mfu_pct", (float)(100.0 * st.mfu));
+    v.emplace_back("time/ms_per_step", (float)st.ms_per_step);
+    v.emplace_back("time/data_wait_pct", (float)st.data_wait_pct);
+    v.emplace_back("time/comm_exposed_pct", (float)st.comm_pct);
+    double step_ms = 0;
+    for (int p = 0; p < kStepPhases; ++p) step_ms += bd.phase[p].mean_ms;
+    for (int p = 0; p < kStepPhases && step_ms > 0; ++p)
+        v.emplace_back(std::string("phase/") + kStepPhaseNames[p] + "_pct", (float)(100.0 * bd.phase[p].mean_ms / step_ms));
+    return v;
+}
+
 } // namespace
 
 Reporter::Reporter(const Options& o, const Topology& topo)
@@ -76,6 +95,7 @@ void Reporter::open_metrics(long start_step) {
         job = d.substr(d.rfind('/') == std::string::npos ? 0 : d.rfind('/') + 1);
     }
     jsonl_.open(o_.metrics, start_step > 0, o_.metrics_format == MetricsFormat::emf, o_.metrics_namespace, job);
+    if (o_.tensorboard) tb_.open(o_.run_dir, topo_.host, start_step);
 }
 
 void Reporter::banner(const RunFacts& f) {
@@ -120,6 +140,7 @@ void Reporter::step_line(const StepStats& st, const StepBreakdown& bd) {
     std::vector<double> gpus = gather_gpu_health();
     if (rank_ != 0) return;
     jsonl_.write(step_record(st).object("phases", breakdown_json(bd)));
+    if (tb_.is_open()) tb_.scalars(st.step, tensorboard_scalars(st, bd));
     write_gpu_records(gpus, st.step, st);
     if (jsonl_.emf()) write_rank_records(bd, st.step);
     if (st.step - facts_.start_step > o_.log_every) warn_bottleneck(st, bd);
@@ -136,7 +157,9 @@ void Reporter::progress(long done, double now, double per_step_s, double eta_s) 
 
 void Reporter::eval_line(const EvalStats& e) {
     print(format_eval_line(e) + "\n");
-    if (rank_ == 0) jsonl_.write(eval_record(e));
+    if (rank_ != 0) return;
+    jsonl_.write(eval_record(e));
+    if (tb_.is_open()) tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy}});
 }
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {

@@ -1,10 +1,12 @@
 // The step breakdown's statistics, the metrics records (JSON lines and EMF) and the progress text.
 #include "dptrain/io/metrics.h"
+#include "dptrain/io/tensorboard.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -139,4 +141,26 @@ TEST_CASE("a resumed run's metrics keep the records up to its step, and drop a l
     CHECK(text == "{\"type\":\"run\",\"note\":\"\\\"step\\\":99\"}\n"
                   "{\"type\":\"step\",\"time\":1.5,\"step\":10}\n"
                   "{\"type\":\"eval\",\"step\":20}\n");
+}
+
+TEST_CASE("TensorBoard's framing: CRC-32C, its mask, and a record around an event", "[metrics]") {
+    CHECK(crc32c("", 0) == 0u);
+    CHECK(crc32c("123456789", 9) == 0xE3069283u);  // the CRC-32C check value
+    const std::string event = tb_scalars_event(1.5, 7, {{"train/loss", 2.0f}});
+    const std::string r = tfrecord(event);
+    REQUIRE(r.size() == 16 + event.size());
+    uint64_t n = 0;
+    uint32_t head_crc = 0, data_crc = 0;
+    std::memcpy(&n, r.data(), 8);
+    std::memcpy(&head_crc, r.data() + 8, 4);
+    std::memcpy(&data_crc, r.data() + 12 + event.size(), 4);
+    CHECK(n == event.size());
+    CHECK(head_crc == masked_crc32c(r.data(), 8));
+    CHECK(data_crc == masked_crc32c(event.data(), event.size()));
+    CHECK(r.compare(12, event.size(), event) == 0);
+    // wall_time (field 1, fixed64), then step (field 2, varint 7), then the summary (field 5).
+    CHECK((unsigned char)event[0] == 0x09);
+    CHECK((unsigned char)event[9] == 0x10);
+    CHECK((unsigned char)event[10] == 7);
+    CHECK((unsigned char)event[11] == 0x2A);
 }

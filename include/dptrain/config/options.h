@@ -78,6 +78,7 @@ struct Options {
     long profile_ops;     // the step whose forward and backward are timed op by op; 0 = off
     MetricsFormat metrics_format;  // emf: CloudWatch Embedded Metric Format
     std::string metrics_namespace, job_name;  // EMF namespace and "job" dimension ("" = from the launcher)
+    bool tensorboard;      // TensorBoard event files in run_dir too
     ProgressMode progress;
     GpuHealthMode gpu_health;
     DeviceKind device;

@@ -10,6 +10,7 @@
 #include "dptrain/config/options.h"
 #include "dptrain/io/gpu_health.h"
 #include "dptrain/io/metrics.h"
+#include "dptrain/io/tensorboard.h"
 #include "dptrain/model/op_times.h"
 
 #include <string>
@@ -47,7 +48,8 @@ class Reporter {
     void open_gpu_health();
     // Set-up, collective: GPU health is on when any rank has a GPU to read.
     void agree_gpu_health();
-    // Set-up, rank 0: the metrics file; a resumed run keeps the records up to its step.
+    // Set-up, rank 0: the metrics file (a resumed run keeps the records up to its step) and, with
+    // --tensorboard, the run's event file.
     void open_metrics(long start_step);
     // Collective: every rank's host (to name stragglers), then the banner (the rank table is
     // collective too).
@@ -82,6 +84,7 @@ class Reporter {
     bool status_shown_ = false;
     double last_status_ = 0;
     JsonlWriter jsonl_;
+    TensorBoardWriter tb_;
     GpuHealth nvml_;
     int gpu_index_ = -1;  // this rank's GPU in NVML, -1 for none
     bool gpu_health_ = false;
