@@ -199,15 +199,17 @@ long print_tables(const std::vector<Contender>& cs, DType t) {
 
 // Rank 0, -J: every row as JSON, nccl-tests' -J in spirit.
 void write_json(const std::string& path, const std::vector<Contender>& cs, DType t, int ranks, int ranks_per_node) {
-    Json rows = Json::array();
+    // A JSON array with one row a line, so that line tools (grep) read it as well as JSON parsers.
+    std::string text = "[\n";
     for (const Contender& c : cs)
         for (auto& r : c.rows)
-            rows.push_back(Json{{"algorithm", c.name}, {"ranks", ranks}, {"ranks_per_node", ranks_per_node},
-                                {"size", r.bytes}, {"count", r.count}, {"type", dtype_name(t)},
-                                {"time_us", json_number(r.us, 7)}, {"algbw", json_number(r.algbw, 5)},
-                                {"busbw", json_number(r.busbw, 5)}, {"wrong", r.wrong}});
+            text += (text.size() > 2 ? ",\n  " : "  ") +
+                    json_text(Json{{"algorithm", c.name}, {"ranks", ranks}, {"ranks_per_node", ranks_per_node},
+                                   {"size", r.bytes}, {"count", r.count}, {"type", dtype_name(t)},
+                                   {"time_us", json_number(r.us, 7)}, {"algbw", json_number(r.algbw, 5)},
+                                   {"busbw", json_number(r.busbw, 5)}, {"wrong", r.wrong}});
+    text += "\n]\n";
     FILE* f = std::fopen(path.c_str(), "w");
-    const std::string text = rows.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
     if (!f || std::fputs(text.c_str(), f) < 0 || std::fclose(f) != 0)
         std::fprintf(stderr, "dptrain-bench: error: cannot write -J %s\n", path.c_str());
 }
