@@ -72,7 +72,9 @@ LIB      := $(BUILD)/libdptrain.a
 # What only the tools use (JSON, charts, .npy/.npz, ingest) is a library of its own.
 TOOLS_LIB := $(BUILD)/libdptrain-tools.a
 TOOLS_LIB_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/tools/lib/*.cpp))
-TOOLS_LDLIBS := -lzip
+TOOLS_LDLIBS := -lzip $(CAIRO_LIBS)
+# The charts draw with cairo and pango (their headers come with glib's).
+$(BUILD)/src/tools/lib/plot_cairo.o $(BUILD)/tests/unit/test_plot.o: CPPFLAGS += $(CAIRO_CFLAGS)
 TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)

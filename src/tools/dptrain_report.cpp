@@ -35,10 +35,10 @@ namespace {
 const char* kUsage =
     "usage: dptrain-report trace OUT.json TRACE-rank*.json\n"
     "           merge the per-rank Chrome traces written by --trace into OUT.json\n"
-    "       dptrain-report plot RUN_DIR|METRICS.jsonl [--out DIR]\n"
+    "       dptrain-report plot RUN_DIR|METRICS.jsonl [--out DIR] [--describe]\n"
     "           charts of the run's metrics (RUN_DIR/metrics.jsonl): loss.{svg,png}, lr.{svg,png},\n"
     "           throughput.{svg,png} and phases.{svg,png}, written to DIR (default: plots/ beside\n"
-    "           the metrics file)\n";
+    "           the metrics file); --describe prints what each chart draws as JSON lines instead\n";
 
 int trace(int argc, char** argv) {
     if (argc < 3) throw UserError("trace: give the output file and at least one rank trace; see dptrain-report --help");
@@ -190,11 +190,31 @@ void make_dirs(const std::string& dir) {
     make_directories(dir, "--out");
 }
 
+// --describe: one JSON line per chart, what it draws (for scripts, and the tests: the SVG holds
+// glyph outlines, not text).
+void describe(const std::vector<NamedChart>& charts) {
+    for (const NamedChart& c : charts) {
+        Json series = Json::array();
+        for (const Series& s : c.chart.series) {
+            long points = 0;
+            for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) points += std::isfinite(s.x[i]) && std::isfinite(s.y[i]);
+            series.push_back(Json{{"name", s.name}, {"points", points}});
+        }
+        std::printf("%s\n", json_text(Json{{"file", c.file},
+                                            {"title", c.chart.title},
+                                            {"x_title", c.chart.x_title},
+                                            {"y_title", c.chart.y_title},
+                                            {"message", c.chart.message},
+                                            {"series", series}})
+                                  .c_str());
+    }
+}
+
 int plot(int argc, char** argv) {
     std::string input, out;
     po::options_description desc;
-    desc.add_options()("out", po::value(&out))("input", po::value(&input));
-    parse_subcommand(argc, argv, desc, {"input"});
+    desc.add_options()("out", po::value(&out))("input", po::value(&input))("describe", po::bool_switch());
+    const po::variables_map vm = parse_subcommand(argc, argv, desc, {"input"});
     if (input.empty())
         throw UserError("plot: give a run directory or a metrics.jsonl file; see dptrain-report --help");
 
@@ -210,6 +230,10 @@ int plot(int argc, char** argv) {
     while (out.size() > 1 && out.back() == '/') out.pop_back();
 
     RunMetrics m = read_metrics(path);
+    if (vm["describe"].as<bool>()) {
+        describe(charts_of(m));
+        return 0;
+    }
     make_dirs(out);
     for (const NamedChart& c : charts_of(m))
         for (const std::string& f : write_chart(c.chart, out + "/" + c.file))

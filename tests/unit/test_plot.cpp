@@ -1,7 +1,7 @@
 // Charts and their inputs: the strict JSON parser and JSON-lines reader (line numbers in errors),
-// axis ticks, the PNG container checked byte by byte with zlib, the pixels under a drawn series,
-// and the SVG elements per series. Not the dptrain-report command line:
-// tests/integration/report_plot.sh runs that.
+// axis ticks, the layout's shapes per series, the PNG container checked byte by byte with zlib,
+// the pixels under a drawn series (decoded again by cairo), text in other scripts, and the SVG.
+// Not the dptrain-report command line: tests/integration/report_plot.sh runs that.
 #include "helpers.h"
 
 #include "dptrain/core/error.h"
@@ -10,8 +10,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <cairo.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -47,8 +51,51 @@ std::string write_tmp(const std::string& name, const std::string& text) {
     return path;
 }
 
-uint32_t be32(const std::vector<uint8_t>& b, size_t at) {
-    return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 | uint32_t(b[at + 3]);
+uint32_t be32(const std::string& b, size_t at) {
+    const auto u = [&](size_t i) { return uint32_t((unsigned char)b[at + i]); };
+    return u(0) << 24 | u(1) << 16 | u(2) << 8 | u(3);
+}
+
+// A PNG decoded by cairo (an independent reader of what the writer wrote): pixel (x, y) as RGB.
+class Decoded {
+  public:
+    explicit Decoded(const std::string& png) : png_(png) {
+        s_ = cairo_image_surface_create_from_png_stream(read, this);
+        REQUIRE(cairo_surface_status(s_) == CAIRO_STATUS_SUCCESS);
+        cairo_surface_flush(s_);
+    }
+    ~Decoded() { cairo_surface_destroy(s_); }
+    int width() const { return cairo_image_surface_get_width(s_); }
+    int height() const { return cairo_image_surface_get_height(s_); }
+    Rgb at(int x, int y) const {
+        const unsigned char* row = cairo_image_surface_get_data(s_) + (size_t)y * cairo_image_surface_get_stride(s_);
+        uint32_t px;
+        std::memcpy(&px, row + 4 * x, 4);  // 0xAARRGGBB in native order
+        return Rgb{(uint8_t)(px >> 16), (uint8_t)(px >> 8), (uint8_t)px};
+    }
+    // Pixels in the rectangle that are not the white background.
+    long inked(int x0, int y0, int x1, int y1) const {
+        long n = 0;
+        for (int y = y0; y < y1; ++y)
+            for (int x = x0; x < x1; ++x) n += !(at(x, y) == Rgb{255, 255, 255});
+        return n;
+    }
+
+  private:
+    static cairo_status_t read(void* self, unsigned char* data, unsigned int n) {
+        Decoded* d = static_cast<Decoded*>(self);
+        if (d->at_ + n > d->png_.size()) return CAIRO_STATUS_READ_ERROR;
+        std::memcpy(data, d->png_.data() + d->at_, n);
+        d->at_ += n;
+        return CAIRO_STATUS_SUCCESS;
+    }
+    std::string png_;
+    size_t at_ = 0;
+    cairo_surface_t* s_;
+};
+
+bool near(Rgb a, Rgb b, int tol) {
+    return std::abs(a.r - b.r) <= tol && std::abs(a.g - b.g) <= tol && std::abs(a.b - b.b) <= tol;
 }
 
 Chart one_line_chart() {
@@ -68,17 +115,19 @@ Chart one_line_chart() {
     return c;
 }
 
-// The points="x,y x,y ..." lists of the SVG's polylines, in document order, as point counts.
-std::vector<int> polyline_point_counts(const std::string& svg) {
+// The point counts of the layout's series lines, in drawing order.
+std::vector<int> polyline_point_counts(const Drawing& d) {
     std::vector<int> counts;
-    for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) {
-        size_t a = svg.find("points=\"", at) + 8, b = svg.find('"', a);
-        std::string pts = svg.substr(a, b - a);
-        int n = pts.empty() ? 0 : 1;
-        for (char ch : pts) n += ch == ' ';
-        counts.push_back(n);
-    }
+    for (const Shape& s : d.shapes)
+        if (s.kind == Shape::Kind::polyline) counts.push_back((int)s.pts.size() / 2);
     return counts;
+}
+
+// Whether the layout has a text shape saying exactly `t`.
+bool has_text(const Drawing& d, const std::string& t) {
+    for (const Shape& s : d.shapes)
+        if (s.kind == Shape::Kind::text && s.text == t) return true;
+    return false;
 }
 
 } // namespace
@@ -184,65 +233,53 @@ TEST_CASE("axis ticks are round and labelled in human units", "[plot]") {
 TEST_CASE("the PNG is a valid file of the requested size showing the series", "[plot]") {
     Chart c = one_line_chart();
     Drawing d = layout_chart(c);
-    std::vector<uint8_t> rgb = render_rgb(d);
-    std::vector<uint8_t> png = encode_png(d.width, d.height, rgb);
+    const std::string png = render_png(d);
 
-    const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    const char signature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1A', '\n'};
     REQUIRE(png.size() > 8 + 25);
-    CHECK(std::equal(signature, signature + 8, png.begin()));
+    CHECK(png.compare(0, 8, std::string(signature, 8)) == 0);
 
-    // Walk the chunks: each CRC must match, IHDR first with the size asked for, IEND last.
+    // Walk the chunks: each CRC must match, IHDR first with the size asked for, IEND last, and the
+    // image data must inflate.
     std::vector<std::string> types;
-    std::vector<uint8_t> idat;
+    std::string idat;
     size_t at = 8;
     while (at + 12 <= png.size()) {
         uint32_t len = be32(png, at);
         REQUIRE(at + 12 + len <= png.size());
-        std::string type(png.begin() + at + 4, png.begin() + at + 8);
+        std::string type = png.substr(at + 4, 4);
         types.push_back(type);
-        uLong crc = crc32(crc32(0L, Z_NULL, 0), png.data() + at + 4, 4 + len);
+        uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(png.data()) + at + 4, 4 + len);
         INFO("chunk " << type);
         CHECK(be32(png, at + 8 + len) == crc);
         if (type == "IHDR") {
             REQUIRE(len == 13);
             CHECK(be32(png, at + 8) == 640);
             CHECK(be32(png, at + 12) == 360);
-            CHECK(png[at + 16] == 8);  // bit depth
-            CHECK(png[at + 17] == 2);  // RGB
+            CHECK((unsigned char)png[at + 16] == 8);  // bit depth
+            CHECK((unsigned char)png[at + 17] == 2);  // RGB
         }
-        if (type == "IDAT") idat.insert(idat.end(), png.begin() + at + 8, png.begin() + at + 8 + len);
+        if (type == "IDAT") idat += png.substr(at + 8, len);
         at += 12 + len;
     }
     CHECK(at == png.size());
     REQUIRE(types.size() >= 3);
     CHECK(types.front() == "IHDR");
     CHECK(types.back() == "IEND");
-
-    // IDAT inflates to one filter byte and 3 bytes per pixel on each row, and holds the picture.
-    const size_t want = size_t(360) * (1 + 3 * 640);
-    std::vector<uint8_t> raw(want + 16);
+    // One filter byte and 3 bytes per pixel on each row.
+    std::vector<uint8_t> raw(size_t(360) * (1 + 3 * 640) + 16);
     uLongf raw_len = raw.size();
-    REQUIRE(uncompress(raw.data(), &raw_len, idat.data(), idat.size()) == Z_OK);
-    REQUIRE(raw_len == want);
-    std::vector<uint8_t> pixels;
-    for (int y = 0; y < 360; ++y) {
-        CHECK(raw[y * (1 + 3 * 640)] == 0);  // filter: none
-        pixels.insert(pixels.end(), raw.begin() + y * (1 + 3 * 640) + 1, raw.begin() + (y + 1) * (1 + 3 * 640));
-    }
-    CHECK(pixels == rgb);
+    REQUIRE(uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) == Z_OK);
+    CHECK(raw_len == size_t(360) * (1 + 3 * 640));
 
-    auto pixel = [&](int x, int y) {
-        const uint8_t* p = &pixels[(size_t(y) * 640 + x) * 3];
-        return Rgb{p[0], p[1], p[2]};
-    };
-    const Rgb white{255, 255, 255};
-    CHECK(pixel(0, 0) == white);
-    long drawn = 0;
-    for (size_t i = 0; i < pixels.size(); i += 3) drawn += !(pixels[i] == 255 && pixels[i + 1] == 255 && pixels[i + 2] == 255);
-    CHECK(drawn > 2000);
-
-    // Every vertex of the series lies on pixels of the series colour (the line is 2.5 px wide,
-    // so one of the 3x3 pixels around the vertex is fully covered).
+    // Decoded again: a white background, a drawn chart, and every vertex of the series on pixels of
+    // the series colour (the line is 2.5 px wide, so one of the 3x3 pixels around the vertex is
+    // fully covered; the tolerance allows the edges' antialiasing).
+    Decoded img(png);
+    REQUIRE(img.width() == 640);
+    REQUIRE(img.height() == 360);
+    CHECK(img.at(0, 0) == (Rgb{255, 255, 255}));
+    CHECK(img.inked(0, 0, 640, 360) > 2000);
     const Shape* line = nullptr;
     for (const Shape& s : d.shapes)
         if (s.kind == Shape::Kind::polyline && s.series == 0) line = &s;
@@ -254,13 +291,13 @@ TEST_CASE("the PNG is a valid file of the requested size showing the series", "[
         int cx = (int)line->pts[k], cy = (int)line->pts[k + 1];
         bool found = false;
         for (int dy = -1; dy <= 1; ++dy)
-            for (int dx = -1; dx <= 1; ++dx) found = found || pixel(cx + dx, cy + dy) == colour;
+            for (int dx = -1; dx <= 1; ++dx) found = found || near(img.at(cx + dx, cy + dy), colour, 8);
         on_line += found;
     }
     CHECK(on_line == 21);
 }
 
-TEST_CASE("the SVG has one polyline per line series with all its points", "[plot]") {
+TEST_CASE("the layout draws one line per line series with all its points, and names them", "[plot]") {
     Chart c;
     c.title = "a < b & c";
     c.x_title = "step";
@@ -271,7 +308,7 @@ TEST_CASE("the SVG has one polyline per line series with all its points", "[plot
         for (int i = 0; i < n; ++i) s.x.push_back(i), s.y.push_back(n * i);
         c.series.push_back(s);
     }
-    Series dots;  // markers only: circles, no polyline
+    Series dots;  // markers only: circles, no line
     dots.name = "dots";
     dots.line = false;
     dots.markers = true;
@@ -284,21 +321,43 @@ TEST_CASE("the SVG has one polyline per line series with all its points", "[plot
     gap.y = {1, std::nan(""), 2, 3};
     c.series.push_back(gap);
 
-    std::string svg = render_svg(layout_chart(c));
+    const Drawing d = layout_chart(c);
+    CHECK(polyline_point_counts(d) == std::vector<int>{5, 7, 3});
+    int circles = 0;
+    for (const Shape& s : d.shapes) circles += s.kind == Shape::Kind::circle && s.series == 2;
+    CHECK(circles == 3);
+    CHECK(has_text(d, "a < b & c"));
+    // A legend names every series when there is more than one.
+    for (const char* name : {"series 5", "series 7", "dots", "gap"}) CHECK(has_text(d, name));
+    // With one series the legend is left out.
+    const Drawing single = layout_chart(one_line_chart());
+    CHECK(polyline_point_counts(single) == std::vector<int>{21});
+    CHECK_FALSE(has_text(single, "train"));
+
+    // The SVG: a whole document of the drawing's size, each series' stroke in its colour.
+    const std::string svg = render_svg(d);
     CHECK(svg.rfind("<?xml", 0) == 0);
     CHECK(svg.size() > 7);
     CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
-    CHECK(polyline_point_counts(svg) == std::vector<int>{5, 7, 3});
-    CHECK(svg.find("data-series=\"0\"") < svg.find("data-series=\"1\""));
-    CHECK(svg.find("stroke=\"#0072b2\" stroke-width=\"2.5\"") != std::string::npos);  // series_colour(0)
-    CHECK(svg.find("a &lt; b &amp; c") != std::string::npos);
-    // A legend names every series when there is more than one.
-    for (const char* name : {">series 5<", ">series 7<", ">dots<", ">gap<"}) CHECK(svg.find(name) != std::string::npos);
+    CHECK(svg.find("viewBox=\"0 0 800 450\"") != std::string::npos);
+    CHECK(svg.find("stroke-width:2.5;") != std::string::npos);
+    CHECK(svg.find("stroke:rgb(0%,44.705882%,69.803922%)") != std::string::npos);  // series_colour(0)
+}
 
-    // With one series the legend is left out.
-    std::string single = render_svg(layout_chart(one_line_chart()));
-    CHECK(polyline_point_counts(single) == std::vector<int>{21});
-    CHECK(single.find(">train<") == std::string::npos);
+TEST_CASE("text in other scripts is drawn, in the PNG and the SVG", "[plot]") {
+    // Greek, Cyrillic and accented Latin (DejaVu has them): the title must leave ink where it
+    // stands; the old bitmap font drew each as '?'.
+    Chart c = one_line_chart();
+    c.title = "Ωμέγα Привет déjà";
+    Chart blank = one_line_chart();
+    blank.title = "";
+    Decoded with(render_png(layout_chart(c))), without(render_png(layout_chart(blank)));
+    const long ink = with.inked(0, 0, 640, 30), none = without.inked(0, 0, 640, 30);
+    CHECK(none == 0);
+    CHECK(ink > 150);
+    // The SVG carries the glyphs' outlines, so any viewer shows them without the font.
+    const std::string svg = render_svg(layout_chart(c));
+    CHECK(svg.find("<symbol") != std::string::npos);
 }
 
 TEST_CASE("a chart with a message draws it instead of the series", "[plot]") {
@@ -306,12 +365,10 @@ TEST_CASE("a chart with a message draws it instead of the series", "[plot]") {
     c.series.clear();
     c.message = "no phase data";
     Drawing d = layout_chart(c);
-    std::string svg = render_svg(d);
-    CHECK(svg.find(">no phase data<") != std::string::npos);
-    CHECK(svg.find("<polyline") == std::string::npos);
-    std::vector<uint8_t> png = encode_png(d.width, d.height, render_rgb(d));
-    CHECK(png.size() > 8);
-    CHECK_THROWS_AS(encode_png(10, 10, std::vector<uint8_t>(299)), std::invalid_argument);
+    CHECK(has_text(d, "no phase data"));
+    CHECK(polyline_point_counts(d).empty());
+    CHECK(render_png(d).size() > 8);
+    CHECK(render_svg(d).find("</svg>") != std::string::npos);
     c.width = 100;
     CHECK_THROWS_AS(layout_chart(c), std::invalid_argument);
 }

@@ -1,7 +1,7 @@
-// Line charts as SVG and PNG without a plotting library: a Chart (series and labels) is laid out
-// once into a Drawing of pixel-space shapes, and each backend only paints those shapes, so the
-// two files always agree. Not for interactive or general-purpose plotting: one x-y line chart
-// per image, linear axes, a fixed palette.
+// Line charts as SVG and PNG: a Chart (series and labels) is laid out once into a Drawing of
+// pixel-space shapes, which cairo paints onto both files (pango lays out the text), so the two
+// always agree. Not for interactive or general-purpose plotting: one x-y line chart per image,
+// linear axes, a fixed palette.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,8 @@ struct Shape {
     std::vector<double> pts;
     double stroke = 1;     // line and polyline width in pixels
     int series = -1;       // the index of the Chart series this shape draws, or -1
-    std::string text;      // printable ASCII; others are drawn as '?'
-    int scale = 1;         // text size: the built-in 5x7 font magnified scale times
+    std::string text;      // UTF-8, any script an installed font covers
+    int scale = 1;         // text size: 10 * scale pixels
     Anchor anchor = Anchor::start;
     bool vertical = false; // text rotated to read upwards, the anchor point still on its baseline
 };
@@ -55,8 +55,8 @@ struct Drawing {
     std::vector<Shape> shapes;  // painted in this order
 };
 
-// Text metrics of the built-in font, shared by the layout and both backends: each character
-// advances 6*scale pixels; capitals stand 7*scale above the baseline, descenders reach 1*scale below.
+// Text metrics the layout budgets with: each character advances 6*scale pixels (DejaVu Sans
+// Mono's 0.6 em at 10*scale); capitals stand about 7*scale above the baseline.
 int text_width(const std::string& s, int scale);
 
 // Ticks for an axis over [lo, hi]: round steps (1, 2 or 5 times a power of ten), about
@@ -71,11 +71,10 @@ std::string tick_label(double v, double axis_max);
 // Throws std::invalid_argument for a chart smaller than 200x120.
 Drawing layout_chart(const Chart& chart);
 
-// Backends. render_svg returns the SVG document; render_rgb paints the shapes into a
-// width*height*3 RGB buffer (rows top to bottom); encode_png wraps such a buffer in a PNG file.
+// The drawing painted by cairo: an SVG document (text as glyph outlines, so it shows the same
+// everywhere), and a PNG file (8-bit RGB) of width x height pixels.
 std::string render_svg(const Drawing& d);
-std::vector<uint8_t> render_rgb(const Drawing& d);
-std::vector<uint8_t> encode_png(int width, int height, const std::vector<uint8_t>& rgb);
+std::string render_png(const Drawing& d);
 
 // Lays out the chart and writes PATH_STEM.svg and PATH_STEM.png; returns the two paths.
 // Throws UserError when a file cannot be written.

@@ -1,6 +1,6 @@
-// Charts, part one: axis ticks, the layout of a Chart into a Drawing, the SVG backend and
-// write_chart. The raster (PNG) backend and the font are in plot_png.cpp. Not for reading run
-// logs: dptrain-report turns metrics.jsonl into Charts.
+// Charts, part one: axis ticks and the layout of a Chart into a Drawing of shapes in pixel
+// coordinates. Painting those shapes (PNG and SVG, through cairo and pango) is plot_cairo.cpp.
+// Not for reading run logs: dptrain-report turns metrics.jsonl into Charts.
 #include "dptrain/tools/plot.h"
 
 #include "dptrain/core/error.h"
@@ -137,7 +137,9 @@ Rgb series_colour(int i) {
 }
 
 int text_width(const std::string& s, int scale) {
-    return s.empty() ? 0 : (6 * (int)s.size() - 1) * scale;
+    int chars = 0;  // characters, not bytes: a UTF-8 continuation byte starts none
+    for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+    return chars == 0 ? 0 : (6 * chars - 1) * scale;
 }
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
@@ -311,101 +313,6 @@ Drawing layout_chart(const Chart& c) {
     auto py = [&](double y) { return p.bottom - (y - a.yt.front()) / (a.yt.back() - a.yt.front()) * (p.bottom - p.top); };
     draw_plot(d, c, a, p, px, py);
     return d;
-}
-
-namespace {
-
-std::string hex(Rgb c) {
-    return strfmt("#%02x%02x%02x", c.r, c.g, c.b);
-}
-
-std::string escape_xml(const std::string& s) {
-    std::string out;
-    for (char ch : s) {
-        unsigned char u = ch;
-        if (ch == '&') out += "&amp;";
-        else if (ch == '<') out += "&lt;";
-        else if (ch == '>') out += "&gt;";
-        else if (ch == '"') out += "&quot;";
-        else if (u < 0x20 || u >= 0x7f) out += '?';  // as the PNG font draws it; keeps the XML valid
-        else out += ch;
-    }
-    return out;
-}
-
-// Coordinates with one decimal: finer than a pixel, and short.
-std::string num(double v) {
-    return trim_zeros(strfmt("%.1f", v));
-}
-
-} // namespace
-
-std::string render_svg(const Drawing& d) {
-    std::string out = strfmt("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">\n",
-                             d.width, d.height, d.width, d.height);
-    for (const Shape& s : d.shapes) {
-        const std::vector<double>& p = s.pts;
-        switch (s.kind) {
-        case Shape::Kind::rect:
-            out += "<rect x=\"" + num(p[0]) + "\" y=\"" + num(p[1]) + "\" width=\"" + num(p[2]) + "\" height=\"" +
-                   num(p[3]) + "\" fill=\"" + hex(s.colour) + "\"/>\n";
-            break;
-        case Shape::Kind::line:
-            out += "<line x1=\"" + num(p[0]) + "\" y1=\"" + num(p[1]) + "\" x2=\"" + num(p[2]) + "\" y2=\"" + num(p[3]) +
-                   "\" stroke=\"" + hex(s.colour) + "\" stroke-width=\"" + num(s.stroke) +
-                   "\" stroke-linecap=\"round\"/>\n";
-            break;
-        case Shape::Kind::polyline: {
-            out += strfmt("<polyline class=\"series\" data-series=\"%d\" fill=\"none\" stroke=\"", s.series) +
-                   hex(s.colour) + "\" stroke-width=\"" + num(s.stroke) +
-                   "\" stroke-linejoin=\"round\" stroke-linecap=\"round\" points=\"";
-            for (size_t k = 0; k + 1 < p.size(); k += 2) out += (k ? " " : "") + num(p[k]) + "," + num(p[k + 1]);
-            out += "\"/>\n";
-            break;
-        }
-        case Shape::Kind::circle:
-            out += "<circle cx=\"" + num(p[0]) + "\" cy=\"" + num(p[1]) + "\" r=\"" + num(p[2]) + "\" fill=\"" +
-                   hex(s.colour) + "\"/>\n";
-            break;
-        case Shape::Kind::text: {
-            const char* anchor = s.anchor == Shape::Anchor::start ? "start"
-                                 : s.anchor == Shape::Anchor::middle ? "middle"
-                                                                      : "end";
-            // font-size 10*scale: a monospace face advances about 0.6 em, the 6*scale pixels
-            // of the bitmap font, so both backends give text the same extent.
-            out += "<text x=\"" + num(p[0]) + "\" y=\"" + num(p[1]) + "\" font-size=\"" + num(10.0 * s.scale) +
-                   "\" fill=\"" + hex(s.colour) + "\" text-anchor=\"" + anchor + "\"";
-            if (s.vertical) out += " transform=\"rotate(-90 " + num(p[0]) + " " + num(p[1]) + ")\"";
-            out += ">" + escape_xml(s.text) + "</text>\n";
-            break;
-        }
-        }
-    }
-    out += "</svg>\n";
-    return out;
-}
-
-namespace {
-
-void write_bytes(const std::string& path, const void* data, size_t n) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) throw UserError(strfmt("%s: cannot write it: %s", path.c_str(), std::strerror(errno)));
-    bool ok = std::fwrite(data, 1, n, f) == n;
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok) throw UserError(strfmt("%s: write failed: %s", path.c_str(), std::strerror(errno)));
-}
-
-} // namespace
-
-std::vector<std::string> write_chart(const Chart& chart, const std::string& path_stem) {
-    Drawing d = layout_chart(chart);
-    std::string svg = render_svg(d);
-    std::vector<uint8_t> png = encode_png(d.width, d.height, render_rgb(d));
-    write_bytes(path_stem + ".svg", svg.data(), svg.size());
-    write_bytes(path_stem + ".png", png.data(), png.size());
-    return {path_stem + ".svg", path_stem + ".png"};
 }
 
 } // namespace dptrain
