@@ -178,6 +178,8 @@ TEST_CASE("the JSON parser rejects malformed text and says where", "[plot]") {
     CHECK(e.find("end of input") != std::string::npos);
     CHECK(json_error("\"a\tb\"").find("control character U+0009") != std::string::npos);
     CHECK(json_error("[\n1,\n2 3]").rfind("line 3 column 3: ", 0) == 0);
+    // A number beyond a double is refused (found by fuzz_jsonl), not thrown past the reader.
+    CHECK(json_error("[1e3750]").find("number overflow") != std::string::npos);
     // Deep nesting is refused as it is read.
     CHECK(json_error(std::string(100000, '[')).find("nested deeper than") != std::string::npos);
     // Every message is one line, even when the text quoted holds control bytes.

@@ -42,6 +42,14 @@ Json parse_json(const std::string& text) {
         return Json::parse(text, depth_limit, /*allow_exceptions=*/true, /*ignore_comments=*/false);
     } catch (const nlohmann::json::parse_error& e) {
         throw JsonError(where_and_what(e, text.find('\n') == std::string::npos));
+    } catch (const nlohmann::json::exception& e) {
+        // A number too large for a double (found by fuzz_jsonl: "1e999" parses, 1e3750 overflows).
+        std::string what = e.what();
+        const size_t close = what.find("] ");
+        if (close != std::string::npos) what = what.substr(close + 2);
+        for (char& c : what)
+            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+        throw JsonError(what);
     }
 }
 
