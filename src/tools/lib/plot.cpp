@@ -17,8 +17,8 @@ namespace dptrain {
 
 namespace {
 
-// Sizes in pixels. Text is the 5x7 bitmap font magnified: 2x keeps tick labels readable on an
-// 800x450 image, 3x sets the title apart.
+// Sizes in pixels. Text is 10 px a scale: 2x keeps tick labels readable on an 800x450 image, 3x
+// sets the title apart.
 const int kMargin = 12;      // image edge to the nearest text
 const int kGap = 8;          // between a text block and what it labels
 const int kTickLen = 5;      // tick marks outside the plot area
