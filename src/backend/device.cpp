@@ -9,7 +9,8 @@
 namespace dptrain {
 
 std::string Device::describe(const GradientPath&) const {
-    return strfmt("backend cpu, %d threads per rank", cpu::get_threads());
+    const int n = cpu::get_threads();
+    return strfmt("backend cpu, %d thread%s per rank", n, n == 1 ? "" : "s");
 }
 
 std::unique_ptr<Model> Device::make_model(const ModelSpec& spec) const {

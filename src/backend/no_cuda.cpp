@@ -21,6 +21,6 @@ int gpu_count(std::string* why) {
 
 std::string nccl_version() { return ""; }
 
-std::string build_features() { return strfmt("CUDA ✗ | NCCL ✗ | %s | OpenMP", openblas_get_config()); }
+std::string build_features() { return strfmt("no CUDA | no NCCL | %s | OpenMP", openblas_get_config()); }
 
 } // namespace dptrain

@@ -105,16 +105,20 @@ void Reporter::banner(const RunFacts& f) {
                           (o_.progress == ProgressMode::automatic && output_is_terminal()));
     const std::string table = topo_.table();  // collective
     print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), f.backend.c_str()));
+    // One calm line when the machine has no GPU (or --device auto left it), not a failure per part.
     if (!f.device_note.empty()) print(strfmt("--device %s: %s\n", name_of(o_.device), f.device_note.c_str()));
+    else if (!f.no_gpu.empty()) print(strfmt("no GPU here: %s; the CPU backend trains\n", f.no_gpu.c_str()));
     print(table);
     print(strfmt("data %s: %s\n", o_.data.c_str(), f.data.c_str()));
     print(strfmt("input: --io %s, %d reader thread%s, %d batches ahead%s\n", name_of(o_.io), o_.io_threads,
                  o_.io_threads == 1 ? "" : "s", std::max(o_.prefetch, o_.io_threads),
                  o_.io == IoMode::collective ? " (collective reads run in the training thread: no prefetch)" : ""));
     if (!f.io_note.empty()) print(f.io_note + "\n");
-    if (o_.gpu_health != GpuHealthMode::off)
-        print(gpu_health_ ? "GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n"
-                          : strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
+    // Without a GPU anywhere the line above says it all; GPU health off is news only beside one.
+    if (gpu_health_)
+        print("GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n");
+    else if (o_.gpu_health != GpuHealthMode::off && f.no_gpu.empty() && f.device_note.empty())
+        print(strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
     print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%d per rank) | %ld steps "
                  "per epoch\n",
                  f.model.c_str(), f.params, name_of(o_.precision),

@@ -148,6 +148,8 @@ struct Setup {
         RunFacts f;
         f.backend = device->describe(*grads);
         f.device_note = device->note();
+        std::string why;
+        if (device->gpu() < 0 && gpu_count(&why) == 0) f.no_gpu = why;
         f.data = task->describe();
         f.io_note = io_note;
         f.model = model->signature();

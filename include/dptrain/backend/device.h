@@ -92,7 +92,8 @@ std::unique_ptr<GradientPath> make_host_gradients(const ParamLayout& layout, flo
 // The device for --device: cpu, cuda (an error without a GPU for this rank) or auto (a GPU when
 // this rank's host has one for it, else the CPU with a note). Not collective.
 std::unique_ptr<Device> make_device(DeviceKind want, const Topology& topo);
-// "CUDA ✓ (1 devices) | NCCL ✓ | OpenBLAS 0.3.21 ... | OpenMP": what the build has, for banners.
+// "CUDA 13.0 | NCCL 2.28.9 | OpenBLAS 0.3.21 ... | OpenMP" ("no CUDA | no NCCL | ..." in a
+// build without them): what the build has, for banners; whether a GPU is present is said apart.
 std::string build_features();
 // CUDA devices visible to this process; -1 in a build without CUDA. *why: the reason for none.
 int gpu_count(std::string* why);

@@ -21,6 +21,7 @@ namespace dptrain {
 // What the banner says of the run, gathered by the set-up.
 struct RunFacts {
     std::string backend, device_note;           // Device::describe, Device::note
+    std::string no_gpu;                         // a CUDA build on a machine without a GPU: why (else "")
     std::string data, io_note;                  // Task::describe, Task::load_node_memory
     std::string model;                          // the model's signature
     size_t params = 0;

@@ -242,10 +242,11 @@ std::string nccl_version() {
 }
 
 std::string build_features() {
-    std::string why;
-    const int devices = gpu_count(&why);
-    const std::string cuda = devices == 0 ? "CUDA ✓ (no GPU: " + why + ")" : strfmt("CUDA ✓ (%d devices)", devices);
-    return strfmt("%s | %s | %s | OpenMP", cuda.c_str(), nccl_version().empty() ? "NCCL ✗" : "NCCL ✓",
+    int v = 0;
+    const std::string cuda =
+        cudaRuntimeGetVersion(&v) == cudaSuccess ? strfmt("CUDA %d.%d", v / 1000, v % 1000 / 10) : "CUDA";
+    const std::string nccl = nccl_version();
+    return strfmt("%s | %s | %s | OpenMP", cuda.c_str(), nccl.empty() ? "no NCCL" : ("NCCL " + nccl).c_str(),
                   openblas_get_config());
 }
 
