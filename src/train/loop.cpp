@@ -97,6 +97,7 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         iv_.other += now_seconds() - t_other;
         if (st.stop_requested) {
             code = kExitPreempted;
+            preempted_ = st.preempted;
             break;
         }
     }
@@ -113,6 +114,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     g.begin_step(done);
     float* ctl = g.control();
     ctl[0] = preemption_requested() ? 1.0f : 0.0f;
+    ctl[2] = preemption_signal() == SIGUSR1 ? 1.0f : 0.0f;
     const ModelBatch in = p_.task.batch(b.x.data(), b.y.data(), b.n);
     const double terms = (double)b.global_n * p_.model.terms_per_sample();
     const bool profiled = done == p_.o.profile_ops && rank == 0;  // rank 0 prints them
@@ -139,6 +141,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     // Every rank sees the same summed gradients and control floats from here on.
     p_.clock.mark(Phase::optimizer, done);
     st.stop_requested = ctl[0] > 0.0f;
+    st.preempted = ctl[2] > 0.0f;
     st.nonfinite_loss = !std::isfinite(ctl[1]);
     last_norm_ = g.norm();
     st.finite = std::isfinite(last_norm_) && !st.nonfinite_loss;
@@ -212,9 +215,14 @@ int StepLoop::finish(int code, long start, long done, long end) {
     const double secs = now_seconds() - t_run_;
     if (code == kExitNonfinite) return code;
     if (code == kExitPreempted) {
-        p_.report.print(strfmt("preempted: a rank received a stop signal (SIGTERM/SIGUSR1); stopped after step %ld with "
-                               "a checkpoint\ncheckpoint: %s\nexit %d: requeue the job with --resume auto to continue\n",
-                               done, p_.ckpt.last().c_str(), kExitPreempted));
+        // Only a preemption notice asks for a requeue; SIGTERM (scancel, a time limit, a deleted
+        // pod) ends the job on purpose, and a launcher that requeued it would undo that.
+        const char* what = preempted_ ? "preempted: a rank received SIGUSR1 (a preemption notice)"
+                                      : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)";
+        const char* then = preempted_ ? "requeue the job with --resume auto to continue"
+                                      : "stopped with a checkpoint; run again with --resume auto to continue from it";
+        p_.report.print(strfmt("%s; stopped after step %ld with a checkpoint\ncheckpoint: %s\nexit %d: %s\n", what, done,
+                               p_.ckpt.last().c_str(), kExitPreempted, then));
         return code;
     }
     std::string tail = evaluated_ ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval_.loss,

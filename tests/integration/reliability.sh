@@ -20,6 +20,9 @@ for sig in USR1 TERM; do
   wait
   rc=$(cat "$WORK/pre.rc")
   [ "$rc" = 75 ] || { cat "$WORK/pre.out"; fail "SIG$sig: want exit 75, got $rc"; }
+  # A requeue is asked for only after a preemption notice; SIGTERM ends the job on purpose.
+  if [ "$sig" = USR1 ]; then want="^exit 75: requeue the job with --resume auto"; else want="^exit 75: stopped with a checkpoint;"; fi
+  grep -q "$want" "$WORK/pre.out" || { cat "$WORK/pre.out"; fail "SIG$sig: the exit-75 line is not '$want'"; }
   at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/pre.out")
   ck=$(printf '%s/checkpoints/ckpt-%08d.h5' "$run" "$at")
   "$BIN/dptrain-ckpt" info "$ck" >/dev/null || fail "SIG$sig: no valid checkpoint at step $at"

@@ -181,6 +181,7 @@ until [ "$(job_field "$id2" Restarts)" = 1 ]; do
 done
 wait_for "$id2" 120
 grep -q "dptrain exited 75" "$out" || { cat "$out"; fail "job 2: dptrain did not exit 75 after SIGUSR1"; }
+grep -q "^exit 75: requeue the job with --resume auto" "$out" || { cat "$out"; fail "job 2: dptrain did not ask for a requeue after SIGUSR1"; }
 at=$(sed -n '/stopped after step [0-9]* with a checkpoint/{s/.*stopped after step \([0-9]*\) .*/\1/p;q}' "$out")
 [ -n "$at" ] || { cat "$out"; fail "job 2: no 'stopped after step N with a checkpoint' line"; }
 "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/run2" "$at")" >/dev/null \

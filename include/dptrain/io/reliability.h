@@ -17,7 +17,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFatal = 1;       // MPI / HDF5 / internal error, watchdog, a peer's failure
 constexpr int kExitUser = 2;        // a bad option, file, shard or checkpoint
 constexpr int kExitNonfinite = 4;   // NaN/Inf loss or gradient with --on-nonfinite stop
-constexpr int kExitPreempted = 75;  // SIGTERM/SIGUSR1: checkpoint written; requeue with --resume auto
+constexpr int kExitPreempted = 75;  // SIGUSR1 (requeue) or SIGTERM (an end): checkpoint written
 
 // SIGTERM and SIGUSR1 set a flag (and nothing else: async-signal-safe); the trainer polls it at
 // every step and all ranks agree through the gradient all-reduce.

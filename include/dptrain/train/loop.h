@@ -60,6 +60,7 @@ class StepLoop {
     // What a step leaves for the loop to decide on; the same on every rank but `loss`.
     struct Step {
         bool finite = true, stop_requested = false, nonfinite_loss = false;
+        bool preempted = false;  // the stop was a launcher's preemption notice (SIGUSR1), not an end
         double loss = 0;  // this rank's share of the step's mean loss (its loss sum / global terms)
         int global_n = 0;
     };
@@ -81,6 +82,7 @@ class StepLoop {
     double t_run_ = 0, last_norm_ = 0, last_lr_ = 0, final_loss_ = 0;
     long skipped_ = 0;
     bool evaluated_ = false;
+    bool preempted_ = false;  // stopped by SIGUSR1 (a preemption notice) rather than SIGTERM
     EvalStats last_eval_;
     OpTimes op_times_;
 };
