@@ -2,6 +2,7 @@
 // end in a verified state or a UserError.
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/core/error.h"
+#include "../scratch_dir.h"
 
 #include <unistd.h>
 
@@ -12,10 +13,7 @@
 using namespace dptrain;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static std::string path = [] {
-        char t[] = "/tmp/dptrain-fuzz-ckpt-XXXXXX";
-        return std::string(mkdtemp(t)) + "/ckpt-00000001.h5";
-    }();
+    static std::string path = dptrain_test::scratch_dir("fuzz-ckpt") + "/ckpt-00000001.h5";
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) return 0;
     std::fwrite(data, 1, size, f);

@@ -8,6 +8,7 @@
 // checksum that is verified before HDF5 parses them).
 #include "dptrain/data/shards.h"
 #include "dptrain/core/error.h"
+#include "../scratch_dir.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
 #include <unistd.h>
@@ -19,10 +20,7 @@
 using namespace dptrain;
 
 static std::string dir() {
-    static std::string d = [] {
-        char t[] = "/tmp/dptrain-fuzz-shard-XXXXXX";
-        return std::string(mkdtemp(t));
-    }();
+    static std::string d = dptrain_test::scratch_dir("fuzz-shard");
     return d;
 }
 

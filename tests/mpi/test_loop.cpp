@@ -4,6 +4,7 @@
 // must do: one update per batch in the sampler's order, a skipped or stopping non-finite step,
 // checkpoints at their steps, and an exact resume.
 #include "helpers.h"
+#include "../scratch_dir.h"
 
 #include "dptrain/backend/device.h"
 #include "dptrain/comm/communicator.h"
@@ -115,13 +116,7 @@ class LinearModel : public Model {
     std::vector<double> r_;
 };
 
-std::string fresh_dir() {
-    std::string tmpl = "/tmp/dptrain-loop-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(mkdtemp(buf.data()) != nullptr);
-    return buf.data();
-}
+std::string fresh_dir() { return dptrain_test::scratch_dir("loop"); }
 
 // One rank's run: the parts the set-up would make, over MPI_COMM_SELF.
 struct Run {

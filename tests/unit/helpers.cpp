@@ -1,4 +1,5 @@
 #include "helpers.h"
+#include "../scratch_dir.h"
 
 #include "dptrain/core/error.h"
 #include "dptrain/model/optim.h"
@@ -95,13 +96,7 @@ int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std:
     return bad;
 }
 
-std::string temp_dir(const std::string& tag) {
-    std::string tmpl = "/tmp/dptrain-" + tag + "-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
-    return buf.data();
-}
+std::string temp_dir(const std::string& tag) { return dptrain_test::scratch_dir(tag); }
 
 void write_shards(const std::string& dir, const std::string& split, const std::vector<long>& rows, int dim,
                   int classes) {

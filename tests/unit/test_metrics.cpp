@@ -1,6 +1,7 @@
 // The step breakdown's statistics, the metrics records (JSON lines and EMF) and the progress text.
 #include "dptrain/io/metrics.h"
 #include "dptrain/io/tensorboard.h"
+#include "helpers.h"
 
 #include <catch2/catch.hpp>
 
@@ -97,9 +98,7 @@ TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
 }
 
 TEST_CASE("every record written to the file carries its wall-clock time after its type", "[metrics]") {
-    char tmpl[] = "/tmp/dptrain-metrics-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    const std::string path = std::string(tmpl) + "/m.jsonl";
+    const std::string path = testing::temp_dir("metrics") + "/m.jsonl";
     for (bool emf : {false, true}) {
         const double before = (double)std::time(nullptr);
         {
@@ -127,9 +126,7 @@ TEST_CASE("every record written to the file carries its wall-clock time after it
 }
 
 TEST_CASE("a resumed run's metrics keep the records up to its step, and drop a line cut short", "[metrics]") {
-    char tmpl[] = "/tmp/dptrain-metrics-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    const std::string path = std::string(tmpl) + "/m.jsonl";
+    const std::string path = testing::temp_dir("metrics") + "/m.jsonl";
     std::ofstream(path) << "{\"type\":\"run\",\"note\":\"\\\"step\\\":99\"}\n"
                         << "{\"type\":\"step\",\"time\":1.5,\"step\":10}\n"
                         << "{\"type\":\"eval\",\"step\":20}\n"
