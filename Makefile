@@ -1,6 +1,8 @@
 # dptrain: data-parallel training with MPI. Plain GNU make; objects in build/.
 #   make          build build/dptrain and the tools (run `make deps` first on a new machine)
-#   make run      install deps, build, make the default dataset, train it on 2 ranks, plot it
+#   make run      install deps, build, train a small GPT on 2 ranks on the project's own docs,
+#                 generate a sample from its checkpoint, plot the run
+#   make run-mlp  the same for the MLP on a synthetic dataset
 #   make test     install deps, build, run every test
 #   make deps     install the Debian packages that building and running need (as root)
 #   make test-deps  and those the tests need besides
@@ -81,7 +83,7 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 CUDA_TEST_SRCS := $(wildcard tests/cuda/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps test-deps run test clean help tests no-catch2 fuzz fuzzers bench-cluster
+.PHONY: all deps test-deps run run-mlp test clean help tests no-catch2 fuzz fuzzers bench-cluster
 # Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
 .PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
@@ -182,7 +184,20 @@ data/synth/val-00000-of-00001.h5: | $(BUILD)/dptrain-data
 
 JOBS := -j$(shell nproc 2>/dev/null || echo 2)
 
+# The default text: the project's documentation, character-level; remade when the docs change.
+DOC_TEXT := README.md $(sort $(wildcard docs/*.md))
+data/docs/val-00000-of-00001.h5: $(DOC_TEXT) | $(BUILD)/dptrain-data
+	@mkdir -p $(BUILD)
+	cat $(DOC_TEXT) >$(BUILD)/docs.txt
+	$(BUILD)/dptrain-data text --input $(BUILD)/docs.txt --out data/docs --vocab char
+
 run: deps
+	@$(MAKE) --no-print-directory $(JOBS) all data/docs/val-00000-of-00001.h5
+	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/gpt-docs.ini --overwrite-checkpoints
+	$(BUILD)/dptrain generate --checkpoint runs/gpt --prompt "The " --tokens 300 --temperature 0.8 --top-k 20
+	$(BUILD)/dptrain-report plot runs/gpt
+
+run-mlp: deps
 	@$(MAKE) --no-print-directory $(JOBS) all data/synth/val-00000-of-00001.h5
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
 	$(BUILD)/dptrain-report plot runs/local

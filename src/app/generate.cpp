@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,26 @@ static Options stored_options(const std::string& ini) {
     return o;
 }
 
+// --checkpoint: a checkpoint file, or a run or checkpoint directory for its newest complete
+// checkpoint (a damaged newer one is skipped with a note on stderr).
+static CheckpointState load_for_generate(std::string* path) {
+    struct stat st;
+    if (stat(path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return load_checkpoint(*path);
+    const std::string sub = *path + "/checkpoints";
+    const std::string dir = stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : *path;
+    CheckpointState ck;
+    std::vector<std::string> warnings;
+    std::string found;
+    const bool ok = load_latest(dir, &ck, &found, &warnings);
+    for (const std::string& w : warnings) std::fprintf(stderr, "dptrain generate: %s\n", w.c_str());
+    if (!ok)
+        throw UserError(strfmt("--checkpoint %s: no complete checkpoint in %s; train there first or give a "
+                               "ckpt-NNNNNNNN.h5 file",
+                               path->c_str(), dir.c_str()));
+    *path = found;
+    return ck;
+}
+
 int run_generate(int argc, const char* const* argv) {
     std::string checkpoint, prompt;
     int tokens = 200, top_k = 0, threads = 1;
@@ -45,7 +66,8 @@ int run_generate(int argc, const char* const* argv) {
     unsigned long seed = 1;
     po::options_description desc("dptrain generate: text from a GPT checkpoint", 100, 50);
     desc.add_options()("help,h", "print this help")("checkpoint", po::value(&checkpoint)->default_value(""),
-                                                    "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run")(
+                                                    "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run, or its run "
+                                                    "directory for the newest complete one")(
         "prompt", po::value(&prompt)->default_value("\n"), "text to continue")(
         "tokens", po::value(&tokens)->default_value(200), "tokens to generate")(
         "temperature", po::value(&temperature)->default_value(1.0), "softmax temperature; 0 = always the most likely")(
@@ -67,7 +89,7 @@ int run_generate(int argc, const char* const* argv) {
     if (tokens < 0 || top_k < 0 || temperature < 0 || threads < 1)
         throw UserError("generate: --tokens, --top-k and --temperature must be >= 0, --threads >= 1");
     cpu::set_threads(threads);
-    CheckpointState ck = load_checkpoint(checkpoint);
+    CheckpointState ck = load_for_generate(&checkpoint);
     if (ck.tokenizer.empty())
         throw UserError(strfmt("%s: not a language model checkpoint (%s); generate needs a --model gpt run",
                                checkpoint.c_str(), ck.model.c_str()));

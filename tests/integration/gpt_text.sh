@@ -26,6 +26,13 @@ awk -v a="$first" -v b="$v" 'BEGIN { exit !(b < a - 0.3) }' || fail "validation 
 chars=$(wc -m <"$WORK/gen.out")
 [ "$chars" -ge 44 ] || { cat "$WORK/gen.out"; fail "generate printed $chars characters, want the prompt + 40"; }
 head -c 200 "$WORK/gen.out"; echo
+# The run directory stands for its newest complete checkpoint: the same text, seed for seed.
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 40 --temperature 0.8 --top-k 10 >"$WORK/gen2.out" \
+  || fail "generate from the run directory failed"
+cmp -s "$WORK/gen.out" "$WORK/gen2.out" || fail "generate --checkpoint RUN_DIR differs from its newest checkpoint"
+mkdir -p "$WORK/empty"
+"$BIN/dptrain" generate --checkpoint "$WORK/empty" >/dev/null 2>"$WORK/gen.err" && fail "a directory without checkpoints was accepted"
+grep -q "^dptrain: error: --checkpoint .*empty: no complete checkpoint in" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "no clear line for an empty directory"; }
 "$BIN/dptrain" generate --checkpoint "$WORK/run/checkpoints/ckpt-00000200.h5" --prompt "€" --tokens 5 >/dev/null 2>"$WORK/gen.err" \
   && fail "a prompt outside the vocabulary was accepted"
 grep -q "not in the model's vocabulary" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "no clear message for an unknown character"; }
