@@ -6,6 +6,7 @@
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/model/gpt.h"
 #include "dptrain/config/options.h"
 #include "dptrain/core/rng.h"
@@ -79,7 +80,7 @@ int run_generate(int argc, const char* const* argv) {
         po::store(po::parse_command_line(argc, argv, desc), vm);
         po::notify(vm);
     } catch (const po::error& e) {
-        throw UserError(std::string(e.what()) + "; see dptrain generate --help");
+        throw UserError(std::string(e.what()) + "; see " + runnable("dptrain") + " generate --help");
     }
     if (vm.count("help")) {
         std::cout << desc;

@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    // `dptrain options`: every option and its closed set of values, for shell completion.
+    if (argc == 2 && std::string(argv[1]) == "options") {
+        std::fputs(option_listing().c_str(), stdout);
+        return 0;
+    }
     // `dptrain stage ...`: staging a dataset to local storage (slurm/stage-data.sh), without MPI.
     if (argc > 1 && std::string(argv[1]) == "stage") {
         try {

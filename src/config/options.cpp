@@ -3,11 +3,13 @@
 #include "dptrain/config/options.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 
 #include <boost/program_options.hpp>
 
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 
 namespace po = boost::program_options;
@@ -117,6 +119,7 @@ E parse_choice(const char* option, const std::string& text, const char* unknown 
 struct Registry {
     po::options_description desc;
     std::vector<std::pair<std::string, std::function<std::string(const Options&)>>> printers;
+    std::map<std::string, std::string> values;  // a choice's spellings, space separated
 
     explicit Registry(const char* title) : desc(title, 100, 50) {}
 
@@ -138,6 +141,8 @@ struct Registry {
                                }),
                            help);
         printers.emplace_back(name, [field](const Options& x) { return std::string(spelling(x.*field)); });
+        std::string& names = values[name];
+        for (const Choice<E>& c : choices(E{})) names += (names.empty() ? "" : " ") + std::string(c.name);
     }
 
     template <typename T>
@@ -399,7 +404,7 @@ void refuse_placeholders(const std::string& text, const std::string& where) {
 
 // Boost's messages name the option ("unrecognised option '--bach-size'"); add the fix.
 std::string with_fix(const std::string& where, const po::error& e) {
-    return where + e.what() + "; see dptrain --help for the options and their values";
+    return where + e.what() + "; see " + runnable("dptrain") + " --help for the options and their values";
 }
 
 } // namespace
@@ -441,7 +446,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
         s << "dptrain: data-parallel training with MPI\n\n"
           << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n"
           << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
-          << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n\n"
+          << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n"
+          << "       dptrain options   (every option, with its values where they are a closed set: for shell "
+             "completion)\n\n"
           << all;
         res.help = true;
         res.help_text = s.str();
@@ -506,6 +513,21 @@ OptimizerSettings optimizer_settings(const Options& o) {
 
 IoMode parse_io_mode(const std::string& s) { return parse_choice<IoMode>("io", s); }
 Precision parse_precision(const std::string& s) { return parse_choice<Precision>("precision", s); }
+
+std::string option_listing() {
+    Registry general("General");
+    Registry r("Training options");
+    Options scratch;
+    make_registry(general, r, scratch);
+    std::string out;
+    for (const Registry* reg : {&general, &r})
+        for (const auto& opt : reg->desc.options()) {
+            const std::string& name = opt->long_name();
+            const auto v = reg->values.find(name);
+            out += "--" + name + (v == reg->values.end() ? "" : "\t" + v->second) + "\n";
+        }
+    return out;
+}
 
 std::string Options::to_ini() const {
     Registry general("General");

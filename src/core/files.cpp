@@ -3,7 +3,11 @@
 
 #include "dptrain/core/error.h"
 
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 namespace dptrain {
@@ -17,6 +21,26 @@ void make_directories(const std::string& dir, const std::string& what) {
     if (what.empty())
         throw UserError(strfmt("%s: cannot create the directory: %s", dir.c_str(), ec.message().c_str()));
     throw UserError(strfmt("%s %s: cannot create the directory: %s", what.c_str(), dir.c_str(), ec.message().c_str()));
+}
+
+static bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+std::string runnable(const std::string& program) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return program;
+    const fs::path file = self.parent_path() / program;
+    if (!fs::exists(file, ec)) return program;
+    std::istringstream path(std::getenv("PATH") ? std::getenv("PATH") : "");
+    for (std::string dir; std::getline(path, dir, ':');)
+        if (!dir.empty() && fs::exists(fs::path(dir) / program, ec))
+            return same_file((fs::path(dir) / program).string(), file.string()) ? program : file.string();
+    const fs::path rel = file.lexically_relative(fs::current_path(ec));
+    return !ec && !rel.empty() && *rel.begin() != ".." ? rel.string() : file.string();
 }
 
 } // namespace dptrain

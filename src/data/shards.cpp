@@ -4,6 +4,7 @@
 #include "dptrain/comm/communicator.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/core/rng.h"
 
 #include <dirent.h>
@@ -169,7 +170,8 @@ std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std
 }
 
 ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {
-    const std::string hint = strfmt("create shards with `dptrain-data synth --out %s` (format: data/README.md)", dir.c_str());
+    const std::string hint = strfmt("create shards with `%s synth --out %s` (format: data/README.md)",
+                                    runnable("dptrain-data").c_str(), dir.c_str());
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     ShardSet s;

@@ -279,8 +279,9 @@ long check_sums(const std::string& dir, int streams, bool remove_bad) {
         if (line.empty()) continue;
         // sha256sum's format: 64 hex digits, a space, ' ' (text) or '*' (binary), the name.
         if (line.size() < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*'))
-            throw UserError(strfmt("%s/SHA256SUMS:%d: not a sha256sum line; regenerate it with `dptrain stage --write-sums %s`",
-                                   dir.c_str(), n, dir.c_str()));
+            throw UserError(strfmt("%s/SHA256SUMS:%d: not a sha256sum line; regenerate it with `%s stage --write-sums "
+                                   "%s`",
+                                   dir.c_str(), n, runnable("dptrain").c_str(), dir.c_str()));
         std::string name = line.substr(66);
         if (name.compare(0, 2, "./") == 0) name = name.substr(2);
         want.emplace_back(line.substr(0, 64), name);

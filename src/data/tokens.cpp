@@ -4,6 +4,7 @@
 #include "dptrain/comm/communicator.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/core/rng.h"
 
 #include <fcntl.h>
@@ -169,9 +170,8 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     if (mode == IoMode::collective)
         throw UserError("--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or "
                         "memory");
-    const std::string hint = strfmt("create token shards with `dptrain-data text --input FILE --out %s` (format: "
-                                    "data/README.md)",
-                                    dir.c_str());
+    const std::string hint = strfmt("create token shards with `%s text --input FILE --out %s` (format: data/README.md)",
+                                    runnable("dptrain-data").c_str(), dir.c_str());
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     TokenShardSet s;

@@ -245,7 +245,7 @@ bool agreed(Fn&& step) {
         step();
     } catch (const po::error& e) {
         ok = false;
-        msg = strfmt("%s; see dptrain-data ingest --help", e.what());
+        msg = strfmt("%s; see %s ingest --help", e.what(), runnable("dptrain-data").c_str());
     } catch (const std::exception& e) {
         ok = false;
         msg = e.what();
@@ -358,7 +358,9 @@ int ingest_cmd(int argc, char** argv) {
             help = parse_or_help(argc, argv, desc, kIngestHelp, rank == 0);
             if (help) return;
             if (out.empty()) throw UserError("ingest: give the output directory with --out DIR");
-            if (inputs.empty()) throw UserError("ingest: give the data with --input FILE (see dptrain-data ingest --help)");
+            if (inputs.empty())
+                throw UserError("ingest: give the data with --input FILE (see " + runnable("dptrain-data") +
+                                " ingest --help)");
         }))
         return finish(2);
     if (help) return finish(0);
@@ -424,6 +426,10 @@ int main(int argc, char** argv) {
         if (cmd == "synth") return synth(argc - 1, argv + 1);
         if (cmd == "text") return text(argc - 1, argv + 1);
         if (cmd == "ingest") return ingest_cmd(argc - 1, argv + 1);
+        if (cmd == "--version") {
+            std::printf("dptrain-data %s\n", DPTRAIN_VERSION);
+            return 0;
+        }
         if (cmd == "-h" || cmd == "--help") {
             std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n"
                         "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n"
@@ -431,11 +437,12 @@ int main(int argc, char** argv) {
                         "(dptrain-data ingest --help)\n");
             return 0;
         }
-        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use dptrain-data synth|text|ingest --help\n",
-                     cmd.c_str());
+        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use %s synth|text|ingest --help\n", cmd.c_str(),
+                     runnable("dptrain-data").c_str());
         return 2;
     } catch (const po::error& e) {
-        std::fprintf(stderr, "dptrain-data: error: %s; see dptrain-data %s --help\n", e.what(), cmd.c_str());
+        std::fprintf(stderr, "dptrain-data: error: %s; see %s %s --help\n", e.what(), runnable("dptrain-data").c_str(),
+                     cmd.c_str());
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dptrain-data: error: %s\n", e.what());

@@ -41,7 +41,9 @@ const char* kUsage =
     "           the metrics file); --describe prints what each chart draws as JSON lines instead\n";
 
 int trace(int argc, char** argv) {
-    if (argc < 3) throw UserError("trace: give the output file and at least one rank trace; see dptrain-report --help");
+    if (argc < 3)
+        throw UserError("trace: give the output file and at least one rank trace; see " + runnable("dptrain-report") +
+                        " --help");
     const std::vector<std::string> inputs(argv + 2, argv + argc);
     merge_traces(argv[1], inputs);
     std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 2, argv[1]);
@@ -216,7 +218,7 @@ int plot(int argc, char** argv) {
     desc.add_options()("out", po::value(&out))("input", po::value(&input))("describe", po::bool_switch());
     const po::variables_map vm = parse_subcommand(argc, argv, desc, {"input"});
     if (input.empty())
-        throw UserError("plot: give a run directory or a metrics.jsonl file; see dptrain-report --help");
+        throw UserError("plot: give a run directory or a metrics.jsonl file; see " + runnable("dptrain-report") + " --help");
 
     std::string path = input;
     if (is_directory(input)) {

@@ -8,17 +8,21 @@ cd "$WORK"
 expect_one_line() {
   local code=$1 pattern=$2; shift 2
   set +e
-  "$@" >out.txt 2>err.txt
+  "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
   local rc=$?
   set -e
-  [ "$rc" = "$code" ] || { cat out.txt err.txt; fail "$*: exit $rc, want $code"; }
-  [ "$(wc -l <err.txt)" = 1 ] || { cat err.txt; fail "$*: $(wc -l <err.txt) lines on stderr, want 1"; }
-  grep -qE "$pattern" err.txt || { cat err.txt; fail "$*: stderr does not match '$pattern'"; }
+  [ "$rc" = "$code" ] || { cat "$WORK/out.txt" "$WORK/err.txt"; fail "$*: exit $rc, want $code"; }
+  [ "$(wc -l <"$WORK/err.txt")" = 1 ] || { cat "$WORK/err.txt"; fail "$*: $(wc -l <"$WORK/err.txt") lines on stderr, want 1"; }
+  grep -qE "$pattern" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "$*: stderr does not match '$pattern'"; }
 }
 "$BIN/dptrain-ckpt" --help | grep -q 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
 "$BIN/dptrain-bench" --help | grep -q 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
-expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see dptrain-ckpt --help$" \
+# The fix names the command as the user can run it: its absolute path from outside the checkout,
+# build/... from its root (and its bare name when on the PATH: install.sh).
+expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see $BIN/dptrain-ckpt --help$" \
   "$BIN/dptrain-ckpt" diff a.h5 b.h5 --tol abc
+(cd "$ROOT" && expect_one_line 2 "^dptrain-data: error: unrecognised option '--bogus'; see build/dptrain-data synth --help$" \
+  build/dptrain-data synth --bogus --out "$WORK/x")
 expect_one_line 2 "^dptrain-ckpt: error: info: give the checkpoint file" "$BIN/dptrain-ckpt" info
 expect_one_line 2 "^dptrain-ckpt: error: frob: not a command" "$BIN/dptrain-ckpt" frob
 expect_one_line 2 "^dptrain-ckpt: error: missing.h5: " "$BIN/dptrain-ckpt" info missing.h5

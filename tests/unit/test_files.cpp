@@ -1,5 +1,6 @@
 // make_directories: nested directories made, an existing one accepted, and a path that cannot be a
-// directory refused with one line naming the setting, the path and the reason.
+// directory refused with one line naming the setting, the path and the reason. runnable: a program
+// beside this one named as the user can run it.
 #include "helpers.h"
 
 #include "dptrain/core/error.h"
@@ -7,6 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
@@ -40,4 +45,28 @@ TEST_CASE("make_directories makes parents, accepts what exists, and names what i
         what = e.what();
     }
     CHECK(what.rfind(root + "/file: cannot create the directory: ", 0) == 0);
+}
+
+TEST_CASE("runnable names a program as the user can run it: on the PATH, under the directory, or absolute",
+          "[files]") {
+    namespace fs = std::filesystem;
+    const fs::path self = fs::read_symlink("/proc/self/exe");
+    const std::string name = self.filename().string(), dir = self.parent_path().string();
+    const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+    const fs::path old_cwd = fs::current_path();
+    CHECK(runnable("no-such-program-here") == "no-such-program-here");  // not beside this one
+    setenv("PATH", ("/nonexistent:" + dir + ":/usr/bin").c_str(), 1);
+    CHECK(runnable(name) == name);
+    setenv("PATH", "/nonexistent", 1);
+    fs::current_path(self.parent_path().parent_path());
+    CHECK(runnable(name) == self.parent_path().filename().string() + "/" + name);
+    const std::string elsewhere = testing::temp_dir("runnable");
+    fs::current_path(elsewhere);
+    CHECK(runnable(name) == self.string());
+    // Another file of that name found first on the PATH: the path of ours, not the bare name.
+    std::ofstream(elsewhere + "/" + name) << "#!/bin/sh\n";
+    setenv("PATH", elsewhere.c_str(), 1);
+    CHECK(runnable(name) == self.string());
+    fs::current_path(old_cwd);
+    setenv("PATH", old_path.c_str(), 1);
 }

@@ -98,6 +98,9 @@ struct ParseResult {
 
 // Throws UserError with one line naming the option (or file) and the fix.
 ParseResult parse_options(int argc, const char* const* argv);
+// `dptrain options`: one line per option, "--name", then a tab and its values separated by spaces
+// when they are a closed set ("--device\tcpu cuda auto"); for shell completion.
+std::string option_listing();
 
 // --optimizer and its hyper-parameters.
 OptimizerSettings optimizer_settings(const Options& o);

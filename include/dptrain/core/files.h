@@ -1,5 +1,6 @@
 // Directories, through std::filesystem, with every error reported as a UserError that names the
-// path and the setting it came from. Not for: reading or writing files' contents.
+// path and the setting it came from; and how the user runs one of dptrain's programs. Not for:
+// reading or writing files' contents.
 #pragma once
 
 #include <string>
@@ -10,5 +11,11 @@ namespace dptrain {
 // "WHAT DIR: cannot create the directory: REASON" (WHAT naming the setting, "--checkpoint-dir";
 // without it "DIR: ..."), also when DIR, or a parent of it, exists as something else.
 void make_directories(const std::string& dir, const std::string& what = "");
+
+// How the user runs PROGRAM ("dptrain-data"), one of the programs installed or built beside the
+// running one, for the commands that messages suggest: its bare name when PATH finds that very
+// file, else its path relative to the working directory when under it ("build/dptrain-data"),
+// else its absolute path.
+std::string runnable(const std::string& program);
 
 } // namespace dptrain

@@ -20,9 +20,10 @@ boost::program_options::variables_map parse_subcommand(int argc, char** argv,
                                                        const std::vector<std::string>& positional = {},
                                                        int repeat_last = 1);
 
-// Runs a tool's main: --help or -h anywhere prints `usage` (exit 0); otherwise body(), whose
-// errors end the tool with one line on stderr (when `speak`: under mpirun, rank 0 alone) and
-// exit 2: a parser error as "TOOL: error: CMD: WHAT; see TOOL --help", any other as
+// Runs a tool's main: --version as the first argument prints "TOOL VERSION" and --help or -h
+// anywhere prints `usage` (exit 0); otherwise body(), whose errors end the tool with one line on
+// stderr (when `speak`: under mpirun, rank 0 alone) and exit 2: a parser error as
+// "TOOL: error: CMD: WHAT; see TOOL --help" (TOOL as runnable() names it), any other as
 // "TOOL: error: WHAT".
 int run_tool(const char* tool, const char* usage, int argc, char** argv, const std::function<int()>& body,
              bool speak = true);

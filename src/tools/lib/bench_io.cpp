@@ -13,6 +13,7 @@
 #include "dptrain/config/options.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/data/shards.h"
 #include "dptrain/io/metrics.h"
 #include "dptrain/tools/cli.h"
@@ -217,7 +218,7 @@ int bench_io(int argc, char** argv) {
     const IoArgs a = parse_io(argc, argv);
     Split sp;
     if (!all_ok(MPI_COMM_WORLD, [&] {
-            sp.files = find_shards(a.data, "train", "make shards with dptrain-data");
+            sp.files = find_shards(a.data, "train", "make shards with " + runnable("dptrain-data"));
             ShardSet s = ShardSet::open(a.data, "train", a.batch);
             sp.samples = s.num_samples();
             sp.row_bytes = s.bytes_per_sample();

@@ -1,6 +1,8 @@
 // parse_subcommand and run_tool: the tools' one way of reading arguments and failing.
 #include "dptrain/tools/cli.h"
 
+#include "dptrain/core/files.h"
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -24,6 +26,10 @@ po::variables_map parse_subcommand(int argc, char** argv, const po::options_desc
 int run_tool(const char* tool, const char* usage, int argc, char** argv, const std::function<int()>& body,
              bool speak) {
     const std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd == "--version") {
+        if (speak) std::printf("%s %s\n", tool, DPTRAIN_VERSION);
+        return 0;
+    }
     for (int i = 1; i < argc; ++i)
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
             if (speak) std::fputs(usage, stdout);
@@ -32,7 +38,9 @@ int run_tool(const char* tool, const char* usage, int argc, char** argv, const s
     try {
         return body();
     } catch (const po::error& e) {
-        if (speak) std::fprintf(stderr, "%s: error: %s: %s; see %s --help\n", tool, cmd.c_str(), e.what(), tool);
+        if (speak)
+            std::fprintf(stderr, "%s: error: %s: %s; see %s --help\n", tool, cmd.c_str(), e.what(),
+                         runnable(tool).c_str());
     } catch (const std::exception& e) {
         if (speak) std::fprintf(stderr, "%s: error: %s\n", tool, e.what());
     }

@@ -5,6 +5,7 @@
 #include "dptrain/tools/ingest.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/npy.h"
 #include "dptrain/tools/zip.h"
@@ -407,7 +408,8 @@ void Table::append(Table&& t, const std::string& path) {
 }
 
 Table read_inputs(const std::vector<std::string>& inputs, const Options& o, Format* used) {
-    if (inputs.empty()) throw UserError("ingest: give the data with --input FILE (see dptrain-data ingest --help)");
+    if (inputs.empty())
+        throw UserError("ingest: give the data with --input FILE (see " + runnable("dptrain-data") + " ingest --help)");
     Format fmt = o.format;
     if (fmt == Format::automatic) {
         fmt = detect_format(inputs[0]);
