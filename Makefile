@@ -4,10 +4,12 @@
 #                 generate a sample from its checkpoint, plot the run
 #   make run-mlp  the same for the MLP on a synthetic dataset
 #   make test     install deps, build, run every test
+#   make install  install the programs, man pages, bash completion, configs and Slurm scripts
+#                 under PREFIX (default /usr/local), staged under DESTDIR when set; make uninstall
 #   make deps     install the Debian packages that building and running need (as root)
 #   make test-deps  and those the tests need besides
 # Settings (override on the command line): CUDA=auto|0|1, CUDA_HOME, NVCC_ARCH, DEBUG=0|1,
-# VERBOSE=0|1, ARCH_FLAGS, NP (ranks for make run).
+# VERBOSE=0|1, ARCH_FLAGS, NP (ranks for make run), PREFIX, DESTDIR.
 
 CXX        ?= g++
 CUDA       ?= auto
@@ -83,7 +85,7 @@ MPI_SRCS  := $(wildcard tests/mpi/*.cpp)
 CUDA_TEST_SRCS := $(wildcard tests/cuda/*.cpp)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps test-deps run run-mlp test clean help tests no-catch2 fuzz fuzzers bench-cluster
+.PHONY: all deps test-deps run run-mlp install uninstall test clean help tests no-catch2 fuzz fuzzers bench-cluster
 # Objects reached through pattern rules (the tools) are kept, not deleted as intermediates.
 .PRECIOUS: $(BUILD)/%.o
 all: $(BUILD)/dptrain $(TOOLS)
@@ -201,6 +203,36 @@ run-mlp: deps
 	@$(MAKE) --no-print-directory $(JOBS) all data/synth/val-00000-of-00001.h5
 	$(MPIRUN) -np $(NP) $(BUILD)/dptrain --config configs/local.ini --overwrite-checkpoints
 	$(BUILD)/dptrain-report plot runs/local
+
+empty :=
+space := $(empty) $(empty)
+comma := ,
+
+# make install: what `make` built, where packages put such files.
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+PROGRAMS := dptrain dptrain-data dptrain-bench dptrain-ckpt dptrain-report
+BINDIR   := $(DESTDIR)$(PREFIX)/bin
+MANDIR   := $(DESTDIR)$(PREFIX)/share/man/man1
+COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+SHAREDIR := $(DESTDIR)$(PREFIX)/share/dptrain
+DOCDIR   := $(DESTDIR)$(PREFIX)/share/doc/dptrain
+
+install: all
+	@scripts/make-man $(BUILD) $(BUILD)/man
+	install -d $(BINDIR) $(MANDIR) $(COMPDIR) $(SHAREDIR)/configs $(SHAREDIR)/slurm $(DOCDIR)
+	install -m 755 $(PROGRAMS:%=$(BUILD)/%) $(BINDIR)
+	install -m 644 $(PROGRAMS:%=$(BUILD)/man/%.1) $(MANDIR)
+	for p in $(PROGRAMS); do install -m 644 scripts/dptrain.bash-completion $(COMPDIR)/$$p || exit 1; done
+	install -m 644 configs/*.ini $(SHAREDIR)/configs
+	install -m 755 slurm/*.sbatch slurm/*.sh $(SHAREDIR)/slurm
+	install -m 644 README.md docs/*.md $(DOCDIR)
+	install -m 644 data/README.md $(DOCDIR)/DATA.md
+	@echo "installed dptrain $(VERSION) under $(DESTDIR)$(PREFIX): bin/{$(subst $(space),$(comma),$(PROGRAMS))}, share/man/man1, share/bash-completion, share/dptrain/{configs,slurm}, share/doc/dptrain"
+
+uninstall:
+	rm -f $(PROGRAMS:%=$(BINDIR)/%) $(PROGRAMS:%=$(MANDIR)/%.1) $(PROGRAMS:%=$(COMPDIR)/%)
+	rm -rf $(SHAREDIR) $(DOCDIR)
 
 test: test-deps
 	@$(MAKE) --no-print-directory $(JOBS) all tests fuzzers
