@@ -1,13 +1,15 @@
 #!/bin/bash
-# ParallelCluster OnNodeConfigured action (cluster-config.yaml): installs dptrain's dependencies
-# and builds dptrain in /opt/dptrain on this node, for this node's CPU (-march=native), after
-# ParallelCluster has set the node up (Slurm, EFA, FSx mounted). ParallelCluster runs it as root.
+# ParallelCluster OnNodeConfigured action (cluster-config.yaml): installs dptrain's dependencies,
+# builds dptrain in /opt/dptrain on this node, for this node's CPU (-march=native), and installs
+# it under /usr/local (make install: dptrain on the PATH, its configs and Slurm scripts in
+# /usr/local/share/dptrain), after ParallelCluster has set the node up (Slurm, EFA, FSx mounted).
+# ParallelCluster runs it as root.
 #
 #   bootstrap.sh SOURCE [INSTALL_DIR]
 #     SOURCE       the dptrain source: s3://.../dptrain-src.tar.gz (from `git archive`), a git URL,
 #                  or a directory (e.g. a checkout on /fsx)
-#     INSTALL_DIR  where to put and build it (default /opt/dptrain; slurm/multi-node.sbatch's
-#                  default DPTRAIN_ROOT)
+#     INSTALL_DIR  where to put and build it (default /opt/dptrain; DPTRAIN_ROOT=/opt/dptrain
+#                  makes the Slurm scripts use this build instead of the installed one)
 #
 # The packages are those of scripts/install-deps (read from the source, so the list lives in one
 # place), without the ones only its tests use: a local Slurm and munge must not be installed
@@ -56,9 +58,10 @@ apt_get install --no-install-recommends "${pkgs[@]}"
 rm -rf "$dir.new"
 mv "$tmp/src" "$dir.new"
 make -C "$dir.new" -j"$(nproc)" all
+make -C "$dir.new" install PREFIX=/usr/local
 rm -rf "$dir.old"
 if [ -d "$dir" ]; then mv "$dir" "$dir.old"; fi
 mv "$dir.new" "$dir"
 rm -rf "$dir.old"
-"$dir/build/dptrain" --version
-echo "dptrain bootstrap done on $(hostname) at $(date -u +%FT%TZ): $dir/build/dptrain"
+/usr/local/bin/dptrain --version
+echo "dptrain bootstrap done on $(hostname) at $(date -u +%FT%TZ): /usr/local/bin/dptrain (built in $dir)"

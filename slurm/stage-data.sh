@@ -19,12 +19,16 @@
 # - Progress and the copy rate go to stderr; the last line on stdout is DEST. Exit 0 when DEST
 #   holds a verified copy, 1 otherwise.
 # Settings: STAGE_ROOT, STAGE_PARALLEL (parallel copy/checksum streams, default 8), STAGE_SHA256,
-# DPTRAIN (the dptrain binary; default: build/dptrain beside this script's directory).
+# DPTRAIN (the dptrain binary; default: build/dptrain of the checkout holding this script, else
+# dptrain on the PATH).
 set -euo pipefail
 me="stage-data[$(hostname -s)]"
 die() { echo "$me: error: $*" >&2; exit 1; }
 PAR=${STAGE_PARALLEL:-8}
-DPTRAIN=${DPTRAIN:-$(cd "$(dirname "$0")/.." && pwd)/build/dptrain}
+if [ -z "${DPTRAIN:-}" ]; then
+  DPTRAIN=$(cd "$(dirname "$0")/.." && pwd)/build/dptrain
+  [ -x "$DPTRAIN" ] || DPTRAIN=$(command -v dptrain) || die "dptrain not found: neither $DPTRAIN nor on the PATH; build or install it, or set DPTRAIN"
+fi
 [ -x "$DPTRAIN" ] || die "$DPTRAIN: not found; build dptrain (make) or set DPTRAIN"
 
 if [ "${1:-}" = --write-sums ]; then

@@ -29,7 +29,7 @@ done
 for f in "$ROOT"/slurm/*.sbatch; do
   ! grep -q -- '--signal=B:' "$f" || fail "$f: --signal=B: signals only the batch shell, not dptrain's ranks"
 done
-grep -q 'build/dptrain-bench allreduce \$BENCH_ARGS -J "\$RUN_DIR/allreduce.json"' "$ROOT/slurm/allreduce-bench.sbatch" \
+grep -q '"\$bench" allreduce \$BENCH_ARGS -J "\$RUN_DIR/allreduce.json"' "$ROOT/slurm/allreduce-bench.sbatch" \
   || fail "allreduce-bench.sbatch does not write RUN_DIR/allreduce.json"
 echo "ok: slurm/ directives (one task per GPU, PMIx, --signal=USR1@120, requeue, EFA/NCCL environment)"
 
@@ -168,8 +168,10 @@ lc = (get(launcher, "template.spec.containers") or [{}])[0]
 wspec = get(worker, "template.spec") or {}
 wc = (wspec.get("containers") or [{}])[0]
 cmd = " ".join(map(str, (lc.get("command") or []) + (lc.get("args") or [])))
-check("mpirun" in cmd and "build/dptrain" in cmd and "--resume auto" in cmd,
-      "mpijob.yaml: the launcher must run mpirun ... build/dptrain ... --resume auto")
+check("mpirun" in cmd and "/usr/local/bin/dptrain " in cmd and "/usr/local/share/dptrain/configs/" in cmd
+      and "--resume auto" in cmd,
+      "mpijob.yaml: the launcher must run mpirun ... /usr/local/bin/dptrain (installed by the Dockerfile) "
+      "--config /usr/local/share/dptrain/configs/... --resume auto")
 np_ = re.search(r'-np (\d+)', cmd)
 check(np_ and isinstance(nworkers, int) and int(np_.group(1)) == nworkers * (slots or 0),
       f"mpijob.yaml: mpirun -np must be workers x slotsPerWorker = {nworkers} x {slots}")
@@ -254,4 +256,8 @@ grep -qE '^ARG CUDA_IMAGE=nvidia/cuda:[^ ]*-devel-ubuntu22\.04$' "$ROOT/eks/Dock
 grep -q 'efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile: no EFA installer run for containers"
 grep -qE '^RUN .*make .*all' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile does not build dptrain with make"
 grep -q '^ENTRYPOINT \["/opt/dptrain/eks/entrypoint.sh"\]$' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile: no entry point"
+# Both images install dptrain (make install) where mpijob.yaml and the Slurm scripts look for it.
+grep -q 'make .*install PREFIX=/usr/local' "$ROOT/eks/Dockerfile" || fail "eks/Dockerfile does not make install under /usr/local"
+grep -q 'make -C "\$dir.new" install PREFIX=/usr/local' "$ROOT/ParallelCluster/bootstrap.sh" \
+  || fail "ParallelCluster/bootstrap.sh does not make install under /usr/local"
 echo "ok: eks/Dockerfile installs all $(wc -l <<<"$deps") packages of scripts/install-deps's pkgs and none of its test_pkgs, EFA installer, CUDA devel base"

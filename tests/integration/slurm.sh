@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The sbatch scripts of slurm/ under a real Slurm: a private munged and a single-node slurmctld +
 # slurmd (Debian's packages, from scripts/install-deps) run from a scratch directory with their
-# own ports and munge socket. Job 1: single-node.sbatch trains 2 ranks under srun --mpi=pmix and
+# own ports and munge socket. Job 0: slurm/README.md's first command, as written, in a fresh copy of
+# the checkout. Job 1: single-node.sbatch trains 2 ranks under srun --mpi=pmix and
 # checkpoints. Job 2: it is preempted with SIGUSR1 to its tasks (what --signal=USR1@120 sends):
 # dptrain checkpoints and exits 75, the script requeues the job, and the next run resumes from the
 # checkpoint and finishes. Jobs 3-5: multi-node.sbatch on one node with staging to local disk,
-# stage-data.sbatch reusing that copy, allreduce-bench.sbatch writing its JSON.
+# stage-data.sbatch reusing that copy, allreduce-bench.sbatch writing its JSON. Job 6:
+# single-node.sbatch as `make install` puts it, run from an empty directory.
 source "$(dirname "$0")/lib.bash"
 
 skip() { echo "SKIPPED slurm: $*"; exit 0; }
@@ -133,6 +135,45 @@ submit() {
   (cd "$ROOT" && sbatch --parsable --output="$WORK/job-%j.out" "$@" "slurm/$script")
 }
 
+# --- job 0, a newcomer's: slurm/README.md's first command as written, run in a fresh copy of the
+# checkout (its tracked files and the build, no dataset): the script makes data/synth, trains
+# configs/local.ini on 2 ranks and checkpoints.
+if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+  fresh=$WORK/checkout
+  mkdir -p "$fresh"
+  (cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$fresh"
+  ln -s "$ROOT/build" "$fresh/build"
+  first=$(sed -n '/^## First job/,/^## /s/^    \(sbatch .*\)$/\1/p' "$ROOT/slurm/README.md" | head -n1)
+  [ -n "$first" ] || fail "slurm/README.md: no sbatch command under '## First job'"
+  echo "newcomer: $first"
+  said=$(cd "$fresh" && bash -c "$first" 2>&1) || fail "'$first' failed: $said"
+  id0=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$said")
+  [ -n "$id0" ] || fail "'$first' did not submit a job: $said"
+  jobs_submitted+=("$id0")
+  ln -s "$fresh/dptrain-$id0.out" "$WORK/job-$id0.out"   # where wait_for and completed look
+  wait_for "$id0" 180
+  completed "$id0" "job $id0 ('$first')"
+  out=$WORK/job-$id0.out
+  grep -q "^single-node.sbatch: data/synth .* is missing: making it" "$out" || { cat "$out"; fail "job $id0: did not say it makes data/synth"; }
+  grep -q "^done: steps 1..3000 " "$out" || { cat "$out"; fail "job $id0: no 'done: steps 1..3000' line"; }
+  "$BIN/dptrain-ckpt" info "$fresh/runs/slurm-$id0/checkpoints/ckpt-00003000.h5" >/dev/null \
+    || fail "job $id0: no checkpoint of step 3000 in runs/slurm-$id0"
+  echo "ok: job $id0: '$first' in a fresh checkout made data/synth and trained 3000 steps on 2 ranks"
+  # What the README says of a job larger than the node: with slurm.conf's defaults Slurm accepts
+  # it but never starts it (pending, reason PartitionConfig).
+  big=$(cd "$fresh" && sbatch --parsable --ntasks=$(( $(nproc) + 1 )) slurm/single-node.sbatch) \
+    || fail "sbatch --ntasks=$(( $(nproc) + 1 )) failed: $big"
+  jobs_submitted+=("$big")
+  sleep 3
+  [ "$(job_field "$big" JobState) $(job_field "$big" Reason)" = "PENDING PartitionConfig" ] \
+    || fail "job $big of $(( $(nproc) + 1 )) tasks on $(nproc) CPUs: $(job_field "$big" JobState) $(job_field "$big" Reason), want PENDING PartitionConfig"
+  grep -q "PartitionConfig" "$ROOT/slurm/README.md" || fail "slurm/README.md does not say what a job larger than the node shows"
+  scancel "$big"
+  echo "ok: job $big, more tasks than the node's $(nproc) CPUs, pending with reason PartitionConfig, as the README says"
+else
+  echo "SKIPPED the newcomer's job: $ROOT is not a git checkout"
+fi
+
 synth "$WORK/data" --train-samples 4000 --val-samples 256
 cat >"$WORK/train.ini" <<EOF
 data = $WORK/data
@@ -193,6 +234,8 @@ completed "$id2" "job 2 after its restart"
 grep -q "^done: steps $((at + 1))..60000 " "$out" || { cat "$out"; fail "job 2: no 'done: steps $((at + 1))..60000' line"; }
 "$BIN/dptrain-ckpt" info "$WORK/run2/checkpoints/ckpt-00060000.h5" >/dev/null || fail "job 2: no final checkpoint"
 echo "ok: job $id2: SIGUSR1 -> checkpoint at step $at, exit 75, requeued, resumed at step $at, finished"
+echo "job $id2's log, around the requeue (slurm/README.md shows these lines):"
+grep -E "^(exit 75|single-node.sbatch|slurmstepd|resumed from)|stopped after step|CANCELLED" "$out" | sed 's/^/    /'
 
 # --- job 3: multi-node.sbatch on this one node without GPUs (--gpus-per-node=0, 2 ranks), the
 # dataset staged first to "local disk" (STAGE_FROM): staging under srun once per node, the EFA
@@ -226,3 +269,23 @@ for alg in MPI_Allreduce flat hierarchical; do
     || { cat "$WORK/job-$id5.out" "$json"; fail "job 5: want 3 sizes of $alg on 2 ranks without wrong results in $json"; }
 done
 echo "ok: job $id5: allreduce-bench.sbatch wrote $json (3 algorithms x 3 sizes)"
+
+# --- job 6: dptrain as installed (make install), no checkout: single-node.sbatch from PREFIX's
+# share/dptrain/slurm, submitted from an empty directory with PREFIX/bin on the PATH. It runs the
+# installed programs, takes configs/local.ini from share/dptrain and makes data/synth where it was
+# submitted.
+make -s -C "$ROOT" install DESTDIR="$WORK/dest" PREFIX=/usr >"$WORK/install.out" 2>&1 || { cat "$WORK/install.out"; fail "make install failed"; }
+mkdir -p "$WORK/user"
+id6=$(cd "$WORK/user" && PATH=$WORK/dest/usr/bin:$PATH DPTRAIN_ARGS="--steps 300" \
+      sbatch --parsable --output="$WORK/job-%j.out" --ntasks=2 "$WORK/dest/usr/share/dptrain/slurm/single-node.sbatch")
+jobs_submitted+=("$id6")
+wait_for "$id6" 60
+completed "$id6" "job 6 (installed single-node.sbatch)"
+out=$WORK/job-$id6.out
+grep -q "^single-node.sbatch: srun .* $WORK/dest/usr/bin/dptrain --config $WORK/dest/usr/bin/../share/dptrain/configs/local.ini " "$out" \
+  || { cat "$out"; fail "job 6: did not run the installed dptrain with the installed configs/local.ini"; }
+grep -q "making it with $WORK/dest/usr/bin/dptrain-data synth" "$out" && [ -f "$WORK/user/data/synth/val-00000-of-00001.h5" ] \
+  || { cat "$out"; fail "job 6: did not make data/synth where it was submitted"; }
+grep -q "^done: steps 1..300 " "$out" && [ -f "$WORK/user/runs/slurm-$id6/checkpoints/ckpt-00000300.h5" ] \
+  || { cat "$out"; fail "job 6: did not train 300 steps into runs/slurm-$id6 where it was submitted"; }
+echo "ok: job $id6: the installed single-node.sbatch ran the installed dptrain from an empty directory"
