@@ -245,8 +245,11 @@ std::string read_attr_str(hid_t obj, const std::string& name) {
     if (H5Tget_class(t.get()) != H5T_STRING) throw UserError(strfmt("attribute %s is not a string", name.c_str()));
     if (H5Tis_variable_str(t.get()) > 0) {
         char* s = nullptr;
+        // In the file's character set: h5py writes str attributes as variable-length UTF-8,
+        // which HDF5 will not convert to the ASCII of H5T_C_S1.
         Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
         H5Tset_size(mt.get(), H5T_VARIABLE);
+        H5Tset_cset(mt.get(), H5Tget_cset(t.get()));
         if (H5Aread(a.get(), mt.get(), &s) < 0) throw UserError(strfmt("attribute %s cannot be read", name.c_str()));
         std::string out = s ? s : "";
         H5free_memory(s);
