@@ -48,10 +48,11 @@ static CheckpointState load_for_generate(std::string* path) {
     const std::string sub = *path + "/checkpoints";
     const std::string dir = stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : *path;
     CheckpointState ck;
-    std::vector<std::string> warnings;
+    std::vector<std::string> damaged;
     std::string found;
-    const bool ok = load_latest(dir, &ck, &found, &warnings);
-    for (const std::string& w : warnings) std::fprintf(stderr, "dptrain generate: %s\n", w.c_str());
+    const bool ok = load_latest(dir, &ck, &found, &damaged);
+    for (const std::string& d : damaged)
+        std::fprintf(stderr, "dptrain generate: skipping checkpoint: %s; falling back to an older one\n", d.c_str());
     if (!ok)
         throw UserError(strfmt("--checkpoint %s: no complete checkpoint in %s; train there first or give a "
                                "ckpt-NNNNNNNN.h5 file",

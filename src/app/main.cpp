@@ -21,6 +21,9 @@ static int finish(int code, Topology* topo) {
 }
 
 int main(int argc, char** argv) {
+    // Line by line also into a pipe or a file (mpirun's, a job's log), so that a rank killed hard
+    // leaves every line it printed.
+    std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
     // `dptrain generate ...` runs on one process, without MPI.
     if (argc > 1 && std::string(argv[1]) == "generate") {
         try {

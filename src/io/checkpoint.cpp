@@ -308,17 +308,27 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
     return names;
 }
 
-bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings) {
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* damaged) {
     for (const std::string& p : list_checkpoints(dir)) {
         try {
             *out = load_checkpoint(p);
             *path = p;
             return true;
         } catch (const UserError& e) {
-            warnings->push_back(strfmt("skipping checkpoint: %s; falling back to an older one", e.what()));
+            damaged->push_back(e.what());
         }
     }
     return false;
+}
+
+std::string set_aside(const std::string& path) {
+    std::string to = path + ".damaged";
+    struct stat st;
+    for (int n = 2; stat(to.c_str(), &st) == 0; ++n) to = strfmt("%s.damaged.%d", path.c_str(), n);
+    if (std::rename(path.c_str(), to.c_str()) != 0)
+        throw UserError(strfmt("%s: damaged, and cannot be moved aside to %s: %s", path.c_str(), to.c_str(),
+                               std::strerror(errno)));
+    return to;
 }
 
 } // namespace dptrain

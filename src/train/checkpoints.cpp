@@ -14,6 +14,27 @@ Checkpoints::Checkpoints(const Options& o, int rank, RunIdentity id) : o_(o), ra
     if (rank == 0 && o.async_checkpoint) async_ = std::make_unique<AsyncCheckpointer>();
 }
 
+// --resume auto: the newest checkpoint that verifies. Damaged newer ones are moved aside (kept for
+// a look, out of the way of new checkpoints and their rotation); when every one is damaged the run
+// refuses, rather than start again from step 1 and rotate them away.
+void Checkpoints::resume_latest() {
+    const std::string& dir = o_.checkpoint_dir;
+    const std::vector<std::string> all = list_checkpoints(dir);
+    std::vector<std::string> damaged;
+    have_ = load_latest(dir, &found_, &resumed_from_, &damaged);
+    if (!have_ && !all.empty()) {
+        std::string why;
+        for (const std::string& d : damaged) why += (why.empty() ? "" : "; ") + d;
+        throw UserError(strfmt("--resume auto: none of the %zu checkpoints in %s is usable (%s); restore one from a "
+                               "copy, or start afresh with --resume none --overwrite-checkpoints (deletes them) or "
+                               "another --checkpoint-dir",
+                               all.size(), dir.c_str(), why.c_str()));
+    }
+    for (size_t i = 0; i < damaged.size(); ++i)
+        std::fprintf(stderr, "dptrain: warning: %s; moved aside to %s; resuming from the older %s\n",
+                     damaged[i].c_str(), set_aside(all[i]).c_str(), resumed_from_.c_str());
+}
+
 void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (rank_ != 0) return;
     prepare_checkpoint_dir(o_.checkpoint_dir);
@@ -30,9 +51,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
         return;
     }
     if (o_.resume_mode == ResumeMode::latest) {
-        std::vector<std::string> warnings;
-        have_ = load_latest(o_.checkpoint_dir, &found_, &resumed_from_, &warnings);
-        for (auto& w : warnings) std::fprintf(stderr, "dptrain: warning: %s\n", w.c_str());
+        resume_latest();
     } else {
         found_ = load_checkpoint(o_.resume);
         resumed_from_ = o_.resume;

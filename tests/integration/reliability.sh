@@ -52,6 +52,20 @@ train 2 "${C[@]}" --steps 100 --run-dir "$WORK/kill" --inject-fault 1:20:kill --
 [ "$RC" != 0 ] && [ $((SECONDS - t0)) -le 20 ] || { cat "$WORK/out"; fail "kill: exit $RC after $((SECONDS - t0)) s"; }
 echo "ok: SIGKILL of rank 1 -> exit $RC after $((SECONDS - t0)) s"
 
+# --- every line a rank printed survives SIGKILL: its stdout, when a pipe or a file (srun's, a
+# job's log; mpirun gives its ranks a terminal), is written line by line. One rank started without
+# a launcher, its output into a file, killed once it has logged step 100.
+run="$WORK/lines"
+"$BIN/dptrain" "${C[@]}" --steps 400000 --log-every 100 --run-dir "$run" >"$WORK/lines.out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+grep -q '"type":"step"' "$run/metrics.jsonl" || { kill -9 $pid; fail "lines: no step record within 30 s"; }
+kill -9 $pid
+wait $pid || true
+grep -q "^model mlp " "$WORK/lines.out" && grep -qE "^step +100/400000 " "$WORK/lines.out" \
+  || { cat "$WORK/lines.out"; fail "lines: after SIGKILL the log lacks the banner or step 100"; }
+echo "ok: SIGKILL of a rank writing into a file -> the log still holds the banner and step 100"
+
 # --- NaN gradient: stop (exit 4, one line, parameters untouched) or skip (go on, finite result).
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-stop" --inject-fault 0:12:nan --checkpoint-every 10
 [ "$RC" = 4 ] && grep -q "^dptrain: error: step 12: non-finite gradient" "$WORK/out" \
@@ -61,14 +75,33 @@ train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-skip" --inject-fault 0:12:nan,
 "$BIN/dptrain-ckpt" info "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" >/dev/null || fail "nan skip: non-finite parameters"
 echo "ok: NaN -> stop exit 4 / skip 2 steps with finite parameters"
 
-# --- a corrupt newest checkpoint: resume warns and falls back to the previous one.
+# --- a corrupt newest checkpoint: resume warns, moves it aside (a new checkpoint of its step must
+# not overwrite it, nor the rotation keep it over good ones) and falls back to the previous one.
 train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --stop-after 20 --inject-fault 0:20:corrupt-checkpoint
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "corrupt: first run exited $RC"; }
+bad=$WORK/corrupt/checkpoints/ckpt-00000020.h5
+sum=$(sha256sum <"$bad")
 train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --resume auto
-grep -q "warning: skipping checkpoint: .*ckpt-00000020.h5: file checksum mismatch" "$WORK/out" \
+grep -q "warning: .*ckpt-00000020.h5: file checksum mismatch.*; moved aside to $bad.damaged; resuming from the older .*ckpt-00000010.h5" "$WORK/out" \
   && grep -q "resumed from .*ckpt-00000010.h5 at step 10" "$WORK/out" && [ "$RC" = 0 ] \
   || { cat "$WORK/out"; fail "corrupt: no fallback to step 10"; }
-echo "ok: corrupt newest checkpoint -> fell back to step 10"
+[ "$(sha256sum <"$bad.damaged")" = "$sum" ] && "$BIN/dptrain-ckpt" info "$bad" >/dev/null \
+  || fail "corrupt: the damaged file was not kept aside, or step 20 was not written anew"
+echo "ok: corrupt newest checkpoint -> moved aside to ckpt-00000020.h5.damaged, fell back to step 10"
+
+# --- every checkpoint damaged: --resume auto refuses with one line naming each, and touches none
+# (before, it started again at step 1 and rotated them away).
+cp -r "$WORK/corrupt" "$WORK/allbad"
+rm -f "$WORK"/allbad/checkpoints/*.damaged
+for f in "$WORK"/allbad/checkpoints/ckpt-*.h5; do printf 'X' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none; done
+before=$(cd "$WORK/allbad/checkpoints" && sha256sum ckpt-*.h5)
+n=$(ls "$WORK"/allbad/checkpoints/ckpt-*.h5 | wc -l)
+train 2 "${C[@]}" --steps 60 --checkpoint-every 10 --run-dir "$WORK/allbad" --resume auto
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: --resume auto: none of the $n checkpoints in $WORK/allbad/checkpoints is usable (.*ckpt-00000040.h5: .*ckpt-00000030.h5: .*); restore one" "$WORK/out" \
+  || { cat "$WORK/out"; fail "all damaged: want exit 2 and one line naming each of the $n checkpoints"; }
+[ "$(cd "$WORK/allbad/checkpoints" && sha256sum ckpt-*.h5)" = "$before" ] || fail "all damaged: the checkpoints were changed"
+echo "ok: every checkpoint damaged -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-150)..."
 
 # --- an I/O error while reading: one line, every rank ends.
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/io" --inject-fault 1:15:io-error

@@ -102,6 +102,22 @@ TEST_CASE("a truncated newest checkpoint falls back; an empty directory has none
     CHECK(got.step == 1);
 }
 
+TEST_CASE("a damaged checkpoint is set aside under a name of its own, never over another", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-aside");
+    save_checkpoint(dir, sample_state(1), 5);
+    const std::string second = save_checkpoint(dir, sample_state(2), 5);
+    CHECK(set_aside(second) == second + ".damaged");
+    std::ofstream(second) << "damaged again";  // a later checkpoint of that step, damaged too
+    CHECK(set_aside(second) == second + ".damaged.2");
+    struct stat st;
+    CHECK(stat((second + ".damaged").c_str(), &st) == 0);
+    CHECK(stat(second.c_str(), &st) != 0);
+    // Out of the checkpoints' names: neither listed, nor rotated, nor resumed from.
+    REQUIRE(list_checkpoints(dir).size() == 1);
+    CHECK(list_checkpoints(dir)[0] == dir + "/ckpt-00000001.h5");
+    CHECK_THROWS_WITH(set_aside(dir + "/ckpt-00000009.h5"), Catch::Contains("cannot be moved aside"));
+}
+
 TEST_CASE("a checkpoint without a valid header is refused before HDF5 parses it", "[checkpoint]") {
     std::string dir = testing::temp_dir("ckpt-header");
     std::string path = save_checkpoint(dir, sample_state(3), 5);

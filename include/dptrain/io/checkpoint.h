@@ -79,8 +79,13 @@ void prepare_checkpoint_dir(const std::string& dir);
 // Checkpoints in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
-// The newest checkpoint of dir that verifies; a bad newer one adds a line to *warnings and is
-// skipped. Returns false when dir has no usable checkpoint.
-bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* warnings);
+// The newest checkpoint of dir that verifies; each bad newer one is skipped, what is wrong with it
+// (naming the file) added to *damaged. Returns false when dir has no usable checkpoint.
+bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* damaged);
+
+// Renames a damaged checkpoint out of the ckpt-NNNNNNNN.h5 names (PATH.damaged, or .damaged.2 and
+// on when taken), so that neither a new checkpoint of its step nor the rotation of old ones
+// overwrites or outlives it; returns the new name. Throws UserError when the rename fails.
+std::string set_aside(const std::string& path);
 
 } // namespace dptrain

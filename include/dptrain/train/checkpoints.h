@@ -51,6 +51,8 @@ class Checkpoints {
     const std::string& last() const { return last_; }
 
   private:
+    void resume_latest();  // rank 0, --resume auto
+
     const Options& o_;
     int rank_;
     RunIdentity id_;
