@@ -191,7 +191,7 @@ DOC_TEXT := README.md $(sort $(wildcard docs/*.md))
 data/docs/val-00000-of-00001.h5: $(DOC_TEXT) | $(BUILD)/dptrain-data
 	@mkdir -p $(BUILD)
 	cat $(DOC_TEXT) >$(BUILD)/docs.txt
-	$(BUILD)/dptrain-data text --input $(BUILD)/docs.txt --out data/docs --vocab char
+	$(BUILD)/dptrain-data text --input $(BUILD)/docs.txt --out data/docs --vocab char --overwrite
 
 run: deps
 	@$(MAKE) --no-print-directory $(JOBS) all data/docs/val-00000-of-00001.h5

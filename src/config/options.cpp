@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -461,6 +462,10 @@ ParseResult parse_options(int argc, const char* const* argv) {
     auto cfg = vm.find("config");
     if (cfg != vm.end() && !cfg->second.as<std::string>().empty()) {
         std::string path = cfg->second.as<std::string>();
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec))
+            throw UserError(strfmt("--config %s: is a directory, not an INI file; name a file (e.g. %s/local.ini)",
+                                   path.c_str(), path.c_str()));
         std::ifstream in(path);
         if (!in)
             throw UserError(strfmt("--config %s: cannot open the file; check the path (configs/ holds examples)",

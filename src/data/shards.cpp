@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -170,8 +171,10 @@ std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std
 }
 
 ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {
-    const std::string hint = strfmt("create shards with `%s synth --out %s` (format: data/README.md)",
-                                    runnable("dptrain-data").c_str(), dir.c_str());
+    const std::string tool = runnable("dptrain-data");
+    const std::string hint = strfmt("make shards of your data with `%s ingest --input FILE --out %s`, or synthetic "
+                                    "ones with `%s synth --out %s` (format: data/README.md)",
+                                    tool.c_str(), dir.c_str(), tool.c_str(), dir.c_str());
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     ShardSet s;
@@ -186,7 +189,13 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
         s.xfer_ = h5::Hid(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
         H5Pset_dxpl_mpio(s.xfer_.get(), H5FD_MPIO_COLLECTIVE);
     }
-    for (const std::string& path : paths) s.add_shard(path, hint, fapl.get(), paths.size());
+    // A shard that is not as dptrain reads it is rewritten into a new directory, never over itself.
+    for (const std::string& path : paths)
+        s.add_shard(path,
+                    strfmt("convert it with `%s ingest --input %s --out NEW_DIR` (float64 features, int64 or (N,1) "
+                           "labels are converted; format: data/README.md)",
+                           tool.c_str(), path.c_str()),
+                    fapl.get(), paths.size());
     s.cache_labels();
     s.order_.reserve(max_rows);
     s.xs_.resize((size_t)max_rows * s.dim_);
@@ -198,7 +207,11 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
 void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards) {
     Shard sh;
     sh.path = path;
-    sh.file = h5::open_file(sh.path, hint, fapl);
+    sh.file = h5::open_file(sh.path,
+                            strfmt("copy it again from its source, or make the set anew into a new directory "
+                                   "(`%s ingest --input FILE --out NEW_DIR`)",
+                                   runnable("dptrain-data").c_str()),
+                            fapl);
     sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
     sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
     h5::expect_kind(sh.features.get(), h5::Kind::f32, sh.path, "/features", hint);
@@ -211,13 +224,17 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
     if (ld.size() != 1 || ld[0] != fd[0])
         throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,); %s",
                                sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0], hint.c_str()));
-    int classes = 0;
+    // num_classes as any number type (h5py writes a Python int as int64, a float as float64): a
+    // whole number is taken as it is.
+    double k = 0;
     try {
-        classes = (int)h5::read_attr_i64(sh.file.get(), "num_classes");
+        k = h5::read_attr_f64(sh.file.get(), "num_classes");
     } catch (const UserError& e) {
         throw UserError(strfmt("%s: %s (the number of classes); %s", sh.path.c_str(), e.what(), hint.c_str()));
     }
-    if (classes < 2) throw UserError(strfmt("%s: num_classes = %d, expected at least 2", sh.path.c_str(), classes));
+    if (!(k >= 2 && k <= 1e9 && k == std::floor(k)))
+        throw UserError(strfmt("%s: num_classes = %g, expected a whole number of at least 2", sh.path.c_str(), k));
+    const int classes = (int)k;
     if (shards_.empty()) {
         dim_ = (int)fd[1];
         classes_ = classes;

@@ -120,12 +120,47 @@ bool parse_or_help(int argc, char** argv, const po::options_description& desc, c
 
 void make_dirs(const std::string& out) { make_directories(out, "--out"); }
 
+// Before any shard is written (under mpirun: by rank 0): --out exists and holds no shards of the
+// splits about to be written (they would mix with ours, and they may be the user's only copy), or
+// with --overwrite those shards are removed.
+void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite) {
+    make_dirs(out);
+    struct stat st;
+    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw UserError(strfmt("--out %s: cannot create the directory (a file of that name, or no permission?)", out.c_str()));
+    std::vector<std::string> old;
+    DIR* d = opendir(out.c_str());
+    if (!d) throw UserError(strfmt("--out %s: cannot list it: %s", out.c_str(), std::strerror(errno)));
+    while (dirent* e = readdir(d)) {
+        for (const std::string& split : splits) {
+            int i = 0, of = 0, used = 0;
+            std::string fmt = split + "-%5d-of-%5d.h5%n";
+            if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
+                old.push_back(e->d_name);
+        }
+    }
+    closedir(d);
+    if (old.empty()) return;
+    std::sort(old.begin(), old.end());
+    if (!overwrite)
+        throw UserError(strfmt("--out %s already holds %zu shard%s (%s%s); pass --overwrite to replace them, or choose "
+                               "another --out",
+                               out.c_str(), old.size(), old.size() == 1 ? "" : "s", old[0].c_str(),
+                               old.size() > 1 ? ", ..." : ""));
+    for (const std::string& name : old) {
+        std::string p = out + "/" + name;
+        if (unlink(p.c_str()) != 0)
+            throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
+    }
+}
+
 int synth(int argc, char** argv) {
     std::string out;
     long train_n, val_n;
     int D, K, H, shards;
     unsigned long seed;
     float noise;
+    bool overwrite = false;
     po::options_description desc("dptrain-data synth: a learnable synthetic classification set", 100, 50);
     desc.add_options()("help,h", "print this help")(
         "out", po::value(&out)->default_value("data/synth"), "output directory")(
@@ -136,12 +171,13 @@ int synth(int argc, char** argv) {
         "teacher-width", po::value(&H)->default_value(8), "hidden width of the random teacher network (harder: wider)")(
         "shards", po::value(&shards)->default_value(4), "training shards (validation: 1)")(
         "label-noise", po::value(&noise)->default_value(0.02f), "share of labels replaced by random ones")(
-        "seed", po::value(&seed)->default_value(1), "seed");
+        "seed", po::value(&seed)->default_value(1), "seed")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
     if (parse_or_help(argc, argv, desc)) return 0;
     if (train_n <= 0 || val_n <= 0 || D <= 0 || K < 2 || shards <= 0 || H <= 0 || shards > train_n || noise < 0 || noise > 1)
         throw UserError("synth: need --train-samples, --val-samples, --features > 0, --classes >= 2, "
                         "1 <= --shards <= --train-samples and --label-noise in [0, 1]");
-    make_dirs(out);
+    prepare_out(out, {"train", "val"}, overwrite);
     Teacher t(D, H, K, seed);
     write_split(out, "train", 0, train_n, shards, t, seed, noise);
     write_split(out, "val", 1, val_n, 1, t, seed, noise);
@@ -172,13 +208,15 @@ int text(int argc, char** argv) {
     std::string input, out, vocab;
     double val_fraction;
     int shards;
+    bool overwrite = false;
     po::options_description desc("dptrain-data text: token shards from a text file", 100, 50);
     desc.add_options()("help,h", "print this help")("input", po::value(&input)->default_value(""), "text file (UTF-8 for --vocab char)")(
         "out", po::value(&out)->default_value("data/text"), "output directory")(
         "vocab", po::value(&vocab)->default_value("char"),
         "byte (256 ids) | char (the text's characters, in code-point order)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
-        "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)");
+        "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
     if (parse_or_help(argc, argv, desc)) return 0;
     if (input.empty()) throw UserError("text: give the text file with --input FILE");
     if (vocab != "byte" && vocab != "char") throw UserError(strfmt("text: --vocab '%s' is unknown; use byte or char", vocab.c_str()));
@@ -197,7 +235,7 @@ int text(int argc, char** argv) {
     if (n_train < (size_t)shards * 2 || n_val < 2)
         throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
                                input.c_str(), ids.size(), shards));
-    make_dirs(out);
+    prepare_out(out, {"train", "val"}, overwrite);
     for (int s = 0; s < shards; ++s)
         write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
                      n_train * (s + 1) / shards, tok, input);
@@ -265,43 +303,6 @@ bool agreed(Fn&& step) {
         std::fflush(stderr);
     }
     return false;
-}
-
-// Rank 0, before any rank writes: --out exists and holds no shards of the splits about to be
-// written (they would mix with ours: dptrain refuses a directory with two -of-NNNNN counts), or
-// with --overwrite those shards are removed.
-void prepare_out(const std::string& out, const std::vector<ingest::ShardSpec>& plan, bool overwrite) {
-    make_dirs(out);
-    struct stat st;
-    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw UserError(strfmt("--out %s: cannot create the directory (a file of that name, or no permission?)", out.c_str()));
-    std::vector<std::string> splits;
-    for (const auto& sp : plan)
-        if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
-    std::vector<std::string> old;
-    DIR* d = opendir(out.c_str());
-    if (!d) throw UserError(strfmt("--out %s: cannot list it: %s", out.c_str(), std::strerror(errno)));
-    while (dirent* e = readdir(d)) {
-        for (const std::string& split : splits) {
-            int i = 0, of = 0, used = 0;
-            std::string fmt = split + "-%5d-of-%5d.h5%n";
-            if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
-                old.push_back(e->d_name);
-        }
-    }
-    closedir(d);
-    if (old.empty()) return;
-    std::sort(old.begin(), old.end());
-    if (!overwrite)
-        throw UserError(strfmt("--out %s already holds %zu shard%s (%s%s); pass --overwrite to replace them, or choose "
-                               "another --out",
-                               out.c_str(), old.size(), old.size() == 1 ? "" : "s", old[0].c_str(),
-                               old.size() > 1 ? ", ..." : ""));
-    for (const std::string& name : old) {
-        std::string p = out + "/" + name;
-        if (unlink(p.c_str()) != 0)
-            throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
-    }
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -382,7 +383,10 @@ int ingest_cmd(int argc, char** argv) {
         return finish(2);
     // 3.
     if (!agreed([&] {
-            if (rank == 0) prepare_out(out, plan, overwrite);
+            std::vector<std::string> splits;
+            for (const auto& sp : plan)
+                if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
+            if (rank == 0) prepare_out(out, splits, overwrite);
         }))
         return finish(2);
     // 4.

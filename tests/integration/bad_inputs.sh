@@ -25,6 +25,7 @@ expect_error "unknown option" 2 "bach-size" 2 "${base[@]}" --bach-size 3
 expect_error "bad value" 2 "'--lr' is invalid" 2 "${base[@]}" --lr fast
 expect_error "bad choice" 2 "--optimizer 'lamb'" 2 "${base[@]}" --optimizer lamb
 expect_error "missing config" 2 "$WORK/none.ini" 2 "${base[@]}" --config "$WORK/none.ini"
+expect_error "config is a directory" 2 "--config $WORK: is a directory" 2 "${base[@]}" --config "$WORK"
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3
@@ -48,6 +49,35 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["features"] = x.astype(np.float64)
 PY
 expect_error "wrong dtype" 2 "/features has dtype float64, expected float32" 2 "${base[@]}" --data "$WORK/dtype"
+# The advice converts that file into a new directory; it never suggests writing over the user's.
+grep -q "convert it with \`[^\`]*dptrain-data ingest --input $WORK/dtype/train-00003-of-00004.h5 --out NEW_DIR\`" "$WORK/out" \
+  && ! grep -q "synth" "$WORK/out" || { cat "$WORK/out"; fail "wrong dtype: the advice is not to ingest that shard into a new directory"; }
+# And dptrain-data refuses to write over shards without --overwrite, leaving them as they were.
+sums=$(cd "$WORK/dtype" && sha256sum ./*.h5)
+for cmd in "synth --out $WORK/dtype" "text --input $ROOT/README.md --out $WORK/dtype"; do
+  set +e
+  # shellcheck disable=SC2086  # cmd is meant to be split into words
+  "$BIN/dptrain-data" $cmd >"$WORK/data.out" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] && grep -q "^dptrain-data: error: --out $WORK/dtype already holds 5 shards (train-00000-of-00004.h5, ...); pass --overwrite" "$WORK/data.out" \
+    || { cat "$WORK/data.out"; fail "dptrain-data $cmd: want exit 2 and a refusal, got exit $rc"; }
+done
+[ "$(cd "$WORK/dtype" && sha256sum ./*.h5)" = "$sums" ] || fail "dptrain-data changed the shards it refused to overwrite"
+echo "ok: dptrain-data synth and text refuse to write over a directory's shards without --overwrite"
+
+# num_classes as h5py writes a Python float: a whole number is taken, a fraction is refused.
+cp -r "$WORK/good" "$WORK/kfloat"
+$PY - "$WORK"/kfloat/*.h5 <<'PY'
+import sys, h5py
+for p in sys.argv[1:]:
+    with h5py.File(p, "r+") as f:
+        f.attrs["num_classes"] = float(f.attrs["num_classes"])
+PY
+train 2 "${base[@]}" --data "$WORK/kfloat" --run-dir "$WORK/run-kfloat"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "num_classes as a float64 whole number: exit $RC"; }
+$PY -c 'import sys, h5py; f = h5py.File(sys.argv[1], "r+"); f.attrs["num_classes"] = 2.5' "$WORK/kfloat/val-00000-of-00001.h5"
+expect_error "fractional num_classes" 2 "val-00000-of-00001.h5: num_classes = 2.5, expected a whole number" 2 "${base[@]}" --data "$WORK/kfloat"
 
 cp -r "$WORK/good" "$WORK/shape"
 $PY - "$WORK/shape/val-00000-of-00001.h5" <<'PY'

@@ -48,7 +48,7 @@ echo "ok: the installed dptrain trained 20 steps in $PWD with share/dptrain/conf
 set +e
 msg=$(dptrain --config "$P/share/dptrain/configs/local.ini" --data "$WORK/none" 2>&1)
 set -e
-grep -q "create shards with \`dptrain-data synth --out $WORK/none\`" <<<"$msg" || fail "on the PATH: '$msg'"
+grep -q "make shards of your data with \`dptrain-data ingest --input FILE --out $WORK/none\`, or synthetic ones with \`dptrain-data synth --out $WORK/none\`" <<<"$msg" || fail "on the PATH: '$msg'"
 set +e
 msg=$(PATH=/usr/bin:/bin "$P/bin/dptrain-data" synth --bogus 2>&1)
 set -e
