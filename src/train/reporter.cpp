@@ -141,6 +141,15 @@ void Reporter::banner(const RunFacts& f) {
 
 void Reporter::step_line(const StepStats& st, const StepBreakdown& bd) {
     print(format_step_line(st) + "\n");
+    if (st.mfu > 1.0 && !warned_mfu_) {
+        warned_mfu_ = true;
+        print(o_.peak_gflops > 0
+                  ? strfmt("warning: MFU %.0f%% is above 100%%: --peak-gflops %g is below what each rank reaches\n",
+                           100.0 * st.mfu, o_.peak_gflops)
+                  : strfmt("warning: MFU %.0f%% is above 100%%: the sgemm peak measured at start-up (%.1f GFLOP/s "
+                           "per rank) was low, the cores being busy then; give the peak with --peak-gflops\n",
+                           100.0 * st.mfu, facts_.peak_gflops / W_));
+    }
     std::vector<double> gpus = gather_gpu_health();
     if (rank_ != 0) return;
     jsonl_.write(step_record(st).object("phases", breakdown_json(bd)));

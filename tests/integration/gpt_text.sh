@@ -19,6 +19,10 @@ G=(--model gpt --data "$WORK/tok" --n-layer 2 --n-head 2 --n-embd 32 --block-siz
 train 2 "${G[@]}" --batch-size 8 --steps 200 --eval-every 100 --run-dir "$WORK/run"
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "GPT training exited $RC"; }
 grep -q "tok/s | MFU" "$WORK/out" || { cat "$WORK/out"; fail "no tokens/s and MFU in the step line"; }
+# MFU above 100% says why, once: here a --peak-gflops far below what a rank reaches.
+train 1 "${G[@]}" --batch-size 8 --steps 100 --eval-every 0 --run-dir "$WORK/run-mfu" --peak-gflops 0.01
+[ "$RC" = 0 ] && [ "$(grep -c "^warning: MFU [0-9]*% is above 100%: --peak-gflops 0.01 is below what each rank reaches$" "$WORK/out")" = 1 ] \
+  || { cat "$WORK/out"; fail "MFU above 100%: want one warning naming --peak-gflops"; }
 first=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 v=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_loss)
 echo "train loss at step 50: $first; val loss at step 200: $v"

@@ -91,6 +91,7 @@ class Reporter {
     bool gpu_health_ = false;
     std::string gpu_health_note_;
     bool warned_data_ = false, warned_comm_ = false, warned_gpu_data_ = false, warned_gpu_comm_ = false;
+    bool warned_mfu_ = false;
 };
 
 } // namespace dptrain

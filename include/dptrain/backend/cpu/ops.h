@@ -26,8 +26,8 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // products are exact in fp32). The CPU twin of cuda::to_bf16. dst may equal src.
 void round_bf16(float* dst, const float* src, long N);
 
-// Measured sgemm throughput of this process (its current thread count), GFLOP/s: n x n x n
-// products for about `seconds`. For the MFU denominator.
+// Measured sgemm throughput of this process (its current thread count), GFLOP/s: the fastest of
+// the n x n x n products run for about `seconds`. For the MFU denominator.
 double measure_sgemm_gflops(int n, double seconds);
 
 // Elementwise activations over N values. backward writes dinp = dout * f'(inp).
