@@ -45,6 +45,7 @@ const char* phase_name(Phase p) {
     case Phase::optimizer: return "optimizer";
     case Phase::eval: return "evaluation";
     case Phase::checkpoint: return "checkpoint";
+    case Phase::checkpoint_wait: return "checkpoint-wait";
     case Phase::done: return "done";
     }
     return "?";
@@ -150,7 +151,7 @@ void Watchdog::run() {
         Phase p = (Phase)phase_.load(std::memory_order_relaxed);
         if (p == Phase::done) continue;
         double waited = now_seconds() - since_.load(std::memory_order_relaxed);
-        bool waiting_for_peers = p == Phase::allreduce;
+        bool waiting_for_peers = p == Phase::allreduce || p == Phase::checkpoint_wait;
         if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
         std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
                                   waited, timeout_);
@@ -209,10 +210,11 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "io-error") f.kind = Fault::Kind::io_error;
         else if (k == "slow") f.kind = Fault::Kind::slow;
         else if (k == "slow-read") f.kind = Fault::Kind::slow_read;
+        else if (k == "slow-checkpoint") f.kind = Fault::Kind::slow_checkpoint;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
-                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read",
+                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read, slow-checkpoint",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }

@@ -190,11 +190,19 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     iv_.first = done;
 }
 
-// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical).
+// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical). The
+// other ranks wait for a synchronous write here, in a phase of its own: waiting in the next step's
+// all-reduce instead, they would count it as communication.
 void StepLoop::checkpoint(long done, bool final_one) {
     p_.clock.mark(Phase::checkpoint, done, true);
     if (p_.topo.rank == 0) p_.grads.download_state();
+    if (p_.topo.rank == 0 && p_.faults.has(0, done, Fault::Kind::slow_checkpoint))
+        std::this_thread::sleep_for(std::chrono::seconds(1));
     p_.ckpt.save(done, p_.sampler, p_.params, p_.opt, final_one, p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
+    if (!p_.o.async_checkpoint) {
+        p_.clock.mark(Phase::checkpoint_wait, done);
+        p_.world.barrier();
+    }
 }
 
 // The end of the run: the whole run's breakdown, the trace, the last checkpoint's write, and the

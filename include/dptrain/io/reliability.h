@@ -25,13 +25,14 @@ void install_preemption_handlers();
 bool preemption_requested();
 int preemption_signal();  // the signal received, 0 if none
 
-enum class Phase : int { setup, data, forward, backward, allreduce, optimizer, eval, checkpoint, done };
+// checkpoint_wait: the other ranks waiting for rank 0's synchronous checkpoint write.
+enum class Phase : int { setup, data, forward, backward, allreduce, optimizer, eval, checkpoint, checkpoint_wait, done };
 const char* phase_name(Phase p);
 
 // A thread that ends the job when one step (or one evaluation / checkpoint) runs longer than
 // `timeout_s`: it prints one line naming this rank, its host, the step and the phase, then calls
-// MPI_Abort. A rank waiting in the all-reduce is usually waiting for a stuck peer, so it waits a
-// grace period longer: the stuck rank names itself first.
+// MPI_Abort. A rank waiting in the all-reduce (or for rank 0's checkpoint) is usually waiting for
+// a stuck peer, so it waits a grace period longer: the stuck rank names itself first.
 class Watchdog {
   public:
     explicit Watchdog(double timeout_s);
@@ -70,7 +71,7 @@ class Watchdog {
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
 // STEP is the 1-based step during which the fault fires; slow fires at every step from STEP on.
 struct Fault {
-    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read } kind;
+    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read, slow_checkpoint } kind;
     int rank;
     long step;
 };
