@@ -239,6 +239,9 @@ void declare(Registry& r, Options& o) {
            "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
     r.flag("async-checkpoint", &Options::async_checkpoint, o,
            "copy parameters and optimizer state to host memory and write the checkpoint on a background thread");
+    r.add<double>("lock-wait", &Options::lock_wait, o, 120.0,
+                  "one run at a time per --checkpoint-dir (a lock held by rank 0): wait this many seconds for "
+                  "another run holding it to end (a requeued job's predecessor), then stop");
     r.add<double>("step-timeout", &Options::step_timeout, o, 900.0,
                   "abort the job, naming the stuck rank and phase, when a step (or an evaluation or checkpoint) takes "
                   "longer than this many seconds; 0 = never");
@@ -249,7 +252,7 @@ void declare(Registry& r, Options& o) {
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
              "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
              "(from STEP on, the rank's forward takes 20 ms longer: a straggler) | slow-read (from STEP on, each of "
-             "the rank's batch reads takes 20 ms longer) | slow-checkpoint (rank 0's checkpoint of STEP takes 1 s "
+             "the rank's batch reads takes 20 ms longer) | slow-checkpoint (rank 0's checkpoint of STEP takes 3 s "
              "longer)");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
@@ -374,6 +377,7 @@ void validate_output(Options& o) {
     need(o.profile_ops >= 0 && o.profile_ops <= o.steps,
          strfmt("--profile-ops %ld must be a step of the run, 1 to --steps %ld (0 turns it off)", o.profile_ops,
                 o.steps));
+    need(o.lock_wait >= 0, strfmt("--lock-wait %g must be >= 0", o.lock_wait));
     need(o.step_timeout >= 0, strfmt("--step-timeout %g must be >= 0 (0 turns the watchdog off)", o.step_timeout));
     need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
     need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));

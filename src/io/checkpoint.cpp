@@ -9,13 +9,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <thread>
 
 namespace dptrain {
 
@@ -272,6 +276,58 @@ void AsyncCheckpointer::run() {
         pending_ = false;
         cv_.notify_all();
     }
+}
+
+static std::string lock_holder(int fd) {
+    char buf[256] = {};
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    long pid = 0;
+    char host[128] = "?";
+    double since = 0;
+    if (n > 0 && std::sscanf(buf, "%ld %127s %lf", &pid, host, &since) == 3)
+        return strfmt("pid %ld on %s, for %.0f s", pid, host, std::difftime(std::time(nullptr), (time_t)since));
+    return "a process that has not written its name yet";
+}
+
+int lock_checkpoint_dir(const std::string& dir, double wait_s) {
+    make_directories(dir, "--checkpoint-dir");
+    const std::string path = dir + "/.lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw UserError(strfmt("--checkpoint-dir %s: cannot open %s: %s; choose a writable directory", dir.c_str(),
+                               path.c_str(), std::strerror(errno)));
+    const auto t0 = std::chrono::steady_clock::now();
+    bool said = false;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        if (err != EWOULDBLOCK && err != EINTR) {
+            std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s: no lock (flock: %s): two runs could share it "
+                                 "unnoticed\n", dir.c_str(), std::strerror(err));
+            ::close(fd);
+            return -1;
+        }
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (waited >= wait_s) {
+            const std::string who = lock_holder(fd);
+            ::close(fd);
+            throw UserError(strfmt("--checkpoint-dir %s is in use by another dptrain (%s); waited %.0f s (--lock-wait): "
+                                   "let it end or stop it, or give this run another --run-dir",
+                                   dir.c_str(), who.c_str(), waited));
+        }
+        if (!said) {
+            std::fprintf(stderr, "dptrain: --checkpoint-dir %s is in use by another dptrain (%s): waiting up to %.0f s "
+                                 "for it to end (--lock-wait)\n", dir.c_str(), lock_holder(fd).c_str(), wait_s);
+            said = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    char host[128] = "?";
+    gethostname(host, sizeof host - 1);
+    const std::string me = strfmt("%ld %s %ld\n", (long)getpid(), host, (long)std::time(nullptr));
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) != (ssize_t)me.size())
+        std::fprintf(stderr, "dptrain: warning: %s: cannot write this run's name into the lock: %s\n", path.c_str(),
+                     std::strerror(errno));
+    return fd;
 }
 
 void prepare_checkpoint_dir(const std::string& dir) {

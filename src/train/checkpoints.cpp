@@ -4,6 +4,8 @@
 #include "dptrain/core/error.h"
 #include "dptrain/io/reliability.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -35,8 +37,15 @@ void Checkpoints::resume_latest() {
                      damaged[i].c_str(), set_aside(all[i]).c_str(), resumed_from_.c_str());
 }
 
+Checkpoints::~Checkpoints() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
 void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (rank_ != 0) return;
+    // Before anything in the directory is touched: a previous run's processes (a requeued job's
+    // predecessor not yet gone) may still be writing or rotating checkpoints there.
+    lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait);
     prepare_checkpoint_dir(o_.checkpoint_dir);
     if (o_.resume_mode == ResumeMode::none) {
         // A fresh run next to another run's checkpoints would rotate its own away (they sort

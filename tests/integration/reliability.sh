@@ -103,6 +103,30 @@ train 2 "${C[@]}" --steps 60 --checkpoint-every 10 --run-dir "$WORK/allbad" --re
 [ "$(cd "$WORK/allbad/checkpoints" && sha256sum ckpt-*.h5)" = "$before" ] || fail "all damaged: the checkpoints were changed"
 echo "ok: every checkpoint damaged -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-150)..."
 
+# --- one run at a time per checkpoint directory: a second run waits for the first (--lock-wait)
+# and then refuses, naming it; once the holder is gone (killed hard, as a requeued job's orphans
+# are), the next run takes over. A holder that ends within --lock-wait is waited for.
+run="$WORK/locked"
+( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 400000 --checkpoint-every 1000 --run-dir "$run" \
+    >"$WORK/first.out" 2>&1 ) &
+for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+train 2 "${C[@]}" --steps 400000 --run-dir "$run" --resume auto --lock-wait 1
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: --checkpoint-dir $run/checkpoints is in use by another dptrain (pid [0-9]* on $(hostname), for [0-9]* s); waited 1 s (--lock-wait)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "lock: a second run on the same --run-dir was not refused naming the first"; }
+for p in $(pgrep -f -- "--run-dir $run --"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && kill -9 "$p"; done
+wait
+flock "$run/checkpoints/.lock" sleep 3 &
+holder=$!
+sleep 0.5
+t0=$SECONDS
+train 2 "${C[@]}" --steps 2000 --run-dir "$run" --resume auto --lock-wait 60
+wait $holder
+[ "$RC" = 0 ] && [ $((SECONDS - t0)) -ge 2 ] \
+  && grep -q "^dptrain: --checkpoint-dir $run/checkpoints is in use by another dptrain (.*): waiting up to 60 s" "$WORK/out" \
+  || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ends within --lock-wait"; }
+echo "ok: one run per checkpoint directory: a second one refused after --lock-wait, a short-lived holder waited for"
+
 # --- an I/O error while reading: one line, every rank ends.
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/io" --inject-fault 1:15:io-error
 [ "$RC" != 0 ] && grep -q "^dptrain: error: .*injected I/O error (--inject-fault) for step 15 (rank 1 on" "$WORK/out" \
@@ -120,15 +144,15 @@ done
 echo "ok: async checkpoints identical to synchronous ones"
 
 # --- the other ranks' wait for rank 0's checkpoint is not communication: rank 0's checkpoint of
-# step 100 takes a second longer; the other rank waits for it in a checkpoint-wait phase, left out
-# of the step's phases, and not in step 101's all-reduce (which made 10 ms a step of that interval,
+# step 100 takes 3 s longer; the other rank waits for it in a checkpoint-wait phase, left out
+# of the step's phases, and not in step 101's all-reduce (which made 30 ms a step of that interval,
 # a "comm 95%" step line and a network warning). The slowest rank's all-reduce over steps
-# 101-200, from the step record: well under those 10 ms.
+# 101-200, from the step record: well under those 30 ms (on a busy machine, noise reaches 7).
 train 2 "${C[@]}" --steps 200 --log-every 100 --checkpoint-every 100 --run-dir "$WORK/ckwait" --inject-fault 0:100:slow-checkpoint
 ar=$(grep '"type":"step"' "$WORK/ckwait/metrics.jsonl" | tail -n1 | sed -n 's/.*"allreduce":{[^}]*"max_ms":\([0-9.e+-]*\).*/\1/p')
-[ "$RC" = 0 ] && [ -n "$ar" ] && awk -v a="$ar" 'BEGIN { exit !(a < 4) }' \
-  || { cat "$WORK/out"; fail "slow checkpoint: steps 101-200 show ${ar:-?} ms of all-reduce a step on the slowest rank, want < 4"; }
-echo "ok: a 1 s checkpoint write -> $ar ms of all-reduce a step in the next interval (the wait is its own phase)"
+[ "$RC" = 0 ] && [ -n "$ar" ] && awk -v a="$ar" 'BEGIN { exit !(a < 15) }' \
+  || { cat "$WORK/out"; fail "slow checkpoint: steps 101-200 show ${ar:-?} ms of all-reduce a step on the slowest rank, want < 15"; }
+echo "ok: a 3 s checkpoint write -> $ar ms of all-reduce a step in the next interval (the wait is its own phase)"
 
 # --- a full disk during a checkpoint (a small tmpfs): an error naming it, the previous checkpoint
 # intact, no temporary file left. Needs root to mount.

@@ -65,6 +65,7 @@ struct Options {
     int keep_checkpoints;
     bool overwrite_checkpoints;  // a fresh run may delete the checkpoints already in checkpoint_dir
     bool async_checkpoint;       // write checkpoints on a background thread
+    double lock_wait;            // seconds to wait for another run's lock on checkpoint_dir
     // reliability
     double step_timeout;       // seconds; 0 = no watchdog
     OnNonfinite on_nonfinite;

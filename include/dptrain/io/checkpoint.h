@@ -71,6 +71,13 @@ class AsyncCheckpointer {
     std::thread thread_;
 };
 
+// One run at a time per checkpoint directory: an exclusive flock on DIR/.lock, which the kernel
+// releases when the holder dies, and in it "PID HOST UNIX_TIME" of the holder. While another
+// process holds it, waits up to wait_s seconds (saying so once on stderr), then throws UserError
+// naming the holder. Returns the descriptor to keep open for the run's life, or -1 where the
+// filesystem has no flock (a warning on stderr; the run goes on unlocked).
+int lock_checkpoint_dir(const std::string& dir, double wait_s);
+
 // Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
 // start, not at the first checkpoint), and removes temporary files a killed writer left behind.
 // Throws UserError naming the directory.

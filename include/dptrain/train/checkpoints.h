@@ -28,6 +28,9 @@ struct RunIdentity {
 class Checkpoints {
   public:
     Checkpoints(const Options& o, int rank, RunIdentity id);
+    ~Checkpoints();
+    Checkpoints(const Checkpoints&) = delete;
+    Checkpoints& operator=(const Checkpoints&) = delete;
 
     // Set-up, on rank 0 (other ranks return at once): with --resume none, refuses to start beside
     // another run's checkpoints unless --overwrite-checkpoints (then deletes them); with auto or a
@@ -61,6 +64,7 @@ class Checkpoints {
     std::string resumed_from_, last_;
     CheckpointState sync_state_;  // reused by every synchronous checkpoint
     std::unique_ptr<AsyncCheckpointer> async_;
+    int lock_fd_ = -1;  // rank 0: the checkpoint directory's lock, held for the run's life
 };
 
 } // namespace dptrain
