@@ -221,9 +221,9 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     return plan;
 }
 
-bool FaultPlan::slow(int rank, long step) const {
+bool FaultPlan::slow(int rank, long step, Fault::Kind kind) const {
     for (const Fault& f : faults_)
-        if (f.rank == rank && f.step <= step && f.kind == Fault::Kind::slow) return true;
+        if (f.rank == rank && f.step <= step && f.kind == kind) return true;
     return false;
 }
 

@@ -196,7 +196,7 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
 void StepLoop::checkpoint(long done, bool final_one) {
     p_.clock.mark(Phase::checkpoint, done, true);
     if (p_.topo.rank == 0) p_.grads.download_state();
-    if (p_.topo.rank == 0 && p_.faults.has(0, done, Fault::Kind::slow_checkpoint))
+    if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))
         std::this_thread::sleep_for(std::chrono::seconds(3));
     p_.ckpt.save(done, p_.sampler, p_.params, p_.opt, final_one, p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
     if (!p_.o.async_checkpoint) {

@@ -168,6 +168,12 @@ lc = (get(launcher, "template.spec.containers") or [{}])[0]
 wspec = get(worker, "template.spec") or {}
 wc = (wspec.get("containers") or [{}])[0]
 cmd = " ".join(map(str, (lc.get("command") or []) + (lc.get("args") or [])))
+check((lc.get("command") or [""])[0] == "/usr/local/bin/dptrain-run",
+      "mpijob.yaml: the launcher must run under dptrain-run (SIGTERM -> checkpoint, exit 75)")
+grace = int(get(launcher, "template.spec").get("terminationGracePeriodSeconds", 30))
+stop = int(next((e["value"] for e in lc.get("env", []) if e["name"] == "DPTRAIN_STOP_GRACE"), 300))
+check(stop + 20 <= grace, f"mpijob.yaml: DPTRAIN_STOP_GRACE {stop} must leave mpirun 20 s of the launcher's "
+      f"terminationGracePeriodSeconds {grace}")
 check("mpirun" in cmd and "/usr/local/bin/dptrain " in cmd and "/usr/local/share/dptrain/configs/" in cmd
       and "--resume auto" in cmd,
       "mpijob.yaml: the launcher must run mpirun ... /usr/local/bin/dptrain (installed by the Dockerfile) "

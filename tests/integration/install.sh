@@ -28,6 +28,7 @@ grep -q '^\.SH "DPTRAIN GENERATE"' "$P/share/man/man1/dptrain.1" || fail "dptrai
 for s in SYNTH TEXT INGEST; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"
 done
+[ -x "$P/bin/dptrain-run" ] || fail "dptrain-run not installed"
 for f in configs/local.ini configs/gpt-docs.ini slurm/single-node.sbatch slurm/stage-data.sh; do
   [ -f "$P/share/dptrain/$f" ] || fail "share/dptrain/$f not installed"
 done

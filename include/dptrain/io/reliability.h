@@ -80,8 +80,9 @@ class FaultPlan {
     // Throws UserError naming the bad entry.
     static FaultPlan parse(const std::string& spec);
     bool has(int rank, long step, Fault::Kind kind) const;
-    // slow: whether `rank` is a straggler at `step` (a slow fault at or before it).
-    bool slow(int rank, long step) const;
+    // Whether a fault of `kind` (slow: a straggler; slow_checkpoint) holds for `rank` at `step`:
+    // one given for that step or an earlier one.
+    bool slow(int rank, long step, Fault::Kind kind = Fault::Kind::slow) const;
     // slow-read: the first 0-based step from which `rank`'s reads are slow, -1 for none.
     long slow_read_from(int rank) const;
     bool empty() const { return faults_.empty(); }

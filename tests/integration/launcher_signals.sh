@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A stop request sent to the launcher, not to a rank: scripts/dptrain-run turns SIGTERM or SIGINT
+# to itself (Kubernetes' SIGTERM to a pod's first process, a scheduler's to the job's launcher)
+# into SIGUSR1 to mpirun, which forwards it to the ranks: they checkpoint and exit 75, and so does
+# dptrain-run, also when the checkpoint takes seconds (--inject-fault slow-checkpoint: 3 s longer).
+# The same through eks/entrypoint.sh, as the image runs it.
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 4000 --val-samples 256
+C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 100000 --checkpoint-every 100000)
+
+# stop_launcher SIG RUN CMD...: starts CMD, sends SIG to it once the run has trained, and leaves
+# its exit status in $RC, its output in $WORK/out and the seconds from the signal to its end in $T.
+stop_launcher() {
+  local sig=$1 run=$2 pid t0; shift 2
+  "$@" >"$WORK/out" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null || { kill -9 "$pid"; cat "$WORK/out"; fail "$run: no step within 30 s"; }
+  sleep 0.5
+  t0=$SECONDS
+  kill -"$sig" "$pid"
+  set +e
+  wait "$pid"
+  RC=$?
+  set -e
+  T=$((SECONDS - t0))
+}
+# stopped RUN WHAT: exit 75 with the preemption lines and a valid checkpoint of the step it names.
+stopped() {
+  local at
+  [ "$RC" = 75 ] || { cat "$WORK/out"; fail "$2: exit $RC, want 75"; }
+  grep -q "^exit 75: requeue the job with --resume auto to continue" "$WORK/out" || { cat "$WORK/out"; fail "$2: no exit-75 line"; }
+  at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/out")
+  [ -n "$at" ] || { cat "$WORK/out"; fail "$2: no 'stopped after step N' line"; }
+  "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$1" "$at")" >/dev/null || fail "$2: no valid checkpoint of step $at"
+  echo "ok: $2 -> exit 75 after $T s, checkpoint of step $at"
+}
+
+# shellcheck disable=SC2086  # MPIRUN is a command with its options
+stop_launcher TERM "$WORK/term" "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/term" \
+  --inject-fault 0:1:slow-checkpoint
+stopped "$WORK/term" "SIGTERM to dptrain-run mpirun, a checkpoint of 3 s"
+[ "$T" -ge 3 ] || fail "the checkpoint took $T s, want the injected 3 s at least"
+grep -q "^dptrain-run: SIGTERM: asking the ranks to checkpoint and stop" "$WORK/out" || fail "dptrain-run did not say what it did"
+
+# A background job of a script starts with SIGINT ignored, which no trap can undo: restore it first,
+# as a terminal's foreground job has it.
+# shellcheck disable=SC2086
+stop_launcher INT "$WORK/int" /usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+  "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/int"
+stopped "$WORK/int" "SIGINT to dptrain-run mpirun"
+
+# The image's entry point runs its arguments under dptrain-run (installed on the PATH there).
+# shellcheck disable=SC2086
+PATH=$ROOT/scripts:$PATH stop_launcher TERM "$WORK/eks" "$ROOT/eks/entrypoint.sh" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" \
+  --run-dir "$WORK/eks"
+stopped "$WORK/eks" "SIGTERM to eks/entrypoint.sh mpirun"
+
+# Without a stop request the launcher's status passes through, and dptrain-run refuses no arguments.
+"$ROOT/scripts/dptrain-run" bash -c 'exit 3' && fail "dptrain-run hid a failure" || [ $? = 3 ] || fail "dptrain-run changed the status 3"
+"$ROOT/scripts/dptrain-run" >/dev/null 2>&1 && fail "dptrain-run without a command succeeded" || true
+echo "ok: dptrain-run passes the launcher's status through"
