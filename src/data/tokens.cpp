@@ -278,14 +278,31 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
                                        start, start + W));
         }
         int* out = y + (size_t)i * W;
+        const uint32_t V = (uint32_t)tok_.vocab_size();
+        uint32_t top = 0;
         if (sh.width == 2) {
             const uint16_t* p = reinterpret_cast<const uint16_t*>(raw_.data());
-            for (int k = 0; k < W; ++k) out[k] = p[k];
+            for (int k = 0; k < W; ++k) top = std::max<uint32_t>(top, out[k] = p[k]);
         } else {
             const uint32_t* p = reinterpret_cast<const uint32_t*>(raw_.data());
-            for (int k = 0; k < W; ++k) out[k] = (int)p[k];
+            for (int k = 0; k < W; ++k) top = std::max(top, p[k]), out[k] = (int)p[k];
         }
+        if (top >= V) bad_token(sh, start, W, V);
     }
+}
+
+// Names the first id of tokens [start, start + n) of `sh`, just read into raw_, outside the
+// vocabulary: the model would index past its embedding table.
+void TokenShardSet::bad_token(const Shard& sh, long start, int n, uint32_t V) const {
+    for (int k = 0; k < n; ++k) {
+        const uint32_t id = sh.width == 2 ? reinterpret_cast<const uint16_t*>(raw_.data())[k]
+                                          : reinterpret_cast<const uint32_t*>(raw_.data())[k];
+        if (id >= V)
+            throw UserError(strfmt("%s: /tokens[%ld] = %u is outside the %s vocabulary of %u ids; the shard was not "
+                                   "written with this tokenizer: make it again with dptrain-data text",
+                                   sh.path.c_str(), start + k, id, tok_.kind.c_str(), V));
+    }
+    throw UserError(strfmt("%s: tokens %ld..%ld hold an id outside the vocabulary", sh.path.c_str(), start, start + n));
 }
 
 } // namespace dptrain

@@ -87,3 +87,19 @@ PY
 train 1 "${G[@]}" --data "$WORK/tok-h5py" --batch-size 8 --steps 5 --eval-every 0 --run-dir "$WORK/run-h5py"
 [ "$RC" = 0 ] && grep -q "^done: steps 1..5 " "$WORK/out" || { cat "$WORK/out"; fail "token shards with h5py's string attributes: exit $RC"; }
 echo "ok: token shards whose string attributes h5py wrote (variable-length UTF-8) train"
+
+# A token id outside the vocabulary (a shard written with another tokenizer) ends the run with one
+# line naming the shard and the offset, not an error deep in the model.
+cp -r "$WORK/tok" "$WORK/tok-bad"
+/usr/bin/python3 - "$WORK/tok-bad/train-00000-of-00002.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    t = f["tokens"][...]
+    t[1000::500] = 60000
+    f["tokens"][...] = t
+PY
+train 2 "${G[@]}" --data "$WORK/tok-bad" --batch-size 8 --steps 50 --eval-every 0 --run-dir "$WORK/run-bad"
+[ "$RC" != 0 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: .*tok-bad/train-00000-of-00002.h5: /tokens\[[0-9]*\] = 60000 is outside the char vocabulary of [0-9]* ids" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a token outside the vocabulary: want one line naming the shard and offset"; }
+echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-160)"

@@ -69,6 +69,7 @@ class TokenShardSet : public Dataset {
         size_t mem_at = 0;  // --io memory: where its tokens start in the node-shared buffer
     };
     TokenShardSet() = default;
+    [[noreturn]] void bad_token(const Shard& sh, long start, int n, uint32_t V) const;
     std::string dir_, split_;
     std::vector<Shard> shards_;
     Tokenizer tok_;
