@@ -170,6 +170,13 @@ std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std
                what.c_str(), bytes / GiB));
 }
 
+std::string ShardSet::where(long i) const {
+    auto it = std::upper_bound(shards_.begin(), shards_.end(), i, [](long v, const Shard& s) { return v < s.first; });
+    if (it == shards_.begin()) return Dataset::where(i);
+    --it;
+    return strfmt("%s row %ld", it->path.c_str(), i - it->first);
+}
+
 ShardSet ShardSet::open(const std::string& dir, const std::string& split, int max_rows, IoMode mode, MPI_Comm comm) {
     const std::string tool = runnable("dptrain-data");
     const std::string hint = strfmt("make shards of your data with `%s ingest --input FILE --out %s`, or synthetic "

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <csignal>
 #include <thread>
 
@@ -67,7 +68,8 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         const Step st = step(pf, b, s);
         if (!st.finite) {
             ++skipped_;
-            p_.report.nonfinite(done, st.nonfinite_loss, last_norm_, o.on_nonfinite == OnNonfinite::stop, skipped_);
+            p_.report.nonfinite(done, st.nonfinite_loss, last_norm_, o.on_nonfinite == OnNonfinite::stop, skipped_,
+                                st.bad_input);
             if (o.on_nonfinite == OnNonfinite::stop) {
                 code = kExitNonfinite;
                 break;
@@ -135,7 +137,6 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     }
     Step st;
     st.global_n = b.global_n;
-    pf.release();
     p_.clock.mark(Phase::allreduce, done);
     iv_.exposed += g.reduce();
     // Every rank sees the same summed gradients and control floats from here on.
@@ -145,6 +146,8 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     st.nonfinite_loss = !std::isfinite(ctl[1]);
     last_norm_ = g.norm();
     st.finite = std::isfinite(last_norm_) && !st.nonfinite_loss;
+    if (!st.finite) st.bad_input = nonfinite_input(b);
+    pf.release();  // after the look at the batch above: the reader refills its slot from here on
     last_lr_ = p_.sched.at(s);
     st.loss = loss_sum / terms;
     if (st.finite) g.update(last_norm_, last_lr_, s + 1);
@@ -188,6 +191,29 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     iv_ = Interval();
     iv_.t0 = now_seconds();
     iv_.first = done;
+}
+
+// After a non-finite step (every rank takes it, together): the first non-finite input value in any
+// rank's batch, as "rank R: SHARD row K, feature J = nan", named by the lowest rank holding one;
+// "" when the inputs are all finite (the model or the learning rate made it).
+std::string StepLoop::nonfinite_input(const Batch& b) {
+    const int F = p_.task.train().floats_per_sample();
+    long at = -1;
+    for (long i = 0; F > 0 && i < (long)b.n * F && at < 0; ++i)
+        if (!std::isfinite(b.x[(size_t)i])) at = i;
+    // max_loc picks the highest value: the lowest rank holding one scores highest.
+    const int rank = p_.topo.rank, W = p_.topo.size;
+    const auto who = p_.world.max_loc(at >= 0 ? (double)(W - rank) : 0.0);
+    if (who.first <= 0) return "";
+    char text[1024] = {};
+    if (rank == who.second) {
+        std::vector<long> idx((size_t)b.n);
+        p_.sampler.slice(b.step, rank, W, idx.data());
+        std::snprintf(text, sizeof text, "rank %d: %s, feature %ld = %g", rank,
+                      p_.task.train().where(idx[(size_t)(at / F)]).c_str(), at % F, (double)b.x[(size_t)at]);
+    }
+    p_.world.broadcast(text, sizeof text, who.second);
+    return text;
 }
 
 // Rank 0 writes the checkpoint of `done` from the host state (every replica is identical). The

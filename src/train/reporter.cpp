@@ -186,18 +186,25 @@ void Reporter::run_breakdown(const StepBreakdown& whole, long done, double secon
                      .metric("seconds", seconds, "Seconds").object("phases", breakdown_json(whole)));
 }
 
-void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped) {
+void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input) {
     const char* what = loss ? "loss" : "gradient";
+    const std::string from = input.empty() ? "" : strfmt(" from a non-finite input (%s)", input.c_str());
     if (!stopping) {
-        print(strfmt("warning: step %ld: non-finite %s; step skipped, parameters unchanged (%ld skipped so far)\n", step,
-                     what, skipped));
+        print(strfmt("warning: step %ld: non-finite %s%s; step skipped, parameters unchanged (%ld skipped so far)\n",
+                     step, what, from.c_str(), skipped));
         return;
     }
     if (rank_ != 0) return;
-    std::fprintf(stderr, "dptrain: error: step %ld: non-finite %s (gradient norm %g); stopping before the parameters "
-                         "are touched. Resume from the last checkpoint with a lower --lr, or pass --on-nonfinite skip "
-                         "to skip such steps\n",
-                 step, what, norm);
+    // A bad input comes back at the same step on a resume (the sample order is deterministic):
+    // a lower learning rate would not help.
+    const std::string fix = input.empty()
+                                ? "Resume from the last checkpoint with a lower --lr, or pass --on-nonfinite skip to "
+                                  "skip such steps"
+                                : "Fix or drop that row (a resume meets it again: the sample order is fixed), or pass "
+                                  "--on-nonfinite skip to skip such steps";
+    std::fprintf(stderr, "dptrain: error: step %ld: non-finite %s%s (gradient norm %g); stopping before the parameters "
+                         "are touched. %s\n",
+                 step, what, from.c_str(), norm, fix.c_str());
     std::fflush(stderr);
 }
 

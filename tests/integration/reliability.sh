@@ -75,6 +75,23 @@ train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-skip" --inject-fault 0:12:nan,
 "$BIN/dptrain-ckpt" info "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" >/dev/null || fail "nan skip: non-finite parameters"
 echo "ok: NaN -> stop exit 4 / skip 2 steps with finite parameters"
 
+# --- a NaN in the data: the stop names the shard, row and feature, and does not advise a lower
+# --lr (the same row comes back at the same step on a resume); skip mode names it too.
+cp -r "$WORK/data" "$WORK/nandata"
+/usr/bin/python3 - "$WORK/nandata/train-00001-of-00004.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["features"][5, 3] = float("nan")
+PY
+train 2 --data "$WORK/nandata" --batch-size 8 --eval-every 0 --log-every 1000 --steps 300 --run-dir "$WORK/nanrow"
+[ "$RC" = 4 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -qE "^dptrain: error: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: $WORK/nandata/train-00001-of-00004\\.h5 row 5, feature 3 = nan\\) .*Fix or drop that row" "$WORK/out" \
+  && ! grep -q -- "--lr" "$WORK/out" || { cat "$WORK/out"; fail "NaN in the data: want exit 4 and one line naming the row"; }
+echo "ok: NaN in the data -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-150)..."
+train 2 --data "$WORK/nandata" --batch-size 8 --eval-every 0 --log-every 1000 --steps 300 --run-dir "$WORK/nanskip" --on-nonfinite skip
+[ "$RC" = 0 ] && grep -qE "^warning: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: .*train-00001-of-00004\\.h5 row 5, feature 3 = nan\\); step skipped" "$WORK/out" \
+  || { cat "$WORK/out"; fail "NaN in the data, skip: want the skipped step to name the row"; }
+
 # --- a corrupt newest checkpoint: resume warns, moves it aside (a new checkpoint of its step must
 # not overwrite it, nor the rotation keep it over good ones) and falls back to the previous one.
 train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --stop-after 20 --inject-fault 0:20:corrupt-checkpoint
@@ -114,17 +131,23 @@ train 2 "${C[@]}" --steps 400000 --run-dir "$run" --resume auto --lock-wait 1
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
   && grep -q "^dptrain: error: --checkpoint-dir $run/checkpoints is in use by another dptrain (pid [0-9]* on $(hostname), for [0-9]* s); waited 1 s (--lock-wait)" "$WORK/out" \
   || { cat "$WORK/out"; fail "lock: a second run on the same --run-dir was not refused naming the first"; }
-for p in $(pgrep -f -- "--run-dir $run --"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && kill -9 "$p"; done
+for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && kill -9 "$p"; done
 wait
-flock "$run/checkpoints/.lock" sleep 3 &
+# A holder that ends while the next run waits: held (flock -o: by flock alone, not its command)
+# until that run says it waits, then released.
+flock -o "$run/checkpoints/.lock" sleep 120 &
 holder=$!
-sleep 0.5
-t0=$SECONDS
-train 2 "${C[@]}" --steps 2000 --run-dir "$run" --resume auto --lock-wait 60
-wait $holder
-[ "$RC" = 0 ] && [ $((SECONDS - t0)) -ge 2 ] \
+for _ in $(seq 100); do flock -n "$run/checkpoints/.lock" true || break; sleep 0.1; done
+( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 400000 --stop-after 20 --run-dir "$run" --resume auto --lock-wait 60 \
+    >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+for _ in $(seq 600); do grep -q "waiting up to 60 s" "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+pkill -P "$holder" sleep || true
+kill "$holder"
+wait
+[ "$(cat "$WORK/rc")" = 0 ] \
   && grep -q "^dptrain: --checkpoint-dir $run/checkpoints is in use by another dptrain (.*): waiting up to 60 s" "$WORK/out" \
-  || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ends within --lock-wait"; }
+  && grep -q "^done: steps " "$WORK/out" \
+  || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ended within --lock-wait, then train"; }
 echo "ok: one run per checkpoint directory: a second one refused after --lock-wait, a short-lived holder waited for"
 
 # --- an I/O error while reading: one line, every rank ends.

@@ -20,6 +20,8 @@ class Dataset {
     virtual void read(const long* idx, int n, long epoch, float* x, int* y) = 0;
     virtual int num_shards() const = 0;
     virtual const std::string& shard_path(int i) const = 0;
+    // Where sample `i` (a global index) lives, for messages: "SHARD row K" where known.
+    virtual std::string where(long i) const { return "sample " + std::to_string(i); }
     // Another reader of the same shards with its own file handles and scratch, for a second
     // reader thread (a Dataset is not thread-safe; its copies are).
     virtual std::unique_ptr<Dataset> reopen() const = 0;

@@ -47,6 +47,7 @@ class ShardSet : public Dataset {
     int num_classes() const { return classes_; }
     int num_shards() const override { return (int)shards_.size(); }
     const std::string& shard_path(int i) const override { return shards_[i].path; }
+    std::string where(long i) const override;
     std::unique_ptr<Dataset> reopen() const override;
 
     static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together

@@ -63,6 +63,7 @@ class StepLoop {
         bool preempted = false;  // the stop was a launcher's preemption notice (SIGUSR1), not an end
         double loss = 0;  // this rank's share of the step's mean loss (its loss sum / global terms)
         int global_n = 0;
+        std::string bad_input;  // a non-finite step: where a non-finite input is, if any
     };
     // Since the last step line.
     struct Interval {
@@ -75,6 +76,7 @@ class StepLoop {
     void inject_before_step(long done);
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
     void checkpoint(long done, bool final_one);
+    std::string nonfinite_input(const Batch& b);
     int finish(int code, long start, long done, long end);
 
     const LoopParts p_;

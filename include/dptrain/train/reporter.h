@@ -67,7 +67,8 @@ class Reporter {
     // Rank 0: the whole run's step breakdown (gather_breakdown's) and its summary record.
     void run_breakdown(const StepBreakdown& whole, long done, double seconds);
     // A non-finite step: stop (one error line on stderr) or skip (a warning).
-    void nonfinite(long step, bool loss, double norm, bool stopping, long skipped);
+    // `input`: where a non-finite input value is (StepLoop::nonfinite_input), or "".
+    void nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input);
 
   private:
     void warn_bottleneck(const StepStats& st, const StepBreakdown& bd);
