@@ -75,6 +75,9 @@ PhaseSummary PhaseTimes::take_interval() {
 PhaseSummary PhaseTimes::run() const {
     PhaseSummary s;
     s.steps = run_steps_;
+    s.checkpoints = checkpoints_;
+    s.checkpoint_ms = 1e3 * ckpt_s_;
+    s.checkpoint_wait_ms = 1e3 * ckpt_wait_s_;
     if (run_steps_ == 0) return s;
     long k = std::max(1L, (long)std::ceil(0.9 * run_steps_));
     for (int p = 0; p < kStepPhases; ++p) {
@@ -93,19 +96,33 @@ PhaseSummary PhaseTimes::run() const {
 
 StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm) {
     const int rank = comm.rank(), size = comm.size();
-    double local[2 * kStepPhases];
+    constexpr int kEach = 2 * kStepPhases + 2;  // means, p90s, checkpoint write and wait
+    double local[kEach];
     for (int p = 0; p < kStepPhases; ++p) {
         local[p] = mine.mean_ms[p];
         local[kStepPhases + p] = mine.p90_ms[p];
     }
-    std::vector<double> all(rank == 0 ? (size_t)size * 2 * kStepPhases : 0);
+    local[2 * kStepPhases] = mine.checkpoint_ms;
+    local[2 * kStepPhases + 1] = mine.checkpoint_wait_ms;
+    std::vector<double> all(rank == 0 ? (size_t)size * kEach : 0);
     comm.gather(local, sizeof local, all.data(), 0);
     StepBreakdown b;
     b.steps = mine.steps;
     if (rank != 0) return b;
     b.rank_mean_ms.resize((size_t)size * kStepPhases);
+    CheckpointAcross& c = b.checkpoint;
+    c.count = mine.checkpoints;
+    c.write_ms = all[2 * kStepPhases];
+    for (int r = 1; r < size; ++r) {
+        const double wait = all[(size_t)r * kEach + 2 * kStepPhases + 1];
+        c.wait_ms += wait / (size - 1);
+        if (r == 1 || wait > c.wait_max_ms) {
+            c.wait_max_ms = wait;
+            c.longest_waiter = r;
+        }
+    }
     for (int r = 0; r < size; ++r) {
-        const double* v = &all[(size_t)r * 2 * kStepPhases];
+        const double* v = &all[(size_t)r * kEach];
         for (int p = 0; p < kStepPhases; ++p) {
             PhaseAcross& a = b.phase[p];
             b.rank_mean_ms[(size_t)r * kStepPhases + p] = v[p];
@@ -129,7 +146,32 @@ Json breakdown_json(const StepBreakdown& b) {
                                        {"max_ms", json_number(a.max_ms, 4)},
                                        {"slowest_rank", a.slowest_rank}};
     }
+    // The run's checkpoints (the summary record; an interval's step record has none).
+    const CheckpointAcross& c = b.checkpoint;
+    if (c.count > 0)
+        out["checkpoint"] = Json{{"count", c.count},
+                             {"write_ms", json_number(c.write_ms, 4)},
+                             {"wait_ms", json_number(c.wait_ms, 4)},
+                             {"wait_max_ms", json_number(c.wait_max_ms, 4)},
+                             {"longest_waiter", c.longest_waiter}};
     return out;
+}
+
+// Checkpoints as ms per step over the run (their cost spread over the steps), their share beside
+// the step's own time, and the totals; the wait is the other ranks' (they idle while rank 0 writes).
+static std::string format_checkpoint_rows(const CheckpointAcross& c, long steps, double step_ms, size_t ranks) {
+    if (c.count <= 0 || steps <= 0) return "";
+    auto share = [&](double total_ms) {
+        const double pct = step_ms > 0 ? 100.0 * total_ms / steps / step_ms : 0.0;
+        return strfmt(pct < 999.95 ? "%+5.1f%%" : "%+5.0f%%", pct);
+    };
+    std::string s = strfmt("  %-9s %9.3f ms %s | %ld written by rank 0, %.3f s each\n", "ckpt", c.write_ms / steps,
+                           share(c.write_ms).c_str(), c.count, 1e-3 * c.write_ms / c.count);
+    if (ranks > 1)
+        s += strfmt("  %-9s %9.3f ms %s | the other ranks waiting for the write (not communication); longest: "
+                    "rank %d, %.3f s in all\n",
+                    "ckpt-wait", c.wait_ms / steps, share(c.wait_ms).c_str(), c.longest_waiter, 1e-3 * c.wait_max_ms);
+    return s;
 }
 
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts) {
@@ -147,7 +189,7 @@ std::string format_breakdown(const StepBreakdown& b, const std::vector<std::stri
         s += strfmt("  %-9s %9.3f ms %5.1f%% | p90 %9.3f ms%s\n", kStepPhaseNames[p], a.mean_ms,
                     step > 0 ? 100.0 * a.mean_ms / step : 0.0, a.p90_ms, slowest.c_str());
     }
-    return s;
+    return s + format_checkpoint_rows(b.checkpoint, b.steps, step, b.rank_mean_ms.size() / kStepPhases);
 }
 
 std::string human_duration(double t) {

@@ -13,8 +13,11 @@ void StepClock::mark(Phase p, long step, bool restart) {
     else watchdog_.phase(p);
     const double t = now_seconds();
     if (part_ >= 0) times_.add(part_, t - part_t0_);
+    if (in_ != Phase::setup) times_.add_checkpoint(in_ == Phase::checkpoint_wait, t - part_t0_);
+    if (p == Phase::checkpoint) times_.count_checkpoint();
     const int i = (int)p - (int)Phase::data;
     part_ = i >= 0 && i < kStepPhases ? i : -1;
+    in_ = p == Phase::checkpoint || p == Phase::checkpoint_wait ? p : Phase::setup;
     part_t0_ = t;
     if (p == Phase::done) tracer_.close();
     else tracer_.mark(phase_name(p), step);

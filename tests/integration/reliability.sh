@@ -176,6 +176,13 @@ ar=$(grep '"type":"step"' "$WORK/ckwait/metrics.jsonl" | tail -n1 | sed -n 's/.*
 [ "$RC" = 0 ] && [ -n "$ar" ] && awk -v a="$ar" 'BEGIN { exit !(a < 15) }' \
   || { cat "$WORK/out"; fail "slow checkpoint: steps 101-200 show ${ar:-?} ms of all-reduce a step on the slowest rank, want < 15"; }
 echo "ok: a 3 s checkpoint write -> $ar ms of all-reduce a step in the next interval (the wait is its own phase)"
+# The end-of-run breakdown shows the write and the wait as rows of their own, and the run record
+# keeps the longest wait (rank 1's, at least the injected 3 s).
+grep -q '^  ckpt-wait .*longest: rank 1, [3-9]\.[0-9]* s in all' "$WORK/out" \
+  || { cat "$WORK/out"; fail "slow checkpoint: no ckpt-wait row of 3 s or more in the end-of-run breakdown"; }
+wait_ms=$(grep '"type":"summary"' "$WORK/ckwait/metrics.jsonl" | sed -n 's/.*"wait_max_ms":\([0-9.e+-]*\).*/\1/p')
+awk -v w="${wait_ms:-0}" 'BEGIN { exit !(w >= 2900) }' || fail "slow checkpoint: the run record's wait_max_ms is ${wait_ms:-absent}"
+echo "ok: the breakdown's checkpoint rows: $(grep '^  ckpt' "$WORK/out" | tr -s ' ' | tr '\n' ';')"
 
 # --- a full disk during a checkpoint (a small tmpfs): an error naming it, the previous checkpoint
 # intact, no temporary file left. Needs root to mount.

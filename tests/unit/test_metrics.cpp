@@ -60,6 +60,37 @@ TEST_CASE("PhaseTimes: the whole run's p90 comes from the histogram within 6%", 
     CHECK(PhaseTimes::bin_of(1e9) == PhaseTimes::kBins - 1);
 }
 
+TEST_CASE("Breakdown: checkpoints are rows of their own, spread over the steps, not a step phase", "[metrics]") {
+    PhaseTimes t;
+    t.reserve(4);
+    for (int i = 0; i < 100; ++i) {
+        t.add(1, 10e-3);  // 10 ms of forward a step
+        t.end_step();
+    }
+    t.count_checkpoint();
+    t.add_checkpoint(false, 2.0);  // rank 0 wrote for 2 s
+    t.add_checkpoint(true, 0.5);   // a wait on this (one-rank) clock
+    const PhaseSummary s = t.run();
+    CHECK(s.checkpoints == 1);
+    CHECK(s.checkpoint_ms == Approx(2000.0));
+    CHECK(s.checkpoint_wait_ms == Approx(500.0));
+    CHECK(s.mean_ms[1] == Approx(10.0));  // the step's phases do not see it
+    StepBreakdown b;
+    b.steps = 100;
+    b.phase[1].mean_ms = 10.0;
+    b.rank_mean_ms.assign(2 * kStepPhases, 0.0);  // two ranks
+    b.checkpoint = {1, 2000.0, 1900.0, 1900.0, 1};
+    const std::string text = format_breakdown(b, {"a", "b"});
+    // 2 s over 100 steps: 20 ms a step, +200% beside the 10 ms step.
+    CHECK(text.find("  ckpt         20.000 ms +200.0% | 1 written by rank 0, 2.000 s each\n") != std::string::npos);
+    CHECK(text.find("  ckpt-wait    19.000 ms +190.0% | the other ranks waiting for the write (not communication); "
+                    "longest: rank 1, 1.900 s in all\n") != std::string::npos);
+    CHECK(breakdown_json(b)["checkpoint"]["wait_max_ms"].get<double>() == 1900.0);
+    b.checkpoint = {};
+    CHECK(format_breakdown(b, {"a", "b"}).find("ckpt") == std::string::npos);
+    CHECK(!breakdown_json(b).contains("checkpoint"));  // step records of an interval carry none
+}
+
 TEST_CASE("Record: JSON with null for non-finite numbers, EMF declares only finite metrics", "[metrics]") {
     Record r("step");
     r.integer("step", 1234567).metric("loss", NAN).metric("ms_per_step", 2.5, "Milliseconds").value("mfu", -1);

@@ -42,15 +42,22 @@ extern const char* const kStepPhaseNames[kStepPhases];  // data forward backward
 // This rank's time per step in each phase, over the current interval (exact mean and p90 from a
 // ring sized at start) and over the whole run (mean, and p90 from a log-spaced histogram: within
 // 5%). add() and end_step() are a few additions; nothing allocates after reserve().
+// Checkpoints are not part of a step: their totals over the run are kept beside the phases (rank
+// 0's writes, and every other rank's wait for a synchronous write).
 struct PhaseSummary {
     long steps = 0;
     double mean_ms[kStepPhases] = {}, p90_ms[kStepPhases] = {};
+    long checkpoints = 0;
+    double checkpoint_ms = 0, checkpoint_wait_ms = 0;  // totals over the run (run() only)
 };
 class PhaseTimes {
   public:
     void reserve(long interval_steps);
     void add(int phase, double seconds) { cur_[phase] += seconds; }
     void end_step();
+    // Time spent writing a checkpoint (wait: false) or waiting for another rank's write (true).
+    void add_checkpoint(bool wait, double seconds) { (wait ? ckpt_wait_s_ : ckpt_s_) += seconds; }
+    void count_checkpoint() { ++checkpoints_; }
     PhaseSummary take_interval();  // and starts the next interval
     PhaseSummary run() const;
 
@@ -64,6 +71,8 @@ class PhaseTimes {
     long n_ = 0, run_steps_ = 0;
     double run_sum_[kStepPhases] = {};
     std::vector<long> hist_[kStepPhases];
+    long checkpoints_ = 0;
+    double ckpt_s_ = 0, ckpt_wait_s_ = 0;
 };
 
 // One phase across the ranks: the mean over ranks of their mean, the worst rank's p90, and the
@@ -72,14 +81,23 @@ struct PhaseAcross {
     double mean_ms = 0, p90_ms = 0, max_ms = 0;
     int slowest_rank = 0;
 };
+// The checkpoints of the run: rank 0's write time, and the wait of the other ranks (mean and the
+// longest waiter), all as totals over the run.
+struct CheckpointAcross {
+    long count = 0;
+    double write_ms = 0, wait_ms = 0, wait_max_ms = 0;
+    int longest_waiter = 0;
+};
 struct StepBreakdown {
     long steps = 0;
     PhaseAcross phase[kStepPhases];
+    CheckpointAcross checkpoint;
     std::vector<double> rank_mean_ms;  // [rank * kStepPhases + phase], every rank's means
 };
 // Collective over `comm` (one gather); the result is filled on rank 0 only.
 StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm);
-// {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...}
+// {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...} and, where the run wrote
+// checkpoints, "checkpoint":{"count":..,"write_ms":..,"wait_ms":..,"wait_max_ms":..,"longest_waiter":..}
 Json breakdown_json(const StepBreakdown& b);
 // The end-of-run table: one line per phase with its share of the step and the slowest rank.
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);

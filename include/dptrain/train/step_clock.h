@@ -28,6 +28,7 @@ class StepClock {
     Tracer tracer_;
     PhaseTimes times_;
     int part_ = -1;  // the timed part of the step in progress (index from Phase::data), -1: none
+    Phase in_ = Phase::setup;  // checkpoint or checkpoint_wait while in one, else setup
     double part_t0_ = 0;
 };
 
