@@ -137,6 +137,16 @@ static std::string describe(hid_t type) {
     return strfmt("HDF5 class %d", (int)c);
 }
 
+TypeInfo type_of(hid_t dset) {
+    Hid type(H5Dget_type(dset), H5Tclose);
+    TypeInfo t;
+    t.cls = H5Tget_class(type.get());
+    t.size = H5Tget_size(type.get());
+    t.is_signed = t.cls == H5T_INTEGER && H5Tget_sign(type.get()) != H5T_SGN_NONE;
+    t.name = describe(type.get());
+    return t;
+}
+
 void expect_kind(hid_t dset, Kind k, const std::string& path, const std::string& name, const std::string& hint) {
     Hid type(H5Dget_type(dset), H5Tclose);
     H5T_class_t c = H5Tget_class(type.get());

@@ -53,6 +53,26 @@ static void setup_direct(const std::string& path, hid_t features, hid_t labels, 
     *labels_at = lo;
 }
 
+// float32 features and int32 labels are read as stored. HDF5 converts the other types dptrain
+// accepts as it reads them (what h5py writes by default from NumPy is float64 and int64):
+// float16 and float64 features round to float32; an integer label beyond int32 is clipped and then
+// refused as out of range. Returns what is converted ("float64 features, int64 labels"), or "".
+static std::string conversions(hid_t features, hid_t labels, const std::string& path, const std::string& hint) {
+    const h5::TypeInfo f = h5::type_of(features), l = h5::type_of(labels);
+    if (f.cls != H5T_FLOAT || (f.size != 2 && f.size != 4 && f.size != 8))
+        throw UserError(strfmt("%s: dataset /features has dtype %s, expected float32 (float16 and float64 are "
+                               "converted as read); %s",
+                               path.c_str(), f.name.c_str(), hint.c_str()));
+    if (l.cls != H5T_INTEGER || l.size > 8)
+        throw UserError(strfmt("%s: dataset /labels has dtype %s, expected int32 (other integer types are converted "
+                               "as read); %s",
+                               path.c_str(), l.name.c_str(), hint.c_str()));
+    std::string out;
+    if (f.size != 4) out = f.name + " features";
+    if (!(l.size == 4 && l.is_signed)) out += (out.empty() ? "" : ", ") + l.name + " labels";
+    return out;
+}
+
 ShardSet::~ShardSet() {
     for (Shard& sh : shards_)
         if (sh.fd >= 0) ::close(sh.fd);
@@ -103,9 +123,9 @@ void ShardSet::load_node_memory() {
         } else {
             std::lock_guard<std::mutex> g(h5::lock());
             h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose), lspace(H5Dget_space(sh.labels.get()), H5Sclose);
-            hsize_t start[2] = {row0, 0}, count[2] = {rows, (hsize_t)D};
+            hsize_t start[2] = {row0, 0}, count[2] = {rows, (hsize_t)D}, lcount[2] = {rows, 1};
             H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
-            H5Sselect_hyperslab(lspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+            H5Sselect_hyperslab(lspace.get(), H5S_SELECT_SET, start, nullptr, lcount, nullptr);
             h5::Hid mf(H5Screate_simple(2, count, nullptr), H5Sclose), ml(H5Screate_simple(1, count, nullptr), H5Sclose);
             if (H5Dread(sh.features.get(), H5T_NATIVE_FLOAT, mf.get(), fspace.get(), H5P_DEFAULT, fdst) < 0 ||
                 H5Dread(sh.labels.get(), H5T_NATIVE_INT32, ml.get(), lspace.get(), H5P_DEFAULT, ldst) < 0)
@@ -115,10 +135,39 @@ void ShardSet::load_node_memory() {
         }
         for (long r = 0; r < b - a; ++r)
             if (ldst[r] < 0 || ldst[r] >= classes_)
-                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the "
-                                       "attribute",
-                                       sh.path.c_str(), (long)row0 + r, ldst[r], classes_));
+                bad_label(sh, (long)row0 + r, ldst[r]);
     }
+}
+
+void ShardSet::bad_label(const Shard& sh, long row, int label) const {
+    // A wider integer beyond int32 arrives clipped to int32's end: its true value is not known here.
+    const bool clipped = sh.label_dtype != "int32" && (label == INT32_MAX || label == INT32_MIN);
+    const std::string value = clipped ? strfmt("is beyond int32 (%s %s label), so", sh.label_dtype[0] == 'i' ? "an" : "a",
+                                               sh.label_dtype.c_str())
+                                      : strfmt("= %d is", label);
+    throw UserError(strfmt("%s: /labels[%ld] %s outside [0, num_classes = %d); fix the labels or the attribute",
+                           sh.path.c_str(), row, value.c_str(), classes_));
+}
+
+std::string ShardSet::conversion_note() const {
+    const Shard* first = nullptr;
+    int n = 0;
+    for (const Shard& sh : shards_)
+        if (!sh.converted.empty()) {
+            if (!first) first = &sh;
+            ++n;
+        }
+    if (!first) return "";
+    // The command that rewrites the split as float32/int32 shards (every input named up to 4).
+    std::string inputs;
+    for (size_t i = 0; i < shards_.size() && i < 4; ++i) inputs += " --input " + shards_[i].path;
+    if (shards_.size() > 4) inputs += strfmt(" ... (all %zu shards in order)", shards_.size());
+    return strfmt("note: %s: %d of %zu shards hold %s (h5py's defaults); HDF5 converts them to float32 and int32 as "
+                  "they are read, without direct reads%s. To convert once: `%s ingest --split %s --shards %zu "
+                  "--num-classes %d%s --out NEW_DIR`",
+                  split_.c_str(), n, shards_.size(), first->converted.c_str(),
+                  first->converted.find("float64") != std::string::npos ? " (float64: twice the bytes)" : "",
+                  runnable("dptrain-data").c_str(), split_.c_str(), shards_.size(), classes_, inputs.c_str());
 }
 
 bool ShardSet::direct() const {
@@ -199,8 +248,8 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
     // A shard that is not as dptrain reads it is rewritten into a new directory, never over itself.
     for (const std::string& path : paths)
         s.add_shard(path,
-                    strfmt("convert it with `%s ingest --input %s --out NEW_DIR` (float64 features, int64 or (N,1) "
-                           "labels are converted; format: data/README.md)",
+                    strfmt("convert it with `%s ingest --input %s --out NEW_DIR` (it takes any float or integer "
+                           "features and integer labels; format: data/README.md)",
                            tool.c_str(), path.c_str()),
                     fapl.get(), paths.size());
     s.cache_labels();
@@ -221,16 +270,19 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
                             fapl);
     sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
     sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
-    h5::expect_kind(sh.features.get(), h5::Kind::f32, sh.path, "/features", hint);
-    h5::expect_kind(sh.labels.get(), h5::Kind::i32, sh.path, "/labels", hint);
+    sh.converted = conversions(sh.features.get(), sh.labels.get(), sh.path, hint);
+    sh.label_dtype = h5::type_of(sh.labels.get()).name;
     auto fd = h5::dims(sh.features.get());
     auto ld = h5::dims(sh.labels.get());
     if (fd.size() != 2)
         throw UserError(strfmt("%s: /features has %zu dimensions, expected 2 (samples, features); %s", sh.path.c_str(),
                                fd.size(), hint.c_str()));
-    if (ld.size() != 1 || ld[0] != fd[0])
-        throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,); %s",
-                               sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0], hint.c_str()));
+    sh.labels_2d = ld.size() == 2 && ld[1] == 1;
+    if (!(ld.size() == 1 || sh.labels_2d) || ld[0] != fd[0])
+        throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,) or (%llu, "
+                               "1); %s",
+                               sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0],
+                               (unsigned long long)fd[0], hint.c_str()));
     // num_classes as any number type (h5py writes a Python int as int64, a float as float64): a
     // whole number is taken as it is.
     double k = 0;
@@ -271,31 +323,34 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
     shards_.push_back(std::move(sh));
 }
 
-// Labels of direct shards, when they all fit, are read once at open (one pread per shard) and
-// checked then: a bad label stops the run at start-up instead of mid-training.
+// Every label, when all of them fit, is read once at open and checked then: a bad label stops
+// the run at start-up instead of mid-training. Direct shards keep them (a row then costs one
+// pread instead of two); HDF5 shards (chunked, compressed or converted) read them again with
+// their rows.
 void ShardSet::cache_labels() {
-    long direct_rows = 0;
-    for (const Shard& sh : shards_) direct_rows += sh.fd >= 0 ? sh.count : 0;
-    if (direct_rows == 0 || direct_rows * 4 > kLabelCacheBytes) return;
+    if (total_ * 4 > kLabelCacheBytes) return;
     for (Shard& sh : shards_) {
-        if (sh.fd < 0) continue;
         auto labels = std::make_shared<std::vector<int>>((size_t)sh.count);
-        char* p = reinterpret_cast<char*>(labels->data());
-        size_t left = (size_t)sh.count * sizeof(int);
-        long at = sh.labels_at;
-        while (left > 0) {
-            ssize_t got = ::pread(sh.fd, p, left, at);
-            if (got <= 0)
-                throw UserError(strfmt("%s: reading /labels failed (%s); is the file truncated?", sh.path.c_str(),
-                                       got == 0 ? "end of file" : std::strerror(errno)));
-            p += got, left -= (size_t)got, at += got;
+        if (sh.fd >= 0) {
+            char* p = reinterpret_cast<char*>(labels->data());
+            size_t left = (size_t)sh.count * sizeof(int);
+            long at = sh.labels_at;
+            while (left > 0) {
+                ssize_t got = ::pread(sh.fd, p, left, at);
+                if (got <= 0)
+                    throw UserError(strfmt("%s: reading /labels failed (%s); is the file truncated?", sh.path.c_str(),
+                                           got == 0 ? "end of file" : std::strerror(errno)));
+                p += got, left -= (size_t)got, at += got;
+            }
+        } else if (H5Dread(sh.labels.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels->data()) < 0) {
+            throw UserError(strfmt("%s: reading /labels failed (file truncated or corrupt?); restore or regenerate the "
+                                   "shard",
+                                   sh.path.c_str()));
         }
         for (long r = 0; r < sh.count; ++r)
             if ((*labels)[r] < 0 || (*labels)[r] >= classes_)
-                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or "
-                                       "the attribute",
-                                       sh.path.c_str(), r, (*labels)[r], classes_));
-        sh.label_cache = std::move(labels);
+                bad_label(sh, r, (*labels)[r]);
+        if (sh.fd >= 0) sh.label_cache = std::move(labels);
     }
 }
 
@@ -346,8 +401,7 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
             auto [row, pos] = order_[begin + r];
             int label = ys_[r];
             if (label < 0 || label >= classes_)
-                throw UserError(strfmt("%s: /labels[%ld] = %d is outside [0, num_classes = %d); fix the labels or the attribute",
-                                       sh.path.c_str(), row - sh.first, label, classes_));
+                bad_label(sh, row - sh.first, label);
             std::memcpy(x + (size_t)pos * D, xs_.data() + r * D, D * sizeof(float));
             y[pos] = label;
         }
@@ -405,10 +459,10 @@ void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
         size_t e = r + 1;
         while (e < end && order_[e].first == order_[e - 1].first + 1) ++e;
         hsize_t start[2] = {(hsize_t)(order_[r].first - sh.first), 0};
-        hsize_t count[2] = {(hsize_t)(e - r), D};
+        hsize_t count[2] = {(hsize_t)(e - r), D}, lcount[2] = {(hsize_t)(e - r), 1};  // labels (N,) or (N, 1)
         H5S_seloper_t op = r == begin ? H5S_SELECT_SET : H5S_SELECT_OR;
         if (H5Sselect_hyperslab(fspace.get(), op, start, nullptr, count, nullptr) < 0 ||
-            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, count, nullptr) < 0)
+            H5Sselect_hyperslab(lspace.get(), op, start, nullptr, lcount, nullptr) < 0)
             throw UserError(strfmt("%s: cannot select rows %llu..%llu", sh.path.c_str(), (unsigned long long)start[0],
                                    (unsigned long long)(start[0] + count[0])));
         r = e;

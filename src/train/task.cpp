@@ -68,9 +68,12 @@ ModelBatch TabularTask::batch(const float* x, const int* y, int n) const {
 int TabularTask::eval_rows() const { return kEvalRows; }
 
 std::string TabularTask::describe() const {
-    return strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes",
+    std::string notes;
+    for (const ShardSet* s : {shards_, val_shards_})
+        if (!s->conversion_note().empty()) notes += "\n" + s->conversion_note();
+    return strfmt("%ld training samples in %d shards, %ld validation samples, %d features, %d classes%s",
                   shards_->num_samples(), shards_->num_shards(), val_shards_->num_samples(), shards_->dim(),
-                  shards_->num_classes());
+                  shards_->num_classes(), notes.c_str());
 }
 
 const char* TabularTask::unit() const { return "sample"; }

@@ -40,15 +40,56 @@ f="$WORK/trunc/train-00001-of-00004.h5"
 truncate -s $(( $(stat -c %s "$f") / 2 )) "$f"
 expect_error "truncated shard" 2 "train-00001-of-00004.h5.*truncated" 2 "${base[@]}" --data "$WORK/trunc"
 
+# What h5py writes by default from NumPy (float64 features, int64 labels shaped (N, 1), num_classes
+# an int64) trains exactly as the float32/int32 set it came from, with one note of the cost, in
+# each --io mode that reads through HDF5.
+cp -r "$WORK/good" "$WORK/h5py"
+$PY - "$WORK"/h5py/*.h5 <<'PY'
+import sys, h5py, numpy as np
+for p in sys.argv[1:]:
+    with h5py.File(p, "r+") as f:
+        x, y = f["features"][...], f["labels"][...]
+        del f["features"], f["labels"]
+        f["features"] = x.astype(np.float64)
+        f["labels"] = y.astype(np.int64).reshape(-1, 1)
+        f.attrs["num_classes"] = int(f.attrs["num_classes"])
+PY
+train 2 "${base[@]}" --run-dir "$WORK/run-f32"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "the float32 set: exit $RC"; }
+for io in direct memory; do
+  train 2 "${base[@]}" --data "$WORK/h5py" --run-dir "$WORK/run-h5py-$io" --io "$io"
+  [ "$RC" = 0 ] && grep -q "^note: train: 4 of 4 shards hold float64 features, int64 labels (h5py's defaults); HDF5 converts" "$WORK/out" \
+    || { cat "$WORK/out"; fail "h5py's default dtypes (--io $io): want a run with one note of the conversion, got exit $RC"; }
+  "$BIN/dptrain-ckpt" diff "$WORK/run-f32/checkpoints/ckpt-00000004.h5" "$WORK/run-h5py-$io/checkpoints/ckpt-00000004.h5" >/dev/null \
+    || fail "h5py's default dtypes (--io $io): the checkpoint differs from the float32 set's"
+done
+echo "ok: float64 features and int64 (N, 1) labels train bit-identically to float32/int32 ($(grep '^note: train' "$WORK/out" | cut -c1-100)...)"
+# The note's own command converts the split once.
+cmd=$(grep '^note: train' "$WORK/out" | sed -n 's/.*To convert once: `\([^`]*\)`.*/\1/p' | sed "s|NEW_DIR|$WORK/converted|")
+# shellcheck disable=SC2086  # the printed command, split into words as a shell would
+(cd "$ROOT" && $cmd >/dev/null) || fail "the note's command failed: $cmd"
+[ "$(h5dump -H -d labels "$WORK/converted/train-00000-of-00004.h5" | grep -c H5T_STD_I32LE)" = 1 ] \
+  || fail "the note's command did not write int32 labels"
+echo "ok: the note's ingest command writes float32/int32 shards"
+
+# An int64 label beyond int32 is refused as out of range, not read as a wrapped value.
+$PY - "$WORK/h5py/train-00002-of-00004.h5" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r+") as f:
+    f["labels"][5, 0] = 2**33 + 1
+PY
+expect_error "int64 label beyond int32" 2 "train-00002-of-00004.h5: /labels\[5\] is beyond int32 (an int64 label), so outside \[0, num_classes" 2 "${base[@]}" --data "$WORK/h5py"
+
+# Features that are not floating point are refused, with the advice to convert that file.
 cp -r "$WORK/good" "$WORK/dtype"
 $PY - "$WORK/dtype/train-00003-of-00004.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r+") as f:
     x = f["features"][...]
     del f["features"]
-    f["features"] = x.astype(np.float64)
+    f["features"] = (x * 100).astype(np.int32)
 PY
-expect_error "wrong dtype" 2 "/features has dtype float64, expected float32" 2 "${base[@]}" --data "$WORK/dtype"
+expect_error "wrong dtype" 2 "/features has dtype int32, expected float32 (float16 and float64 are converted as read)" 2 "${base[@]}" --data "$WORK/dtype"
 # The advice converts that file into a new directory; it never suggests writing over the user's.
 grep -q "convert it with \`[^\`]*dptrain-data ingest --input $WORK/dtype/train-00003-of-00004.h5 --out NEW_DIR\`" "$WORK/out" \
   && ! grep -q "synth" "$WORK/out" || { cat "$WORK/out"; fail "wrong dtype: the advice is not to ingest that shard into a new directory"; }

@@ -56,6 +56,15 @@ Hid open_dataset(hid_t file, const std::string& path, const std::string& name, c
 // as they are. Returns the cache size in bytes (0: not chunked).
 size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_t max_bytes);
 
+// A dataset's element type: its class, size in bytes, and a name such as "float64" or "uint16".
+struct TypeInfo {
+    H5T_class_t cls = H5T_NO_CLASS;
+    size_t size = 0;
+    bool is_signed = false;
+    std::string name;
+};
+TypeInfo type_of(hid_t dset);
+
 enum class Kind { f32, i32, u16, u32, u8 };
 const char* kind_name(Kind k);
 // Throws UserError when dataset `name` in `path` is not of kind k.

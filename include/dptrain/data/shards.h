@@ -27,7 +27,10 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
 std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std::string& what);
 
 // One split ("train" or "val") of a tabular dataset: DIR/SPLIT-00000-of-0000S.h5 ... with
-// /features float32 (N, D), /labels int32 (N), root attribute num_classes. Opening checks every
+// /features float32 (N, D), /labels int32 (N), root attribute num_classes. What h5py writes by
+// default from NumPy is read too, converted by HDF5 as it reads: float16 or float64 features
+// (rounded to float32), labels of any integer type (a value beyond int32 is clipped, then refused
+// as out of range) and labels shaped (N, 1). Opening checks every
 // shard (presence, dtype, shape, agreement between shards) and throws one UserError naming the
 // first bad file. Not thread-safe: one reader per ShardSet.
 class ShardSet : public Dataset {
@@ -59,6 +62,10 @@ class ShardSet : public Dataset {
     // rows' runs as one hyperslab selection.
     void read_rows(const long* idx, int n, float* x, int* y);
     bool direct() const;  // every shard is read with pread
+    // One line for the start-up banner when HDF5 converts this split's values as they are read
+    // (float64 features, int64 labels, ...): what, in how many shards, its cost and how to convert
+    // once. Empty when every shard holds float32 features and int32 labels.
+    std::string conversion_note() const;
     IoMode mode() const { return mode_; }
     // --io memory: allocates the node-shared buffer (collective over the node's communicator given
     // to open) and loads this rank's share of the rows. Every rank of the node must have loaded its
@@ -72,6 +79,9 @@ class ShardSet : public Dataset {
         std::string path;
         long first = 0, count = 0;  // global index of row 0, rows
         h5::Hid file, features, labels;
+        bool labels_2d = false;  // /labels shaped (N, 1), as h5py writes a column
+        std::string converted;   // what HDF5 converts as it reads, e.g. "float64 features"; empty: none
+        std::string label_dtype;  // as stored, e.g. "int64"
         int fd = -1;  // >= 0: direct reads at the offsets below
         long features_at = 0, labels_at = 0;
         // Direct shards whose labels all fit in kLabelCacheBytes: the labels, read and checked
@@ -80,6 +90,8 @@ class ShardSet : public Dataset {
     };
     void add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards);
     void cache_labels();
+    // Throws the UserError for label `label` at `row` of `sh` outside [0, num_classes).
+    [[noreturn]] void bad_label(const Shard& sh, long row, int label) const;
     void read_hdf5(Shard& sh, size_t begin, size_t end);
     void read_direct(Shard& sh, size_t begin, size_t end);
 
