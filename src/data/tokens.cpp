@@ -291,6 +291,60 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
     }
 }
 
+bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
+    if (memory_bytes() > max_bytes) return false;
+    const long lo = tokens_ * part / parts, hi = tokens_ * (part + 1) / parts;
+    const uint32_t V = (uint32_t)tok_.vocab_size();
+    constexpr long kBlock = 1 << 20;  // tokens per read
+    std::vector<uint32_t> ids((size_t)kBlock);
+    long first = 0;  // the shard's first token in the split
+    for (const Shard& sh : shards_) {
+        const long a = std::max(lo, first), b = std::min(hi, first + sh.tokens);
+        for (long t = a; t < b; t += kBlock) {
+            const long n = std::min(kBlock, b - t);
+            read_ids(sh, t - first, n, ids.data());
+            for (long k = 0; k < n; ++k)
+                if (ids[(size_t)k] >= V)
+                    throw UserError(strfmt("%s: /tokens[%ld] = %u is outside the %s vocabulary of %u ids; the shard was "
+                                           "not written with this tokenizer: make it again with dptrain-data text",
+                                           sh.path.c_str(), t - first + k, ids[(size_t)k], tok_.kind.c_str(), V));
+        }
+        first += sh.tokens;
+    }
+    return true;
+}
+
+// Tokens [t0, t0 + n) of `sh` as uint32, whatever their stored width and layout.
+void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) const {
+    if (sh.fd >= 0) {
+        // Read in the stored width into the back of `out`, then widened in place from the front.
+        unsigned char* raw = reinterpret_cast<unsigned char*>(out) + (size_t)n * (4 - sh.width);
+        size_t bytes = (size_t)n * sh.width, done = 0;
+        while (done < bytes) {
+            ssize_t got = ::pread(sh.fd, raw + done, bytes - done, sh.at + t0 * sh.width + (long)done);
+            if (got <= 0)
+                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
+                                       got == 0 ? "end of file" : std::strerror(errno)));
+            done += (size_t)got;
+        }
+        if (sh.width == 2)
+            for (long k = 0; k < n; ++k) {
+                uint16_t v;
+                std::memcpy(&v, raw + 2 * k, 2);
+                out[k] = v;
+            }
+        return;
+    }
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
+    hsize_t off = (hsize_t)t0, cnt = (hsize_t)n;
+    h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
+    if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
+        H5Dread(sh.data.get(), H5T_NATIVE_UINT32, mem.get(), space.get(), H5P_DEFAULT, out) < 0)
+        throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(), t0,
+                               t0 + n));
+}
+
 // Names the first id of tokens [start, start + n) of `sh`, just read into raw_, outside the
 // vocabulary: the model would index past its embedding table.
 void TokenShardSet::bad_token(const Shard& sh, long start, int n, uint32_t V) const {

@@ -3,6 +3,7 @@
 
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/data/tokens.h"
 
 #include <algorithm>
@@ -103,8 +104,11 @@ class LanguageModelTask : public Task {
     std::string load_node_memory() override;
 
   private:
+    // A node reads at most this much of a split at start-up to check its token ids.
+    static constexpr double kIdCheckBytes = 4.0 * (1ull << 30);
     TokenShardSet *tokens_ = nullptr, *val_tokens_ = nullptr;
     int block_size_, batch_size_;
+    std::vector<std::string> unchecked_;  // splits whose ids are checked only as windows are read
 };
 
 LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
@@ -116,6 +120,10 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
         throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
                                "regenerate them together",
                                o.data.c_str()));
+    // Every id checked once per node before training, the node's ranks each reading a share; a
+    // split too large for that is checked as its windows are read.
+    for (TokenShardSet* set : {tr.get(), va.get()})
+        if (!set->check_ids(topo.local_rank, topo.local_size, kIdCheckBytes)) unchecked_.push_back(set->split());
     tokens_ = tr.get();
     val_tokens_ = va.get();
     train_ = std::move(tr);
@@ -156,7 +164,13 @@ std::string LanguageModelTask::describe() const {
                   "vocabulary of %d",
                   tokens_->num_tokens(), tokens_->num_shards(), tokens_->num_shards() == 1 ? "" : "s",
                   tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.kind.c_str(),
-                  tok.vocab_size());
+                  tok.vocab_size()) +
+           (unchecked_.empty()
+                ? ""
+                : strfmt("\nnote: the %s split holds over %.0f GiB of tokens: its ids are checked as windows are read, "
+                         "not at start-up (`%s verify %s` checks every one)",
+                         unchecked_[0].c_str(), kIdCheckBytes / (1ull << 30), runnable("dptrain-data").c_str(),
+                         tokens_->dir().c_str()));
 }
 
 const char* LanguageModelTask::unit() const { return "window"; }

@@ -88,8 +88,9 @@ train 1 "${G[@]}" --data "$WORK/tok-h5py" --batch-size 8 --steps 5 --eval-every 
 [ "$RC" = 0 ] && grep -q "^done: steps 1..5 " "$WORK/out" || { cat "$WORK/out"; fail "token shards with h5py's string attributes: exit $RC"; }
 echo "ok: token shards whose string attributes h5py wrote (variable-length UTF-8) train"
 
-# A token id outside the vocabulary (a shard written with another tokenizer) ends the run with one
-# line naming the shard and the offset, not an error deep in the model.
+# A token id outside the vocabulary (a shard written with another tokenizer) stops the run at
+# start-up (every id is checked once per node before training) with one line naming the shard and
+# the first bad offset, not an error deep in the model.
 cp -r "$WORK/tok" "$WORK/tok-bad"
 /usr/bin/python3 - "$WORK/tok-bad/train-00000-of-00002.h5" <<'PY'
 import sys, h5py
@@ -99,7 +100,7 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["tokens"][...] = t
 PY
 train 2 "${G[@]}" --data "$WORK/tok-bad" --batch-size 8 --steps 50 --eval-every 0 --run-dir "$WORK/run-bad"
-[ "$RC" != 0 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
-  && grep -q "^dptrain: error: .*tok-bad/train-00000-of-00002.h5: /tokens\[[0-9]*\] = 60000 is outside the char vocabulary of [0-9]* ids" "$WORK/out" \
-  || { cat "$WORK/out"; fail "a token outside the vocabulary: want one line naming the shard and offset"; }
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && ! grep -q '^step' "$WORK/out" \
+  && grep -q "^dptrain: error: .*tok-bad/train-00000-of-00002.h5: /tokens\[1000\] = 60000 is outside the char vocabulary of [0-9]* ids" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a token outside the vocabulary: want exit 2 at start-up and one line naming the shard and offset 1000"; }
 echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-160)"

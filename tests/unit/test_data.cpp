@@ -5,6 +5,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/data/prefetcher.h"
 #include "dptrain/data/stage.h"
+#include "dptrain/data/tokens.h"
 
 #include <catch2/catch.hpp>
 
@@ -459,6 +460,44 @@ TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
         H5Fclose(f);
     }
     CHECK_THROWS_WITH(ShardSet::open(b, "train", 64), Catch::Contains("/labels[3] = 3 is outside [0, num_classes = 3)"));
+}
+
+// A byte-level token shard of n ids (id k = k % 256) with `bad` at offset `at`; chunked: HDF5's path.
+static void write_token_shard(const std::string& path, long n, long at, uint16_t bad, bool chunked) {
+    std::vector<uint16_t> ids((size_t)n);
+    for (long k = 0; k < n; ++k) ids[(size_t)k] = (uint16_t)(k % 256);
+    if (at >= 0) ids[(size_t)at] = bad;
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::create_file(path);
+    h5::Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    hsize_t dims[1] = {(hsize_t)n}, chunk[1] = {100};
+    if (chunked) H5Pset_chunk(dcpl.get(), 1, chunk);
+    h5::Hid space(H5Screate_simple(1, dims, nullptr), H5Sclose);
+    h5::Hid d(H5Dcreate2(f.get(), "/tokens", H5T_NATIVE_UINT16, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+    REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, ids.data()) >= 0);
+    h5::write_attr_i64(f.get(), "vocab_size", 256);
+    h5::write_attr_str(f.get(), "tokenizer", "byte");
+}
+
+TEST_CASE("TokenShardSet::check_ids names the first id outside the vocabulary, in its part only", "[data][tokens]") {
+    for (bool chunked : {false, true}) {
+        INFO("chunked " << chunked);
+        const std::string dir = temp_dir("tokids");
+        write_token_shard(dir + "/train-00000-of-00002.h5", 1000, -1, 0, chunked);
+        write_token_shard(dir + "/train-00001-of-00002.h5", 1000, 700, 300, chunked);  // split token 1700
+        TokenShardSet s = TokenShardSet::open(dir, "train", 16, 1, false);
+        CHECK_THROWS_WITH(s.check_ids(0, 1, 1e9),
+                          Catch::Contains("train-00001-of-00002.h5: /tokens[700] = 300 is outside the byte vocabulary of 256"));
+        // Two parts of 1000 tokens: the bad id is in the second one.
+        CHECK(s.check_ids(0, 2, 1e9));
+        CHECK_THROWS_WITH(s.check_ids(1, 2, 1e9), Catch::Contains("/tokens[700] = 300"));
+        // Over the budget nothing is read; the window holding it then fails when read, naming it.
+        CHECK_FALSE(s.check_ids(0, 1, 100));
+        const long window = 61 + 700 / 16;  // (1000 - 16) / 16 = 61 windows a shard; the 43rd of shard 1 holds 688..704
+        std::vector<int> y(17);
+        CHECK_THROWS_WITH(s.read(&window, 1, 0, nullptr, y.data()), Catch::Contains("/tokens[700] = 300"));
+    }
 }
 
 TEST_CASE("sha256_hex and sha256_file give FIPS 180-4's digests", "[stage]") {

@@ -51,12 +51,20 @@ class TokenShardSet : public Dataset {
     const Tokenizer& tokenizer() const { return tok_; }
     long num_tokens() const { return tokens_; }
     IoMode mode() const { return mode_; }
+    const std::string& dir() const { return dir_; }
+    const std::string& split() const { return split_; }
     // --io memory: allocates the node-shared buffer (collective over the node's communicator) and
     // loads this rank's share of every shard's tokens, in their stored width, one read per shard
     // piece. As ShardSet::load_node_memory: every rank of the node must have loaded its share
     // before any reads (the caller agrees across ranks afterwards), and reopen() shares the copy.
     void load_node_memory();
     double memory_bytes() const;
+    // Checks every token id against the vocabulary: part `part` of `parts` equal pieces of all the
+    // shards' tokens (the ranks of a node share the work; no communication). Throws UserError
+    // naming the shard, offset and id of the first bad one in the piece. Returns false, reading
+    // nothing, when the split holds more than max_bytes of tokens (then ids are checked as
+    // windows are read).
+    bool check_ids(int part, int parts, double max_bytes);
 
   private:
     struct Shard {
@@ -70,6 +78,7 @@ class TokenShardSet : public Dataset {
     };
     TokenShardSet() = default;
     [[noreturn]] void bad_token(const Shard& sh, long start, int n, uint32_t V) const;
+    void read_ids(const Shard& sh, long t0, long n, uint32_t* out) const;
     std::string dir_, split_;
     std::vector<Shard> shards_;
     Tokenizer tok_;
