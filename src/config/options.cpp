@@ -177,6 +177,9 @@ void declare(Registry& r, Options& o) {
              "copy --data to DIR/<name of --data> on node-local storage before training (local rank 0 of each node "
              "copies, its other ranks wait), verify it (sizes, and SHA256SUMS when the source has one), reuse a valid "
              "earlier copy, and train from the copy");
+    r.flag("verify-data", &Options::verify_data, o,
+           "before training, check --data (after --stage-dir, the copy) against its SHA256SUMS: every shard listed and "
+           "every file's SHA-256, the node's ranks sharing the hashing; `dptrain-data verify DIR` writes the manifest");
     r.choice<IoMode>("io", &Options::io, o, IoMode::direct,
              "how ranks read shards: direct (each rank its own rows or windows: pread of contiguous shards, HDF5 "
              "otherwise) | memory (each node loads the training split once into memory its ranks share; tabular and "

@@ -270,15 +270,18 @@ std::string StageResult::summary() const {
                   seconds, copied_bytes / t / 1e6, sums_checked ? ", SHA256SUMS verified" : "");
 }
 
-long check_sums(const std::string& dir, int streams, bool remove_bad) {
+std::vector<std::pair<std::string, std::string>> read_sums(const std::string& dir) {
     std::vector<std::pair<std::string, std::string>> want;  // (sum, name)
     std::ifstream in(dir + "/SHA256SUMS");
-    if (!in) throw UserError(strfmt("%s/SHA256SUMS: cannot open it", dir.c_str()));
+    if (!in)
+        throw UserError(strfmt("%s/SHA256SUMS: cannot open it; write it with `%s verify %s`", dir.c_str(),
+                               runnable("dptrain-data").c_str(), dir.c_str()));
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
         if (line.empty()) continue;
         // sha256sum's format: 64 hex digits, a space, ' ' (text) or '*' (binary), the name.
-        if (line.size() < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*'))
+        if (line.size() < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*') ||
+            line.find_first_not_of("0123456789abcdefABCDEF") < 64)
             throw UserError(strfmt("%s/SHA256SUMS:%d: not a sha256sum line; regenerate it with `%s stage --write-sums "
                                    "%s`",
                                    dir.c_str(), n, runnable("dptrain").c_str(), dir.c_str()));
@@ -286,6 +289,14 @@ long check_sums(const std::string& dir, int streams, bool remove_bad) {
         if (name.compare(0, 2, "./") == 0) name = name.substr(2);
         want.emplace_back(line.substr(0, 64), name);
     }
+    return want;
+}
+
+long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts) {
+    // This caller's share: entries part, part + parts, ... of the manifest.
+    const auto all = read_sums(dir);
+    std::vector<std::pair<std::string, std::string>> want;
+    for (size_t i = (size_t)part; i < all.size(); i += (size_t)parts) want.push_back(all[i]);
     parallel_for((long)want.size(), streams, [&](long i, std::vector<char>&) {
         std::string path = dir + "/" + want[i].second;
         if (sha256_file(path) == want[i].first) return;
@@ -297,8 +308,9 @@ long check_sums(const std::string& dir, int streams, bool remove_bad) {
                                    path.c_str()));
         }
         throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS (a damaged copy or source); restore "
-                               "the source file or regenerate SHA256SUMS",
-                               path.c_str()));
+                               "the file from its source, or if it changed on purpose rewrite the manifest with `%s "
+                               "verify --update-sums %s`",
+                               path.c_str(), runnable("dptrain-data").c_str(), dir.c_str()));
     });
     return (long)want.size();
 }

@@ -3,6 +3,7 @@
 //                      [--shards S] [--seed X]
 //   dptrain-data text --input FILE --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
 //   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
+//   dptrain-data verify DIR [--update-sums]
 // synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
 // function of (seed, index), so the data do not depend on the shard count. ingest converts users'
@@ -15,6 +16,8 @@
 #include "dptrain/tools/ingest.h"
 #include "dptrain/core/rng.h"
 #include "dptrain/data/tokens.h"
+#include "dptrain/data/stage.h"
+#include "dptrain/data/verify.h"
 #include "dptrain/core/files.h"
 
 #include <boost/program_options.hpp>
@@ -152,6 +155,61 @@ void prepare_out(const std::string& out, const std::vector<std::string>& splits,
         if (unlink(p.c_str()) != 0)
             throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
     }
+    // A manifest of the replaced shards would fail every later check: it goes with them.
+    const std::string sums = out + "/SHA256SUMS";
+    if (unlink(sums.c_str()) == 0)
+        std::printf("removed %s (it listed the replaced shards); `%s verify %s` writes a new one\n", sums.c_str(),
+                    runnable("dptrain-data").c_str(), out.c_str());
+}
+
+// ---- verify: every value of a dataset checked, and its SHA256SUMS manifest ----
+
+const char* const kVerifyHelp = R"(
+Reads every shard of DIR's train and val splits once: tabular features must be finite and labels
+in [0, num_classes); token ids inside the vocabulary. The first bad value is named (shard, row
+and feature, or offset and id) and the exit status is 2.
+Then DIR/SHA256SUMS (sha256sum's format): written when absent, otherwise every file it lists is
+checked against it and every shard must be listed; --update-sums rewrites it (after the values
+pass) for a set that was changed on purpose. `dptrain --verify-data` checks the manifest at
+start-up, and `dptrain --stage-dir` checks it when it copies the set.
+)";
+
+int verify_cmd(int argc, char** argv) {
+    std::vector<std::string> dirs;
+    int streams;
+    bool update = false;
+    po::options_description desc("dptrain-data verify DIR: check every value of a dataset and its SHA256SUMS", 100, 50);
+    desc.add_options()("help,h", "print this help")("update-sums", po::bool_switch(&update),
+                                                    "rewrite DIR/SHA256SUMS instead of checking it")(
+        "streams", po::value(&streams)->default_value(4), "files hashed at once");
+    po::options_description hidden;
+    hidden.add_options()("dir", po::value(&dirs));
+    po::positional_options_description pos;
+    pos.add("dir", -1);
+    po::options_description all;
+    all.add(desc).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+        std::cout << desc << kVerifyHelp;
+        return 0;
+    }
+    if (dirs.size() != 1) throw UserError("verify: give one dataset directory: dptrain-data verify DIR");
+    if (streams < 1) throw UserError("verify: --streams must be at least 1");
+    const std::string& dir = dirs[0];
+    std::printf("dptrain-data verify: %s: %s\n", dir.c_str(), verify_values(dir).c_str());
+    std::fflush(stdout);  // before any error line about the manifest
+    struct stat st;
+    const bool have = stat((dir + "/SHA256SUMS").c_str(), &st) == 0;
+    if (have && !update) {
+        const long n = check_manifest(dir, streams);
+        std::printf("dptrain-data verify: %s/SHA256SUMS: all %ld files match\n", dir.c_str(), n);
+    } else {
+        const long n = write_sums(dir, streams);
+        std::printf("dptrain-data verify: %s/SHA256SUMS %s (%ld files)\n", dir.c_str(), have ? "rewritten" : "written", n);
+    }
+    return 0;
 }
 
 int synth(int argc, char** argv) {
@@ -430,6 +488,7 @@ int main(int argc, char** argv) {
         if (cmd == "synth") return synth(argc - 1, argv + 1);
         if (cmd == "text") return text(argc - 1, argv + 1);
         if (cmd == "ingest") return ingest_cmd(argc - 1, argv + 1);
+        if (cmd == "verify") return verify_cmd(argc - 1, argv + 1);
         if (cmd == "--version") {
             std::printf("dptrain-data %s\n", DPTRAIN_VERSION);
             return 0;
@@ -438,10 +497,11 @@ int main(int argc, char** argv) {
             std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n"
                         "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n"
                         "       dptrain-data ingest --input FILE [--input FILE ...] --out DIR [options]   "
-                        "(dptrain-data ingest --help)\n");
+                        "(dptrain-data ingest --help)\n"
+                        "       dptrain-data verify DIR [--update-sums]   (dptrain-data verify --help)\n");
             return 0;
         }
-        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use %s synth|text|ingest --help\n", cmd.c_str(),
+        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use %s synth|text|ingest|verify --help\n", cmd.c_str(),
                      runnable("dptrain-data").c_str());
         return 2;
     } catch (const po::error& e) {

@@ -2,7 +2,7 @@
 // finishes before the next one starts (all_ok): a user error in one of them ends the job with one
 // message and exit code 2 on every rank. The order of the phases is the order of their
 // collectives, the same on every rank:
-//   1. stage the data to node-local storage (--stage-dir)
+//   1. stage the data to node-local storage (--stage-dir), check it against SHA256SUMS (--verify-data)
 //   2. every rank has the same options (checksums compared)
 //   3. local: threads, GPU health, the device, the data, the model, the optimizer, the sampler
 //   4. every rank sees the same dataset
@@ -17,9 +17,11 @@
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
 #include "dptrain/comm/communicator.h"
+#include "dptrain/core/clock.h"
 #include "dptrain/core/checksum.h"
 #include "dptrain/core/error.h"
 #include "dptrain/data/stage.h"
+#include "dptrain/data/verify.h"
 #include "dptrain/io/reliability.h"
 #include "dptrain/train/loop.h"
 #include "dptrain/data/sampler.h"
@@ -219,11 +221,30 @@ bool stage_data(Options& o, const Topology& topo) {
     return true;
 }
 
+// 1b. --verify-data: --data (or the staged copy) against its SHA256SUMS, the files of the manifest
+// shared among each node's ranks (every node checks what it reads).
+bool verify_data(const Options& o, const Topology& topo) {
+    const double t0 = now_seconds();
+    long hashed = 0;
+    if (!all_ok(topo.world, [&] { hashed = check_manifest(o.data, 2, topo.local_rank, topo.local_size); }))
+        return false;
+    MpiCommunicator(topo.world).allreduce(&hashed, 1, ReduceOp::sum);
+    if (topo.rank == 0) {
+        std::printf("verify-data: %s/SHA256SUMS: every shard listed, every file matches (%ld files hashed on %d node%s "
+                    "in %.1f s)\n",
+                    o.data.c_str(), hashed / std::max(1, topo.num_nodes), topo.num_nodes, topo.num_nodes == 1 ? "" : "s",
+                    now_seconds() - t0);
+        std::fflush(stdout);
+    }
+    return true;
+}
+
 } // namespace
 
 int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
     if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
+    if (opts.verify_data && !verify_data(opts, topo)) return kExitUser;
     Setup s(opts, topo);
     const MPI_Comm w = topo.world;
     if (!all_ok(w, [&] { s.check_same_options(); }) || !all_ok(w, [&] { s.make_local(); }) ||

@@ -37,6 +37,7 @@ struct Options {
     // data
     std::string data;  // directory holding train-*-of-*.h5 and val-*-of-*.h5
     std::string stage_dir;  // node-local directory to copy --data into first; "" = read --data in place
+    bool verify_data;       // check --data against its SHA256SUMS before training
     int prefetch;      // batches read ahead by the background readers
     int io_threads;    // reader threads per rank
     long shuffle_block;  // samples shuffled as one unit (1 = per-sample permutation)

@@ -6,6 +6,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dptrain {
 
@@ -34,10 +36,13 @@ struct StageResult {
 StageResult stage_directory(const std::string& src, const std::string& dest, int streams, bool check_sums,
                             const std::function<void(const std::string&)>& say);
 
-// Checks DIR's files against DIR/SHA256SUMS (sha256sum's format); throws UserError naming the
-// first file that differs (removing it first when remove_bad, so that the next staging copies it
-// again). Returns the number of files checked.
-long check_sums(const std::string& dir, int streams, bool remove_bad = false);
+// DIR/SHA256SUMS (sha256sum's format) as (sum, name) pairs in file order; throws UserError when it
+// is missing or a line is not sha256sum's.
+std::vector<std::pair<std::string, std::string>> read_sums(const std::string& dir);
+// Checks DIR's files against DIR/SHA256SUMS; throws UserError naming the first file that differs
+// (removing it first when remove_bad, so that the next staging copies it again). Checks entries
+// part, part + parts, ... only (the ranks of a node share the work). Returns the number checked.
+long check_sums(const std::string& dir, int streams, bool remove_bad = false, int part = 0, int parts = 1);
 // Writes DIR/SHA256SUMS for every file under DIR (except SHA256SUMS and .stage-* files).
 long write_sums(const std::string& dir, int streams);
 
