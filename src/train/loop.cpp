@@ -255,6 +255,7 @@ int StepLoop::finish(int code, long start, long done, long end) {
                                       : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)";
         const char* then = preempted_ ? "requeue the job with --resume auto to continue"
                                       : "stopped with a checkpoint; run again with --resume auto to continue from it";
+        p_.report.stopped_by(preempted_ ? "SIGUSR1" : "SIGTERM");
         p_.report.print(strfmt("%s; stopped after step %ld with a checkpoint\ncheckpoint: %s\nexit %d: %s\n", what, done,
                                p_.ckpt.last().c_str(), kExitPreempted, then));
         return code;

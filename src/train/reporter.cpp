@@ -6,6 +6,7 @@
 #include "dptrain/core/version.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,7 @@ void Reporter::agree_gpu_health() {
 
 void Reporter::open_metrics(long start_step) {
     if (rank_ != 0) return;
+    std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's: this one has not stopped
     if (start_step > 0) truncate_jsonl_after(o_.metrics, start_step);
     std::string job = o_.job_name;
     const char* slurm_job = std::getenv("SLURM_JOB_ID");
@@ -177,6 +179,14 @@ void Reporter::eval_line(const EvalStats& e) {
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
     print(strfmt("ops of step %ld on rank 0, forward + backward (%s):\n%s", step, how_timed, t.table().c_str()));
+}
+
+void Reporter::stopped_by(const char* signal) {
+    if (rank_ != 0) return;
+    const std::string path = o_.run_dir + "/stopped-by";
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f || std::fprintf(f, "%s\n", signal) < 0 || std::fclose(f) != 0)
+        std::fprintf(stderr, "dptrain: warning: %s: cannot write it: %s\n", path.c_str(), std::strerror(errno));
 }
 
 void Reporter::run_breakdown(const StepBreakdown& whole, long done, double seconds) {

@@ -289,3 +289,35 @@ grep -q "making it with $WORK/dest/usr/bin/dptrain-data synth" "$out" && [ -f "$
 grep -q "^done: steps 1..300 " "$out" && [ -f "$WORK/user/runs/slurm-$id6/checkpoints/ckpt-00000300.h5" ] \
   || { cat "$out"; fail "job 6: did not train 300 steps into runs/slurm-$id6 where it was submitted"; }
 echo "ok: job $id6: the installed single-node.sbatch ran the installed dptrain from an empty directory"
+
+# --- jobs 7 and 8: ended on purpose, with a checkpoint that takes 3 s (--inject-fault
+# slow-checkpoint): `scancel --signal=TERM` signals the ranks only, plain `scancel` the whole job
+# (the batch shell too), with SIGKILL KillWait (10 s here) later. Both end in a complete
+# checkpoint and dptrain's exit 75, and neither is requeued: the script reads RUN_DIR/stopped-by.
+stop_job() {
+  local n=$1 how=$2 id out at
+  id=$(CONFIG=$WORK/long.ini RUN_DIR=$WORK/run$n DPTRAIN_ARGS="--inject-fault 0:1:slow-checkpoint" \
+       submit single-node.sbatch --ntasks=2); jobs_submitted+=("$id")
+  out=$WORK/job-$id.out
+  local t0=$SECONDS
+  until grep -q '"type":"step"' "$WORK/run$n/metrics.jsonl" 2>/dev/null; do
+    [ $((SECONDS - t0)) -lt 60 ] || { cat "$out" 2>/dev/null; fail "job $n did not start training within 60 s"; }
+    sleep 0.2
+  done
+  # shellcheck disable=SC2086  # $how is scancel's options, split into words
+  scancel $how "$id" || fail "scancel $how $id failed"
+  wait_for "$id" 60
+  grep -q "dptrain exited 75" "$out" && grep -q "^stopped: a rank received SIGTERM" "$out" \
+    && grep -q "^exit 75: stopped with a checkpoint; run again with --resume auto" "$out" \
+    || { cat "$out"; fail "job $n (scancel $how): want dptrain's SIGTERM stop and exit 75"; }
+  at=$(sed -n '/stopped after step [0-9]* with a checkpoint/{s/.*stopped after step \([0-9]*\) .*/\1/p;q}' "$out")
+  "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/run$n" "${at:-0}")" >/dev/null \
+    || { cat "$out"; fail "job $n (scancel $how): no valid checkpoint of step ${at:-?}"; }
+  grep -q "^  ckpt .* written by rank 0, [3-9]\.[0-9]* s each" "$out" || { cat "$out"; fail "job $n: the checkpoint did not take 3 s"; }
+  grep -q "(scancel or time limit): checkpoint kept, not requeued" "$out" && [ "$(job_field "$id" Restarts)" = 0 ] \
+    || { cat "$out"; fail "job $n (scancel $how): want no requeue"; }
+  [ "$(cat "$WORK/run$n/stopped-by")" = SIGTERM ] || fail "job $n: RUN_DIR/stopped-by is not SIGTERM"
+  echo "ok: job $id: scancel${how:+ $how} -> a 3 s checkpoint of step $at, exit 75, not requeued ($(job_field "$id" JobState) $(job_field "$id" ExitCode))"
+}
+stop_job 7 "--signal=TERM"
+stop_job 8 ""

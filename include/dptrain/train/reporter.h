@@ -43,6 +43,10 @@ class Reporter {
 
     // Rank 0 prints s (other ranks nothing), first clearing an in-place progress line.
     void print(const std::string& s);
+    // Rank 0 writes RUN_DIR/stopped-by ("SIGUSR1" or "SIGTERM"): which signal made the run
+    // checkpoint and exit 75, for a batch script to requeue only a preemption. open_metrics
+    // removes an earlier run's.
+    void stopped_by(const char* signal);
 
     // Set-up, local: this rank's GPU in NVML for --gpu-health; throws UserError with --gpu-health
     // on and no GPU for this rank.
