@@ -220,6 +220,7 @@ std::string StepLoop::nonfinite_input(const Batch& b) {
 // other ranks wait for a synchronous write here, in a phase of its own: waiting in the next step's
 // all-reduce instead, they would count it as communication.
 void StepLoop::checkpoint(long done, bool final_one) {
+    const double t0 = now_seconds();
     p_.clock.mark(Phase::checkpoint, done, true);
     if (p_.topo.rank == 0) p_.grads.download_state();
     if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))
@@ -228,6 +229,14 @@ void StepLoop::checkpoint(long done, bool final_one) {
     if (!p_.o.async_checkpoint) {
         p_.clock.mark(Phase::checkpoint_wait, done);
         p_.world.barrier();
+        // From the first one, measured: what a stop signal costs, for the grace before SIGKILL.
+        if (!stop_budget_said_ && !final_one) {
+            const PhaseSummary run = p_.clock.times().run();  // this rank's mean step so far
+            double step_ms = 0;
+            for (double ms : run.mean_ms) step_ms += ms;
+            p_.report.stop_budget(now_seconds() - t0, 1e-3 * step_ms);
+            stop_budget_said_ = true;
+        }
     }
 }
 

@@ -183,6 +183,11 @@ grep -q '^  ckpt-wait .*longest: rank 1, [3-9]\.[0-9]* s in all' "$WORK/out" \
 wait_ms=$(grep '"type":"summary"' "$WORK/ckwait/metrics.jsonl" | sed -n 's/.*"wait_max_ms":\([0-9.e+-]*\).*/\1/p')
 awk -v w="${wait_ms:-0}" 'BEGIN { exit !(w >= 2900) }' || fail "slow checkpoint: the run record's wait_max_ms is ${wait_ms:-absent}"
 echo "ok: the breakdown's checkpoint rows: $(grep '^  ckpt' "$WORK/out" | tr -s ' ' | tr '\n' ';')"
+# After its first checkpoint the run says what a stop signal needs (the measured write and two steps).
+grep -q "^stop budget: a checkpoint takes 3\.[0-9]* s to write and a step [0-9.]* ms, so a stop signal (SIGTERM, SIGUSR1) needs up to 3\.[0-9] s" "$WORK/out" \
+  && grep -q '"type":"stop_budget".*"stop_needs_s":3\.' "$WORK/ckwait/metrics.jsonl" \
+  || { cat "$WORK/out"; fail "slow checkpoint: no stop budget of about 3 s"; }
+echo "ok: $(grep '^stop budget:' "$WORK/out")"
 
 # --- a full disk during a checkpoint (a small tmpfs): an error naming it, the previous checkpoint
 # intact, no temporary file left. Needs root to mount.

@@ -47,6 +47,9 @@ class Reporter {
     // checkpoint and exit 75, for a batch script to requeue only a preemption. open_metrics
     // removes an earlier run's.
     void stopped_by(const char* signal);
+    // After the run's first checkpoint: the time a stop signal needs (finish the step, then
+    // checkpoint), and a warning when that exceeds what launchers give by default.
+    void stop_budget(double checkpoint_s, double step_s);
 
     // Set-up, local: this rank's GPU in NVML for --gpu-health; throws UserError with --gpu-health
     // on and no GPU for this rank.
