@@ -141,27 +141,7 @@ void TokenShardSet::load_node_memory() {
         first += sh.tokens;
         if (a >= b) continue;
         long t0 = a - (first - sh.tokens), n = b - a;
-        char* dst = copy->segment(0) + sh.mem_at + (size_t)t0 * sh.width;
-        if (sh.fd >= 0) {
-            size_t bytes = (size_t)n * sh.width, done = 0;
-            while (done < bytes) {
-                ssize_t got = ::pread(sh.fd, dst + done, bytes - done, sh.at + t0 * sh.width + (long)done);
-                if (got <= 0)
-                    throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
-                                           got == 0 ? "end of file" : std::strerror(errno)));
-                done += (size_t)got;
-            }
-        } else {
-            std::lock_guard<std::mutex> g(h5::lock());
-            h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
-            hsize_t off = (hsize_t)t0, cnt = (hsize_t)n;
-            h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
-            if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
-                H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
-                        H5P_DEFAULT, dst) < 0)
-                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(),
-                                       t0, t0 + n));
-        }
+        read_stored(sh, t0, n, copy->segment(0) + sh.mem_at + (size_t)t0 * sh.width);
     }
 }
 
@@ -257,25 +237,8 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
         size_t bytes = (size_t)W * sh.width;
         if (node_copy_) {
             std::memcpy(raw_.data(), node_copy_->segment(0) + sh.mem_at + (size_t)start * sh.width, bytes);
-        } else if (sh.fd >= 0) {
-            size_t done = 0;
-            while (done < bytes) {
-                ssize_t got = ::pread(sh.fd, raw_.data() + done, bytes - done, sh.at + start * sh.width + (long)done);
-                if (got <= 0)
-                    throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), start, start + W,
-                                           got == 0 ? "end of file" : std::strerror(errno)));
-                done += (size_t)got;
-            }
         } else {
-            std::lock_guard<std::mutex> g(h5::lock());
-            h5::Hid space(H5Dget_space(sh.data.get()), H5Sclose);
-            hsize_t off = (hsize_t)start, cnt = (hsize_t)W;
-            h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
-            if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
-                H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
-                        H5P_DEFAULT, raw_.data()) < 0)
-                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(),
-                                       start, start + W));
+            read_stored(sh, start, W, raw_.data());
         }
         int* out = y + (size_t)i * W;
         const uint32_t V = (uint32_t)tok_.vocab_size();
@@ -314,25 +277,19 @@ bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
     return true;
 }
 
-// Tokens [t0, t0 + n) of `sh` as uint32, whatever their stored width and layout.
-void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) const {
+// Tokens [t0, t0 + n) of `sh` in their stored width: one pread (contiguous shards) or one HDF5
+// hyperslab read.
+void TokenShardSet::read_stored(const Shard& sh, long t0, long n, void* dst) const {
     if (sh.fd >= 0) {
-        // Read in the stored width into the back of `out`, then widened in place from the front.
-        unsigned char* raw = reinterpret_cast<unsigned char*>(out) + (size_t)n * (4 - sh.width);
+        char* p = static_cast<char*>(dst);
         size_t bytes = (size_t)n * sh.width, done = 0;
         while (done < bytes) {
-            ssize_t got = ::pread(sh.fd, raw + done, bytes - done, sh.at + t0 * sh.width + (long)done);
+            ssize_t got = ::pread(sh.fd, p + done, bytes - done, sh.at + t0 * sh.width + (long)done);
             if (got <= 0)
                 throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
                                        got == 0 ? "end of file" : std::strerror(errno)));
             done += (size_t)got;
         }
-        if (sh.width == 2)
-            for (long k = 0; k < n; ++k) {
-                uint16_t v;
-                std::memcpy(&v, raw + 2 * k, 2);
-                out[k] = v;
-            }
         return;
     }
     std::lock_guard<std::mutex> g(h5::lock());
@@ -340,9 +297,23 @@ void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) co
     hsize_t off = (hsize_t)t0, cnt = (hsize_t)n;
     h5::Hid mem(H5Screate_simple(1, &cnt, nullptr), H5Sclose);
     if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &cnt, nullptr) < 0 ||
-        H5Dread(sh.data.get(), H5T_NATIVE_UINT32, mem.get(), space.get(), H5P_DEFAULT, out) < 0)
+        H5Dread(sh.data.get(), sh.width == 2 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32, mem.get(), space.get(),
+                H5P_DEFAULT, dst) < 0)
         throw UserError(strfmt("%s: read of tokens %ld..%ld failed (file truncated or corrupt?)", sh.path.c_str(), t0,
                                t0 + n));
+}
+
+// Tokens [t0, t0 + n) of `sh` as uint32: read in the stored width into the back of `out`, then
+// widened in place from the front (element k is read before anything overwrites it).
+void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) const {
+    unsigned char* raw = reinterpret_cast<unsigned char*>(out) + (size_t)n * (4 - sh.width);
+    read_stored(sh, t0, n, raw);
+    if (sh.width == 2)
+        for (long k = 0; k < n; ++k) {
+            uint16_t v;
+            std::memcpy(&v, raw + 2 * k, 2);
+            out[k] = v;
+        }
 }
 
 // Names the first id of tokens [start, start + n) of `sh`, just read into raw_, outside the

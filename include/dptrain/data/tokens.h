@@ -78,6 +78,7 @@ class TokenShardSet : public Dataset {
     };
     TokenShardSet() = default;
     [[noreturn]] void bad_token(const Shard& sh, long start, int n, uint32_t V) const;
+    void read_stored(const Shard& sh, long t0, long n, void* dst) const;
     void read_ids(const Shard& sh, long t0, long n, uint32_t* out) const;
     std::string dir_, split_;
     std::vector<Shard> shards_;
