@@ -50,6 +50,7 @@ fuzz csv 20000
 fuzz npy 20000
 fuzz npz 20000
 fuzz trace 20000
+fuzz sums 20000
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"
