@@ -146,15 +146,15 @@ Json breakdown_json(const StepBreakdown& b) {
                                        {"max_ms", json_number(a.max_ms, 4)},
                                        {"slowest_rank", a.slowest_rank}};
     }
-    // The run's checkpoints (the summary record; an interval's step record has none).
-    const CheckpointAcross& c = b.checkpoint;
-    if (c.count > 0)
-        out["checkpoint"] = Json{{"count", c.count},
-                             {"write_ms", json_number(c.write_ms, 4)},
-                             {"wait_ms", json_number(c.wait_ms, 4)},
-                             {"wait_max_ms", json_number(c.wait_max_ms, 4)},
-                             {"longest_waiter", c.longest_waiter}};
     return out;
+}
+
+Json checkpoints_json(const CheckpointAcross& c) {
+    return Json{{"count", c.count},
+                {"write_ms", json_number(c.write_ms, 4)},
+                {"wait_ms", json_number(c.wait_ms, 4)},
+                {"wait_max_ms", json_number(c.wait_max_ms, 4)},
+                {"longest_waiter", c.longest_waiter}};
 }
 
 // Checkpoints as ms per step over the run (their cost spread over the steps), their share beside

@@ -211,10 +211,13 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "slow") f.kind = Fault::Kind::slow;
         else if (k == "slow-read") f.kind = Fault::Kind::slow_read;
         else if (k == "slow-checkpoint") f.kind = Fault::Kind::slow_checkpoint;
+        else if (k == "term-in-forward") f.kind = Fault::Kind::term_in_forward;
+        else if (k == "term-in-backward") f.kind = Fault::Kind::term_in_backward;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
-                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read, slow-checkpoint",
+                                   "hang, nan, corrupt-checkpoint, io-error, slow, slow-read, slow-checkpoint, "
+                                   "term-in-forward, term-in-backward",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }

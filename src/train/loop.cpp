@@ -66,6 +66,18 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         inject_before_step(done);
         const Batch& b = pf.next();
         const Step st = step(pf, b, s);
+        if (st.abandoned) {
+            // Nothing of this step was applied: the checkpoint is of the step before it.
+            p_.clock.end_step();
+            done = s;
+            preempted_ = st.preempted;
+            code = kExitPreempted;
+            p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of "
+                                   "step %ld\n",
+                                   s + 1, s));
+            checkpoint(done, true);
+            break;
+        }
         if (!st.finite) {
             ++skipped_;
             p_.report.nonfinite(done, st.nonfinite_loss, last_norm_, o.on_nonfinite == OnNonfinite::stop, skipped_,
@@ -106,7 +118,17 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
     return finish(code, start, done, end);
 }
 
+// The stop signal as this rank has it, into the control floats: [0] asked to stop, [2] by SIGUSR1.
+static void note_stop(float* ctl) {
+    ctl[0] = preemption_requested() ? 1.0f : 0.0f;
+    ctl[2] = preemption_signal() == SIGUSR1 ? 1.0f : 0.0f;
+}
+
 // One step on the batch of 0-based step s: forward, backward, the gradients' sum and the update.
+// A stop signal that has arrived before forward, or during it, leaves the rest of this rank's
+// compute out: it goes straight to the sum, whose control floats tell every rank not to apply
+// the step, so a long step does not delay the checkpoint. The sum itself still runs (it is the
+// agreement; buckets backward did not start are sent by reduce()).
 StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     const long done = s + 1;
     const int rank = p_.topo.rank;
@@ -115,23 +137,35 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     p_.clock.mark(Phase::forward, done);
     g.begin_step(done);
     float* ctl = g.control();
-    ctl[0] = preemption_requested() ? 1.0f : 0.0f;
-    ctl[2] = preemption_signal() == SIGUSR1 ? 1.0f : 0.0f;
+    note_stop(ctl);
+    ctl[1] = ctl[3] = 0.0f;
     const ModelBatch in = p_.task.batch(b.x.data(), b.y.data(), b.n);
     const double terms = (double)b.global_n * p_.model.terms_per_sample();
     const bool profiled = done == p_.o.profile_ops && rank == 0;  // rank 0 prints them
-    if (profiled) p_.model.set_op_times(&op_times_);
-    const double loss_sum = p_.model.forward(p_.params.data(), in, nullptr);
-    if (p_.faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
-    if (p_.faults.has(rank, done, Fault::Kind::nan)) g.poison();
-    // The next batch, when the reader has it: a GPU model copies it on its input stream while this
-    // step's backward runs (the CPU models ignore it).
-    if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
-    p_.clock.mark(Phase::backward, done);
-    p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), g.hook());
+    double loss_sum = 0;
+    if (ctl[0] == 0.0f) {
+        if (profiled) p_.model.set_op_times(&op_times_);
+        loss_sum = p_.model.forward(p_.params.data(), in, nullptr);
+        if (p_.faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (p_.faults.has(rank, done, Fault::Kind::term_in_forward)) raise(SIGTERM);
+        ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
+        note_stop(ctl);  // before backward: its first bucket carries the control floats
+    }
+    const bool leave_out = ctl[0] > 0.0f;
+    if (leave_out) {
+        ctl[1] = 0.0f;
+        ctl[3] = 1.0f;
+    } else {
+        if (p_.faults.has(rank, done, Fault::Kind::nan)) g.poison();
+        // The next batch, when the reader has it: a GPU model copies it on its input stream while
+        // this step's backward runs (the CPU models ignore it).
+        if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
+        p_.clock.mark(Phase::backward, done);
+        p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), g.hook());
+        if (p_.faults.has(rank, done, Fault::Kind::term_in_backward)) raise(SIGTERM);
+    }
     g.backward_done();
-    if (profiled) {
+    if (profiled && !leave_out) {
         p_.model.set_op_times(nullptr);  // waits for the GPU's timed ops
         p_.report.op_times(done, op_times_, p_.device.op_timing());
     }
@@ -143,6 +177,11 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     p_.clock.mark(Phase::optimizer, done);
     st.stop_requested = ctl[0] > 0.0f;
     st.preempted = ctl[2] > 0.0f;
+    st.abandoned = ctl[3] > 0.0f;
+    if (st.abandoned) {
+        pf.release();
+        return st;
+    }
     st.nonfinite_loss = !std::isfinite(ctl[1]);
     last_norm_ = g.norm();
     st.finite = std::isfinite(last_norm_) && !st.nonfinite_loss;

@@ -193,6 +193,9 @@ void Reporter::stop_budget(double checkpoint_s, double step_s) {
     // Up to two steps: a signal that lands after a step's all-reduce is acted on after the next.
     const double need = checkpoint_s + 2.0 * step_s;
     constexpr double kSlurmKillWait = 30.0;  // Slurm's default KillWait, and Kubernetes' default grace
+    jsonl_.write(Record("stop_budget").metric("checkpoint_s", checkpoint_s, "Seconds").metric("step_s", step_s, "Seconds")
+                     .metric("stop_needs_s", need, "Seconds"));
+    if (need < 1.0) return;  // news only when a stop takes a while
     print(strfmt("stop budget: a checkpoint takes %.2f s to write and a step %.1f ms, so a stop signal (SIGTERM, "
                  "SIGUSR1) needs up to %.1f s to checkpoint and exit 75%s\n",
                  checkpoint_s, 1e3 * step_s, need,
@@ -200,15 +203,14 @@ void Reporter::stop_budget(double checkpoint_s, double step_s) {
                      ? ""
                      : "; warning: give it more before SIGKILL than the default 30 s (Slurm KillWait and --signal=USR1@T, "
                        "Kubernetes terminationGracePeriodSeconds, DPTRAIN_STOP_GRACE; slurm/README.md)"));
-    jsonl_.write(Record("stop_budget").metric("checkpoint_s", checkpoint_s, "Seconds").metric("step_s", step_s, "Seconds")
-                     .metric("stop_needs_s", need, "Seconds"));
 }
 
 void Reporter::run_breakdown(const StepBreakdown& whole, long done, double seconds) {
     if (rank_ != 0 || whole.steps <= 0) return;  // the breakdown and the hosts are rank 0's
     print(format_breakdown(whole, hosts_));
     jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
-                     .metric("seconds", seconds, "Seconds").object("phases", breakdown_json(whole)));
+                     .metric("seconds", seconds, "Seconds").object("phases", breakdown_json(whole))
+                     .object("checkpoints", checkpoints_json(whole.checkpoint)));
 }
 
 void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input) {

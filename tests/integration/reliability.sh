@@ -38,6 +38,28 @@ train 2 "${C[@]}" --steps 400000 --stop-after "$total" --run-dir "$WORK/straight
 "$BIN/dptrain-ckpt" diff "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/pre-USR1" "$total")" \
   "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/straight" "$total")" || fail "resume after preemption is not exact"
 
+# --- a stop signal mid-step does not wait for the step: SIGTERM during rank 1's forward of step 30
+# leaves step 30 out on every rank (checkpoint of step 29, no extra step), and during its backward
+# the step is applied and the next one left out (checkpoint of step 30). Before, the stop was seen
+# one step later, at the end of step 31: with long steps, a step's time more before the checkpoint.
+# Either way, resuming reaches the uninterrupted run's parameters exactly.
+for when in forward backward; do
+  train 2 "${C[@]}" --steps 60 --checkpoint-every 0 --run-dir "$WORK/mid-$when" --inject-fault "1:30:term-in-$when"
+  want=$([ "$when" = forward ] && echo 29 || echo 30)
+  [ "$RC" = 75 ] && grep -q "^stop: step $((want + 1)) left out (the signal came before its backward); checkpoint of step $want" "$WORK/out" \
+    && grep -q "stopped after step $want with a checkpoint" "$WORK/out" \
+    || { cat "$WORK/out"; fail "SIGTERM in step 30's $when: want step $((want + 1)) left out and a checkpoint of step $want"; }
+  train 2 "${C[@]}" --steps 60 --checkpoint-every 0 --run-dir "$WORK/mid-$when" --resume auto
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "resume after SIGTERM in $when: exit $RC"; }
+  echo "ok: SIGTERM in step 30's $when -> step $((want + 1)) left out, checkpoint of step $want, resumed"
+done
+train 2 "${C[@]}" --steps 60 --checkpoint-every 0 --run-dir "$WORK/mid-straight"
+for when in forward backward; do
+  "$BIN/dptrain-ckpt" diff "$WORK/mid-$when/checkpoints/ckpt-00000060.h5" "$WORK/mid-straight/checkpoints/ckpt-00000060.h5" >/dev/null \
+    || fail "the run stopped in step 30's $when did not end where the uninterrupted one did"
+done
+echo "ok: both stopped runs end bit-identical to the uninterrupted one"
+
 # --- a hung rank: the watchdog names it and its phase, and the job ends within the timeout.
 t0=$SECONDS
 train 2 "${C[@]}" --steps 100 --run-dir "$WORK/hang" --inject-fault 1:20:hang --step-timeout 3

@@ -22,8 +22,9 @@ class Tracer;
 
 // Floats summed over the ranks together with the gradients, at no extra collective on the host
 // path: [0] > 0 when any rank was asked to stop (a signal), [1] non-finite when any rank's loss was,
-// [2] > 0 when the stop was a launcher's preemption notice (SIGUSR1) on any rank.
-constexpr size_t kControlFloats = 3;
+// [2] > 0 when the stop was a launcher's preemption notice (SIGUSR1) on any rank, [3] > 0 when any
+// rank left this step's forward or backward out for a stop (then no rank applies the step).
+constexpr size_t kControlFloats = 4;
 
 class GradientPath {
   public:

@@ -96,9 +96,10 @@ struct StepBreakdown {
 };
 // Collective over `comm` (one gather); the result is filled on rank 0 only.
 StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm);
-// {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...} and, where the run wrote
-// checkpoints, "checkpoint":{"count":..,"write_ms":..,"wait_ms":..,"wait_max_ms":..,"longest_waiter":..}
+// {"data":{"mean_ms":..,"p90_ms":..,"max_ms":..,"slowest_rank":..},...}
 Json breakdown_json(const StepBreakdown& b);
+// {"count":..,"write_ms":..,"wait_ms":..,"wait_max_ms":..,"longest_waiter":..}
+Json checkpoints_json(const CheckpointAcross& c);
 // The end-of-run table: one line per phase with its share of the step and the slowest rank.
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);
 

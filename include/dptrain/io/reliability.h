@@ -71,7 +71,10 @@ class Watchdog {
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
 // STEP is the 1-based step during which the fault fires; slow fires at every step from STEP on.
 struct Fault {
-    enum class Kind { kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read, slow_checkpoint } kind;
+    enum class Kind {
+        kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read, slow_checkpoint,
+        term_in_forward, term_in_backward  // the rank sends itself SIGTERM right after that pass
+    } kind;
     int rank;
     long step;
 };

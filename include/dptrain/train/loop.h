@@ -61,6 +61,7 @@ class StepLoop {
     struct Step {
         bool finite = true, stop_requested = false, nonfinite_loss = false;
         bool preempted = false;  // the stop was a launcher's preemption notice (SIGUSR1), not an end
+        bool abandoned = false;  // a stop came before this step's backward: nothing of it was applied
         double loss = 0;  // this rank's share of the step's mean loss (its loss sum / global terms)
         int global_n = 0;
         std::string bad_input;  // a non-finite step: where a non-finite input is, if any

@@ -48,7 +48,8 @@ class Reporter {
     // removes an earlier run's.
     void stopped_by(const char* signal);
     // After the run's first checkpoint: the time a stop signal needs (finish the step, then
-    // checkpoint), and a warning when that exceeds what launchers give by default.
+    // checkpoint), as a metrics record, and printed when it is a second or more, with a warning
+    // when it nears what launchers give by default.
     void stop_budget(double checkpoint_s, double step_s);
 
     // Set-up, local: this rank's GPU in NVML for --gpu-health; throws UserError with --gpu-health
