@@ -72,10 +72,11 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
             done = s;
             preempted_ = st.preempted;
             code = kExitPreempted;
+            const bool written = last_saved_ == done;  // the stop came during that checkpoint
             p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of "
-                                   "step %ld\n",
-                                   s + 1, s));
-            checkpoint(done, true);
+                                   "step %ld%s\n",
+                                   s + 1, s, written ? " (written just before)" : ""));
+            if (!written) checkpoint(done, true);
             break;
         }
         if (!st.finite) {
@@ -260,6 +261,7 @@ std::string StepLoop::nonfinite_input(const Batch& b) {
 // all-reduce instead, they would count it as communication.
 void StepLoop::checkpoint(long done, bool final_one) {
     const double t0 = now_seconds();
+    last_saved_ = done;
     p_.clock.mark(Phase::checkpoint, done, true);
     if (p_.topo.rank == 0) p_.grads.download_state();
     if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))

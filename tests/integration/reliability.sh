@@ -59,6 +59,12 @@ for when in forward backward; do
     || fail "the run stopped in step 30's $when did not end where the uninterrupted one did"
 done
 echo "ok: both stopped runs end bit-identical to the uninterrupted one"
+# A stop that comes while a checkpoint of that very step is written does not write it again.
+train 2 "${C[@]}" --steps 60 --checkpoint-every 30 --run-dir "$WORK/mid-ckpt" --inject-fault 1:30:term-in-backward
+[ "$RC" = 75 ] && grep -q "^stop: step 31 left out .*checkpoint of step 30 (written just before)" "$WORK/out" \
+  && grep -q "^  ckpt .* 1 written by rank 0" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a stop right after the checkpoint of step 30: want it written once"; }
+echo "ok: a stop right after a checkpoint does not write it twice"
 
 # --- a hung rank: the watchdog names it and its phase, and the job ends within the timeout.
 t0=$SECONDS
