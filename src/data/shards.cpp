@@ -277,8 +277,8 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
     if (fd.size() != 2)
         throw UserError(strfmt("%s: /features has %zu dimensions, expected 2 (samples, features); %s", sh.path.c_str(),
                                fd.size(), hint.c_str()));
-    sh.labels_2d = ld.size() == 2 && ld[1] == 1;
-    if (!(ld.size() == 1 || sh.labels_2d) || ld[0] != fd[0])
+    // (N,) or (N, 1), as h5py writes a column: the reads select rows x 1 either way.
+    if (!(ld.size() == 1 || (ld.size() == 2 && ld[1] == 1)) || ld[0] != fd[0])
         throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,) or (%llu, "
                                "1); %s",
                                sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0],

@@ -79,7 +79,6 @@ class ShardSet : public Dataset {
         std::string path;
         long first = 0, count = 0;  // global index of row 0, rows
         h5::Hid file, features, labels;
-        bool labels_2d = false;  // /labels shaped (N, 1), as h5py writes a column
         std::string converted;   // what HDF5 converts as it reads, e.g. "float64 features"; empty: none
         std::string label_dtype;  // as stored, e.g. "int64"
         int fd = -1;  // >= 0: direct reads at the offsets below
