@@ -196,7 +196,13 @@ void declare(Registry& r, Options& o) {
                 "disk carries no meaning (rows sorted by label or by time would make biased batches)");
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
     r.add<int>("batch-size", &Options::batch_size, o, 64,
-               "samples per rank per step; the global batch is batch-size x ranks");
+               "samples per rank per micro-batch; the global batch is batch-size x ranks x --grad-accum");
+    r.add<int>("grad-accum", &Options::grad_accum, o, 1,
+               "micro-batches per optimizer step: their gradients are summed on each rank and all-reduced once, "
+               "on the last one (the loss and the learning-rate schedule count optimizer steps)");
+    r.add<long>("global-batch-tokens", &Options::global_batch_tokens, o, 0,
+                "GPT: tokens per optimizer step; sets --grad-accum to this / (ranks x --batch-size x --block-size), "
+                "which must divide it; 0 = use --grad-accum");
     r.choice<Optimizer::Kind>("optimizer", &Options::optimizer, o, Optimizer::Kind::adamw, "adamw | sgd (with momentum)");
     r.add<double>("lr", &Options::lr, o, 1e-3, "peak learning rate");
     r.add<double>("min-lr-ratio", &Options::min_lr_ratio, o, 0.1,
@@ -346,6 +352,10 @@ void validate_model_and_data(Options& o) {
     need(o.attention != AttentionKind::flash || o.precision == Precision::bf16,
          "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
     need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
+    need(o.grad_accum >= 1 && o.grad_accum <= 65536, strfmt("--grad-accum %d must be in 1..65536", o.grad_accum));
+    need(o.global_batch_tokens >= 0, strfmt("--global-batch-tokens %ld must be >= 0", o.global_batch_tokens));
+    need(o.global_batch_tokens == 0 || o.model == ModelKind::gpt,
+         "--global-batch-tokens is for --model gpt; the MLP's global batch is --batch-size x ranks x --grad-accum");
     need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
     need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
     need(o.shuffle_block >= 1 && o.shuffle_block <= (1l << 30),

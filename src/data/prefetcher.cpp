@@ -1,4 +1,4 @@
-// Prefetcher: reader k reads the steps k, k+K, ... into the ring; next() hands them out in order.
+// Prefetcher: reader k reads the (micro-)batches k, k+K, ... into the ring; next() hands them out in order.
 #include "dptrain/data/prefetcher.h"
 
 #include "dptrain/core/clock.h"
@@ -11,8 +11,9 @@
 namespace dptrain {
 
 Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-                       long first_step, long end_step, long fail_step, bool in_caller, long slow_from)
-    : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), first_(first_step), end_(end_step),
+                       long first_step, long end_step, long fail_step, bool in_caller, long slow_from, int accum)
+    : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), accum_(accum),
+      first_(first_step * accum), end_(end_step * accum),
       fail_step_(fail_step), slow_from_(slow_from), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
       ready_(slots_.size(), -1), in_caller_(in_caller) {
     for (Batch& b : slots_) {
@@ -33,14 +34,16 @@ Prefetcher::~Prefetcher() {
     for (auto& t : threads_) t.join();
 }
 
-// Batch k (counted from first_step) into its slot.
+// Micro-batch k (counted from first_) into its slot.
 void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
-    long step = first_ + k;
+    const long step = (first_ + k) / accum_;
+    const int micro = (int)((first_ + k) % accum_);
     Batch& b = slots_[k % (long)slots_.size()];
     b.step = step;
+    b.micro = micro;
     b.global_n = sampler_.global_count(step);
-    b.n = sampler_.slice(step, rank_, world_, idx.data());
-    if (step == fail_step_)
+    b.n = sampler_.slice(step, micro * world_ + rank_, world_ * accum_, idx.data());
+    if (step == fail_step_ && micro == 0)
         throw UserError(strfmt("%s: read failed: injected I/O error (--inject-fault) for step %ld",
                                data.shard_path(0).c_str(), step + 1));
     data.read(idx.data(), b.n, sampler_.epoch_of(step), b.x.data(), b.y.data());

@@ -79,8 +79,11 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     const long W = id_.world_size, G = id_.global_batch;
     if (ck.global_batch != G)
         throw UserError(strfmt("%s: checkpoint was trained with global batch %ld, this run has %ld (--batch-size %d x "
-                               "%ld ranks); keep the global batch: --batch-size %ld",
-                               from, ck.global_batch, G, o_.batch_size, W, ck.global_batch % W == 0 ? ck.global_batch / W : 0L));
+                               "%ld ranks x --grad-accum %d); keep the global batch: --batch-size %ld, or any "
+                               "--batch-size x --grad-accum = %ld",
+                               from, ck.global_batch, G, o_.batch_size, W, o_.grad_accum,
+                               ck.global_batch % W == 0 ? ck.global_batch / W : 0L,
+                               ck.global_batch % W == 0 ? ck.global_batch / W : 0L));
     if (ck.seed != o_.seed)
         throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
                                "the same seed so the sample order continues",

@@ -25,7 +25,7 @@ int StepLoop::run(long start) {
     for (long s = start; s < end; ++s)
         if (p_.faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
     Prefetcher pf(p_.task.readers(o.io_threads), p_.sampler, rank, p_.topo.size, o.batch_size, o.prefetch, start, end,
-                  io_fail, o.io == IoMode::collective, p_.faults.slow_read_from(rank));
+                  io_fail, o.io == IoMode::collective, p_.faults.slow_read_from(rank), o.grad_accum);
     // On a GPU the batches (and a host path's parameters and gradients) are copied every step:
     // page-locked, released before the ring is freed.
     std::vector<std::pair<void*, size_t>> regions = pf.buffers();
@@ -64,8 +64,7 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         done = s + 1;
         p_.clock.mark(Phase::data, done, true);
         inject_before_step(done);
-        const Batch& b = pf.next();
-        const Step st = step(pf, b, s);
+        const Step st = step(pf, s);
         if (st.abandoned) {
             // Nothing of this step was applied: the checkpoint is of the step before it.
             p_.clock.end_step();
@@ -125,53 +124,73 @@ static void note_stop(float* ctl) {
     ctl[2] = preemption_signal() == SIGUSR1 ? 1.0f : 0.0f;
 }
 
-// One step on the batch of 0-based step s: forward, backward, the gradients' sum and the update.
-// A stop signal that has arrived before forward, or during it, leaves the rest of this rank's
+// Optimizer step s (0-based): forward and backward of each of its --grad-accum micro-batches,
+// the gradients summed into one buffer, then their sum over the ranks (once, on the last
+// micro-batch, whose backward alone starts buckets) and the update.
+// A stop signal that has arrived before a forward, or during it, leaves the rest of this rank's
 // compute out: it goes straight to the sum, whose control floats tell every rank not to apply
 // the step, so a long step does not delay the checkpoint. The sum itself still runs (it is the
 // agreement; buckets backward did not start are sent by reduce()).
-StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
+StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     const long done = s + 1;
-    const int rank = p_.topo.rank;
+    const int rank = p_.topo.rank, N = p_.o.grad_accum;
     GradientPath& g = p_.grads;
-    // The data phase is the wait for the batch alone; readying the gradients counts as compute.
-    p_.clock.mark(Phase::forward, done);
-    g.begin_step(done);
-    float* ctl = g.control();
-    note_stop(ctl);
-    ctl[1] = ctl[3] = 0.0f;
-    const ModelBatch in = p_.task.batch(b.x.data(), b.y.data(), b.n);
-    const double terms = (double)b.global_n * p_.model.terms_per_sample();
-    const bool profiled = done == p_.o.profile_ops && rank == 0;  // rank 0 prints them
+    const bool profiled = done == p_.o.profile_ops && rank == 0;  // rank 0 prints them (the last micro-batch's)
+    Step st;
     double loss_sum = 0;
-    if (ctl[0] == 0.0f) {
-        if (profiled) p_.model.set_op_times(&op_times_);
-        loss_sum = p_.model.forward(p_.params.data(), in, nullptr);
+    float* ctl = nullptr;
+    bool leave_out = false;
+    std::string found;  // a non-finite input of this rank's micro-batches, when one gave a non-finite loss
+    const Batch* b = nullptr;
+    for (int k = 0; k < N && !leave_out; ++k) {
+        if (k > 0) {
+            pf.release();  // the micro-batch before: its gradients are in the buffer
+            p_.clock.mark(Phase::data, done);
+        }
+        b = &pf.next();
+        const bool last = k == N - 1;
+        // The data phase is the wait for the batch alone; readying the gradients counts as compute.
+        p_.clock.mark(Phase::forward, done);
+        if (k == 0) {
+            g.begin_step(done);
+            ctl = g.control();
+            note_stop(ctl);
+            ctl[1] = ctl[3] = 0.0f;
+            st.global_n = b->global_n;
+            leave_out = ctl[0] > 0.0f;
+            if (leave_out) break;
+        }
+        const ModelBatch in = p_.task.batch(b->x.data(), b->y.data(), b->n);
+        const double terms = (double)b->global_n * p_.model.terms_per_sample();
+        if (profiled && last) p_.model.set_op_times(&op_times_);
+        const double loss = p_.model.forward(p_.params.data(), in, nullptr);
+        loss_sum += loss;
         if (p_.faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (p_.faults.has(rank, done, Fault::Kind::term_in_forward)) raise(SIGTERM);
-        ctl[1] = std::isfinite(loss_sum) ? 0.0f : NAN;
+        if (k == 0 && p_.faults.has(rank, done, Fault::Kind::term_in_forward)) raise(SIGTERM);
+        if (!std::isfinite(loss)) {
+            ctl[1] = NAN;
+            if (!last && found.empty()) found = find_nonfinite(*b);
+        }
         note_stop(ctl);  // before backward: its first bucket carries the control floats
+        leave_out = ctl[0] > 0.0f;
+        if (leave_out) break;
+        if (k == 0 && p_.faults.has(rank, done, Fault::Kind::nan)) g.poison();
+        // The next batch, when the reader has it: a GPU model copies it on its input stream while
+        // this backward runs (the CPU models ignore it).
+        if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
+        p_.clock.mark(Phase::backward, done);
+        p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), last ? g.hook() : nullptr);
+        if (last && p_.faults.has(rank, done, Fault::Kind::term_in_backward)) raise(SIGTERM);
     }
-    const bool leave_out = ctl[0] > 0.0f;
     if (leave_out) {
         ctl[1] = 0.0f;
         ctl[3] = 1.0f;
-    } else {
-        if (p_.faults.has(rank, done, Fault::Kind::nan)) g.poison();
-        // The next batch, when the reader has it: a GPU model copies it on its input stream while
-        // this step's backward runs (the CPU models ignore it).
-        if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
-        p_.clock.mark(Phase::backward, done);
-        p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), g.hook());
-        if (p_.faults.has(rank, done, Fault::Kind::term_in_backward)) raise(SIGTERM);
     }
     g.backward_done();
     if (profiled && !leave_out) {
         p_.model.set_op_times(nullptr);  // waits for the GPU's timed ops
         p_.report.op_times(done, op_times_, p_.device.op_timing());
     }
-    Step st;
-    st.global_n = b.global_n;
     p_.clock.mark(Phase::allreduce, done);
     iv_.exposed += g.reduce();
     // Every rank sees the same summed gradients and control floats from here on.
@@ -186,10 +205,10 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, const Batch& b, long s) {
     st.nonfinite_loss = !std::isfinite(ctl[1]);
     last_norm_ = g.norm();
     st.finite = std::isfinite(last_norm_) && !st.nonfinite_loss;
-    if (!st.finite) st.bad_input = nonfinite_input(b);
+    if (!st.finite) st.bad_input = first_nonfinite(found.empty() ? find_nonfinite(*b) : found);
     pf.release();  // after the look at the batch above: the reader refills its slot from here on
     last_lr_ = p_.sched.at(s);
-    st.loss = loss_sum / terms;
+    st.loss = loss_sum / ((double)st.global_n * p_.model.terms_per_sample());
     if (st.finite) g.update(last_norm_, last_lr_, s + 1);
     return st;
 }
@@ -233,25 +252,30 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     iv_.first = done;
 }
 
-// After a non-finite step (every rank takes it, together): the first non-finite input value in any
-// rank's batch, as "rank R: SHARD row K, feature J = nan", named by the lowest rank holding one;
-// "" when the inputs are all finite (the model or the learning rate made it).
-std::string StepLoop::nonfinite_input(const Batch& b) {
+// The first non-finite input value of micro-batch b on this rank, as "rank R: SHARD row K,
+// feature J = nan"; "" when all are finite.
+std::string StepLoop::find_nonfinite(const Batch& b) {
     const int F = p_.task.train().floats_per_sample();
     long at = -1;
     for (long i = 0; F > 0 && i < (long)b.n * F && at < 0; ++i)
         if (!std::isfinite(b.x[(size_t)i])) at = i;
+    if (at < 0) return "";
+    const int rank = p_.topo.rank, W = p_.topo.size, N = p_.o.grad_accum;
+    std::vector<long> idx((size_t)b.n);
+    p_.sampler.slice(b.step, b.micro * W + rank, W * N, idx.data());  // the Prefetcher's part
+    return strfmt("rank %d: %s, feature %ld = %g", rank, p_.task.train().where(idx[(size_t)(at / F)]).c_str(), at % F,
+                  (double)b.x[(size_t)at]);
+}
+
+// After a non-finite step (every rank takes it, together): `mine` (find_nonfinite's) of the lowest
+// rank that has one; "" when every rank's inputs were finite (the model or the learning rate made it).
+std::string StepLoop::first_nonfinite(const std::string& mine) {
     // max_loc picks the highest value: the lowest rank holding one scores highest.
     const int rank = p_.topo.rank, W = p_.topo.size;
-    const auto who = p_.world.max_loc(at >= 0 ? (double)(W - rank) : 0.0);
+    const auto who = p_.world.max_loc(!mine.empty() ? (double)(W - rank) : 0.0);
     if (who.first <= 0) return "";
     char text[1024] = {};
-    if (rank == who.second) {
-        std::vector<long> idx((size_t)b.n);
-        p_.sampler.slice(b.step, rank, W, idx.data());
-        std::snprintf(text, sizeof text, "rank %d: %s, feature %ld = %g", rank,
-                      p_.task.train().where(idx[(size_t)(at / F)]).c_str(), at % F, (double)b.x[(size_t)at]);
-    }
+    if (rank == who.second) std::snprintf(text, sizeof text, "%s", mine.c_str());
     p_.world.broadcast(text, sizeof text, who.second);
     return text;
 }

@@ -121,11 +121,13 @@ void Reporter::banner(const RunFacts& f) {
         print("GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n");
     else if (o_.gpu_health != GpuHealthMode::off && f.no_gpu.empty() && f.device_note.empty())
         print(strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
-    print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%d per rank) | %ld steps "
-                 "per epoch\n",
+    const std::string per_rank = o_.grad_accum > 1 ? strfmt("%d per rank x %d micro-batches", o_.batch_size, o_.grad_accum)
+                                                   : strfmt("%d per rank", o_.batch_size);
+    print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%s) | %ld steps per "
+                 "epoch\n",
                  f.model.c_str(), f.params, name_of(o_.precision),
                  o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
-                 f.global_batch, o_.batch_size, f.steps_per_epoch));
+                 f.global_batch, per_rank.c_str(), f.steps_per_epoch));
     print(strfmt("gradients: %s\n", f.gradients.c_str()));
     for (const std::string& n : f.gradient_notes) print(n + "\n");
     if (f.peak_gflops > 0)

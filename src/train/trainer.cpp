@@ -76,12 +76,17 @@ struct Setup {
         faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
+        // A GPU's backward writes each gradient whole (it does not add to the buffer yet).
+        if (o.grad_accum > 1 && device->gpu() >= 0)
+            throw UserError(strfmt("--grad-accum %d: the GPU step does not sum gradients over micro-batches yet; on a "
+                                   "GPU use --grad-accum 1 and a larger --batch-size, or --device cpu",
+                                   o.grad_accum));
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
         opt = std::make_unique<Optimizer>(optimizer_settings(o), model->layout());
-        const long global_batch = (long)o.batch_size * topo.size;
+        const long global_batch = (long)o.batch_size * topo.size * o.grad_accum;
         sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
                                             o.shuffle_block);
         sched.lr = o.lr;
@@ -156,7 +161,7 @@ struct Setup {
         f.io_note = io_note;
         f.model = model->signature();
         f.params = model->num_params();
-        f.global_batch = (long)o.batch_size * topo.size;
+        f.global_batch = (long)o.batch_size * topo.size * o.grad_accum;
         f.steps_per_epoch = sampler->steps_per_epoch();
         f.gradients = grads->describe();
         f.gradient_notes = grads->notes();
@@ -239,10 +244,26 @@ bool verify_data(const Options& o, const Topology& topo) {
     return true;
 }
 
+// --global-batch-tokens: the micro-batches per step that make it with this many ranks.
+void resolve_grad_accum(Options& o, int ranks) {
+    if (o.global_batch_tokens <= 0) return;
+    const long per_micro = (long)ranks * o.batch_size * o.block_size;
+    if (o.global_batch_tokens % per_micro != 0)
+        throw UserError(strfmt("--global-batch-tokens %ld is not a multiple of ranks x --batch-size x --block-size = "
+                               "%d x %d x %d = %ld; choose a multiple of %ld, or other sizes",
+                               o.global_batch_tokens, ranks, o.batch_size, o.block_size, per_micro, per_micro));
+    o.grad_accum = (int)std::min<long>(o.global_batch_tokens / per_micro, 65536);
+    if (o.global_batch_tokens / per_micro > 65536)
+        throw UserError(strfmt("--global-batch-tokens %ld needs %ld micro-batches a step (at most 65536); raise "
+                               "--batch-size",
+                               o.global_batch_tokens, o.global_batch_tokens / per_micro));
+}
+
 } // namespace
 
 int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
+    if (!all_ok(topo.world, [&] { resolve_grad_accum(opts, topo.size); })) return kExitUser;
     if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
     if (opts.verify_data && !verify_data(opts, topo)) return kExitUser;
     Setup s(opts, topo);

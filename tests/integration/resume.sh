@@ -32,7 +32,7 @@ train 4 "${common[@]}" --batch-size 8 --run-dir "$WORK/w4"
 train 4 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --stop-after 20
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "4-rank first half exited $RC"; }
 train 2 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --resume auto
-[ "$RC" = 2 ] && grep -q "global batch 32, this run has 16 (--batch-size 8 x 2 ranks); keep the global batch: --batch-size 16" "$WORK/out" \
+[ "$RC" = 2 ] && grep -q "global batch 32, this run has 16 (--batch-size 8 x 2 ranks x --grad-accum 1); keep the global batch: --batch-size 16, or any --batch-size x --grad-accum = 16" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another global batch was not refused with the fix"; }
 train 2 "${common[@]}" --batch-size 16 --run-dir "$WORK/w42" --resume auto
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "2-rank resume exited $RC"; }

@@ -300,6 +300,44 @@ TEST_CASE("Prefetcher delivers each step's slice in order and rethrows read erro
     }
 }
 
+// --grad-accum: the micro-batches of every rank of a step are, together and in order, the step's
+// global batch, the same samples one rank reading the whole batch gets.
+TEST_CASE("Prefetcher with micro-batches: ranks x micro-batches partition each step's global batch", "[data]") {
+    std::string dir = temp_dir("prefetch-accum");
+    write_shards(dir, "train", {30, 27}, 2, 5);
+    ShardSet shards = ShardSet::open(dir, "train", 8);
+    const int W = 2, N = 3;
+    for (long block : {1L, 4L}) {
+        Sampler ref(57, 24, 5, 1, block);  // 24 = 4 per rank x 2 ranks x 3 micro-batches; the epoch's last batch holds 9
+        for (int r = 0; r < W; ++r) {
+            Sampler sampler(57, 24, 5, 1, block);
+            Prefetcher pf({&shards}, sampler, r, W, 4, 2, 1, 4, -1, false, -1, N);
+            for (long step = 1; step < 4; ++step)
+                for (int k = 0; k < N; ++k) {
+                    const Batch& b = pf.next();
+                    REQUIRE(b.step == step);
+                    REQUIRE(b.micro == k);
+                    CHECK(b.global_n == ref.global_count(step));
+                    std::vector<long> idx(24);
+                    const int n = ref.slice(step, k * W + r, W * N, idx.data());
+                    REQUIRE(b.n == n);
+                    for (int i = 0; i < n; ++i) CHECK(b.x[2 * i] == (float)idx[(size_t)i]);
+                    pf.release();
+                }
+        }
+        // The parts k * W + r, in order, are the whole batch.
+        for (long step = 1; step < 4; ++step) {
+            std::vector<long> whole(24), parts, idx(24);
+            whole.resize((size_t)ref.batch(step, whole.data()));
+            for (int p = 0; p < W * N; ++p) {
+                const int n = ref.slice(step, p, W * N, idx.data());
+                parts.insert(parts.end(), idx.begin(), idx.begin() + n);
+            }
+            CHECK(parts == whole);
+        }
+    }
+}
+
 // peek() is what the trainer stages to a GPU during a step: it must be the next step's batch, and
 // that slot must hold still until next() hands it out and release() returns it.
 TEST_CASE("Prefetcher: peek shows the next step's batch, which stays put until it is used", "[data]") {

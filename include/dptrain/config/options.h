@@ -44,7 +44,9 @@ struct Options {
     IoMode io;
     // training
     long steps;
-    int batch_size;  // per rank; the global batch is batch_size * ranks
+    int batch_size;  // per rank and micro-batch; the global batch is batch_size * ranks * grad_accum
+    int grad_accum;  // micro-batches per optimizer step
+    long global_batch_tokens;  // gpt: tokens per optimizer step (sets grad_accum from the ranks); 0: none
     Optimizer::Kind optimizer;
     double lr, min_lr_ratio;
     long warmup_steps;

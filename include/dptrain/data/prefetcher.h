@@ -17,6 +17,7 @@ namespace dptrain {
 
 struct Batch {
     long step = -1;
+    int micro = 0;     // --grad-accum: which micro-batch of the step (0 .. accum - 1)
     int n = 0;         // samples this rank holds
     int global_n = 0;  // samples in the global batch (the loss is averaged over these)
     std::vector<float> x;  // (max_rows, floats_per_sample)
@@ -34,8 +35,12 @@ class Prefetcher {
     // in_caller: no reader thread; next() reads the batch itself (collective reads, which every
     // rank must issue from the thread that runs the step's other collectives).
     // slow_from >= 0: from that step on, each read takes 20 ms longer (--inject-fault slow-read).
+    // accum > 1 (--grad-accum): each step is `accum` micro-batches, handed out in turn; micro-batch
+    // k of rank r is part k * world + r of world * accum of the step's global batch (so the step
+    // reads what one rank with the whole global batch would). Steps are counted as before.
     Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank, int world, int max_rows, int depth,
-               long first_step, long end_step, long fail_step = -1, bool in_caller = false, long slow_from = -1);
+               long first_step, long end_step, long fail_step = -1, bool in_caller = false, long slow_from = -1,
+               int accum = 1);
     Prefetcher(Dataset& shards, Sampler& sampler, int rank, int world, int max_rows, int depth, long first_step,
                long end_step, long fail_step = -1)
         : Prefetcher(std::vector<Dataset*>{&shards}, sampler, rank, world, max_rows, depth, first_step, end_step,
@@ -59,12 +64,12 @@ class Prefetcher {
     void read_batch(Dataset& data, long k, std::vector<long>& idx);
     std::vector<Dataset*> readers_;
     Sampler& sampler_;
-    int rank_, world_;
-    long first_, end_, fail_step_, slow_from_;
+    int rank_, world_, accum_;
+    long first_, end_, fail_step_, slow_from_;  // first_, end_: micro-batches
     std::vector<Batch> slots_;
     std::vector<std::vector<long>> idx_;  // per reader
 
-    std::vector<long> ready_;             // per slot: the batch (counted from first_step) it holds, -1 none
+    std::vector<long> ready_;             // per slot: the micro-batch (counted from first_) it holds, -1 none
     std::mutex mu_;
     std::condition_variable cv_;
     long consumed_ = 0;  // batches, counted from first_step

@@ -73,11 +73,12 @@ class StepLoop {
     };
 
     int train(Prefetcher& pf, long start, long end);
-    Step step(Prefetcher& pf, const Batch& b, long step);
+    Step step(Prefetcher& pf, long step);
     void inject_before_step(long done);
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
     void checkpoint(long done, bool final_one);
-    std::string nonfinite_input(const Batch& b);
+    std::string find_nonfinite(const Batch& b);
+    std::string first_nonfinite(const std::string& mine);
     int finish(int code, long start, long done, long end);
 
     const LoopParts p_;
