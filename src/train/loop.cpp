@@ -140,7 +140,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     double loss_sum = 0;
     float* ctl = nullptr;
     bool leave_out = false;
-    std::string found;  // a non-finite input of this rank's micro-batches, when one gave a non-finite loss
+    std::string found;  // the first non-finite input of this rank's earlier micro-batches
     const Batch* b = nullptr;
     for (int k = 0; k < N && !leave_out; ++k) {
         if (k > 0) {
@@ -167,10 +167,11 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
         loss_sum += loss;
         if (p_.faults.slow(rank, done)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
         if (k == 0 && p_.faults.has(rank, done, Fault::Kind::term_in_forward)) raise(SIGTERM);
-        if (!std::isfinite(loss)) {
-            ctl[1] = NAN;
-            if (!last && found.empty()) found = find_nonfinite(*b);
-        }
+        if (!std::isfinite(loss)) ctl[1] = NAN;
+        // A micro-batch is handed back before the step's sum shows whether it was finite, so its
+        // inputs are looked at now (one pass over them; a NaN can leave the loss finite, e.g.
+        // through a ReLU, and show only in the gradient). The last one is looked at after the sum.
+        if (!last && found.empty()) found = find_nonfinite(*b);
         note_stop(ctl);  // before backward: its first bucket carries the control floats
         leave_out = ctl[0] > 0.0f;
         if (leave_out) break;

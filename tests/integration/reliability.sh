@@ -120,6 +120,12 @@ train 2 --data "$WORK/nandata" --batch-size 8 --eval-every 0 --log-every 1000 --
 [ "$RC" = 0 ] && grep -qE "^warning: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: .*train-00001-of-00004\\.h5 row 5, feature 3 = nan\\); step skipped" "$WORK/out" \
   || { cat "$WORK/out"; fail "NaN in the data, skip: want the skipped step to name the row"; }
 
+# With micro-batches (--grad-accum 4), the NaN row is named whichever micro-batch held it.
+train 2 --data "$WORK/nandata" --batch-size 2 --grad-accum 4 --eval-every 0 --log-every 1000 --steps 300 --run-dir "$WORK/nanaccum"
+[ "$RC" = 4 ] && grep -qE "^dptrain: error: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: $WORK/nandata/train-00001-of-00004\\.h5 row 5, feature 3 = nan\\)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "NaN in the data with --grad-accum 4: want exit 4 and the row named"; }
+echo "ok: NaN in the data, --grad-accum 4 -> the row named"
+
 # --- a corrupt newest checkpoint: resume warns, moves it aside (a new checkpoint of its step must
 # not overwrite it, nor the rotation keep it over good ones) and falls back to the previous one.
 train 2 "${C[@]}" --steps 40 --checkpoint-every 10 --run-dir "$WORK/corrupt" --stop-after 20 --inject-fault 0:20:corrupt-checkpoint
