@@ -92,6 +92,12 @@ std::string Tokenizer::table() const {
     return out;
 }
 
+int Tokenizer::bytes_of(int id) const {
+    if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
+    const uint32_t cp = chars[(size_t)id];
+    return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
+
 Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
     Tokenizer t;
     t.kind = kind;

@@ -212,8 +212,9 @@ std::string format_step_line(const StepStats& s) {
 }
 
 std::string format_eval_line(const EvalStats& e) {
-    return strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples", e.step, e.loss,
-                  100.0 * e.accuracy, e.samples);
+    return strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples%s", e.step, e.loss,
+                  100.0 * e.accuracy, e.samples,
+                  e.bits_per_byte >= 0 ? strfmt(" | %.4f bits per byte", e.bits_per_byte).c_str() : "");
 }
 
 void truncate_jsonl_after(const std::string& path, long step) {
@@ -315,6 +316,7 @@ Record step_record(const StepStats& s) {
 Record eval_record(const EvalStats& e) {
     Record r("eval");
     r.integer("step", e.step).metric("val_loss", e.loss).metric("val_accuracy", e.accuracy);
+    if (e.bits_per_byte >= 0) r.metric("val_bits_per_byte", e.bits_per_byte);
     r.integer("samples", e.samples);
     return r;
 }

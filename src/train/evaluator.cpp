@@ -2,6 +2,7 @@
 #include "dptrain/train/evaluator.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dptrain {
 
@@ -18,7 +19,7 @@ EvalStats Evaluator::run(long step, const float* params) {
     const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
     const int rank = world_.rank(), W = world_.size(), rows = (int)idx_.size();
     const long lo = N * rank / W, hi = N * (rank + 1) / W;
-    double sums[3] = {0, 0, 0};  // loss, correct, samples
+    double sums[4] = {0, 0, 0, 0};  // loss, correct, samples, bytes of text predicted
     for (long s = lo; s < hi; s += rows) {
         const int n = (int)std::min<long>(rows, hi - s);
         for (int i = 0; i < n; ++i) idx_[i] = s + i;
@@ -27,14 +28,16 @@ EvalStats Evaluator::run(long step, const float* params) {
         sums[0] += model_.forward(params, task_.batch(x_.data(), y_.data(), n), &correct);
         sums[1] += correct;
         sums[2] += n;
+        sums[3] += task_.target_bytes(y_.data(), n);
     }
-    world_.allreduce_sum(sums, 3);
+    world_.allreduce_sum(sums, 4);
     const double terms = std::max(1.0, sums[2] * model_.terms_per_sample());
     EvalStats e;
     e.step = step;
     e.samples = (long)sums[2];
     e.loss = sums[0] / terms;
     e.accuracy = sums[1] / terms;
+    if (sums[3] > 0) e.bits_per_byte = sums[0] / (sums[3] * std::log(2.0));
     return e;
 }
 

@@ -176,7 +176,12 @@ void Reporter::eval_line(const EvalStats& e) {
     print(format_eval_line(e) + "\n");
     if (rank_ != 0) return;
     jsonl_.write(eval_record(e));
-    if (tb_.is_open()) tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy}});
+    if (!tb_.is_open()) return;
+    if (e.bits_per_byte >= 0)
+        tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy},
+                             {"eval/bits_per_byte", (float)e.bits_per_byte}});
+    else
+        tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy}});
 }
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {

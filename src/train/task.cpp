@@ -99,6 +99,7 @@ class LanguageModelTask : public Task {
     std::string describe() const override;
     const char* unit() const override;
     int tokens_per_sample() const override;
+    double target_bytes(const int* y, int n) const override;
     std::string tokenizer_kind() const override;
     std::string tokenizer_table() const override;
     std::string load_node_memory() override;
@@ -176,6 +177,16 @@ std::string LanguageModelTask::describe() const {
 const char* LanguageModelTask::unit() const { return "window"; }
 
 int LanguageModelTask::tokens_per_sample() const { return block_size_; }
+
+// A window is T + 1 tokens: the model predicts tokens 1..T of it.
+double LanguageModelTask::target_bytes(const int* y, int n) const {
+    const Tokenizer& tok = tokens_->tokenizer();
+    const int W = block_size_ + 1;
+    double bytes = 0;
+    for (int w = 0; w < n; ++w)
+        for (int t = 1; t < W; ++t) bytes += tok.bytes_of(y[(size_t)w * W + t]);
+    return bytes;
+}
 
 std::string LanguageModelTask::tokenizer_kind() const { return tokens_->tokenizer().kind; }
 

@@ -27,6 +27,34 @@ first=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed 's/.*"lo
 v=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_loss)
 echo "train loss at step 50: $first; val loss at step 200: $v"
 awk -v a="$first" -v b="$v" 'BEGIN { exit !(b < a - 0.3) }' || fail "validation loss $v did not fall below the early loss $first"
+# Bits per byte: the validation loss per byte of the text predicted. Computed here from the val
+# shard as the evaluator sees it (64 windows of 32 + 1 tokens, shift 0: targets 1..32 of each),
+# for this ASCII text (a byte a token) and for one with 2-, 3- and 4-byte characters.
+bpb_check() {  # bpb_check RUN_DIR DATA_DIR
+  /usr/bin/python3 - "$1/metrics.jsonl" "$2/val-00000-of-00001.h5" <<'PY'
+import json, math, sys, h5py
+rec = [json.loads(l) for l in open(sys.argv[1]) if '"type":"eval"' in l][-1]
+with h5py.File(sys.argv[2], "r") as f:
+    ids = f["tokens"][...]
+    vocab = f.attrs["vocab"]
+    vocab = vocab.decode() if isinstance(vocab, bytes) else vocab
+T, n = 32, min(64, (len(ids) - 32) // 32)
+nbytes = sum(len(vocab[i].encode()) for w in range(n) for i in ids[w * T + 1:w * T + T + 1])
+want = rec["val_loss"] * n * T / (nbytes * math.log(2))
+got = rec["val_bits_per_byte"]
+print(f"val loss {rec['val_loss']:.4f} nats over {n * T} tokens = {nbytes} bytes: {want:.4f} bits per byte; reported {got:.4f}")
+sys.exit(0 if abs(got / want - 1) < 1e-4 else 1)
+PY
+}
+bpb_check "$WORK/run" "$WORK/tok" || fail "bits per byte of the ASCII text"
+/usr/bin/python3 -c 'import sys; t = open(sys.argv[1]).read(60000); print(t.replace("the", "thé").replace("rank", "ränk€").replace("step", "st𝑒p"))' \
+  "$text" >"$WORK/wide.txt"
+"$BIN/dptrain-data" text --input "$WORK/wide.txt" --out "$WORK/wide" --vocab char >/dev/null
+train 1 "${G[@]}" --data "$WORK/wide" --batch-size 8 --steps 20 --eval-every 20 --run-dir "$WORK/run-wide"
+[ "$RC" = 0 ] && grep -q "^eval at step 20 | .* samples | [0-9.]* bits per byte" "$WORK/out" \
+  || { cat "$WORK/out"; fail "the multi-byte text: exit $RC, or no bits per byte in the eval line"; }
+bpb_check "$WORK/run-wide" "$WORK/wide" || fail "bits per byte of a text with multi-byte characters"
+echo "ok: bits per byte = loss x tokens / (bytes x ln 2), for 1- to 4-byte characters"
 "$BIN/dptrain" generate --checkpoint "$WORK/run/checkpoints/ckpt-00000200.h5" --prompt "The " --tokens 40 \
   --temperature 0.8 --top-k 10 >"$WORK/gen.out" || fail "generate failed"
 chars=$(wc -m <"$WORK/gen.out")

@@ -538,6 +538,17 @@ TEST_CASE("TokenShardSet::check_ids names the first id outside the vocabulary, i
     }
 }
 
+TEST_CASE("Tokenizer::bytes_of: the UTF-8 length of what an id decodes to", "[tokens]") {
+    const Tokenizer byte = Tokenizer::from("byte", "");
+    CHECK(byte.bytes_of(0) == 1);
+    CHECK(byte.bytes_of(255) == 1);
+    // a (1 byte), e-acute (2), euro sign (3), mathematical italic e (4), in code-point order
+    const Tokenizer chars = Tokenizer::chars_of("a\xC3\xA9\xE2\x82\xAC\xF0\x9D\x91\x92");
+    REQUIRE(chars.vocab_size() == 4);
+    for (int id = 0; id < 4; ++id) CHECK(chars.bytes_of(id) == id + 1);
+    CHECK(chars.decode({0, 1, 2, 3}).size() == 10);
+}
+
 TEST_CASE("sha256_hex and sha256_file give FIPS 180-4's digests", "[stage]") {
     CHECK(sha256_hex("", 0) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     CHECK(sha256_hex("abc", 3) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

@@ -91,6 +91,19 @@ TEST_CASE("Breakdown: checkpoints are rows of their own, spread over the steps, 
     CHECK(format_breakdown(b, {"a", "b"}).find("ckpt") == std::string::npos);
 }
 
+TEST_CASE("Eval line and record: bits per byte for language models only", "[metrics]") {
+    EvalStats e;
+    e.step = 200;
+    e.loss = 1.5;
+    e.accuracy = 0.5;
+    e.samples = 64;
+    CHECK(format_eval_line(e) == "eval at step 200 | val loss 1.5000 | val accuracy 50.00% | 64 samples");
+    CHECK(eval_record(e).json().find("bits_per_byte") == std::string::npos);
+    e.bits_per_byte = 1.5 / std::log(2.0);
+    CHECK(format_eval_line(e) == "eval at step 200 | val loss 1.5000 | val accuracy 50.00% | 64 samples | 2.1640 bits per byte");
+    CHECK(eval_record(e).json().find("\"val_bits_per_byte\":2.16") != std::string::npos);
+}
+
 TEST_CASE("Record: JSON with null for non-finite numbers, EMF declares only finite metrics", "[metrics]") {
     Record r("step");
     r.integer("step", 1234567).metric("loss", NAN).metric("ms_per_step", 2.5, "Milliseconds").value("mfu", -1);

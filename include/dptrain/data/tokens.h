@@ -18,6 +18,8 @@ struct Tokenizer {
     std::string kind = "byte";  // byte | char
     std::vector<uint32_t> chars;  // char: the code point of each id
     int vocab_size() const { return kind == "byte" ? 256 : (int)chars.size(); }
+    // The UTF-8 bytes token `id` decodes to (byte: 1; char: 1 to 4).
+    int bytes_of(int id) const;
     // Throws UserError naming a character the vocabulary lacks.
     std::vector<int> encode(const std::string& utf8) const;
     std::string decode(const std::vector<int>& ids) const;

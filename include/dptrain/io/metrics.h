@@ -31,6 +31,9 @@ struct EvalStats {
     long step = 0;
     double loss = 0, accuracy = 0;
     long samples = 0;
+    // Language models: the validation loss in bits per byte of the text predicted (loss in nats
+    // x tokens / (bytes x ln 2)), comparable across tokenizers; -1 for tabular data.
+    double bits_per_byte = -1;
 };
 
 // The phases of one training step that the breakdown times, in order: waiting for the batch,

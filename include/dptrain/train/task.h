@@ -39,6 +39,12 @@ class Task {
     virtual const char* unit() const = 0;
     // Tokens a sample trains (0: not a language model), for tokens/s.
     virtual int tokens_per_sample() const = 0;
+    // The bytes of text that n samples' targets stand for (their tokens decoded to UTF-8), for bits
+    // per byte; 0 for tabular data.
+    virtual double target_bytes(const int* y, int n) const {
+        (void)y, (void)n;
+        return 0;
+    }
     // The tokenizer checkpoints carry: its kind ("" for tabular data) and its table.
     virtual std::string tokenizer_kind() const { return ""; }
     virtual std::string tokenizer_table() const { return ""; }
