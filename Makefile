@@ -146,10 +146,10 @@ FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/
                 src/core/json.cpp src/config/options.cpp \
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp \
                 src/data/stage.cpp src/io/checkpoint.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
-                src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp
+                src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp
 FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
-FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums
+FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_NAMES)))
 
 $(BUILD)/fuzz/%.o: %.cpp $(CONFIG)

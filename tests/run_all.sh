@@ -51,6 +51,7 @@ fuzz npy 20000
 fuzz npz 20000
 fuzz trace 20000
 fuzz sums 20000
+fuzz tokens 20000
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

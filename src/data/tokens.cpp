@@ -13,8 +13,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 namespace dptrain {
 
@@ -64,6 +67,21 @@ std::vector<int> Tokenizer::encode(const std::string& utf8) const {
         for (unsigned char c : utf8) ids.push_back(c);
         return ids;
     }
+    if (kind == "ids") {
+        std::istringstream in(utf8);
+        std::string word;
+        while (in >> word) {
+            char* end = nullptr;
+            errno = 0;
+            const long v = std::strtol(word.c_str(), &end, 10);
+            if (errno != 0 || *end != '\0' || v < 0 || v >= id_count)
+                throw UserError(strfmt("'%s' is not a token id in [0, %d): this model was trained on pre-tokenized "
+                                       "ids, so give the prompt as ids (e.g. \"15496 11\")",
+                                       word.c_str(), id_count));
+            ids.push_back((int)v);
+        }
+        return ids;
+    }
     for (uint32_t cp : code_points(utf8)) {
         auto it = std::lower_bound(chars.begin(), chars.end(), cp);
         if (it == chars.end() || *it != cp) {
@@ -81,18 +99,21 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     std::string out;
     for (int id : ids) {
         if (kind == "byte") out += (char)(unsigned char)id;
+        else if (kind == "ids") out += " " + std::to_string(id);
         else if (id >= 0 && id < (int)chars.size()) append_utf8(out, chars[id]);
     }
     return out;
 }
 
 std::string Tokenizer::table() const {
+    if (kind == "ids") return std::to_string(id_count);
     std::string out;
     for (uint32_t cp : chars) append_utf8(out, cp);
     return out;
 }
 
 int Tokenizer::bytes_of(int id) const {
+    if (kind == "ids") return 0;
     if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
     const uint32_t cp = chars[(size_t)id];
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
@@ -105,8 +126,14 @@ Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
         t.chars = code_points(table);
         if (!std::is_sorted(t.chars.begin(), t.chars.end()))
             throw UserError("character vocabulary table is not in code-point order");
+    } else if (kind == "ids") {
+        char* end = nullptr;
+        const long n = std::strtol(table.c_str(), &end, 10);
+        if (table.empty() || *end != '\0' || n < 1 || n > INT32_MAX)
+            throw UserError(strfmt("tokenizer 'ids' needs its vocabulary size, not '%s'", table.c_str()));
+        t.id_count = (int)n;
     } else if (kind != "byte") {
-        throw UserError(strfmt("tokenizer '%s' is unknown (byte or char)", kind.c_str()));
+        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char or ids)", kind.c_str()));
     }
     return t;
 }
@@ -186,7 +213,9 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         try {
             vocab = (int)h5::read_attr_i64(sh.file.get(), "vocab_size");
             std::string kind = h5::read_attr_str(sh.file.get(), "tokenizer");
-            tok = Tokenizer::from(kind, kind == "char" ? h5::read_attr_str(sh.file.get(), "vocab") : "");
+            tok = Tokenizer::from(kind, kind == "char"  ? h5::read_attr_str(sh.file.get(), "vocab")
+                                        : kind == "ids" ? std::to_string(vocab)
+                                                        : "");
         } catch (const UserError& e) {
             throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
         }
@@ -194,7 +223,7 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
             throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
                                    path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));
         if (s.shards_.empty()) s.tok_ = tok;
-        else if (tok.kind != s.tok_.kind || tok.chars != s.tok_.chars)
+        else if (!tok.same_as(s.tok_))
             throw UserError(strfmt("%s: its vocabulary differs from %s's; shards of one set must share it", path.c_str(),
                                    s.shards_[0].path.c_str()));
         sh.tokens = (long)dims[0];
@@ -275,7 +304,7 @@ bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
             for (long k = 0; k < n; ++k)
                 if (ids[(size_t)k] >= V)
                     throw UserError(strfmt("%s: /tokens[%ld] = %u is outside the %s vocabulary of %u ids; the shard was "
-                                           "not written with this tokenizer: make it again with dptrain-data text",
+                                           "not written with this tokenizer: make it again with dptrain-data text (or tokens)",
                                            sh.path.c_str(), t - first + k, ids[(size_t)k], tok_.kind.c_str(), V));
         }
         first += sh.tokens;

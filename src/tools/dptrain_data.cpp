@@ -3,6 +3,7 @@
 //                      [--shards S] [--seed X]
 //   dptrain-data text --input FILE --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
 //   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
+//   dptrain-data tokens --input FILE [--input FILE ...] --vocab-size V --out DIR [--format F] [--split S]
 //   dptrain-data verify DIR [--update-sums]
 // synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
@@ -14,6 +15,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/ingest.h"
+#include "dptrain/tools/token_files.h"
 #include "dptrain/core/rng.h"
 #include "dptrain/data/tokens.h"
 #include "dptrain/data/stage.h"
@@ -480,6 +482,78 @@ int ingest_cmd(int argc, char** argv) {
     return finish(0);
 }
 
+// ---- tokens: ids tokenized elsewhere (nanoGPT, llm.c, .npy) -> token shards ----
+
+const char* const kTokensHelp = R"(
+Inputs (--format auto tells them apart by their first bytes):
+  nanogpt  raw little-endian uint16 ids, as nanoGPT's prepare.py writes train.bin and val.bin
+  llmc     llm.c's .bin: a header of 256 int32 (magic 20240520, version 1 for uint16 ids or 2 for
+           uint32, the token count), then the ids; the count must match the file's size
+  npy      a NumPy array of integer ids, shape (N,)
+Several --input files are concatenated in the order given. Every id is checked below
+--vocab-size (GPT-2's BPE: 50257); the first one that is not is named with its file and
+position (exit 2). The shards hold tokenizer "ids": training and bits per byte need no text, and
+`dptrain generate` takes and prints ids.
+Output: --shards S training shards and one validation shard with the last --val-fraction of the
+ids; --split train|val sends all of them to that split (nanoGPT's train.bin and val.bin: two runs).
+)";
+
+int tokens_cmd(int argc, char** argv) {
+    std::vector<std::string> inputs;
+    std::string out, format, split;
+    long vocab_size = 0;
+    double val_fraction;
+    int shards;
+    bool overwrite = false;
+    po::options_description desc("dptrain-data tokens: token shards from ids tokenized elsewhere", 100, 50);
+    desc.add_options()("help,h", "print this help")("input", po::value(&inputs), "token file; repeat for several")(
+        "out", po::value(&out)->default_value(""), "output directory")(
+        "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy")(
+        "vocab-size", po::value(&vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
+        "split", po::value(&split)->default_value(""), "train | val: every id to that split (default: both)")(
+        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
+        "shards", po::value(&shards)->default_value(1), "shards of the training split")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
+    if (parse_or_help(argc, argv, desc, kTokensHelp)) return 0;
+    if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
+    if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
+    if (vocab_size < 2 || vocab_size > INT32_MAX)
+        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257)");
+    if (!split.empty() && split != "train" && split != "val")
+        throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
+    if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
+        throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
+    const token_files::Format f = token_files::parse_format(format);
+    std::vector<int> ids;
+    std::string used;
+    for (const std::string& in : inputs) {
+        token_files::Format got = f;
+        for (uint32_t v : token_files::read(in, f, vocab_size, &got)) ids.push_back((int)v);
+        used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
+    }
+    const Tokenizer tok = Tokenizer::from("ids", std::to_string(vocab_size));
+    const size_t n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
+    const size_t n_train = ids.size() - n_val;
+    const int train_shards = n_train > 0 ? shards : 0;
+    if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
+        throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
+                               split.empty() ? " and a validation split" : ""));
+    std::vector<std::string> splits;
+    if (n_train > 0) splits.push_back("train");
+    if (n_val > 0) splits.push_back("val");
+    prepare_out(out, splits, overwrite);
+    const std::string source = join(inputs);
+    for (int sh = 0; sh < train_shards; ++sh)
+        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids, n_train * sh / train_shards,
+                     n_train * (sh + 1) / train_shards, tok, source);
+    if (n_val > 0) write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+    std::printf("dptrain-data tokens: %zu ids (vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
+                "validation ids, in %s\n",
+                ids.size(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards, train_shards == 1 ? "" : "s",
+                n_val, out.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -489,6 +563,7 @@ int main(int argc, char** argv) {
         if (cmd == "text") return text(argc - 1, argv + 1);
         if (cmd == "ingest") return ingest_cmd(argc - 1, argv + 1);
         if (cmd == "verify") return verify_cmd(argc - 1, argv + 1);
+        if (cmd == "tokens") return tokens_cmd(argc - 1, argv + 1);
         if (cmd == "--version") {
             std::printf("dptrain-data %s\n", DPTRAIN_VERSION);
             return 0;
@@ -498,10 +573,12 @@ int main(int argc, char** argv) {
                         "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n"
                         "       dptrain-data ingest --input FILE [--input FILE ...] --out DIR [options]   "
                         "(dptrain-data ingest --help)\n"
+                        "       dptrain-data tokens --input FILE --vocab-size V --out DIR [options]   "
+                        "(dptrain-data tokens --help)\n"
                         "       dptrain-data verify DIR [--update-sums]   (dptrain-data verify --help)\n");
             return 0;
         }
-        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use %s synth|text|ingest|verify --help\n", cmd.c_str(),
+        std::fprintf(stderr, "dptrain-data: error: unknown command '%s'; use %s synth|text|tokens|ingest|verify --help\n", cmd.c_str(),
                      runnable("dptrain-data").c_str());
         return 2;
     } catch (const po::error& e) {

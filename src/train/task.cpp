@@ -117,7 +117,7 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
     auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(
         o.data, "train", o.block_size, o.seed, true, o.io, o.io == IoMode::memory ? topo.node : MPI_COMM_NULL));
     auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
-    if (va->tokenizer().kind != tr->tokenizer().kind || va->tokenizer().chars != tr->tokenizer().chars)
+    if (!va->tokenizer().same_as(tr->tokenizer()))
         throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
                                "regenerate them together",
                                o.data.c_str()));

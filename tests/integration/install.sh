@@ -25,7 +25,7 @@ done
 # The man pages say what --help says: dptrain's options, and the subcommands' own sections.
 grep -qF -- '\fB\-\-batch\-size\fR' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks --batch-size"
 grep -q '^\.SH "DPTRAIN GENERATE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the generate section"
-for s in SYNTH TEXT INGEST VERIFY; do
+for s in SYNTH TEXT TOKENS INGEST VERIFY; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"
 done
 [ -x "$P/bin/dptrain-run" ] || fail "dptrain-run not installed"
@@ -66,7 +66,7 @@ complete_line() {  # complete_line WORDS...: the last word is the one being comp
 [ "$(complete_line dptrain --batch)" = "--batch-size" ] || fail "dptrain --batch TAB: '$(complete_line dptrain --batch)'"
 [ "$(complete_line dptrain gen)" = "generate" ] || fail "dptrain gen TAB: '$(complete_line dptrain gen)'"
 complete_line dptrain generate --tem | grep -qx -- "--temperature" || fail "dptrain generate --tem TAB: '$(complete_line dptrain generate --tem)'"
-[ "$(complete_line dptrain-data '')" = "ingest synth text verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
+[ "$(complete_line dptrain-data '')" = "ingest synth text tokens verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
 complete_line dptrain-data text --vo | grep -qx -- "--vocab" || fail "dptrain-data text --vo TAB: '$(complete_line dptrain-data text --vo)'"
 complete_line dptrain-ckpt '' | grep -qw diff || fail "dptrain-ckpt TAB: '$(complete_line dptrain-ckpt '')'"
 echo "ok: bash completion: dptrain's options and values, generate's options, the tools' commands and options"

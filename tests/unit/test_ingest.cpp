@@ -6,6 +6,8 @@
 #include "dptrain/core/error.h"
 #include "dptrain/tools/ingest.h"
 #include "dptrain/tools/npy.h"
+#include "dptrain/tools/token_files.h"
+#include "dptrain/data/tokens.h"
 #include "dptrain/tools/zip.h"
 
 #include <catch2/catch.hpp>
@@ -349,4 +351,87 @@ TEST_CASE("shard plan: equal train shards, the last val-fraction as val, one spl
     CHECK((first == 3 && rows == 3));
     shard_range(10, 4, 3, &first, &rows);
     CHECK((first == 8 && rows == 2));
+}
+
+// ---- token files: nanoGPT, llm.c, .npy ----
+
+namespace {
+
+// llm.c's .bin: 256 int32 (magic, version, count, zeros), then the ids in 2 (v1) or 4 (v2) bytes.
+std::string llmc_image(int version, const std::vector<uint32_t>& ids, int32_t count = -1) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520;
+    header[1] = version;
+    header[2] = count >= 0 ? count : (int32_t)ids.size();
+    std::string out = raw(header);
+    for (uint32_t v : ids)
+        if (version == 1) out += raw(std::vector<uint16_t>{(uint16_t)v});
+        else out += raw(std::vector<uint32_t>{v});
+    return out;
+}
+
+std::string read_error(const std::string& path, token_files::Format f, long vocab) {
+    try {
+        token_files::read(path, f, vocab);
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("token files: nanoGPT, llm.c and .npy ids, the format told by the first bytes", "[ingest][tokens]") {
+    const std::string dir = temp_dir("tokfiles");
+    using token_files::Format;
+    const std::vector<uint32_t> ids = {50256, 15496, 11, 995, 0};
+    put(dir + "/train.bin", raw(std::vector<uint16_t>(ids.begin(), ids.end())));
+    put(dir + "/v1.bin", llmc_image(1, ids));
+    put(dir + "/v2.bin", llmc_image(2, {70000, 1, 2}));
+    put(dir + "/ids.npy", npy_image("<i8", "(5,)", raw(std::vector<int64_t>(ids.begin(), ids.end()))));
+    Format used = Format::automatic;
+    CHECK(token_files::read(dir + "/train.bin", Format::automatic, 50257, &used) == ids);
+    CHECK(used == Format::nanogpt);
+    CHECK(token_files::read(dir + "/v1.bin", Format::automatic, 50257, &used) == ids);
+    CHECK(used == Format::llmc);
+    CHECK(token_files::read(dir + "/v2.bin", Format::llmc, 128256) == std::vector<uint32_t>{70000, 1, 2});
+    CHECK(token_files::read(dir + "/ids.npy", Format::automatic, 50257, &used) == ids);
+    CHECK(used == Format::npy);
+}
+
+TEST_CASE("token files: one line naming the file and what is wrong", "[ingest][tokens]") {
+    const std::string dir = temp_dir("tokbad");
+    using token_files::Format;
+    auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+    put(dir + "/odd.bin", "abc");
+    CHECK(has(read_error(dir + "/odd.bin", Format::automatic, 50257), "odd.bin: 3 bytes, an odd count"));
+    put(dir + "/big.bin", raw(std::vector<uint16_t>{1, 2, 60000}));
+    CHECK(has(read_error(dir + "/big.bin", Format::nanogpt, 50257), "big.bin: token 2 is 60000, not below --vocab-size 50257"));
+    put(dir + "/short.bin", llmc_image(1, {1, 2, 3}, 4));
+    CHECK(has(read_error(dir + "/short.bin", Format::automatic, 50257), "says 4 tokens of 2 bytes, but 6 bytes follow"));
+    put(dir + "/v3.bin", llmc_image(3, {1}));
+    CHECK(has(read_error(dir + "/v3.bin", Format::automatic, 50257), "llm.c header version 3 is unknown"));
+    CHECK(has(read_error(dir + "/big.bin", Format::llmc, 50257), "not an llm.c token file"));
+    put(dir + "/f.npy", npy_image("<f4", "(2,)", raw(std::vector<float>{1, 2})));
+    CHECK(has(read_error(dir + "/f.npy", Format::automatic, 50257), "f.npy: dtype float32; token ids are integers"));
+    put(dir + "/m.npy", npy_image("<i4", "(1, 2)", raw(std::vector<int32_t>{1, 2})));
+    CHECK(has(read_error(dir + "/m.npy", Format::automatic, 50257), "2 dimensions"));
+    put(dir + "/neg.npy", npy_image("<i4", "(2,)", raw(std::vector<int32_t>{1, -1})));
+    CHECK(has(read_error(dir + "/neg.npy", Format::automatic, 50257), "token 1 is -1, not in [0, --vocab-size 50257)"));
+    CHECK(has(read_error(dir + "/none.bin", Format::automatic, 50257), "none.bin: cannot open it"));
+    CHECK_THROWS_WITH(token_files::parse_format("bpe"), Catch::Contains("use auto, nanogpt, llmc or npy"));
+}
+
+TEST_CASE("Tokenizer ids: prompts and samples as ids, the vocabulary size as its table", "[tokens]") {
+    const Tokenizer t = Tokenizer::from("ids", "50257");
+    CHECK(t.vocab_size() == 50257);
+    CHECK(t.table() == "50257");
+    CHECK(t.encode("15496 11\n995") == std::vector<int>{15496, 11, 995});
+    CHECK(t.decode({15496, 11}) == " 15496 11");
+    CHECK(t.bytes_of(5) == 0);  // no text: no bits per byte
+    CHECK_THROWS_WITH(t.encode("15496 hello"), Catch::Contains("'hello' is not a token id in [0, 50257)"));
+    CHECK_THROWS_WITH(t.encode("50257"), Catch::Contains("'50257' is not a token id"));
+    CHECK_THROWS_WITH(Tokenizer::from("ids", "many"), Catch::Contains("needs its vocabulary size"));
+    CHECK(t.same_as(Tokenizer::from("ids", "50257")));
+    CHECK_FALSE(t.same_as(Tokenizer::from("ids", "50304")));
 }

@@ -12,18 +12,24 @@
 
 namespace dptrain {
 
-// Byte level (256 ids, id = byte) or character level (ids for the Unicode characters of the
-// training text, in code-point order).
+// Byte level (256 ids, id = byte), character level (ids for the Unicode characters of the
+// training text, in code-point order), or ids: data tokenized elsewhere (GPT-2's BPE, ...) with a
+// declared vocabulary size and no text, so prompts and samples are written as ids.
 struct Tokenizer {
-    std::string kind = "byte";  // byte | char
+    std::string kind = "byte";  // byte | char | ids
     std::vector<uint32_t> chars;  // char: the code point of each id
-    int vocab_size() const { return kind == "byte" ? 256 : (int)chars.size(); }
-    // The UTF-8 bytes token `id` decodes to (byte: 1; char: 1 to 4).
+    int id_count = 0;             // ids: the vocabulary size
+    int vocab_size() const { return kind == "byte" ? 256 : kind == "ids" ? id_count : (int)chars.size(); }
+    bool same_as(const Tokenizer& o) const { return kind == o.kind && chars == o.chars && id_count == o.id_count; }
+    // The UTF-8 bytes token `id` decodes to (byte: 1; char: 1 to 4; ids: 0, unknown).
     int bytes_of(int id) const;
-    // Throws UserError naming a character the vocabulary lacks.
+    // Throws UserError naming a character the vocabulary lacks. ids: the text is the ids written
+    // out ("15496 11 995"), each below the vocabulary size.
     std::vector<int> encode(const std::string& utf8) const;
+    // ids: " 15496 11 995", each id after a space.
     std::string decode(const std::vector<int>& ids) const;
-    // The char table as UTF-8 text (how it is stored in shards and checkpoints) and back.
+    // The char table as UTF-8 text (how it is stored in shards and checkpoints; ids: the
+    // vocabulary size in decimal) and back.
     std::string table() const;
     static Tokenizer from(const std::string& kind, const std::string& table);
     // A character-level vocabulary from text.

@@ -1,0 +1,123 @@
+// token_files: nanoGPT, llm.c and NumPy token files read and checked.
+#include "dptrain/tools/token_files.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/tools/npy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace dptrain::token_files {
+
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240520;  // llm.c's data files
+constexpr size_t kLlmcHeader = 256 * sizeof(int32_t);
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UserError(strfmt("%s: cannot open it: %s", path.c_str(), std::strerror(errno)));
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw UserError(strfmt("%s: read failed", path.c_str()));
+    return bytes;
+}
+
+int32_t le32(const std::string& b, size_t at) {
+    uint32_t v = 0;
+    for (int k = 3; k >= 0; --k) v = (v << 8) | (unsigned char)b[at + (size_t)k];
+    return (int32_t)v;
+}
+
+// n little-endian ids of `width` bytes from b[at...], each checked below vocab_size.
+std::vector<uint32_t> ids_of(const std::string& path, const std::string& b, size_t at, size_t n, int width,
+                             long vocab_size) {
+    std::vector<uint32_t> ids(n);
+    for (size_t i = 0; i < n; ++i) {
+        uint32_t v = 0;
+        for (int k = width - 1; k >= 0; --k) v = (v << 8) | (unsigned char)b[at + i * (size_t)width + (size_t)k];
+        if ((long)v >= vocab_size)
+            throw UserError(strfmt("%s: token %zu is %u, not below --vocab-size %ld; give the tokenizer's vocabulary "
+                                   "size (GPT-2's is 50257)",
+                                   path.c_str(), i, v, vocab_size));
+        ids[i] = v;
+    }
+    return ids;
+}
+
+std::vector<uint32_t> read_llmc(const std::string& path, const std::string& b, long vocab_size) {
+    if (b.size() < kLlmcHeader || le32(b, 0) != kLlmcMagic)
+        throw UserError(strfmt("%s: not an llm.c token file (no header with magic %d)", path.c_str(), kLlmcMagic));
+    const int32_t version = le32(b, 4), count = le32(b, 8);
+    if (version != 1 && version != 2)
+        throw UserError(strfmt("%s: llm.c header version %d is unknown (1: uint16 ids, 2: uint32 ids)", path.c_str(),
+                               version));
+    const int width = version == 1 ? 2 : 4;
+    if (count < 0 || b.size() != kLlmcHeader + (size_t)count * (size_t)width)
+        throw UserError(strfmt("%s: the llm.c header says %d tokens of %d bytes, but %zu bytes follow it (truncated "
+                               "or not this format)",
+                               path.c_str(), count, width, b.size() - kLlmcHeader));
+    return ids_of(path, b, kLlmcHeader, (size_t)count, width, vocab_size);
+}
+
+std::vector<uint32_t> read_nanogpt(const std::string& path, const std::string& b, long vocab_size) {
+    if (b.size() % 2 != 0)
+        throw UserError(strfmt("%s: %zu bytes, an odd count: nanoGPT's files are uint16 ids (2 bytes each)", path.c_str(),
+                               b.size()));
+    return ids_of(path, b, 0, b.size() / 2, 2, vocab_size);
+}
+
+std::vector<uint32_t> read_npy(const std::string& path, std::string b, long vocab_size) {
+    const npy::Array a = npy::parse(std::move(b), path);
+    if (a.kind != 'i' && a.kind != 'u')
+        throw UserError(strfmt("%s: dtype %s; token ids are integers", path.c_str(), npy::dtype_name(a).c_str()));
+    if (a.shape.size() != 1)
+        throw UserError(strfmt("%s: %zu dimensions; token ids are one array of shape (N,)", path.c_str(), a.shape.size()));
+    const std::vector<int64_t> v = npy::to_int64(a);
+    std::vector<uint32_t> ids(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] < 0 || v[i] >= vocab_size)
+            throw UserError(strfmt("%s: token %zu is %lld, not in [0, --vocab-size %ld)", path.c_str(), i,
+                                   (long long)v[i], vocab_size));
+        ids[i] = (uint32_t)v[i];
+    }
+    return ids;
+}
+
+} // namespace
+
+Format parse_format(const std::string& name) {
+    if (name == "auto") return Format::automatic;
+    if (name == "nanogpt") return Format::nanogpt;
+    if (name == "llmc") return Format::llmc;
+    if (name == "npy") return Format::npy;
+    throw UserError(strfmt("--format '%s' is unknown; use auto, nanogpt, llmc or npy", name.c_str()));
+}
+
+const char* format_name(Format f) {
+    switch (f) {
+    case Format::automatic: return "auto";
+    case Format::nanogpt: return "nanogpt";
+    case Format::llmc: return "llmc";
+    case Format::npy: return "npy";
+    }
+    return "?";
+}
+
+std::vector<uint32_t> read(const std::string& path, Format f, long vocab_size, Format* used) {
+    std::string b = read_all(path);
+    if (f == Format::automatic) {
+        if (b.compare(0, 6, "\x93NUMPY") == 0) f = Format::npy;
+        else if (b.size() >= kLlmcHeader && le32(b, 0) == kLlmcMagic) f = Format::llmc;
+        else f = Format::nanogpt;
+    }
+    if (used) *used = f;
+    switch (f) {
+    case Format::llmc: return read_llmc(path, b, vocab_size);
+    case Format::npy: return read_npy(path, std::move(b), vocab_size);
+    default: return read_nanogpt(path, b, vocab_size);
+    }
+}
+
+} // namespace dptrain::token_files

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Data tokenized elsewhere: nanoGPT's train.bin/val.bin (raw uint16) and llm.c's .bin (header and
+# ids) become token shards with tokenizer "ids" (dptrain-data tokens), a GPT trains on them on 2
+# ranks, evaluates (no bits per byte: ids carry no text), resumes and generates ids from a prompt
+# of ids; an id beyond the vocabulary, a truncated llm.c file and an odd-sized .bin are refused
+# with one line naming the file.
+source "$(dirname "$0")/lib.bash"
+DATA="$BIN/dptrain-data"
+/usr/bin/python3 - "$WORK" <<'PY'
+import struct, sys
+import numpy as np
+w = sys.argv[1]
+rng = np.random.default_rng(7)
+# A learnable stream over GPT-2's 50257 ids: a repeating phrase of 16 ids with some noise.
+phrase = rng.integers(0, 50257, 16)
+def stream(n):
+    ids = np.resize(phrase, n).copy()
+    noise = rng.random(n) < 0.05
+    ids[noise] = rng.integers(0, 50257, noise.sum())
+    return ids.astype(np.uint16)
+stream(40000).tofile(f"{w}/train.bin")   # nanoGPT's prepare.py: np.uint16 .tofile
+stream(4000).tofile(f"{w}/val.bin")
+ids = stream(8000)
+header = np.zeros(256, dtype=np.int32)
+header[:3] = (20240520, 1, len(ids))   # llm.c: magic, version 1 (uint16), count
+with open(f"{w}/llmc_train.bin", "wb") as f:
+    f.write(header.tobytes()); f.write(ids.tobytes())
+with open(f"{w}/short.bin", "wb") as f:
+    f.write(header.tobytes()); f.write(ids[:100].tobytes())
+bad = stream(100); bad = bad.astype(np.uint16); bad[37] = 60000
+bad.tofile(f"{w}/bad.bin")
+PY
+"$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok" | tee "$WORK/t.out"
+"$DATA" tokens --input "$WORK/val.bin" --vocab-size 50257 --split val --out "$WORK/tok" | tee -a "$WORK/t.out"
+grep -q "^dptrain-data tokens: 40000 ids (vocabulary 50257) from $WORK/train.bin (nanogpt) -> 40000 training ids in 2 shards, 0 validation ids" "$WORK/t.out" \
+  && grep -q "4000 ids .* (nanogpt) -> 0 training ids in 0 shards, 4000 validation ids" "$WORK/t.out" \
+  || fail "dptrain-data tokens: want the nanoGPT files as 2 train shards and a val shard"
+
+G=(--model gpt --data "$WORK/tok" --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --lr 3e-3 --warmup-steps 10
+   --eval-max 64 --log-every 50 --batch-size 8 --eval-every 100)
+train 2 "${G[@]}" --steps 100 --stop-after 50 --run-dir "$WORK/run"
+[ "$RC" = 0 ] && grep -q "^data $WORK/tok: 40000 training tokens in 2 shards .* ids vocabulary of 50257" "$WORK/out" \
+  || { cat "$WORK/out"; fail "training on ids: exit $RC, or no banner naming the ids vocabulary"; }
+train 2 "${G[@]}" --steps 100 --resume auto --run-dir "$WORK/run"
+[ "$RC" = 0 ] && grep -q "^eval at step 100 | val loss [0-9.]* | .* samples$" "$WORK/out" \
+  || { cat "$WORK/out"; fail "resumed training on ids: exit $RC, or an eval line with bits per byte (ids have no text)"; }
+first=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+v=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_loss)
+awk -v a="$first" -v b="$v" 'BEGIN { exit !(b < a - 1) }' || fail "the validation loss $v did not fall well below the first $first"
+echo "ok: a GPT trained on nanoGPT's uint16 ids over 50257: loss $first -> val $v"
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "15496 11" --tokens 8 --temperature 0 >"$WORK/gen.out" \
+  || fail "generate from ids failed"
+grep -Eq "^15496 11( [0-9]+){8}$" "$WORK/gen.out" || { cat "$WORK/gen.out"; fail "generate: want the prompt's ids and 8 more"; }
+echo "ok: generate -> $(cat "$WORK/gen.out")"
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "Hello" --tokens 4 >"$WORK/gen.out" 2>&1 \
+  && fail "a text prompt to an ids model was accepted"
+grep -q "'Hello' is not a token id in \[0, 50257)" "$WORK/gen.out" || { cat "$WORK/gen.out"; fail "no clear line for a text prompt"; }
+
+"$DATA" tokens --input "$WORK/llmc_train.bin" --vocab-size 50257 --out "$WORK/llmc" >"$WORK/t.out"
+grep -q "8000 ids .* (llmc) -> 7200 training ids in 1 shard, 800 validation ids" "$WORK/t.out" \
+  || { cat "$WORK/t.out"; fail "llm.c's file: want 7200 train and 800 val ids"; }
+echo "ok: $(cat "$WORK/t.out")"
+
+# refuse NAME PATTERN [dptrain-data tokens options]: exit 2, one error line
+refuse() {
+  local name=$1 pattern=$2; shift 2
+  set +e; "$DATA" tokens "$@" >"$WORK/t.out" 2>&1; local rc=$?; set -e
+  [ "$rc" = 2 ] && [ "$(grep -c '^dptrain-data: error:' "$WORK/t.out")" = 1 ] && grep -q -- "$pattern" "$WORK/t.out" \
+    || { cat "$WORK/t.out"; fail "$name: want exit 2 and one line matching '$pattern', got exit $rc"; }
+  echo "ok: $name -> $(cat "$WORK/t.out")"
+}
+refuse "an id beyond the vocabulary" "bad.bin: token 37 is 60000, not below --vocab-size 50257" --input "$WORK/bad.bin" --vocab-size 50257 --out "$WORK/x"
+refuse "a truncated llm.c file" "short.bin: the llm.c header says 8000 tokens of 2 bytes, but 200 bytes follow" --input "$WORK/short.bin" --vocab-size 50257 --out "$WORK/x"
+refuse "no vocabulary size" "give the tokenizer's vocabulary size with --vocab-size" --input "$WORK/train.bin" --out "$WORK/x"
+refuse "shards already there" "already holds 2 shards" --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok"
