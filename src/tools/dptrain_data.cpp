@@ -490,6 +490,7 @@ Inputs (--format auto tells them apart by their first bytes):
   llmc     llm.c's .bin: a header of 256 int32 (magic 20240520, version 1 for uint16 ids or 2 for
            uint32, the token count), then the ids; the count must match the file's size
   npy      a NumPy array of integer ids, shape (N,)
+  hdf5     a 1-D integer dataset of an HDF5 file: --dataset NAME (default /tokens)
 Several --input files are concatenated in the order given. Every id is checked below
 --vocab-size (GPT-2's BPE: 50257); the first one that is not is named with its file and
 position (exit 2). The shards hold tokenizer "ids": training and bits per byte need no text, and
@@ -500,7 +501,7 @@ ids; --split train|val sends all of them to that split (nanoGPT's train.bin and 
 
 int tokens_cmd(int argc, char** argv) {
     std::vector<std::string> inputs;
-    std::string out, format, split;
+    std::string out, format, split, dataset;
     long vocab_size = 0;
     double val_fraction;
     int shards;
@@ -508,7 +509,8 @@ int tokens_cmd(int argc, char** argv) {
     po::options_description desc("dptrain-data tokens: token shards from ids tokenized elsewhere", 100, 50);
     desc.add_options()("help,h", "print this help")("input", po::value(&inputs), "token file; repeat for several")(
         "out", po::value(&out)->default_value(""), "output directory")(
-        "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy")(
+        "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy | hdf5")(
+        "dataset", po::value(&dataset)->default_value("/tokens"), "hdf5: the dataset of ids")(
         "vocab-size", po::value(&vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
         "split", po::value(&split)->default_value(""), "train | val: every id to that split (default: both)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
@@ -528,7 +530,7 @@ int tokens_cmd(int argc, char** argv) {
     std::string used;
     for (const std::string& in : inputs) {
         token_files::Format got = f;
-        for (uint32_t v : token_files::read(in, f, vocab_size, &got)) ids.push_back((int)v);
+        for (uint32_t v : token_files::read(in, f, vocab_size, &got, dataset)) ids.push_back((int)v);
         used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
     }
     const Tokenizer tok = Tokenizer::from("ids", std::to_string(vocab_size));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Data tokenized elsewhere: nanoGPT's train.bin/val.bin (raw uint16) and llm.c's .bin (header and
-# ids) become token shards with tokenizer "ids" (dptrain-data tokens), a GPT trains on them on 2
+# Data tokenized elsewhere: nanoGPT's train.bin/val.bin (raw uint16), llm.c's .bin (header and
+# ids) and an HDF5 dataset of ids become token shards with tokenizer "ids" (dptrain-data tokens), a GPT trains on them on 2
 # ranks, evaluates (no bits per byte: ids carry no text), resumes and generates ids from a prompt
 # of ids; an id beyond the vocabulary, a truncated llm.c file and an odd-sized .bin are refused
 # with one line naming the file.
@@ -61,6 +61,13 @@ grep -q "8000 ids .* (llmc) -> 7200 training ids in 1 shard, 800 validation ids"
   || { cat "$WORK/t.out"; fail "llm.c's file: want 7200 train and 800 val ids"; }
 echo "ok: $(cat "$WORK/t.out")"
 
+# An HDF5 file of ids under a name of its own (h5py writes int64 by default).
+/usr/bin/python3 -c 'import sys, h5py, numpy as np; h5py.File(sys.argv[1], "w")["data/ids"] = np.arange(3000) % 50257' "$WORK/ids.h5"
+"$DATA" tokens --input "$WORK/ids.h5" --dataset /data/ids --vocab-size 50257 --out "$WORK/h5ids" >"$WORK/t.out"
+grep -q "3000 ids .* (hdf5) -> 2700 training ids in 1 shard, 300 validation ids" "$WORK/t.out" \
+  || { cat "$WORK/t.out"; fail "an HDF5 dataset of ids: want 2700 train and 300 val ids"; }
+echo "ok: $(cat "$WORK/t.out")"
+
 # refuse NAME PATTERN [dptrain-data tokens options]: exit 2, one error line
 refuse() {
   local name=$1 pattern=$2; shift 2
@@ -73,3 +80,4 @@ refuse "an id beyond the vocabulary" "bad.bin: token 37 is 60000, not below --vo
 refuse "a truncated llm.c file" "short.bin: the llm.c header says 8000 tokens of 2 bytes, but 200 bytes follow" --input "$WORK/short.bin" --vocab-size 50257 --out "$WORK/x"
 refuse "no vocabulary size" "give the tokenizer's vocabulary size with --vocab-size" --input "$WORK/train.bin" --out "$WORK/x"
 refuse "shards already there" "already holds 2 shards" --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok"
+refuse "an HDF5 file without that dataset" "ids.h5: .*tokens.*--dataset NAME" --input "$WORK/ids.h5" --vocab-size 50257 --out "$WORK/x"

@@ -419,7 +419,7 @@ TEST_CASE("token files: one line naming the file and what is wrong", "[ingest][t
     put(dir + "/neg.npy", npy_image("<i4", "(2,)", raw(std::vector<int32_t>{1, -1})));
     CHECK(has(read_error(dir + "/neg.npy", Format::automatic, 50257), "token 1 is -1, not in [0, --vocab-size 50257)"));
     CHECK(has(read_error(dir + "/none.bin", Format::automatic, 50257), "none.bin: cannot open it"));
-    CHECK_THROWS_WITH(token_files::parse_format("bpe"), Catch::Contains("use auto, nanogpt, llmc or npy"));
+    CHECK_THROWS_WITH(token_files::parse_format("bpe"), Catch::Contains("use auto, nanogpt, llmc, npy or hdf5"));
 }
 
 TEST_CASE("Tokenizer ids: prompts and samples as ids, the vocabulary size as its table", "[tokens]") {

@@ -2,6 +2,7 @@
 #include "dptrain/tools/token_files.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/data/h5.h"
 #include "dptrain/tools/npy.h"
 
 #include <cerrno>
@@ -85,6 +86,34 @@ std::vector<uint32_t> read_npy(const std::string& path, std::string b, long voca
     return ids;
 }
 
+// A 1-D integer dataset of an HDF5 file, read as int64 (HDF5 converts any integer type).
+std::vector<uint32_t> read_hdf5(const std::string& path, const std::string& name, long vocab_size) {
+    std::vector<int64_t> v;
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        const std::string hint = "name the dataset of ids with --dataset NAME";
+        h5::Hid f = h5::open_file(path, "a readable HDF5 file of token ids");
+        h5::Hid d = h5::open_dataset(f.get(), path, name, hint);
+        const h5::TypeInfo t = h5::type_of(d.get());
+        const std::vector<hsize_t> dims = h5::dims(d.get());
+        if (t.cls != H5T_INTEGER || dims.size() != 1)
+            throw UserError(strfmt("%s: dataset %s is %s with %zu dimensions; token ids are one integer array of shape "
+                                   "(N,)",
+                                   path.c_str(), name.c_str(), t.name.c_str(), dims.size()));
+        v.resize((size_t)dims[0]);
+        if (!v.empty() && H5Dread(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+            throw UserError(strfmt("%s: reading dataset %s failed (truncated or corrupt?)", path.c_str(), name.c_str()));
+    }
+    std::vector<uint32_t> ids(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] < 0 || v[i] >= vocab_size)
+            throw UserError(strfmt("%s: %s[%zu] is %lld, not in [0, --vocab-size %ld)", path.c_str(), name.c_str(), i,
+                                   (long long)v[i], vocab_size));
+        ids[i] = (uint32_t)v[i];
+    }
+    return ids;
+}
+
 } // namespace
 
 Format parse_format(const std::string& name) {
@@ -92,7 +121,8 @@ Format parse_format(const std::string& name) {
     if (name == "nanogpt") return Format::nanogpt;
     if (name == "llmc") return Format::llmc;
     if (name == "npy") return Format::npy;
-    throw UserError(strfmt("--format '%s' is unknown; use auto, nanogpt, llmc or npy", name.c_str()));
+    if (name == "hdf5") return Format::hdf5;
+    throw UserError(strfmt("--format '%s' is unknown; use auto, nanogpt, llmc, npy or hdf5", name.c_str()));
 }
 
 const char* format_name(Format f) {
@@ -101,14 +131,17 @@ const char* format_name(Format f) {
     case Format::nanogpt: return "nanogpt";
     case Format::llmc: return "llmc";
     case Format::npy: return "npy";
+    case Format::hdf5: return "hdf5";
     }
     return "?";
 }
 
-std::vector<uint32_t> read(const std::string& path, Format f, long vocab_size, Format* used) {
-    std::string b = read_all(path);
+std::vector<uint32_t> read(const std::string& path, Format f, long vocab_size, Format* used,
+                           const std::string& hdf5_dataset) {
+    std::string b = f == Format::hdf5 ? std::string() : read_all(path);
     if (f == Format::automatic) {
-        if (b.compare(0, 6, "\x93NUMPY") == 0) f = Format::npy;
+        if (b.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) f = Format::hdf5;
+        else if (b.compare(0, 6, "\x93NUMPY") == 0) f = Format::npy;
         else if (b.size() >= kLlmcHeader && le32(b, 0) == kLlmcMagic) f = Format::llmc;
         else f = Format::nanogpt;
     }
@@ -116,6 +149,7 @@ std::vector<uint32_t> read(const std::string& path, Format f, long vocab_size, F
     switch (f) {
     case Format::llmc: return read_llmc(path, b, vocab_size);
     case Format::npy: return read_npy(path, std::move(b), vocab_size);
+    case Format::hdf5: return read_hdf5(path, hdf5_dataset, vocab_size);
     default: return read_nanogpt(path, b, vocab_size);
     }
 }
