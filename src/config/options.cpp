@@ -158,7 +158,9 @@ struct Registry {
     }
 };
 
-void declare(Registry& r, Options& o) {
+// The options in --help's order, in three groups: the model and its data; the step (batch,
+// optimizer, schedule, communication); the run around it (checkpoints, faults, metrics, device).
+void declare_model_and_data(Registry& r, Options& o) {
     using S = std::string;
     r.choice<ModelKind>("model", &Options::model, o, ModelKind::mlp, "model kind: mlp (classifier on tabular shards) | gpt (language model "
              "on token shards)", "is not a model kind");
@@ -194,6 +196,9 @@ void declare(Registry& r, Options& o) {
                 "samples are shuffled as units (the block grid shifted each epoch), so each rank reads runs of N rows "
                 "in one call each; for storage that is slow at small random reads, and only when the rows' order on "
                 "disk carries no meaning (rows sorted by label or by time would make biased batches)");
+}
+
+void declare_step(Registry& r, Options& o) {
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
     r.add<int>("batch-size", &Options::batch_size, o, 64,
                "samples per rank per micro-batch; the global batch is batch-size x ranks x --grad-accum");
@@ -236,6 +241,10 @@ void declare(Registry& r, Options& o) {
     r.choice<DType>("grad-dtype", &Options::grad_dtype, o, DType::f32,
              "gradient type on the wire: float32 | bf16 (half the bytes; sums stay float32); the host path's: "
              "gradients on the GPU are summed in float32 by NCCL");
+}
+
+void declare_run(Registry& r, Options& o) {
+    using S = std::string;
     r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
     r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
              "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
@@ -313,6 +322,12 @@ void declare(Registry& r, Options& o) {
     r.add<long>("profile-ops", &Options::profile_ops, o, 0,
                 "time step N's forward and backward op by op (matmul, attention, layernorm, ...) and print where "
                 "rank 0's time went; on a GPU by CUDA events around each op; 0 = off");
+}
+
+void declare(Registry& r, Options& o) {
+    declare_model_and_data(r, o);
+    declare_step(r, o);
+    declare_run(r, o);
 }
 
 std::vector<int> parse_widths(const std::string& s) {
