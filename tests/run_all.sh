@@ -52,6 +52,7 @@ fuzz npz 20000
 fuzz trace 20000
 fuzz sums 20000
 fuzz tokens 20000
+fuzz safetensors 20000
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

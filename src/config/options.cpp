@@ -253,6 +253,10 @@ void declare_run(Registry& r, Options& o) {
     r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3, "keep the newest K checkpoints");
     r.add<S>("resume", &Options::resume, o, "none",
              "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file");
+    r.add<S>("init-from", &Options::init_from, o, "",
+             "start a fresh run (one not resumed from a checkpoint) from GPT-2 weights in Hugging Face's layout: a "
+             "directory with model.safetensors and config.json (dptrain-ckpt export writes one), or a .safetensors "
+             "file; vocabulary and shapes must match the run's");
     r.flag("overwrite-checkpoints", &Options::overwrite_checkpoints, o,
            "a run that does not resume may delete the checkpoints already in --checkpoint-dir");
     r.flag("async-checkpoint", &Options::async_checkpoint, o,
@@ -377,6 +381,8 @@ void validate_model_and_data(Options& o) {
          strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
     need(o.io != IoMode::collective || o.io_threads == 1,
          strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
+    need(o.init_from.empty() || o.model == ModelKind::gpt,
+         "--init-from reads GPT-2 weights; it is for --model gpt");
     need(o.io != IoMode::collective || o.model != ModelKind::gpt,
          "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace dptrain {
@@ -115,6 +116,17 @@ void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* do
             if (dinp16) cpu::round_bf16(dinp, dinp, (long)BT * C);
         } else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
     });
+}
+
+bool parse_gpt_signature(const std::string& signature, GptConfig* cfg) {
+    GptConfig c;
+    int end = 0;
+    if (std::sscanf(signature.c_str(), "gpt V=%d T=%d L=%d H=%d C=%d%n", &c.vocab_size, &c.block_size, &c.n_layer,
+                    &c.n_head, &c.n_embd, &end) != 5 ||
+        (size_t)end != signature.size())
+        return false;
+    *cfg = c;
+    return true;
 }
 
 std::string Gpt::signature() const {

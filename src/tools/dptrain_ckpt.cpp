@@ -1,11 +1,16 @@
-// dptrain-ckpt: look into checkpoints (the usage below says how).
+// dptrain-ckpt: look into checkpoints, and hand them to other tools (the usage below says how).
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
+#include "dptrain/io/hf_gpt2.h"
 #include "dptrain/tools/cli.h"
+
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 using namespace dptrain;
@@ -20,6 +25,13 @@ const char* kUsage =
     "       dptrain-ckpt diff A B [--tol X]\n"
     "           the largest |A - B| over parameters and optimizer state; exit 0 when within X (default 0:\n"
     "           bit-identical), 1 otherwise\n"
+    "       dptrain-ckpt export CKPT --out DIR [--dtype float32|bfloat16]\n"
+    "           a GPT checkpoint in Hugging Face's GPT-2 layout: DIR/model.safetensors (GPT-2's tensor names,\n"
+    "           Conv1D orientation) and DIR/config.json, which GPT2LMHeadModel.from_pretrained(DIR) loads\n"
+    "       dptrain-ckpt logits MODEL --tokens ID,ID,... --out FILE.npy\n"
+    "           the GPT's logits at each position of the tokens, (n, vocab) float32, from a checkpoint or\n"
+    "           from GPT-2 weights in Hugging Face's layout (a directory with model.safetensors and\n"
+    "           config.json); for comparing a model with its export in another framework\n"
     "Exit 2 (with one line on stderr) for a bad argument or a file that is not a valid checkpoint.\n";
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -73,6 +85,89 @@ int diff(int argc, char** argv) {
     return ok ? 0 : 1;
 }
 
+int export_model(int argc, char** argv) {
+    std::string file, out, dtype = "float32";
+    po::options_description desc;
+    desc.add_options()("file", po::value(&file))("out", po::value(&out))("dtype", po::value(&dtype));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (file.empty() || out.empty()) throw po::error("give the checkpoint and --out DIR");
+    if (dtype != "float32" && dtype != "bfloat16")
+        throw po::error("--dtype " + dtype + " is not float32 or bfloat16");
+    const CheckpointState ck = load_checkpoint(file);
+    export_hf_gpt2(ck, out, dtype == "bfloat16" ? TensorDtype::bf16 : TensorDtype::f32);
+    std::printf("%s: step %ld, %s, %zu parameters -> %s/model.safetensors (%s) and %s/config.json\n", file.c_str(),
+                ck.step, ck.model.c_str(), ck.params.size(), out.c_str(), dtype.c_str(), out.c_str());
+    return 0;
+}
+
+// The model's configuration and parameters from a checkpoint or from Hugging Face's layout.
+void load_model(const std::string& path, GptConfig* cfg, std::vector<float>* params) {
+    struct stat st;
+    const bool hf = (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ||
+                    (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0);
+    if (!hf) {
+        CheckpointState ck = load_checkpoint(path);
+        if (!parse_gpt_signature(ck.model, cfg))
+            throw UserError(strfmt("%s holds %s; logits are for GPT checkpoints", path.c_str(), ck.model.c_str()));
+        *params = std::move(ck.params);
+        return;
+    }
+    const HfGpt2 h = find_hf_gpt2(path);
+    if (h.config_file.empty())
+        throw UserError(path + ": no config.json beside the weights; give the directory that holds both");
+    *cfg = h.cfg;
+    params->assign(Gpt(*cfg, 0).num_params(), 0.0f);
+    std::string note;
+    import_hf_gpt2(path, *cfg, params->data(), &note);
+}
+
+void write_npy(const std::string& path, const float* data, long rows, long cols) {
+    std::string header = strfmt("{'descr': '<f4', 'fortran_order': False, 'shape': (%ld, %ld), }", rows, cols);
+    header.append(64 - (10 + header.size() + 1) % 64, ' ');
+    header += '\n';
+    std::string out = std::string("\x93NUMPY\x01\x00", 8);
+    out.push_back((char)(header.size() & 0xFF));
+    out.push_back((char)(header.size() >> 8));
+    out += header;
+    out.append((const char*)data, (size_t)rows * cols * 4);
+    write_file_atomically(path, out);
+}
+
+int logits(int argc, char** argv) {
+    std::string file, list, out;
+    po::options_description desc;
+    desc.add_options()("file", po::value(&file))("tokens", po::value(&list))("out", po::value(&out));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (file.empty() || list.empty() || out.empty()) throw po::error("give the model, --tokens and --out");
+    GptConfig cfg;
+    std::vector<float> params;
+    load_model(file, &cfg, &params);
+    std::vector<int> ids;
+    std::stringstream ss(list);
+    for (std::string item; std::getline(ss, item, ',');) {
+        char* end = nullptr;
+        const long id = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || id < 0 || id >= cfg.vocab_size)
+            throw po::error(strfmt("--tokens: '%s' is not an id below the vocabulary size %d", item.c_str(),
+                                   cfg.vocab_size));
+        ids.push_back((int)id);
+    }
+    const int n = (int)ids.size(), T = cfg.block_size, V = cfg.vocab_size;
+    if (n > T) throw po::error(strfmt("--tokens: %d ids, more than the block size %d", n, T));
+    // Padded after the end: causal attention keeps the padding from the positions read.
+    std::vector<int> window(T + 1, 0);
+    std::copy(ids.begin(), ids.end(), window.begin());
+    Gpt gpt(cfg, 1);
+    ModelBatch in;
+    in.B = 1;
+    in.tokens = window.data();
+    in.stride = T + 1;
+    gpt.forward(params.data(), in, nullptr);
+    write_npy(out, gpt.logits(), n, V);
+    std::printf("%s: logits of %d positions (vocabulary %d) -> %s\n", file.c_str(), n, V, out.c_str());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +175,9 @@ int main(int argc, char** argv) {
         const std::string cmd = argc > 1 ? argv[1] : "";
         if (cmd == "info") return info(argc - 1, argv + 1);
         if (cmd == "diff") return diff(argc - 1, argv + 1);
-        throw po::error(cmd.empty() ? "no command given (info or diff)" : "not a command (info or diff)");
+        if (cmd == "export") return export_model(argc - 1, argv + 1);
+        if (cmd == "logits") return logits(argc - 1, argv + 1);
+        throw po::error(cmd.empty() ? "no command given (info, diff, export or logits)"
+                                    : "not a command (info, diff, export or logits)");
     });
 }

@@ -2,6 +2,7 @@
 #include "dptrain/train/checkpoints.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/io/hf_gpt2.h"
 #include "dptrain/io/reliability.h"
 
 #include <unistd.h>
@@ -57,16 +58,28 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
                                    "--checkpoint-dir",
                                    o_.checkpoint_dir.c_str(), old.size(), old[0].c_str()));
         for (auto& p : old) std::remove(p.c_str());
-        return;
-    }
-    if (o_.resume_mode == ResumeMode::latest) {
+    } else if (o_.resume_mode == ResumeMode::latest) {
         resume_latest();
     } else {
         found_ = load_checkpoint(o_.resume);
         resumed_from_ = o_.resume;
         have_ = true;
     }
-    if (!have_) return;
+    if (have_) {
+        check_found(params, opt);
+    } else if (!o_.init_from.empty()) {
+        // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.
+        GptConfig cfg;
+        if (!parse_gpt_signature(id_.model, &cfg)) throw UserError("--init-from is for --model gpt");
+        found_.params.assign(params.size(), 0.0f);
+        std::string note;
+        import_hf_gpt2(o_.init_from, cfg, found_.params.data(), &note);
+        initialized_from_ = o_.init_from + (note.empty() ? "" : " (" + note + ")");
+        init_ = true;
+    }
+}
+
+void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) const {
     const CheckpointState& ck = found_;
     const char* from = resumed_from_.c_str();
     const std::string fix = "start a fresh run with another --checkpoint-dir, or --resume none";
@@ -101,9 +114,15 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
 }
 
 long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt) {
-    long hdr[2] = {have_ ? 1L : 0L, have_ ? found_.step : 0L};
+    long hdr[2] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L};
     world.broadcast(hdr, sizeof hdr, 0);
-    if (!hdr[0]) return 0;
+    if (hdr[0] == 0) return 0;
+    if (hdr[0] == 2) {  // --init-from: the weights; the optimizer state starts at zero
+        if (rank_ == 0) std::copy(found_.params.begin(), found_.params.end(), params.begin());
+        found_ = CheckpointState();
+        world.broadcast(params.data(), params.size() * sizeof(float), 0);
+        return 0;
+    }
     if (rank_ == 0) {
         // Into the buffers as they are (find checked the sizes): the gradient path holds them.
         std::copy(found_.params.begin(), found_.params.end(), params.begin());

@@ -139,6 +139,7 @@ void Reporter::banner(const RunFacts& f) {
         print(strfmt("MFU: not shown on the GPU without --peak-gflops (the GPU's peak for this precision); model "
                      "%.3g GFLOP per %s\n",
                      f.flops_per_sample / 1e9, f.unit));
+    if (!f.initialized_from.empty()) print(strfmt("weights from %s\n", f.initialized_from.c_str()));
     if (!f.resumed_from.empty() || f.start_step > 0)
         print(strfmt("resumed from %s at step %ld (epoch %ld)\n", f.resumed_from.c_str(), f.start_step, f.start_epoch));
 }

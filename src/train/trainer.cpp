@@ -171,6 +171,7 @@ struct Setup {
         f.tokens_per_sample = task->tokens_per_sample();
         f.on_gpu = device->gpu() >= 0;
         f.resumed_from = ckpt->resumed_from();
+        f.initialized_from = ckpt->initialized_from();
         f.start_step = start_step;
         f.start_epoch = sampler->epoch_of(start_step);
         return f;

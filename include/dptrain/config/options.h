@@ -64,6 +64,7 @@ struct Options {
     std::string run_dir, checkpoint_dir;
     std::string resume;      // as given: none | auto | a checkpoint's path
     ResumeMode resume_mode;  // what resume says
+    std::string init_from;   // GPT-2 weights in Hugging Face's layout to start from ("" = random init)
     long checkpoint_every;
     int keep_checkpoints;
     bool overwrite_checkpoints;  // a fresh run may delete the checkpoints already in checkpoint_dir

@@ -24,6 +24,10 @@ struct GptConfig {
     bool flash_attention = false;
 };
 
+// The configuration signature() names ("gpt V=65 T=64 L=4 H=4 C=128"); false for any other text
+// (an MLP's signature). flash_attention is not part of it and stays false.
+bool parse_gpt_signature(const std::string& signature, GptConfig* cfg);
+
 class Gpt : public Model {
   public:
     // max_batch 0 allocates no activations: layout, init, signature and FLOPs only.

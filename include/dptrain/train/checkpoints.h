@@ -34,13 +34,16 @@ class Checkpoints {
 
     // Set-up, on rank 0 (other ranks return at once): with --resume none, refuses to start beside
     // another run's checkpoints unless --overwrite-checkpoints (then deletes them); with auto or a
-    // path, loads the checkpoint and checks it against this run. Throws UserError naming the file
-    // and the fix.
+    // path, loads the checkpoint and checks it against this run. A run that finds no checkpoint
+    // starts from --init-from's weights when given (read here, on rank 0 alone). Throws UserError
+    // naming the file and the fix.
     void find(const std::vector<float>& params, Optimizer& opt);
-    // Collective: rank 0's checkpoint (if any) into every rank's params and opt. Returns its step
-    // (0 for a fresh run).
+    // Collective: rank 0's checkpoint (if any) into every rank's params and opt, or the --init-from
+    // weights into params. Returns the checkpoint's step (0 for a fresh run).
     long share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt);
     const std::string& resumed_from() const { return resumed_from_; }
+    // Rank 0: what --init-from gave ("" when the run resumed or started from random weights).
+    const std::string& initialized_from() const { return initialized_from_; }
 
     // Rank 0 writes the checkpoint of `step` from the host state (other ranks return). With
     // --async-checkpoint the state is copied and written by a background thread; the next
@@ -55,13 +58,15 @@ class Checkpoints {
 
   private:
     void resume_latest();  // rank 0, --resume auto
+    void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
 
     const Options& o_;
     int rank_;
     RunIdentity id_;
     CheckpointState found_;  // rank 0: the checkpoint to resume from
-    bool have_ = false;
-    std::string resumed_from_, last_;
+    bool have_ = false;      // found_ is a checkpoint to resume from
+    bool init_ = false;      // found_.params are --init-from's weights
+    std::string resumed_from_, initialized_from_, last_;
     CheckpointState sync_state_;  // reused by every synchronous checkpoint
     std::unique_ptr<AsyncCheckpointer> async_;
     int lock_fd_ = -1;  // rank 0: the checkpoint directory's lock, held for the run's life

@@ -1,0 +1,301 @@
+// GPT-2 in Hugging Face's layout: names, orientation, config.json, and the checks of an import.
+#include "dptrain/io/hf_gpt2.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
+#include "dptrain/core/json.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace dptrain {
+
+namespace {
+
+struct Rename {
+    const char* ours;
+    const char* hf;
+    bool transposed;  // Conv1D: (in, out)
+};
+const Rename kBlock[] = {
+    {"ln1.weight", "ln_1.weight", false},        {"ln1.bias", "ln_1.bias", false},
+    {"attn.qkv.weight", "attn.c_attn.weight", true}, {"attn.qkv.bias", "attn.c_attn.bias", false},
+    {"attn.proj.weight", "attn.c_proj.weight", true}, {"attn.proj.bias", "attn.c_proj.bias", false},
+    {"ln2.weight", "ln_2.weight", false},        {"ln2.bias", "ln_2.bias", false},
+    {"mlp.fc.weight", "mlp.c_fc.weight", true},  {"mlp.fc.bias", "mlp.c_fc.bias", false},
+    {"mlp.proj.weight", "mlp.c_proj.weight", true}, {"mlp.proj.bias", "mlp.c_proj.bias", false},
+};
+
+// dst (cols, rows) = src (rows, cols) transposed.
+void transpose(const float* src, long rows, long cols, float* dst) {
+    for (long r = 0; r < rows; ++r)
+        for (long c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+bool is_dir(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+    std::string t;
+    for (int64_t d : s) t += (t.empty() ? "" : " x ") + std::to_string(d);
+    return t.empty() ? "scalar" : t;
+}
+
+// GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
+// not compute is refused by name.
+void read_config(const std::string& path, GptConfig* cfg) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Json c;
+    try {
+        c = Json::parse(ss.str());
+    } catch (const Json::exception& e) {
+        throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
+    }
+    if (!c.is_object()) throw UserError(path + ": not a JSON object");
+    auto get_int = [&](const char* key, const char* alt, bool need) {
+        auto it = c.find(key);
+        if (it == c.end() && alt) it = c.find(alt);
+        if ((it == c.end() || it->is_null()) && !need) return 0;
+        if (it == c.end() || !it->is_number_integer() || it->get<long>() <= 0 || it->get<long>() > (1L << 30))
+            throw UserError(strfmt("%s: \"%s\" must be a positive integer", path.c_str(), key));
+        return it->get<int>();
+    };
+    auto text = [&](const char* key) {
+        auto it = c.find(key);
+        return it != c.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    const std::string type = text("model_type"), act = text("activation_function");
+    if (!type.empty() && type != "gpt2")
+        throw UserError(strfmt("%s: model_type is \"%s\"; dptrain imports GPT-2 (\"gpt2\") models", path.c_str(),
+                               type.c_str()));
+    if (!act.empty() && act != "gelu_new" && act != "gelu_pytorch_tanh")
+        throw UserError(strfmt("%s: activation_function \"%s\"; dptrain's GPT computes GELU's tanh form (\"gelu_new\")",
+                               path.c_str(), act.c_str()));
+    auto eps = c.find("layer_norm_epsilon");
+    if (eps != c.end() && (!eps->is_number() || std::fabs(eps->get<double>() - 1e-5) > 1e-9))
+        throw UserError(path + ": layer_norm_epsilon is not 1e-5, the epsilon of dptrain's LayerNorm");
+    auto tie = c.find("tie_word_embeddings");
+    if (tie != c.end() && *tie == false)
+        throw UserError(path + ": tie_word_embeddings is false; dptrain's LM head is the token embedding (tied)");
+    cfg->vocab_size = get_int("vocab_size", nullptr, true);
+    cfg->block_size = get_int("n_positions", "n_ctx", true);
+    cfg->n_embd = get_int("n_embd", nullptr, true);
+    cfg->n_layer = get_int("n_layer", nullptr, true);
+    cfg->n_head = get_int("n_head", nullptr, true);
+    const int inner = get_int("n_inner", nullptr, false);
+    if (inner != 0 && inner != 4 * cfg->n_embd)
+        throw UserError(strfmt("%s: n_inner %d; dptrain's MLP is 4 x n_embd = %d wide", path.c_str(), inner,
+                               4 * cfg->n_embd));
+}
+
+} // namespace
+
+std::string hf_gpt2_name(const std::string& ours, bool* transposed) {
+    *transposed = false;
+    if (ours == "wte" || ours == "wpe") return ours + ".weight";
+    if (ours == "lnf.weight") return "ln_f.weight";
+    if (ours == "lnf.bias") return "ln_f.bias";
+    const size_t dot = ours.find('.');
+    if (ours.size() > 1 && ours[0] == 'h' && dot != std::string::npos) {
+        const std::string rest = ours.substr(dot + 1);
+        for (const Rename& r : kBlock)
+            if (rest == r.ours) {
+                *transposed = r.transposed;
+                return "h." + ours.substr(1, dot - 1) + "." + r.hf;
+            }
+    }
+    throw std::invalid_argument("not a GPT parameter: " + ours);
+}
+
+void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype) {
+    GptConfig cfg;
+    if (!parse_gpt_signature(ck.model, &cfg))
+        throw UserError(strfmt("the checkpoint holds %s; export writes GPT-2's layout, for --model gpt checkpoints",
+                               ck.model.c_str()));
+    Gpt gpt(cfg, 0);
+    if (gpt.num_params() != ck.params.size())
+        throw UserError(strfmt("the checkpoint holds %zu parameters, but its model %s has %zu", ck.params.size(),
+                               ck.model.c_str(), gpt.num_params()));
+    std::vector<TensorOut> out;
+    for (const ParamView& v : gpt.layout().views) {
+        bool tr = false;
+        TensorOut t;
+        t.name = hf_gpt2_name(v.name, &tr);
+        const float* src = ck.params.data() + v.offset;
+        if (tr) {
+            t.shape = {v.shape[1], v.shape[0]};
+            t.data.resize(v.size);
+            transpose(src, v.shape[0], v.shape[1], t.data.data());
+        } else {
+            t.shape.assign(v.shape.begin(), v.shape.end());
+            t.data.assign(src, src + v.size);
+        }
+        out.push_back(std::move(t));
+    }
+    make_directories(dir, "--out");
+    write_safetensors(dir + "/model.safetensors", out,
+                      {{"format", "pt"},
+                       {"dptrain.model", ck.model},
+                       {"dptrain.step", std::to_string(ck.step)},
+                       {"dptrain.tokenizer", ck.tokenizer}},
+                      dtype);
+    Json c = Json::object();
+    c["architectures"] = Json::array({"GPT2LMHeadModel"});
+    c["model_type"] = "gpt2";
+    c["vocab_size"] = cfg.vocab_size;
+    c["n_positions"] = cfg.block_size;
+    c["n_ctx"] = cfg.block_size;
+    c["n_embd"] = cfg.n_embd;
+    c["n_layer"] = cfg.n_layer;
+    c["n_head"] = cfg.n_head;
+    c["n_inner"] = nullptr;
+    c["activation_function"] = "gelu_new";
+    c["layer_norm_epsilon"] = 1e-5;
+    c["resid_pdrop"] = 0.0;
+    c["embd_pdrop"] = 0.0;
+    c["attn_pdrop"] = 0.0;
+    c["initializer_range"] = 0.02;
+    c["tie_word_embeddings"] = true;
+    c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
+    c["dptrain"] = {{"model", ck.model}, {"step", ck.step}, {"tokenizer", ck.tokenizer}, {"vocab", ck.vocab}};
+    write_file_atomically(dir + "/config.json", c.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
+HfGpt2 find_hf_gpt2(const std::string& path) {
+    HfGpt2 h;
+    std::string dir;
+    if (is_dir(path)) {
+        dir = path;
+        h.file = path + "/model.safetensors";
+        if (!exists(h.file))
+            throw UserError(strfmt("%s: no model.safetensors in the directory%s", path.c_str(),
+                                   exists(path + "/model.safetensors.index.json")
+                                       ? " (weights sharded over several files are not read; save them as one)"
+                                       : "; write one with dptrain-ckpt export CKPT --out DIR"));
+    } else {
+        if (!exists(path)) throw UserError(path + ": no such file or directory");
+        h.file = path;
+        const size_t slash = path.rfind('/');
+        dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    }
+    if (exists(dir + "/config.json")) {
+        h.config_file = dir + "/config.json";
+        read_config(h.config_file, &h.cfg);
+    } else {
+        h.cfg = GptConfig();
+        h.cfg.vocab_size = h.cfg.block_size = h.cfg.n_layer = h.cfg.n_head = h.cfg.n_embd = 0;
+    }
+    return h;
+}
+
+namespace {
+
+// The file's shapes (what config.json says, else what the tensors say) against the run's.
+void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, const GptConfig& run) {
+    const SafeTensor* wte = st.find(h.prefix + "wte.weight");
+    const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");
+    if (!wte || !wpe || wte->shape.size() != 2 || wpe->shape.size() != 2)
+        throw UserError(strfmt("%s: wte.weight and wpe.weight must be matrices; not a GPT-2 in Hugging Face's layout",
+                               path.c_str()));
+    int layers = 0;
+    while (st.find(h.prefix + "h." + std::to_string(layers) + ".ln_1.weight")) ++layers;
+    GptConfig f = h.cfg;
+    if (h.config_file.empty()) {
+        f.vocab_size = (int)wte->shape[0];
+        f.n_embd = (int)wte->shape[1];
+        f.block_size = (int)wpe->shape[0];
+        f.n_layer = layers;
+    }
+    const char* where = path.c_str();
+    if (f.vocab_size != run.vocab_size || wte->shape[0] != run.vocab_size)
+        throw UserError(strfmt("--init-from %s: the model's vocabulary is %d (wte %s), this run's is %d (the data's "
+                               "tokenizer, or --vocab-size); fine-tune on data tokenized with the model's own "
+                               "vocabulary",
+                               where, f.vocab_size, shape_text(wte->shape).c_str(), run.vocab_size));
+    if (f.n_embd != run.n_embd)
+        throw UserError(strfmt("--init-from %s: the model has n_embd %d; this run has --n-embd %d", where, f.n_embd,
+                               run.n_embd));
+    if (f.n_layer != run.n_layer || layers != run.n_layer)
+        throw UserError(strfmt("--init-from %s: the model has %d layers; this run has --n-layer %d", where, layers,
+                               run.n_layer));
+    if (f.n_head != 0 && f.n_head != run.n_head)
+        throw UserError(strfmt("--init-from %s: the model has n_head %d; this run has --n-head %d", where, f.n_head,
+                               run.n_head));
+    if (wpe->shape[0] < run.block_size)
+        throw UserError(strfmt("--init-from %s: the model has %lld positions; --block-size %d needs as many; use "
+                               "--block-size %lld or less",
+                               where, (long long)wpe->shape[0], run.block_size, (long long)wpe->shape[0]));
+}
+
+} // namespace
+
+void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note) {
+    HfGpt2 h = find_hf_gpt2(path);
+    const Safetensors st = Safetensors::read_file(h.file);
+    if (st.find("wte.weight")) h.prefix = "";
+    else if (st.find("transformer.wte.weight")) h.prefix = "transformer.";
+    else throw UserError(h.file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
+    check_shapes(h.file, st, h, cfg);
+
+    const Gpt gpt(cfg, 0);
+    std::set<std::string> used;
+    std::vector<float> tmp;
+    for (const ParamView& v : gpt.layout().views) {
+        bool tr = false;
+        const std::string name = h.prefix + hf_gpt2_name(v.name, &tr);
+        const SafeTensor* t = st.find(name);
+        std::vector<int64_t> want(v.shape.begin(), v.shape.end());
+        if (tr) std::swap(want[0], want[1]);
+        std::vector<int64_t> have = t ? t->shape : std::vector<int64_t>();
+        if (v.name == "wpe" && t && have.size() == 2 && have[0] >= want[0]) have[0] = want[0];  // cropped below
+        if (!t || have != want)
+            throw UserError(strfmt("--init-from %s: tensor %s %s; this run's GPT needs %s", h.file.c_str(),
+                                   name.c_str(), t ? ("is " + shape_text(t->shape)).c_str() : "is missing",
+                                   shape_text(want).c_str()));
+        tmp.resize(t->count());
+        st.to_float(*t, tmp.data());
+        if (tr) transpose(tmp.data(), want[0], want[1], params + v.offset);
+        else std::copy(tmp.begin(), tmp.begin() + (long)v.size, params + v.offset);
+        used.insert(name);
+    }
+    // GPT2LMHeadModel's state also names the tied head and, in older files, the attention masks.
+    const std::string head = "lm_head.weight";  // never under "transformer."
+    for (const SafeTensor& t : st.tensors()) {
+        if (used.count(t.name)) continue;
+        const auto ends = [&](const std::string& s) {
+            return t.name.size() >= s.size() && t.name.compare(t.name.size() - s.size(), s.size(), s) == 0;
+        };
+        if (ends(".attn.bias") || ends(".attn.masked_bias")) continue;
+        if (t.name == head && t.shape == st.find(h.prefix + "wte.weight")->shape) {
+            tmp.resize(t.count());
+            st.to_float(t, tmp.data());
+            if (std::equal(tmp.begin(), tmp.end(), params + gpt.layout().find("wte").offset)) continue;
+            throw UserError(strfmt("--init-from %s: lm_head.weight differs from wte.weight; dptrain's LM head is the "
+                                   "token embedding (tied), so an untied head cannot be imported",
+                                   h.file.c_str()));
+        }
+        throw UserError(strfmt("--init-from %s: tensor %s is not part of a GPT-2 of %d layers", h.file.c_str(),
+                               t.name.c_str(), cfg.n_layer));
+    }
+    const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");
+    note->clear();
+    if (wpe->shape[0] > cfg.block_size)
+        *note = strfmt("position table cropped from %lld to --block-size %d", (long long)wpe->shape[0], cfg.block_size);
+    if (h.cfg.n_head == 0)
+        *note += strfmt("%sno config.json beside it: --n-head %d assumed", note->empty() ? "" : "; ", cfg.n_head);
+}
+
+} // namespace dptrain
