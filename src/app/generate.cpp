@@ -1,6 +1,8 @@
 // dptrain generate: text from a trained GPT checkpoint. The model is rebuilt from the options and
 // tokenizer stored in the checkpoint; each new token is drawn from the softmax of the last
-// position's logits / temperature, restricted to the top k.
+// position's logits / temperature, restricted to the top k. The prompt is computed once and each
+// new token costs one position (a key/value cache, Gpt::decode); --no-kv-cache recomputes the
+// whole window for every token instead.
 #include "dptrain/app/generate.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -9,6 +11,7 @@
 #include "dptrain/core/files.h"
 #include "dptrain/model/gpt.h"
 #include "dptrain/config/options.h"
+#include "dptrain/core/clock.h"
 #include "dptrain/core/rng.h"
 #include "dptrain/data/tokens.h"
 
@@ -61,11 +64,99 @@ static CheckpointState load_for_generate(std::string* path) {
     return ck;
 }
 
+namespace {
+
+// The next token from a row of logits: the largest (temperature 0), else a draw from the softmax
+// of logits / temperature over the top k. Buffers allocated once.
+class TokenPicker {
+  public:
+    TokenPicker(int V, double temperature, int top_k, uint64_t seed)
+        : V_(V), k_(top_k > 0 ? std::min(top_k, V) : V), temperature_(temperature), probs_(V), order_(V),
+          rng_(stream_seed(seed, 0x6E6E)) {}
+
+    int pick(const float* z) {
+        if (temperature_ == 0) return (int)(std::max_element(z, z + V_) - z);
+        std::iota(order_.begin(), order_.end(), 0);
+        std::partial_sort(order_.begin(), order_.begin() + k_, order_.end(), [&](int a, int b) { return z[a] > z[b]; });
+        double sum = 0;
+        for (int i = 0; i < k_; ++i) sum += probs_[i] = (float)std::exp((z[order_[i]] - z[order_[0]]) / temperature_);
+        double u = rng_.uniform() * sum, acc = 0;
+        for (int i = 0; i < k_; ++i)
+            if ((acc += probs_[i]) >= u) return order_[i];
+        return order_[k_ - 1];
+    }
+
+  private:
+    int V_, k_;
+    double temperature_;
+    std::vector<float> probs_;
+    std::vector<int> order_;
+    Rng rng_;
+};
+
+// Today's window: the last T tokens at positions 0.., recomputed whole for each new token.
+void generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
+                        const Tokenizer& tok) {
+    const int T = model.config().block_size, V = model.config().vocab_size;
+    std::vector<int> window(T + 1);
+    for (int n = 0; n < tokens; ++n) {
+        // The last T tokens, padded after the end: causal attention keeps the padding from
+        // reaching the position read.
+        int len = (int)std::min<size_t>(ids.size(), (size_t)T);
+        std::fill(window.begin(), window.end(), 0);
+        std::copy(ids.end() - len, ids.end(), window.begin());
+        ModelBatch in;
+        in.B = 1;
+        in.tokens = window.data();
+        in.stride = T + 1;
+        model.forward(params, in, nullptr);
+        ids.push_back(picker.pick(model.logits() + (size_t)(len - 1) * V));
+        std::fputs(tok.decode({ids.back()}).c_str(), stdout);
+        std::fflush(stdout);
+    }
+}
+
+// With the key/value cache: the window (the last T tokens) computed once, then one position per
+// token. A full window keeps its newest half, recomputed at positions 0.., and goes on from there
+// (one recomputation every T / 2 tokens); up to T tokens the result is the recomputing one's.
+void generate_cached(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
+                     const Tokenizer& tok) {
+    const int T = model.config().block_size, V = model.config().vocab_size;
+    model.reserve_decode(1, T);
+    std::vector<float> logits((size_t)T * V);
+    std::vector<int> slot(T, 0), pos(T);
+    std::iota(pos.begin(), pos.end(), 0);
+    int filled = 0;
+    auto prefill = [&](int keep) {
+        model.decode(params, ids.data() + ids.size() - keep, slot.data(), pos.data(), keep, logits.data());
+        filled = keep;
+        return logits.data() + (size_t)(keep - 1) * V;
+    };
+    const float* z = prefill((int)std::min<size_t>(ids.size(), (size_t)T));
+    for (int n = 0; n < tokens; ++n) {
+        int next = picker.pick(z);
+        ids.push_back(next);
+        std::fputs(tok.decode({next}).c_str(), stdout);
+        std::fflush(stdout);
+        if (n + 1 == tokens) break;
+        if (filled == T) {
+            z = prefill(std::max(1, T / 2));
+        } else {
+            model.decode(params, &next, slot.data(), &pos[filled], 1, logits.data());
+            ++filled;
+            z = logits.data();
+        }
+    }
+}
+
+} // namespace
+
 int run_generate(int argc, const char* const* argv) {
     std::string checkpoint, prompt;
     int tokens = 200, top_k = 0, threads = 1;
     double temperature = 1.0;
     unsigned long seed = 1;
+    bool no_cache = false;
     po::options_description desc("dptrain generate: text from a GPT checkpoint", 100, 50);
     desc.add_options()("help,h", "print this help")("checkpoint", po::value(&checkpoint)->default_value(""),
                                                     "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run, or its run "
@@ -75,7 +166,11 @@ int run_generate(int argc, const char* const* argv) {
         "temperature", po::value(&temperature)->default_value(1.0), "softmax temperature; 0 = always the most likely")(
         "top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens; 0 = all")(
         "seed", po::value(&seed)->default_value(1), "seed of the sampling")(
-        "threads", po::value(&threads)->default_value(1), "compute threads");
+        "threads", po::value(&threads)->default_value(1), "compute threads")(
+        "no-kv-cache", po::bool_switch(&no_cache),
+        "recompute the whole window (the last block-size tokens) for every new token instead of keeping each "
+        "position's keys and values; slower, and past the block size the window slides one token at a time "
+        "instead of keeping its newest half");
     po::variables_map vm;
     try {
         po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -103,52 +198,23 @@ int run_generate(int argc, const char* const* argv) {
     cfg.n_layer = o.n_layer;
     cfg.n_head = o.n_head;
     cfg.n_embd = o.n_embd;
-    Gpt model(cfg, 1);
+    Gpt model(cfg, no_cache ? 1 : 0);  // the cache needs none of training's activations
     if (model.signature() != ck.model || model.num_params() != ck.params.size())
         throw UserError(strfmt("%s: its stored options rebuild %s, but it holds %s", checkpoint.c_str(),
                                model.signature().c_str(), ck.model.c_str()));
     std::vector<int> ids = tok.encode(prompt);
     if (ids.empty()) throw UserError("generate: --prompt must not be empty");
-    const int T = cfg.block_size, V = cfg.vocab_size;
-    std::vector<int> window(T + 1);
-    std::vector<float> probs(V);
-    std::vector<int> order(V);
-    Rng rng(stream_seed(seed, 0x6E6E));
+    TokenPicker picker(cfg.vocab_size, temperature, top_k, seed);
     std::fputs(prompt.c_str(), stdout);
-    for (int n = 0; n < tokens; ++n) {
-        // The last T tokens, padded after the end: causal attention keeps the padding from
-        // reaching the position read.
-        int len = (int)std::min<size_t>(ids.size(), (size_t)T);
-        std::fill(window.begin(), window.end(), 0);
-        std::copy(ids.end() - len, ids.end(), window.begin());
-        ModelBatch in;
-        in.B = 1;
-        in.tokens = window.data();
-        in.stride = T + 1;
-        model.forward(ck.params.data(), in, nullptr);
-        const float* z = model.logits() + (size_t)(len - 1) * V;
-        int next;
-        if (temperature == 0) {
-            next = (int)(std::max_element(z, z + V) - z);
-        } else {
-            std::iota(order.begin(), order.end(), 0);
-            int k = top_k > 0 ? std::min(top_k, V) : V;
-            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) { return z[a] > z[b]; });
-            double sum = 0;
-            for (int i = 0; i < k; ++i) sum += probs[i] = (float)std::exp((z[order[i]] - z[order[0]]) / temperature);
-            double u = rng.uniform() * sum, acc = 0;
-            next = order[k - 1];
-            for (int i = 0; i < k; ++i)
-                if ((acc += probs[i]) >= u) {
-                    next = order[i];
-                    break;
-                }
-        }
-        ids.push_back(next);
-        std::fputs(tok.decode({next}).c_str(), stdout);
-        std::fflush(stdout);
-    }
+    const double t0 = now_seconds();
+    if (no_cache) generate_recompute(model, ck.params.data(), ids, tokens, picker, tok);
+    else generate_cached(model, ck.params.data(), ids, tokens, picker, tok);
+    const double dt = now_seconds() - t0;
     std::fputc('\n', stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "generate: %d tokens in %.3f s, %.1f tokens/s (%s, %d thread%s)\n", tokens, dt,
+                 dt > 0 ? tokens / dt : 0.0, no_cache ? "the whole window per token" : "key/value cache", threads,
+                 threads == 1 ? "" : "s");
     return 0;
 }
 

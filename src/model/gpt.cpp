@@ -129,6 +129,55 @@ bool parse_gpt_signature(const std::string& signature, GptConfig* cfg) {
     return true;
 }
 
+void Gpt::reserve_decode(int slots, int max_rows) {
+    const size_t T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer;
+    if (slots <= 0 || max_rows <= 0) throw std::invalid_argument("Gpt::reserve_decode: slots and rows must be positive");
+    kcache_.assign(L * slots * T * C, 0.0f);
+    vcache_.assign(L * slots * T * C, 0.0f);
+    const size_t R = max_rows;
+    dec_x_.resize(R * C);
+    dec_ln_.resize(R * C);
+    dec_qkv_.resize(R * 3 * C);
+    dec_y_.resize(R * C);
+    dec_fc_.resize(R * 4 * C);
+    dec_mean_.resize(R);
+    dec_rstd_.resize(R);
+    dec_slots_ = slots;
+    dec_rows_ = max_rows;
+}
+
+void Gpt::decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits) {
+    const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (n > dec_rows_) throw std::invalid_argument("Gpt::decode: more rows than reserve_decode allowed");
+    float *x = dec_x_.data(), *ln = dec_ln_.data(), *y = dec_y_.data(), *fc = dec_fc_.data(), *qkv = dec_qkv_.data();
+    float *mean = dec_mean_.data(), *rstd = dec_rstd_.data();
+    for (int i = 0; i < n; ++i) {
+        if (tok[i] < 0 || tok[i] >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok[i], V));
+        if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
+            throw std::invalid_argument("Gpt::decode: slot or position out of range");
+        const float* e = params + wte_ + (size_t)tok[i] * C;
+        const float* p = params + wpe_ + (size_t)pos[i] * C;
+        for (int c = 0; c < C; ++c) x[(size_t)i * C + c] = e[c] + p[c];
+    }
+    const size_t layer_cache = (size_t)dec_slots_ * T * C;
+    for (int l = 0; l < L; ++l) {
+        const LayerViews& v = lv_[l];
+        cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln1w, params + v.ln1b, n, C);
+        cpu::matmul_forward(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
+        cpu::attention_decode(y, kcache_.data() + l * layer_cache, vcache_.data() + l * layer_cache, qkv, slot, pos, n,
+                              T, C, NH);
+        cpu::matmul_forward(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
+        cpu::residual_forward(x, x, ln, (long)n * C);
+        cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln2w, params + v.ln2b, n, C);
+        cpu::matmul_forward(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
+        cpu::gelu_forward(fc, fc, 4L * n * C);
+        cpu::matmul_forward(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
+        cpu::residual_forward(x, x, ln, (long)n * C);
+    }
+    cpu::layernorm_forward(ln, mean, rstd, x, params + lnfw_, params + lnfb_, n, C);
+    cpu::matmul_forward(logits, ln, params + wte_, nullptr, n, C, V);
+}
+
 std::string Gpt::signature() const {
     return strfmt("gpt V=%d T=%d L=%d H=%d C=%d", cfg_.vocab_size, cfg_.block_size, cfg_.n_layer, cfg_.n_head,
                   cfg_.n_embd);

@@ -64,6 +64,19 @@ head -c 200 "$WORK/gen.out"; echo
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 40 --temperature 0.8 --top-k 10 >"$WORK/gen2.out" \
   || fail "generate from the run directory failed"
 cmp -s "$WORK/gen.out" "$WORK/gen2.out" || fail "generate --checkpoint RUN_DIR differs from its newest checkpoint"
+# The key/value cache against recomputing the window: the same text up to the block size (32
+# tokens: the prompt's 4 and 28 new ones), greedy and sampled; past it both go on.
+for sampling in "--temperature 0" "--temperature 0.8 --top-k 10"; do
+  "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling >"$WORK/c.out" 2>"$WORK/c.err"
+  "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling --no-kv-cache >"$WORK/r.out" 2>"$WORK/r.err"
+  cmp -s "$WORK/c.out" "$WORK/r.out" || { cat "$WORK/c.out" "$WORK/r.out"; fail "generate $sampling: the cache's text differs"; }
+  grep -q "^generate: 28 tokens in .* tokens/s (key/value cache, 1 thread)$" "$WORK/c.err" &&
+    grep -q "^generate: 28 tokens in .* tokens/s (the whole window per token, 1 thread)$" "$WORK/r.err" \
+    || { cat "$WORK/c.err" "$WORK/r.err"; fail "generate: no tokens/s line on stderr"; }
+done
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 100 --temperature 0 >"$WORK/long.out" 2>/dev/null
+[ "$(wc -m <"$WORK/long.out")" -ge 104 ] || fail "generate past the block size printed $(wc -m <"$WORK/long.out") characters"
+echo "ok: generate with the key/value cache writes the text of recomputing the window: $(head -c 60 "$WORK/c.out")"
 mkdir -p "$WORK/empty"
 "$BIN/dptrain" generate --checkpoint "$WORK/empty" >/dev/null 2>"$WORK/gen.err" && fail "a directory without checkpoints was accepted"
 grep -q "^dptrain: error: --checkpoint .*empty: no complete checkpoint in" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "no clear line for an empty directory"; }

@@ -48,6 +48,17 @@ class Gpt : public Model {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
 
+    // Incremental decoding (generate, serve): a key/value cache for `slots` sequences of up to T
+    // positions in every layer, and scratch for up to max_rows rows a call; allocated here, once.
+    void reserve_decode(int slots, int max_rows);
+    // The forward of n rows: row i is token tok[i] at position pos[i] of cache slot slot[i], and its
+    // keys and values join the cache. A slot's rows come in position order, each after every
+    // earlier position of that slot (in an earlier call or earlier in this one); position 0 starts
+    // the slot afresh. logits (n, V). fp32: forward()'s model, each position computed once instead
+    // of once per window (equal to forward's logits up to rounding).
+    void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits);
+    int decode_slots() const { return dec_slots_; }
+
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
     const GptConfig& config() const { return cfg_; }
@@ -83,6 +94,9 @@ class Gpt : public Model {
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
     std::vector<float> dres_, dbig_, dsmall_, datt_, datty_, delta_;
+    // Decoding: keys and values (L, slots, T, C) each; per-call scratch for max_rows rows.
+    std::vector<float> kcache_, vcache_, dec_x_, dec_ln_, dec_qkv_, dec_y_, dec_fc_, dec_mean_, dec_rstd_;
+    int dec_slots_ = 0, dec_rows_ = 0;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,

@@ -149,4 +149,40 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
         }
 }
 
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt((float)hs);
+    for (int i = 0; i < n; ++i) {
+        const size_t at = ((size_t)slot[i] * T + pos[i]) * C;
+        std::memcpy(kcache + at, qkv + (size_t)i * 3 * C + C, C * sizeof(float));
+        std::memcpy(vcache + at, qkv + (size_t)i * 3 * C + 2 * C, C * sizeof(float));
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n * NH; ++r) {
+        const int i = r / NH, h = r % NH, p = pos[i];
+        const float* q = qkv + (size_t)i * 3 * C + h * hs;
+        const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
+        const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
+        thread_local std::vector<float> scores;
+        if (scores.size() < (size_t)T) scores.resize(T);
+        float maxv = -INFINITY;
+        for (int j = 0; j <= p; ++j) {
+            float d = 0.0f;
+            for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * C + c];
+            scores[j] = d * scale;
+            maxv = scores[j] > maxv ? scores[j] : maxv;
+        }
+        float sum = 0.0f;
+        for (int j = 0; j <= p; ++j) sum += scores[j] = std::exp(scores[j] - maxv);
+        const float inv = 1.0f / sum;
+        float* o = out + (size_t)i * C + h * hs;
+        std::memset(o, 0, hs * sizeof(float));
+        for (int j = 0; j <= p; ++j) {
+            const float a = scores[j] * inv;
+            for (int c = 0; c < hs; ++c) o[c] += a * v[(size_t)j * C + c];
+        }
+    }
+}
+
 } // namespace dptrain::cpu

@@ -73,6 +73,14 @@ void attention_forward(float* out, float* att, const float* inp, int B, int T, i
 // dinp (B,T,3C) written (not accumulated); datt scratch (B,NH,T,T).
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B,
                         int T, int C, int NH, bool tf32 = false);
+// Attention of n new positions against a key/value cache (incremental decoding: a prompt, then
+// one token at a time; rows of several sequences may share a call). qkv (n, 3C) holds each row's
+// q, k, v; row i is position pos[i] of cache slot slot[i]. Every row's k and v are first written
+// into kcache and vcache (slots, T, C) at (slot, pos), so that rows of one sequence in one call
+// see each other causally; then row i attends to positions 0..pos[i] of its slot. out (n, C).
+// fp32 throughout; the scores of each (row, head) in per-thread scratch allocated once.
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH);
 // dst = src rounded to TF32 (10 mantissa bits, nearest even; NaN and infinity kept), as float.
 void round_tf32(float* dst, const float* src, long N);
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Generation speed: the key/value cache against recomputing the whole window for every token, for
+# the Shakespeare GPT's shape (configs/gpt-shakespeare.ini: 4 layers, 4 heads, 128 wide) at block
+# sizes 64 and 256, 64 and 256 new tokens after a 4-token prompt, greedy, one thread. The
+# checkpoints are trained for 2 steps (the speed does not depend on the weights). Prints the
+# tokens/s `dptrain generate` reports (the median of RUNS runs) and the ratio.
+#   bench/generate.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+MPIRUN=${MPIRUN:-mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-run-as-root )}
+work=$(mktemp -d /tmp/dptrain-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+build/dptrain-data text --input README.md --out "$work/tok" >/dev/null
+rate() {  # rate CKPT TOKENS [--no-kv-cache]: the median tokens/s of $runs runs
+  for _ in $(seq "$runs"); do
+    build/dptrain generate --checkpoint "$1" --prompt "The " --tokens "$2" --temperature 0 ${3:-} 2>&1 >/dev/null |
+      sed -n 's/.*, \([0-9.]*\) tokens\/s.*/\1/p'
+  done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+printf '%-6s %-7s %14s %14s %7s\n' block tokens "cache tok/s" "recompute" ratio
+for T in 64 256; do
+  $MPIRUN -np 1 build/dptrain --config configs/gpt-shakespeare.ini --data "$work/tok" --block-size "$T" --steps 2 \
+    --batch-size 2 --eval-every 0 --run-dir "$work/run-$T" >/dev/null
+  for n in 64 256; do
+    c=$(rate "$work/run-$T" "$n") r=$(rate "$work/run-$T" "$n" --no-kv-cache)
+    printf '%-6d %-7d %14s %14s %6.1fx\n' "$T" "$n" "$c" "$r" "$(awk -v a="$c" -v b="$r" 'BEGIN { print a / b }')"
+  done
+done
