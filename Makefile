@@ -53,11 +53,12 @@ SAN      := -fsanitize=address,undefined
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
-CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
+CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) $(HTTPLIB_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
 CXXFLAGS := -std=c++17 $(OPT) -fno-math-errno -fno-trapping-math -fopenmp -Wall -Wextra -MMD -MP
-LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) -lcrypto -lz -fopenmp -lpthread \
+LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) $(HTTPLIB_LIBS) -lcrypto -lz \
+            -fopenmp -lpthread \
             $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
 LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))

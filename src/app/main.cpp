@@ -3,6 +3,7 @@
 #include "dptrain/app/doctor.h"
 #include "dptrain/core/error.h"
 #include "dptrain/app/generate.h"
+#include "dptrain/app/serve.h"
 #include "dptrain/config/options.h"
 #include "dptrain/data/stage.h"
 #include "dptrain/comm/topology.h"
@@ -28,6 +29,15 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "generate") {
         try {
             return run_generate(argc - 1, argv + 1);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "dptrain: error: %s\n", e.what());
+            return 2;
+        }
+    }
+    // `dptrain serve ...`: the inference server, one process, without MPI.
+    if (argc > 1 && std::string(argv[1]) == "serve") {
+        try {
+            return run_serve(argc - 1, argv + 1);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "dptrain: error: %s\n", e.what());
             return 2;

@@ -146,7 +146,8 @@ void Gpt::reserve_decode(int slots, int max_rows) {
     dec_rows_ = max_rows;
 }
 
-void Gpt::decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits) {
+void Gpt::decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
+                 const int* out_rows, int n_out) {
     const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
     if (n > dec_rows_) throw std::invalid_argument("Gpt::decode: more rows than reserve_decode allowed");
     float *x = dec_x_.data(), *ln = dec_ln_.data(), *y = dec_y_.data(), *fc = dec_fc_.data(), *qkv = dec_qkv_.data();
@@ -175,7 +176,15 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         cpu::residual_forward(x, x, ln, (long)n * C);
     }
     cpu::layernorm_forward(ln, mean, rstd, x, params + lnfw_, params + lnfb_, n, C);
-    cpu::matmul_forward(logits, ln, params + wte_, nullptr, n, C, V);
+    if (!out_rows) {
+        cpu::matmul_forward(logits, ln, params + wte_, nullptr, n, C, V);
+        return;
+    }
+    for (int r = 0; r < n_out; ++r) {
+        if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("Gpt::decode: out_rows out of range");
+        std::memcpy(y + (size_t)r * C, ln + (size_t)out_rows[r] * C, C * sizeof(float));
+    }
+    cpu::matmul_forward(logits, y, params + wte_, nullptr, n_out, C, V);
 }
 
 std::string Gpt::signature() const {

@@ -96,6 +96,12 @@ TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, pos
     SECTION("the whole prompt in one call") {
         g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, got.data());
         CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
+        // Only some rows' logits: the last and row 3, in that order.
+        const int rows[2] = {T - 1, 3};
+        std::vector<float> two(2 * (size_t)V);
+        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
+        CHECK(max_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
+        CHECK(max_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
     }
     SECTION("a prompt of 5, then one token a call") {
         g.decode(p.data(), tokens.data(), slot.data(), pos.data(), 5, got.data());

@@ -54,9 +54,11 @@ class Gpt : public Model {
     // The forward of n rows: row i is token tok[i] at position pos[i] of cache slot slot[i], and its
     // keys and values join the cache. A slot's rows come in position order, each after every
     // earlier position of that slot (in an earlier call or earlier in this one); position 0 starts
-    // the slot afresh. logits (n, V). fp32: forward()'s model, each position computed once instead
-    // of once per window (equal to forward's logits up to rounding).
-    void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits);
+    // the slot afresh. logits (n, V); with out_rows, only those rows' (n_out, V) (a prompt needs its
+    // last). fp32: forward()'s model, each position computed once instead of once per window (equal
+    // to forward's logits up to rounding).
+    void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
+                const int* out_rows = nullptr, int n_out = 0);
     int decode_slots() const { return dec_slots_; }
 
     void set_precision(Precision p) override;

@@ -1,0 +1,272 @@
+// The completion engine (completions.h). One decoding thread owns the model; the HTTP threads only
+// queue requests and read answers. Each step:
+//   1. under the lock: drop cancelled sequences, swap in an offered model when none runs, admit
+//      queued requests into free slots (not while a model is offered: they wait for the new one)
+//   2. without it: one Gpt::decode call for every running sequence, rows = the positions its cache
+//      lacks (a new prompt: all of them; then one a step), logits of each sequence's last row
+//   3. each sequence picks its token and hands the text a reader may have to its Completion
+//   4. under the lock: finished sequences free their slots; counters
+#include "dptrain/app/completions.h"
+
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace dptrain {
+
+namespace {
+
+// The end of the last complete UTF-8 character in s[from, upto): a byte-level tokenizer may have
+// given half of one, which must not reach a JSON writer before its other half.
+size_t complete_utf8(const std::string& s, size_t from, size_t upto) {
+    size_t start = upto;
+    for (int back = 0; back < 4 && start > from; ++back) {
+        const unsigned char b = (unsigned char)s[start - 1];
+        --start;
+        if ((b & 0xC0) != 0x80) {  // the last character's first byte
+            const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
+            return start + len <= upto ? upto : start;
+        }
+    }
+    return upto;
+}
+
+} // namespace
+
+bool Completion::next(std::string* text) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return !pieces.empty() || done; });
+    if (pieces.empty()) return false;
+    *text = std::move(pieces.front());
+    pieces.pop_front();
+    return true;
+}
+
+struct CompletionEngine::Running {
+    std::shared_ptr<Completion> c;
+    int slot = 0;
+    std::vector<int> context;  // the window: prompt and answer so far, at most T tokens
+    int cached = 0;            // positions of context already in the slot's cache
+    TokenPicker picker;
+    std::string text;   // the answer so far
+    size_t sent = 0;    // bytes of text handed to the reader
+    size_t longest_stop = 0;
+    int generated = 0;
+    bool finished = false;
+    long model_step = 0;  // every token of the answer comes from this model
+
+    Running(std::shared_ptr<Completion> c_, int slot_, int V)
+        : c(std::move(c_)), slot(slot_), context(c->prompt), picker(V, c->temperature, c->top_k, c->top_p, c->seed) {
+        for (const std::string& s : c->stop) longest_stop = std::max(longest_stop, s.size());
+    }
+};
+
+CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue)
+    : cfg_(model.cfg), tok_(model.tok), params_(std::move(model.params)), gpt_(model.cfg, 0), slots_(slots),
+      queue_cap_(queue), running_(slots) {
+    const int T = cfg_.block_size;
+    // A whole prompt and a row for each other sequence fit in one call.
+    gpt_.reserve_decode(slots, T + slots);
+    logits_.resize((size_t)slots * cfg_.vocab_size);
+    stats_.model_step = model.step;
+    stats_.model_path = model.path;
+    thread_ = std::thread([this] { run(); });
+}
+
+CompletionEngine::~CompletionEngine() {
+    drain();
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+int CompletionEngine::free_slots_locked() const {
+    return (int)std::count(running_.begin(), running_.end(), nullptr);
+}
+
+CompletionEngine::Submitted CompletionEngine::submit(const std::shared_ptr<Completion>& c) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (draining_) return Submitted::draining;
+        if ((long)queue_.size() >= (long)queue_cap_ + free_slots_locked()) return Submitted::queue_full;
+        c->queued_at = now_seconds();
+        queue_.push_back(c);
+        ++stats_.requests;
+        stats_.prompt_tokens += (long)c->prompt.size();
+    }
+    cv_.notify_all();
+    return Submitted::ok;
+}
+
+void CompletionEngine::offer_model(InferenceModel model) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        offered_ = std::make_unique<InferenceModel>(std::move(model));
+    }
+    cv_.notify_all();
+}
+
+void CompletionEngine::drain() {
+    std::unique_lock<std::mutex> lk(mu_);
+    draining_ = true;
+    stats_.draining = true;
+    idle_cv_.wait(lk, [&] { return queue_.empty() && free_slots_locked() == slots_; });
+}
+
+EngineStats CompletionEngine::stats() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    EngineStats s = stats_;
+    s.queued = (long)queue_.size();
+    s.active = slots_ - free_slots_locked();
+    return s;
+}
+
+void CompletionEngine::swap_locked() {
+    params_ = std::move(offered_->params);
+    stats_.model_step = offered_->step;
+    stats_.model_path = offered_->path;
+    ++stats_.swaps;
+    std::fprintf(stderr, "serve: now serving step %ld (%s)\n", offered_->step, offered_->path.c_str());
+    offered_.reset();
+}
+
+void CompletionEngine::admit_locked() {
+    if (offered_) return;  // new requests start on the new model
+    for (int s = 0; s < slots_ && !queue_.empty(); ++s) {
+        if (running_[s]) continue;
+        std::shared_ptr<Completion> c = std::move(queue_.front());
+        queue_.pop_front();
+        if (c->cancelled) {
+            ++stats_.cancelled;
+            continue;
+        }
+        {
+            std::lock_guard<std::mutex> ck(c->mu);
+            c->started_at = now_seconds();
+            c->model_step = stats_.model_step;
+        }
+        running_[s] = std::make_unique<Running>(std::move(c), s, cfg_.vocab_size);
+        running_[s]->model_step = stats_.model_step;
+    }
+}
+
+void CompletionEngine::run() {
+    std::vector<Running*> batch;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            for (auto& r : running_)
+                if (r && (r->finished || r->c->cancelled)) {
+                    if (!r->finished) {
+                        ++stats_.cancelled;
+                        std::lock_guard<std::mutex> ck(r->c->mu);
+                        r->c->done = true;
+                        r->c->cv.notify_all();
+                    }
+                    r.reset();
+                }
+            const bool idle = free_slots_locked() == slots_;
+            if (idle && queue_.empty()) idle_cv_.notify_all();
+            cv_.wait(lk, [&] {
+                const bool none = free_slots_locked() == slots_;
+                return stop_ || !none || (offered_ && none) || (!queue_.empty() && !offered_);
+            });
+            if (offered_ && free_slots_locked() == slots_) swap_locked();
+            admit_locked();
+            batch.clear();
+            for (auto& r : running_)
+                if (r) batch.push_back(r.get());
+            if (batch.empty()) {
+                if (stop_ && queue_.empty()) return;
+                continue;
+            }
+        }
+        step(batch);
+    }
+}
+
+void CompletionEngine::step(const std::vector<Running*>& batch) {
+    const int V = cfg_.vocab_size, budget = cfg_.block_size + slots_;
+    rows_tok_.clear();
+    rows_slot_.clear();
+    rows_pos_.clear();
+    out_rows_.clear();
+    stepped_.clear();
+    for (Running* r : batch) {
+        const int need = (int)r->context.size() - r->cached;
+        // A second long prompt in one step waits for the next (the rows reserved hold one).
+        if (!stepped_.empty() && (int)rows_tok_.size() + need > budget) continue;
+        for (int i = r->cached; i < (int)r->context.size(); ++i) {
+            rows_tok_.push_back(r->context[i]);
+            rows_slot_.push_back(r->slot);
+            rows_pos_.push_back(i);
+        }
+        r->cached = (int)r->context.size();
+        out_rows_.push_back((int)rows_tok_.size() - 1);
+        stepped_.push_back(r);
+    }
+    gpt_.decode(params_.data(), rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(),
+                logits_.data(), out_rows_.data(), (int)out_rows_.size());
+    {
+        // Counted before the readers hear of the tokens.
+        std::lock_guard<std::mutex> lk(mu_);
+        ++stats_.steps;
+        stats_.rows += (long)rows_tok_.size();
+        stats_.generated_tokens += (long)stepped_.size();
+    }
+    for (size_t k = 0; k < stepped_.size(); ++k) {
+        Running& r = *stepped_[k];
+        emit(r, r.picker.pick(logits_.data() + k * V));
+    }
+}
+
+void CompletionEngine::emit(Running& r, int token) {
+    const int T = cfg_.block_size;
+    ++r.generated;
+    r.context.push_back(token);
+    r.text += tok_.decode({token});
+    size_t end = r.text.size(), cut = std::string::npos;
+    const size_t from = r.sent > r.longest_stop ? r.sent - r.longest_stop : 0;
+    for (const std::string& s : r.c->stop) cut = std::min(cut, r.text.find(s, from));
+    const char* finish = nullptr;
+    if (cut != std::string::npos) {
+        end = cut;
+        finish = "stop";
+    } else if (r.generated >= r.c->max_tokens) {
+        finish = "length";
+    }
+    size_t upto = end;
+    if (!finish) {
+        // Held back: what could be the start of a stop string, and half a character.
+        const size_t hold = r.longest_stop > 0 ? r.longest_stop - 1 : 0;
+        upto = end - std::min(hold, end - r.sent);
+        upto = std::max(r.sent, complete_utf8(r.text, r.sent, upto));
+    }
+    std::string piece = r.text.substr(r.sent, upto - r.sent);
+    r.sent = upto;
+    // A full window keeps its newest half, recomputed from position 0 (as generate does).
+    if (!finish && (int)r.context.size() > T) {
+        const int keep = std::max(1, T / 2);
+        r.context.erase(r.context.begin(), r.context.end() - keep);
+        r.cached = 0;
+    }
+    std::lock_guard<std::mutex> lk(r.c->mu);
+    if (r.generated == 1) r.c->first_token_at = now_seconds();
+    if (!piece.empty()) r.c->pieces.push_back(std::move(piece));
+    if (finish) {
+        r.finished = true;
+        r.c->done = true;
+        r.c->finish_reason = finish;
+        r.c->completion_tokens = r.generated;
+        r.c->finished_at = now_seconds();
+        r.c->model_step = r.model_step;
+    }
+    r.c->cv.notify_all();
+}
+
+} // namespace dptrain

@@ -1,0 +1,386 @@
+// dptrain serve: an HTTP server (cpp-httplib) with the OpenAI-style completions API over the
+// completion engine, health probes, Prometheus metrics, and rollout: given a run's checkpoint
+// directory it serves each newer complete checkpoint once the requests on the old one finish.
+// Threads: the listener and its pool (one per connection), the decoding thread (the engine), the
+// checkpoint watcher, and the signal thread (SIGTERM/SIGINT: stop taking requests, finish those in
+// flight, stop). Not for: the API's rules and bodies (serve_api.cpp) or decoding (completions.cpp).
+#include "dptrain/app/serve.h"
+
+#include "dptrain/app/serve_api.h"
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
+#include "dptrain/io/checkpoint.h"
+
+#include <boost/program_options.hpp>
+#include <httplib.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <set>
+
+namespace po = boost::program_options;
+
+namespace dptrain {
+
+namespace {
+
+struct ServeOptions {
+    std::string checkpoint, host, api_key, name;
+    int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512, threads = 1;
+    long max_body = 1 << 20;
+    double poll = 10, read_timeout = 10;
+    bool log_requests = false;
+};
+
+ServeOptions parse(int argc, const char* const* argv, bool* help) {
+    ServeOptions o;
+    po::options_description d("dptrain serve: the OpenAI-style completions API over a GPT checkpoint", 100, 50);
+    d.add_options()("help,h", "print this help")(
+        "checkpoint", po::value(&o.checkpoint)->default_value(""),
+        "a checkpoint file, or a run (or checkpoint) directory: its newest complete checkpoint, and each newer "
+        "one as it appears")("host", po::value(&o.host)->default_value("127.0.0.1"),
+                             "address to listen on (0.0.0.0: every interface)")(
+        "port", po::value(&o.port)->default_value(8080), "port; 0 = any free one (the listening line names it)")(
+        "max-batch", po::value(&o.max_batch)->default_value(8), "requests decoded together")(
+        "max-queue", po::value(&o.max_queue)->default_value(64), "requests waiting beyond those; more get 429")(
+        "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
+        "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(
+        "api-key", po::value(&o.api_key)->default_value(""),
+        "require \"Authorization: Bearer KEY\" on /v1/ (default: $DPTRAIN_API_KEY; unset: no key)")(
+        "served-model-name", po::value(&o.name)->default_value("dptrain"), "the model's name in the API")(
+        "poll-seconds", po::value(&o.poll)->default_value(10.0),
+        "how often to look for a newer checkpoint in a directory; 0 = never")(
+        "read-timeout", po::value(&o.read_timeout)->default_value(10.0),
+        "seconds a client may take to send its request")("threads", po::value(&o.threads)->default_value(1),
+                                                          "compute threads of the model")(
+        "log-requests", po::bool_switch(&o.log_requests), "one line per request on stderr");
+    po::variables_map vm;
+    try {
+        po::store(po::parse_command_line(argc, argv, d), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        throw UserError(std::string(e.what()) + "; see " + runnable("dptrain") + " serve --help");
+    }
+    *help = vm.count("help") > 0;
+    if (*help) std::cout << d;
+    if (o.api_key.empty() && std::getenv("DPTRAIN_API_KEY")) o.api_key = std::getenv("DPTRAIN_API_KEY");
+    return o;
+}
+
+void validate(const ServeOptions& o) {
+    if (o.checkpoint.empty()) throw UserError("serve: give the model with --checkpoint PATH (a file or a run directory)");
+    if (o.port < 0 || o.port > 65535) throw UserError(strfmt("serve: --port %d must be in 0..65535", o.port));
+    if (o.max_batch < 1 || o.max_batch > 256)
+        throw UserError(strfmt("serve: --max-batch %d must be in 1..256", o.max_batch));
+    if (o.max_queue < 0 || o.max_queue > 100000)
+        throw UserError(strfmt("serve: --max-queue %d must be in 0..100000", o.max_queue));
+    if (o.max_tokens < 1) throw UserError(strfmt("serve: --max-tokens %d must be >= 1", o.max_tokens));
+    if (o.max_body < 64) throw UserError(strfmt("serve: --max-body %ld must be >= 64 bytes", o.max_body));
+    if (o.poll < 0 || o.read_timeout <= 0 || o.threads < 1)
+        throw UserError("serve: --poll-seconds must be >= 0, --read-timeout > 0, --threads >= 1");
+}
+
+// The directory a checkpoint PATH stands for ("" for a file: nothing to watch).
+std::string watched_dir(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
+    const std::string sub = path + "/checkpoints";
+    return stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : path;
+}
+
+long step_of(const std::string& path) {
+    const size_t at = path.rfind("ckpt-");
+    return at == std::string::npos ? -1 : std::atol(path.c_str() + at + 5);
+}
+
+// Rollout: every poll seconds, the newest checkpoint of the directory; one newer than the model
+// served is loaded (checksums verified) and offered to the engine. One that fails, or holds
+// another model, is named on stderr once and left alone; the old model keeps serving.
+class Watcher {
+  public:
+    Watcher(CompletionEngine& engine, ServeCounters& counters, std::string dir, double poll, std::string current,
+            long step)
+        : engine_(engine), counters_(counters), dir_(std::move(dir)), poll_(poll), current_(std::move(current)),
+          step_(step) {
+        if (!dir_.empty() && poll_ > 0) thread_ = std::thread([this] { run(); });
+    }
+    ~Watcher() {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+
+  private:
+    void run() {
+        std::unique_lock<std::mutex> lk(mu_);
+        while (!cv_.wait_for(lk, std::chrono::duration<double>(poll_), [&] { return stop_; })) {
+            lk.unlock();
+            look();
+            lk.lock();
+        }
+    }
+    void look() {
+        const std::vector<std::string> all = list_checkpoints(dir_);
+        if (all.empty() || all[0] == current_ || step_of(all[0]) <= step_) return;
+        struct stat st;
+        // A file of that name written later (a rename gives a new inode) is looked at afresh.
+        const std::string key = stat(all[0].c_str(), &st) == 0
+                                    ? all[0] + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
+                                                      (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
+                                    : all[0];
+        if (rejected_.count(key)) return;
+        try {
+            InferenceModel m = load_inference_model(all[0]);
+            if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() ||
+                !m.tok.same_as(engine_.tokenizer()))
+                throw UserError(strfmt("%s holds another model or tokenizer (%s)", all[0].c_str(),
+                                       Gpt(m.cfg, 0).signature().c_str()));
+            current_ = all[0];
+            step_ = m.step;
+            engine_.offer_model(std::move(m));
+        } catch (const std::exception& e) {
+            rejected_.insert(key);
+            {
+                std::lock_guard<std::mutex> lk(counters_.mu);
+                ++counters_.checkpoints_skipped;
+            }
+            // The error names the file.
+            std::fprintf(stderr, "serve: skipping a newer checkpoint: %s; still serving step %ld\n", e.what(), step_);
+        }
+    }
+
+    CompletionEngine& engine_;
+    ServeCounters& counters_;
+    std::string dir_;
+    double poll_;
+    std::string current_;
+    long step_;
+    std::set<std::string> rejected_;
+    bool stop_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread thread_;
+};
+
+struct Server {
+    const ServeOptions& o;
+    CompletionEngine& engine;
+    ServeCounters counters;
+    Histogram latency{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
+    Histogram first_token{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+    std::atomic<bool> draining{false};
+    // Accepted completions whose response is not yet written (the logger, called after the last
+    // byte, counts them down): a stop waits for them, since httplib ends chunked responses at stop.
+    std::atomic<long> inflight{0};
+    std::atomic<uint64_t> serial{0};
+    long started = (long)std::time(nullptr);
+    httplib::Server http;
+
+    Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e) {}
+
+    void count(int status) {
+        std::lock_guard<std::mutex> lk(counters.mu);
+        ++counters.by_status[status];
+    }
+    void fail(httplib::Response& res, int status, const std::string& message, const std::string& param = "") {
+        res.status = status;
+        res.set_content(error_body(status, message, param), "application/json");
+    }
+    void observe(const Completion& c) {
+        latency.observe(c.finished_at - c.queued_at);
+        if (c.first_token_at > 0) first_token.observe(c.first_token_at - c.queued_at);
+    }
+
+    void completions(const httplib::Request& req, httplib::Response& res) {
+        bool stream = false;
+        std::shared_ptr<Completion> c;
+        const uint64_t n = serial++;
+        try {
+            c = parse_completion_request(req.body, engine, ApiLimits{o.max_tokens, o.name}, &stream,
+                                         stream_seed((uint64_t)started, n));
+        } catch (const ApiError& e) {
+            fail(res, e.status, e.message, e.param);
+            return count(e.status);
+        }
+        const CompletionEngine::Submitted s = engine.submit(c);
+        if (s != CompletionEngine::Submitted::ok) {
+            const bool full = s == CompletionEngine::Submitted::queue_full;
+            fail(res, full ? 429 : 503,
+                 full ? strfmt("the queue is full (%d decoding, %d waiting); retry later", o.max_batch, o.max_queue)
+                      : std::string("the server is shutting down"));
+            return count(full ? 429 : 503);
+        }
+        const std::string id = strfmt("cmpl-%lx%06llx", started, (unsigned long long)n);
+        const long created = (long)std::time(nullptr);
+        count(200);
+        ++inflight;
+        if (!stream) {
+            std::string text, piece;
+            while (c->next(&piece)) text += piece;
+            res.set_content(completion_body(id, created, o.name, *c, text, false, true), "application/json");
+            observe(*c);
+            return;
+        }
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider(
+            "text/event-stream",
+            [this, c, id, created](size_t, httplib::DataSink& sink) {
+                std::string piece, event;
+                if (c->next(&piece)) {
+                    event = "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n";
+                } else {
+                    event = "data: " + completion_body(id, created, o.name, *c, "", true, true) +
+                            "\n\ndata: [DONE]\n\n";
+                }
+                if (!sink.write(event.data(), event.size())) {
+                    c->cancelled = true;  // the client went away: the engine drops the request
+                    return false;
+                }
+                if (event.find("[DONE]") != std::string::npos) {
+                    observe(*c);
+                    sink.done();
+                }
+                return true;
+            },
+            [c](bool ok) {
+                if (!ok) c->cancelled = true;
+            });
+    }
+
+    // Before routing: the body's size, the key, and whether requests are still taken.
+    httplib::Server::HandlerResponse gate(const httplib::Request& req, httplib::Response& res) {
+        const bool api = req.path.rfind("/v1/", 0) == 0;
+        if (api && !o.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + o.api_key) {
+            fail(res, 401, "a valid API key is required: send \"Authorization: Bearer KEY\"");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const long length = std::atol(req.get_header_value("Content-Length").c_str());
+        if (length > o.max_body) {
+            fail(res, 413, strfmt("the body has %ld bytes; at most %ld (--max-body)", length, o.max_body), "body");
+            if (req.path == "/v1/completions") count(413);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (api && draining && req.path == "/v1/completions") {
+            fail(res, 503, "the server is shutting down");
+            count(503);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    }
+
+    void routes() {
+        http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) { return gate(q, r); });
+        http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
+        http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+            r.set_content(models_body(o.name, started, engine.stats().model_step), "application/json");
+        });
+        http.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { r.set_content("ok\n", "text/plain"); });
+        http.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
+            r.status = draining ? 503 : 200;
+            r.set_content(draining ? "shutting down\n" : "ready\n", "text/plain");
+        });
+        http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+            r.set_content(metrics_text(engine.stats(), counters, latency, first_token, now_seconds()),
+                          "text/plain; version=0.0.4");
+        });
+        // Every other error (no route, a body over the limit while read, a request httplib could not
+        // parse) gets the same JSON shape.
+        http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
+            if (!r.body.empty()) return;
+            if (r.status == 404)
+                fail(r, 404, strfmt("no endpoint %s %s (POST /v1/completions, GET /v1/models, /healthz, /readyz, "
+                                    "/metrics)",
+                                    q.method.c_str(), q.path.c_str()));
+            else if (r.status == 413) fail(r, 413, strfmt("the body is over %ld bytes (--max-body)", o.max_body), "body");
+            else fail(r, r.status, strfmt("HTTP %d", r.status));
+        });
+        http.set_exception_handler([this](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+            std::string what = "internal error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = std::string("internal error: ") + e.what();
+            } catch (...) {
+            }
+            fail(r, 500, what);
+        });
+        http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
+            if (q.path == "/v1/completions" && r.status == 200) --inflight;
+            if (o.log_requests) std::fprintf(stderr, "serve: %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
+        });
+        const size_t pool = std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8);
+        http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+        http.set_payload_max_length((size_t)o.max_body);
+        http.set_read_timeout((time_t)o.read_timeout, (time_t)((o.read_timeout - (time_t)o.read_timeout) * 1e6));
+        http.set_write_timeout(30, 0);
+        http.set_keep_alive_timeout(5);
+    }
+};
+
+} // namespace
+
+int run_serve(int argc, const char* const* argv) {
+    bool help = false;
+    const ServeOptions o = parse(argc, argv, &help);
+    if (help) return 0;
+    validate(o);
+    // SIGTERM and SIGINT go to the signal thread alone: blocked here, before any thread starts
+    // (OpenMP's too), so every later thread inherits the mask.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    cpu::set_threads(o.threads);
+    InferenceModel model = load_inference_model(o.checkpoint);
+    const std::string path = model.path;
+    const long step = model.step;
+    const std::string signature = Gpt(model.cfg, 0).signature();
+    CompletionEngine engine(std::move(model), o.max_batch, o.max_queue);
+    Server server(o, engine);
+    server.routes();
+    const int port =
+        o.port == 0 ? server.http.bind_to_any_port(o.host) : (server.http.bind_to_port(o.host, o.port) ? o.port : -1);
+    if (port < 0)
+        throw UserError(strfmt("serve: cannot listen on %s:%d (in use, or not an address of this machine); choose "
+                               "another --port or --host",
+                               o.host.c_str(), o.port));
+    Watcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
+    std::atomic<bool> signalled{false};
+    std::thread signals([&] {
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        if (server.draining.exchange(true)) return;  // woken by the shutdown below
+        signalled = true;
+        const EngineStats s = engine.stats();
+        std::fprintf(stderr, "serve: %s: finishing %ld running and %ld queued requests, then stopping\n",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", s.active, s.queued);
+        engine.drain();
+        // The answers are complete; their last bytes may still be on the way to the clients.
+        for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        server.http.stop();
+    });
+    std::printf("serve: listening on http://%s:%d | %s | step %ld | %s | batch %d, queue %d%s\n", o.host.c_str(), port,
+                signature.c_str(), step, path.c_str(), o.max_batch, o.max_queue,
+                o.api_key.empty() ? "" : " | API key required");
+    std::fflush(stdout);
+    const bool ok = server.http.listen_after_bind();
+    if (!server.draining.exchange(true)) pthread_kill(signals.native_handle(), SIGTERM);  // wake it to end
+    signals.join();
+    std::fprintf(stderr, "serve: stopped%s\n", signalled ? " after finishing every request" : "");
+    return ok || signalled ? 0 : 1;
+}
+
+} // namespace dptrain

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# dptrain serve on a free loopback port, checked from an HTTP client (serve_client.py):
+#   1. probes, /v1/models, a greedy completion equal to `dptrain generate`'s text, streaming (server-
+#      sent events), stop strings, 3 x 8 concurrent requests each equal to its answer alone and
+#      decoded together (fewer model calls than tokens), /metrics
+#   2. every bad request gets its status and names the field; a full queue answers 429; --api-key;
+#      a slow sender is cut off and a reader that leaves mid-stream is dropped
+#   3. rollout under load: a corrupt newer checkpoint is skipped with one line, a complete newer
+#      one is swapped in; every request before, during and after succeeds, and the answers after
+#      the swap name the new step
+#   4. SIGTERM: a request in flight finishes whole, then the server exits 0
+source "$(dirname "$0")/lib.bash"
+PY=/usr/bin/python3
+CLIENT="$ROOT/tests/integration/serve_client.py"
+
+"$PY" "$ROOT/tests/integration/make_text.py" 60000 >"$WORK/text.txt"
+"$BIN/dptrain-data" text --input "$WORK/text.txt" --out "$WORK/tok" --vocab char >/dev/null
+G=(--model gpt --data "$WORK/tok" --n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 8 --lr 3e-3
+   --warmup-steps 10 --eval-every 0 --log-every 50 --checkpoint-every 50)
+train 1 "${G[@]}" --steps 100 --run-dir "$WORK/run"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training exited $RC"; }
+
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+# start NAME ARGS...: dptrain serve on a free port, in the background; URL and PID set once it listens.
+start() {
+  local name=$1; shift
+  "$BIN/dptrain" serve --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  PID=$!
+  PIDS+=("$PID")
+  for _ in $(seq 100); do
+    URL=$(sed -n 's/^serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/$name.out")
+    [ -n "$URL" ] && return 0
+    kill -0 "$PID" 2>/dev/null || { cat "$WORK/$name.err"; fail "serve $name exited before listening"; }
+    sleep 0.1
+  done
+  fail "serve $name did not listen within 10 s"
+}
+
+# 1. The API.
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 24 --temperature 0 >"$WORK/gen.out" 2>/dev/null
+start main --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000
+grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64$" \
+  "$WORK/main.out" || { cat "$WORK/main.out"; fail "no listening line naming the address, model and step"; }
+"$PY" "$CLIENT" api "$URL" "$WORK/gen.out" "The " 24
+
+# 2. Bad requests, a full queue, the key, slow clients.
+"$PY" "$CLIENT" bad "$URL" 32
+"$PY" "$CLIENT" slow "$URL"
+start small --checkpoint "$WORK/run" --max-batch 1 --max-queue 1 --max-tokens 100000
+"$PY" "$CLIENT" full "$URL"
+DPTRAIN_API_KEY=s3cret start keyed --checkpoint "$WORK/run/checkpoints/ckpt-00000100.h5"
+grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does not say a key is required"
+"$PY" "$CLIENT" auth "$URL" s3cret
+"$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --max-batch 0 2>"$WORK/e.err" && fail "--max-batch 0 accepted"
+grep -q "^dptrain: error: serve: --max-batch 0 must be in 1..256$" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--max-batch 0: no clear line"; }
+"$BIN/dptrain" serve --checkpoint "$WORK/nothing" 2>"$WORK/e.err" && fail "a missing checkpoint accepted"
+grep -q "^dptrain: error: .*nothing" "$WORK/e.err" || { cat "$WORK/e.err"; fail "a missing checkpoint: no clear line"; }
+
+# 3. Rollout under load.
+start roll --checkpoint "$WORK/run" --poll-seconds 0.2
+"$PY" "$CLIENT" load "$URL" 12 "$WORK/load.json" &
+LOAD=$!
+sleep 1
+# A newer checkpoint that fails its checksums: skipped, named once, the old model serves on.
+cp "$WORK/run/checkpoints/ckpt-00000100.h5" "$WORK/ckpt.tmp"
+"$PY" - "$WORK/ckpt.tmp" <<'PY'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+for i in range(len(b) // 2, len(b) // 2 + 64):
+    b[i] ^= 0xFF
+open(p, "wb").write(b)
+PY
+mv "$WORK/ckpt.tmp" "$WORK/run/checkpoints/ckpt-00000150.h5"
+for _ in $(seq 50); do grep -q "^serve: skipping .*ckpt-00000150.h5: .*; still serving step 100$" "$WORK/roll.err" && break; sleep 0.1; done
+grep -q "^serve: skipping .*ckpt-00000150.h5: .*; still serving step 100$" "$WORK/roll.err" \
+  || { cat "$WORK/roll.err"; fail "the corrupt newer checkpoint was not skipped with one line"; }
+[ "$(grep -c "skipping" "$WORK/roll.err")" = 1 ] || { cat "$WORK/roll.err"; fail "the corrupt checkpoint was named more than once"; }
+mv "$WORK/run/checkpoints/ckpt-00000150.h5" "$WORK/damaged.h5"
+# Training goes on to step 200 meanwhile (a checkpoint every 50 steps).
+train 1 "${G[@]}" --steps 200 --run-dir "$WORK/run" --resume auto
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "resumed training exited $RC"; }
+wait "$LOAD"
+"$PY" - "$WORK/load.json" <<'PY' || { cat "$WORK/roll.err"; fail "rollout under load"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"requests by status {r['status']}, answers by model step {r['steps']}")
+assert set(r["status"]) == {"200"}, "a request failed during the rollout"
+assert r["steps"].get("100", 0) > 0 and r["steps"].get("200", 0) > 0, "want answers from step 100, then from 200"
+PY
+# Step 150 may be passed over when 200 is already there at the next look.
+grep -q "^serve: now serving step 200 (.*ckpt-00000200.h5)$" "$WORK/roll.err" \
+  || { cat "$WORK/roll.err"; fail "the swap to step 200 was not announced"; }
+echo "ok: rollout: a corrupt checkpoint skipped, the newest swapped in under load, no request failed"
+
+# 4. SIGTERM with a request in flight.
+start term --checkpoint "$WORK/run" --max-tokens 100000
+"$PY" "$CLIENT" long "$URL" 20000 "$WORK/long.json" &
+LONG=$!
+sleep 0.5
+kill -TERM "$PID"
+set +e
+wait "$PID"
+rc=$?
+set -e
+wait "$LONG" || fail "the request in flight failed at SIGTERM"
+[ "$rc" = 0 ] || { cat "$WORK/term.err"; fail "serve exited $rc after SIGTERM, want 0"; }
+grep -q '"done": true, "finish": "length", "tokens": 20000' "$WORK/long.json" \
+  || { cat "$WORK/long.json" "$WORK/term.err"; fail "the request in flight did not finish whole"; }
+grep -q "^serve: SIGTERM: finishing 1 running and 0 queued requests, then stopping$" "$WORK/term.err" \
+  || { cat "$WORK/term.err"; fail "no line saying what SIGTERM waits for"; }
+echo "ok: SIGTERM: the request in flight finished (20000 tokens), exit 0"

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""The client side of serve.sh: HTTP requests to a running `dptrain serve`, checked. Standard
+library only (http.client, socket, threads). Each command exits non-zero with a line saying what
+was expected and seen.
+
+  serve_client.py api URL EXPECTED_FILE PROMPT N   probes, models, a greedy completion equal to
+                                                   `dptrain generate`'s, streaming, batching
+  serve_client.py bad URL BLOCK_SIZE               every bad request: status and the field named
+  serve_client.py full URL                         a full queue answers 429, the rest 200
+  serve_client.py auth URL KEY                     401 without the key, 200 with it
+  serve_client.py slow URL                         a slow sender is cut off; a reader that leaves
+                                                   mid-stream is dropped; the server goes on
+  serve_client.py load URL SECONDS OUT_JSON        steady requests; counts by status and model step
+  serve_client.py long URL TOKENS OUT_JSON         one streamed request to the end (for SIGTERM)
+"""
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def conn(url, timeout=60):
+    u = urllib.parse.urlparse(url)
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+
+
+def request(url, method, path, body=None, headers=None, raw=None):
+    c = conn(url)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    c.close()
+    return r.status, text, dict(r.getheaders())
+
+
+def complete(url, body, headers=None):
+    status, text, _ = request(url, "POST", "/v1/completions", body, headers)
+    return status, (json.loads(text) if text.startswith("{") else text)
+
+
+def stream(url, body, stop_after=None):
+    """The chunks of a streamed completion (stop_after: leave after that many)."""
+    c = conn(url)
+    c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        fail(f"stream: status {r.status}: {r.read()!r}")
+    if not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        fail(f"stream: Content-Type {r.getheader('Content-Type')}")
+    chunks, buf = [], b""
+    while True:
+        line = r.fp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        data = line[6:]
+        if data == b"[DONE]":
+            chunks.append("[DONE]")
+            break
+        chunks.append(json.loads(data))
+        if stop_after and len(chunks) >= stop_after:
+            c.sock.close()
+            return chunks
+    c.close()
+    return chunks
+
+
+def api(url, expected_file, prompt, n):
+    n = int(n)
+    for path, want in (("/healthz", 200), ("/readyz", 200)):
+        status, _, _ = request(url, "GET", path)
+        if status != want:
+            fail(f"GET {path}: {status}, want {want}")
+    status, text, _ = request(url, "GET", "/v1/models")
+    models = json.loads(text)
+    if status != 200 or models["object"] != "list" or models["data"][0]["id"] != "dptrain":
+        fail(f"/v1/models: {status} {text}")
+    step = models["data"][0]["model_step"]
+    # Greedy: the text `dptrain generate --temperature 0` writes for the same prompt.
+    expected = open(expected_file, encoding="utf-8").read()[len(prompt):].rstrip("\n")
+    body = {"model": "dptrain", "prompt": prompt, "max_tokens": n, "temperature": 0}
+    status, r = complete(url, body)
+    if status != 200:
+        fail(f"completion: {status} {r}")
+    choice = r["choices"][0]
+    if r["object"] != "text_completion" or not r["id"].startswith("cmpl-") or choice["finish_reason"] != "length":
+        fail(f"completion: not the API's shape: {r}")
+    if choice["text"] != expected:
+        fail(f"completion text {choice['text']!r} differs from generate's {expected!r}")
+    u = r["usage"]
+    if u["completion_tokens"] != n or u["total_tokens"] != u["prompt_tokens"] + n or r["model_step"] != step:
+        fail(f"usage or step wrong: {r}")
+    print(f"ok: greedy completion equals dptrain generate: {choice['text'][:40]!r}; step {step}")
+    # Streaming: the same text in pieces, finish reason only at the end, then [DONE].
+    chunks = stream(url, body)
+    if chunks[-1] != "[DONE]" or any(c["choices"][0]["finish_reason"] for c in chunks[:-2]):
+        fail(f"stream: bad sequence of chunks: {chunks[-3:]}")
+    if chunks[-2]["choices"][0]["finish_reason"] != "length" or "usage" not in chunks[-2]:
+        fail(f"stream: the last chunk lacks finish_reason or usage: {chunks[-2]}")
+    joined = "".join(c["choices"][0]["text"] for c in chunks[:-1])
+    if joined != expected:
+        fail(f"stream text {joined!r} differs from {expected!r}")
+    print(f"ok: streaming: {len(chunks) - 1} chunks, the same text")
+    # Stop strings end the text before them.
+    stop = expected[5:7]
+    status, r = complete(url, dict(body, stop=[stop]))
+    if status != 200 or r["choices"][0]["finish_reason"] != "stop" or r["choices"][0]["text"] != expected[:expected.find(stop)]:
+        fail(f"stop {stop!r}: {r}")
+    # Batching: 8 requests at once, each the text it gets alone.
+    prompts = [prompt, "the ", "and ", "a", "in the", "to be", "of ", "we "]
+    alone = {}
+    for p in prompts:
+        status, r = complete(url, {"prompt": p, "max_tokens": n, "temperature": 0})
+        alone[p] = r["choices"][0]["text"]
+    _, before, _ = request(url, "GET", "/metrics")
+    together = {}
+
+    def one(p):
+        status, r = complete(url, {"prompt": p, "max_tokens": n, "temperature": 0})
+        together[p] = r["choices"][0]["text"] if status == 200 else f"status {status}"
+
+    for _ in range(3):
+        ts = [threading.Thread(target=one, args=(p,)) for p in prompts]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        for p in prompts:
+            if together[p] != alone[p]:
+                fail(f"batched {p!r}: {together[p]!r}, alone {alone[p]!r}")
+    _, after, _ = request(url, "GET", "/metrics")
+    m0, m1 = metrics(before), metrics(after)
+    steps = m1["dptrain_serve_decode_steps_total"] - m0["dptrain_serve_decode_steps_total"]
+    tokens = m1["dptrain_serve_generated_tokens_total"] - m0["dptrain_serve_generated_tokens_total"]
+    if not tokens == 3 * len(prompts) * n or not steps < tokens:
+        fail(f"batching: {tokens} tokens in {steps} model calls; want fewer calls than tokens")
+    print(f"ok: 3 x {len(prompts)} concurrent requests: each its text alone; {tokens} tokens in {steps} model calls "
+          f"(mean batch {tokens / steps:.1f})")
+    for name in ("dptrain_serve_request_duration_seconds_count", "dptrain_serve_queue_depth",
+                 "dptrain_serve_generated_tokens_per_second", "dptrain_serve_model_step"):
+        if name not in m1:
+            fail(f"/metrics lacks {name}")
+    if m1['dptrain_serve_requests_total{code="200"}'] < 3 * len(prompts):
+        fail("/metrics: requests_total{code=200} too small")
+
+
+def metrics(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def bad(url, block_size):
+    block_size = int(block_size)
+    cases = [
+        ("malformed JSON", None, '{"prompt": "a",', 400, None),
+        ("not an object", None, '[1, 2]', 400, None),
+        ("no prompt", {"max_tokens": 3}, None, 400, "prompt"),
+        ("empty prompt", {"prompt": ""}, None, 400, "prompt"),
+        ("prompt of a wrong type", {"prompt": 12}, None, 400, "prompt"),
+        ("over-long prompt", {"prompt": "a" * (block_size + 1)}, None, 400, "prompt"),
+        ("a character the tokenizer lacks", {"prompt": "snow \u2603"}, None, 400, "prompt"),
+        ("a token id outside the vocabulary", {"prompt": [1, 100000]}, None, 400, "prompt"),
+        ("max_tokens of a wrong type", {"prompt": "a", "max_tokens": "ten"}, None, 400, "max_tokens"),
+        ("max_tokens 0", {"prompt": "a", "max_tokens": 0}, None, 400, "max_tokens"),
+        ("max_tokens beyond the limit", {"prompt": "a", "max_tokens": 10 ** 9}, None, 400, "max_tokens"),
+        ("temperature out of range", {"prompt": "a", "temperature": -1}, None, 400, "temperature"),
+        ("top_p of a wrong type", {"prompt": "a", "top_p": "x"}, None, 400, "top_p"),
+        ("stop of a wrong type", {"prompt": "a", "stop": [1]}, None, 400, "stop"),
+        ("stream not a boolean", {"prompt": "a", "stream": "yes"}, None, 400, "stream"),
+        ("n of 2", {"prompt": "a", "n": 2}, None, 400, "n"),
+        ("another model", {"prompt": "a", "model": "gpt-4"}, None, 404, "model"),
+        ("a body over --max-body", None, json.dumps({"prompt": "a" * 5000}), 413, "body"),
+    ]
+    for what, body, raw, want, param in cases:
+        status, text, headers = request(url, "POST", "/v1/completions", body, raw=raw)
+        try:
+            err = json.loads(text)["error"]
+        except Exception:
+            fail(f"{what}: {status} with a body that is not the JSON error: {text!r}")
+        if status != want or err["param"] != param or not err["message"]:
+            fail(f"{what}: {status} param {err['param']!r}, want {want} param {param!r}: {text}")
+        print(f"ok: {what}: {status} ({err['message'][:70]})")
+    status, text, _ = request(url, "GET", "/v1/nothing")
+    if status != 404 or "no endpoint GET /v1/nothing" not in text:
+        fail(f"unknown path: {status} {text}")
+    status, text, _ = request(url, "GET", "/v1/completions")
+    if status != 404 or "error" not in json.loads(text):
+        fail(f"GET /v1/completions: {status} {text}")
+    status, _, _ = request(url, "GET", "/healthz")
+    if status != 200:
+        fail("the server is not healthy after the bad requests")
+    print("ok: unknown paths and methods: 404 with the JSON error; the server is healthy")
+
+
+def full(url):
+    results = []
+
+    def one():
+        status, r = complete(url, {"prompt": "a", "max_tokens": 4000, "temperature": 0})
+        results.append((status, r))
+
+    ts = [threading.Thread(target=one) for _ in range(5)]
+    for t in ts:
+        t.start()
+        time.sleep(0.02)
+    [t.join() for t in ts]
+    codes = sorted(s for s, _ in results)
+    if codes.count(429) < 1 or codes.count(200) < 2 or set(codes) - {200, 429}:
+        fail(f"5 long requests to --max-batch 1 --max-queue 1: statuses {codes}")
+    r = next(r for s, r in results if s == 429)
+    if r["error"]["type"] != "rate_limit_error":
+        fail(f"429 body: {r}")
+    print(f"ok: a full queue: statuses {codes}; {r['error']['message']}")
+
+
+def auth(url, key):
+    status, r = complete(url, {"prompt": "a", "max_tokens": 2})
+    if status != 401 or r["error"]["type"] != "authentication_error":
+        fail(f"no key: {status} {r}")
+    status, r = complete(url, {"prompt": "a", "max_tokens": 2}, {"Authorization": "Bearer wrong"})
+    if status != 401:
+        fail(f"wrong key: {status}")
+    status, r = complete(url, {"prompt": "a", "max_tokens": 2}, {"Authorization": f"Bearer {key}"})
+    if status != 200:
+        fail(f"right key: {status} {r}")
+    status, _, _ = request(url, "GET", "/healthz")
+    if status != 200:
+        fail("probes must not need the key")
+    print("ok: --api-key: 401 without it or with a wrong one, 200 with it; probes open")
+
+
+def slow(url):
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
+    t0 = time.time()
+    s.settimeout(10)
+    try:
+        got = s.recv(4096)
+    except socket.timeout:
+        fail("a client that never finishes its body was not cut off within 10 s")
+    s.close()
+    print(f"ok: a slow sender is cut off after {time.time() - t0:.1f} s ({got[:30]!r})")
+    _, before, _ = request(url, "GET", "/metrics")
+    chunks = stream(url, {"prompt": "a", "max_tokens": 50000, "temperature": 0}, stop_after=2)
+    if len(chunks) != 2:
+        fail("stream ended early")
+    for _ in range(100):
+        _, after, _ = request(url, "GET", "/metrics")
+        m = metrics(after)
+        if m["dptrain_serve_cancelled_total"] > metrics(before)["dptrain_serve_cancelled_total"] and \
+                m["dptrain_serve_active_sequences"] == 0:
+            break
+        time.sleep(0.1)
+    else:
+        fail("a reader that left mid-stream was not dropped (cancelled_total did not grow)")
+    status, r = complete(url, {"prompt": "a", "max_tokens": 3})
+    if status != 200:
+        fail("the server does not answer after the slow clients")
+    print("ok: a reader that leaves mid-stream is dropped; the server goes on")
+
+
+def load(url, seconds, out):
+    end = time.time() + float(seconds)
+    counts, steps, lock = {}, {}, threading.Lock()
+
+    def worker():
+        while time.time() < end:
+            try:
+                status, r = complete(url, {"prompt": "the ", "max_tokens": 20, "temperature": 0})
+            except Exception as e:
+                status, r = f"exception {e}", None
+            with lock:
+                counts[str(status)] = counts.get(str(status), 0) + 1
+                if status == 200:
+                    steps[str(r["model_step"])] = steps.get(str(r["model_step"]), 0) + 1
+
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    json.dump({"status": counts, "steps": steps}, open(out, "w"))
+
+
+def long(url, tokens, out):
+    chunks = stream(url, {"prompt": "a", "max_tokens": int(tokens), "temperature": 0})
+    last = chunks[-2] if len(chunks) > 1 else {}
+    json.dump({"done": chunks[-1] == "[DONE]", "finish": last.get("choices", [{}])[0].get("finish_reason"),
+               "tokens": last.get("usage", {}).get("completion_tokens")}, open(out, "w"))
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"api": api, "bad": bad, "full": full, "auth": auth, "slow": slow, "load": load, "long": long}[cmd](*args)

@@ -1,0 +1,144 @@
+// The completion engine: requests decoded together give the tokens each gives alone (greedy),
+// stop strings and max_tokens end an answer as the API says, a full queue and a draining engine
+// refuse, a cancelled request is dropped, a long answer slides its window, and an offered model
+// serves the requests that start after the running ones finished on the old one.
+#include "helpers.h"
+
+#include "dptrain/app/completions.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace dptrain;
+
+namespace {
+
+const char* kChars = "abcdefghijklmnopqrstuvwxyz .,";
+
+InferenceModel tiny_model(uint64_t seed, long step, int T = 16) {
+    InferenceModel m;
+    m.path = "model-" + std::to_string(step);
+    m.step = step;
+    m.tok = Tokenizer::chars_of(kChars);
+    m.cfg.vocab_size = m.tok.vocab_size();
+    m.cfg.block_size = T;
+    m.cfg.n_layer = 2;
+    m.cfg.n_head = 2;
+    m.cfg.n_embd = 16;
+    Gpt g(m.cfg, 0);
+    m.params.resize(g.num_params());
+    g.init(m.params.data(), seed);
+    auto noise = testing::randn(m.params.size(), seed + 7, 0.3f);
+    for (size_t i = 0; i < noise.size(); ++i) m.params[i] += noise[i];
+    return m;
+}
+
+std::shared_ptr<Completion> request(const CompletionEngine& e, const std::string& prompt, int max_tokens) {
+    auto c = std::make_shared<Completion>();
+    c->prompt = e.tokenizer().encode(prompt);
+    c->max_tokens = max_tokens;
+    c->temperature = 0;
+    return c;
+}
+
+std::string answer(Completion& c) {
+    std::string text, piece;
+    while (c.next(&piece)) text += piece;
+    return text;
+}
+
+} // namespace
+
+TEST_CASE("completions: a batch of requests gives each the tokens it gets alone", "[serve]") {
+    const std::vector<std::string> prompts = {"the ", "a", "quick brown", "z", "hello, world", "mn", "x y"};
+    std::vector<std::string> alone;
+    {
+        CompletionEngine one(tiny_model(3, 10), 1, 16);
+        for (const auto& p : prompts) {
+            auto c = request(one, p, 12);
+            REQUIRE(one.submit(c) == CompletionEngine::Submitted::ok);
+            alone.push_back(answer(*c));
+            CHECK(c->finish_reason == "length");
+            CHECK(c->completion_tokens == 12);
+            CHECK(c->model_step == 10);
+        }
+    }
+    CompletionEngine many(tiny_model(3, 10), 4, 16);
+    std::vector<std::shared_ptr<Completion>> cs;
+    for (const auto& p : prompts) {
+        cs.push_back(request(many, p, 12));
+        REQUIRE(many.submit(cs.back()) == CompletionEngine::Submitted::ok);
+    }
+    for (size_t i = 0; i < cs.size(); ++i) {
+        INFO("prompt '" << prompts[i] << "'");
+        CHECK(answer(*cs[i]) == alone[i]);
+    }
+    const EngineStats s = many.stats();
+    CHECK(s.requests == 7);
+    CHECK(s.generated_tokens == 7 * 12);
+    // Decoded together: fewer model calls than tokens.
+    CHECK(s.steps < s.generated_tokens);
+}
+
+TEST_CASE("completions: stop strings end the answer before them; a long answer slides its window", "[serve]") {
+    CompletionEngine e(tiny_model(5, 1), 2, 4);
+    auto full = request(e, "the ", 40);  // past the block size of 16
+    e.submit(full);
+    const std::string text = answer(*full);
+    REQUIRE(text.size() == 40);  // one character a token
+    // A stop string taken from the middle of the answer.
+    const std::string stop = text.substr(7, 2);
+    auto c = request(e, "the ", 40);
+    c->stop = {"\x01never", stop};
+    e.submit(c);
+    const std::string cut = answer(*c);
+    CHECK(c->finish_reason == "stop");
+    CHECK(cut == text.substr(0, text.find(stop)));
+    CHECK(cut.find(stop) == std::string::npos);
+}
+
+TEST_CASE("completions: a full queue and a draining engine refuse; a cancelled request is dropped", "[serve]") {
+    CompletionEngine e(tiny_model(9, 1), 1, 1);
+    auto a = request(e, "a", 100000), b = request(e, "b", 3), c = request(e, "c", 3);
+    REQUIRE(e.submit(a) == CompletionEngine::Submitted::ok);
+    // a runs (or is about to): one more may wait, the third is refused.
+    CompletionEngine::Submitted rb = e.submit(b), rc = e.submit(c);
+    CHECK(rb == CompletionEngine::Submitted::ok);
+    CHECK(rc == CompletionEngine::Submitted::queue_full);
+    std::string piece;
+    REQUIRE(a->next(&piece));  // a is decoding
+    a->cancelled = true;
+    CHECK(answer(*b) != "");
+    CHECK(b->finish_reason == "length");
+    std::thread drainer([&] { e.drain(); });
+    drainer.join();
+    CHECK(e.submit(request(e, "d", 1)) == CompletionEngine::Submitted::draining);
+    CHECK(e.stats().cancelled >= 1);
+}
+
+TEST_CASE("completions: an offered model serves the requests after the running ones", "[serve]") {
+    CompletionEngine e(tiny_model(11, 100), 2, 8);
+    auto before = request(e, "the ", 200);
+    e.submit(before);
+    std::string piece;
+    REQUIRE(before->next(&piece));
+    e.offer_model(tiny_model(12, 200));
+    auto after = request(e, "the ", 5);
+    e.submit(after);
+    answer(*before);
+    answer(*after);
+    CHECK(before->model_step == 100);
+    CHECK(after->model_step == 200);
+    CHECK(after->started_at >= before->finished_at);
+    const EngineStats s = e.stats();
+    CHECK(s.swaps == 1);
+    CHECK(s.model_step == 200);
+    // The new parameters are in use: the same request alone on the new model answers alike.
+    CompletionEngine fresh(tiny_model(12, 200), 1, 1);
+    auto again = request(fresh, "the ", 5), twice = request(e, "the ", 5);
+    fresh.submit(again);
+    e.submit(twice);
+    CHECK(answer(*again) == answer(*twice));
+}
