@@ -487,6 +487,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
         s << "dptrain: data-parallel training with MPI\n\n"
           << "usage: mpirun -np N dptrain [--config FILE] [--option value ...]\n"
           << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
+          << "       dptrain serve --checkpoint PATH [--host 127.0.0.1] [--port 8080]   (the completions API; serve "
+             "--help)\n"
           << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n"
           << "       dptrain options   (every option, with its values where they are a closed set: for shell "
              "completion)\n\n"

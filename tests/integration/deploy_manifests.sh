@@ -234,6 +234,40 @@ for name, t in (("mpijob.yaml", text_job), ("fsx-pvc.yaml", text_pvc), ("nodegro
 print(f"ok: eks/: MPIJob v2beta1 {nworkers} workers x {slots} slots (-np {np_.group(1) if np_ else '?'}), "
       f"8 GPUs + {efa} EFA per worker, /dev/shm in memory, FSx claim, node group AL2023 + EFA + placement group")
 
+# serve.yaml: the inference Deployment and its Service.
+text_srv, srv_docs = load_all("eks/serve.yaml")
+dep = [d for d in srv_docs if d.get("kind") == "Deployment"]
+svc = [d for d in srv_docs if d.get("kind") == "Service"]
+if check(len(dep) == 1 and len(svc) == 1, "serve.yaml: want one Deployment and one Service"):
+    dep, svc = dep[0], svc[0]
+    pod = get(dep, "spec.template.spec") or {}
+    c = (pod.get("containers") or [{}])[0]
+    argv = (c.get("command") or []) + (c.get("args") or [])
+    check(argv[:2] == ["/usr/local/bin/dptrain", "serve"], "serve.yaml: the container must run /usr/local/bin/dptrain serve")
+    opts = dict(a[2:].split("=", 1) for a in argv[2:] if a.startswith("--") and "=" in a)
+    check(opts.get("host") == "0.0.0.0", "serve.yaml: --host=0.0.0.0 (the default 127.0.0.1 is unreachable from the Service)")
+    port = int(opts.get("port", 8080))
+    check(c.get("image") == lc.get("image"), "serve.yaml: the same image as the MPIJob")
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        check(get(c, probe + ".httpGet.path") == path and get(c, probe + ".httpGet.port") == port,
+              f"serve.yaml: {probe} must GET {path} on port {port}")
+    check(any(p.get("containerPort") == port for p in c.get("ports") or []), f"serve.yaml: containerPort {port}")
+    check(any(p.get("targetPort") in (port, "http") for p in get(svc, "spec.ports") or []),
+          "serve.yaml: the Service's targetPort is not the server's port")
+    check(get(svc, "spec.selector") == get(dep, "spec.template.metadata.labels"),
+          "serve.yaml: the Service does not select the Deployment's pods")
+    check(int(pod.get("terminationGracePeriodSeconds", 30)) >= 60,
+          "serve.yaml: terminationGracePeriodSeconds >= 60, for the requests in flight to finish")
+    svols = {v.get("name"): get(v, "persistentVolumeClaim.claimName") for v in pod.get("volumes") or []}
+    smounts = {m.get("name"): m.get("mountPath") for m in c.get("volumeMounts") or []}
+    check(any(svols.get(n) == get(pv, "metadata.name") and p == "/fsx" for n, p in smounts.items()),
+          "serve.yaml: the FSx claim must be mounted on /fsx")
+    check(str(opts.get("checkpoint", "")).startswith("${RUN_DIR}"), "serve.yaml: --checkpoint=${RUN_DIR}")
+    used, documented = placeholders(text_srv)
+    check(used == documented, f"serve.yaml: ${{...}} values not explained in its header: {sorted(used - documented)}")
+    print(f"ok: eks/serve.yaml: {get(dep, 'spec.replicas')} servers on port {port}, probes /readyz and /healthz, "
+          "the FSx claim on /fsx, a Service")
+
 if failed:
     print("\n".join("FAIL: " + f for f in failed), file=sys.stderr)
     sys.exit(1)

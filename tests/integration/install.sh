@@ -25,6 +25,7 @@ done
 # The man pages say what --help says: dptrain's options, and the subcommands' own sections.
 grep -qF -- '\fB\-\-batch\-size\fR' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks --batch-size"
 grep -q '^\.SH "DPTRAIN GENERATE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the generate section"
+grep -q '^\.SH "DPTRAIN SERVE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the serve section"
 for s in SYNTH TEXT TOKENS INGEST VERIFY; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"
 done
@@ -66,6 +67,7 @@ complete_line() {  # complete_line WORDS...: the last word is the one being comp
 [ "$(complete_line dptrain --batch)" = "--batch-size" ] || fail "dptrain --batch TAB: '$(complete_line dptrain --batch)'"
 [ "$(complete_line dptrain gen)" = "generate" ] || fail "dptrain gen TAB: '$(complete_line dptrain gen)'"
 complete_line dptrain generate --tem | grep -qx -- "--temperature" || fail "dptrain generate --tem TAB: '$(complete_line dptrain generate --tem)'"
+[ "$(complete_line dptrain serve --max-ba)" = "--max-batch" ] || fail "dptrain serve --max-ba TAB: '$(complete_line dptrain serve --max-ba)'"
 [ "$(complete_line dptrain-data '')" = "ingest synth text tokens verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
 complete_line dptrain-data text --vo | grep -qx -- "--vocab" || fail "dptrain-data text --vo TAB: '$(complete_line dptrain-data text --vo)'"
 [ "$(complete_line dptrain-ckpt '')" = "diff export info logits --help --version" ] || fail "dptrain-ckpt TAB: '$(complete_line dptrain-ckpt '')'"
