@@ -1,7 +1,7 @@
 // dptrain-data: makes datasets in dptrain's shard format (data/README.md).
 //   dptrain-data synth --out DIR [--train-samples N] [--val-samples M] [--features D] [--classes K]
 //                      [--shards S] [--seed X]
-//   dptrain-data text --input FILE --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
+//   dptrain-data text --input FILE|DIR|PATTERN ... --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
 //   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
 //   dptrain-data tokens --input FILE [--input FILE ...] --vocab-size V --out DIR [--format F] [--split S]
 //   dptrain-data verify DIR [--update-sums]
@@ -26,6 +26,7 @@
 #include <mpi.h>
 
 #include <dirent.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <vector>
 
@@ -264,13 +266,76 @@ void write_tokens(const std::string& path, const std::vector<int>& ids, size_t b
     h5::write_attr_str(f.get(), "source", source);
 }
 
+// --input values: files, directories (every regular file beneath, hidden ones left out) and glob
+// patterns, each directory's and pattern's files in sorted order. Throws UserError naming an input
+// that gives no file.
+std::vector<std::string> text_files(const std::vector<std::string>& inputs) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> files;
+    for (const std::string& in : inputs) {
+        std::vector<std::string> found;
+        std::error_code ec;
+        if (in.find_first_of("*?[") != std::string::npos) {
+            glob_t g;
+            if (glob(in.c_str(), 0, nullptr, &g) == 0)
+                for (size_t i = 0; i < g.gl_pathc; ++i)
+                    if (fs::is_regular_file(g.gl_pathv[i], ec)) found.push_back(g.gl_pathv[i]);
+            globfree(&g);
+        } else if (fs::is_directory(in, ec)) {
+            for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator();
+                 it.increment(ec)) {
+                const std::string name = it->path().filename().string();
+                if (!name.empty() && name[0] == '.') {
+                    if (it->is_directory(ec)) it.disable_recursion_pending();
+                    continue;
+                }
+                if (it->is_regular_file(ec)) found.push_back(it->path().string());
+            }
+            if (ec) throw UserError(strfmt("text: --input %s: cannot list it: %s", in.c_str(), ec.message().c_str()));
+        } else if (fs::exists(in, ec)) {
+            found.push_back(in);
+        } else {
+            throw UserError(strfmt("text: --input %s: no such file or directory", in.c_str()));
+        }
+        if (found.empty())
+            throw UserError(strfmt("text: --input %s: no files there; give text files, directories or patterns",
+                                   in.c_str()));
+        std::sort(found.begin(), found.end());
+        files.insert(files.end(), found.begin(), found.end());
+    }
+    return files;
+}
+
+// The files' text, one after the other, each ending in a newline (one is added where a file lacks
+// it, so that the last line of one file does not run into the first of the next).
+std::string read_texts(const std::vector<std::string>& files) {
+    std::string data;
+    char buf[1 << 16];
+    for (const std::string& path : files) {
+        FILE* in = std::fopen(path.c_str(), "rb");
+        if (!in) throw UserError(strfmt("text: --input %s: cannot open it: %s", path.c_str(), std::strerror(errno)));
+        size_t got;
+        while ((got = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, got);
+        const bool bad = std::ferror(in);
+        std::fclose(in);
+        if (bad) throw UserError(strfmt("text: --input %s: read failed", path.c_str()));
+        if (files.size() > 1 && !data.empty() && data.back() != '\n') data.push_back('\n');
+    }
+    return data;
+}
+
 int text(int argc, char** argv) {
-    std::string input, out, vocab;
+    std::vector<std::string> inputs;
+    std::string out, vocab;
     double val_fraction;
     int shards;
     bool overwrite = false;
-    po::options_description desc("dptrain-data text: token shards from a text file", 100, 50);
-    desc.add_options()("help,h", "print this help")("input", po::value(&input)->default_value(""), "text file (UTF-8 for --vocab char)")(
+    po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
+    desc.add_options()("help,h", "print this help")(
+        "input", po::value(&inputs)->multitoken()->composing(),
+        "text file (UTF-8 for --vocab char), directory (every file beneath it, hidden ones left out) or glob pattern "
+        "(quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each directory's and "
+        "pattern's sorted by name, and joined with a newline after any file that lacks one")(
         "out", po::value(&out)->default_value("data/text"), "output directory")(
         "vocab", po::value(&vocab)->default_value("char"),
         "byte (256 ids) | char (the text's characters, in code-point order)")(
@@ -278,31 +343,28 @@ int text(int argc, char** argv) {
         "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
         "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
     if (parse_or_help(argc, argv, desc)) return 0;
-    if (input.empty()) throw UserError("text: give the text file with --input FILE");
+    if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
     if (vocab != "byte" && vocab != "char") throw UserError(strfmt("text: --vocab '%s' is unknown; use byte or char", vocab.c_str()));
     if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
         throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
-    FILE* in = std::fopen(input.c_str(), "rb");
-    if (!in) throw UserError(strfmt("text: --input %s: cannot open it: %s", input.c_str(), std::strerror(errno)));
-    std::string data;
-    char buf[1 << 16];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, got);
-    std::fclose(in);
+    const std::vector<std::string> files = text_files(inputs);
+    const std::string data = read_texts(files);
+    std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
+                                                               files.back().c_str());
     Tokenizer tok = vocab == "byte" ? Tokenizer::from("byte", "") : Tokenizer::chars_of(data);
     std::vector<int> ids = tok.encode(data);
     size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
     if (n_train < (size_t)shards * 2 || n_val < 2)
         throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
-                               input.c_str(), ids.size(), shards));
+                               source.c_str(), ids.size(), shards));
     prepare_out(out, {"train", "val"}, overwrite);
     for (int s = 0; s < shards; ++s)
         write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
-                     n_train * (s + 1) / shards, tok, input);
-    write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, input);
+                     n_train * (s + 1) / shards, tok, source);
+    write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
     std::printf("dptrain-data text: %zu tokens from %s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
                 "%zu validation tokens, in %s\n",
-                ids.size(), input.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
+                ids.size(), source.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
                 n_val, out.c_str());
     return 0;
 }
@@ -572,7 +634,7 @@ int main(int argc, char** argv) {
         }
         if (cmd == "-h" || cmd == "--help") {
             std::printf("usage: dptrain-data synth --out DIR [options]   (dptrain-data synth --help)\n"
-                        "       dptrain-data text --input FILE --out DIR [options]   (dptrain-data text --help)\n"
+                        "       dptrain-data text --input FILE|DIR|PATTERN ... --out DIR [options]   (dptrain-data text --help)\n"
                         "       dptrain-data ingest --input FILE [--input FILE ...] --out DIR [options]   "
                         "(dptrain-data ingest --help)\n"
                         "       dptrain-data tokens --input FILE --vocab-size V --out DIR [options]   "

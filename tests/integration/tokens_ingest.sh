@@ -81,3 +81,34 @@ refuse "a truncated llm.c file" "short.bin: the llm.c header says 8000 tokens of
 refuse "no vocabulary size" "give the tokenizer's vocabulary size with --vocab-size" --input "$WORK/train.bin" --out "$WORK/x"
 refuse "shards already there" "already holds 2 shards" --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok"
 refuse "an HDF5 file without that dataset" "ids.h5: .*tokens.*--dataset NAME" --input "$WORK/ids.h5" --vocab-size 50257 --out "$WORK/x"
+
+# dptrain-data text over many files: a directory (recursively, hidden files left out), a glob and a
+# file, in sorted order, a newline added after a file that lacks one; the shards decode back to
+# exactly that text.
+mkdir -p "$WORK/corpus/b" "$WORK/corpus/.cache"
+printf 'Alas, poor Yorick!\nI knew him' >"$WORK/corpus/b/2.txt"
+printf 'To be, or not to be,\n' >"$WORK/corpus/b/1.txt"
+printf 'not this: a hidden file\n' >"$WORK/corpus/.cache/x.txt"
+printf 'that is the question.\n' >"$WORK/corpus/a.txt"
+printf 'Horatio: a fellow of infinite jest.\n' >"$WORK/extra.md"
+"$BIN/dptrain-data" text --input "$WORK/corpus" "$WORK/ext*.md" --out "$WORK/many" --val-fraction 0.25 >"$WORK/many.out"
+grep -q "from 4 files: $WORK/corpus/a.txt ... $WORK/extra.md" "$WORK/many.out" || { cat "$WORK/many.out"; fail "text: want 4 files named"; }
+/usr/bin/python3 - "$WORK/many" <<'PY' || fail "text over many files: the shards do not decode to the files' text"
+import sys, h5py
+d = sys.argv[1]
+text = ""
+for name in ("train-00000-of-00001.h5", "val-00000-of-00001.h5"):
+    with h5py.File(f"{d}/{name}") as f:
+        vocab = f.attrs["vocab"]
+        vocab = vocab.decode() if isinstance(vocab, bytes) else vocab
+        text += "".join(vocab[i] for i in f["tokens"][...])
+want = ("that is the question.\n" "To be, or not to be,\n" "Alas, poor Yorick!\nI knew him\n"
+        "Horatio: a fellow of infinite jest.\n")
+assert text == want, repr(text)
+print(f"ok: text over 4 files: {len(text)} characters, in order, a newline after the one without")
+PY
+set +e
+"$BIN/dptrain-data" text --input "$WORK/corpus/*.none" --out "$WORK/none" 2>"$WORK/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "^dptrain-data: error: text: --input .*\*.none: no files there" "$WORK/err" \
+  || { cat "$WORK/err"; fail "text: a pattern without files: want one line, exit 2"; }
