@@ -90,6 +90,11 @@ const Choices<AttentionKind>& choices(AttentionKind) {
     static const Choices<AttentionKind> c = {{"matmul", AttentionKind::matmul}, {"flash", AttentionKind::flash}};
     return c;
 }
+const Choices<Recompute>& choices(Recompute) {
+    static const Choices<Recompute> c = {
+        {"none", Recompute::none}, {"attention", Recompute::attention}, {"block", Recompute::block}};
+    return c;
+}
 const Choices<GpuState>& choices(GpuState) {
     static const Choices<GpuState> c = {
         {"auto", GpuState::automatic}, {"device", GpuState::device}, {"host", GpuState::host}};
@@ -309,6 +314,11 @@ void declare_run(Registry& r, Options& o) {
              "--precision says) | flash (key tiles of 64 with a running softmax, nothing T x T kept, operands "
              "bf16 on the tensor cores and sums fp32; needs --precision bf16 and a head size of 16, 32, 64 or 128; "
              "not yet run on a GPU: check it with tests/gpu/run.sh)");
+    r.choice<Recompute>("recompute", &Options::recompute, o, Recompute::none,
+             "GPT activations backward recomputes instead of keeping them from the forward: none | attention "
+             "(each layer's T x T softmax, or flash attention's statistics) | block (everything of a block but its "
+             "input: one more forward of each block in backward); gradients are bit-identical, the banner gives "
+             "the activation bytes; the CPU model only");
     r.choice<GpuState>("gpu-state", &Options::gpu_state, o, GpuState::automatic,
              "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
              "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "
@@ -381,6 +391,8 @@ void validate_model_and_data(Options& o) {
          strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
     need(o.io != IoMode::collective || o.io_threads == 1,
          strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
+    need(o.recompute == Recompute::none || o.model == ModelKind::gpt,
+         strfmt("--recompute %s is for --model gpt; the MLP keeps only its layers' outputs", name_of(o.recompute)));
     need(o.init_from.empty() || o.model == ModelKind::gpt,
          "--init-from reads GPT-2 weights; it is for --model gpt");
     need(o.io != IoMode::collective || o.model != ModelKind::gpt,
@@ -545,6 +557,7 @@ const char* name_of(GpuHealthMode v) { return spelling(v); }
 const char* name_of(DeviceKind v) { return spelling(v); }
 const char* name_of(Precision v) { return spelling(v); }
 const char* name_of(AttentionKind v) { return spelling(v); }
+const char* name_of(Recompute v) { return spelling(v); }
 const char* name_of(GpuState v) { return spelling(v); }
 
 OptimizerSettings optimizer_settings(const Options& o) {

@@ -51,22 +51,25 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     // max_batch 0: the layout, init and signature only (no activations; CudaGpt's host twin).
     if (max_batch < 0) throw std::invalid_argument("Gpt: negative max_batch");
     const size_t BT = (size_t)max_batch * T, BTC = BT * C, Ls = (size_t)L;
+    // Per layer, or one slot shared by every layer where backward recomputes them (kept()).
+    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : Ls;
+    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : Ls;
     encoded_.resize(BTC);
-    ln1_.resize(Ls * BTC);
-    ln1_mean_.resize(Ls * BT);
-    ln1_rstd_.resize(Ls * BT);
-    qkv_.resize(Ls * 3 * BTC);
-    atty_.resize(Ls * BTC);
+    ln1_.resize(Lk * BTC);
+    ln1_mean_.resize(Lk * BT);
+    ln1_rstd_.resize(Lk * BT);
+    qkv_.resize(Lk * 3 * BTC);
+    atty_.resize(Lk * BTC);
     const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
-    if (cfg.flash_attention) lse_.resize(Ls * STAT);
-    else att_.resize(Ls * ATT);
-    residual2_.resize(Ls * BTC);
-    ln2_.resize(Ls * BTC);
-    ln2_mean_.resize(Ls * BT);
-    ln2_rstd_.resize(Ls * BT);
-    fch_.resize(Ls * 4 * BTC);
-    fch_gelu_.resize(Ls * 4 * BTC);
-    residual3_.resize(Ls * BTC);
+    if (cfg.flash_attention) lse_.resize(La * STAT);
+    else att_.resize(La * ATT);
+    residual2_.resize(Lk * BTC);
+    ln2_.resize(Lk * BTC);
+    ln2_mean_.resize(Lk * BT);
+    ln2_rstd_.resize(Lk * BT);
+    fch_.resize(Lk * 4 * BTC);
+    fch_gelu_.resize(Lk * 4 * BTC);
+    residual3_.resize(Ls * BTC);  // each block's output: the next one's input, always kept
     lnf_.resize(BTC);
     lnf_mean_.resize(BT);
     lnf_rstd_.resize(BT);
@@ -82,6 +85,29 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     if (cfg.flash_attention) delta_.resize(STAT);
     else datt_.resize(ATT);
     datty_.resize(BTC);
+}
+
+size_t Gpt::activation_bytes() const {
+    size_t floats = 0;
+    for (const std::vector<float>* v :
+         {&encoded_, &ln1_, &ln1_mean_, &ln1_rstd_, &qkv_, &atty_, &att_, &residual2_, &ln2_, &ln2_mean_, &ln2_rstd_,
+          &fch_, &fch_gelu_, &residual3_, &lnf_, &lnf_mean_, &lnf_rstd_, &logits_, &losses_, &scratch_, &lse_,
+          &ce_stats_, &dres_, &dbig_, &dsmall_, &datt_, &datty_, &delta_})
+        floats += v->size();
+    return floats * sizeof(float) + (targets_.size() + argmax_.size()) * sizeof(int);
+}
+
+size_t Gpt::activation_bytes(const GptConfig& cfg, int max_batch) {
+    const size_t T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head, V = cfg.vocab_size;
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
+    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : L;
+    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : L;
+    const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
+    // Per kept layer: ln1, qkv (3), atty, residual2, ln2, fch and GELU's (4 + 4): 15 BTC, 4 BT stats.
+    size_t floats = Lk * (15 * BTC + 4 * BT) + La * (cfg.flash_attention ? STAT : ATT) + L * BTC;
+    floats += BTC + BTC + 2 * BT + BT * V + 2 * BT + BT + BTC;  // encoded, lnf (+ stats), logits, ce, losses, scratch
+    floats += BTC + 4 * BTC + BTC + BTC + (cfg.flash_attention ? STAT : ATT);  // dres, dbig, dsmall, datty, delta/datt
+    return floats * sizeof(float) + 2 * BT * sizeof(int);  // targets, argmax
 }
 
 void Gpt::set_precision(Precision p) {
@@ -217,15 +243,14 @@ void Gpt::init(float* params, uint64_t seed) const {
 }
 
 double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
-    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size;
     if (B > max_batch_) throw std::invalid_argument("Gpt::forward: batch larger than max_batch");
     if (B == 0) {
         last_B_ = 0;
         return 0.0;
     }
     const long BT = (long)B * T;
-    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
+    const size_t sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     for (int b = 0; b < B; ++b)
         for (int t = 0; t < T; ++t) {
             int tok = in.tokens[(long)b * in.stride + t + 1];
@@ -259,39 +284,15 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     const float* residual = encoded_.data();
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
-        float* ln1 = ln1_.data() + l * sBTC;
-        float* qkv = qkv_.data() + l * 3 * sBTC;
-        float* atty = atty_.data() + l * sBTC;
-        float* res2 = residual2_.data() + l * sBTC;
-        float* ln2 = ln2_.data() + l * sBTC;
-        float* fch = fch_.data() + l * 4 * sBTC;
-        float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        const size_t k = kept(l), next = kept(l + 1);
         float* res3 = residual3_.data() + l * sBTC;
-        mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
-        // Flash: bf16 operands, lse kept; else the T x T softmax kept, and with bf16 TF32 operands.
-        timed(ops_, OpKind::attention, [&] {
-            if (cfg_.flash_attention) {
-                cpu::flash_attention_forward(atty, lse_.data() + l * sSTAT, qkv, B, T, C, NH);
-                // bf16 keeps the output rounded, as stored in bf16: the projection takes it so, and
-                // flash attention's backward (FlashAttention-2's delta from the bf16 output).
-                if (bf_.on()) cpu::round_bf16(atty, atty, (long)BTC);
-            } else cpu::attention_forward(atty, att_.data() + l * sATT, qkv, B, T, C, NH, bf_.on());
-        });
-        mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
-        residual_layernorm(res2, ln2, ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, residual,
-                           scratch_.data(), v.ln2w, v.ln2b);
-        // GELU of fc's fp32 output; bf16 then keeps that output (GELU's input, 4x the stream's width)
-        // rounded for backward, as stored in bf16 (GELU's output is rounded as fcproj's operand).
-        mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
-        timed(ops_, OpKind::activation, [&] {
-            cpu::gelu_forward(fchg, fch, 4 * (long)BTC);
-            if (bf_.on()) cpu::round_bf16(fch, fch, 4 * (long)BTC);
-        });
-        mm_forward(params, scratch_.data(), fchg, v.fcprojw, params + v.fcprojb, (int)BT, 4 * C, C);
+        block_forward(params, l, residual, B);
+        mm_forward(params, scratch_.data(), fch_gelu_.data() + k * 4 * sBTC, v.fcprojw, params + v.fcprojb, (int)BT,
+                   4 * C, C);
+        const float* res2 = residual2_.data() + k * sBTC;
         if (l + 1 < L)
-            residual_layernorm(res3, ln1_.data() + (l + 1) * sBTC, ln1_mean_.data() + (l + 1) * sBT,
-                               ln1_rstd_.data() + (l + 1) * sBT, res2, scratch_.data(), lv_[l + 1].ln1w,
-                               lv_[l + 1].ln1b);
+            residual_layernorm(res3, ln1_.data() + next * sBTC, ln1_mean_.data() + next * sBT,
+                               ln1_rstd_.data() + next * sBT, res2, scratch_.data(), lv_[l + 1].ln1w, lv_[l + 1].ln1b);
         else
             residual_layernorm(res3, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), res2, scratch_.data(), lnfw_,
                                lnfb_);
@@ -309,6 +310,67 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     if (correct)
         for (long i = 0; i < BT; ++i) *correct += argmax_[i] == targets_[i];
     return sum;
+}
+
+// One block from its ln1 output (kept(l)) to GELU's output: qkv, attention, the projection, the
+// residual add with ln2, fc and GELU. Flash: bf16 operands, lse kept; else the T x T softmax kept,
+// and with bf16 TF32 operands.
+void Gpt::block_forward(const float* params, int l, const float* residual, int B) {
+    const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
+    const long BT = (long)B * T;
+    const size_t BTC = (size_t)BT * C, sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
+    const size_t sATT = (size_t)max_batch_ * NH * T * T, sSTAT = (size_t)max_batch_ * NH * T;
+    const LayerViews& v = lv_[l];
+    const size_t k = kept(l), a = kept_att(l);
+    float* ln1 = ln1_.data() + k * sBTC;
+    float* qkv = qkv_.data() + k * 3 * sBTC;
+    float* atty = atty_.data() + k * sBTC;
+    float* ln2 = ln2_.data() + k * sBTC;
+    float* fch = fch_.data() + k * 4 * sBTC;
+    mm_forward(params, qkv, ln1, v.qkvw, params + v.qkvb, (int)BT, C, 3 * C);
+    timed(ops_, OpKind::attention, [&] {
+        if (cfg_.flash_attention) {
+            cpu::flash_attention_forward(atty, lse_.data() + a * sSTAT, qkv, B, T, C, NH);
+            // bf16 keeps the output rounded, as stored in bf16: the projection takes it so, and
+            // flash attention's backward (FlashAttention-2's delta from the bf16 output).
+            if (bf_.on()) cpu::round_bf16(atty, atty, (long)BTC);
+        } else cpu::attention_forward(atty, att_.data() + a * sATT, qkv, B, T, C, NH, bf_.on());
+    });
+    mm_forward(params, scratch_.data(), atty, v.attprojw, params + v.attprojb, (int)BT, C, C);
+    timed(ops_, OpKind::layernorm, [&] {
+        cpu::residual_layernorm_forward(residual2_.data() + k * sBTC, ln2, ln2_mean_.data() + k * sBT,
+                                        ln2_rstd_.data() + k * sBT, residual, scratch_.data(), params + v.ln2w,
+                                        params + v.ln2b, BT, C);
+    });
+    // GELU of fc's fp32 output; bf16 then keeps that output (GELU's input, 4x the stream's width)
+    // rounded for backward, as stored in bf16 (GELU's output is rounded as fcproj's operand).
+    mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
+    timed(ops_, OpKind::activation, [&] {
+        cpu::gelu_forward(fch_gelu_.data() + k * 4 * sBTC, fch, 4 * (long)BTC);
+        if (bf_.on()) cpu::round_bf16(fch, fch, 4 * (long)BTC);
+    });
+}
+
+// block: the block's forward again from its kept input (ln1 as the forward's LayerNorm made it from
+// that input). attention: the softmax (flash: its statistics) again from the kept q, k, v, the
+// output into scratch (the kept output, bf16-rounded with flash, stays as the projection saw it).
+void Gpt::recompute_layer(const float* params, int l, const float* residual, int B) {
+    const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
+    const long BT = (long)B * T;
+    const size_t sBTC = (size_t)max_batch_ * T * C;
+    if (cfg_.recompute == Recompute::block) {
+        timed(ops_, OpKind::layernorm, [&] {
+            cpu::layernorm_forward(ln1_.data(), ln1_mean_.data(), ln1_rstd_.data(), residual, params + lv_[l].ln1w,
+                                   params + lv_[l].ln1b, BT, C);
+        });
+        block_forward(params, l, residual, B);
+    } else if (cfg_.recompute == Recompute::attention) {
+        const float* qkv = qkv_.data() + kept(l) * 3 * sBTC;
+        timed(ops_, OpKind::attention, [&] {
+            if (cfg_.flash_attention) cpu::flash_attention_forward(scratch_.data(), lse_.data(), qkv, B, T, C, NH);
+            else cpu::attention_forward(scratch_.data(), att_.data(), qkv, B, T, C, NH, bf_.on());
+        });
+    }
 }
 
 void Gpt::backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) {
@@ -342,13 +404,15 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
     for (int l = L - 1; l >= 0; --l) {
         const LayerViews& v = lv_[l];
         const float* residual = l == 0 ? encoded_.data() : residual3_.data() + (l - 1) * sBTC;
-        const float* ln1 = ln1_.data() + l * sBTC;
-        const float* qkv = qkv_.data() + l * 3 * sBTC;
-        const float* atty = atty_.data() + l * sBTC;
-        const float* res2 = residual2_.data() + l * sBTC;
-        const float* ln2 = ln2_.data() + l * sBTC;
-        const float* fch = fch_.data() + l * 4 * sBTC;
-        const float* fchg = fch_gelu_.data() + l * 4 * sBTC;
+        if (cfg_.recompute == Recompute::block) recompute_layer(params, l, residual, B);
+        const size_t k = kept(l), a = kept_att(l);
+        const float* ln1 = ln1_.data() + k * sBTC;
+        const float* qkv = qkv_.data() + k * 3 * sBTC;
+        const float* atty = atty_.data() + k * sBTC;
+        const float* res2 = residual2_.data() + k * sBTC;
+        const float* ln2 = ln2_.data() + k * sBTC;
+        const float* fch = fch_.data() + k * 4 * sBTC;
+        const float* fchg = fch_gelu_.data() + k * 4 * sBTC;
         // dres = d residual3 = d fcproj (residual3 = residual2 + fcproj) and, below, d residual2.
         float* dfc = dbig_.data();
         mm_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params, v.fcprojw, (int)BT, 4 * C, C);
@@ -357,7 +421,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         mm_backward(dln, grads + v.fcw, grads + v.fcb, dfc, ln2, params, v.fcw, (int)BT, C, 4 * C, true);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
-                                    ln2_mean_.data() + l * sBT, ln2_rstd_.data() + l * sBT, BT, C);
+                                    ln2_mean_.data() + k * sBT, ln2_rstd_.data() + k * sBT, BT, C);
         });
         // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
         float* datty = datty_.data();
@@ -365,18 +429,19 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
                     cfg_.flash_attention);
         // dqkv in dbig_: dfc is done with (fc's backward has taken it).
         float* dqkv = dbig_.data();
+        if (cfg_.recompute == Recompute::attention) recompute_layer(params, l, residual, B);
         timed(ops_, OpKind::attention, [&] {
             if (cfg_.flash_attention)
-                cpu::flash_attention_backward(dqkv, delta_.data(), datty, qkv, atty, lse_.data() + l * sSTAT, B,
+                cpu::flash_attention_backward(dqkv, delta_.data(), datty, qkv, atty, lse_.data() + a * sSTAT, B,
                                               T, C, NH);
             else
-                cpu::attention_backward(dqkv, datt_.data(), datty, qkv, att_.data() + l * sATT, B, T, C, NH,
+                cpu::attention_backward(dqkv, datt_.data(), datty, qkv, att_.data() + a * sATT, B, T, C, NH,
                                         bf_.on());
         });
         mm_backward(dln, grads + v.qkvw, grads + v.qkvb, dqkv, ln1, params, v.qkvw, (int)BT, C, 3 * C, true);
         timed(ops_, OpKind::layernorm, [&] {
             cpu::layernorm_backward(dres, grads + v.ln1w, grads + v.ln1b, dln, residual, params + v.ln1w,
-                                    ln1_mean_.data() + l * sBT, ln1_rstd_.data() + l * sBT, BT, C);
+                                    ln1_mean_.data() + k * sBT, ln1_rstd_.data() + k * sBT, BT, C);
         });
         if (hook) hook->grads_ready_from(v.ln1w);
     }

@@ -18,6 +18,22 @@ namespace dptrain {
 
 namespace {
 
+double mib(size_t bytes) { return bytes / 1048576.0; }
+
+// The GPT's activation bytes per rank, and what the other --recompute choice would keep.
+std::string activation_line(size_t bytes, const Options& o, const std::string& signature) {
+    GptConfig cfg;
+    if (!parse_gpt_signature(signature, &cfg)) return strfmt("activations: %.1f MiB per rank", mib(bytes));
+    cfg.flash_attention = o.attention == AttentionKind::flash;
+    if (o.recompute == Recompute::none) {
+        cfg.recompute = Recompute::block;
+        return strfmt("activations: %.1f MiB per rank (--recompute block would keep %.1f MiB)", mib(bytes),
+                      mib(Gpt::activation_bytes(cfg, o.batch_size)));
+    }
+    return strfmt("activations: %.1f MiB per rank with --recompute %s (%.1f MiB without recomputation)", mib(bytes),
+                  name_of(o.recompute), mib(Gpt::activation_bytes(cfg, o.batch_size)));
+}
+
 constexpr int kGpuVals = 5;  // per rank: util %, memory used MiB, memory total MiB, temperature C, power W
 
 // Whether rank 0's output reaches a terminal. Under mpirun, a rank's stdout is a pseudo-terminal
@@ -128,6 +144,7 @@ void Reporter::banner(const RunFacts& f) {
                  f.model.c_str(), f.params, name_of(o_.precision),
                  o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
                  f.global_batch, per_rank.c_str(), f.steps_per_epoch));
+    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model) + "\n");
     print(strfmt("gradients: %s\n", f.gradients.c_str()));
     for (const std::string& n : f.gradient_notes) print(n + "\n");
     if (f.peak_gflops > 0)

@@ -144,6 +144,7 @@ ModelSpec LanguageModelTask::model_spec(const Options& o) const {
     s.gpt.n_head = o.n_head;
     s.gpt.n_embd = o.n_embd;
     s.gpt.flash_attention = o.attention == AttentionKind::flash;
+    s.gpt.recompute = o.recompute;
     s.batch = o.batch_size;
     s.precision = o.precision;
     return s;

@@ -81,6 +81,10 @@ struct Setup {
             throw UserError(strfmt("--grad-accum %d: the GPU step does not sum gradients over micro-batches yet; on a "
                                    "GPU use --grad-accum 1 and a larger --batch-size, or --device cpu",
                                    o.grad_accum));
+        if (o.recompute != Recompute::none && device->gpu() >= 0)
+            throw UserError(strfmt("--recompute %s: the GPU model keeps every activation (it does not recompute "
+                                   "yet); on a GPU use --recompute none, or --device cpu",
+                                   name_of(o.recompute)));
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
@@ -161,6 +165,7 @@ struct Setup {
         f.io_note = io_note;
         f.model = model->signature();
         f.params = model->num_params();
+        f.activation_bytes = model->activation_bytes();
         f.global_batch = (long)o.batch_size * topo.size * o.grad_accum;
         f.steps_per_epoch = sampler->steps_per_epoch();
         f.gradients = grads->describe();

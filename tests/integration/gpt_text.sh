@@ -89,6 +89,14 @@ train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/w2"
 train 1 "${G[@]}" --batch-size 8 --steps 20 --eval-every 0 --run-dir "$WORK/w1"
 "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/w1/checkpoints/ckpt-00000020.h5" --tol 1e-5 \
   || fail "GPT: 2 ranks x 4 differs from 1 rank x 8"
+# --recompute: the same run, bit for bit, keeping fewer activations.
+for r in attention block; do
+  train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/rc-$r" --recompute "$r"
+  grep -q "^activations: .* MiB per rank with --recompute $r (.* MiB without recomputation)$" "$WORK/out" \
+    || { cat "$WORK/out"; fail "--recompute $r: no activations line"; }
+  "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/rc-$r/checkpoints/ckpt-00000020.h5" \
+    || fail "--recompute $r: not bit-identical to keeping every activation"
+done
 train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" --stop-after 10
 train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" --resume auto
 "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/r/checkpoints/ckpt-00000020.h5" \

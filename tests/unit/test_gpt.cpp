@@ -393,3 +393,51 @@ TEST_CASE("--precision bf16: GPT gradients and a 50-step loss curve stay close t
     // takes GELU of the unrounded fc output, and hands each LayerNorm backward its dout rounded).
     testing::check_gpts_agree(a, b, B, 11, 1e-2, 0.99, 5e-2);
 }
+
+TEST_CASE("--recompute: gradients bit-identical to keeping every activation, in less memory", "[gpt]") {
+    struct Case {
+        const char* what;
+        Precision precision;
+        bool flash;
+    };
+    for (const Case& c : {Case{"fp32", Precision::fp32, false}, Case{"bf16", Precision::bf16, false},
+                          Case{"bf16 flash", Precision::bf16, true}}) {
+        GptConfig cfg;
+        cfg.vocab_size = 19;
+        cfg.block_size = 16;
+        cfg.n_layer = 3;
+        cfg.n_head = 2;
+        cfg.n_embd = 32;  // head size 16: flash attention's smallest
+        cfg.flash_attention = c.flash;
+        const int B = 3;
+        Gpt base(cfg, B);
+        base.set_precision(c.precision);
+        std::vector<float> p(base.num_params());
+        base.init(p.data(), 3);
+        auto noise = randn(p.size(), 4, 0.05f);
+        for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+        std::vector<int> tokens;
+        const ModelBatch in = testing::random_windows(tokens, B, cfg.block_size, cfg.vocab_size, 8);
+        std::vector<float> g0(p.size(), 0.0f);
+        const double loss0 = base.forward(p.data(), in, nullptr);
+        base.backward(g0.data(), p.data(), in, 0.01f, nullptr);
+        CHECK(base.activation_bytes() == Gpt::activation_bytes(cfg, B));
+        size_t previous = base.activation_bytes();
+        for (Recompute r : {Recompute::attention, Recompute::block}) {
+            INFO(c.what << (r == Recompute::block ? ", block" : ", attention"));
+            GptConfig rc = cfg;
+            rc.recompute = r;
+            Gpt g(rc, B);
+            g.set_precision(c.precision);
+            std::vector<float> g1(p.size(), 0.0f);
+            const double loss1 = g.forward(p.data(), in, nullptr);
+            g.backward(g1.data(), p.data(), in, 0.01f, nullptr);
+            CHECK(loss1 == loss0);
+            CHECK(std::memcmp(g1.data(), g0.data(), g0.size() * sizeof(float)) == 0);
+            // Memory: the formula is what the model allocates, and each mode keeps less.
+            CHECK(g.activation_bytes() == Gpt::activation_bytes(rc, B));
+            CHECK(g.activation_bytes() < previous);
+            previous = g.activation_bytes();
+        }
+    }
+}

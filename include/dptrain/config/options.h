@@ -5,6 +5,7 @@
 
 #include "dptrain/comm/types.h"
 #include "dptrain/data/io_mode.h"
+#include "dptrain/model/gpt.h"
 #include "dptrain/model/optim.h"
 
 #include <string>
@@ -89,6 +90,7 @@ struct Options {
     DeviceKind device;
     Precision precision;     // matmul operands
     AttentionKind attention; // GPT attention's kernels
+    Recompute recompute;     // GPT activations backward recomputes instead of keeping
     GpuState gpu_state;      // where parameters and optimizer state live with --device cuda
 
     std::string to_ini() const;  // every option with its resolved value, as an INI file
@@ -125,6 +127,7 @@ const char* name_of(GpuHealthMode v);
 const char* name_of(DeviceKind v);
 const char* name_of(Precision v);
 const char* name_of(AttentionKind v);
+const char* name_of(Recompute v);
 const char* name_of(GpuState v);
 // The option's value from its spelling, as the parser takes it: for tools that accept the same
 // values (dptrain-bench --modes). Throws UserError "--io 'x' is unknown; use direct, memory or

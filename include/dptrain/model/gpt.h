@@ -13,6 +13,12 @@
 
 namespace dptrain {
 
+// --recompute: which activations backward recomputes instead of keeping from the forward.
+// attention: each layer's T x T softmax (or flash attention's statistics), recomputed from the kept
+// q, k, v; block: everything of a block but its input (the residual stream), the block's forward run
+// again before its backward. The same operations on the same values: gradients are bit-identical.
+enum class Recompute { none, attention, block };
+
 struct GptConfig {
     int vocab_size = 256;
     int block_size = 64;  // T: context length (and the position table's size)
@@ -22,6 +28,7 @@ struct GptConfig {
     // --attention flash: attention in key tiles with a running softmax (flash_attention_forward),
     // bf16 operands, no T x T matrices kept; the same parameters and checkpoints either way.
     bool flash_attention = false;
+    Recompute recompute = Recompute::none;  // not part of the signature: checkpoints are the same
 };
 
 // The configuration signature() names ("gpt V=65 T=64 L=4 H=4 C=128"); false for any other text
@@ -63,20 +70,34 @@ class Gpt : public Model {
 
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
+    // Bytes of the activations this model keeps for backward (and backward's scratch), as
+    // allocated for max_batch windows; of cfg's, without building one (the same sum: tested).
+    size_t activation_bytes() const override;
+    static size_t activation_bytes(const GptConfig& cfg, int max_batch);
     const GptConfig& config() const { return cfg_; }
     // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
     const float* logits() const { return logits_.data(); }
     // Layer l's fc output (GELU's input) of the last forward, (B, T, 4C), as kept (bf16: rounded).
+    // With --recompute block only the last layer's is kept.
     const float* fc_output(int l) const {
-        return fch_.data() + (size_t)l * 4 * max_batch_ * cfg_.block_size * cfg_.n_embd;
+        return fch_.data() + kept(l) * 4 * max_batch_ * cfg_.block_size * cfg_.n_embd;
     }
     // Layer l's attention output of the last forward, (B, T, C), as kept (bf16 with flash
-    // attention: rounded).
+    // attention: rounded). With --recompute block only the last layer's is kept.
     const float* attention_output(int l) const {
-        return atty_.data() + (size_t)l * max_batch_ * cfg_.block_size * cfg_.n_embd;
+        return atty_.data() + kept(l) * max_batch_ * cfg_.block_size * cfg_.n_embd;
     }
 
   private:
+    // Where layer l's activations live: their own slot, or with --recompute block the one slot all
+    // layers share (and with attention or block recomputation, the one slot of the softmax).
+    size_t kept(int l) const { return cfg_.recompute == Recompute::block ? 0 : (size_t)l; }
+    size_t kept_att(int l) const { return cfg_.recompute == Recompute::none ? (size_t)l : 0; }
+    // Layer l's forward from its ln1 output to GELU's (into kept(l)), its residual input given.
+    void block_forward(const float* params, int l, const float* residual, int B);
+    // --recompute: what backward needs of layer l that the forward did not keep.
+    void recompute_layer(const float* params, int l, const float* residual, int B);
+
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     };

@@ -103,6 +103,8 @@ class Model {
     // From the next forward on, each op's time goes into *t by kind (--profile-ops, op_times.h);
     // null stops it once the timed work is done and counted (a GPU model waits for its stream).
     virtual void set_op_times(OpTimes* t) = 0;
+    // Bytes of activations kept for backward, where the model knows them (0: not reported).
+    virtual size_t activation_bytes() const { return 0; }
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,

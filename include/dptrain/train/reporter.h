@@ -34,6 +34,7 @@ struct RunFacts {
     int tokens_per_sample = 0;                  // Task::tokens_per_sample
     bool on_gpu = false;                        // the model computes on a GPU
     std::string resumed_from;
+    size_t activation_bytes = 0;  // Model::activation_bytes (0: not known)
     std::string initialized_from;  // --init-from, with what the import says ("" when not used)
     long start_step = 0, start_epoch = 0;
 };
