@@ -1,6 +1,9 @@
-// Option declarations (each exactly once), INI + command line parsing, and validation.
-// Not for: anything that needs MPI or the data; those checks live in the trainer.
+// Option declarations (each exactly once) and INI + command line parsing.
+// Not for: the checks of the values (option_checks.cpp), or anything that needs MPI or the data;
+// those checks live in the trainer.
 #include "dptrain/config/options.h"
+
+#include "dptrain/config/option_checks.h"
 
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
@@ -344,108 +347,6 @@ void declare(Registry& r, Options& o) {
     declare_run(r, o);
 }
 
-std::vector<int> parse_widths(const std::string& s) {
-    std::vector<int> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        size_t used = 0;
-        int v = 0;
-        try {
-            v = std::stoi(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || v <= 0)
-            throw UserError(strfmt("--hidden '%s': '%s' is not a positive width; give comma-separated "
-                                   "widths such as --hidden 256,256",
-                                   s.c_str(), item.c_str()));
-        out.push_back(v);
-    }
-    return out;
-}
-
-void need(bool ok, const std::string& msg) {
-    if (!ok) throw UserError(msg);
-}
-
-// The model's and the data's options.
-void validate_model_and_data(Options& o) {
-    need(o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 && o.n_embd % o.n_head == 0,
-         strfmt("--n-embd %d must be a multiple of --n-head %d, and --n-layer %d positive", o.n_embd, o.n_head, o.n_layer));
-    need(o.block_size > 0, strfmt("--block-size %d must be positive", o.block_size));
-    need(o.vocab_size >= 0, strfmt("--vocab-size %d must be >= 0", o.vocab_size));
-    o.hidden_sizes = o.hidden.empty() ? std::vector<int>{} : parse_widths(o.hidden);
-    need(o.attention != AttentionKind::flash || o.model == ModelKind::gpt,
-         "--attention flash is for --model gpt (the MLP has no attention)");
-    need(o.attention != AttentionKind::flash || o.precision == Precision::bf16,
-         "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
-    need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
-    need(o.grad_accum >= 1 && o.grad_accum <= 65536, strfmt("--grad-accum %d must be in 1..65536", o.grad_accum));
-    need(o.global_batch_tokens >= 0, strfmt("--global-batch-tokens %ld must be >= 0", o.global_batch_tokens));
-    need(o.global_batch_tokens == 0 || o.model == ModelKind::gpt,
-         "--global-batch-tokens is for --model gpt; the MLP's global batch is --batch-size x ranks x --grad-accum");
-    need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
-    need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
-    need(o.shuffle_block >= 1 && o.shuffle_block <= (1l << 30),
-         strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
-    need(o.io != IoMode::collective || o.io_threads == 1,
-         strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
-    need(o.recompute == Recompute::none || o.model == ModelKind::gpt,
-         strfmt("--recompute %s is for --model gpt; the MLP keeps only its layers' outputs", name_of(o.recompute)));
-    need(o.init_from.empty() || o.model == ModelKind::gpt,
-         "--init-from reads GPT-2 weights; it is for --model gpt");
-    need(o.io != IoMode::collective || o.model != ModelKind::gpt,
-         "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
-}
-
-// The schedule's and the optimizer's options.
-void validate_training(const Options& o) {
-    need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
-    need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
-    need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));
-    need(o.warmup_steps >= 0, strfmt("--warmup-steps %ld must be >= 0", o.warmup_steps));
-    need(o.momentum >= 0 && o.momentum < 1, strfmt("--momentum %g must be in [0, 1)", o.momentum));
-    need(o.beta1 >= 0 && o.beta1 < 1, strfmt("--beta1 %g must be in [0, 1)", o.beta1));
-    need(o.beta2 >= 0 && o.beta2 < 1, strfmt("--beta2 %g must be in [0, 1)", o.beta2));
-    need(o.eps > 0, strfmt("--eps %g must be positive", o.eps));
-    need(o.weight_decay >= 0, strfmt("--weight-decay %g must be >= 0", o.weight_decay));
-    need(o.grad_clip >= 0, strfmt("--grad-clip %g must be >= 0 (0 turns clipping off)", o.grad_clip));
-    need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
-    need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
-    need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
-    need(o.bucket_mb > 0, strfmt("--bucket-mb %g must be positive", o.bucket_mb));
-}
-
-// Checkpoints, reliability and output; fills in the paths derived from --run-dir.
-void validate_output(Options& o) {
-    need(o.eval_max >= 0, strfmt("--eval-max %ld must be >= 0", o.eval_max));
-    need(o.peak_gflops >= 0, strfmt("--peak-gflops %g must be >= 0", o.peak_gflops));
-    need(o.profile_ops >= 0 && o.profile_ops <= o.steps,
-         strfmt("--profile-ops %ld must be a step of the run, 1 to --steps %ld (0 turns it off)", o.profile_ops,
-                o.steps));
-    need(o.lock_wait >= 0, strfmt("--lock-wait %g must be >= 0", o.lock_wait));
-    need(o.step_timeout >= 0, strfmt("--step-timeout %g must be >= 0 (0 turns the watchdog off)", o.step_timeout));
-    need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
-    need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
-    need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
-    need(o.eval_every >= 0, strfmt("--eval-every %ld must be >= 0", o.eval_every));
-    need(!o.run_dir.empty(), "--run-dir must not be empty");
-    need(!o.metrics_namespace.empty() && o.metrics_namespace.size() <= 255 &&
-             o.metrics_namespace.find(':') == std::string::npos,
-         strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
-                o.metrics_namespace.c_str()));
-    o.resume_mode = o.resume == "none" ? ResumeMode::none : o.resume == "auto" ? ResumeMode::latest : ResumeMode::path;
-    if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
-    if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";
-}
-
-void validate(Options& o) {
-    validate_model_and_data(o);
-    validate_training(o);
-    validate_output(o);
-}
-
 // Boost formats its error messages by replacing placeholders such as %value% with the offending
 // text until none is left; a token that itself contains a placeholder makes that loop endless
 // (found by tests/fuzz/fuzz_options). Such text is refused before Boost sees it.
@@ -539,7 +440,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     } catch (const po::error& e) {
         throw UserError(with_fix("", e));
     }
-    validate(res.opts);
+    validate_options(res.opts);
     return res;
 }
 

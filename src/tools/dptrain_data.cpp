@@ -15,6 +15,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/ingest.h"
+#include "dptrain/tools/text_files.h"
 #include "dptrain/tools/token_files.h"
 #include "dptrain/core/rng.h"
 #include "dptrain/data/tokens.h"
@@ -26,7 +27,6 @@
 #include <mpi.h>
 
 #include <dirent.h>
-#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,7 +36,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <vector>
 
@@ -264,64 +263,6 @@ void write_tokens(const std::string& path, const std::vector<int>& ids, size_t b
     h5::write_attr_str(f.get(), "tokenizer", tok.kind);
     if (tok.kind == "char") h5::write_attr_str(f.get(), "vocab", tok.table());
     h5::write_attr_str(f.get(), "source", source);
-}
-
-// --input values: files, directories (every regular file beneath, hidden ones left out) and glob
-// patterns, each directory's and pattern's files in sorted order. Throws UserError naming an input
-// that gives no file.
-std::vector<std::string> text_files(const std::vector<std::string>& inputs) {
-    namespace fs = std::filesystem;
-    std::vector<std::string> files;
-    for (const std::string& in : inputs) {
-        std::vector<std::string> found;
-        std::error_code ec;
-        if (in.find_first_of("*?[") != std::string::npos) {
-            glob_t g;
-            if (glob(in.c_str(), 0, nullptr, &g) == 0)
-                for (size_t i = 0; i < g.gl_pathc; ++i)
-                    if (fs::is_regular_file(g.gl_pathv[i], ec)) found.push_back(g.gl_pathv[i]);
-            globfree(&g);
-        } else if (fs::is_directory(in, ec)) {
-            for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator();
-                 it.increment(ec)) {
-                const std::string name = it->path().filename().string();
-                if (!name.empty() && name[0] == '.') {
-                    if (it->is_directory(ec)) it.disable_recursion_pending();
-                    continue;
-                }
-                if (it->is_regular_file(ec)) found.push_back(it->path().string());
-            }
-            if (ec) throw UserError(strfmt("text: --input %s: cannot list it: %s", in.c_str(), ec.message().c_str()));
-        } else if (fs::exists(in, ec)) {
-            found.push_back(in);
-        } else {
-            throw UserError(strfmt("text: --input %s: no such file or directory", in.c_str()));
-        }
-        if (found.empty())
-            throw UserError(strfmt("text: --input %s: no files there; give text files, directories or patterns",
-                                   in.c_str()));
-        std::sort(found.begin(), found.end());
-        files.insert(files.end(), found.begin(), found.end());
-    }
-    return files;
-}
-
-// The files' text, one after the other, each ending in a newline (one is added where a file lacks
-// it, so that the last line of one file does not run into the first of the next).
-std::string read_texts(const std::vector<std::string>& files) {
-    std::string data;
-    char buf[1 << 16];
-    for (const std::string& path : files) {
-        FILE* in = std::fopen(path.c_str(), "rb");
-        if (!in) throw UserError(strfmt("text: --input %s: cannot open it: %s", path.c_str(), std::strerror(errno)));
-        size_t got;
-        while ((got = std::fread(buf, 1, sizeof buf, in)) > 0) data.append(buf, got);
-        const bool bad = std::ferror(in);
-        std::fclose(in);
-        if (bad) throw UserError(strfmt("text: --input %s: read failed", path.c_str()));
-        if (files.size() > 1 && !data.empty() && data.back() != '\n') data.push_back('\n');
-    }
-    return data;
 }
 
 int text(int argc, char** argv) {

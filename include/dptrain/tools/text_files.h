@@ -1,0 +1,18 @@
+// A text corpus of many files (text_files.cpp), for dptrain-data text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// --input values: files, directories (every regular file beneath, hidden ones left out) and glob
+// patterns, each directory's and pattern's files in sorted order. Throws UserError naming an input
+// that gives no file.
+std::vector<std::string> text_files(const std::vector<std::string>& inputs);
+
+// The files' text, one after the other; with several files each ends in a newline (one is added
+// where a file lacks it, so that the last line of one does not run into the first of the next).
+std::string read_texts(const std::vector<std::string>& files);
+
+} // namespace dptrain
