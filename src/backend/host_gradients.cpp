@@ -2,13 +2,18 @@
 // the hierarchical all-reduce may run), summed in GradSync's buckets (on a communication thread
 // during backward when a core is free for it), clipped and applied by the Optimizer to the host
 // parameters. The control floats ride in the first bucket, after the gradients.
+// With the optimizer state sharded (ZeRO stage 1), the buckets are reduce-scattered instead: each
+// rank receives the sums of its shard of the buffer, clips and steps that shard with its shard of
+// the state, and the parameters are all-gathered; the norm adds the shards' squares in rank order.
 #include "dptrain/backend/device.h"
 
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/comm/allreduce.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/comm/gradsync.h"
+#include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/trace.h"
 #include "dptrain/model/optim.h"
 
 #include <cmath>
@@ -22,9 +27,13 @@ class HostGradients : public GradientPath {
   public:
     HostGradients(const ParamLayout& layout, float* params, Optimizer& opt, const GradientSpec& spec,
                   const Topology& topo, const std::string& note)
-        : layout_(layout), params_(params), opt_(opt), spec_(spec) {
+        : layout_(layout), params_(params), opt_(opt), spec_(spec), world_(topo.world) {
         if (!note.empty()) notes_.push_back(note);
-        engine_ = std::make_unique<AllreduceEngine>(spec.algo, topo, layout.total + kControlFloats);
+        // The shards are reduce-scattered with MPI's collectives over all ranks: the node's
+        // shared-memory path sums whole buffers (the replicated state).
+        engine_ = std::make_unique<AllreduceEngine>(spec.shard_optimizer ? AllreduceAlgo::flat : spec.algo, topo,
+                                                    layout.total + kControlFloats);
+        if (spec.shard_optimizer) shard_state(topo);
         // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
         // auto: a communication thread only pays when it has a core of its own; sharing the
         // compute threads' cores it slowed 2 ranks on 2 cores by 8% of the step (BENCHMARKS.md).
@@ -51,7 +60,7 @@ class HostGradients : public GradientPath {
     void backward_done() override;
     double reduce() override;
     double norm() override;
-    void update(double, double lr, long t) override;
+    double update(double norm, double lr, long t) override;
     double take_comm_seconds() override;
     void upload_state() override;
     void download_state() override;
@@ -64,20 +73,48 @@ class HostGradients : public GradientPath {
     std::vector<std::pair<void*, size_t>> host_buffers() override;
 
   private:
+    void shard_state(const Topology& topo);
+
     const ParamLayout& layout_;
     float* params_;
     Optimizer& opt_;
     GradientSpec spec_;
+    MpiCommunicator world_;
     std::unique_ptr<AllreduceEngine> engine_;  // owns the gradient buffer
     std::unique_ptr<GradSync> sync_;
     std::vector<std::string> notes_;
+    // Sharded state: this rank's shard of the buffer, its summed gradients, every rank's sum of
+    // squares (for the norm), and the all-gathers' seconds since the last take.
+    Span shard_;
+    std::vector<float> shard_grads_;
+    std::vector<double> squares_;
+    double gather_seconds_ = 0;
+    Tracer* tracer_ = nullptr;
+    long step_ = 0;
 };
+
+void HostGradients::shard_state(const Topology& topo) {
+    shard_ = shard_span(layout_.total, topo.rank, topo.size);
+    const Span held = opt_.shard();
+    if (held.begin != shard_.begin || held.end != shard_.end)
+        fatal(strfmt("the optimizer holds floats %zu..%zu, the gradient path shards %zu..%zu", held.begin, held.end,
+                     shard_.begin, shard_.end));
+    shard_grads_.assign(std::max<size_t>(1, shard_.size()), 0.0f);
+    squares_.assign((size_t)topo.size, 0.0);
+    engine_->shard(layout_.total, shard_grads_.data());
+    if (spec_.algo == AllreduceAlgo::hierarchical)
+        notes_.push_back("note: --shard-optimizer reduce-scatters and all-gathers with MPI over all ranks; --allreduce "
+                         "hierarchical is for the replicated optimizer state");
+}
 
 float* HostGradients::grads() { return sync_->grads(); }
 
 float* HostGradients::control() { return sync_->control(); }
 
-void HostGradients::begin_step(long step) { sync_->begin_step(step); }
+void HostGradients::begin_step(long step) {
+    step_ = step;
+    sync_->begin_step(step);
+}
 
 void HostGradients::poison() { sync_->grads()[0] = NAN; }  // before backward adds to it
 
@@ -87,14 +124,37 @@ void HostGradients::backward_done() {}
 
 double HostGradients::reduce() { return sync_->finish(); }  // the control floats ride along
 
-double HostGradients::norm() { return global_norm(sync_->grads(), layout_.total); }
-
-void HostGradients::update(double, double lr, long t) {
-    clip_grad_norm(sync_->grads(), layout_.total, spec_.grad_clip);
-    opt_.step(params_, sync_->grads(), lr, t);
+double HostGradients::norm() {
+    if (!spec_.shard_optimizer) return global_norm(sync_->grads(), layout_.total);
+    // Added in rank order: every rank computes the same norm, so all clip (or skip) alike.
+    const double mine = sum_squares(shard_grads_.data(), shard_.size());
+    world_.allgather(&mine, sizeof mine, squares_.data());
+    double sum = 0.0;
+    for (double q : squares_) sum += q;
+    return std::sqrt(sum);
 }
 
-double HostGradients::take_comm_seconds() { return sync_->take_comm_seconds(); }
+double HostGradients::update(double norm, double lr, long t) {
+    if (!spec_.shard_optimizer) {
+        clip_to_norm(sync_->grads(), layout_.total, norm, spec_.grad_clip);
+        opt_.step(params_, sync_->grads(), lr, t);
+        return 0.0;
+    }
+    clip_to_norm(shard_grads_.data(), shard_.size(), norm, spec_.grad_clip);
+    opt_.step(params_ + shard_.begin, shard_grads_.data(), lr, t);
+    const double t0 = now_seconds();
+    engine_->gather_shards(params_);
+    const double t1 = now_seconds();
+    if (tracer_) tracer_->comm("allgather", step_, t0, t1, layout_.total * sizeof(float), "flat");
+    gather_seconds_ += t1 - t0;
+    return t1 - t0;
+}
+
+double HostGradients::take_comm_seconds() {
+    const double s = gather_seconds_;
+    gather_seconds_ = 0;
+    return sync_->take_comm_seconds() + s;
+}
 
 void HostGradients::upload_state() {}
 
@@ -104,16 +164,26 @@ const char* HostGradients::where() const { return "host"; }
 
 std::string HostGradients::describe() const {
     const size_t n = sync_->num_buckets();
-    return strfmt("%s | %zu bucket%s of <= %g MiB, %s | %s on the wire", engine_->describe().c_str(), n,
+    const std::string how =
+        spec_.shard_optimizer
+            ? strfmt("reduce-scatter + all-gather over %d ranks (MPI), optimizer state sharded: floats %zu..%zu "
+                     "(%.1f of %.1f MiB a moment) on this rank",
+                     engine_->world_size(), shard_.begin, shard_.end, shard_.size() * 4.0 / (1 << 20),
+                     layout_.total * 4.0 / (1 << 20))
+            : engine_->describe();
+    return strfmt("%s | %zu bucket%s of <= %g MiB, %s | %s on the wire", how.c_str(), n,
                   n == 1 ? "" : "s", spec_.bucket_mb,
                   sync_->overlapped() ? "overlapped with backward" : "after backward", dtype_name(spec_.wire));
 }
 
 std::vector<std::string> HostGradients::notes() const { return notes_; }
 
-size_t HostGradients::traced_per_step() const { return sync_->num_buckets(); }
+size_t HostGradients::traced_per_step() const { return sync_->num_buckets() + (spec_.shard_optimizer ? 1 : 0); }
 
-void HostGradients::set_tracer(Tracer* t) { sync_->set_tracer(t); }
+void HostGradients::set_tracer(Tracer* t) {
+    tracer_ = t;
+    sync_->set_tracer(t);
+}
 
 std::vector<std::pair<void*, size_t>> HostGradients::host_buffers() {
     return {{params_, layout_.total * sizeof(float)}, {sync_->grads(), layout_.total * sizeof(float)}};

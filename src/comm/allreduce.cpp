@@ -3,6 +3,7 @@
 
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
+#include "dptrain/model/model.h"
 
 #include <algorithm>
 #include <cstring>
@@ -71,12 +72,17 @@ std::string AllreduceEngine::describe() const {
 }
 
 const char* AllreduceEngine::path_for(size_t count, DType wire) const {
+    if (sharded_ > 0) return "reduce-scatter";
     bool hier = algo_ == Algo::hierarchical || (algo_ == Algo::automatic && count * dtype_size(wire) >= threshold_);
     return hier ? "hierarchical" : "flat";
 }
 
 void AllreduceEngine::run(size_t offset, size_t count, DType wire) {
     if (offset + count > capacity_) fatal(strfmt("allreduce range %zu+%zu beyond the buffer's %zu", offset, count, capacity_));
+    if (sharded_ > 0 && offset < sharded_) {  // on one rank too: the shard's sums go to recv
+        run_sharded(offset, count, wire);
+        return;
+    }
     if (topo_.size == 1 || count == 0) {
         if (wire == DType::bf16)  // the result is the bf16-rounded sum on any rank count
             for (size_t i = offset; i < offset + count; ++i) buf_[i] = bf16_to_float(float_to_bf16(buf_[i]));
@@ -98,6 +104,44 @@ void AllreduceEngine::run_flat(size_t offset, size_t count, DType wire) {
     to_bf16(w, p, count);
     world_.allreduce_sum(w, count, DType::bf16);
     from_bf16(p, w, count);
+}
+
+void AllreduceEngine::shard(size_t count, float* recv) {
+    if (algo_ != Algo::flat) fatal("AllreduceEngine::shard needs the flat algorithm");
+    if (count > capacity_) fatal(strfmt("sharded range of %zu floats beyond the buffer's %zu", count, capacity_));
+    sharded_ = count;
+    recv_ = recv;
+    recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, topo_.size).size()), 0);
+    counts_.assign((size_t)topo_.size, 0);
+}
+
+// [offset, offset + count) may straddle the sharded range's end (the bucket with the control
+// floats): the part inside is reduce-scattered, each rank receiving the overlap of the range with
+// its shard (empty for most ranks when buckets are smaller than shards), the part after is
+// all-reduced.
+void AllreduceEngine::run_sharded(size_t offset, size_t count, DType wire) {
+    const size_t end = offset + count, g_end = std::min(end, sharded_), W = (size_t)topo_.size;
+    size_t at = 0;  // where this rank's part goes in its shard
+    for (size_t q = 0; q < W; ++q) {
+        const Span s = shard_span(sharded_, (int)q, (int)W);
+        const size_t lo = std::max(offset, s.begin), hi = std::min(g_end, s.end);
+        counts_[q] = hi > lo ? hi - lo : 0;
+        if ((int)q == topo_.rank && hi > lo) at = lo - s.begin;
+    }
+    const size_t n = g_end - offset, mine = counts_[(size_t)topo_.rank];
+    if (wire == DType::f32) {
+        world_.reduce_scatter_sum(buf_ + offset, recv_ + at, counts_.data(), DType::f32);
+    } else {
+        to_bf16(wire_.data() + offset, buf_ + offset, n);
+        world_.reduce_scatter_sum(wire_.data() + offset, recv16_.data() + at, counts_.data(), DType::bf16);
+        from_bf16(recv_ + at, recv16_.data() + at, mine);
+    }
+    if (g_end < end) run(g_end, end - g_end, wire);
+}
+
+void AllreduceEngine::gather_shards(float* buf) {
+    for (int q = 0; q < topo_.size; ++q) counts_[(size_t)q] = shard_span(sharded_, q, topo_.size).size();
+    world_.allgather(nullptr, buf, counts_.data(), DType::f32);
 }
 
 // Walk-through (L ranks in the node, this one r; N nodes):

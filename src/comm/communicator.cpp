@@ -152,8 +152,20 @@ void MpiCommunicator::reduce_scatter_sum(const void* send, void* recv, const siz
 
 void MpiCommunicator::allgather(const void* send, void* recv, const size_t* counts, DType t) {
     to_int_blocks(counts, size_, counts_, displs_);
-    MPI_CHECK(MPI_Allgatherv(send, counts_[rank_], mpi_type(t), recv, counts_.data(), displs_.data(), mpi_type(t),
-                             comm_));
+    MPI_CHECK(MPI_Allgatherv(send ? send : MPI_IN_PLACE, counts_[rank_], mpi_type(t), recv, counts_.data(),
+                             displs_.data(), mpi_type(t), comm_));
+}
+
+void MpiCommunicator::gather_blocks(const float* send, float* recv, const size_t* counts, int root) {
+    to_int_blocks(counts, size_, counts_, displs_);
+    MPI_CHECK(MPI_Gatherv(send, counts_[rank_], MPI_FLOAT, recv, counts_.data(), displs_.data(), MPI_FLOAT, root,
+                          comm_));
+}
+
+void MpiCommunicator::scatter_blocks(const float* send, float* recv, const size_t* counts, int root) {
+    to_int_blocks(counts, size_, counts_, displs_);
+    MPI_CHECK(MPI_Scatterv(send, counts_.data(), displs_.data(), MPI_FLOAT, recv, counts_[rank_], MPI_FLOAT, root,
+                           comm_));
 }
 
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {

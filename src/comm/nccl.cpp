@@ -58,6 +58,11 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, const si
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, const size_t* counts, DType t) {
+    if (!send) {  // in place: NCCL's way is this rank's block at its place in recv
+        size_t at = 0;
+        for (int q = 0; q < rank_; ++q) at += counts[q];
+        send = static_cast<const char*>(recv) + at * dtype_size(t);
+    }
     bool equal = true;
     for (int q = 1; q < size_; ++q) equal = equal && counts[q] == counts[0];
     if (equal) {

@@ -29,6 +29,14 @@ const ParamView& ParamLayout::find(const std::string& name) const {
     throw std::out_of_range("no parameter named " + name);
 }
 
+Span shard_span(size_t total, int rank, int ranks) {
+    constexpr size_t kLine = 16;
+    const size_t lines = (total + kLine - 1) / kLine, R = (size_t)ranks, r = (size_t)rank;
+    // The first lines % R ranks take one line more.
+    auto start = [&](size_t k) { return std::min(total, kLine * (k * (lines / R) + std::min(k, lines % R))); };
+    return Span{start(r), start(r + 1)};
+}
+
 void Bf16Operands::reserve(size_t params, size_t activation, size_t gradient) {
     w_.assign(std::max<size_t>(params, 1), 0.0f);
     a_.assign(std::max<size_t>(activation, 1), 0.0f);

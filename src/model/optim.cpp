@@ -44,7 +44,7 @@ void sgd_momentum_update(float* __restrict p, const float* __restrict g, float* 
     }
 }
 
-double global_norm(const float* g, size_t n) {
+double sum_squares(const float* g, size_t n) {
     // A fixed number of contiguous blocks, each summed in 8 interleaved lanes and then in order:
     // the result depends on n alone, not on the thread count, so every rank clips identically.
     constexpr size_t kBlocks = 64, kLanes = 8;
@@ -64,33 +64,46 @@ double global_norm(const float* g, size_t n) {
     }
     double s = 0.0;
     for (size_t b = 0; b < kBlocks; ++b) s += part[b];
-    return std::sqrt(s);
+    return s;
+}
+
+double global_norm(const float* g, size_t n) { return std::sqrt(sum_squares(g, n)); }
+
+void clip_to_norm(float* g, size_t n, double norm, double max_norm) {
+    if (!(max_norm > 0 && norm > max_norm)) return;
+    const float s = (float)(max_norm / (norm + 1e-6));
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; ++i) g[i] *= s;
 }
 
 double clip_grad_norm(float* g, size_t n, double max_norm) {
-    double norm = global_norm(g, n);
-    if (max_norm > 0 && norm > max_norm) {
-        float s = (float)(max_norm / (norm + 1e-6));
-#pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; ++i) g[i] *= s;
-    }
+    const double norm = global_norm(g, n);
+    clip_to_norm(g, n, norm, max_norm);
     return norm;
 }
 
 Optimizer::Optimizer(Kind kind, const ParamLayout& layout, double beta1, double beta2, double eps,
                      double momentum, double weight_decay)
-    : kind_(kind), layout_(layout), beta1_(beta1), beta2_(beta2), eps_(eps), momentum_(momentum),
-      wd_(weight_decay), m_(layout.total, 0.0f), v_(kind == Kind::adamw ? layout.total : 0, 0.0f) {}
+    : Optimizer(OptimizerSettings{kind, beta1, beta2, eps, momentum, weight_decay}, layout) {}
+
+Optimizer::Optimizer(const OptimizerSettings& s, const ParamLayout& layout, Span shard)
+    : kind_(s.kind), layout_(layout), shard_(shard), beta1_(s.beta1), beta2_(s.beta2), eps_(s.eps),
+      momentum_(s.momentum), wd_(s.weight_decay), m_(shard.size(), 0.0f),
+      v_(s.kind == Kind::adamw ? shard.size() : 0, 0.0f) {}
 
 void Optimizer::step(float* params, const float* grads, double lr, long t) {
+    // Each view's part inside the shard, at its offset from the shard's start: a shard may begin
+    // or end inside a view, and the weight decay stays the view's.
     for (const ParamView& pv : layout_.views) {
-        float wd = pv.decay ? (float)wd_ : 0.0f;
-        size_t o = pv.offset;
+        const size_t begin = std::max(pv.offset, shard_.begin), end = std::min(pv.offset + pv.size, shard_.end);
+        if (begin >= end) continue;
+        const float wd = pv.decay ? (float)wd_ : 0.0f;
+        const size_t o = begin - shard_.begin, n = end - begin;
         if (kind_ == Kind::adamw)
-            adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, pv.size, (float)lr, (float)beta1_,
+            adamw_update(params + o, grads + o, m_.data() + o, v_.data() + o, n, (float)lr, (float)beta1_,
                          (float)beta2_, (float)eps_, wd, t);
         else
-            sgd_momentum_update(params + o, grads + o, m_.data() + o, pv.size, (float)lr, (float)momentum_, wd);
+            sgd_momentum_update(params + o, grads + o, m_.data() + o, n, (float)lr, (float)momentum_, wd);
     }
 }
 

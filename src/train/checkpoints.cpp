@@ -109,8 +109,14 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
         throw UserError(strfmt("%s: checkpoint was trained with --shuffle-block %ld, this run has --shuffle-block %ld; "
                                "resume with the same value so the sample order continues",
                                from, ck_block, o_.shuffle_block));
-    if (ck.params.size() != params.size() || ck.opt_m.size() != opt.m().size() || ck.opt_v.size() != opt.v().size())
+    if (ck.params.size() != params.size())
         throw UserError(strfmt("%s: checkpoint tensors do not match the model's sizes; %s", from, fix.c_str()));
+    if (ck.opt_m.size() != opt.full_m() || ck.opt_v.size() != opt.full_v())
+        throw UserError(strfmt("%s: checkpoint holds %zu + %zu floats of optimizer state, this run's %s needs %zu + "
+                               "%zu%s; resume from a checkpoint with the whole state, or start from its weights "
+                               "alone with dptrain-ckpt export and --init-from",
+                               from, ck.opt_m.size(), ck.opt_v.size(), name_of(o_.optimizer), opt.full_m(),
+                               opt.full_v(), o_.shard_optimizer ? " (to share out over the ranks)" : ""));
 }
 
 long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt) {
@@ -122,6 +128,17 @@ long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Opti
         found_ = CheckpointState();
         world.broadcast(params.data(), params.size() * sizeof(float), 0);
         return 0;
+    }
+    if (o_.shard_optimizer) {
+        // Each rank's shard of the whole state the checkpoint holds (written on any number of
+        // ranks, sharded or not).
+        if (rank_ == 0) std::copy(found_.params.begin(), found_.params.end(), params.begin());
+        world.broadcast(params.data(), params.size() * sizeof(float), 0);
+        const std::vector<size_t> counts = shard_counts(opt.full_m(), world.size());
+        world.scatter_blocks(found_.opt_m.data(), opt.m().data(), counts.data(), 0);
+        if (opt.full_v() > 0) world.scatter_blocks(found_.opt_v.data(), opt.v().data(), counts.data(), 0);
+        found_ = CheckpointState();
+        return hdr[1];
     }
     if (rank_ == 0) {
         // Into the buffers as they are (find checked the sizes): the gradient path holds them.
@@ -136,9 +153,18 @@ long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Opti
     return hdr[1];
 }
 
-void Checkpoints::save(long step, const Sampler& sampler, const std::vector<float>& params, Optimizer& opt,
-                       bool final_one, bool corrupt) {
-    if (rank_ != 0) return;
+std::vector<size_t> Checkpoints::shard_counts(size_t total, int ranks) {
+    std::vector<size_t> counts((size_t)ranks);
+    for (int q = 0; q < ranks; ++q) counts[(size_t)q] = shard_span(total, q, ranks).size();
+    return counts;
+}
+
+void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler, const std::vector<float>& params,
+                       Optimizer& opt, bool final_one, bool corrupt) {
+    if (rank_ != 0) {
+        if (o_.shard_optimizer) gather_state(world, opt, nullptr);
+        return;
+    }
     try {
         CheckpointState& s = async_ ? async_->next() : sync_state_;
         s.step = step;
@@ -153,8 +179,12 @@ void Checkpoints::save(long step, const Sampler& sampler, const std::vector<floa
         s.tokenizer = id_.tokenizer;
         s.vocab = id_.vocab;
         s.params.assign(params.begin(), params.end());
-        s.opt_m.assign(opt.m().begin(), opt.m().end());
-        s.opt_v.assign(opt.v().begin(), opt.v().end());
+        if (o_.shard_optimizer) {
+            gather_state(world, opt, &s);
+        } else {
+            s.opt_m.assign(opt.m().begin(), opt.m().end());
+            s.opt_v.assign(opt.v().begin(), opt.v().end());
+        }
         if (async_) {
             async_->start(o_.checkpoint_dir, o_.keep_checkpoints);
             last_ = checkpoint_path(o_.checkpoint_dir, step);
@@ -166,6 +196,18 @@ void Checkpoints::save(long step, const Sampler& sampler, const std::vector<floa
     } catch (const UserError& e) {
         fatal(e.what(), kExitUser);
     }
+}
+
+// Collective: every rank's shard of the optimizer state into rank 0's checkpoint (s, null on the
+// other ranks), whole.
+void Checkpoints::gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s) {
+    const std::vector<size_t> counts = shard_counts(opt.full_m(), world.size());
+    if (s) {
+        s->opt_m.resize(opt.full_m());
+        s->opt_v.resize(opt.full_v());
+    }
+    world.gather_blocks(opt.m().data(), s ? s->opt_m.data() : nullptr, counts.data(), 0);
+    if (opt.full_v() > 0) world.gather_blocks(opt.v().data(), s ? s->opt_v.data() : nullptr, counts.data(), 0);
 }
 
 void Checkpoints::wait() {

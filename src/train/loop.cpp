@@ -210,7 +210,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     pf.release();  // after the look at the batch above: the reader refills its slot from here on
     last_lr_ = p_.sched.at(s);
     st.loss = loss_sum / ((double)st.global_n * p_.model.terms_per_sample());
-    if (st.finite) g.update(last_norm_, last_lr_, s + 1);
+    if (st.finite) iv_.exposed += g.update(last_norm_, last_lr_, s + 1);
     return st;
 }
 
@@ -291,7 +291,8 @@ void StepLoop::checkpoint(long done, bool final_one) {
     if (p_.topo.rank == 0) p_.grads.download_state();
     if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))
         std::this_thread::sleep_for(std::chrono::seconds(3));
-    p_.ckpt.save(done, p_.sampler, p_.params, p_.opt, final_one, p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
+    p_.ckpt.save(p_.world, done, p_.sampler, p_.params, p_.opt, final_one,
+                 p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
     if (!p_.o.async_checkpoint) {
         p_.clock.mark(Phase::checkpoint_wait, done);
         p_.world.barrier();

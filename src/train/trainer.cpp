@@ -89,7 +89,9 @@ struct Setup {
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed);
-        opt = std::make_unique<Optimizer>(optimizer_settings(o), model->layout());
+        const Span whole{0, model->layout().total};
+        opt = std::make_unique<Optimizer>(optimizer_settings(o), model->layout(),
+                                          o.shard_optimizer ? shard_span(whole.end, topo.rank, topo.size) : whole);
         const long global_batch = (long)o.batch_size * topo.size * o.grad_accum;
         sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
                                             o.shuffle_block);
@@ -136,6 +138,7 @@ struct Setup {
         g.gpu_state = o.gpu_state;
         g.grad_clip = o.grad_clip;
         g.optimizer = optimizer_settings(o);
+        g.shard_optimizer = o.shard_optimizer;
         grads = device->make_gradients(*model, params.data(), *opt, g, topo);
     }
 

@@ -1,7 +1,8 @@
 // Every all-reduce algorithm on every simulated node shape the world size allows, for counts
 // 0, 1, primes, sizes that do not divide by the ranks, and a large one; inputs are small
 // integers so the sums are exact whatever the order. bf16 within its rounding; reduce-scatter and
-// all-gather of the MPI communicator; GradSync buckets with and without overlap.
+// all-gather of the MPI communicator; GradSync buckets with and without overlap; the sharded
+// optimizer's reduce-scatter through the buckets, and the blocks checkpoints gather and scatter.
 #include "helpers.h"
 
 #include "dptrain/comm/allreduce.h"
@@ -186,4 +187,77 @@ TEST_CASE("GradSync: buckets cover the buffer once, overlap or not, same result"
         }
     }
     topo.destroy();
+}
+
+// --shard-optimizer's collectives: buckets (some inside one shard, some across several, the first
+// also holding control floats) reduce-scattered through GradSync, with and without overlap, in
+// float32 and bf16; every rank receives exactly its shard's sums and the control floats' sums,
+// and the all-gather of the shards gives every rank the whole buffer.
+TEST_CASE("sharded engine: buckets reduce-scattered into each rank's shard, then all-gathered", "[allreduce][shard]") {
+    const int R = world_rank(), W = world_size();
+    ParamLayout layout;
+    for (int l = 0; l < 4; ++l) layout.add("w" + std::to_string(l), {50 + 29 * l, 7}, true);
+    const size_t control = 3, total = layout.total;
+    const Span mine = shard_span(total, R, W);
+    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
+    for (DType wire : {DType::f32, DType::bf16}) {
+        for (bool overlap : {false, true}) {
+            for (double mb : {0.0005, 0.004, 100.0}) {
+                AllreduceEngine eng(AllreduceAlgo::flat, topo, total + control);
+                std::vector<float> shard(std::max<size_t>(1, mine.size()), -1.0f);
+                eng.shard(total, shard.data());
+                GradSync sync(eng, layout, mb, wire, overlap, control);
+                sync.begin_step();
+                float* g = sync.grads();
+                for (size_t i = 0; i < total + control; ++i) g[i] = input(R, i);
+                for (size_t v = layout.views.size(); v-- > 0;) sync.grads_ready_from(layout.views[v].offset);
+                sync.finish();
+                long wrong = 0;
+                auto sum = [&](size_t i) {
+                    float s = 0;
+                    for (int q = 0; q < W; ++q) s += input(q, i);
+                    return s;
+                };
+                for (size_t i = 0; i < mine.size(); ++i) wrong += shard[i] != sum(mine.begin + i);
+                for (size_t i = total; i < total + control; ++i) wrong += g[i] != sum(i);
+                // The parameters' all-gather: each rank's shard written by its owner alone.
+                std::vector<float> params(total, 0.0f);
+                for (size_t i = mine.begin; i < mine.end; ++i) params[i] = sum(i) + (float)R;
+                eng.gather_shards(params.data());
+                for (int q = 0; q < W; ++q) {
+                    const Span s = shard_span(total, q, W);
+                    for (size_t i = s.begin; i < s.end; ++i) wrong += params[i] != sum(i) + (float)q;
+                }
+                INFO("wire " << dtype_name(wire) << " overlap " << overlap << " bucket-mb " << mb << " buckets "
+                             << sync.num_buckets());
+                CHECK(wrong == 0);
+            }
+        }
+    }
+    topo.destroy();
+}
+
+TEST_CASE("gather_blocks and scatter_blocks move uneven blocks to and from the root", "[comm][shard]") {
+    const int R = world_rank(), W = world_size();
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    std::vector<size_t> counts(W);
+    size_t total = 0;
+    for (int q = 0; q < W; ++q) total += counts[q] = (size_t)(q % 3) * 5;  // some ranks send nothing
+    size_t first = 0;
+    for (int q = 0; q < R; ++q) first += counts[q];
+    std::vector<float> mine(std::max<size_t>(1, counts[R]));
+    for (size_t i = 0; i < counts[R]; ++i) mine[i] = (float)(first + i);
+    const int root = W - 1;
+    std::vector<float> at_root(R == root ? std::max<size_t>(1, total) : 1, -1.0f);
+    comm.gather_blocks(mine.data(), at_root.data(), counts.data(), root);
+    long wrong = 0;
+    if (R == root)
+        for (size_t i = 0; i < total; ++i) wrong += at_root[i] != (float)i;
+    std::vector<float> back(std::max<size_t>(1, counts[R]), -1.0f);
+    if (R == root)
+        for (size_t i = 0; i < total; ++i) at_root[i] = 2.0f * (float)i;
+    comm.scatter_blocks(at_root.data(), back.data(), counts.data(), root);
+    for (size_t i = 0; i < counts[R]; ++i) wrong += back[i] != 2.0f * (float)(first + i);
+    comm.allreduce(&wrong, 1, ReduceOp::sum);
+    CHECK(wrong == 0);
 }

@@ -42,6 +42,7 @@ struct GradientSpec {
     GpuState gpu_state = GpuState::automatic;
     double grad_clip = 0.0;  // the global norm clipped to; 0: no clipping
     OptimizerSettings optimizer;
+    bool shard_optimizer = false;  // each rank keeps the optimizer's shard_span of the state (host path)
 };
 
 // Host memory page-locked for a GPU's copies, released when destroyed. note: why some of it could

@@ -4,6 +4,9 @@
 // started during backward, the update kernels; backend/cuda). The step loop calls, in order:
 //   begin_step -> [poison] -> backward(grads(), ..., hook()) -> backward_done -> reduce -> norm
 //   -> update (or nothing, for a skipped step)
+// With the optimizer state sharded (--shard-optimizer, host path), reduce() leaves each rank the
+// sums of its shard alone, norm() adds the shards' squares, and update() steps the shard and
+// all-gathers the parameters.
 // and download_state before a checkpoint, upload_state once the starting point is known.
 // Not for: deciding when to step or skip (the loop does, from norm() and the control floats).
 #pragma once
@@ -52,7 +55,9 @@ class GradientPath {
     // sqrt(sum of squared summed gradients).
     virtual double norm() = 0;
     // Clips to the path's max norm (when exceeded) and takes optimizer step t (1-based) at lr.
-    virtual void update(double norm, double lr, long t) = 0;
+    // Returns the seconds it waited on other ranks (a sharded state's all-gather of the
+    // parameters; 0 where every rank updates all of them).
+    virtual double update(double norm, double lr, long t) = 0;
     // Seconds inside all-reduce calls since the last take (hidden and exposed).
     virtual double take_comm_seconds() = 0;
     // The host parameters and optimizer state (what checkpoints hold) to where the step runs, and

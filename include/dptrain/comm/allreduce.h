@@ -60,6 +60,14 @@ class AllreduceEngine {
     // wire = bf16 halves the bytes moved; sums are accumulated in float32 and rounded to bf16
     // for transfer (the result every rank gets is the bf16-rounded sum, widened to float32).
     void run(size_t offset, size_t count, DType wire);
+    // Sharded optimizer state (--shard-optimizer, ZeRO stage 1), on a flat engine: the buffer's
+    // first `count` floats are owned in shards, rank r's being shard_span(count, r, W). From here
+    // on run() reduce-scatters that range: each rank receives the sum of its shard's part into
+    // `recv` (the shard's floats; the buffer keeps what backward wrote) and floats from `count` on
+    // (the control floats) are all-reduced as before.
+    void shard(size_t count, float* recv);
+    // In place: every rank's shard of buf[0, count) (each updated by its owner) to every rank.
+    void gather_shards(float* buf);
     // "hierarchical (2 nodes x 2 ranks)" or "auto: hierarchical from 64 KiB, flat below".
     std::string describe() const;
     Algo algo() const { return algo_; }
@@ -73,6 +81,7 @@ class AllreduceEngine {
   private:
     void run_flat(size_t offset, size_t count, DType wire);
     void run_hierarchical(size_t offset, size_t count, DType wire);
+    void run_sharded(size_t offset, size_t count, DType wire);
 
     Algo algo_;
     const Topology& topo_;
@@ -82,6 +91,10 @@ class AllreduceEngine {
     std::vector<float> own_;  // the buffer when there is no window
     std::vector<bf16> wire_;  // flat bf16 staging
     float* buf_ = nullptr;
+    size_t sharded_ = 0;        // the sharded range [0, sharded_); 0: not sharded
+    float* recv_ = nullptr;     // this rank's shard of the sums
+    std::vector<bf16> recv16_;  // its bf16 staging
+    std::vector<size_t> counts_;
 };
 
 } // namespace dptrain

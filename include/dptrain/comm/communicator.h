@@ -25,7 +25,8 @@ class Communicator {
     virtual void allreduce_sum(void* buf, size_t count, DType t) = 0;
     // send holds sum(counts) elements; rank r receives the sum of its block, counts[r] elements.
     virtual void reduce_scatter_sum(const void* send, void* recv, const size_t* counts, DType t) = 0;
-    // send holds counts[rank] elements; recv gets every rank's block in rank order.
+    // send holds counts[rank] elements; recv gets every rank's block in rank order. send = null:
+    // in place (this rank's block is already at its place in recv).
     virtual void allgather(const void* send, void* recv, const size_t* counts, DType t) = 0;
     virtual void broadcast(void* buf, size_t bytes, int root) = 0;
     virtual void barrier() = 0;
@@ -59,6 +60,10 @@ class MpiCommunicator : public Communicator {
     void gather(const void* send, size_t bytes, void* recv, int root);
     // As gather, on every rank.
     void allgather(const void* send, size_t bytes, void* recv);
+    // Blocks of floats of different sizes: rank r sends counts[r] floats, which `root` receives in
+    // rank order into recv (gather_blocks); or receives its block of root's send (scatter_blocks).
+    void gather_blocks(const float* send, float* recv, const size_t* counts, int root);
+    void scatter_blocks(const float* send, float* recv, const size_t* counts, int root);
     // Each rank's text (at most 63 bytes of it, as host names are), in rank order: on root only
     // (gather_text; others get an empty vector) or on every rank (allgather_text).
     std::vector<std::string> gather_text(const std::string& mine, int root);

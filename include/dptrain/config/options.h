@@ -52,6 +52,7 @@ struct Options {
     double lr, min_lr_ratio;
     long warmup_steps;
     double momentum, beta1, beta2, eps, weight_decay, grad_clip;
+    bool shard_optimizer;  // each rank keeps its shard of the optimizer state (ZeRO-1)
     unsigned long seed;
     long stop_after;  // stop (with a checkpoint) after this many steps of this run; 0 = never
     // parallel

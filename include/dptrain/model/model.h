@@ -27,6 +27,18 @@ struct ParamLayout {
     const ParamView& find(const std::string& name) const;
 };
 
+// A range [begin, end) of the flat buffer, in floats.
+struct Span {
+    size_t begin = 0, end = 0;
+    size_t size() const { return end - begin; }
+};
+
+// Rank r's shard of a flat buffer of `total` floats owned by `ranks` ranks (the sharded optimizer
+// state): contiguous, in rank order, covering [0, total), cut at multiples of 16 floats (64-byte
+// lines) with sizes that differ by less than 32 floats (a line, and the last one's partial line).
+// A shard may be empty (tiny buffers).
+Span shard_span(size_t total, int rank, int ranks);
+
 enum class Activation { relu, gelu };
 
 // How matmuls compute (--precision). bf16: mixed precision as GPUs train, every matmul of the

@@ -23,8 +23,13 @@ void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float 
 // buf = momentum * buf + g + wd * p;  p -= lr * buf.
 void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float lr, float momentum, float wd);
 
-// sqrt(sum g^2), accumulated in double in a fixed order.
+// sum g^2, accumulated in double in a fixed order (depending on n alone, not on the threads).
+double sum_squares(const float* g, size_t n);
+// sqrt(sum_squares(g, n)).
 double global_norm(const float* g, size_t n);
+// Scales g by max_norm / norm when norm exceeds max_norm (no-op when max_norm <= 0): norm is the
+// norm of the whole gradient, of which g may be one rank's shard.
+void clip_to_norm(float* g, size_t n, double norm, double max_norm);
 // Scales g so its norm is at most max_norm (no-op when max_norm <= 0); returns the norm before.
 double clip_grad_norm(float* g, size_t n, double max_norm);
 
@@ -39,24 +44,36 @@ struct OptimizerSettings {
     double weight_decay = 0.0;                      // decoupled for AdamW, L2 through the momentum for SGD
 };
 
+// The optimizer state of one range of the flat buffer: all of it (every rank keeps the whole
+// state), or this rank's shard of it (--shard-optimizer, ZeRO stage 1: each rank keeps and updates
+// 1/W of the state; the gradient path sums gradients into the shard and gathers the parameters).
 class Optimizer {
   public:
     using Kind = OptimizerKind;
     Optimizer(Kind kind, const ParamLayout& layout, double beta1, double beta2, double eps, double momentum,
               double weight_decay);
-    Optimizer(const OptimizerSettings& s, const ParamLayout& layout)
-        : Optimizer(s.kind, layout, s.beta1, s.beta2, s.eps, s.momentum, s.weight_decay) {}
-    // One step over every view at learning rate lr; t = number of steps taken so far + 1.
+    Optimizer(const OptimizerSettings& s, const ParamLayout& layout) : Optimizer(s, layout, Span{0, layout.total}) {}
+    Optimizer(const OptimizerSettings& s, const ParamLayout& layout, Span shard);
+    // One step over the shard at learning rate lr; t = number of steps taken so far + 1. params and
+    // grads point at the shard's first float (a whole buffer's start plus shard().begin).
     void step(float* params, const float* grads, double lr, long t);
 
     Kind kind() const { return kind_; }
-    // State for checkpoints: AdamW uses m and v; SGD uses m (momentum buffer) and leaves v empty.
+    // The range whose state this optimizer holds and whose parameters step() updates.
+    Span shard() const { return shard_; }
+    // Floats of each moment over the whole buffer (what a checkpoint holds): the layout's total,
+    // and 0 for SGD's v.
+    size_t full_m() const { return layout_.total; }
+    size_t full_v() const { return kind_ == Kind::adamw ? layout_.total : 0; }
+    // The state of the shard, for checkpoints: AdamW uses m and v; SGD uses m (momentum buffer)
+    // and leaves v empty.
     std::vector<float>& m() { return m_; }
     std::vector<float>& v() { return v_; }
 
   private:
     Kind kind_;
     const ParamLayout& layout_;
+    Span shard_;
     double beta1_, beta2_, eps_, momentum_, wd_;
     std::vector<float> m_, v_;
 };

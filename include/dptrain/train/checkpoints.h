@@ -38,19 +38,20 @@ class Checkpoints {
     // starts from --init-from's weights when given (read here, on rank 0 alone). Throws UserError
     // naming the file and the fix.
     void find(const std::vector<float>& params, Optimizer& opt);
-    // Collective: rank 0's checkpoint (if any) into every rank's params and opt, or the --init-from
-    // weights into params. Returns the checkpoint's step (0 for a fresh run).
+    // Collective: rank 0's checkpoint (if any) into every rank's params and opt (each rank's shard
+    // of the state, with --shard-optimizer), or the --init-from weights into params. Returns the checkpoint's step (0 for a fresh run).
     long share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt);
     const std::string& resumed_from() const { return resumed_from_; }
     // Rank 0: what --init-from gave ("" when the run resumed or started from random weights).
     const std::string& initialized_from() const { return initialized_from_; }
 
-    // Rank 0 writes the checkpoint of `step` from the host state (other ranks return). With
+    // Rank 0 writes the checkpoint of `step` from the host state (other ranks return; with
+    // --shard-optimizer, after sending rank 0 their shards of the optimizer state). With
     // --async-checkpoint the state is copied and written by a background thread; the next
     // checkpoint, a final one or wait() waits for it. corrupt (--inject-fault): damage the file
     // after writing it. A failure ends the job: the previous checkpoints are intact.
-    void save(long step, const Sampler& sampler, const std::vector<float>& params, Optimizer& opt, bool final_one,
-              bool corrupt);
+    void save(MpiCommunicator& world, long step, const Sampler& sampler, const std::vector<float>& params,
+              Optimizer& opt, bool final_one, bool corrupt);
     // Waits for a background write (rank 0); a failure ends the job.
     void wait();
     // The newest checkpoint written, "" before the first.
@@ -59,6 +60,9 @@ class Checkpoints {
   private:
     void resume_latest();  // rank 0, --resume auto
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
+    void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
+    // Each rank's shard size of a sharded state of `total` floats, in rank order.
+    static std::vector<size_t> shard_counts(size_t total, int ranks);
 
     const Options& o_;
     int rank_;

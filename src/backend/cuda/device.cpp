@@ -43,7 +43,7 @@ class DeviceGradients : public GradientPath {
     void backward_done() override;
     double reduce() override;
     double norm() override;
-    void update(double norm, double lr, long t) override;
+    double update(double norm, double lr, long t) override;
     double take_comm_seconds() override;
     void upload_state() override;
     void download_state() override;
@@ -92,7 +92,10 @@ double DeviceGradients::reduce() {
 
 double DeviceGradients::norm() { return step_.norm(); }
 
-void DeviceGradients::update(double norm, double lr, long t) { step_.update(norm, spec_.grad_clip, lr, t); }
+double DeviceGradients::update(double norm, double lr, long t) {
+    step_.update(norm, spec_.grad_clip, lr, t);
+    return 0.0;
+}
 
 double DeviceGradients::take_comm_seconds() { return step_.take_comm_seconds(); }
 
@@ -187,6 +190,16 @@ std::unique_ptr<GradientPath> CudaBuildDevice::make_gradients(Model& model, floa
     int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
     MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
     std::string note;
+    // The GPU step keeps the whole optimizer state: a sharded one lives on the host path.
+    if (all_gpu && spec.shard_optimizer) {
+        if (spec.gpu_state == GpuState::device)
+            throw UserError("--shard-optimizer with --gpu-state device: the GPU step does not shard the optimizer "
+                            "state yet; use --gpu-state host (or auto) to shard it on the host, or drop "
+                            "--shard-optimizer");
+        all_gpu = 0;
+        note = "--shard-optimizer: the GPU step does not shard the optimizer state yet: parameters and the sharded "
+               "state stay on the host";
+    }
 #ifndef DPTRAIN_HAVE_NCCL
     if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
         all_gpu = 0;
