@@ -3,6 +3,7 @@
 #include "dptrain/app/doctor.h"
 #include "dptrain/core/error.h"
 #include "dptrain/app/generate.h"
+#include "dptrain/app/plan.h"
 #include "dptrain/app/serve.h"
 #include "dptrain/config/options.h"
 #include "dptrain/data/stage.h"
@@ -12,6 +13,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 using namespace dptrain;
 
@@ -59,6 +61,14 @@ int main(int argc, char** argv) {
     }
     mpi_start(&argc, &argv);
     const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
+
+    // `dptrain plan [--ranks N] [--gpu-memory SIZE] [options]`: memory per rank, before a run.
+    if (argc > 1 && std::string(argv[1]) == "plan") {
+        Topology topo;
+        if (!all_ok(MPI_COMM_WORLD, [&] { topo = Topology::create(MPI_COMM_WORLD, 0); })) return finish(2, nullptr);
+        const int code = run_plan(std::vector<std::string>(argv + 2, argv + argc), topo);
+        return finish(code, &topo);
+    }
 
     // `dptrain doctor [options]`: the same options as training, for the paths to check.
     bool doctor = argc > 1 && std::string(argv[1]) == "doctor";

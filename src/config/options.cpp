@@ -407,6 +407,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
           << "       dptrain serve --checkpoint PATH [--host 127.0.0.1] [--port 8080]   (the completions API; serve "
              "--help)\n"
           << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n"
+          << "       dptrain plan [--ranks N] [--gpu-memory 80GiB] [--config FILE] [--option value ...]   (memory per "
+             "rank: what fits, the largest batch)\n"
           << "       dptrain options   (every option, with its values where they are a closed set: for shell "
              "completion)\n\n"
           << all;

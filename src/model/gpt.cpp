@@ -110,14 +110,37 @@ size_t Gpt::activation_bytes(const GptConfig& cfg, int max_batch) {
     return floats * sizeof(float) + 2 * BT * sizeof(int);  // targets, argmax
 }
 
+size_t Gpt::count_params(const GptConfig& cfg) {
+    const size_t V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer;
+    // wte, wpe; per layer ln1 (2C), qkv (3C^2 + 3C), proj (C^2 + C), ln2 (2C), fc (4C^2 + 4C),
+    // fc proj (4C^2 + C); lnf (2C).
+    return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+}
+
+// The matmul operands' sizes: every weight, the widest activation (B*T, 4C) and the widest
+// output gradient (B*T, max(4C, V)).
+static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad) {
+    const size_t BT = (size_t)max_batch * cfg.block_size, C = (size_t)cfg.n_embd;
+    *act = BT * 4 * C;
+    *grad = BT * std::max<size_t>(4 * C, (size_t)cfg.vocab_size);
+}
+
+size_t Gpt::operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
+    if (p == Precision::fp32) return 0;
+    size_t act = 0, grad = 0;
+    operand_sizes(cfg, max_batch, &act, &grad);
+    return Bf16Operands::bytes(count_params(cfg), act, grad);
+}
+
 void Gpt::set_precision(Precision p) {
     last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
     if (p == Precision::fp32) {
         bf_ = Bf16Operands();
         return;
     }
-    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
-    bf_.reserve(layout_.total, BT * 4 * C, BT * std::max<size_t>(4 * C, (size_t)cfg_.vocab_size));
+    size_t act = 0, grad = 0;
+    operand_sizes(cfg_, max_batch_, &act, &grad);
+    bf_.reserve(layout_.total, act, grad);
 }
 
 // The model's matmuls (not attention's, which round to TF32 themselves): fp32, or on bf16-rounded

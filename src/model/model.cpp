@@ -37,6 +37,11 @@ Span shard_span(size_t total, int rank, int ranks) {
     return Span{start(r), start(r + 1)};
 }
 
+size_t Bf16Operands::bytes(size_t params, size_t activation, size_t gradient) {
+    return (std::max<size_t>(params, 1) + std::max<size_t>(activation, 1) + std::max<size_t>(gradient, 1)) *
+           sizeof(float);
+}
+
 void Bf16Operands::reserve(size_t params, size_t activation, size_t gradient) {
     w_.assign(std::max<size_t>(params, 1), 0.0f);
     a_.assign(std::max<size_t>(activation, 1), 0.0f);
@@ -109,6 +114,34 @@ void Mlp::set_precision(Precision p) {
     }
     size_t widest = (size_t)*std::max_element(dims_.begin(), dims_.end());
     bf_.reserve(layout_.total, (size_t)max_batch_ * widest, (size_t)max_batch_ * widest);
+}
+
+size_t Mlp::operand_bytes(const std::vector<int>& dims, int max_batch, Precision p) {
+    if (p == Precision::fp32) return 0;
+    const size_t rows = (size_t)max_batch * (size_t)*std::max_element(dims.begin(), dims.end());
+    return Bf16Operands::bytes(count_params(dims), rows, rows);
+}
+
+size_t Mlp::count_params(const std::vector<int>& dims) {
+    size_t n = 0;
+    for (size_t l = 0; l + 1 < dims.size(); ++l) n += (size_t)dims[l] * dims[l + 1] + dims[l + 1];
+    return n;
+}
+
+size_t Mlp::activation_bytes() const {
+    size_t floats = stats_.size() + losses_.size() + dbuf_a_.size() + dbuf_b_.size();
+    for (size_t l = 0; l < pre_.size(); ++l) floats += pre_[l].size() + post_[l].size();
+    return floats * sizeof(float) + argmax_.size() * sizeof(int);
+}
+
+size_t Mlp::activation_bytes(const std::vector<int>& dims, int max_batch) {
+    const size_t B = (size_t)max_batch, L = dims.size() - 1;
+    const size_t widest = (size_t)*std::max_element(dims.begin(), dims.end());
+    // per layer: the output before its activation, and after it (hidden layers); then the loss's
+    // two stats and the losses per row, backward's two scratch buffers, the argmax per row.
+    size_t floats = 2 * B + B + 2 * B * widest;
+    for (size_t l = 0; l < L; ++l) floats += B * dims[l + 1] + (l + 1 < L ? B * dims[l + 1] : 0);
+    return floats * sizeof(float) + B * sizeof(int);
 }
 
 double Mlp::forward(const float* params, const float* x, const int* y, int B, long* correct) {

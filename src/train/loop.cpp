@@ -3,6 +3,7 @@
 
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/memory.h"
 
 #include <algorithm>
 #include <chrono>
@@ -314,6 +315,16 @@ int StepLoop::finish(int code, long start, long done, long end) {
     // Every rank took the same path here, so all of them gather.
     const StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
     p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
+    // The peak resident memory of the ranks that used the most and the least (rank 0 also holds
+    // the checkpoint's copy), beside the plan's total for rank 0.
+    const double mine = (double)peak_resident_bytes();
+    const auto most = p_.world.max_loc(mine), least = p_.world.max_loc(-mine);
+    if (most.first > 0)
+        p_.report.print(strfmt("memory: peak resident %.1f MiB on rank %d, the most%s; %.1f MiB on rank %d, the least\n",
+                               most.first / 1048576.0, most.second,
+                               p_.planned_bytes ? strfmt(" (planned %.1f MiB)", p_.planned_bytes / 1048576.0).c_str()
+                                                : "",
+                               -least.first / 1048576.0, least.second));
     if (p_.clock.tracer().on()) {
         try {
             p_.clock.tracer().write(Tracer::rank_path(p_.o.trace, p_.topo.rank), p_.topo.rank, p_.topo.host);

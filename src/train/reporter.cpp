@@ -145,6 +145,7 @@ void Reporter::banner(const RunFacts& f) {
                  o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
                  f.global_batch, per_rank.c_str(), f.steps_per_epoch));
     if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model) + "\n");
+    if (!f.memory_plan.empty()) print(f.memory_plan);
     print(strfmt("gradients: %s\n", f.gradients.c_str()));
     for (const std::string& n : f.gradient_notes) print(n + "\n");
     if (f.peak_gflops > 0)

@@ -20,10 +20,12 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/checksum.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/memory.h"
 #include "dptrain/data/stage.h"
 #include "dptrain/data/verify.h"
 #include "dptrain/io/reliability.h"
 #include "dptrain/train/loop.h"
+#include "dptrain/train/memory_plan.h"
 #include "dptrain/data/sampler.h"
 
 #include <algorithm>
@@ -52,6 +54,8 @@ struct Setup {
     std::unique_ptr<GradientPath> grads;
     std::unique_ptr<Checkpoints> ckpt;
     std::string io_note;
+    MemoryPlan plan;        // this rank's memory, planned, and its table
+    std::string plan_text;
     double peak_gflops = 0;  // summed over the ranks
     long start_step = 0;
 
@@ -151,6 +155,25 @@ struct Setup {
         task->readers(o.io_threads);
     }
 
+    // 6b. Local: what this rank's parts take, from the model's shape (the start-up table, and the
+    // end's peak beside it). `runtime`: what the process held before the run allocated.
+    void plan_memory_use(size_t runtime) {
+        PlanFacts f;
+        f.spec = task->model_spec(o);
+        f.ranks = topo.size;
+        f.local_ranks = topo.local_size;
+        f.floats_per_sample = task->train().floats_per_sample();
+        f.ints_per_sample = task->train().ints_per_sample();
+        f.eval_rows = task->eval_rows();
+        f.val_floats = task->val().floats_per_sample();
+        f.val_ints = task->val().ints_per_sample();
+        f.runtime = runtime;
+        std::string from;
+        const size_t budget = device->gpu() < 0 ? host_budget(topo.local_size, &from) : 0;
+        plan = plan_memory(o, f, budget, from);
+        plan_text = plan_table(plan, o, f);
+    }
+
     // 7. Collective: the MFU denominator. Every rank measures at once (so shared cores and memory
     // are counted as they will be used), and the peaks add up.
     void measure_peak() {
@@ -180,6 +203,7 @@ struct Setup {
         f.on_gpu = device->gpu() >= 0;
         f.resumed_from = ckpt->resumed_from();
         f.initialized_from = ckpt->initialized_from();
+        f.memory_plan = plan_text;
         f.start_step = start_step;
         f.start_epoch = sampler->epoch_of(start_step);
         return f;
@@ -272,6 +296,7 @@ void resolve_grad_accum(Options& o, int ranks) {
 
 int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
+    const size_t runtime = resident_bytes();  // before the run allocates: libraries, MPI
     if (!all_ok(topo.world, [&] { resolve_grad_accum(opts, topo.size); })) return kExitUser;
     if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
     if (opts.verify_data && !verify_data(opts, topo)) return kExitUser;
@@ -281,6 +306,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
         !all_ok(w, [&] { s.check_same_data(); }) || !all_ok(w, [&] { s.make_gradients(); }) ||
         !all_ok(w, [&] { s.load_data(); }))
         return kExitUser;
+    s.plan_memory_use(runtime);
     s.measure_peak();
     if (!all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); })) return kExitUser;
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
@@ -291,7 +317,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     s.start_heartbeats(clock.watchdog());
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
     StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
-                            *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops});
+                            *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total});
     int code = kExitOk;
     try {
         code = loop.run(s.start_step);

@@ -74,6 +74,10 @@ class Gpt : public Model {
     // allocated for max_batch windows; of cfg's, without building one (the same sum: tested).
     size_t activation_bytes() const override;
     static size_t activation_bytes(const GptConfig& cfg, int max_batch);
+    // The bf16 operands (set_precision's), and the parameter count, likewise without building one.
+    size_t operand_bytes() const override { return bf_.bytes(); }
+    static size_t operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
+    static size_t count_params(const GptConfig& cfg);
     const GptConfig& config() const { return cfg_; }
     // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
     const float* logits() const { return logits_.data(); }

@@ -55,6 +55,9 @@ enum class Precision { fp32, bf16 };
 class Bf16Operands {
   public:
     void reserve(size_t params, size_t activation, size_t gradient);
+    // What reserve(params, activation, gradient) allocates, in bytes.
+    static size_t bytes(size_t params, size_t activation, size_t gradient);
+    size_t bytes() const { return (w_.size() + a_.size() + g_.size()) * sizeof(float); }
     bool on() const { return !w_.empty(); }
     void round_weights(const float* params);     // every parameter (biases unused, but cheap)
     const float* weights() const { return w_.data(); }
@@ -117,6 +120,8 @@ class Model {
     virtual void set_op_times(OpTimes* t) = 0;
     // Bytes of activations kept for backward, where the model knows them (0: not reported).
     virtual size_t activation_bytes() const { return 0; }
+    // Bytes of the bf16 operands (--precision bf16: the rounded weights and matmul scratch); 0 in fp32.
+    virtual size_t operand_bytes() const { return 0; }
 };
 
 // MLP classifier: in -> hidden[0] -> ... -> hidden[n-1] -> classes, activation between layers,
@@ -157,6 +162,14 @@ class Mlp : public Model {
     }
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
+    // Bytes of activations and backward's scratch, as allocated for max_batch rows; of dims' (in,
+    // hidden..., classes), without building one (the same sum: tested). The bf16 operands likewise.
+    size_t activation_bytes() const override;
+    static size_t activation_bytes(const std::vector<int>& dims, int max_batch);
+    size_t operand_bytes() const override { return bf_.bytes(); }
+    static size_t operand_bytes(const std::vector<int>& dims, int max_batch, Precision p);
+    // Parameters of an MLP of dims, without building one.
+    static size_t count_params(const std::vector<int>& dims);
 
   private:
     std::vector<int> dims_;  // in, hidden..., classes

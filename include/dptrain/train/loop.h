@@ -46,6 +46,7 @@ struct LoopParts {
     Evaluator& eval;
     Checkpoints& ckpt;
     double peak_gflops = 0;  // summed over the ranks, for MFU; 0: unknown
+    size_t planned_bytes = 0;  // the memory plan's total, said beside the measured peak; 0: none
 };
 
 class StepLoop {

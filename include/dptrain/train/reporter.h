@@ -36,6 +36,7 @@ struct RunFacts {
     std::string resumed_from;
     size_t activation_bytes = 0;  // Model::activation_bytes (0: not known)
     std::string initialized_from;  // --init-from, with what the import says ("" when not used)
+    std::string memory_plan;       // plan_table's (memory_plan.h), "" when not planned
     long start_step = 0, start_epoch = 0;
 };
 

@@ -1,0 +1,102 @@
+// dptrain plan: its own two options, then the training options, the data's shape and the table.
+#include "dptrain/app/plan.h"
+
+#include "dptrain/comm/communicator.h"
+#include "dptrain/config/options.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/memory.h"
+#include "dptrain/train/memory_plan.h"
+#include "dptrain/train/task.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace dptrain {
+
+namespace {
+
+// Removes `--name VALUE` or `--name=VALUE` from args; returns VALUE ("" when absent).
+std::string take_option(std::vector<std::string>& args, const std::string& name) {
+    std::string value;
+    for (size_t i = 0; i < args.size();) {
+        if (args[i] == name && i + 1 < args.size()) {
+            value = args[i + 1];
+            args.erase(args.begin() + (long)i, args.begin() + (long)i + 2);
+        } else if (args[i].rfind(name + "=", 0) == 0) {
+            value = args[i].substr(name.size() + 1);
+            args.erase(args.begin() + (long)i);
+        } else {
+            ++i;
+        }
+    }
+    return value;
+}
+
+struct PlanRequest {
+    Options o;
+    int ranks = 0;
+    size_t gpu_memory = 0;
+    std::string gpu_text;
+};
+
+PlanRequest parse_plan(std::vector<std::string> args, int launched) {
+    PlanRequest r;
+    const std::string ranks = take_option(args, "--ranks"), gpu = take_option(args, "--gpu-memory");
+    if (!ranks.empty()) {
+        char* end = nullptr;
+        const long n = std::strtol(ranks.c_str(), &end, 10);
+        if (end == ranks.c_str() || *end != '\0' || n < 1 || n > (1 << 20))
+            throw UserError(strfmt("--ranks %s: give the number of ranks to plan for, 1 or more", ranks.c_str()));
+        r.ranks = (int)n;
+    } else {
+        r.ranks = launched;
+    }
+    if (!gpu.empty()) {
+        r.gpu_memory = parse_bytes(gpu, "--gpu-memory");
+        r.gpu_text = "--gpu-memory " + gpu;
+    }
+    std::vector<char*> argv{const_cast<char*>("dptrain")};
+    for (std::string& a : args) argv.push_back(a.data());
+    ParseResult parsed = parse_options((int)argv.size(), argv.data());
+    if (parsed.help || parsed.version)
+        throw UserError("dptrain plan takes the training options (dptrain --help) and --ranks N, --gpu-memory SIZE");
+    r.o = parsed.opts;
+    return r;
+}
+
+} // namespace
+
+int run_plan(std::vector<std::string> args, const Topology& topo) {
+    const size_t runtime = resident_bytes();  // what a rank holds before a run allocates
+    PlanRequest req;
+    std::unique_ptr<Task> task;
+    if (!all_ok(topo.world, [&] {
+            req = parse_plan(args, topo.size);
+            task = Task::open(req.o, topo);
+        }))
+        return 2;  // a bad option or file (kExitUser)
+    PlanFacts f;
+    f.spec = task->model_spec(req.o);
+    f.ranks = req.ranks;
+    f.floats_per_sample = task->train().floats_per_sample();
+    f.ints_per_sample = task->train().ints_per_sample();
+    f.eval_rows = task->eval_rows();
+    f.val_floats = task->val().floats_per_sample();
+    f.val_ints = task->val().ints_per_sample();
+    f.runtime = runtime;
+    // The ranks of one node: --ranks-per-node, else all of them.
+    const int per_node = req.o.ranks_per_node > 0 ? std::min(req.o.ranks_per_node, req.ranks) : req.ranks;
+    f.local_ranks = per_node;
+    std::string from = req.gpu_text;
+    size_t budget = req.gpu_memory;
+    if (budget == 0) budget = host_budget(per_node, &from);  // without a GPU's size: this machine's
+    const MemoryPlan p = plan_memory(req.o, f, budget, from, req.gpu_memory > 0);
+    if (topo.rank == 0) {
+        std::printf("data: %s\nmodel: %s, %zu parameters\n%s", task->describe().c_str(), name_of(req.o.model),
+                    planned_params(f.spec), plan_table(p, req.o, f).c_str());
+        std::fflush(stdout);
+    }
+    return p.fits() ? 0 : 1;
+}
+
+} // namespace dptrain

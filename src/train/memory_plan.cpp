@@ -1,0 +1,159 @@
+// The parts of a rank's memory, each sized as the code that allocates it sizes it.
+#include "dptrain/train/memory_plan.h"
+
+#include "dptrain/backend/gradient_path.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/memory.h"
+#include "dptrain/model/gpt.h"
+
+#include <algorithm>
+
+namespace dptrain {
+
+namespace {
+
+double mib(size_t bytes) { return (double)bytes / 1048576.0; }
+
+std::vector<int> mlp_dims(const ModelSpec& s) {
+    std::vector<int> d{s.in};
+    d.insert(d.end(), s.hidden.begin(), s.hidden.end());
+    d.push_back(s.classes);
+    return d;
+}
+
+size_t model_params(const ModelSpec& s) {
+    return s.kind == ModelKind::gpt ? Gpt::count_params(s.gpt) : Mlp::count_params(mlp_dims(s));
+}
+
+// The rows the model is sized for at micro-batch B: a GPT's B windows; the MLP's larger of B and
+// the evaluator's rows (one model serves both).
+int model_rows(const ModelSpec& s, int B, int eval_rows) { return s.kind == ModelKind::gpt ? B : std::max(B, eval_rows); }
+
+size_t model_activations(const ModelSpec& s, int rows) {
+    return s.kind == ModelKind::gpt ? Gpt::activation_bytes(s.gpt, rows) : Mlp::activation_bytes(mlp_dims(s), rows);
+}
+
+size_t model_operands(const ModelSpec& s, int rows) {
+    return s.kind == ModelKind::gpt ? Gpt::operand_bytes(s.gpt, rows, s.precision)
+                                    : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
+}
+
+// The largest shard of P floats over W ranks (rank 0's, or one line less).
+size_t largest_shard(size_t P, int W) {
+    size_t most = 0;
+    for (int r = 0; r < W; ++r) most = std::max(most, shard_span(P, r, W).size());
+    return most;
+}
+
+// The plan's rows for micro-batch B, without budget or verdict.
+std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
+    const ModelSpec& s = f.spec;
+    const size_t P = model_params(s), F = sizeof(float);
+    const size_t moments = o.optimizer == OptimizerKind::adamw ? 2 : 1;
+    const int rows = model_rows(s, B, f.eval_rows);
+    std::vector<MemoryRow> out;
+    out.push_back({"parameters", P * F, "float32", false, true});
+    out.push_back({"gradients", (P + kControlFloats) * F, "float32, summed in place", false, true});
+    if (o.shard_optimizer) {
+        const size_t shard = largest_shard(P, f.ranks);
+        out.push_back({"optimizer state", (moments * shard + shard) * F,
+                       strfmt("%s, sharded: 1/%d (and its summed gradients)", name_of(o.optimizer), f.ranks), false,
+                       false});
+    } else {
+        out.push_back({"optimizer state", moments * P * F, strfmt("%s, every rank the whole", name_of(o.optimizer)),
+                       false, true});
+    }
+    std::string act_note = strfmt("%d %s", rows, s.kind == ModelKind::gpt ? "windows" : "rows");
+    if (s.kind == ModelKind::gpt) act_note += strfmt(", --recompute %s", name_of(o.recompute));
+    out.push_back({"activations", model_activations(s, rows), act_note, false, true});
+    if (s.precision == Precision::bf16)
+        out.push_back({"bf16 operands", model_operands(s, rows), "--precision bf16", false, true});
+    // The engine's bf16 staging of the whole buffer (the node window's, or the flat path's), and a
+    // sharded state's bf16 receive buffer.
+    size_t comm = (P + kControlFloats) * sizeof(uint16_t);
+    if (o.shard_optimizer) comm += largest_shard(P, f.ranks) * sizeof(uint16_t);
+    out.push_back({"communication buffers", comm, "bf16 staging", false});
+    // The shared-memory all-reduce reads the node's other ranks' gradient pages (its slice of each
+    // to sum, their slices to copy back): shared, so not more memory of the node, but counted in
+    // this rank's resident size.
+    const int L = f.local_ranks;
+    if (!o.shard_optimizer && o.allreduce != AllreduceAlgo::flat && L > 1)
+        out.push_back({"peers' window pages", 2 * (P + kControlFloats) * F * (size_t)(L - 1) / (size_t)L,
+                       strfmt("read from the node's other %d rank%s (shared memory)", L - 1, L == 2 ? "" : "s"), false});
+    const size_t slots = (size_t)std::max(o.prefetch, o.io_threads);
+    const size_t sample = (size_t)(f.floats_per_sample + f.ints_per_sample) * 4;
+    const size_t ring = slots * (size_t)B * sample + (size_t)o.io_threads * B * sizeof(long);
+    out.push_back({"input ring", ring, strfmt("%zu slots of %d samples", slots, B), false});
+    out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
+                   strfmt("%d rows", f.eval_rows), false});
+    out.push_back({"checkpoint copy", (P + moments * P) * F, "rank 0: parameters and the whole optimizer state", true});
+    out.push_back({"runtime", f.runtime, "libraries, MPI, HDF5: measured before the run allocates", false});
+    return out;
+}
+
+size_t total_of(const std::vector<MemoryRow>& rows, bool gpu_only) {
+    size_t t = 0;
+    for (const MemoryRow& r : rows)
+        if (r.on_gpu || !gpu_only) t += r.bytes;
+    return t;
+}
+
+} // namespace
+
+MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, const std::string& budget_from,
+                       bool gpu_budget) {
+    MemoryPlan p;
+    p.rows = rows_for(o, f, o.batch_size);
+    p.total = total_of(p.rows, false);
+    p.gpu_total = total_of(p.rows, true);
+    p.gpu_budget = gpu_budget;
+    p.budget = budget;
+    p.budget_from = budget_from;
+    if (budget == 0) return p;
+    // Memory grows with the micro-batch: double while it fits, then halve the gap.
+    auto fits = [&](int B) { return total_of(rows_for(o, f, B), gpu_budget) <= budget; };
+    if (!fits(1)) {
+        p.largest_batch = 0;
+        return p;
+    }
+    int lo = 1, hi = 2;
+    while (hi <= (1 << 24) && fits(hi)) lo = hi, hi *= 2;
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        (fits(mid) ? lo : hi) = mid;
+    }
+    p.largest_batch = lo;
+    return p;
+}
+
+size_t planned_params(const ModelSpec& spec) { return model_params(spec); }
+
+std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f) {
+    std::string t = strfmt("memory per rank (plan for %d rank%s, --batch-size %d%s):\n", f.ranks,
+                           f.ranks == 1 ? "" : "s", o.batch_size, o.shard_optimizer ? ", --shard-optimizer" : "");
+    for (const MemoryRow& r : p.rows)
+        t += strfmt("  %-22s %10.1f MiB  %s%s\n", r.part.c_str(), mib(r.bytes), r.note.c_str(),
+                    p.gpu_budget && r.on_gpu ? " [GPU]" : "");
+    t += strfmt("  %-22s %10.1f MiB\n", "total (rank 0)", mib(p.total));
+    if (p.gpu_budget) t += strfmt("  %-22s %10.1f MiB\n", "on the GPU [GPU]", mib(p.gpu_total));
+    if (p.budget == 0) return t;
+    t += strfmt("  %s %.1f MiB of %.1f MiB (%s): %s\n", p.gpu_budget ? "GPU:" : "fit:", mib(p.bounded()),
+                mib(p.budget), p.budget_from.c_str(), p.fits() ? "fits" : "DOES NOT FIT");
+    if (p.largest_batch > 0)
+        t += strfmt("  largest --batch-size that fits: %d%s\n", p.largest_batch,
+                    f.spec.kind == ModelKind::gpt && o.recompute != Recompute::block ? " (more with --recompute block)"
+                                                                                      : "");
+    else
+        t += "  no --batch-size fits: shard the optimizer state, recompute activations, or use more memory\n";
+    return t;
+}
+
+size_t host_budget(int local_ranks, std::string* from) {
+    const size_t avail = available_bytes();
+    if (avail == 0) return 0;
+    *from = strfmt("the machine's available %.1f GiB / %d rank%s", (double)avail / (1 << 30), local_ranks,
+                   local_ranks == 1 ? "" : "s");
+    return avail / (size_t)std::max(1, local_ranks);
+}
+
+} // namespace dptrain

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# dptrain plan: the memory a rank would use, part by part, for any rank count; exit 0 when it
+# fits and 1 when not; the largest micro-batch it names fits and one more does not; sharding
+# divides the optimizer state; bad sizes get one line. And the plan against what a run measures:
+# its peak resident memory within 15% of the plan (an MLP and a GPT, 2 ranks, replicated and
+# sharded).
+source "$(dirname "$0")/lib.bash"
+synth "$WORK/data" --train-samples 2000 --val-samples 128
+/usr/bin/python3 "$ROOT/tests/integration/make_text.py" 40000 >"$WORK/text.txt"
+"$BIN/dptrain-data" text --input "$WORK/text.txt" --out "$WORK/tok" >/dev/null
+G=(--model gpt --data "$WORK/tok" --n-layer 4 --n-head 4 --n-embd 256 --block-size 128 --batch-size 8)
+
+plan() {  # plan OPTIONS...: runs dptrain plan; output in $WORK/plan, exit code in $RC
+  set +e
+  timeout -k 5 60 $MPIRUN -np 1 "$BIN/dptrain" plan "$@" >"$WORK/plan" 2>&1
+  RC=$?
+  set -e
+}
+mib() { sed -n "s/^  $1  *\([0-9.]*\) MiB.*/\1/p" "$WORK/plan" | head -n1; }
+
+plan "${G[@]}" --ranks 4
+[ "$RC" = 0 ] && grep -q "^memory per rank (plan for 4 ranks, --batch-size 8)" "$WORK/plan" \
+  && grep -q "^  largest --batch-size that fits: [0-9]" "$WORK/plan" || { cat "$WORK/plan"; fail "plan: exit $RC or no table"; }
+cat "$WORK/plan"
+whole=$(mib "optimizer state")
+plan "${G[@]}" --ranks 4 --shard-optimizer
+sharded=$(mib "optimizer state")
+# m and v of a quarter, and that quarter's summed gradients: 3/8 of the replicated m and v.
+awk -v w="$whole" -v s="$sharded" 'BEGIN { exit !(s > 0 && s <= w * 3 / 8 + 0.1) }' \
+  || { cat "$WORK/plan"; fail "--shard-optimizer on 4 ranks: optimizer state $sharded MiB, want <= 3/8 of $whole MiB"; }
+echo "ok: optimizer state per rank on 4 ranks: $whole MiB replicated, $sharded MiB sharded"
+
+# A GPU of 150 MiB: the plan names the largest batch; it fits, one more does not (exit 1).
+plan "${G[@]}" --gpu-memory 150MiB
+largest=$(sed -n 's/^  largest --batch-size that fits: \([0-9]*\).*/\1/p' "$WORK/plan")
+[ "$RC" = 0 ] && [ -n "$largest" ] || { cat "$WORK/plan"; fail "--gpu-memory 150MiB: exit $RC, no largest batch"; }
+plan "${G[@]}" --gpu-memory 150MiB --batch-size "$largest"
+[ "$RC" = 0 ] || { cat "$WORK/plan"; fail "--batch-size $largest (the largest that fits) does not fit: exit $RC"; }
+plan "${G[@]}" --gpu-memory 150MiB --batch-size $((largest + 1))
+[ "$RC" = 1 ] && grep -q "DOES NOT FIT" "$WORK/plan" || { cat "$WORK/plan"; fail "--batch-size $((largest + 1)): want exit 1"; }
+echo "ok: a 150 MiB GPU: --batch-size $largest fits, $((largest + 1)) does not"
+
+for bad in "--gpu-memory 12parsecs" "--ranks 0"; do
+  plan "${G[@]}" $bad
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/plan")" = 1 ] && grep -q -- "${bad%% *}" "$WORK/plan" \
+    || { cat "$WORK/plan"; fail "$bad: want exit 2 and one error line naming it"; }
+  echo "ok: $bad -> $(grep '^dptrain: error:' "$WORK/plan")"
+done
+
+# The run measures its peak; the plan (printed at start-up) within 15% of it.
+within() {  # within NAME: the run's "memory:" line, planned against measured on rank 0
+  local line peak planned
+  line=$(grep '^memory: peak resident' "$WORK/out") || { cat "$WORK/out"; fail "$1: no memory line"; }
+  peak=$(sed -n 's/^memory: peak resident \([0-9.]*\) MiB on rank 0, the most (planned \([0-9.]*\) MiB).*/\1/p' <<<"$line")
+  planned=$(sed -n 's/.*(planned \([0-9.]*\) MiB).*/\1/p' <<<"$line")
+  [ -n "$peak" ] && [ -n "$planned" ] || { cat "$WORK/out"; fail "$1: rank 0 is not the most, or no plan: $line"; }
+  awk -v p="$peak" -v q="$planned" 'BEGIN { d = (p - q) / p; if (d < 0) d = -d; exit !(d <= 0.15) }' \
+    || fail "$1: planned $planned MiB, measured $peak MiB: more than 15% apart"
+  echo "ok: $1: planned $planned MiB, measured $peak MiB"
+}
+train 2 --data "$WORK/data" --hidden 1024,1024 --steps 5 --eval-every 0 --run-dir "$WORK/mlp"
+[ "$RC" = 0 ] && grep -q "^memory per rank (plan for 2 ranks, --batch-size 64)" "$WORK/out" || { cat "$WORK/out"; fail "mlp: exit $RC or no plan"; }
+within "mlp 1024,1024 on 2 ranks"
+for extra in "" --shard-optimizer; do
+  train 2 "${G[@]}" --steps 4 --eval-every 0 --run-dir "$WORK/gpt$extra" $extra
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "gpt $extra: exit $RC"; }
+  within "gpt 4x256 on 2 ranks ${extra:-replicated}"
+done

@@ -1,0 +1,130 @@
+// The memory plan's formulas against what the models allocate (parameters, activations, bf16
+// operands), and the plan's arithmetic: sharding divides the optimizer state, recomputation
+// shrinks the activations, the largest micro-batch is the largest that fits, a GPU budget bounds
+// the GPU's parts alone; and the sizes people write.
+#include "dptrain/config/options.h"
+#include "dptrain/core/error.h"
+#include "dptrain/core/memory.h"
+#include "dptrain/model/gpt.h"
+#include "dptrain/model/model.h"
+#include "dptrain/train/memory_plan.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace dptrain;
+
+TEST_CASE("MLP and GPT sizes without building them equal what they allocate", "[plan]") {
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+        Mlp m(13, {32, 17}, 5, Activation::relu, 40);
+        m.set_precision(prec);
+        CHECK(Mlp::count_params(m.dims()) == m.num_params());
+        CHECK(Mlp::activation_bytes(m.dims(), 40) == m.activation_bytes());
+        CHECK(Mlp::operand_bytes(m.dims(), 40, prec) == m.operand_bytes());
+        GptConfig cfg;
+        cfg.vocab_size = 67;
+        cfg.block_size = 16;
+        cfg.n_layer = 2;
+        cfg.n_head = 2;
+        cfg.n_embd = 32;
+        Gpt g(cfg, 3);
+        g.set_precision(prec);
+        CHECK(Gpt::count_params(cfg) == g.num_params());
+        CHECK(Gpt::operand_bytes(cfg, 3, prec) == g.operand_bytes());
+        CHECK((prec == Precision::bf16) == (g.operand_bytes() > 0));
+    }
+}
+
+namespace {
+
+Options plan_options() {
+    std::vector<char*> argv{const_cast<char*>("dptrain"), const_cast<char*>("--batch-size"), const_cast<char*>("8"),
+                            const_cast<char*>("--prefetch"), const_cast<char*>("4")};
+    return parse_options((int)argv.size(), argv.data()).opts;  // every other option at its default
+}
+
+PlanFacts gpt_facts(int ranks) {
+    PlanFacts f;
+    f.spec.kind = ModelKind::gpt;
+    f.spec.gpt.vocab_size = 512;
+    f.spec.gpt.block_size = 64;
+    f.spec.gpt.n_layer = 4;
+    f.spec.gpt.n_head = 4;
+    f.spec.gpt.n_embd = 128;
+    f.spec.batch = 8;
+    f.ranks = ranks;
+    f.ints_per_sample = 65;
+    f.eval_rows = 8;
+    f.val_ints = 65;
+    f.runtime = 50 << 20;
+    return f;
+}
+
+const MemoryRow& row(const MemoryPlan& p, const std::string& part) {
+    for (const MemoryRow& r : p.rows)
+        if (r.part == part) return r;
+    FAIL("no row " << part);
+    return p.rows.front();
+}
+
+} // namespace
+
+TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget", "[plan]") {
+    Options o = plan_options();
+    const PlanFacts f = gpt_facts(4);
+    const size_t P = Gpt::count_params(f.spec.gpt);
+    const MemoryPlan whole = plan_memory(o, f, 0, "");
+    CHECK(row(whole, "parameters").bytes == P * 4);
+    CHECK(row(whole, "optimizer state").bytes == 2 * P * 4);
+    CHECK(row(whole, "activations").bytes == Gpt::activation_bytes(f.spec.gpt, 8));
+    CHECK(row(whole, "runtime").bytes == (size_t)(50 << 20));
+    size_t sum = 0;
+    for (const MemoryRow& r : whole.rows) sum += r.bytes;
+    CHECK(whole.total == sum);
+    CHECK(whole.largest_batch == -1);  // no budget
+
+    o.shard_optimizer = true;
+    const MemoryPlan sharded = plan_memory(o, f, 0, "");
+    // m, v and the summed gradients of one shard: 3 floats a parameter over 4 ranks, to a line.
+    CHECK(row(sharded, "optimizer state").bytes == 3 * shard_span(P, 0, 4).size() * 4);
+    CHECK(row(sharded, "optimizer state").bytes < row(whole, "optimizer state").bytes / 2);
+    CHECK(sharded.total < whole.total);
+
+    o.shard_optimizer = false;
+    PlanFacts fb = f;
+    fb.spec.gpt.recompute = Recompute::block;
+    CHECK(row(plan_memory(o, fb, 0, ""), "activations").bytes < row(whole, "activations").bytes);
+
+    // The largest batch: its plan fits, one more does not.
+    const size_t budget = whole.total + (whole.total >> 1);
+    const MemoryPlan b = plan_memory(o, f, budget, "a test");
+    REQUIRE(b.largest_batch > 8);
+    Options at = o;
+    at.batch_size = b.largest_batch;
+    CHECK(plan_memory(at, f, 0, "").total <= budget);
+    at.batch_size = b.largest_batch + 1;
+    CHECK(plan_memory(at, f, 0, "").total > budget);
+    CHECK(b.fits());
+    CHECK_FALSE(plan_memory(o, f, whole.total - 1, "a test").fits());
+    CHECK(plan_memory(o, f, 1024, "a test").largest_batch == 0);
+
+    // A GPU budget bounds what the GPU holds: the input ring and the runtime stay on the host.
+    const MemoryPlan g = plan_memory(o, f, whole.total - (40 << 20), "--gpu-memory", true);
+    CHECK(g.gpu_total < whole.total - (50 << 20));
+    CHECK(g.fits());
+    CHECK(plan_table(g, o, f).find("fits") != std::string::npos);
+}
+
+TEST_CASE("parse_bytes: sizes as people write them, one line for anything else", "[plan]") {
+    CHECK(parse_bytes("80GiB", "--gpu-memory") == 80ull << 30);
+    CHECK(parse_bytes("80 GB", "--gpu-memory") == 80ull << 30);
+    CHECK(parse_bytes("512MiB", "--gpu-memory") == 512ull << 20);
+    CHECK(parse_bytes("1.5TiB", "--gpu-memory") == (size_t)(1.5 * (1ull << 40)));
+    CHECK(parse_bytes("4096", "--gpu-memory") == 4096);
+    for (const char* bad : {"", "GiB", "-1GiB", "80 parsecs", "0", "nan"})
+        CHECK_THROWS_WITH(parse_bytes(bad, "--gpu-memory"), Catch::Contains("--gpu-memory") && Catch::Contains("80GiB"));
+    CHECK(resident_bytes() > 0);
+    CHECK(peak_resident_bytes() >= resident_bytes());
+}
