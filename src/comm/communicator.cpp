@@ -168,6 +168,17 @@ void MpiCommunicator::scatter_blocks(const float* send, float* recv, const size_
                            comm_));
 }
 
+void MpiCommunicator::send_floats(const float* buf, size_t n, int to) {
+    for (size_t off = 0; off < n; off += INT_MAX)
+        MPI_CHECK(MPI_Send(buf + off, (int)std::min<size_t>(INT_MAX, n - off), MPI_FLOAT, to, 0, comm_));
+}
+
+void MpiCommunicator::recv_floats(float* buf, size_t n, int from) {
+    for (size_t off = 0; off < n; off += INT_MAX)
+        MPI_CHECK(MPI_Recv(buf + off, (int)std::min<size_t>(INT_MAX, n - off), MPI_FLOAT, from, 0, comm_,
+                           MPI_STATUS_IGNORE));
+}
+
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
     char* p = static_cast<char*>(buf);
     for (size_t off = 0; off < bytes; off += INT_MAX) {

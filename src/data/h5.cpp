@@ -184,6 +184,23 @@ void write_dataset(hid_t file, const std::string& name, Kind k, const std::vecto
         throw UserError(strfmt("cannot write dataset %s (disk full?)", name.c_str()));
 }
 
+Hid create_dataset(hid_t file, const std::string& name, Kind k, hsize_t n) {
+    Hid space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    Hid d(H5Dcreate2(file, name.c_str(), mem_type(k), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    if (!d) throw UserError(strfmt("cannot create dataset %s (disk full or file not writable?)", name.c_str()));
+    return d;
+}
+
+void write_range(hid_t dset, Kind k, hsize_t offset, hsize_t count, const void* data) {
+    if (count == 0) return;
+    Hid file_space(H5Dget_space(dset), H5Sclose);
+    Hid mem_space(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &offset, nullptr, &count, nullptr) < 0 ||
+        H5Dwrite(dset, mem_type(k), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
+        throw UserError(strfmt("cannot write %llu elements at %llu (disk full?)", (unsigned long long)count,
+                               (unsigned long long)offset));
+}
+
 void read_dataset(hid_t dset, Kind k, void* out) {
     if (H5Dread(dset, mem_type(k), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
         throw UserError("read failed (truncated or corrupt file)");

@@ -92,13 +92,45 @@ static std::string meta_text(const CheckpointState& s) {
            s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab;
 }
 
-static void write_checked(hid_t file, const std::string& name, const std::vector<float>& v) {
-    h5::write_dataset(file, name, h5::Kind::f32, {(hsize_t)v.size()}, v.data());
-    h5::Hid d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
-    h5::write_attr_u64(d.get(), "checksum", checksum64(v.data(), v.size() * sizeof(float)));
+TensorPieces TensorPieces::whole(const float* v, size_t n) {
+    TensorPieces t;
+    t.size = n;
+    bool given = false;
+    t.next = [v, n, given](size_t* count) mutable -> const float* {
+        *count = given ? 0 : n;
+        const float* p = given ? nullptr : v;
+        given = true;
+        return p;
+    };
+    return t;
+}
+
+// The tensor's pieces into dataset `name`, checksummed as they go (the same sum as the whole).
+static void write_checked(hid_t file, const std::string& name, const TensorPieces& t) {
+    h5::Hid d = h5::create_dataset(file, name, h5::Kind::f32, (hsize_t)t.size);
+    Checksum64 sum;
+    size_t at = 0, n = 0;
+    while (const float* p = t.next(&n)) {
+        if (at + n > t.size || (at + n < t.size && n % 2 != 0))
+            throw UserError(strfmt("dataset %s: a piece of %zu floats at %zu runs past its %zu floats, or is odd "
+                                   "before the last piece",
+                                   name.c_str(), n, at, t.size));
+        h5::write_range(d.get(), h5::Kind::f32, at, n, p);
+        sum.update(p, n * sizeof(float));
+        at += n;
+    }
+    if (at != t.size) throw UserError(strfmt("dataset %s: %zu of %zu floats written", name.c_str(), at, t.size));
+    h5::write_attr_u64(d.get(), "checksum", sum.value());
 }
 
 std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep) {
+    return save_checkpoint(dir, s, keep, TensorPieces::whole(s.params.data(), s.params.size()),
+                           TensorPieces::whole(s.opt_m.data(), s.opt_m.size()),
+                           TensorPieces::whole(s.opt_v.data(), s.opt_v.size()));
+}
+
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep, const TensorPieces& params,
+                            const TensorPieces& m, const TensorPieces& v) {
     make_directories(dir, "--checkpoint-dir");
     std::string path = checkpoint_path(dir, s.step);
     std::string tmp = strfmt("%s/.ckpt-%08ld.h5.tmp", dir.c_str(), s.step);
@@ -120,9 +152,9 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_str(root, "vocab", s.vocab);
             std::string meta = meta_text(s);
             h5::write_attr_u64(root, "meta_checksum", checksum64(meta.data(), meta.size()));
-            write_checked(root, "/params", s.params);
-            write_checked(root, "/opt_m", s.opt_m);
-            write_checked(root, "/opt_v", s.opt_v);
+            write_checked(root, "/params", params);
+            write_checked(root, "/opt_m", m);
+            write_checked(root, "/opt_v", v);
             if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (disk full?)");
             if (H5Fclose(f.release()) < 0) throw UserError("close failed (disk full?)");
             write_header(tmp);

@@ -159,10 +159,17 @@ std::vector<size_t> Checkpoints::shard_counts(size_t total, int ranks) {
     return counts;
 }
 
+// Synchronous checkpoints are written from the live buffers, a sharded state shard by shard as
+// each rank sends it (rank 0 holds one shard's scratch, never a whole copy). Asynchronous ones are
+// copied (a sharded state gathered) first, for the background thread to write while training goes on.
 void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler, const std::vector<float>& params,
                        Optimizer& opt, bool final_one, bool corrupt) {
     if (rank_ != 0) {
-        if (o_.shard_optimizer) gather_state(world, opt, nullptr);
+        if (!o_.shard_optimizer) return;
+        if (o_.async_checkpoint) return gather_state(world, opt, nullptr);
+        // In the order rank 0 writes: every rank's m, then every rank's v.
+        if (!opt.m().empty()) world.send_floats(opt.m().data(), opt.m().size(), 0);
+        if (!opt.v().empty()) world.send_floats(opt.v().data(), opt.v().size(), 0);
         return;
     }
     try {
@@ -178,24 +185,52 @@ void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler
         s.options = o_.to_ini();
         s.tokenizer = id_.tokenizer;
         s.vocab = id_.vocab;
-        s.params.assign(params.begin(), params.end());
-        if (o_.shard_optimizer) {
-            gather_state(world, opt, &s);
-        } else {
-            s.opt_m.assign(opt.m().begin(), opt.m().end());
-            s.opt_v.assign(opt.v().begin(), opt.v().end());
-        }
         if (async_) {
+            s.params.assign(params.begin(), params.end());
+            if (o_.shard_optimizer) {
+                gather_state(world, opt, &s);
+            } else {
+                s.opt_m.assign(opt.m().begin(), opt.m().end());
+                s.opt_v.assign(opt.v().begin(), opt.v().end());
+            }
             async_->start(o_.checkpoint_dir, o_.keep_checkpoints);
             last_ = checkpoint_path(o_.checkpoint_dir, step);
             if (final_one || corrupt) async_->wait();
         } else {
-            last_ = save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints);
+            const TensorPieces p = TensorPieces::whole(params.data(), params.size());
+            const TensorPieces m = o_.shard_optimizer ? shard_pieces(world, opt.m(), opt.full_m())
+                                                      : TensorPieces::whole(opt.m().data(), opt.m().size());
+            const TensorPieces v = o_.shard_optimizer ? shard_pieces(world, opt.v(), opt.full_v())
+                                                      : TensorPieces::whole(opt.v().data(), opt.v().size());
+            last_ = save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints, p, m, v);
         }
         if (corrupt) corrupt_checkpoint_file(last_);
     } catch (const UserError& e) {
         fatal(e.what(), kExitUser);
     }
+}
+
+// Rank 0: a sharded tensor of `total` floats as the writer's pieces: its own shard, then each
+// other rank's, received into one shard's scratch when the writer asks for it.
+TensorPieces Checkpoints::shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total) {
+    const int W = world.size();
+    if (shard_scratch_.size() < shard_span(total, 0, W).size()) shard_scratch_.resize(shard_span(total, 0, W).size());
+    TensorPieces t;
+    t.size = total;
+    int q = 0;
+    t.next = [this, &world, &mine, total, W, q](size_t* n) mutable -> const float* {
+        for (; q < W; ++q) {
+            *n = shard_span(total, q, W).size();
+            if (*n == 0) continue;  // that rank sends nothing
+            const int from = q++;
+            if (from == 0) return mine.data();
+            world.recv_floats(shard_scratch_.data(), *n, from);
+            return shard_scratch_.data();
+        }
+        *n = 0;
+        return nullptr;
+    };
+    return t;
 }
 
 // Collective: every rank's shard of the optimizer state into rank 0's checkpoint (s, null on the

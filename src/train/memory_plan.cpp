@@ -86,7 +86,13 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     out.push_back({"input ring", ring, strfmt("%zu slots of %d samples", slots, B), false});
     out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
                    strfmt("%d rows", f.eval_rows), false});
-    out.push_back({"checkpoint copy", (P + moments * P) * F, "rank 0: parameters and the whole optimizer state", true});
+    // Rank 0: an asynchronous checkpoint's copy of everything; a synchronous one writes the live
+    // buffers, receiving a sharded state one shard at a time.
+    if (o.async_checkpoint)
+        out.push_back({"checkpoint copy", (P + moments * P) * F, "rank 0: for the background write", true});
+    else if (o.shard_optimizer)
+        out.push_back({"checkpoint scratch", largest_shard(P, f.ranks) * F, "rank 0: each rank's shard as it arrives",
+                       true});
     out.push_back({"runtime", f.runtime, "libraries, MPI, HDF5: measured before the run allocates", false});
     return out;
 }

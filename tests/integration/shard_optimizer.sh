@@ -2,8 +2,9 @@
 # --shard-optimizer (ZeRO stage 1): each rank keeps 1/W of the optimizer state. The trajectory is
 # the replicated optimizer's (within 1e-6 after 50 steps where the gradients are summed in the
 # same order: exactly on 1 and 2 ranks), the banner and the trace show the reduce-scatter and the
-# all-gather, and checkpoints hold the whole state: a run saved sharded on 4 ranks resumes on 2
-# ranks sharded and on 1 rank replicated, and a replicated one resumes sharded.
+# all-gather, and checkpoints hold the whole state (written shard by shard as each arrives, or
+# gathered for --async-checkpoint): a run saved sharded on 4 ranks resumes on 2 ranks sharded and
+# on 1 rank replicated, and a replicated one resumes sharded.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 2000 --val-samples 128
 /usr/bin/python3 "$ROOT/tests/integration/make_text.py" 40000 >"$WORK/text.txt"
@@ -70,6 +71,10 @@ run 4 straight4 "${M[@]}" --batch-size 4 --shard-optimizer
 close "saved sharded on 4 ranks, resumed sharded on 2" straight4 to2 1e-5
 close "saved sharded on 4 ranks, resumed replicated on 1" straight4 to1 1e-5
 close "saved sharded on 4 ranks, resumed sharded on 4" straight4 to4 0
+# --async-checkpoint gathers the shards into a copy for the background writer: the same resume.
+run 4 async4 "${M[@]}" --batch-size 4 --shard-optimizer --async-checkpoint --stop-after 25
+run 4 async4 "${M[@]}" --batch-size 4 --shard-optimizer --async-checkpoint --resume auto
+close "saved sharded by the background writer, resumed" straight4 async4 0
 run 2 rep2 "${M[@]}" --batch-size 8 --stop-after 25
 run 4 rep2 "${M[@]}" --batch-size 4 --shard-optimizer --resume auto
 close "saved replicated on 2 ranks, resumed sharded on 4" straight4 rep2 1e-5

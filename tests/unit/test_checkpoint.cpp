@@ -1,4 +1,5 @@
-// Checkpoints: exact round trip, corruption caught by checksum, fallback, and keep-K.
+// Checkpoints: exact round trip (whole, and written in pieces), corruption caught by checksum,
+// fallback, and keep-K.
 #include "helpers.h"
 
 #include "dptrain/core/checksum.h"
@@ -59,6 +60,44 @@ TEST_CASE("checkpoint round trip is exact", "[checkpoint]") {
         s.opt_v.clear();
         CHECK(load_checkpoint(save_checkpoint(dir, s, 3)).opt_v.empty());
     }
+}
+
+// Pieces of the sizes a sharded state arrives in (multiples of 16 floats, a short last one): the
+// file is the one the whole vectors make, checksums included; a piece that breaks the checksum's
+// words, or pieces that do not add up, are refused and leave no checkpoint.
+TEST_CASE("a checkpoint written in pieces equals the whole one", "[checkpoint]") {
+    const std::string dir = testing::temp_dir("ckpt-pieces");
+    const CheckpointState a = sample_state(30);
+    auto pieces = [](const std::vector<float>& v, std::vector<size_t> sizes) {
+        TensorPieces t;
+        t.size = v.size();
+        size_t at = 0, k = 0;
+        t.next = [&v, sizes, at, k](size_t* n) mutable -> const float* {
+            if (k == sizes.size()) return nullptr;
+            *n = sizes[k++];
+            at += *n;
+            return v.data() + at - *n;
+        };
+        return t;
+    };
+    CheckpointState meta = a;
+    meta.params.clear();
+    meta.opt_m.clear();
+    meta.opt_v.clear();
+    const std::string path = save_checkpoint(dir, meta, 3, pieces(a.params, {1000}), pieces(a.opt_m, {336, 0, 336, 328}),
+                                             pieces(a.opt_v, {512, 480, 8}));
+    const CheckpointState b = load_checkpoint(path);
+    CHECK(b.params == a.params);
+    CHECK(b.opt_m == a.opt_m);
+    CHECK(b.opt_v == a.opt_v);
+    meta.step = 31;
+    CHECK_THROWS_WITH(save_checkpoint(dir, meta, 3, pieces(a.params, {1000}), pieces(a.opt_m, {333, 667}),
+                                      pieces(a.opt_v, {1000})),
+                      Catch::Contains("/opt_m") && Catch::Contains("previous checkpoints are intact"));
+    CHECK_THROWS_WITH(save_checkpoint(dir, meta, 3, pieces(a.params, {1000}), pieces(a.opt_m, {1000}),
+                                      pieces(a.opt_v, {500})),
+                      Catch::Contains("/opt_v: 500 of 1000 floats"));
+    CHECK(list_checkpoints(dir).size() == 1);
 }
 
 TEST_CASE("a corrupted checkpoint fails its checksum and the previous one is used", "[checkpoint]") {

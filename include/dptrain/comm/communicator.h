@@ -64,6 +64,10 @@ class MpiCommunicator : public Communicator {
     // rank order into recv (gather_blocks); or receives its block of root's send (scatter_blocks).
     void gather_blocks(const float* send, float* recv, const size_t* counts, int root);
     void scatter_blocks(const float* send, float* recv, const size_t* counts, int root);
+    // Point to point, n floats (in pieces above INT_MAX): messages between two ranks arrive in the
+    // order they were sent.
+    void send_floats(const float* buf, size_t n, int to);
+    void recv_floats(float* buf, size_t n, int from);
     // Each rank's text (at most 63 bytes of it, as host names are), in rank order: on root only
     // (gather_text; others get an empty vector) or on every rank (allgather_text).
     std::vector<std::string> gather_text(const std::string& mine, int root);

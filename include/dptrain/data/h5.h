@@ -75,6 +75,9 @@ std::vector<hsize_t> dims(hid_t dset);
 void write_dataset(hid_t file, const std::string& name, Kind k, const std::vector<hsize_t>& shape,
                    const void* data);
 void read_dataset(hid_t dset, Kind k, void* out);
+// A 1-D dataset of n elements of kind k written in pieces: created, then each range written.
+Hid create_dataset(hid_t file, const std::string& name, Kind k, hsize_t n);
+void write_range(hid_t dset, Kind k, hsize_t offset, hsize_t count, const void* data);
 
 // Attributes on an object (file root or dataset).
 bool has_attr(hid_t obj, const std::string& name);

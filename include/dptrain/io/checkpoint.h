@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,21 @@ std::string checkpoint_path(const std::string& dir, long step);
 // Writes the checkpoint of s.step into dir (created if missing) atomically, then deletes all but
 // the newest `keep` checkpoints. Returns the path. Throws UserError (previous checkpoints intact).
 std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep);
+
+// A tensor handed to the writer in pieces, in order: next(&n) returns the next piece and its
+// length in floats, covering `size` floats in all. Every piece but the last is a whole number of
+// 8-byte words (the checksum's), so an even count of floats.
+struct TensorPieces {
+    size_t size = 0;
+    std::function<const float*(size_t* n)> next;
+    // One piece: all of v.
+    static TensorPieces whole(const float* v, size_t n);
+};
+
+// The same, with the tensors from pieces instead of s's vectors (left unused): a run writes its
+// live buffers and a sharded state as each rank's shard arrives, without a whole copy.
+std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep, const TensorPieces& params,
+                            const TensorPieces& m, const TensorPieces& v);
 
 // Loads and verifies every checksum. Throws UserError naming the file and what is wrong.
 CheckpointState load_checkpoint(const std::string& path);

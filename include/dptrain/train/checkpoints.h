@@ -46,7 +46,8 @@ class Checkpoints {
     const std::string& initialized_from() const { return initialized_from_; }
 
     // Rank 0 writes the checkpoint of `step` from the host state (other ranks return; with
-    // --shard-optimizer, after sending rank 0 their shards of the optimizer state). With
+    // --shard-optimizer, after sending rank 0 their shards of the optimizer state, which it writes
+    // as they arrive). With
     // --async-checkpoint the state is copied and written by a background thread; the next
     // checkpoint, a final one or wait() waits for it. corrupt (--inject-fault): damage the file
     // after writing it. A failure ends the job: the previous checkpoints are intact.
@@ -61,6 +62,7 @@ class Checkpoints {
     void resume_latest();  // rank 0, --resume auto
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
     void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
+    TensorPieces shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total);
     // Each rank's shard size of a sharded state of `total` floats, in rank order.
     static std::vector<size_t> shard_counts(size_t total, int ranks);
 
@@ -71,7 +73,9 @@ class Checkpoints {
     bool have_ = false;      // found_ is a checkpoint to resume from
     bool init_ = false;      // found_.params are --init-from's weights
     std::string resumed_from_, initialized_from_, last_;
-    CheckpointState sync_state_;  // reused by every synchronous checkpoint
+    CheckpointState sync_state_;  // reused by every synchronous checkpoint (its attributes: the tensors
+                                  // are written from the live buffers)
+    std::vector<float> shard_scratch_;  // rank 0: one other rank's shard, as a sharded state is written
     std::unique_ptr<AsyncCheckpointer> async_;
     int lock_fd_ = -1;  // rank 0: the checkpoint directory's lock, held for the run's life
 };
