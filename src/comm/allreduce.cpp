@@ -112,29 +112,30 @@ void AllreduceEngine::shard(size_t count, float* recv) {
     sharded_ = count;
     recv_ = recv;
     recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, topo_.size).size()), 0);
-    counts_.assign((size_t)topo_.size, 0);
+    counts_.assign((size_t)topo_.size, 0);  // gather_shards' block sizes
 }
 
 // [offset, offset + count) may straddle the sharded range's end (the bucket with the control
-// floats): the part inside is reduce-scattered, each rank receiving the overlap of the range with
-// its shard (empty for most ranks when buckets are smaller than shards), the part after is
-// all-reduced.
+// floats): the part inside is summed into its owners' shards, the part after is all-reduced.
+// Buckets are smaller than shards, so a bucket mostly lies in one shard: one MPI_Reduce to each
+// owner of a piece of it (measured: Open MPI's reduce-scatter with one non-zero count took 6x
+// the time of an all-reduce of the same bytes; a reduce to the owner, less than the all-reduce).
 void AllreduceEngine::run_sharded(size_t offset, size_t count, DType wire) {
-    const size_t end = offset + count, g_end = std::min(end, sharded_), W = (size_t)topo_.size;
-    size_t at = 0;  // where this rank's part goes in its shard
-    for (size_t q = 0; q < W; ++q) {
-        const Span s = shard_span(sharded_, (int)q, (int)W);
+    const size_t end = offset + count, g_end = std::min(end, sharded_);
+    const int W = topo_.size;
+    if (wire == DType::bf16) to_bf16(wire_.data() + offset, buf_ + offset, g_end - offset);
+    for (int q = 0; q < W; ++q) {
+        const Span s = shard_span(sharded_, q, W);
         const size_t lo = std::max(offset, s.begin), hi = std::min(g_end, s.end);
-        counts_[q] = hi > lo ? hi - lo : 0;
-        if ((int)q == topo_.rank && hi > lo) at = lo - s.begin;
-    }
-    const size_t n = g_end - offset, mine = counts_[(size_t)topo_.rank];
-    if (wire == DType::f32) {
-        world_.reduce_scatter_sum(buf_ + offset, recv_ + at, counts_.data(), DType::f32);
-    } else {
-        to_bf16(wire_.data() + offset, buf_ + offset, n);
-        world_.reduce_scatter_sum(wire_.data() + offset, recv16_.data() + at, counts_.data(), DType::bf16);
-        from_bf16(recv_ + at, recv16_.data() + at, mine);
+        if (lo >= hi) continue;
+        const bool mine = q == topo_.rank;
+        if (wire == DType::f32) {
+            world_.reduce_sum(buf_ + lo, mine ? recv_ + (lo - s.begin) : nullptr, hi - lo, DType::f32, q);
+        } else {
+            world_.reduce_sum(wire_.data() + lo, mine ? recv16_.data() + (lo - s.begin) : nullptr, hi - lo, DType::bf16,
+                              q);
+            if (mine) from_bf16(recv_ + (lo - s.begin), recv16_.data() + (lo - s.begin), hi - lo);
+        }
     }
     if (g_end < end) run(g_end, end - g_end, wire);
 }

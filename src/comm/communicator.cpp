@@ -168,6 +168,17 @@ void MpiCommunicator::scatter_blocks(const float* send, float* recv, const size_
                            comm_));
 }
 
+void MpiCommunicator::reduce_sum(const void* send, void* recv, size_t count, DType t, int root) {
+    const char* s = static_cast<const char*>(send);
+    char* r = static_cast<char*>(recv);
+    const size_t unit = dtype_size(t);
+    for (size_t off = 0; off < count; off += INT_MAX) {
+        const int n = (int)std::min<size_t>(INT_MAX, count - off);
+        MPI_CHECK(MPI_Reduce(s + off * unit, rank_ == root ? r + off * unit : nullptr, n, mpi_type(t), mpi_sum_op(t),
+                             root, comm_));
+    }
+}
+
 void MpiCommunicator::send_floats(const float* buf, size_t n, int to) {
     for (size_t off = 0; off < n; off += INT_MAX)
         MPI_CHECK(MPI_Send(buf + off, (int)std::min<size_t>(INT_MAX, n - off), MPI_FLOAT, to, 0, comm_));

@@ -68,16 +68,19 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     out.push_back({"activations", model_activations(s, rows), act_note, false, true});
     if (s.precision == Precision::bf16)
         out.push_back({"bf16 operands", model_operands(s, rows), "--precision bf16", false, true});
-    // The engine's bf16 staging of the whole buffer (the node window's, or the flat path's), and a
-    // sharded state's bf16 receive buffer.
-    size_t comm = (P + kControlFloats) * sizeof(uint16_t);
+    // The engine's bf16 staging of the whole buffer: the node window's (the shared-memory path) and
+    // the flat path's (auto has both); and a sharded state's bf16 receive buffer (flat MPI).
+    const int L = f.local_ranks;
+    const bool window = !o.shard_optimizer && o.allreduce != AllreduceAlgo::flat && L > 1;
+    const bool flat = o.shard_optimizer || o.allreduce != AllreduceAlgo::hierarchical || L == 1;
+    size_t comm = ((window ? 1 : 0) + (flat ? 1 : 0)) * (P + kControlFloats) * sizeof(uint16_t);
     if (o.shard_optimizer) comm += largest_shard(P, f.ranks) * sizeof(uint16_t);
-    out.push_back({"communication buffers", comm, "bf16 staging", false});
+    out.push_back({"communication buffers", comm,
+                   window && flat ? "bf16 staging: the node window's and the flat path's" : "bf16 staging", false});
     // The shared-memory all-reduce reads the node's other ranks' gradient pages (its slice of each
     // to sum, their slices to copy back): shared, so not more memory of the node, but counted in
     // this rank's resident size.
-    const int L = f.local_ranks;
-    if (!o.shard_optimizer && o.allreduce != AllreduceAlgo::flat && L > 1)
+    if (window)
         out.push_back({"peers' window pages", 2 * (P + kControlFloats) * F * (size_t)(L - 1) / (size_t)L,
                        strfmt("read from the node's other %d rank%s (shared memory)", L - 1, L == 2 ? "" : "s"), false});
     const size_t slots = (size_t)std::max(o.prefetch, o.io_threads);

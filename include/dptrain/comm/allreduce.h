@@ -62,7 +62,8 @@ class AllreduceEngine {
     void run(size_t offset, size_t count, DType wire);
     // Sharded optimizer state (--shard-optimizer, ZeRO stage 1), on a flat engine: the buffer's
     // first `count` floats are owned in shards, rank r's being shard_span(count, r, W). From here
-    // on run() reduce-scatters that range: each rank receives the sum of its shard's part into
+    // on run() reduce-scatters that range (a reduce to each owner of a piece of the range): each
+    // rank receives the sum of its shard's part into
     // `recv` (the shard's floats; the buffer keeps what backward wrote) and floats from `count` on
     // (the control floats) are all-reduced as before.
     void shard(size_t count, float* recv);

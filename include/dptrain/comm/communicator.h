@@ -64,6 +64,8 @@ class MpiCommunicator : public Communicator {
     // rank order into recv (gather_blocks); or receives its block of root's send (scatter_blocks).
     void gather_blocks(const float* send, float* recv, const size_t* counts, int root);
     void scatter_blocks(const float* send, float* recv, const size_t* counts, int root);
+    // recv on `root` = the sum over ranks of send (count elements; recv unused elsewhere).
+    void reduce_sum(const void* send, void* recv, size_t count, DType t, int root);
     // Point to point, n floats (in pieces above INT_MAX): messages between two ranks arrive in the
     // order they were sent.
     void send_floats(const float* buf, size_t n, int to);
