@@ -58,8 +58,7 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     std::vector<char*> argv{const_cast<char*>("dptrain")};
     for (std::string& a : args) argv.push_back(a.data());
     ParseResult parsed = parse_options((int)argv.size(), argv.data());
-    if (parsed.help || parsed.version)
-        throw UserError("dptrain plan takes the training options (dptrain --help) and --ranks N, --gpu-memory SIZE");
+    if (parsed.version) throw UserError("dptrain plan takes the training options and --ranks N, --gpu-memory SIZE");
     r.o = parsed.opts;
     return r;
 }
@@ -68,6 +67,20 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
 
 int run_plan(std::vector<std::string> args, const Topology& topo) {
     const size_t runtime = resident_bytes();  // what a rank holds before a run allocates
+    for (const std::string& a : args)
+        if (a == "--help" || a == "-h") {
+            if (topo.rank == 0)
+                std::printf("usage: dptrain plan [--ranks N] [--gpu-memory SIZE] [--config FILE] [--option value ...]\n\n"
+                            "The memory one rank of the run these training options describe would use, part by part,\n"
+                            "whether it fits, and the largest --batch-size that does. Opens --data for the model's shape.\n"
+                            "  --ranks N           ranks to plan for (default: the ranks launched)\n"
+                            "  --gpu-memory SIZE   a GPU's memory per rank (80GiB, 40GiB, ...): the budget of the parts a\n"
+                            "                      GPU-resident step keeps there; default: this machine's available\n"
+                            "                      memory over the ranks of one node (--ranks-per-node, else all)\n"
+                            "Exit 0 when it fits, 1 when it does not, 2 for a bad option or file.\n"
+                            "The training options: dptrain --help.\n");
+            return 0;
+        }
     PlanRequest req;
     std::unique_ptr<Task> task;
     if (!all_ok(topo.world, [&] {

@@ -18,6 +18,8 @@ plan() {  # plan OPTIONS...: runs dptrain plan; output in $WORK/plan, exit code 
 }
 mib() { sed -n "s/^  $1  *\([0-9.]*\) MiB.*/\1/p" "$WORK/plan" | head -n1; }
 
+plan --help
+[ "$RC" = 0 ] && grep -q "^usage: dptrain plan \[--ranks N\] \[--gpu-memory SIZE\]" "$WORK/plan" || { cat "$WORK/plan"; fail "plan --help: exit $RC"; }
 plan "${G[@]}" --ranks 4
 [ "$RC" = 0 ] && grep -q "^memory per rank (plan for 4 ranks, --batch-size 8)" "$WORK/plan" \
   && grep -q "^  largest --batch-size that fits: [0-9]" "$WORK/plan" || { cat "$WORK/plan"; fail "plan: exit $RC or no table"; }
