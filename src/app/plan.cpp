@@ -88,18 +88,9 @@ int run_plan(std::vector<std::string> args, const Topology& topo) {
             task = Task::open(req.o, topo);
         }))
         return 2;  // a bad option or file (kExitUser)
-    PlanFacts f;
-    f.spec = task->model_spec(req.o);
-    f.ranks = req.ranks;
-    f.floats_per_sample = task->train().floats_per_sample();
-    f.ints_per_sample = task->train().ints_per_sample();
-    f.eval_rows = task->eval_rows();
-    f.val_floats = task->val().floats_per_sample();
-    f.val_ints = task->val().ints_per_sample();
-    f.runtime = runtime;
     // The ranks of one node: --ranks-per-node, else all of them.
     const int per_node = req.o.ranks_per_node > 0 ? std::min(req.o.ranks_per_node, req.ranks) : req.ranks;
-    f.local_ranks = per_node;
+    const PlanFacts f = plan_facts(*task, req.o, req.ranks, per_node, runtime);
     std::string from = req.gpu_text;
     size_t budget = req.gpu_memory;
     if (budget == 0) budget = host_budget(per_node, &from);  // without a GPU's size: this machine's

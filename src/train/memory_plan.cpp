@@ -109,6 +109,20 @@ size_t total_of(const std::vector<MemoryRow>& rows, bool gpu_only) {
 
 } // namespace
 
+PlanFacts plan_facts(const Task& task, const Options& o, int ranks, int local_ranks, size_t runtime) {
+    PlanFacts f;
+    f.spec = task.model_spec(o);
+    f.ranks = ranks;
+    f.local_ranks = local_ranks;
+    f.floats_per_sample = task.train().floats_per_sample();
+    f.ints_per_sample = task.train().ints_per_sample();
+    f.eval_rows = task.eval_rows();
+    f.val_floats = task.val().floats_per_sample();
+    f.val_ints = task.val().ints_per_sample();
+    f.runtime = runtime;
+    return f;
+}
+
 MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, const std::string& budget_from,
                        bool gpu_budget) {
     MemoryPlan p;

@@ -158,16 +158,7 @@ struct Setup {
     // 6b. Local: what this rank's parts take, from the model's shape (the start-up table, and the
     // end's peak beside it). `runtime`: what the process held before the run allocated.
     void plan_memory_use(size_t runtime) {
-        PlanFacts f;
-        f.spec = task->model_spec(o);
-        f.ranks = topo.size;
-        f.local_ranks = topo.local_size;
-        f.floats_per_sample = task->train().floats_per_sample();
-        f.ints_per_sample = task->train().ints_per_sample();
-        f.eval_rows = task->eval_rows();
-        f.val_floats = task->val().floats_per_sample();
-        f.val_ints = task->val().ints_per_sample();
-        f.runtime = runtime;
+        const PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
         std::string from;
         const size_t budget = device->gpu() < 0 ? host_budget(topo.local_size, &from) : 0;
         plan = plan_memory(o, f, budget, from);

@@ -9,6 +9,7 @@
 
 #include "dptrain/backend/device.h"
 #include "dptrain/config/options.h"
+#include "dptrain/train/task.h"
 
 #include <cstddef>
 #include <string>
@@ -27,6 +28,10 @@ struct PlanFacts {
     int val_floats = 0, val_ints = 0;
     size_t runtime = 0;              // resident bytes before the run allocates (libraries, MPI, HDF5)
 };
+
+// The facts of the run `task` and `o` describe, on `ranks` ranks of which `local_ranks` share a
+// node, with `runtime` resident bytes before the run allocates.
+PlanFacts plan_facts(const Task& task, const Options& o, int ranks, int local_ranks, size_t runtime);
 
 struct MemoryRow {
     std::string part;
