@@ -53,6 +53,7 @@ fuzz trace 20000
 fuzz sums 20000
 fuzz tokens 20000
 fuzz safetensors 20000
+fuzz gpt2 20000
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

@@ -289,4 +289,24 @@ std::string read_attr_str(hid_t obj, const std::string& name) {
     return out;
 }
 
+constexpr size_t kAttrTextMax = 60000;  // bytes; HDF5's limit on an attribute in the header is 64 KiB
+
+void write_text(hid_t file, const std::string& name, const std::string& text) {
+    if (text.size() <= kAttrTextMax) return write_attr_str(file, name, text);
+    write_dataset(file, "/" + name, Kind::u8, {(hsize_t)text.size()}, text.data());
+}
+
+std::string read_text(hid_t file, const std::string& name) {
+    const std::string path = "/" + name;
+    if (H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) return read_attr_str(file, name);
+    Hid d(H5Dopen2(file, path.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!d) throw UserError(strfmt("dataset %s cannot be opened", path.c_str()));
+    auto shape = dims(d.get());
+    if (shape.size() != 1 || type_of(d.get()).cls != H5T_INTEGER || type_of(d.get()).size != 1)
+        throw UserError(strfmt("dataset %s is not 1-D bytes (uint8)", path.c_str()));
+    std::string out(shape[0], '\0');
+    if (!out.empty()) read_dataset(d.get(), Kind::u8, out.data());
+    return out;
+}
+
 } // namespace dptrain::h5

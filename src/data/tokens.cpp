@@ -6,6 +6,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/core/rng.h"
+#include "dptrain/core/utf8.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -23,37 +24,12 @@ namespace dptrain {
 
 // ---- UTF-8
 
-static bool next_code_point(const std::string& s, size_t* i, uint32_t* cp) {
-    unsigned char c = (unsigned char)s[*i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || *i + len > s.size()) return false;
-    uint32_t v = len == 1 ? c : c & (0xFF >> (len + 1));
-    for (int k = 1; k < len; ++k) {
-        unsigned char d = (unsigned char)s[*i + k];
-        if ((d >> 6) != 2) return false;
-        v = (v << 6) | (d & 0x3F);
-    }
-    *cp = v;
-    *i += len;
-    return true;
-}
-
-static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) out += (char)cp;
-    else if (cp < 0x800) out += (char)(0xC0 | (cp >> 6)), out += (char)(0x80 | (cp & 0x3F));
-    else if (cp < 0x10000)
-        out += (char)(0xE0 | (cp >> 12)), out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
-    else
-        out += (char)(0xF0 | (cp >> 18)), out += (char)(0x80 | ((cp >> 12) & 0x3F)),
-            out += (char)(0x80 | ((cp >> 6) & 0x3F)), out += (char)(0x80 | (cp & 0x3F));
-}
-
 static std::vector<uint32_t> code_points(const std::string& s) {
     std::vector<uint32_t> out;
     for (size_t i = 0; i < s.size();) {
         uint32_t cp;
         if (!next_code_point(s, &i, &cp))
-            throw UserError(strfmt("text is not valid UTF-8 at byte %zu; use --vocab byte for arbitrary bytes", i));
+            throw UserError(strfmt("text is not valid UTF-8 at byte %zu; use --tokenizer byte or gpt2 for arbitrary bytes", i));
         out.push_back(cp);
     }
     return out;
@@ -61,8 +37,21 @@ static std::vector<uint32_t> code_points(const std::string& s) {
 
 // ---- Tokenizer
 
+int Tokenizer::vocab_size() const {
+    return kind == "byte" ? 256 : kind == "ids" ? id_count : kind == "gpt2" ? bpe->size() : (int)chars.size();
+}
+
+bool Tokenizer::same_as(const Tokenizer& o) const {
+    if (kind != o.kind || chars != o.chars || id_count != o.id_count) return false;
+    return kind != "gpt2" || bpe == o.bpe || bpe->table() == o.bpe->table();
+}
+
 std::vector<int> Tokenizer::encode(const std::string& utf8) const {
     std::vector<int> ids;
+    if (kind == "gpt2") {
+        bpe->encode(utf8, &ids);
+        return ids;
+    }
     if (kind == "byte") {
         for (unsigned char c : utf8) ids.push_back(c);
         return ids;
@@ -99,6 +88,7 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     std::string out;
     for (int id : ids) {
         if (kind == "byte") out += (char)(unsigned char)id;
+        else if (kind == "gpt2") out += id >= 0 && id < bpe->size() ? bpe->bytes_of(id) : "";
         else if (kind == "ids") out += " " + std::to_string(id);
         else if (id >= 0 && id < (int)chars.size()) append_utf8(out, chars[id]);
     }
@@ -107,6 +97,7 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 
 std::string Tokenizer::table() const {
     if (kind == "ids") return std::to_string(id_count);
+    if (kind == "gpt2") return bpe->table();
     std::string out;
     for (uint32_t cp : chars) append_utf8(out, cp);
     return out;
@@ -114,6 +105,7 @@ std::string Tokenizer::table() const {
 
 int Tokenizer::bytes_of(int id) const {
     if (kind == "ids") return 0;
+    if (kind == "gpt2") return id >= 0 && id < bpe->size() ? (int)bpe->bytes_of(id).size() : 0;
     if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
     const uint32_t cp = chars[(size_t)id];
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
@@ -132,9 +124,19 @@ Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
         if (table.empty() || *end != '\0' || n < 1 || n > INT32_MAX)
             throw UserError(strfmt("tokenizer 'ids' needs its vocabulary size, not '%s'", table.c_str()));
         t.id_count = (int)n;
+    } else if (kind == "gpt2") {
+        t.bpe = Gpt2Bpe::from_table(table);
     } else if (kind != "byte") {
-        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char or ids)", kind.c_str()));
+        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2 or ids): a newer dptrain wrote it?",
+                               kind.c_str()));
     }
+    return t;
+}
+
+Tokenizer Tokenizer::gpt2(const std::string& encoder_path, const std::string& merges_path) {
+    Tokenizer t;
+    t.kind = "gpt2";
+    t.bpe = Gpt2Bpe::load(encoder_path, merges_path);
     return t;
 }
 
@@ -178,6 +180,23 @@ void TokenShardSet::load_node_memory() {
     }
 }
 
+// A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's gives that
+// shard's tokenizer again, unparsed: a BPE's table is about 1 MB and a split may have 1000 shards.
+static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std::string& hint, const Tokenizer* first,
+                                 int* vocab) {
+    try {
+        *vocab = (int)h5::read_attr_i64(file, "vocab_size");
+        const std::string kind = h5::read_attr_str(file, "tokenizer");
+        const std::string table = kind == "char" || kind == "gpt2" ? h5::read_text(file, "vocab")
+                                  : kind == "ids"                 ? std::to_string(*vocab)
+                                                                  : "";
+        if (first && first->kind == kind && first->table() == table) return *first;
+        return Tokenizer::from(kind, table);
+    } catch (const UserError& e) {
+        throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
+    }
+}
+
 TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
                                   bool shift_per_epoch, IoMode mode, MPI_Comm node) {
     if (mode == IoMode::collective)
@@ -208,17 +227,8 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         auto dims = h5::dims(sh.data.get());
         if (dims.size() != 1)
             throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
-        Tokenizer tok;
         int vocab = 0;
-        try {
-            vocab = (int)h5::read_attr_i64(sh.file.get(), "vocab_size");
-            std::string kind = h5::read_attr_str(sh.file.get(), "tokenizer");
-            tok = Tokenizer::from(kind, kind == "char"  ? h5::read_attr_str(sh.file.get(), "vocab")
-                                        : kind == "ids" ? std::to_string(vocab)
-                                                        : "");
-        } catch (const UserError& e) {
-            throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
-        }
+        Tokenizer tok = shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, &vocab);
         if (vocab < tok.vocab_size() || vocab > (u16 ? 65536 : INT32_MAX))
             throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
                                    path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));

@@ -149,7 +149,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_str(root, "optimizer", s.optimizer);
             h5::write_attr_str(root, "options", s.options);
             h5::write_attr_str(root, "tokenizer", s.tokenizer);
-            h5::write_attr_str(root, "vocab", s.vocab);
+            h5::write_text(root, "vocab", s.vocab);
             std::string meta = meta_text(s);
             h5::write_attr_u64(root, "meta_checksum", checksum64(meta.data(), meta.size()));
             write_checked(root, "/params", params);
@@ -215,7 +215,7 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.optimizer = h5::read_attr_str(root, "optimizer");
         s.options = h5::read_attr_str(root, "options");
         s.tokenizer = h5::read_attr_str(root, "tokenizer");
-        s.vocab = h5::read_attr_str(root, "vocab");
+        s.vocab = h5::read_text(root, "vocab");
         std::string meta = meta_text(s);
         if (h5::read_attr_u64(root, "meta_checksum") != checksum64(meta.data(), meta.size()))
             throw UserError("its attributes (step, model, options, ...) fail their checksum (corrupt file)");

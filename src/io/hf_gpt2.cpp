@@ -4,6 +4,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/core/json.h"
+#include "dptrain/data/tokens.h"
 
 #include <sys/stat.h>
 
@@ -170,7 +171,17 @@ void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDty
     c["initializer_range"] = 0.02;
     c["tie_word_embeddings"] = true;
     c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
-    c["dptrain"] = {{"model", ck.model}, {"step", ck.step}, {"tokenizer", ck.tokenizer}, {"vocab", ck.vocab}};
+    // GPT-2's BPE leaves as the files Hugging Face's GPT2Tokenizer reads; the others' tables are short.
+    const bool bpe = ck.tokenizer == "gpt2";
+    c["dptrain"] = {{"model", ck.model},
+                    {"step", ck.step},
+                    {"tokenizer", ck.tokenizer},
+                    {"vocab", bpe ? std::string("vocab.json, merges.txt") : ck.vocab}};
+    if (bpe) {
+        const Tokenizer tok = Tokenizer::from(ck.tokenizer, ck.vocab);
+        write_file_atomically(dir + "/vocab.json", tok.bpe->encoder_json() + "\n");
+        write_file_atomically(dir + "/merges.txt", tok.bpe->merges_text());
+    }
     write_file_atomically(dir + "/config.json", c.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 

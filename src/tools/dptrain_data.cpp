@@ -1,9 +1,11 @@
 // dptrain-data: makes datasets in dptrain's shard format (data/README.md).
 //   dptrain-data synth --out DIR [--train-samples N] [--val-samples M] [--features D] [--classes K]
 //                      [--shards S] [--seed X]
-//   dptrain-data text --input FILE|DIR|PATTERN ... --out DIR [--vocab byte|char] [--val-fraction F] [--shards S]
+//   dptrain-data text --input FILE|DIR|PATTERN ... --out DIR [--tokenizer byte|char|gpt2 --encoder F --merges F]
+//                     [--val-fraction F] [--shards S]
 //   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
-//   dptrain-data tokens --input FILE [--input FILE ...] --vocab-size V --out DIR [--format F] [--split S]
+//   dptrain-data tokens --input FILE [--input FILE ...] --vocab-size V|--encoder F --merges F --out DIR
+//                       [--format F] [--split S]
 //   dptrain-data verify DIR [--update-sums]
 // synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
 // random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
@@ -261,38 +263,60 @@ void write_tokens(const std::string& path, const std::vector<int>& ids, size_t b
     }
     h5::write_attr_i64(f.get(), "vocab_size", tok.vocab_size());
     h5::write_attr_str(f.get(), "tokenizer", tok.kind);
-    if (tok.kind == "char") h5::write_attr_str(f.get(), "vocab", tok.table());
+    if (tok.kind == "char" || tok.kind == "gpt2") h5::write_text(f.get(), "vocab", tok.table());
     h5::write_attr_str(f.get(), "source", source);
+}
+
+// --tokenizer and its files, checked before any text is read (char is made from the text later).
+Tokenizer text_tokenizer(const std::string& kind, const std::string& encoder, const std::string& merges) {
+    if (kind != "byte" && kind != "char" && kind != "gpt2")
+        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char or gpt2", kind.c_str()));
+    if (kind != "gpt2" && (!encoder.empty() || !merges.empty()))
+        throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
+    if (kind == "char") {
+        Tokenizer t;  // its characters come from the text
+        t.kind = "char";
+        return t;
+    }
+    if (kind == "byte") return Tokenizer::from("byte", "");
+    if (encoder.empty() || merges.empty())
+        throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
+                        "(Hugging Face's vocab.json and merges.txt are the same files)");
+    return Tokenizer::gpt2(encoder, merges);
 }
 
 int text(int argc, char** argv) {
     std::vector<std::string> inputs;
-    std::string out, vocab;
+    std::string out, kind, vocab, encoder, merges;
     double val_fraction;
     int shards;
     bool overwrite = false;
     po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
     desc.add_options()("help,h", "print this help")(
         "input", po::value(&inputs)->multitoken()->composing(),
-        "text file (UTF-8 for --vocab char), directory (every file beneath it, hidden ones left out) or glob pattern "
+        "text file (UTF-8 for --tokenizer char), directory (every file beneath it, hidden ones left out) or glob pattern "
         "(quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each directory's and "
         "pattern's sorted by name, and joined with a newline after any file that lacks one")(
         "out", po::value(&out)->default_value("data/text"), "output directory")(
-        "vocab", po::value(&vocab)->default_value("char"),
-        "byte (256 ids) | char (the text's characters, in code-point order)")(
+        "tokenizer", po::value(&kind)->default_value("char"),
+        "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
+        "--encoder and --merges)")(
+        "encoder", po::value(&encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
+        "merges", po::value(&merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
+        "vocab", po::value(&vocab), "the older name of --tokenizer (byte or char)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
         "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
     if (parse_or_help(argc, argv, desc)) return 0;
     if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
-    if (vocab != "byte" && vocab != "char") throw UserError(strfmt("text: --vocab '%s' is unknown; use byte or char", vocab.c_str()));
+    Tokenizer tok = text_tokenizer(vocab.empty() ? kind : vocab, encoder, merges);
     if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
         throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
     const std::vector<std::string> files = text_files(inputs);
     const std::string data = read_texts(files);
     std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
                                                                files.back().c_str());
-    Tokenizer tok = vocab == "byte" ? Tokenizer::from("byte", "") : Tokenizer::chars_of(data);
+    if (tok.kind == "char") tok = Tokenizer::chars_of(data);
     std::vector<int> ids = tok.encode(data);
     size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
     if (n_train < (size_t)shards * 2 || n_val < 2)
@@ -496,15 +520,17 @@ Inputs (--format auto tells them apart by their first bytes):
   hdf5     a 1-D integer dataset of an HDF5 file: --dataset NAME (default /tokens)
 Several --input files are concatenated in the order given. Every id is checked below
 --vocab-size (GPT-2's BPE: 50257); the first one that is not is named with its file and
-position (exit 2). The shards hold tokenizer "ids": training and bits per byte need no text, and
-`dptrain generate` takes and prints ids.
+position (exit 2). The shards hold tokenizer "ids": training needs no text, and `dptrain
+generate` takes and prints ids. Ids made with GPT-2's BPE (nanoGPT's and llm.c's data) can carry
+it instead: --encoder encoder.json --merges vocab.bpe (the vocabulary size is then theirs), and
+the eval lines give bits per byte, `generate` and `serve` take and print text.
 Output: --shards S training shards and one validation shard with the last --val-fraction of the
 ids; --split train|val sends all of them to that split (nanoGPT's train.bin and val.bin: two runs).
 )";
 
 int tokens_cmd(int argc, char** argv) {
     std::vector<std::string> inputs;
-    std::string out, format, split, dataset;
+    std::string out, format, split, dataset, encoder, merges;
     long vocab_size = 0;
     double val_fraction;
     int shards;
@@ -515,6 +541,8 @@ int tokens_cmd(int argc, char** argv) {
         "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy | hdf5")(
         "dataset", po::value(&dataset)->default_value("/tokens"), "hdf5: the dataset of ids")(
         "vocab-size", po::value(&vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
+        "encoder", po::value(&encoder), "GPT-2's encoder.json (or vocab.json): the ids are GPT-2's BPE")(
+        "merges", po::value(&merges), "GPT-2's vocab.bpe (or merges.txt), with --encoder")(
         "split", po::value(&split)->default_value(""), "train | val: every id to that split (default: both)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "shards of the training split")(
@@ -522,8 +550,20 @@ int tokens_cmd(int argc, char** argv) {
     if (parse_or_help(argc, argv, desc, kTokensHelp)) return 0;
     if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
     if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
+    Tokenizer tok = Tokenizer::from("ids", "2");
+    if (!encoder.empty() || !merges.empty()) {
+        if (encoder.empty() || merges.empty())
+            throw UserError("tokens: GPT-2's BPE needs both files: --encoder encoder.json --merges vocab.bpe");
+        tok = Tokenizer::gpt2(encoder, merges);
+        if (vocab_size != 0 && vocab_size != tok.vocab_size())
+            throw UserError(strfmt("tokens: --vocab-size %ld, but --encoder %s holds %d tokens; leave --vocab-size out",
+                                   vocab_size, encoder.c_str(), tok.vocab_size()));
+        vocab_size = tok.vocab_size();
+    }
     if (vocab_size < 2 || vocab_size > INT32_MAX)
-        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257)");
+        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257), or "
+                        "its files with --encoder and --merges");
+    if (tok.kind == "ids") tok = Tokenizer::from("ids", std::to_string(vocab_size));
     if (!split.empty() && split != "train" && split != "val")
         throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
     if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
@@ -536,7 +576,6 @@ int tokens_cmd(int argc, char** argv) {
         for (uint32_t v : token_files::read(in, f, vocab_size, &got, dataset)) ids.push_back((int)v);
         used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
     }
-    const Tokenizer tok = Tokenizer::from("ids", std::to_string(vocab_size));
     const size_t n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
     const size_t n_train = ids.size() - n_val;
     const int train_shards = n_train > 0 ? shards : 0;
@@ -552,9 +591,9 @@ int tokens_cmd(int argc, char** argv) {
         write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids, n_train * sh / train_shards,
                      n_train * (sh + 1) / train_shards, tok, source);
     if (n_val > 0) write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
-    std::printf("dptrain-data tokens: %zu ids (vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
+    std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
                 "validation ids, in %s\n",
-                ids.size(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards, train_shards == 1 ? "" : "s",
+                ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards, train_shards == 1 ? "" : "s",
                 n_val, out.c_str());
     return 0;
 }

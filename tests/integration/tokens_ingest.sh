@@ -32,7 +32,7 @@ bad.tofile(f"{w}/bad.bin")
 PY
 "$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok" | tee "$WORK/t.out"
 "$DATA" tokens --input "$WORK/val.bin" --vocab-size 50257 --split val --out "$WORK/tok" | tee -a "$WORK/t.out"
-grep -q "^dptrain-data tokens: 40000 ids (vocabulary 50257) from $WORK/train.bin (nanogpt) -> 40000 training ids in 2 shards, 0 validation ids" "$WORK/t.out" \
+grep -q "^dptrain-data tokens: 40000 ids (ids vocabulary 50257) from $WORK/train.bin (nanogpt) -> 40000 training ids in 2 shards, 0 validation ids" "$WORK/t.out" \
   && grep -q "4000 ids .* (nanogpt) -> 0 training ids in 0 shards, 4000 validation ids" "$WORK/t.out" \
   || fail "dptrain-data tokens: want the nanoGPT files as 2 train shards and a val shard"
 

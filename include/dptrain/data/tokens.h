@@ -3,6 +3,7 @@
 // Not for: tabular data (shards.h) or the model.
 #pragma once
 
+#include "dptrain/data/bpe.h"
 #include "dptrain/data/shards.h"
 
 #include <cstdint>
@@ -13,27 +14,33 @@
 namespace dptrain {
 
 // Byte level (256 ids, id = byte), character level (ids for the Unicode characters of the
-// training text, in code-point order), or ids: data tokenized elsewhere (GPT-2's BPE, ...) with a
-// declared vocabulary size and no text, so prompts and samples are written as ids.
+// training text, in code-point order), gpt2 (GPT-2's byte-level BPE from the user's encoder.json
+// and vocab.bpe; bpe.h), or ids: data tokenized elsewhere with a declared vocabulary size and no
+// text, so prompts and samples are written as ids.
 struct Tokenizer {
-    std::string kind = "byte";  // byte | char | ids
+    std::string kind = "byte";  // byte | char | gpt2 | ids
     std::vector<uint32_t> chars;  // char: the code point of each id
     int id_count = 0;             // ids: the vocabulary size
-    int vocab_size() const { return kind == "byte" ? 256 : kind == "ids" ? id_count : (int)chars.size(); }
-    bool same_as(const Tokenizer& o) const { return kind == o.kind && chars == o.chars && id_count == o.id_count; }
-    // The UTF-8 bytes token `id` decodes to (byte: 1; char: 1 to 4; ids: 0, unknown).
+    std::shared_ptr<const Gpt2Bpe> bpe;  // gpt2
+    int vocab_size() const;
+    bool same_as(const Tokenizer& o) const;
+    // The bytes token `id` decodes to (byte: 1; char: 1 to 4; gpt2: its bytes; ids: 0, unknown).
     int bytes_of(int id) const;
     // Throws UserError naming a character the vocabulary lacks. ids: the text is the ids written
-    // out ("15496 11 995"), each below the vocabulary size.
+    // out ("15496 11 995"), each below the vocabulary size. gpt2: any bytes.
     std::vector<int> encode(const std::string& utf8) const;
-    // ids: " 15496 11 995", each id after a space.
+    // ids: " 15496 11 995", each id after a space. gpt2: the bytes (a piece of a character may
+    // end the text).
     std::string decode(const std::vector<int>& ids) const;
-    // The char table as UTF-8 text (how it is stored in shards and checkpoints; ids: the
-    // vocabulary size in decimal) and back.
+    // How the tokenizer is stored in shards and checkpoints, and back: char: its characters as
+    // UTF-8 text; ids: the vocabulary size in decimal; gpt2: Gpt2Bpe::table() (about 1 MB, so
+    // the files keep it with h5::write_text); byte: empty.
     std::string table() const;
     static Tokenizer from(const std::string& kind, const std::string& table);
     // A character-level vocabulary from text.
     static Tokenizer chars_of(const std::string& utf8);
+    // GPT-2's BPE from its files (encoder.json or vocab.json; vocab.bpe or merges.txt).
+    static Tokenizer gpt2(const std::string& encoder_path, const std::string& merges_path);
 };
 
 // The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1

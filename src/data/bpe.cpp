@@ -1,0 +1,274 @@
+// GPT-2's byte-level BPE: the files, the table kept with the data, and encoding.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "dptrain/data/bpe.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/utf8.h"
+
+#include <nlohmann/json.hpp>
+#include <pcre2.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace dptrain {
+
+namespace {
+
+// GPT-2's pre-tokenizer (its encoder.py): contractions, letters, digits and other symbols each
+// with at most one leading space, then runs of whitespace (a run before a word leaves its last
+// space to the word).
+constexpr const char* kPattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr size_t kCacheMax = 1 << 18;  // pieces remembered; a corpus's words repeat
+
+bool printable_byte(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+
+struct ByteTable {
+    uint32_t cp[256];
+    int byte_of[512];  // code point -> byte, -1 for none (every code point is below 324)
+    ByteTable() {
+        for (int& b : byte_of) b = -1;
+        int extra = 0;
+        for (int b = 0; b < 256; ++b) {
+            cp[b] = printable_byte(b) ? (uint32_t)b : (uint32_t)(256 + extra++);
+            byte_of[cp[b]] = b;
+        }
+    }
+};
+
+const ByteTable& byte_table() {
+    static const ByteTable t;
+    return t;
+}
+
+// GPT-2's printable form of a token -> its bytes; false when it holds a character outside the table.
+bool bytes_of_printable(const std::string& s, std::string* out) {
+    out->clear();
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp;
+        if (!next_code_point(s, &i, &cp) || cp >= 512 || byte_table().byte_of[cp] < 0) return false;
+        out->push_back((char)byte_table().byte_of[cp]);
+    }
+    return !out->empty();
+}
+
+std::string read_whole(const std::string& path, const char* option) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream all;
+    if (in) all << in.rdbuf();
+    if (!in || in.bad())
+        throw UserError(strfmt("%s %s: cannot read: %s", option, path.c_str(), std::strerror(errno)));
+    return all.str();
+}
+
+uint64_t pair_key(int a, int b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
+
+struct Builder {  // what the files or the table hold, before the checks of Gpt2Bpe::build
+    std::vector<std::string> tokens, merges;
+    std::string where;
+};
+
+} // namespace
+
+uint32_t gpt2_printable_of(unsigned char b) { return byte_table().cp[b]; }
+
+Gpt2Bpe::~Gpt2Bpe() { pcre2_code_free(static_cast<pcre2_code*>(regex_)); }
+
+std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse(const std::string& encoder_json, const std::string& merges,
+                                              const std::string& where) {
+    Builder b;
+    b.where = where;
+    nlohmann::json enc;
+    try {
+        enc = nlohmann::json::parse(encoder_json);
+    } catch (const nlohmann::json::exception& e) {
+        throw UserError(strfmt("%s: the encoder is not JSON (%s); give GPT-2's encoder.json or vocab.json",
+                               where.c_str(), e.what()));
+    }
+    if (!enc.is_object() || enc.empty())
+        throw UserError(strfmt("%s: the encoder must be a JSON object of token -> id", where.c_str()));
+    b.tokens.resize(enc.size());
+    for (auto it = enc.begin(); it != enc.end(); ++it) {
+        const nlohmann::json& v = it.value();
+        if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= (long long)enc.size() ||
+            !b.tokens[v.get<size_t>()].empty())
+            throw UserError(strfmt("%s: token \"%s\" has id %s; the ids must be 0..%zu, each once", where.c_str(),
+                                   it.key().c_str(), v.dump().c_str(), enc.size() - 1));
+        if (it.key().empty()) throw UserError(strfmt("%s: the empty string is not a token", where.c_str()));
+        b.tokens[v.get<size_t>()] = it.key();
+    }
+    std::istringstream in(merges);
+    std::string line;
+    for (bool first = true; std::getline(in, line); first = false) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if ((first && line.rfind("#version", 0) == 0) || line.empty()) continue;
+        b.merges.push_back(line);
+    }
+    return build(std::move(b.tokens), std::move(b.merges), b.where);
+}
+
+std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load(const std::string& encoder_path, const std::string& merges_path) {
+    const std::string encoder = read_whole(encoder_path, "--encoder");
+    return parse(encoder, read_whole(merges_path, "--merges"), encoder_path + " + " + merges_path);
+}
+
+std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
+    Builder b;
+    b.where = "the gpt2 tokenizer table";
+    std::istringstream in(table);
+    std::string line;
+    long n = -1;
+    if (!std::getline(in, line) || line != "gpt2-bpe 1" || !(in >> n) || n < 256 || n > INT32_MAX)
+        throw UserError("the gpt2 tokenizer table is damaged (its header); write the shards or checkpoint again");
+    std::getline(in, line);
+    b.tokens.resize((size_t)n);
+    for (std::string& t : b.tokens)
+        if (!std::getline(in, t)) throw UserError("the gpt2 tokenizer table is truncated");
+    while (std::getline(in, line)) b.merges.push_back(line);
+    return build(std::move(b.tokens), std::move(b.merges), b.where);
+}
+
+std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, std::vector<std::string> merges,
+                                              const std::string& where) {
+    Builder b{std::move(tokens), std::move(merges), where};
+    std::shared_ptr<Gpt2Bpe> t(new Gpt2Bpe());
+    t->bytes_.resize(b.tokens.size());
+    for (size_t id = 0; id < b.tokens.size(); ++id) {
+        if (!bytes_of_printable(b.tokens[id], &t->bytes_[id]))
+            throw UserError(strfmt("%s: token %zu \"%s\" is not in GPT-2's byte-level form (its characters must come "
+                                   "from GPT-2's byte-to-unicode table)",
+                                   b.where.c_str(), id, b.tokens[id].c_str()));
+        t->ids_.emplace(t->bytes_[id], (int)id);
+    }
+    for (int c = 0; c < 256; ++c) {
+        auto it = t->ids_.find(std::string(1, (char)c));
+        if (it == t->ids_.end())
+            throw UserError(strfmt("%s: no token for byte 0x%02X; a byte-level BPE has one for every byte",
+                                   b.where.c_str(), c));
+        t->byte_id_[c] = it->second;
+    }
+    std::unordered_map<std::string, int> printable;
+    for (size_t id = 0; id < b.tokens.size(); ++id) printable.emplace(b.tokens[id], (int)id);
+    for (size_t rank = 0; rank < b.merges.size(); ++rank) {
+        const std::string& m = b.merges[rank];
+        const size_t sp = m.find(' ');
+        auto l = printable.find(m.substr(0, sp)), r = printable.find(sp == std::string::npos ? "" : m.substr(sp + 1));
+        auto both = sp == std::string::npos || l == printable.end() || r == printable.end()
+                        ? printable.end()
+                        : printable.find(m.substr(0, sp) + m.substr(sp + 1));
+        if (both == printable.end())
+            throw UserError(strfmt("%s: merge %zu \"%s\" is not two tokens whose join is a token", b.where.c_str(),
+                                   rank + 1, m.c_str()));
+        t->merge_.emplace(pair_key(l->second, r->second), std::make_pair((int)rank, both->second));
+    }
+    t->tokens_ = std::move(b.tokens);
+    t->merges_ = std::move(b.merges);
+    t->compile_regex();
+    return t;
+}
+
+void Gpt2Bpe::compile_regex() {
+    int err = 0;
+    PCRE2_SIZE at = 0;
+    pcre2_code* code = pcre2_compile((PCRE2_SPTR)kPattern, PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
+    if (!code) throw std::logic_error("GPT-2's pre-tokenizer pattern does not compile");
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where JIT is missing, pcre2_match interprets
+    regex_ = code;
+}
+
+std::string Gpt2Bpe::table() const {
+    std::string out = "gpt2-bpe 1\n" + std::to_string(tokens_.size()) + "\n";
+    for (const std::string& t : tokens_) out += t + "\n";
+    for (const std::string& m : merges_) out += m + "\n";
+    return out;
+}
+
+std::string Gpt2Bpe::encoder_json() const {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (size_t id = 0; id < tokens_.size(); ++id) j[tokens_[id]] = id;
+    return j.dump();
+}
+
+std::string Gpt2Bpe::merges_text() const {
+    std::string out = "#version: 0.2\n";
+    for (const std::string& m : merges_) out += m + "\n";
+    return out;
+}
+
+int Gpt2Bpe::id_of(const std::string& bytes) const {
+    auto it = ids_.find(bytes);
+    return it == ids_.end() ? -1 : it->second;
+}
+
+void Gpt2Bpe::encode(const std::string& text, std::vector<int>* ids) const {
+    auto* code = static_cast<pcre2_code*>(regex_);
+    std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+        pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+    if (!md) throw std::bad_alloc();
+    const auto* s = (PCRE2_SPTR)text.data();
+    const size_t n = text.size();
+    size_t at = 0;
+    while (at < n) {
+        const int rc = pcre2_match(code, s, n, at, 0, md.get(), nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) {  // only invalid bytes remain
+            encode_piece(text.data() + at, n - at, ids);
+            break;
+        }
+        if (rc < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            throw UserError(strfmt("the gpt2 pre-tokenizer failed at byte %zu: %s", at, (const char*)msg));
+        }
+        const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+        if (ov[0] > at) encode_piece(text.data() + at, ov[0] - at, ids);  // invalid UTF-8 before the match
+        const size_t end = ov[1] > ov[0] ? ov[1] : ov[0] + 1;  // every alternative is non-empty
+        encode_piece(text.data() + ov[0], end - ov[0], ids);
+        at = end;
+    }
+}
+
+// GPT-2's bpe(): merge every occurrence of the adjacent pair of lowest rank, left to right, until
+// no adjacent pair is a merge.
+void Gpt2Bpe::encode_piece(const char* p, size_t n, std::vector<int>* ids) const {
+    if (n == 1) {
+        ids->push_back(byte_id_[(unsigned char)*p]);
+        return;
+    }
+    std::string key(p, n);
+    {
+        std::lock_guard<std::mutex> g(cache_mu_);
+        auto it = cache_.find(key);
+        if (it != cache_.end()) {
+            ids->insert(ids->end(), it->second.begin(), it->second.end());
+            return;
+        }
+    }
+    std::vector<int> w(n);
+    for (size_t i = 0; i < n; ++i) w[i] = byte_id_[(unsigned char)p[i]];
+    while (w.size() > 1) {
+        int best = INT_MAX, merged = -1;
+        uint64_t best_pair = 0;
+        for (size_t i = 0; i + 1 < w.size(); ++i) {
+            auto it = merge_.find(pair_key(w[i], w[i + 1]));
+            if (it != merge_.end() && it->second.first < best)
+                best = it->second.first, merged = it->second.second, best_pair = pair_key(w[i], w[i + 1]);
+        }
+        if (merged < 0) break;
+        size_t out = 0;
+        for (size_t i = 0; i < w.size();) {
+            if (i + 1 < w.size() && pair_key(w[i], w[i + 1]) == best_pair) w[out++] = merged, i += 2;
+            else w[out++] = w[i++];
+        }
+        w.resize(out);
+    }
+    ids->insert(ids->end(), w.begin(), w.end());
+    std::lock_guard<std::mutex> g(cache_mu_);
+    if (cache_.size() >= kCacheMax) cache_.clear();
+    cache_.emplace(std::move(key), std::move(w));
+}
+
+} // namespace dptrain

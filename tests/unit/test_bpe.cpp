@@ -1,0 +1,192 @@
+// GPT-2's byte-level BPE on a vocabulary the test makes: the merge order, GPT-2's pre-tokenizer
+// (its pieces are where merges stop), round trips of any bytes, the stored table, and one clear
+// error per bad file. The real vocabulary is checked against js-tiktoken in
+// tests/integration/gpt2_tokenizer.sh.
+#include "helpers.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+#include "dptrain/core/utf8.h"
+#include "dptrain/data/bpe.h"
+#include "dptrain/data/h5.h"
+#include "dptrain/data/tokens.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using namespace dptrain;
+
+namespace {
+
+// GPT-2's printable form of some bytes.
+std::string printable(const std::string& bytes) {
+    std::string out;
+    for (unsigned char b : bytes) append_utf8(out, gpt2_printable_of(b));
+    return out;
+}
+
+// Ids 0..255: the bytes; then one token per merge, in order. Each merge is given as its two
+// parts' bytes.
+struct TinyVocab {
+    std::vector<std::pair<std::string, std::string>> merges = {
+        {"h", "e"},    // 256 he
+        {"l", "l"},    // 257 ll
+        {"he", "ll"},  // 258 hell
+        {"hell", "o"}, // 259 hello
+        {" ", "w"},    // 260 " w"
+        {"o", " "},    // 261 "o ": crosses a piece boundary, so never used
+        {"'", "t"},    // 262 't
+        {"1", "2"},    // 263 12
+        {"a", "a"},    // 264 aa
+        {"\n", "\n"},  // 265 two newlines
+        {"'", "S"},    // 266 'S: GPT-2's contractions are lower case only
+    };
+    std::string encoder() const {
+        nlohmann::ordered_json j = nlohmann::ordered_json::object();
+        for (int b = 0; b < 256; ++b) j[printable(std::string(1, (char)b))] = b;
+        int id = 256;
+        for (auto& m : merges) j[printable(m.first + m.second)] = id++;
+        return j.dump();
+    }
+    std::string merges_text() const {
+        std::string out = "#version: 0.2\n";
+        for (auto& m : merges) out += printable(m.first) + " " + printable(m.second) + "\n";
+        return out;
+    }
+    std::shared_ptr<const Gpt2Bpe> bpe() const { return Gpt2Bpe::parse(encoder(), merges_text(), "tiny"); }
+};
+
+std::vector<int> enc(const Gpt2Bpe& b, const std::string& s) {
+    std::vector<int> ids;
+    b.encode(s, &ids);
+    return ids;
+}
+
+std::string dec(const Gpt2Bpe& b, const std::vector<int>& ids) {
+    std::string out;
+    for (int id : ids) out += b.bytes_of(id);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("gpt2 BPE: merges apply lowest rank first, every occurrence left to right", "[bpe]") {
+    auto b = TinyVocab().bpe();
+    REQUIRE(b->size() == 267);
+    CHECK(enc(*b, "hello") == std::vector<int>{259});
+    CHECK(enc(*b, "aaa") == std::vector<int>{264, 'a'});
+    CHECK(enc(*b, "aaaa") == std::vector<int>{264, 264});
+    CHECK(enc(*b, "hel") == std::vector<int>{256, 'l'});
+    CHECK(b->bytes_of(259) == "hello");
+    CHECK(b->id_of("hell") == 258);
+    CHECK(b->id_of("nope") == -1);
+}
+
+TEST_CASE("gpt2 BPE: GPT-2's pre-tokenizer decides where merges stop", "[bpe]") {
+    auto b = TinyVocab().bpe();
+    // A space joins the word after it, never the one before: "o " (261) is never made.
+    CHECK(enc(*b, "hello world") == std::vector<int>{259, 260, 'o', 'r', 'l', 'd'});
+    // Contractions are pieces of their own ('t), and lower case only ('S is a symbol, then a letter).
+    CHECK(enc(*b, "don't") == std::vector<int>{'d', 'o', 'n', 262});
+    CHECK(enc(*b, "IT'S") == std::vector<int>{'I', 'T', '\'', 'S'});
+    // Digits and letters part; a space joins a number, and merges go on inside " 12".
+    CHECK(enc(*b, "x12 12") == std::vector<int>{'x', 263, ' ', 263});
+    // Runs of spaces leave their last space to the next word.
+    CHECK(enc(*b, "a  b") == std::vector<int>{'a', ' ', ' ', 'b'});
+    // Newlines before a word are pieces of one ("\n", "\n"), at the end one run ("\n\n").
+    CHECK(enc(*b, "a\n\nb") == std::vector<int>{'a', '\n', '\n', 'b'});
+    CHECK(enc(*b, "a\n\n") == std::vector<int>{'a', 265});
+    // Symbols run together with one leading space: " ('" is one piece, its bytes unmerged.
+    CHECK(enc(*b, "x ('") == std::vector<int>{'x', ' ', '(', '\''});
+    // U+FEFF is not white space (Unicode's White_Space, which GPT-2's regex and tiktoken use), so
+    // the apostrophe after it is a symbol beside it, not a contraction ('t): JavaScript's \s
+    // differs here, which is why the js-tiktoken comparison leaves U+FEFF out.
+    CHECK(enc(*b, "\xEF\xBB\xBF't") == std::vector<int>{0xEF, 0xBB, 0xBF, '\'', 't'});
+    // After a space the apostrophe is a symbol with the space (" '"), not a contraction.
+    CHECK(enc(*b, " 't") == std::vector<int>{' ', '\'', 't'});
+    CHECK(enc(*b, "x't") == std::vector<int>{'x', 262});
+}
+
+TEST_CASE("gpt2 BPE: any bytes round-trip, invalid UTF-8 and emoji included", "[bpe]") {
+    auto b = TinyVocab().bpe();
+    Rng rng(7);
+    const std::vector<std::string> atoms = {"hello", " world", "don't", "\xF0\x9F\x99\x82", "\xC3\xA9", "12",
+                                            "  ", "\n", "\t", "\xFF", "\xC3", "\x80\x80", "\xE2\x82", "aa", "'S"};
+    for (int round = 0; round < 200; ++round) {
+        std::string s;
+        const int n = (int)(rng.next() % 40);
+        for (int i = 0; i < n; ++i) {
+            if (rng.next() % 4 == 0) s += (char)(rng.next() % 256);  // any byte at all
+            else s += atoms[rng.next() % atoms.size()];
+        }
+        const std::vector<int> ids = enc(*b, s);
+        REQUIRE(dec(*b, ids) == s);
+        for (int id : ids) REQUIRE((id >= 0 && id < b->size()));
+    }
+}
+
+TEST_CASE("gpt2 tokenizer: the stored table gives the same tokenizer back", "[bpe]") {
+    const TinyVocab v;
+    Tokenizer t;
+    t.kind = "gpt2";
+    t.bpe = v.bpe();
+    const Tokenizer back = Tokenizer::from("gpt2", t.table());
+    CHECK(back.same_as(t));
+    CHECK(back.vocab_size() == 267);
+    CHECK(back.encode("hello world, don't") == t.encode("hello world, don't"));
+    CHECK(back.decode(back.encode("h\xC3\xA9llo")) == "h\xC3\xA9llo");
+    CHECK(back.bytes_of(259) == 5);
+    CHECK(nlohmann::json::parse(back.bpe->encoder_json()) == nlohmann::json::parse(v.encoder()));
+    CHECK(back.bpe->merges_text() == v.merges_text());
+    // A tokenizer from other merges differs.
+    TinyVocab w;
+    w.merges.pop_back();
+    Tokenizer other;
+    other.kind = "gpt2";
+    other.bpe = w.bpe();
+    CHECK_FALSE(other.same_as(t));
+    CHECK_THROWS_WITH(Tokenizer::from("gpt2", "gpt2-bpe 1\n300\nĠ\n"), Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(Tokenizer::from("gpt2", "bpe\n"), Catch::Contains("damaged"));
+}
+
+TEST_CASE("gpt2 BPE: bad encoder.json and vocab.bpe get one line naming the entry", "[bpe]") {
+    const TinyVocab v;
+    CHECK_THROWS_WITH(Gpt2Bpe::parse("{not json", v.merges_text(), "enc.json"), Catch::Contains("enc.json: the encoder is not JSON"));
+    CHECK_THROWS_WITH(Gpt2Bpe::parse("[1, 2]", v.merges_text(), "enc.json"), Catch::Contains("JSON object"));
+    nlohmann::json gap = nlohmann::json::parse(v.encoder());
+    gap["hello"] = 400;
+    CHECK_THROWS_WITH(Gpt2Bpe::parse(gap.dump(), v.merges_text(), "enc.json"),
+                      Catch::Contains("token \"hello\" has id 400"));
+    nlohmann::json no_byte = nlohmann::json::parse(v.encoder());
+    no_byte.erase(printable("A"));
+    no_byte["Z!"] = 'A';  // keep the ids 0..N-1
+    CHECK_THROWS_WITH(Gpt2Bpe::parse(no_byte.dump(), v.merges_text(), "enc.json"), Catch::Contains("no token for byte 0x41"));
+    nlohmann::json spaced = nlohmann::json::parse(v.encoder());
+    spaced.erase(printable("hello"));
+    spaced["hel lo"] = 259;
+    CHECK_THROWS_WITH(Gpt2Bpe::parse(spaced.dump(), v.merges_text(), "enc.json"),
+                      Catch::Contains("\"hel lo\" is not in GPT-2's byte-level form"));
+    CHECK_THROWS_WITH(Gpt2Bpe::parse(v.encoder(), v.merges_text() + "q z\n", "m.bpe"),
+                      Catch::Contains("merge 12 \"q z\" is not two tokens whose join is a token"));
+    CHECK_THROWS_WITH(Gpt2Bpe::parse(v.encoder(), v.merges_text() + "hello\n", "m.bpe"), Catch::Contains("merge 12"));
+    CHECK_THROWS_WITH(Gpt2Bpe::load("/nonexistent/encoder.json", "/nonexistent/vocab.bpe"),
+                      Catch::Contains("--encoder /nonexistent/encoder.json: cannot read"));
+}
+
+TEST_CASE("h5::write_text keeps short text in an attribute and long text in a dataset", "[bpe]") {
+    const std::string path = testing::temp_dir("text") + "/t.h5";
+    const std::string shortv = "abc", longv(200000, 'x');
+    {
+        std::lock_guard<std::mutex> g(h5::lock());
+        h5::Hid f = h5::create_file(path);
+        h5::write_text(f.get(), "a", shortv);
+        h5::write_text(f.get(), "b", longv);
+    }
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::open_file(path, "");
+    CHECK(h5::has_attr(f.get(), "a"));
+    CHECK_FALSE(h5::has_attr(f.get(), "b"));
+    CHECK(h5::read_text(f.get(), "a") == shortv);
+    CHECK(h5::read_text(f.get(), "b") == longv);
+    CHECK_THROWS_WITH(h5::read_text(f.get(), "c"), Catch::Contains("attribute c missing"));
+}
