@@ -176,7 +176,8 @@ void Gpt2Bpe::compile_regex() {
     pcre2_code* code = pcre2_compile((PCRE2_SPTR)kPattern, PCRE2_ZERO_TERMINATED,
                                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
     if (!code) throw std::logic_error("GPT-2's pre-tokenizer pattern does not compile");
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // where JIT is missing, pcre2_match interprets
+    // Where PCRE2 has no JIT for this CPU, pcre2_match interprets the pattern instead.
+    jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     regex_ = code;
 }
 
@@ -213,7 +214,9 @@ void Gpt2Bpe::encode(const std::string& text, std::vector<int>* ids) const {
     const size_t n = text.size();
     size_t at = 0;
     while (at < n) {
-        const int rc = pcre2_match(code, s, n, at, 0, md.get(), nullptr);
+        // pcre2_jit_match skips pcre2_match's checks of its arguments, a tenth of the time a piece takes.
+        const int rc = jit_ ? pcre2_jit_match(code, s, n, at, 0, md.get(), nullptr)
+                            : pcre2_match(code, s, n, at, 0, md.get(), nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) {  // only invalid bytes remain
             encode_piece(text.data() + at, n - at, ids);
             break;

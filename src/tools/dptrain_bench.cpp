@@ -16,8 +16,9 @@ int main(int argc, char** argv) {
         if (cmd == "allreduce") return bench_allreduce(argc - 1, argv + 1);
         if (cmd == "io") return bench_io(argc - 1, argv + 1);
         if (cmd == "trace") return bench_trace(argc - 1, argv + 1);
-        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io or trace)"
-                                                        : "not a command (allreduce, io or trace)");
+        if (cmd == "tokenizer") return bench_tokenizer(argc - 1, argv + 1);
+        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io, trace or tokenizer)"
+                                                        : "not a command (allreduce, io, trace or tokenizer)");
     }, speak);
     mpi_finish();
     return code;

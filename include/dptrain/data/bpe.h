@@ -55,7 +55,8 @@ class Gpt2Bpe {
     int byte_id_[256] = {};
     // (left id << 32 | right id) -> (rank, merged id)
     std::unordered_map<uint64_t, std::pair<int, int>> merge_;
-    void* regex_ = nullptr;  // pcre2_code*, JIT-compiled
+    void* regex_ = nullptr;  // pcre2_code*
+    bool jit_ = false;       // regex_ is JIT-compiled
     // Pieces already encoded (words repeat); bounded, shared by threads (serve encodes prompts).
     mutable std::mutex cache_mu_;
     mutable std::unordered_map<std::string, std::vector<int>> cache_;

@@ -3,6 +3,7 @@
 //   allreduce  every all-reduce algorithm beside Open MPI's MPI_Allreduce (nccl-tests' format)
 //   io         every reader beside a raw sequential read of the same shards, page cache dropped
 //   trace      what the step instrumentation costs
+//   tokenizer  GPT-2's BPE: encode and decode MB/s on one core (its peer: bench/tokenizer.sh)
 #pragma once
 
 namespace dptrain {
@@ -10,7 +11,8 @@ namespace dptrain {
 int bench_allreduce(int argc, char** argv);
 int bench_io(int argc, char** argv);
 int bench_trace(int argc, char** argv);
-// The usage lines of all three, for any argument the tool does not take.
+int bench_tokenizer(int argc, char** argv);
+// The usage lines of all of them, for any argument the tool does not take.
 const char* bench_usage();
 
 } // namespace dptrain
