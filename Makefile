@@ -57,7 +57,7 @@ CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) $(HTTPLI
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
 CXXFLAGS := -std=c++17 $(OPT) -fno-math-errno -fno-trapping-math -fopenmp -Wall -Wextra -MMD -MP
-LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) $(HTTPLIB_LIBS) $(PCRE_LIBS) -lcrypto -lz \
+LDLIBS   := $(HDF5_LIBS) -lboost_program_options $(BLAS_LIBS) $(FABRIC_LIBS) $(MPI_LIBS) $(HTTPLIB_LIBS) $(PCRE_LIBS) $(SP_LIBS) -lcrypto -lz \
             -fopenmp -lpthread \
             $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS)) \
             $(if $(filter 1,$(HAVE_NCCL)),-lnccl)
@@ -140,7 +140,7 @@ endif
 
 # libFuzzer targets (clang): the option parser, the shard, checkpoint, SHA256SUMS and safetensors
 # readers, and the readers of users' files the tools have (JSON lines, CSV, .npy, .npz, Chrome
-# traces, GPT-2's tokenizer files), built with ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs from
+# traces, GPT-2's tokenizer files, SentencePiece models), built with ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs from
 # tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 120
 FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/core/files.cpp \
@@ -148,10 +148,10 @@ FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp \
                 src/data/stage.cpp src/io/checkpoint.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
                 src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp src/io/safetensors.cpp \
-                src/data/bpe.cpp src/core/utf8.cpp
+                src/data/bpe.cpp src/data/sentencepiece.cpp src/core/utf8.cpp
 FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
-FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens safetensors gpt2
+FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens safetensors gpt2 sentencepiece
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_NAMES)))
 
 $(BUILD)/fuzz/%.o: %.cpp $(CONFIG)
@@ -161,7 +161,7 @@ $(BUILD)/fuzz/%.o: %.cpp $(CONFIG)
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_SRCS:%.cpp=$(BUILD)/fuzz/%.o)
 	@$(if $(Q),echo "  LINK  $@")
-	$(Q)clang++ -fsanitize=fuzzer,address $^ -o $@ $(HDF5_LIBS) -lboost_program_options $(MPI_LIBS) -lzip -lcrypto $(PCRE_LIBS) -lpthread
+	$(Q)clang++ -fsanitize=fuzzer,address $^ -o $@ $(HDF5_LIBS) -lboost_program_options $(MPI_LIBS) -lzip -lcrypto $(PCRE_LIBS) $(SP_LIBS) -lpthread
 
 fuzzers: $(FUZZERS)
 

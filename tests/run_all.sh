@@ -35,11 +35,11 @@ for t in tests/integration/*.sh; do suite "$(basename "$t" .sh)" 600 "$t"; done
 # Fuzz targets (libFuzzer, ASan): a fixed number of inputs from the checked-in corpus, seed 1, so
 # a run is repeatable; `make fuzz` runs them for longer. HDF5 leaks on some error paths of its
 # own, so leak detection is off (ASan's other checks stay on).
-fuzz() {  # fuzz NAME RUNS
+fuzz() {  # fuzz NAME RUNS [MAX_LEN]
   local bin=build/fuzz/fuzz_$1 scratch=build/fuzz/run-$1
   if [ ! -x "$bin" ]; then echo "SKIPPED fuzz-$1: no libFuzzer (clang) in this build"; return; fi
   rm -rf "$scratch" && mkdir -p "$scratch"
-  suite "fuzz-$1" 300 "$bin" -runs="$2" -seed=1 -max_len=4096 -detect_leaks=0 -timeout=20 \
+  suite "fuzz-$1" 300 "$bin" -runs="$2" -seed=1 -max_len="${3:-4096}" -detect_leaks=0 -timeout=20 \
     -artifact_prefix="$scratch/" "$scratch" "tests/fuzz/corpus/$1"
 }
 fuzz options 20000
@@ -54,6 +54,7 @@ fuzz sums 20000
 fuzz tokens 20000
 fuzz safetensors 20000
 fuzz gpt2 20000
+fuzz sentencepiece 5000 8192
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

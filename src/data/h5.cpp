@@ -292,7 +292,8 @@ std::string read_attr_str(hid_t obj, const std::string& name) {
 constexpr size_t kAttrTextMax = 60000;  // bytes; HDF5's limit on an attribute in the header is 64 KiB
 
 void write_text(hid_t file, const std::string& name, const std::string& text) {
-    if (text.size() <= kAttrTextMax) return write_attr_str(file, name, text);
+    // A string attribute ends at its first NUL, so bytes (a SentencePiece model) go to a dataset.
+    if (text.size() <= kAttrTextMax && text.find('\0') == std::string::npos) return write_attr_str(file, name, text);
     write_dataset(file, "/" + name, Kind::u8, {(hsize_t)text.size()}, text.data());
 }
 

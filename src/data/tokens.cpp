@@ -38,11 +38,16 @@ static std::vector<uint32_t> code_points(const std::string& s) {
 // ---- Tokenizer
 
 int Tokenizer::vocab_size() const {
-    return kind == "byte" ? 256 : kind == "ids" ? id_count : kind == "gpt2" ? bpe->size() : (int)chars.size();
+    return kind == "byte"            ? 256
+           : kind == "ids"           ? id_count
+           : kind == "gpt2"          ? bpe->size()
+           : kind == "sentencepiece" ? sp->size()
+                                     : (int)chars.size();
 }
 
 bool Tokenizer::same_as(const Tokenizer& o) const {
     if (kind != o.kind || chars != o.chars || id_count != o.id_count) return false;
+    if (kind == "sentencepiece") return sp == o.sp || sp->bytes() == o.sp->bytes();
     return kind != "gpt2" || bpe == o.bpe || bpe->table() == o.bpe->table();
 }
 
@@ -50,6 +55,10 @@ std::vector<int> Tokenizer::encode(const std::string& utf8) const {
     std::vector<int> ids;
     if (kind == "gpt2") {
         bpe->encode(utf8, &ids);
+        return ids;
+    }
+    if (kind == "sentencepiece") {
+        sp->encode(utf8, &ids);
         return ids;
     }
     if (kind == "byte") {
@@ -89,6 +98,7 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
     for (int id : ids) {
         if (kind == "byte") out += (char)(unsigned char)id;
         else if (kind == "gpt2") out += id >= 0 && id < bpe->size() ? bpe->bytes_of(id) : "";
+        else if (kind == "sentencepiece") out += id >= 0 && id < sp->size() ? sp->surface(id) : "";
         else if (kind == "ids") out += " " + std::to_string(id);
         else if (id >= 0 && id < (int)chars.size()) append_utf8(out, chars[id]);
     }
@@ -98,6 +108,7 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 std::string Tokenizer::table() const {
     if (kind == "ids") return std::to_string(id_count);
     if (kind == "gpt2") return bpe->table();
+    if (kind == "sentencepiece") return sp->bytes();
     std::string out;
     for (uint32_t cp : chars) append_utf8(out, cp);
     return out;
@@ -106,6 +117,7 @@ std::string Tokenizer::table() const {
 int Tokenizer::bytes_of(int id) const {
     if (kind == "ids") return 0;
     if (kind == "gpt2") return id >= 0 && id < bpe->size() ? (int)bpe->bytes_of(id).size() : 0;
+    if (kind == "sentencepiece") return id >= 0 && id < sp->size() ? (int)sp->surface(id).size() : 0;
     if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
     const uint32_t cp = chars[(size_t)id];
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
@@ -126,10 +138,20 @@ Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
         t.id_count = (int)n;
     } else if (kind == "gpt2") {
         t.bpe = Gpt2Bpe::from_table(table);
+    } else if (kind == "sentencepiece") {
+        t.sp = SentencePieceModel::from_bytes(table, "the stored SentencePiece model");
     } else if (kind != "byte") {
-        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2 or ids): a newer dptrain wrote it?",
+        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2, sentencepiece or ids): a newer dptrain "
+                               "wrote it?",
                                kind.c_str()));
     }
+    return t;
+}
+
+Tokenizer Tokenizer::sentencepiece(std::shared_ptr<const SentencePieceModel> model) {
+    Tokenizer t;
+    t.kind = "sentencepiece";
+    t.sp = std::move(model);
     return t;
 }
 
@@ -187,9 +209,11 @@ static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std:
     try {
         *vocab = (int)h5::read_attr_i64(file, "vocab_size");
         const std::string kind = h5::read_attr_str(file, "tokenizer");
-        const std::string table = kind == "char" || kind == "gpt2" ? h5::read_text(file, "vocab")
-                                  : kind == "ids"                 ? std::to_string(*vocab)
-                                                                  : "";
+        Tokenizer probe;
+        probe.kind = kind;
+        const std::string table = probe.has_table() ? h5::read_text(file, "vocab")
+                                  : kind == "ids"   ? std::to_string(*vocab)
+                                                    : "";
         if (first && first->kind == kind && first->table() == table) return *first;
         return Tokenizer::from(kind, table);
     } catch (const UserError& e) {

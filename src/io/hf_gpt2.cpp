@@ -171,17 +171,19 @@ void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDty
     c["initializer_range"] = 0.02;
     c["tie_word_embeddings"] = true;
     c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
-    // GPT-2's BPE leaves as the files Hugging Face's GPT2Tokenizer reads; the others' tables are short.
-    const bool bpe = ck.tokenizer == "gpt2";
+    // GPT-2's BPE leaves as the files Hugging Face's GPT2Tokenizer reads, a SentencePiece model as
+    // its tokenizer.model; the other tokenizers' tables are short text.
+    const bool bpe = ck.tokenizer == "gpt2", sp = ck.tokenizer == "sentencepiece";
     c["dptrain"] = {{"model", ck.model},
                     {"step", ck.step},
                     {"tokenizer", ck.tokenizer},
-                    {"vocab", bpe ? std::string("vocab.json, merges.txt") : ck.vocab}};
+                    {"vocab", bpe ? std::string("vocab.json, merges.txt") : sp ? std::string("tokenizer.model") : ck.vocab}};
     if (bpe) {
         const Tokenizer tok = Tokenizer::from(ck.tokenizer, ck.vocab);
         write_file_atomically(dir + "/vocab.json", tok.bpe->encoder_json() + "\n");
         write_file_atomically(dir + "/merges.txt", tok.bpe->merges_text());
     }
+    if (sp) write_file_atomically(dir + "/tokenizer.model", ck.vocab);
     write_file_atomically(dir + "/config.json", c.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 

@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 namespace po = boost::program_options;
@@ -263,60 +264,94 @@ void write_tokens(const std::string& path, const std::vector<int>& ids, size_t b
     }
     h5::write_attr_i64(f.get(), "vocab_size", tok.vocab_size());
     h5::write_attr_str(f.get(), "tokenizer", tok.kind);
-    if (tok.kind == "char" || tok.kind == "gpt2") h5::write_text(f.get(), "vocab", tok.table());
+    if (tok.has_table()) h5::write_text(f.get(), "vocab", tok.table());
     h5::write_attr_str(f.get(), "source", source);
 }
 
-// --tokenizer and its files, checked before any text is read (char is made from the text later).
-Tokenizer text_tokenizer(const std::string& kind, const std::string& encoder, const std::string& merges) {
-    if (kind != "byte" && kind != "char" && kind != "gpt2")
-        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char or gpt2", kind.c_str()));
-    if (kind != "gpt2" && (!encoder.empty() || !merges.empty()))
+// What --tokenizer and its options ask for.
+struct TextTokenizer {
+    std::string kind, encoder, merges, sp_model, sp_type;
+    int vocab_size = 0;
+};
+
+// The tokenizer, its files checked before any text is read. char and a SentencePiece model to
+// train are made from the text later (make_tokenizer).
+Tokenizer check_tokenizer(const TextTokenizer& o) {
+    if (o.kind != "byte" && o.kind != "char" && o.kind != "gpt2" && o.kind != "sentencepiece")
+        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2 or sentencepiece", o.kind.c_str()));
+    if (o.kind != "gpt2" && (!o.encoder.empty() || !o.merges.empty()))
         throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
-    if (kind == "char") {
-        Tokenizer t;  // its characters come from the text
-        t.kind = "char";
-        return t;
+    if (o.kind != "sentencepiece" && (!o.sp_model.empty() || o.vocab_size != 0))
+        throw UserError("text: --sp-model and --vocab-size belong to --tokenizer sentencepiece");
+    Tokenizer t;
+    t.kind = o.kind;
+    if (o.kind == "gpt2") {
+        if (o.encoder.empty() || o.merges.empty())
+            throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
+                            "(Hugging Face's vocab.json and merges.txt are the same files)");
+        return Tokenizer::gpt2(o.encoder, o.merges);
     }
-    if (kind == "byte") return Tokenizer::from("byte", "");
-    if (encoder.empty() || merges.empty())
-        throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
-                        "(Hugging Face's vocab.json and merges.txt are the same files)");
-    return Tokenizer::gpt2(encoder, merges);
+    if (o.kind != "sentencepiece") return t;
+    if (!o.sp_model.empty() && o.vocab_size != 0)
+        throw UserError("text: give --sp-model (a model of your own) or --vocab-size (train one here), not both");
+    if (!o.sp_model.empty()) return Tokenizer::sentencepiece(SentencePieceModel::load(o.sp_model));
+    if (o.vocab_size < 260 || o.vocab_size > 1000000)
+        throw UserError(strfmt("text: --vocab-size %d: a SentencePiece model trained here needs 260 to 1000000 pieces "
+                               "(its 256 byte pieces and more; 1024 to 32768 are usual)",
+                               o.vocab_size));
+    if (o.sp_type != "bpe" && o.sp_type != "unigram")
+        throw UserError(strfmt("text: --sp-type '%s' is unknown; use bpe or unigram", o.sp_type.c_str()));
+    return t;
+}
+
+// The tokenizer of `data` whose first `train_bytes` are the training text: char takes its
+// characters from all of it; a SentencePiece model is trained on the training text alone, up to
+// its last whole line, so the validation text stays unseen.
+Tokenizer make_tokenizer(Tokenizer t, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
+    if (t.kind == "char") return Tokenizer::chars_of(data);
+    if (t.kind != "sentencepiece" || t.sp) return t;
+    const int threads = std::max(1, (int)std::thread::hardware_concurrency());
+    return Tokenizer::sentencepiece(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
 }
 
 int text(int argc, char** argv) {
     std::vector<std::string> inputs;
-    std::string out, kind, vocab, encoder, merges;
+    std::string out, vocab;
+    TextTokenizer tt;
     double val_fraction;
     int shards;
     bool overwrite = false;
     po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
     desc.add_options()("help,h", "print this help")(
         "input", po::value(&inputs)->multitoken()->composing(),
-        "text file (UTF-8 for --tokenizer char), directory (every file beneath it, hidden ones left out) or glob pattern "
-        "(quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each directory's and "
-        "pattern's sorted by name, and joined with a newline after any file that lacks one")(
+        "text file (UTF-8 for --tokenizer char and sentencepiece), directory (every file beneath it, hidden ones left "
+        "out) or glob pattern (quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each "
+        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one")(
         "out", po::value(&out)->default_value("data/text"), "output directory")(
-        "tokenizer", po::value(&kind)->default_value("char"),
+        "tokenizer", po::value(&tt.kind)->default_value("char"),
         "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
-        "--encoder and --merges)")(
-        "encoder", po::value(&encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
-        "merges", po::value(&merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
+        "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
+        "encoder", po::value(&tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
+        "merges", po::value(&tt.merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
+        "vocab-size", po::value(&tt.vocab_size)->default_value(0),
+        "sentencepiece: train a model of this many pieces on the training text")(
+        "sp-type", po::value(&tt.sp_type)->default_value("bpe"), "sentencepiece: bpe | unigram")(
+        "sp-model", po::value(&tt.sp_model), "sentencepiece: a model of your own (a .model file) instead")(
         "vocab", po::value(&vocab), "the older name of --tokenizer (byte or char)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
         "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
     if (parse_or_help(argc, argv, desc)) return 0;
     if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
-    Tokenizer tok = text_tokenizer(vocab.empty() ? kind : vocab, encoder, merges);
+    if (!vocab.empty()) tt.kind = vocab;
+    Tokenizer tok = check_tokenizer(tt);
     if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
         throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
     const std::vector<std::string> files = text_files(inputs);
     const std::string data = read_texts(files);
     std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
                                                                files.back().c_str());
-    if (tok.kind == "char") tok = Tokenizer::chars_of(data);
+    tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
     std::vector<int> ids = tok.encode(data);
     size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
     if (n_train < (size_t)shards * 2 || n_val < 2)

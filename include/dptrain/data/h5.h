@@ -91,7 +91,8 @@ std::string read_attr_str(hid_t obj, const std::string& name);
 
 // Text that may outgrow an attribute (HDF5 keeps attributes in the object header, under 64 KiB;
 // a BPE tokenizer's table is about 1 MB): a string attribute `name` on the file's root when it
-// fits, else a 1-D uint8 dataset `/name` and no attribute. read_text reads either.
+// fits and holds no NUL byte, else a 1-D uint8 dataset `/name` and no attribute. read_text reads
+// either.
 void write_text(hid_t file, const std::string& name, const std::string& text);
 std::string read_text(hid_t file, const std::string& name);
 

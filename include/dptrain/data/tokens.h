@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dptrain/data/bpe.h"
+#include "dptrain/data/sentencepiece.h"
 #include "dptrain/data/shards.h"
 
 #include <cstdint>
@@ -15,13 +16,15 @@ namespace dptrain {
 
 // Byte level (256 ids, id = byte), character level (ids for the Unicode characters of the
 // training text, in code-point order), gpt2 (GPT-2's byte-level BPE from the user's encoder.json
-// and vocab.bpe; bpe.h), or ids: data tokenized elsewhere with a declared vocabulary size and no
-// text, so prompts and samples are written as ids.
+// and vocab.bpe; bpe.h), sentencepiece (a SentencePiece model trained on the text or the user's;
+// sentencepiece.h), or ids: data tokenized elsewhere with a declared vocabulary size and no text,
+// so prompts and samples are written as ids.
 struct Tokenizer {
-    std::string kind = "byte";  // byte | char | gpt2 | ids
+    std::string kind = "byte";  // byte | char | gpt2 | sentencepiece | ids
     std::vector<uint32_t> chars;  // char: the code point of each id
     int id_count = 0;             // ids: the vocabulary size
     std::shared_ptr<const Gpt2Bpe> bpe;  // gpt2
+    std::shared_ptr<const SentencePieceModel> sp;  // sentencepiece
     int vocab_size() const;
     bool same_as(const Tokenizer& o) const;
     // The bytes token `id` decodes to (byte: 1; char: 1 to 4; gpt2: its bytes; ids: 0, unknown).
@@ -34,13 +37,17 @@ struct Tokenizer {
     std::string decode(const std::vector<int>& ids) const;
     // How the tokenizer is stored in shards and checkpoints, and back: char: its characters as
     // UTF-8 text; ids: the vocabulary size in decimal; gpt2: Gpt2Bpe::table() (about 1 MB, so
-    // the files keep it with h5::write_text); byte: empty.
+    // the files keep it with h5::write_text); sentencepiece: the model's bytes; byte: empty.
     std::string table() const;
     static Tokenizer from(const std::string& kind, const std::string& table);
     // A character-level vocabulary from text.
     static Tokenizer chars_of(const std::string& utf8);
     // GPT-2's BPE from its files (encoder.json or vocab.json; vocab.bpe or merges.txt).
     static Tokenizer gpt2(const std::string& encoder_path, const std::string& merges_path);
+    // A SentencePiece model: a user's .model file, or one trained on `text` (SentencePieceModel::train).
+    static Tokenizer sentencepiece(std::shared_ptr<const SentencePieceModel> model);
+    // Whether the files keep a table for this kind (char, gpt2, sentencepiece).
+    bool has_table() const { return kind == "char" || kind == "gpt2" || kind == "sentencepiece"; }
 };
 
 // The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1

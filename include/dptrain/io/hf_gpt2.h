@@ -20,7 +20,8 @@ std::string hf_gpt2_name(const std::string& ours, bool* transposed);
 // Writes DIR/model.safetensors (every parameter in GPT-2's names, float32 or bf16; the metadata
 // name dptrain's model, step and tokenizer) and DIR/config.json (GPT2LMHeadModel's settings, and
 // under "dptrain" the tokenizer and its table; for the gpt2 tokenizer, DIR/vocab.json and
-// DIR/merges.txt, the files of Hugging Face's GPT2Tokenizer, instead). Creates DIR. Throws UserError for a checkpoint
+// DIR/merges.txt, the files of Hugging Face's GPT2Tokenizer, instead; for sentencepiece, the
+// model as DIR/tokenizer.model). Creates DIR. Throws UserError for a checkpoint
 // that is not a GPT.
 void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype);
 

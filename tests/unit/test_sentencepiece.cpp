@@ -1,0 +1,69 @@
+// The sentencepiece tokenizer: a model trained on text the test makes, round trips of UTF-8 text
+// (spaces, newlines, characters the training never saw: byte pieces), what each id counts for
+// bits per byte, the stored model, and one clear line for a bad model or bad UTF-8. The model
+// a shard carries is read by Python's sentencepiece in tests/integration/sentencepiece.sh.
+#include "dptrain/core/error.h"
+#include "dptrain/core/rng.h"
+#include "dptrain/data/tokens.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+using namespace dptrain;
+
+namespace {
+
+std::string sentences(int n, uint64_t seed) {
+    const char* words[] = {"the", "rank", "gradient", "all-reduce", "node", "step", "loss", "falls", "over", "a",
+                           "checkpoint", "shard", "token", "model", "batch", "of", "and", "GPU", "fast", "42"};
+    Rng rng(seed);
+    std::string out;
+    for (int s = 0; s < n; ++s) {
+        const int len = 3 + (int)(rng.next() % 9);
+        for (int w = 0; w < len; ++w) out += std::string(w ? " " : "") + words[rng.next() % 20];
+        out += rng.next() % 3 ? ".\n" : ", and  then\n";
+    }
+    return out;
+}
+
+const Tokenizer& trained() {
+    static const Tokenizer t = Tokenizer::sentencepiece(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 400, "bpe", 1));
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("sentencepiece: ids of any UTF-8 text decode to it, byte for byte", "[sentencepiece]") {
+    const Tokenizer& t = trained();
+    REQUIRE(t.vocab_size() == 400);
+    for (const std::string& s : {sentences(50, 9), std::string("  two  spaces, a tab\tand\n\nnewlines \n"),
+                                 std::string("na\xC3\xAFve caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82 unseen")}) {
+        const std::vector<int> ids = t.encode(s);
+        CHECK(t.decode(ids) == s);
+        long bytes = 0;
+        for (int id : ids) bytes += t.bytes_of(id);
+        CHECK(bytes == (long)s.size());  // bits per byte divides by exactly the text's bytes
+    }
+    // Trained words become pieces: far fewer ids than bytes.
+    const std::string text = sentences(200, 3);
+    CHECK(t.encode(text).size() * 2 < text.size());
+}
+
+TEST_CASE("sentencepiece: the stored model gives the same tokenizer back", "[sentencepiece]") {
+    const Tokenizer& t = trained();
+    const Tokenizer back = Tokenizer::from("sentencepiece", t.table());
+    CHECK(back.same_as(t));
+    CHECK(back.encode("the rank falls") == t.encode("the rank falls"));
+    const Tokenizer unigram = Tokenizer::sentencepiece(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 320, "unigram", 1));
+    CHECK_FALSE(unigram.same_as(t));
+    CHECK(unigram.decode(unigram.encode("the GPU, and  then\n")) == "the GPU, and  then\n");
+}
+
+TEST_CASE("sentencepiece: a bad model or bad text gets one line", "[sentencepiece]") {
+    CHECK_THROWS_WITH(Tokenizer::from("sentencepiece", "not a model"), Catch::Contains("not a SentencePiece model"));
+    CHECK_THROWS_WITH(SentencePieceModel::load("/nonexistent.model"), Catch::Contains("--sp-model /nonexistent.model: cannot read"));
+    CHECK_THROWS_WITH(trained().encode("ab\xFF"), Catch::Contains("not valid UTF-8 at byte 2"));
+    CHECK_THROWS_WITH(SentencePieceModel::train("abc\xC3", 2, 300, "bpe", 1), Catch::Contains("not valid UTF-8 at byte 3"));
+    CHECK_THROWS_WITH(SentencePieceModel::train("tiny text\n", SIZE_MAX, 5000, "bpe", 1), Catch::Contains("SentencePiece training failed"));
+}
