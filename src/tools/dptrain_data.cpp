@@ -326,7 +326,8 @@ int text(int argc, char** argv) {
         "input", po::value(&inputs)->multitoken()->composing(),
         "text file (UTF-8 for --tokenizer char and sentencepiece), directory (every file beneath it, hidden ones left "
         "out) or glob pattern (quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each "
-        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one")(
+        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one (gpt2: "
+        "each file is a document, followed by <|endoftext|>)")(
         "out", po::value(&out)->default_value("data/text"), "output directory")(
         "tokenizer", po::value(&tt.kind)->default_value("char"),
         "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
@@ -348,11 +349,21 @@ int text(int argc, char** argv) {
     if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
         throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
     const std::vector<std::string> files = text_files(inputs);
-    const std::string data = read_texts(files);
+    // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other tokenizers
+    // join the files with newlines.
+    const int eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
+    std::vector<size_t> ends;
+    const std::string data = read_texts(files, eot < 0, &ends);
     std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
                                                                files.back().c_str());
     tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
-    std::vector<int> ids = tok.encode(data);
+    std::vector<int> ids;
+    if (eot < 0) ids = tok.encode(data);
+    for (size_t f = 0, at = 0; eot >= 0 && f < ends.size(); at = ends[f++]) {
+        tok.bpe->encode(data.substr(at, ends[f] - at), &ids);
+        ids.push_back(eot);
+    }
+    const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
     size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
     if (n_train < (size_t)shards * 2 || n_val < 2)
         throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
@@ -362,9 +373,9 @@ int text(int argc, char** argv) {
         write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
                      n_train * (s + 1) / shards, tok, source);
     write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
-    std::printf("dptrain-data text: %zu tokens from %s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
+    std::printf("dptrain-data text: %zu tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
                 "%zu validation tokens, in %s\n",
-                ids.size(), source.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
+                ids.size(), source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
                 n_val, out.c_str());
     return 0;
 }

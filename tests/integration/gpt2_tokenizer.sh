@@ -67,6 +67,20 @@ print(f"ok: {sys.argv[3]}: all {n} GPT-2 ids equal js-tiktoken's")
 PY
 done
 
+# Several files are documents, each followed by <|endoftext|>.
+"$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$WORK/random1.txt" "$WORK/random2.txt" \
+  --out "$WORK/docs" >"$WORK/t.out"
+grep -q "from 2 files: .*, each followed by <|endoftext|> (id 50256) (gpt2 vocabulary" "$WORK/t.out" \
+  || { cat "$WORK/t.out"; fail "two files: no word of <|endoftext|> between the documents"; }
+/usr/bin/python3 - "$WORK/docs" "$WORK/js1.ids" "$WORK/js2.ids" <<'PY' || fail "two documents: want each one's ids, then 50256"
+import glob, sys, h5py, numpy as np
+d = sys.argv[1]
+ours = np.concatenate([h5py.File(f, "r")["tokens"][...] for f in sorted(glob.glob(f"{d}/train-*.h5")) + [f"{d}/val-00000-of-00001.h5"]])
+want = np.concatenate([np.fromfile(sys.argv[2], dtype=np.uint32), [50256], np.fromfile(sys.argv[3], dtype=np.uint32), [50256]])
+assert len(ours) == len(want) and (ours == want).all()
+print(f"ok: two files -> {len(ours)} ids, each document's own followed by <|endoftext|>")
+PY
+
 # nanoGPT's train.bin of the same ids, brought in with GPT-2's files: the shards carry the gpt2
 # tokenizer (so text and bits per byte), not bare ids.
 /usr/bin/python3 -c 'import sys, numpy as np; np.fromfile(sys.argv[1], dtype=np.uint32).astype(np.uint16).tofile(sys.argv[2])' \

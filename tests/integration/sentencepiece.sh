@@ -69,6 +69,25 @@ cmp -s <(h5dump -d /tokens "$WORK/tok/val-00000-of-00001.h5" | tail -n +5) <(h5d
   || fail "--sp-model with the exported model gave other ids"
 echo "ok: export writes tokenizer.model; --sp-model reads it back to the same ids"
 
+# A user's model as spm_train makes it by default (NFKC normalization, a dummy prefix before the
+# text, extra spaces removed): --sp-model must give exactly Python's ids for the whole text.
+/usr/bin/python3 - "$text" "$WORK/user.model" <<'PY'
+import sys, sentencepiece as spm
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+with open(sys.argv[2], "wb") as out:
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, vocab_size=400, minloglevel=2,
+                                   hard_vocab_limit=False)  # the generated fallback text holds fewer pieces
+PY
+"$DATA" text --input "$text" --out "$WORK/user" --tokenizer sentencepiece --sp-model "$WORK/user.model" >/dev/null
+/usr/bin/python3 - "$WORK/user" "$text" "$WORK/user.model" <<'PY' || fail "--sp-model with a default spm_train model: ids differ from Python's"
+import sys, h5py, numpy as np, sentencepiece as spm
+d, path, model = sys.argv[1:]
+ours = np.concatenate([h5py.File(f"{d}/{n}", "r")["tokens"][...] for n in ("train-00000-of-00001.h5", "val-00000-of-00001.h5")])
+theirs = spm.SentencePieceProcessor(model_file=model).encode(open(path, encoding="utf-8").read())
+assert len(ours) == len(theirs) and (ours == np.array(theirs)).all(), (len(ours), len(theirs))
+print(f"ok: a default spm_train model (dummy prefix, NFKC): the same {len(theirs)} ids as Python's sentencepiece")
+PY
+
 bad() {  # bad WANT ARGS...: dptrain-data text ARGS must exit 2 with one line containing WANT
   local want=$1; shift
   set +e; "$DATA" text --out "$WORK/bad" --overwrite "$@" >"$WORK/bad.out" 2>&1; local rc=$?; set -e

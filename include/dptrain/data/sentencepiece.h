@@ -32,10 +32,13 @@ class SentencePieceModel {
 
   private:
     SentencePieceModel() = default;
+    bool lines_encode_alone();
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::string model_;
     std::vector<std::string> surface_;
+    std::vector<int> newline_ids_;  // the ids of "\n" alone
+    bool split_lines_ = false;      // encode line by line (the same ids, faster)
 };
 
 } // namespace dptrain

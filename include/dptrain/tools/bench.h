@@ -3,7 +3,7 @@
 //   allreduce  every all-reduce algorithm beside Open MPI's MPI_Allreduce (nccl-tests' format)
 //   io         every reader beside a raw sequential read of the same shards, page cache dropped
 //   trace      what the step instrumentation costs
-//   tokenizer  GPT-2's BPE: encode and decode MB/s on one core (its peer: bench/tokenizer.sh)
+//   tokenizer  GPT-2's BPE and SentencePiece: encode and decode MB/s on one core (peers: bench/tokenizer.sh)
 #pragma once
 
 namespace dptrain {

@@ -11,8 +11,9 @@ namespace dptrain {
 // that gives no file.
 std::vector<std::string> text_files(const std::vector<std::string>& inputs);
 
-// The files' text, one after the other; with several files each ends in a newline (one is added
-// where a file lacks it, so that the last line of one does not run into the first of the next).
-std::string read_texts(const std::vector<std::string>& files);
+// The files' text, one after the other; with several files and `newlines`, each ends in a newline
+// (one is added where a file lacks it, so that the last line of one does not run into the first
+// of the next). `ends`, when given, receives where each file's text ends.
+std::string read_texts(const std::vector<std::string>& files, bool newlines = true, std::vector<size_t>* ends = nullptr);
 
 } // namespace dptrain

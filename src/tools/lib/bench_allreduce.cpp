@@ -260,8 +260,9 @@ const char* bench_usage() {
            "           every reader beside a raw sequential read of the same shards, page cache dropped\n"
            "       dptrain-bench trace [--events 2000000] [--step-ms 0.6] [--buckets 1]\n"
            "           what the step instrumentation costs\n"
-           "       dptrain-bench tokenizer --encoder encoder.json --merges vocab.bpe --input TEXT [--repeats 5]\n"
-           "           GPT-2's BPE: encode (cold and warm) and decode MB/s on one core\n"
+           "       dptrain-bench tokenizer --input TEXT [--encoder encoder.json --merges vocab.bpe]\n"
+           "                        [--sp-model FILE] [--repeats 5]\n"
+           "           GPT-2's BPE and a SentencePiece model: encode (cold and warm) and decode MB/s, one core\n"
            "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 

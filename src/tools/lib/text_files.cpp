@@ -51,7 +51,7 @@ std::vector<std::string> text_files(const std::vector<std::string>& inputs) {
     return files;
 }
 
-std::string read_texts(const std::vector<std::string>& files) {
+std::string read_texts(const std::vector<std::string>& files, bool newlines, std::vector<size_t>* ends) {
     std::string data;
     char buf[1 << 16];
     for (const std::string& path : files) {
@@ -62,7 +62,8 @@ std::string read_texts(const std::vector<std::string>& files) {
         const bool bad = std::ferror(in);
         std::fclose(in);
         if (bad) throw UserError(strfmt("text: --input %s: read failed", path.c_str()));
-        if (files.size() > 1 && !data.empty() && data.back() != '\n') data.push_back('\n');
+        if (newlines && files.size() > 1 && !data.empty() && data.back() != '\n') data.push_back('\n');
+        if (ends) ends->push_back(data.size());
     }
     return data;
 }
