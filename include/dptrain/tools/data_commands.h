@@ -1,0 +1,31 @@
+// dptrain-data's subcommands that make token shards (token_commands.cpp: text and tokens), and the
+// helpers every subcommand of dptrain-data shares (data_out.cpp). The tool's main (and synth,
+// ingest, verify) stay in src/tools/dptrain_data.cpp.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+// Parses a subcommand's options; for --help prints the options and `epilogue` (when `print`:
+// under mpirun only rank 0 does) and returns true.
+bool parse_or_help(int argc, char** argv, const boost::program_options::options_description& desc,
+                   const char* epilogue = "", bool print = true);
+
+// Before any shard is written (under mpirun: by rank 0): --out exists and holds no shards of the
+// splits about to be written (they would mix with ours, and they may be the user's only copy), or
+// with --overwrite those shards are removed (and a SHA256SUMS listing them).
+void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite);
+
+// The strings joined by single spaces.
+std::string join(const std::vector<std::string>& v);
+
+// dptrain-data text: token shards from text files, through one of the tokenizers.
+int text_cmd(int argc, char** argv);
+// dptrain-data tokens: token shards from ids tokenized elsewhere (nanoGPT, llm.c, .npy, HDF5).
+int tokens_cmd(int argc, char** argv);
+
+} // namespace dptrain

@@ -1,0 +1,72 @@
+// The helpers dptrain-data's subcommands share: options or --help, a clean --out, joining names.
+#include "dptrain/tools/data_commands.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+namespace dptrain {
+
+namespace po = boost::program_options;
+
+bool parse_or_help(int argc, char** argv, const po::options_description& desc, const char* epilogue, bool print) {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+    if (!vm.count("help")) return false;
+    if (print) std::cout << desc << epilogue;
+    return true;
+}
+
+void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite) {
+    make_directories(out, "--out");
+    struct stat st;
+    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw UserError(strfmt("--out %s: cannot create the directory (a file of that name, or no permission?)", out.c_str()));
+    std::vector<std::string> old;
+    DIR* d = opendir(out.c_str());
+    if (!d) throw UserError(strfmt("--out %s: cannot list it: %s", out.c_str(), std::strerror(errno)));
+    while (dirent* e = readdir(d)) {
+        for (const std::string& split : splits) {
+            int i = 0, of = 0, used = 0;
+            std::string fmt = split + "-%5d-of-%5d.h5%n";
+            if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
+                old.push_back(e->d_name);
+        }
+    }
+    closedir(d);
+    if (old.empty()) return;
+    std::sort(old.begin(), old.end());
+    if (!overwrite)
+        throw UserError(strfmt("--out %s already holds %zu shard%s (%s%s); pass --overwrite to replace them, or choose "
+                               "another --out",
+                               out.c_str(), old.size(), old.size() == 1 ? "" : "s", old[0].c_str(),
+                               old.size() > 1 ? ", ..." : ""));
+    for (const std::string& name : old) {
+        std::string p = out + "/" + name;
+        if (unlink(p.c_str()) != 0)
+            throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
+    }
+    // A manifest of the replaced shards would fail every later check: it goes with them.
+    const std::string sums = out + "/SHA256SUMS";
+    if (unlink(sums.c_str()) == 0)
+        std::printf("removed %s (it listed the replaced shards); `%s verify %s` writes a new one\n", sums.c_str(),
+                    runnable("dptrain-data").c_str(), out.c_str());
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+    return s;
+}
+
+} // namespace dptrain

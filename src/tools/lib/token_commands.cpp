@@ -1,0 +1,246 @@
+// dptrain-data text and tokens: token shards from text (through a tokenizer) or from ids made
+// elsewhere. Not for: reading token shards (data/tokens.h) or the tokenizers themselves.
+#include "dptrain/tools/data_commands.h"
+
+#include "dptrain/core/error.h"
+#include "dptrain/data/h5.h"
+#include "dptrain/data/tokens.h"
+#include "dptrain/tools/text_files.h"
+#include "dptrain/tools/token_files.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <thread>
+
+namespace dptrain {
+
+namespace po = boost::program_options;
+
+namespace {
+
+void write_tokens(const std::string& path, const std::vector<int>& ids, size_t begin, size_t end, const Tokenizer& tok,
+                  const std::string& source) {
+    h5::Hid f = h5::create_file(path);
+    hsize_t n = end - begin;
+    if (tok.vocab_size() <= 65536) {
+        std::vector<uint16_t> v(ids.begin() + begin, ids.begin() + end);
+        h5::write_dataset(f.get(), "/tokens", h5::Kind::u16, {n}, v.data());
+    } else {
+        std::vector<uint32_t> v(ids.begin() + begin, ids.begin() + end);
+        h5::write_dataset(f.get(), "/tokens", h5::Kind::u32, {n}, v.data());
+    }
+    h5::write_attr_i64(f.get(), "vocab_size", tok.vocab_size());
+    h5::write_attr_str(f.get(), "tokenizer", tok.kind);
+    if (tok.has_table()) h5::write_text(f.get(), "vocab", tok.table());
+    h5::write_attr_str(f.get(), "source", source);
+}
+
+// What --tokenizer and its options ask for.
+struct TextTokenizer {
+    std::string kind, encoder, merges, sp_model, sp_type;
+    int vocab_size = 0;
+};
+
+// The tokenizer, its files checked before any text is read. char and a SentencePiece model to
+// train are made from the text later (make_tokenizer).
+Tokenizer check_tokenizer(const TextTokenizer& o) {
+    if (o.kind != "byte" && o.kind != "char" && o.kind != "gpt2" && o.kind != "sentencepiece")
+        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2 or sentencepiece", o.kind.c_str()));
+    if (o.kind != "gpt2" && (!o.encoder.empty() || !o.merges.empty()))
+        throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
+    if (o.kind != "sentencepiece" && (!o.sp_model.empty() || o.vocab_size != 0))
+        throw UserError("text: --sp-model and --vocab-size belong to --tokenizer sentencepiece");
+    Tokenizer t;
+    t.kind = o.kind;
+    if (o.kind == "gpt2") {
+        if (o.encoder.empty() || o.merges.empty())
+            throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
+                            "(Hugging Face's vocab.json and merges.txt are the same files)");
+        return Tokenizer::gpt2(o.encoder, o.merges);
+    }
+    if (o.kind != "sentencepiece") return t;
+    if (!o.sp_model.empty() && o.vocab_size != 0)
+        throw UserError("text: give --sp-model (a model of your own) or --vocab-size (train one here), not both");
+    if (!o.sp_model.empty()) return Tokenizer::sentencepiece(SentencePieceModel::load(o.sp_model));
+    if (o.vocab_size < 260 || o.vocab_size > 1000000)
+        throw UserError(strfmt("text: --vocab-size %d: a SentencePiece model trained here needs 260 to 1000000 pieces "
+                               "(its 256 byte pieces and more; 1024 to 32768 are usual)",
+                               o.vocab_size));
+    if (o.sp_type != "bpe" && o.sp_type != "unigram")
+        throw UserError(strfmt("text: --sp-type '%s' is unknown; use bpe or unigram", o.sp_type.c_str()));
+    return t;
+}
+
+// The tokenizer of `data` whose first `train_bytes` are the training text: char takes its
+// characters from all of it; a SentencePiece model is trained on the training text alone, up to
+// its last whole line, so the validation text stays unseen.
+Tokenizer make_tokenizer(Tokenizer t, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
+    if (t.kind == "char") return Tokenizer::chars_of(data);
+    if (t.kind != "sentencepiece" || t.sp) return t;
+    const int threads = std::max(1, (int)std::thread::hardware_concurrency());
+    return Tokenizer::sentencepiece(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
+}
+
+} // namespace
+
+int text_cmd(int argc, char** argv) {
+    std::vector<std::string> inputs;
+    std::string out, vocab;
+    TextTokenizer tt;
+    double val_fraction;
+    int shards;
+    bool overwrite = false;
+    po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
+    desc.add_options()("help,h", "print this help")(
+        "input", po::value(&inputs)->multitoken()->composing(),
+        "text file (UTF-8 for --tokenizer char and sentencepiece), directory (every file beneath it, hidden ones left "
+        "out) or glob pattern (quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each "
+        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one (gpt2: "
+        "each file is a document, followed by <|endoftext|>)")(
+        "out", po::value(&out)->default_value("data/text"), "output directory")(
+        "tokenizer", po::value(&tt.kind)->default_value("char"),
+        "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
+        "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
+        "encoder", po::value(&tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
+        "merges", po::value(&tt.merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
+        "vocab-size", po::value(&tt.vocab_size)->default_value(0),
+        "sentencepiece: train a model of this many pieces on the training text")(
+        "sp-type", po::value(&tt.sp_type)->default_value("bpe"), "sentencepiece: bpe | unigram")(
+        "sp-model", po::value(&tt.sp_model), "sentencepiece: a model of your own (a .model file) instead")(
+        "vocab", po::value(&vocab), "the older name of --tokenizer (byte or char)")(
+        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
+        "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
+    if (parse_or_help(argc, argv, desc)) return 0;
+    if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
+    if (!vocab.empty()) tt.kind = vocab;
+    Tokenizer tok = check_tokenizer(tt);
+    if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
+        throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
+    const std::vector<std::string> files = text_files(inputs);
+    // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other tokenizers
+    // join the files with newlines.
+    const int eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
+    std::vector<size_t> ends;
+    const std::string data = read_texts(files, eot < 0, &ends);
+    std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
+                                                               files.back().c_str());
+    tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
+    std::vector<int> ids;
+    if (eot < 0) ids = tok.encode(data);
+    for (size_t f = 0, at = 0; eot >= 0 && f < ends.size(); at = ends[f++]) {
+        tok.bpe->encode(data.substr(at, ends[f] - at), &ids);
+        ids.push_back(eot);
+    }
+    const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
+    size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
+    if (n_train < (size_t)shards * 2 || n_val < 2)
+        throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
+                               source.c_str(), ids.size(), shards));
+    prepare_out(out, {"train", "val"}, overwrite);
+    for (int s = 0; s < shards; ++s)
+        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
+                     n_train * (s + 1) / shards, tok, source);
+    write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+    std::printf("dptrain-data text: %zu tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
+                "%zu validation tokens, in %s\n",
+                ids.size(), source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
+                n_val, out.c_str());
+    return 0;
+}
+
+// ---- tokens: ids tokenized elsewhere (nanoGPT, llm.c, .npy) -> token shards ----
+
+namespace {
+
+const char* const kTokensHelp = R"(
+Inputs (--format auto tells them apart by their first bytes):
+  nanogpt  raw little-endian uint16 ids, as nanoGPT's prepare.py writes train.bin and val.bin
+  llmc     llm.c's .bin: a header of 256 int32 (magic 20240520, version 1 for uint16 ids or 2 for
+           uint32, the token count), then the ids; the count must match the file's size
+  npy      a NumPy array of integer ids, shape (N,)
+  hdf5     a 1-D integer dataset of an HDF5 file: --dataset NAME (default /tokens)
+Several --input files are concatenated in the order given. Every id is checked below
+--vocab-size (GPT-2's BPE: 50257); the first one that is not is named with its file and
+position (exit 2). The shards hold tokenizer "ids": training needs no text, and `dptrain
+generate` takes and prints ids. Ids made with GPT-2's BPE (nanoGPT's and llm.c's data) can carry
+it instead: --encoder encoder.json --merges vocab.bpe (the vocabulary size is then theirs), and
+the eval lines give bits per byte, `generate` and `serve` take and print text.
+Output: --shards S training shards and one validation shard with the last --val-fraction of the
+ids; --split train|val sends all of them to that split (nanoGPT's train.bin and val.bin: two runs).
+)";
+
+} // namespace
+
+int tokens_cmd(int argc, char** argv) {
+    std::vector<std::string> inputs;
+    std::string out, format, split, dataset, encoder, merges;
+    long vocab_size = 0;
+    double val_fraction;
+    int shards;
+    bool overwrite = false;
+    po::options_description desc("dptrain-data tokens: token shards from ids tokenized elsewhere", 100, 50);
+    desc.add_options()("help,h", "print this help")("input", po::value(&inputs), "token file; repeat for several")(
+        "out", po::value(&out)->default_value(""), "output directory")(
+        "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy | hdf5")(
+        "dataset", po::value(&dataset)->default_value("/tokens"), "hdf5: the dataset of ids")(
+        "vocab-size", po::value(&vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
+        "encoder", po::value(&encoder), "GPT-2's encoder.json (or vocab.json): the ids are GPT-2's BPE")(
+        "merges", po::value(&merges), "GPT-2's vocab.bpe (or merges.txt), with --encoder")(
+        "split", po::value(&split)->default_value(""), "train | val: every id to that split (default: both)")(
+        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
+        "shards", po::value(&shards)->default_value(1), "shards of the training split")(
+        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
+    if (parse_or_help(argc, argv, desc, kTokensHelp)) return 0;
+    if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
+    if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
+    Tokenizer tok = Tokenizer::from("ids", "2");
+    if (!encoder.empty() || !merges.empty()) {
+        if (encoder.empty() || merges.empty())
+            throw UserError("tokens: GPT-2's BPE needs both files: --encoder encoder.json --merges vocab.bpe");
+        tok = Tokenizer::gpt2(encoder, merges);
+        if (vocab_size != 0 && vocab_size != tok.vocab_size())
+            throw UserError(strfmt("tokens: --vocab-size %ld, but --encoder %s holds %d tokens; leave --vocab-size out",
+                                   vocab_size, encoder.c_str(), tok.vocab_size()));
+        vocab_size = tok.vocab_size();
+    }
+    if (vocab_size < 2 || vocab_size > INT32_MAX)
+        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257), or "
+                        "its files with --encoder and --merges");
+    if (tok.kind == "ids") tok = Tokenizer::from("ids", std::to_string(vocab_size));
+    if (!split.empty() && split != "train" && split != "val")
+        throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
+    if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
+        throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
+    const token_files::Format f = token_files::parse_format(format);
+    std::vector<int> ids;
+    std::string used;
+    for (const std::string& in : inputs) {
+        token_files::Format got = f;
+        for (uint32_t v : token_files::read(in, f, vocab_size, &got, dataset)) ids.push_back((int)v);
+        used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
+    }
+    const size_t n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
+    const size_t n_train = ids.size() - n_val;
+    const int train_shards = n_train > 0 ? shards : 0;
+    if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
+        throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
+                               split.empty() ? " and a validation split" : ""));
+    std::vector<std::string> splits;
+    if (n_train > 0) splits.push_back("train");
+    if (n_val > 0) splits.push_back("val");
+    prepare_out(out, splits, overwrite);
+    const std::string source = join(inputs);
+    for (int sh = 0; sh < train_shards; ++sh)
+        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids, n_train * sh / train_shards,
+                     n_train * (sh + 1) / train_shards, tok, source);
+    if (n_val > 0) write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+    std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
+                "validation ids, in %s\n",
+                ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards, train_shards == 1 ? "" : "s",
+                n_val, out.c_str());
+    return 0;
+}
+
+} // namespace dptrain
