@@ -209,11 +209,9 @@ static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std:
     try {
         *vocab = (int)h5::read_attr_i64(file, "vocab_size");
         const std::string kind = h5::read_attr_str(file, "tokenizer");
-        Tokenizer probe;
-        probe.kind = kind;
-        const std::string table = probe.has_table() ? h5::read_text(file, "vocab")
-                                  : kind == "ids"   ? std::to_string(*vocab)
-                                                    : "";
+        const std::string table = Tokenizer::has_table(kind) ? h5::read_text(file, "vocab")
+                                  : kind == "ids"            ? std::to_string(*vocab)
+                                                             : "";
         if (first && first->kind == kind && first->table() == table) return *first;
         return Tokenizer::from(kind, table);
     } catch (const UserError& e) {

@@ -47,7 +47,8 @@ struct Tokenizer {
     // A SentencePiece model: a user's .model file, or one trained on `text` (SentencePieceModel::train).
     static Tokenizer sentencepiece(std::shared_ptr<const SentencePieceModel> model);
     // Whether the files keep a table for this kind (char, gpt2, sentencepiece).
-    bool has_table() const { return kind == "char" || kind == "gpt2" || kind == "sentencepiece"; }
+    static bool has_table(const std::string& kind) { return kind == "char" || kind == "gpt2" || kind == "sentencepiece"; }
+    bool has_table() const { return has_table(kind); }
 };
 
 // The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1
