@@ -219,39 +219,6 @@ see the same data and the same errors; rank 0 prepares --out; shard i, counting 
 first and then val, is written by rank i % (number of ranks); rank 0 prints the summary.
 )";
 
-// Runs `step` on every rank and agrees on the outcome: when it threw anywhere, the lowest failing
-// rank prints its one line and every rank returns false (the caller finalizes and exits 2), so a
-// bad input ends the whole job cleanly instead of leaving ranks waiting in the next collective.
-template <typename Fn>
-bool agreed(Fn&& step) {
-    std::string msg;
-    bool ok = true;
-    try {
-        step();
-    } catch (const po::error& e) {
-        ok = false;
-        msg = strfmt("%s; see %s ingest --help", e.what(), runnable("dptrain-data").c_str());
-    } catch (const std::exception& e) {
-        ok = false;
-        msg = e.what();
-    }
-    MpiCommunicator world(MPI_COMM_WORLD);
-    const int rank = world.rank(), size = world.size();
-    int first = ok ? INT_MAX : rank;
-    world.allreduce(&first, 1, ReduceOp::min);
-    if (first == INT_MAX) return true;
-    if (rank == first) {
-        // Messages quote bytes of the user's file; a control character there must not break the
-        // one-line promise (or the terminal).
-        for (char& c : msg)
-            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-        std::string who = size > 1 ? strfmt(" (%s)", process_identity().c_str()) : "";
-        std::fprintf(stderr, "dptrain-data: error: %s%s\n", msg.c_str(), who.c_str());
-        std::fflush(stderr);
-    }
-    return false;
-}
-
 // The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
 //   1. every rank parses the options;
 //   2. every rank reads and checks the whole input and plans the shards: the readers are
@@ -296,7 +263,7 @@ int ingest_cmd(int argc, char** argv) {
     std::vector<ingest::ShardSpec> plan;
     int K = 0;
     // 1.
-    if (!agreed([&] {
+    if (!agreed("ingest", [&] {
             help = parse_or_help(argc, argv, desc, kIngestHelp, rank == 0);
             if (help) return;
             if (out.empty()) throw UserError("ingest: give the output directory with --out DIR");
@@ -307,7 +274,7 @@ int ingest_cmd(int argc, char** argv) {
         return finish(2);
     if (help) return finish(0);
     // 2.
-    if (!agreed([&] {
+    if (!agreed("ingest", [&] {
             ingest::Options o;
             o.format = ingest::parse_format(format);
             o.features_name = features_name;
@@ -323,7 +290,7 @@ int ingest_cmd(int argc, char** argv) {
         }))
         return finish(2);
     // 3.
-    if (!agreed([&] {
+    if (!agreed("ingest", [&] {
             std::vector<std::string> splits;
             for (const auto& sp : plan)
                 if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
@@ -333,7 +300,7 @@ int ingest_cmd(int argc, char** argv) {
     // 4.
     uint64_t bytes = 0;
     std::string generator = strfmt("dptrain-data ingest (%s: %s)", ingest::format_name(used), join(inputs).c_str());
-    if (!agreed([&] {
+    if (!agreed("ingest", [&] {
             make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where ranks' nodes do not share it
             for (size_t i = rank; i < plan.size(); i += size) {
                 const ingest::ShardSpec& sp = plan[i];

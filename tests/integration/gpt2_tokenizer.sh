@@ -4,7 +4,7 @@
 # dptrain's input, both installed with npm into this test's folder (skipped with a line saying so
 # where npm cannot install them). Every id must be equal, on Tiny Shakespeare and on random text
 # (contractions, runs of spaces and newlines, digits, accents, CJK, emoji and their joiners,
-# Unicode spaces). Then a GPT trains on the shards (bits per byte from the tokens' bytes),
+# Unicode spaces), with the first text encoded by 3 ranks under mpirun. Then a GPT trains on the shards (bits per byte from the tokens' bytes),
 # generates text, and exports vocab.json and merges.txt equal to the files it was given; bad
 # tokenizer files get one line.
 source "$(dirname "$0")/lib.bash"
@@ -48,8 +48,10 @@ i=0
 for t in "${texts[@]}"; do
   i=$((i + 1))
   (cd "$WORK" && node encode.mjs "$t" "$WORK/js$i.ids") || fail "js-tiktoken could not encode $t"
-  "$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$t" --out "$WORK/tok$i" >"$WORK/t.out" \
-    || { cat "$WORK/t.out"; fail "dptrain-data text --tokenizer gpt2 failed on $t"; }
+  # The first text is encoded by 3 ranks (pieces cut where GPT-2's pre-tokenizer splits anyway).
+  ranks=$([ $i = 1 ] && echo 3 || echo 1)
+  $MPIRUN -np $ranks "$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$t" --out "$WORK/tok$i" \
+    --shards 2 >"$WORK/t.out" || { cat "$WORK/t.out"; fail "dptrain-data text --tokenizer gpt2 failed on $t"; }
   /usr/bin/python3 - "$WORK/tok$i" "$WORK/js$i.ids" "$t" <<'PY' || fail "GPT-2 ids differ from js-tiktoken's on $t"
 import glob, sys
 import h5py, numpy as np
@@ -63,13 +65,13 @@ if len(ours) != len(theirs) or len(bad):
     print(f"{sys.argv[3]}: {len(ours)} ids against js-tiktoken's {len(theirs)}; first difference at id {at}: "
           f"{ours[max(0, at - 3):at + 4]} against {theirs[max(0, at - 3):at + 4]}")
     sys.exit(1)
-print(f"ok: {sys.argv[3]}: all {n} GPT-2 ids equal js-tiktoken's")
+print(f"ok: {sys.argv[3]}: all {n} GPT-2 ids equal js-tiktoken's ({len(files)} shards)")
 PY
 done
 
-# Several files are documents, each followed by <|endoftext|>.
-"$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$WORK/random1.txt" "$WORK/random2.txt" \
-  --out "$WORK/docs" >"$WORK/t.out"
+# Several files are documents, each followed by <|endoftext|> (2 ranks: one document each).
+$MPIRUN -np 2 "$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$WORK/random1.txt" \
+  "$WORK/random2.txt" --out "$WORK/docs" >"$WORK/t.out"
 grep -q "from 2 files: .*, each followed by <|endoftext|> (id 50256) (gpt2 vocabulary" "$WORK/t.out" \
   || { cat "$WORK/t.out"; fail "two files: no word of <|endoftext|> between the documents"; }
 /usr/bin/python3 - "$WORK/docs" "$WORK/js1.ids" "$WORK/js2.ids" <<'PY' || fail "two documents: want each one's ids, then 50256"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The sentencepiece tokenizer end to end: dptrain-data text trains a BPE of 512 pieces on the
-# training text; Python's sentencepiece (python3-sentencepiece), given the model the shard carries,
+# The sentencepiece tokenizer end to end: dptrain-data text on 2 ranks (rank 0 trains a BPE of 512
+# pieces on the training text and sends it; each rank encodes half); Python's sentencepiece (python3-sentencepiece), given the model the shard carries,
 # encodes the whole text to the same ids and decodes them back to it; a GPT trains on the shards
 # (bits per byte from the pieces' bytes as Python sees them), generates text, and exports the
 # model as tokenizer.model, which --sp-model takes back; bad options and files get one line.
@@ -17,8 +17,8 @@ if [ ! -r "$text" ]; then
   /usr/bin/python3 "$ROOT/tests/integration/make_text.py" 300000 >"$WORK/generated.txt"
   text="$WORK/generated.txt"
 fi
-"$DATA" text --input "$text" --out "$WORK/tok" --tokenizer sentencepiece --vocab-size 512 | tee "$WORK/t.out"
-grep -q "(sentencepiece vocabulary of 512)" "$WORK/t.out" || fail "dptrain-data text --tokenizer sentencepiece: no summary"
+$MPIRUN -np 2 "$DATA" text --input "$text" --out "$WORK/tok" --tokenizer sentencepiece --vocab-size 512 | tee "$WORK/t.out"
+grep -q "(sentencepiece vocabulary of 512) .* (2 ranks)$" "$WORK/t.out" || fail "dptrain-data text --tokenizer sentencepiece: no summary"
 /usr/bin/python3 - "$WORK/tok" "$text" <<'PY' || fail "Python's sentencepiece disagrees with the shards"
 import sys, h5py, numpy as np, sentencepiece as spm
 d, path = sys.argv[1:]
@@ -68,6 +68,15 @@ echo "ok: generate -> $(head -c 120 "$WORK/gen.out" | tr '\n' ' ')"
 cmp -s <(h5dump -d /tokens "$WORK/tok/val-00000-of-00001.h5" | tail -n +5) <(h5dump -d /tokens "$WORK/again/val-00000-of-00001.h5" | tail -n +5) \
   || fail "--sp-model with the exported model gave other ids"
 echo "ok: export writes tokenizer.model; --sp-model reads it back to the same ids"
+
+# The character tokenizer on 3 ranks gives the shards of one.
+"$DATA" text --input "$text" --out "$WORK/c1" --shards 2 >/dev/null
+$MPIRUN -np 3 "$DATA" text --input "$text" --out "$WORK/c3" --shards 2 >/dev/null
+for f in train-00000-of-00002 train-00001-of-00002 val-00000-of-00001; do
+  cmp -s <(h5dump -d /tokens "$WORK/c1/$f.h5" | tail -n +5) <(h5dump -d /tokens "$WORK/c3/$f.h5" | tail -n +5) \
+    || fail "char on 3 ranks: $f differs from one rank's"
+done
+echo "ok: dptrain-data text on 3 ranks writes the shards one rank writes"
 
 # A user's model as spm_train makes it by default (NFKC normalization, a dummy prefix before the
 # text, extra spaces removed): --sp-model must give exactly Python's ids for the whole text.

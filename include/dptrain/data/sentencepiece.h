@@ -29,6 +29,8 @@ class SentencePieceModel {
     // What id stands for in the text: "▁" as a space, a byte piece as its byte, control pieces
     // (<s>, </s>) and <unk> as nothing.
     const std::string& surface(int id) const { return surface_[(size_t)id]; }
+    // Whether text encodes line by line to the same ids (so it may be cut after any newline).
+    bool lines_alone() const { return split_lines_; }
 
   private:
     SentencePieceModel() = default;

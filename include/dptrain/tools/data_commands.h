@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ bool parse_or_help(int argc, char** argv, const boost::program_options::options_
 // splits about to be written (they would mix with ours, and they may be the user's only copy), or
 // with --overwrite those shards are removed (and a SHA256SUMS listing them).
 void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite);
+
+// Runs `step` on every rank of MPI_COMM_WORLD and agrees on the outcome: when it threw anywhere,
+// the lowest failing rank prints its one line and every rank returns false (the caller finalizes
+// and exits 2), so a bad input ends the whole job cleanly instead of leaving ranks waiting in the
+// next collective. `cmd` names the subcommand in the hint for a bad option.
+bool agreed(const char* cmd, const std::function<void()>& step);
 
 // The strings joined by single spaces.
 std::string join(const std::vector<std::string>& v);

@@ -1,6 +1,7 @@
 // The helpers dptrain-data's subcommands share: options or --help, a clean --out, joining names.
 #include "dptrain/tools/data_commands.h"
 
+#include "dptrain/comm/communicator.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -67,6 +69,35 @@ std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
     return s;
+}
+
+bool agreed(const char* cmd, const std::function<void()>& step) {
+    std::string msg;
+    bool ok = true;
+    try {
+        step();
+    } catch (const po::error& e) {
+        ok = false;
+        msg = strfmt("%s; see %s %s --help", e.what(), runnable("dptrain-data").c_str(), cmd);
+    } catch (const std::exception& e) {
+        ok = false;
+        msg = e.what();
+    }
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
+    int first = ok ? INT_MAX : rank;
+    world.allreduce(&first, 1, ReduceOp::min);
+    if (first == INT_MAX) return true;
+    if (rank == first) {
+        // Messages quote bytes of the user's file; a control character there must not break the
+        // one-line promise (or the terminal).
+        for (char& c : msg)
+            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+        std::string who = size > 1 ? strfmt(" (%s)", process_identity().c_str()) : "";
+        std::fprintf(stderr, "dptrain-data: error: %s%s\n", msg.c_str(), who.c_str());
+        std::fflush(stderr);
+    }
+    return false;
 }
 
 } // namespace dptrain

@@ -2,7 +2,10 @@
 // elsewhere. Not for: reading token shards (data/tokens.h) or the tokenizers themselves.
 #include "dptrain/tools/data_commands.h"
 
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/data/tokens.h"
 #include "dptrain/tools/text_files.h"
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <mpi.h>
 #include <thread>
 
 namespace dptrain {
@@ -82,9 +86,89 @@ Tokenizer make_tokenizer(Tokenizer t, const TextTokenizer& o, const std::string&
     return Tokenizer::sentencepiece(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
 }
 
+// Where the text may be cut into `parts` pieces that encode alone to the ids the whole would
+// give: at file ends when each file is a document (<|endoftext|> after it); else after a newline,
+// and for gpt2 only a newline between two visible ASCII characters (there GPT-2's pre-tokenizer
+// always splits: a longer run of white space would group differently when cut); a SentencePiece
+// model that does not encode line by line is not cut. Returns parts + 1 offsets.
+std::vector<size_t> chunk_cuts(const std::string& data, const std::vector<size_t>& ends, bool per_file,
+                               const Tokenizer& tok, int parts) {
+    auto visible = [&](size_t i) { return data[i] > ' ' && data[i] < 0x7F; };
+    const bool gpt2 = tok.kind == "gpt2";
+    const bool whole = tok.kind == "sentencepiece" && !tok.sp->lines_alone();
+    std::vector<size_t> cuts((size_t)parts + 1, data.size());
+    cuts[0] = 0;
+    for (int r = 1; r < parts; ++r) {
+        size_t p = std::max(cuts[(size_t)r - 1], data.size() / parts * r);
+        if (whole) p = data.size();
+        else if (per_file) p = *std::lower_bound(ends.begin(), ends.end(), p);
+        else
+            while (p < data.size() && !(p >= 2 && data[p - 1] == '\n' && (!gpt2 || (visible(p - 2) && visible(p))))) ++p;
+        cuts[(size_t)r] = p;
+    }
+    return cuts;
+}
+
+// The ids of data[begin, end): each file in it followed by `eot` when eot >= 0.
+void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, size_t end,
+                  const std::vector<size_t>& ends, int eot, std::vector<int>* ids) {
+    if (eot < 0) {
+        if (end > begin) *ids = tok.encode(data.substr(begin, end - begin));
+        return;
+    }
+    for (size_t at = begin, f = 0; f < ends.size(); ++f)
+        if (ends[f] > begin && ends[f] <= end) {
+            tok.bpe->encode(data.substr(at, ends[f] - at), ids);
+            ids->push_back(eot);
+            at = ends[f];
+        }
+}
+
+// Every rank's ids, in rank order, on every rank. Collective; `total` is their count.
+std::vector<int> gather_ids(const std::vector<int>& mine, long* total) {
+    MpiCommunicator world(MPI_COMM_WORLD);
+    std::vector<long> counts((size_t)world.size());
+    const long n = (long)mine.size();
+    world.allgather(&n, sizeof n, counts.data());
+    *total = 0;
+    for (long c : counts) *total += c;
+    if (*total > INT_MAX) return {};  // the caller refuses
+    std::vector<int> all((size_t)*total), cnt, at;
+    for (long c : counts) at.push_back(cnt.empty() ? 0 : at.back() + cnt.back()), cnt.push_back((int)c);
+    MPI_CHECK(MPI_Allgatherv(mine.data(), (int)n, MPI_INT, all.data(), cnt.data(), at.data(), MPI_INT, MPI_COMM_WORLD));
+    return all;
+}
+
+// Rank 0's trained SentencePiece model to every rank (collective).
+void share_model(Tokenizer* tok) {
+    MpiCommunicator world(MPI_COMM_WORLD);
+    std::string model = world.rank() == 0 && tok->sp ? tok->sp->bytes() : "";
+    long n = (long)model.size();
+    MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    model.resize((size_t)n);
+    MPI_CHECK(MPI_Bcast(model.data(), (int)n, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (world.rank() != 0) *tok = Tokenizer::sentencepiece(SentencePieceModel::from_bytes(model, "rank 0's model"));
+}
+
 } // namespace
 
+// The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
+//   1. every rank parses the options, checks the tokenizer's files and reads all the text;
+//   2. the tokenizer: char from the text on every rank; a SentencePiece model to train is trained
+//      by rank 0 and sent to the others;
+//   3. rank r encodes piece r of the text (chunk_cuts: pieces that encode alone to the same ids);
+//      every rank gathers all the ids;
+//   4. rank 0 prepares --out; shard i (the train shards, then val) is written by rank i % ranks;
+//      rank 0 prints the summary.
+// Without mpirun it is one rank doing all of it.
 int text_cmd(int argc, char** argv) {
+    mpi_start(nullptr, nullptr);
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
+    auto finish = [](int code) {
+        mpi_finish();
+        return code;
+    };
     std::vector<std::string> inputs;
     std::string out, vocab;
     TextTokenizer tt;
@@ -112,42 +196,78 @@ int text_cmd(int argc, char** argv) {
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
         "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
-    if (parse_or_help(argc, argv, desc)) return 0;
-    if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
-    if (!vocab.empty()) tt.kind = vocab;
-    Tokenizer tok = check_tokenizer(tt);
-    if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
-        throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
-    const std::vector<std::string> files = text_files(inputs);
-    // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other tokenizers
-    // join the files with newlines.
-    const int eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
+    bool help = false;
+    Tokenizer tok;
+    std::vector<std::string> files;
     std::vector<size_t> ends;
-    const std::string data = read_texts(files, eot < 0, &ends);
-    std::string source = files.size() == 1 ? files[0] : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
-                                                               files.back().c_str());
-    tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
-    std::vector<int> ids;
-    if (eot < 0) ids = tok.encode(data);
-    for (size_t f = 0, at = 0; eot >= 0 && f < ends.size(); at = ends[f++]) {
-        tok.bpe->encode(data.substr(at, ends[f] - at), &ids);
-        ids.push_back(eot);
-    }
+    std::string data, source;
+    int eot = -1;
+    // 1.
+    if (!agreed("text", [&] {
+            help = parse_or_help(argc, argv, desc, "", rank == 0);
+            if (help) return;
+            if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
+            if (!vocab.empty()) tt.kind = vocab;
+            tok = check_tokenizer(tt);
+            if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
+                throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
+            files = text_files(inputs);
+            // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other
+            // tokenizers join the files with newlines.
+            eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
+            data = read_texts(files, eot < 0, &ends);
+            source = files.size() == 1 ? files[0]
+                                       : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
+                                                files.back().c_str());
+        }))
+        return finish(2);
+    if (help) return finish(0);
+    // 2.
+    const bool train_sp = tok.kind == "sentencepiece" && !tok.sp;
+    if (!agreed("text", [&] {
+            if (rank == 0 || !train_sp) tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
+        }))
+        return finish(2);
+    if (train_sp) share_model(&tok);
+    // 3.
+    std::vector<int> mine;
+    if (!agreed("text", [&] {
+            const std::vector<size_t> cuts = chunk_cuts(data, ends, eot >= 0, tok, size);
+            encode_range(tok, data, cuts[(size_t)rank], cuts[(size_t)rank + 1], ends, eot, &mine);
+        }))
+        return finish(2);
+    long total = 0;
+    const std::vector<int> ids = gather_ids(mine, &total);
+    // 4.
+    const size_t n_val = (size_t)(total * val_fraction), n_train = (size_t)total - n_val;
+    if (!agreed("text", [&] {
+            if (total > INT_MAX)
+                throw UserError(strfmt("text: %ld tokens, more than one run takes (2^31); make several --out sets of "
+                                       "fewer files and give dptrain their shards together",
+                                       total));
+            if (n_train < (size_t)shards * 2 || n_val < 2)
+                throw UserError(strfmt("text: --input %s holds only %ld tokens: too little for %d shards and a "
+                                       "validation split",
+                                       source.c_str(), total, shards));
+            if (rank == 0) prepare_out(out, {"train", "val"}, overwrite);
+        }))
+        return finish(2);
+    if (!agreed("text", [&] {
+            make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
+            for (int s = rank; s < shards; s += size)
+                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
+                             n_train * (s + 1) / shards, tok, source);
+            if (shards % size == rank)
+                write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+        }))
+        return finish(2);
     const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
-    size_t n_val = (size_t)(ids.size() * val_fraction), n_train = ids.size() - n_val;
-    if (n_train < (size_t)shards * 2 || n_val < 2)
-        throw UserError(strfmt("text: --input %s holds only %zu tokens: too little for %d shards and a validation split",
-                               source.c_str(), ids.size(), shards));
-    prepare_out(out, {"train", "val"}, overwrite);
-    for (int s = 0; s < shards; ++s)
-        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
-                     n_train * (s + 1) / shards, tok, source);
-    write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
-    std::printf("dptrain-data text: %zu tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
-                "%zu validation tokens, in %s\n",
-                ids.size(), source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards, shards == 1 ? "" : "s",
-                n_val, out.c_str());
-    return 0;
+    if (rank == 0)
+        std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
+                    "%zu validation tokens, in %s (%d rank%s)\n",
+                    total, source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards,
+                    shards == 1 ? "" : "s", n_val, out.c_str(), size, size == 1 ? "" : "s");
+    return finish(0);
 }
 
 // ---- tokens: ids tokenized elsewhere (nanoGPT, llm.c, .npy) -> token shards ----
