@@ -30,7 +30,13 @@ with open(f"{w}/short.bin", "wb") as f:
 bad = stream(100); bad = bad.astype(np.uint16); bad[37] = 60000
 bad.tofile(f"{w}/bad.bin")
 PY
-"$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok" | tee "$WORK/t.out"
+# The train split on 2 ranks (one shard each), checked against one rank's shards.
+$MPIRUN -np 2 "$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok" | tee "$WORK/t.out"
+"$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok1" >/dev/null
+for f in train-00000-of-00002 train-00001-of-00002; do
+  cmp -s <(h5dump -d /tokens "$WORK/tok/$f.h5" | tail -n +5) <(h5dump -d /tokens "$WORK/tok1/$f.h5" | tail -n +5) \
+    || fail "tokens on 2 ranks: $f differs from one rank's"
+done
 "$DATA" tokens --input "$WORK/val.bin" --vocab-size 50257 --split val --out "$WORK/tok" | tee -a "$WORK/t.out"
 grep -q "^dptrain-data tokens: 40000 ids (ids vocabulary 50257) from $WORK/train.bin (nanogpt) -> 40000 training ids in 2 shards, 0 validation ids" "$WORK/t.out" \
   && grep -q "4000 ids .* (nanogpt) -> 0 training ids in 0 shards, 4000 validation ids" "$WORK/t.out" \
@@ -71,12 +77,13 @@ echo "ok: $(cat "$WORK/t.out")"
 # refuse NAME PATTERN [dptrain-data tokens options]: exit 2, one error line
 refuse() {
   local name=$1 pattern=$2; shift 2
-  set +e; "$DATA" tokens "$@" >"$WORK/t.out" 2>&1; local rc=$?; set -e
+  set +e; ${RANKS:+$MPIRUN -np $RANKS} "$DATA" tokens "$@" >"$WORK/t.out" 2>&1; local rc=$?; set -e
   [ "$rc" = 2 ] && [ "$(grep -c '^dptrain-data: error:' "$WORK/t.out")" = 1 ] && grep -q -- "$pattern" "$WORK/t.out" \
     || { cat "$WORK/t.out"; fail "$name: want exit 2 and one line matching '$pattern', got exit $rc"; }
   echo "ok: $name -> $(cat "$WORK/t.out")"
 }
 refuse "an id beyond the vocabulary" "bad.bin: token 37 is 60000, not below --vocab-size 50257" --input "$WORK/bad.bin" --vocab-size 50257 --out "$WORK/x"
+RANKS=2 refuse "an id beyond the vocabulary, on 2 ranks" "bad.bin: token 37 is 60000, not below --vocab-size 50257" --input "$WORK/bad.bin" --vocab-size 50257 --out "$WORK/x"
 refuse "a truncated llm.c file" "short.bin: the llm.c header says 8000 tokens of 2 bytes, but 200 bytes follow" --input "$WORK/short.bin" --vocab-size 50257 --out "$WORK/x"
 refuse "no vocabulary size" "give the tokenizer's vocabulary size with --vocab-size" --input "$WORK/train.bin" --out "$WORK/x"
 refuse "shards already there" "already holds 2 shards" --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok"

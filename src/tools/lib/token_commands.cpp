@@ -289,11 +289,41 @@ it instead: --encoder encoder.json --merges vocab.bpe (the vocabulary size is th
 the eval lines give bits per byte, `generate` and `serve` take and print text.
 Output: --shards S training shards and one validation shard with the last --val-fraction of the
 ids; --split train|val sends all of them to that split (nanoGPT's train.bin and val.bin: two runs).
+Under mpirun every rank reads all the files and the ranks write the shards in turn.
 )";
+
+// The tokenizer of ids made elsewhere: GPT-2's BPE from its files, or bare ids of vocab_size
+// (which GPT-2's files set when it is 0).
+Tokenizer ids_tokenizer(const std::string& encoder, const std::string& merges, long* vocab_size) {
+    if (!encoder.empty() || !merges.empty()) {
+        if (encoder.empty() || merges.empty())
+            throw UserError("tokens: GPT-2's BPE needs both files: --encoder encoder.json --merges vocab.bpe");
+        Tokenizer tok = Tokenizer::gpt2(encoder, merges);
+        if (*vocab_size != 0 && *vocab_size != tok.vocab_size())
+            throw UserError(strfmt("tokens: --vocab-size %ld, but --encoder %s holds %d tokens; leave --vocab-size out",
+                                   *vocab_size, encoder.c_str(), tok.vocab_size()));
+        *vocab_size = tok.vocab_size();
+        return tok;
+    }
+    if (*vocab_size < 2 || *vocab_size > INT32_MAX)
+        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257), or "
+                        "its files with --encoder and --merges");
+    return Tokenizer::from("ids", std::to_string(*vocab_size));
+}
 
 } // namespace
 
+// Under mpirun as ingest: every rank reads and checks all the files (the readers are
+// deterministic, so all hold the same ids or fail alike), rank 0 prepares --out, and shard i
+// (the train shards, then val) is written by rank i % ranks.
 int tokens_cmd(int argc, char** argv) {
+    mpi_start(nullptr, nullptr);
+    MpiCommunicator world(MPI_COMM_WORLD);
+    const int rank = world.rank(), size = world.size();
+    auto finish = [](int code) {
+        mpi_finish();
+        return code;
+    };
     std::vector<std::string> inputs;
     std::string out, format, split, dataset, encoder, merges;
     long vocab_size = 0;
@@ -312,55 +342,59 @@ int tokens_cmd(int argc, char** argv) {
         "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
         "shards", po::value(&shards)->default_value(1), "shards of the training split")(
         "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
-    if (parse_or_help(argc, argv, desc, kTokensHelp)) return 0;
-    if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
-    if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
-    Tokenizer tok = Tokenizer::from("ids", "2");
-    if (!encoder.empty() || !merges.empty()) {
-        if (encoder.empty() || merges.empty())
-            throw UserError("tokens: GPT-2's BPE needs both files: --encoder encoder.json --merges vocab.bpe");
-        tok = Tokenizer::gpt2(encoder, merges);
-        if (vocab_size != 0 && vocab_size != tok.vocab_size())
-            throw UserError(strfmt("tokens: --vocab-size %ld, but --encoder %s holds %d tokens; leave --vocab-size out",
-                                   vocab_size, encoder.c_str(), tok.vocab_size()));
-        vocab_size = tok.vocab_size();
-    }
-    if (vocab_size < 2 || vocab_size > INT32_MAX)
-        throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257), or "
-                        "its files with --encoder and --merges");
-    if (tok.kind == "ids") tok = Tokenizer::from("ids", std::to_string(vocab_size));
-    if (!split.empty() && split != "train" && split != "val")
-        throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
-    if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
-        throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
-    const token_files::Format f = token_files::parse_format(format);
+    bool help = false;
+    Tokenizer tok;
     std::vector<int> ids;
     std::string used;
-    for (const std::string& in : inputs) {
-        token_files::Format got = f;
-        for (uint32_t v : token_files::read(in, f, vocab_size, &got, dataset)) ids.push_back((int)v);
-        used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
-    }
-    const size_t n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
-    const size_t n_train = ids.size() - n_val;
+    size_t n_val = 0, n_train = 0;
+    if (!agreed("tokens", [&] {
+            help = parse_or_help(argc, argv, desc, kTokensHelp, rank == 0);
+            if (help) return;
+            if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
+            if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
+            tok = ids_tokenizer(encoder, merges, &vocab_size);
+            if (!split.empty() && split != "train" && split != "val")
+                throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
+            if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
+                throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
+            const token_files::Format f = token_files::parse_format(format);
+            for (const std::string& in : inputs) {
+                token_files::Format got = f;
+                for (uint32_t v : token_files::read(in, f, vocab_size, &got, dataset)) ids.push_back((int)v);
+                used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
+            }
+            n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
+            n_train = ids.size() - n_val;
+            if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
+                throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
+                                       split.empty() ? " and a validation split" : ""));
+        }))
+        return finish(2);
+    if (help) return finish(0);
     const int train_shards = n_train > 0 ? shards : 0;
-    if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
-        throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
-                               split.empty() ? " and a validation split" : ""));
     std::vector<std::string> splits;
     if (n_train > 0) splits.push_back("train");
     if (n_val > 0) splits.push_back("val");
-    prepare_out(out, splits, overwrite);
+    if (!agreed("tokens", [&] {
+            if (rank == 0) prepare_out(out, splits, overwrite);
+        }))
+        return finish(2);
     const std::string source = join(inputs);
-    for (int sh = 0; sh < train_shards; ++sh)
-        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids, n_train * sh / train_shards,
-                     n_train * (sh + 1) / train_shards, tok, source);
-    if (n_val > 0) write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
-    std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
-                "validation ids, in %s\n",
-                ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards, train_shards == 1 ? "" : "s",
-                n_val, out.c_str());
-    return 0;
+    if (!agreed("tokens", [&] {
+            make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
+            for (int sh = rank; sh < train_shards; sh += size)
+                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids,
+                             n_train * sh / train_shards, n_train * (sh + 1) / train_shards, tok, source);
+            if (n_val > 0 && train_shards % size == rank)
+                write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+        }))
+        return finish(2);
+    if (rank == 0)
+        std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
+                    "validation ids, in %s\n",
+                    ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards,
+                    train_shards == 1 ? "" : "s", n_val, out.c_str());
+    return finish(0);
 }
 
 } // namespace dptrain
