@@ -229,13 +229,9 @@ first and then val, is written by rank i % (number of ranks); rank 0 prints the 
 // Reading on every rank costs each rank the input's memory but needs no scatter protocol; the
 // shards are what takes the time, and those are split.
 int ingest_cmd(int argc, char** argv) {
-    mpi_start(nullptr, nullptr);
+    const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    auto finish = [](int code) {
-        mpi_finish();
-        return code;
-    };
 
     std::vector<std::string> inputs;
     std::string out, format, split, features_name, labels_name;
@@ -271,8 +267,8 @@ int ingest_cmd(int argc, char** argv) {
                 throw UserError("ingest: give the data with --input FILE (see " + runnable("dptrain-data") +
                                 " ingest --help)");
         }))
-        return finish(2);
-    if (help) return finish(0);
+        return 2;
+    if (help) return 0;
     // 2.
     if (!agreed("ingest", [&] {
             ingest::Options o;
@@ -288,7 +284,7 @@ int ingest_cmd(int argc, char** argv) {
             K = ingest::resolve_classes(table, num_classes, what);
             plan = ingest::plan_shards(table.n, shards, val_fraction, split);
         }))
-        return finish(2);
+        return 2;
     // 3.
     if (!agreed("ingest", [&] {
             std::vector<std::string> splits;
@@ -296,7 +292,7 @@ int ingest_cmd(int argc, char** argv) {
                 if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
             if (rank == 0) prepare_out(out, splits, overwrite);
         }))
-        return finish(2);
+        return 2;
     // 4.
     uint64_t bytes = 0;
     std::string generator = strfmt("dptrain-data ingest (%s: %s)", ingest::format_name(used), join(inputs).c_str());
@@ -308,7 +304,7 @@ int ingest_cmd(int argc, char** argv) {
                                              &table.y[sp.first], sp.rows, table.d, K, generator);
             }
         }))
-        return finish(2);
+        return 2;
     // 5.
     unsigned long total = bytes;
     world.allreduce(&total, 1, ReduceOp::sum);
@@ -327,7 +323,7 @@ int ingest_cmd(int argc, char** argv) {
                     total < 1000000 ? strfmt("%.1f kB", total / 1e3).c_str() : strfmt("%.1f MB", total / 1e6).c_str(),
                     size, size == 1 ? "" : "s");
     }
-    return finish(0);
+    return 0;
 }
 
 } // namespace

@@ -3,6 +3,8 @@
 // ingest, verify) stay in src/tools/dptrain_data.cpp.
 #pragma once
 
+#include "dptrain/comm/communicator.h"
+
 #include <boost/program_options.hpp>
 
 #include <functional>
@@ -10,6 +12,16 @@
 #include <vector>
 
 namespace dptrain {
+
+// MPI for one subcommand that runs under mpirun (ingest, text, tokens): started when made,
+// finalized when it goes, on every return path.
+class MpiScope {
+  public:
+    MpiScope() { mpi_start(nullptr, nullptr); }
+    ~MpiScope() { mpi_finish(); }
+    MpiScope(const MpiScope&) = delete;
+    MpiScope& operator=(const MpiScope&) = delete;
+};
 
 // Parses a subcommand's options; for --help prints the options and `epilogue` (when `print`:
 // under mpirun only rank 0 does) and returns true.

@@ -162,13 +162,9 @@ void share_model(Tokenizer* tok) {
 //      rank 0 prints the summary.
 // Without mpirun it is one rank doing all of it.
 int text_cmd(int argc, char** argv) {
-    mpi_start(nullptr, nullptr);
+    const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    auto finish = [](int code) {
-        mpi_finish();
-        return code;
-    };
     std::vector<std::string> inputs;
     std::string out, vocab;
     TextTokenizer tt;
@@ -220,14 +216,14 @@ int text_cmd(int argc, char** argv) {
                                        : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
                                                 files.back().c_str());
         }))
-        return finish(2);
-    if (help) return finish(0);
+        return 2;
+    if (help) return 0;
     // 2.
     const bool train_sp = tok.kind == "sentencepiece" && !tok.sp;
     if (!agreed("text", [&] {
             if (rank == 0 || !train_sp) tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
         }))
-        return finish(2);
+        return 2;
     if (train_sp) share_model(&tok);
     // 3.
     std::vector<int> mine;
@@ -235,7 +231,7 @@ int text_cmd(int argc, char** argv) {
             const std::vector<size_t> cuts = chunk_cuts(data, ends, eot >= 0, tok, size);
             encode_range(tok, data, cuts[(size_t)rank], cuts[(size_t)rank + 1], ends, eot, &mine);
         }))
-        return finish(2);
+        return 2;
     long total = 0;
     const std::vector<int> ids = gather_ids(mine, &total);
     // 4.
@@ -251,7 +247,7 @@ int text_cmd(int argc, char** argv) {
                                        source.c_str(), total, shards));
             if (rank == 0) prepare_out(out, {"train", "val"}, overwrite);
         }))
-        return finish(2);
+        return 2;
     if (!agreed("text", [&] {
             make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
             for (int s = rank; s < shards; s += size)
@@ -260,14 +256,14 @@ int text_cmd(int argc, char** argv) {
             if (shards % size == rank)
                 write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
         }))
-        return finish(2);
+        return 2;
     const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
     if (rank == 0)
         std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
                     "%zu validation tokens, in %s (%d rank%s)\n",
                     total, source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards,
                     shards == 1 ? "" : "s", n_val, out.c_str(), size, size == 1 ? "" : "s");
-    return finish(0);
+    return 0;
 }
 
 // ---- tokens: ids tokenized elsewhere (nanoGPT, llm.c, .npy) -> token shards ----
@@ -317,13 +313,9 @@ Tokenizer ids_tokenizer(const std::string& encoder, const std::string& merges, l
 // deterministic, so all hold the same ids or fail alike), rank 0 prepares --out, and shard i
 // (the train shards, then val) is written by rank i % ranks.
 int tokens_cmd(int argc, char** argv) {
-    mpi_start(nullptr, nullptr);
+    const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    auto finish = [](int code) {
-        mpi_finish();
-        return code;
-    };
     std::vector<std::string> inputs;
     std::string out, format, split, dataset, encoder, merges;
     long vocab_size = 0;
@@ -369,8 +361,8 @@ int tokens_cmd(int argc, char** argv) {
                 throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
                                        split.empty() ? " and a validation split" : ""));
         }))
-        return finish(2);
-    if (help) return finish(0);
+        return 2;
+    if (help) return 0;
     const int train_shards = n_train > 0 ? shards : 0;
     std::vector<std::string> splits;
     if (n_train > 0) splits.push_back("train");
@@ -378,7 +370,7 @@ int tokens_cmd(int argc, char** argv) {
     if (!agreed("tokens", [&] {
             if (rank == 0) prepare_out(out, splits, overwrite);
         }))
-        return finish(2);
+        return 2;
     const std::string source = join(inputs);
     if (!agreed("tokens", [&] {
             make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
@@ -388,13 +380,13 @@ int tokens_cmd(int argc, char** argv) {
             if (n_val > 0 && train_shards % size == rank)
                 write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
         }))
-        return finish(2);
+        return 2;
     if (rank == 0)
         std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
                     "validation ids, in %s\n",
                     ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards,
                     train_shards == 1 ? "" : "s", n_val, out.c_str());
-    return finish(0);
+    return 0;
 }
 
 } // namespace dptrain
