@@ -2,9 +2,10 @@
 // the hierarchical all-reduce may run), summed in GradSync's buckets (on a communication thread
 // during backward when a core is free for it), clipped and applied by the Optimizer to the host
 // parameters. The control floats ride in the first bucket, after the gradients.
-// With the optimizer state sharded (ZeRO stage 1), the buckets are reduce-scattered instead: each
-// rank receives the sums of its shard of the buffer, clips and steps that shard with its shard of
-// the state, and the parameters are all-gathered; the norm adds the shards' squares in rank order.
+// With the optimizer state sharded (ZeRO stage 1), the buckets are reduce-scattered instead (by the
+// same engine, flat or through the node's window): each rank receives the sums of its shard of the
+// buffer, clips and steps that shard with its shard of the state, and the parameters are
+// all-gathered; the norm adds the shards' squares in rank order.
 #include "dptrain/backend/device.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -29,10 +30,7 @@ class HostGradients : public GradientPath {
                   const Topology& topo, const std::string& note)
         : layout_(layout), params_(params), opt_(opt), spec_(spec), world_(topo.world) {
         if (!note.empty()) notes_.push_back(note);
-        // The shards are reduce-scattered with MPI's collectives over all ranks: the node's
-        // shared-memory path sums whole buffers (the replicated state).
-        engine_ = std::make_unique<AllreduceEngine>(spec.shard_optimizer ? AllreduceAlgo::flat : spec.algo, topo,
-                                                    layout.total + kControlFloats);
+        engine_ = std::make_unique<AllreduceEngine>(spec.algo, topo, layout.total + kControlFloats);
         if (spec.shard_optimizer) shard_state(topo);
         // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
         // auto: a communication thread only pays when it has a core of its own; sharing the
@@ -102,9 +100,6 @@ void HostGradients::shard_state(const Topology& topo) {
     shard_grads_.assign(std::max<size_t>(1, shard_.size()), 0.0f);
     squares_.assign((size_t)topo.size, 0.0);
     engine_->shard(layout_.total, shard_grads_.data());
-    if (spec_.algo == AllreduceAlgo::hierarchical)
-        notes_.push_back("note: --shard-optimizer reduce-scatters and all-gathers with MPI over all ranks; --allreduce "
-                         "hierarchical is for the replicated optimizer state");
 }
 
 float* HostGradients::grads() { return sync_->grads(); }
@@ -145,7 +140,9 @@ double HostGradients::update(double norm, double lr, long t) {
     const double t0 = now_seconds();
     engine_->gather_shards(params_);
     const double t1 = now_seconds();
-    if (tracer_) tracer_->comm("allgather", step_, t0, t1, layout_.total * sizeof(float), "flat");
+    if (tracer_)
+        tracer_->comm("allgather", step_, t0, t1, layout_.total * sizeof(float),
+                      engine_->algo() == AllreduceAlgo::flat ? "flat" : "hierarchical");
     gather_seconds_ += t1 - t0;
     return t1 - t0;
 }
@@ -166,9 +163,9 @@ std::string HostGradients::describe() const {
     const size_t n = sync_->num_buckets();
     const std::string how =
         spec_.shard_optimizer
-            ? strfmt("reduce-scatter + all-gather over %d ranks (MPI), optimizer state sharded: floats %zu..%zu "
-                     "(%.1f of %.1f MiB a moment) on this rank",
-                     engine_->world_size(), shard_.begin, shard_.end, shard_.size() * 4.0 / (1 << 20),
+            ? strfmt("reduce-scatter + all-gather, %s, optimizer state sharded: floats %zu..%zu (%.1f of %.1f MiB a "
+                     "moment) on this rank",
+                     engine_->describe().c_str(), shard_.begin, shard_.end, shard_.size() * 4.0 / (1 << 20),
                      layout_.total * 4.0 / (1 << 20))
             : engine_->describe();
     return strfmt("%s | %zu bucket%s of <= %g MiB, %s | %s on the wire", how.c_str(), n,

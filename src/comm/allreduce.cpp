@@ -30,6 +30,43 @@ NodeWindow::NodeWindow(MPI_Comm node, size_t capacity) : capacity_(capacity) {
     sync();
 }
 
+size_t NodeWindow::slice_begin(size_t offset, size_t count, int q) const {
+    if (q >= local_size()) return offset + count;
+    return offset + ((count * (size_t)q / (size_t)local_size()) & ~size_t(15));
+}
+
+// Element i's sum is ((s0 + s1) + s2) + ... in local rank order. Local rank 0 adds in place; the
+// others sum through a block on the stack (their own values are not first in the order).
+void NodeWindow::sum_floats(size_t lo, size_t n) {
+    const int L = local_size(), r = local_rank();
+    float* mine = seg_[r] + lo;
+    if (r == 0) {
+        for (int q = 1; q < L; ++q) {
+            float* __restrict acc = mine;
+            const float* __restrict src = seg_[q] + lo;
+            for (size_t i = 0; i < n; ++i) acc[i] += src[i];
+        }
+        return;
+    }
+    constexpr size_t kBlock = 1024;
+    float acc[kBlock];
+    for (size_t b = 0; b < n; b += kBlock) {
+        const size_t m = std::min(kBlock, n - b);
+        std::memcpy(acc, seg_[0] + lo + b, m * sizeof(float));
+        for (int q = 1; q < L; ++q) {
+            const float* __restrict src = seg_[q] + lo + b;
+            for (size_t i = 0; i < m; ++i) acc[i] += src[i];
+        }
+        std::memcpy(mine + b, acc, m * sizeof(float));
+    }
+}
+
+void NodeWindow::sum_staged(size_t lo, size_t n) {
+    float* mine = seg_[local_rank()] + lo;
+    from_bf16(mine, stg_[0] + lo, n);
+    for (int q = 1; q < local_size(); ++q) add_bf16(mine, stg_[q] + lo, n);
+}
+
 // ---------------------------------------------------------------------------------------------
 // AllreduceEngine
 
@@ -62,7 +99,7 @@ std::string AllreduceEngine::describe() const {
     std::string shape = strfmt("%d node%s x %d rank%s", topo_.num_nodes, topo_.num_nodes == 1 ? "" : "s",
                                topo_.local_size, topo_.local_size == 1 ? "" : "s");
     switch (algo_) {
-    case Algo::flat: return "flat (MPI_Allreduce over " + std::to_string(topo_.size) + " ranks)";
+    case Algo::flat: return "flat (MPI over " + std::to_string(topo_.size) + " ranks)";
     case Algo::hierarchical:
         return "hierarchical (" + shape + ": shared memory in the node" + (topo_.num_nodes > 1 ? ", MPI across)" : ")");
     case Algo::automatic:
@@ -73,14 +110,14 @@ std::string AllreduceEngine::describe() const {
 
 const char* AllreduceEngine::path_for(size_t count, DType wire) const {
     if (sharded_ > 0) return "reduce-scatter";
-    bool hier = algo_ == Algo::hierarchical || (algo_ == Algo::automatic && count * dtype_size(wire) >= threshold_);
-    return hier ? "hierarchical" : "flat";
+    return windowed(count, wire) ? "hierarchical" : "flat";
 }
 
 void AllreduceEngine::run(size_t offset, size_t count, DType wire) {
     if (offset + count > capacity_) fatal(strfmt("allreduce range %zu+%zu beyond the buffer's %zu", offset, count, capacity_));
     if (sharded_ > 0 && offset < sharded_) {  // on one rank too: the shard's sums go to recv
-        run_sharded(offset, count, wire);
+        if (win_ && windowed(count, wire)) run_sharded_hierarchical(offset, count, wire);
+        else run_sharded(offset, count, wire);
         return;
     }
     if (topo_.size == 1 || count == 0) {
@@ -88,10 +125,12 @@ void AllreduceEngine::run(size_t offset, size_t count, DType wire) {
             for (size_t i = offset; i < offset + count; ++i) buf_[i] = bf16_to_float(float_to_bf16(buf_[i]));
         return;
     }
-    bool hier = algo_ == Algo::hierarchical ||
-                (algo_ == Algo::automatic && count * dtype_size(wire) >= threshold_);
-    if (hier) run_hierarchical(offset, count, wire);
+    if (windowed(count, wire)) run_hierarchical(offset, count, wire);
     else run_flat(offset, count, wire);
+}
+
+bool AllreduceEngine::windowed(size_t count, DType wire) const {
+    return algo_ == Algo::hierarchical || (algo_ == Algo::automatic && count * dtype_size(wire) >= threshold_);
 }
 
 void AllreduceEngine::run_flat(size_t offset, size_t count, DType wire) {
@@ -106,50 +145,11 @@ void AllreduceEngine::run_flat(size_t offset, size_t count, DType wire) {
     from_bf16(p, w, count);
 }
 
-void AllreduceEngine::shard(size_t count, float* recv) {
-    if (algo_ != Algo::flat) fatal("AllreduceEngine::shard needs the flat algorithm");
-    if (count > capacity_) fatal(strfmt("sharded range of %zu floats beyond the buffer's %zu", count, capacity_));
-    sharded_ = count;
-    recv_ = recv;
-    recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, topo_.size).size()), 0);
-    counts_.assign((size_t)topo_.size, 0);  // gather_shards' block sizes
-}
-
-// [offset, offset + count) may straddle the sharded range's end (the bucket with the control
-// floats): the part inside is summed into its owners' shards, the part after is all-reduced.
-// Buckets are smaller than shards, so a bucket mostly lies in one shard: one MPI_Reduce to each
-// owner of a piece of it (measured: Open MPI's reduce-scatter with one non-zero count took 6x
-// the time of an all-reduce of the same bytes; a reduce to the owner, less than the all-reduce).
-void AllreduceEngine::run_sharded(size_t offset, size_t count, DType wire) {
-    const size_t end = offset + count, g_end = std::min(end, sharded_);
-    const int W = topo_.size;
-    if (wire == DType::bf16) to_bf16(wire_.data() + offset, buf_ + offset, g_end - offset);
-    for (int q = 0; q < W; ++q) {
-        const Span s = shard_span(sharded_, q, W);
-        const size_t lo = std::max(offset, s.begin), hi = std::min(g_end, s.end);
-        if (lo >= hi) continue;
-        const bool mine = q == topo_.rank;
-        if (wire == DType::f32) {
-            world_.reduce_sum(buf_ + lo, mine ? recv_ + (lo - s.begin) : nullptr, hi - lo, DType::f32, q);
-        } else {
-            world_.reduce_sum(wire_.data() + lo, mine ? recv16_.data() + (lo - s.begin) : nullptr, hi - lo, DType::bf16,
-                              q);
-            if (mine) from_bf16(recv_ + (lo - s.begin), recv16_.data() + (lo - s.begin), hi - lo);
-        }
-    }
-    if (g_end < end) run(g_end, end - g_end, wire);
-}
-
-void AllreduceEngine::gather_shards(float* buf) {
-    for (int q = 0; q < topo_.size; ++q) counts_[(size_t)q] = shard_span(sharded_, q, topo_.size).size();
-    world_.allgather(nullptr, buf, counts_.data(), DType::f32);
-}
-
 // Walk-through (L ranks in the node, this one r; N nodes):
 //  1. sync: every rank's gradients for [offset, offset+count) are written (and, for bf16, staged).
-//  2. reduce-scatter in the node: rank r owns slice r and sums it from every peer's segment into
-//     its own segment, own value first, then peers in rank order (deterministic). One peer per
-//     pass keeps the loop vectorized.
+//  2. reduce-scatter in the node: rank r owns slice r and sums it from every rank's segment into
+//     its own, in local rank order (NodeWindow::sum_floats: deterministic, and the same sums as
+//     the sharded path's, which slices the range alike).
 //  3. across nodes (N > 1): the N ranks with local rank r all-reduce slice r (MPI).
 //  4. sync; all-gather in the node: rank r copies every other slice q from rank q's segment.
 //  5. sync: nobody reads rank r's segment any more, so its owner may write it again.
@@ -158,24 +158,14 @@ void AllreduceEngine::gather_shards(float* buf) {
 void AllreduceEngine::run_hierarchical(size_t offset, size_t count, DType wire) {
     NodeWindow& w = *win_;
     const int L = w.local_size(), r = w.local_rank();
-    // Slice boundaries on 16-float (64-byte) multiples so two ranks never write one cache line.
-    auto bound = [&](int q) {
-        if (q >= L) return offset + count;
-        size_t b = (count * (size_t)q / (size_t)L) & ~size_t(15);
-        return offset + b;
-    };
-    const size_t lo = bound(r), hi = bound(r + 1), n = hi - lo;
+    auto bound = [&](int q) { return w.slice_begin(offset, count, q); };
+    const size_t lo = bound(r), n = bound(r + 1) - lo;
     float* mine = w.segment(r);
-    bool cross = topo_.num_nodes > 1;
+    const bool cross = topo_.num_nodes > 1;
 
     if (wire == DType::f32) {
         w.sync();
-        for (int q = 0; q < L; ++q) {
-            if (q == r) continue;
-            float* __restrict acc = mine + lo;
-            const float* __restrict src = w.segment(q) + lo;
-            for (size_t i = 0; i < n; ++i) acc[i] += src[i];
-        }
+        w.sum_floats(lo, n);
         if (cross && n > 0) cross_.allreduce_sum(mine + lo, n, DType::f32);
         w.sync();
         for (int q = 0; q < L; ++q)
@@ -187,9 +177,7 @@ void AllreduceEngine::run_hierarchical(size_t offset, size_t count, DType wire) 
     bf16* stage = w.staging(r);
     to_bf16(stage + offset, mine + offset, count);
     w.sync();
-    from_bf16(mine + lo, stage + lo, n);
-    for (int q = 0; q < L; ++q)
-        if (q != r) add_bf16(mine + lo, w.staging(q) + lo, n);
+    w.sum_staged(lo, n);
     to_bf16(stage + lo, mine + lo, n);
     if (cross && n > 0) cross_.allreduce_sum(stage + lo, n, DType::bf16);
     w.sync();

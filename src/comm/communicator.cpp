@@ -156,6 +156,17 @@ void MpiCommunicator::allgather(const void* send, void* recv, const size_t* coun
                              displs_.data(), mpi_type(t), comm_));
 }
 
+void MpiCommunicator::allgather_in_place(void* buf, const size_t* counts, const size_t* displs, DType t) {
+    for (int r = 0; r < size_; ++r) {
+        if (counts[r] > (size_t)INT_MAX || displs[r] > (size_t)INT_MAX)
+            fatal(strfmt("collective block of %zu elements at %zu is beyond MPI's int counts", counts[r], displs[r]));
+        counts_[r] = (int)counts[r];
+        displs_[r] = (int)displs[r];
+    }
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts_.data(), displs_.data(), mpi_type(t),
+                             comm_));
+}
+
 void MpiCommunicator::gather_blocks(const float* send, float* recv, const size_t* counts, int root) {
     to_int_blocks(counts, size_, counts_, displs_);
     MPI_CHECK(MPI_Gatherv(send, counts_[rank_], MPI_FLOAT, recv, counts_.data(), displs_.data(), MPI_FLOAT, root,

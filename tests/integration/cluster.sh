@@ -2,7 +2,8 @@
 # Real separate hosts on one machine (tests/cluster/up: network namespaces on a bridge): dptrain
 # finds the nodes without --ranks-per-node and shows their host names; every all-reduce
 # algorithm gives exact sums across the network; training on 2 emulated nodes x 2 ranks ends
-# where 4 ranks on one node do (within 1e-5), for flat and hierarchical.
+# where 4 ranks on one node do (within 1e-5), for flat and hierarchical; the sharded optimizer
+# through the hierarchical engine ends exactly where the replicated one does.
 source "$(dirname "$0")/lib.bash"
 cluster_up 2 2 dptt
 synth "$WORK/data" --train-samples 2000 --val-samples 256
@@ -26,10 +27,20 @@ for r in hier flat; do
     || fail "$r across 2 emulated nodes differs from 4 ranks on one node"
 done
 
-# Every algorithm, exact sums across the network (the bench checks every size).
-set +e
-timeout -k 5 120 $CMPI -np 4 "$BIN/dptrain-bench" allreduce -b 4 -e 1M -f 8 -n 2 -w 1 >"$WORK/bench.out" 2>&1
-rc=$?
-set -e
-grep -q "^# wrong results: 0$" "$WORK/bench.out" && [ $rc = 0 ] || { cat "$WORK/bench.out"; fail "all-reduce across nodes: wrong results or exit $rc"; }
-echo "ok: 2 emulated nodes x 2 ranks: topology, flat and hierarchical training, exact all-reduce"
+# The sharded optimizer through the hierarchical engine across the network: each node's sums of a
+# piece go to its owner's node, a+b as the replicated all-reduce adds them, so bit-identical.
+MPIRUN="$CMPI" train 4 "${common[@]}" --allreduce hierarchical --shard-optimizer --run-dir "$WORK/hier-shard"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "sharded training across emulated nodes exited $RC"; }
+grep -q "reduce-scatter + all-gather, hierarchical (2 nodes x 2 ranks" "$WORK/out" || { cat "$WORK/out"; fail "no hierarchical shard"; }
+"$BIN/dptrain-ckpt" diff "$WORK/hier-shard/checkpoints/ckpt-00000020.h5" "$WORK/hier/checkpoints/ckpt-00000020.h5" --tol 0 \
+  || fail "sharded hierarchical across 2 emulated nodes differs from the replicated one"
+
+# Every algorithm, replicated and sharded, exact sums across the network (the bench checks every size).
+for mode in "" --sharded; do
+  set +e
+  timeout -k 5 120 $CMPI -np 4 "$BIN/dptrain-bench" allreduce -b 4 -e 1M -f 8 -n 2 -w 1 $mode >"$WORK/bench.out" 2>&1
+  rc=$?
+  set -e
+  grep -q "^# wrong results: 0$" "$WORK/bench.out" && [ $rc = 0 ] || { cat "$WORK/bench.out"; fail "all-reduce $mode across nodes: wrong results or exit $rc"; }
+done
+echo "ok: 2 emulated nodes x 2 ranks: topology, flat, hierarchical and sharded training, exact all-reduce and reduce-scatter"

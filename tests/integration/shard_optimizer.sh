@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --shard-optimizer (ZeRO stage 1): each rank keeps 1/W of the optimizer state. The trajectory is
-# the replicated optimizer's (within 1e-6 after 50 steps where the gradients are summed in the
-# same order: exactly on 1 and 2 ranks), the banner and the trace show the reduce-scatter and the
+# the replicated optimizer's (within 1e-6 after 50 steps; exactly where the gradients are summed
+# in the same order: 1 and 2 ranks flat, 4 ranks through the node's window), the banner and the trace show the reduce-scatter and the
 # all-gather, and checkpoints hold the whole state (written shard by shard as each arrives, or
 # gathered for --async-checkpoint): a run saved sharded on 4 ranks resumes on 2 ranks sharded and
 # on 1 rank replicated, and a replicated one resumes sharded.
@@ -33,7 +33,7 @@ for model in mlp gpt; do
     b=$((B / np))
     # The sharded path sums with MPI over all ranks: its peer is the flat all-reduce.
     run $np $model-rep$np "${O[@]}" --batch-size $b --allreduce flat
-    run $np $model-shard$np "${O[@]}" --batch-size $b --shard-optimizer
+    run $np $model-shard$np "${O[@]}" --batch-size $b --shard-optimizer --allreduce flat
     grep -q "optimizer state sharded: floats 0\.\." "$WORK/out" || { cat "$WORK/out"; fail "$model on $np: no banner of the shard"; }
     # 1 and 2 ranks add the gradients in one order either way: bit-identical. On 4, MPI's reduce
     # to each shard's owner adds them in another order than its all-reduce (measured: MLP 2.1e-7,
@@ -42,6 +42,16 @@ for model in mlp gpt; do
     limit=0
     [ $np = 4 ] && { limit=1e-6; [ $model = gpt ] && limit=2e-6; }
     close "$model on $np ranks, sharded against replicated" $model-rep$np $model-shard$np $limit
+  done
+  # Through the node's shared window: the reduce-scatter adds each element in the order the
+  # hierarchical all-reduce does, so 4 ranks in one node, and (MLP) two nodes of 2, are exact.
+  for rpn in 0 2; do
+    [ $model = gpt ] && [ $rpn = 2 ] && continue
+    H=("${O[@]}" --batch-size $((B / 4)) --allreduce hierarchical --ranks-per-node $rpn)
+    run 4 $model-hrep$rpn "${H[@]}"
+    run 4 $model-hshard$rpn "${H[@]}" --shard-optimizer
+    grep -q "reduce-scatter + all-gather, hierarchical" "$WORK/out" || { cat "$WORK/out"; fail "$model: no hierarchical shard"; }
+    close "$model on 4 ranks, $rpn a node, hierarchical: sharded against replicated" $model-hrep$rpn $model-hshard$rpn 0
   done
 done
 

@@ -189,52 +189,101 @@ TEST_CASE("GradSync: buckets cover the buffer once, overlap or not, same result"
     topo.destroy();
 }
 
+// Node shapes for the sharded tests: one node of every rank, one rank a node, two-rank nodes.
+static std::vector<int> shard_shapes(int W) {
+    std::vector<int> rpn = {0};
+    if (W > 1) rpn.push_back(1);
+    if (W > 2 && W % 2 == 0) rpn.push_back(2);
+    return rpn;
+}
+
 // --shard-optimizer's collectives: buckets (some inside one shard, some across several, the first
 // also holding control floats) reduce-scattered through GradSync, with and without overlap, in
-// float32 and bf16; every rank receives exactly its shard's sums and the control floats' sums,
-// and the all-gather of the shards gives every rank the whole buffer.
+// float32 and bf16, flat, hierarchical and auto (small buckets flat, large ones through the
+// window), on every node shape; every rank receives exactly its shard's sums and the control
+// floats' sums, and the all-gather of the shards gives every rank the whole buffer.
 TEST_CASE("sharded engine: buckets reduce-scattered into each rank's shard, then all-gathered", "[allreduce][shard]") {
     const int R = world_rank(), W = world_size();
     ParamLayout layout;
     for (int l = 0; l < 4; ++l) layout.add("w" + std::to_string(l), {50 + 29 * l, 7}, true);
     const size_t control = 3, total = layout.total;
     const Span mine = shard_span(total, R, W);
-    Topology topo = Topology::create(MPI_COMM_WORLD, 0);
-    for (DType wire : {DType::f32, DType::bf16}) {
-        for (bool overlap : {false, true}) {
-            for (double mb : {0.0005, 0.004, 100.0}) {
-                AllreduceEngine eng(AllreduceAlgo::flat, topo, total + control);
-                std::vector<float> shard(std::max<size_t>(1, mine.size()), -1.0f);
-                eng.shard(total, shard.data());
-                GradSync sync(eng, layout, mb, wire, overlap, control);
-                sync.begin_step();
-                float* g = sync.grads();
-                for (size_t i = 0; i < total + control; ++i) g[i] = input(R, i);
-                for (size_t v = layout.views.size(); v-- > 0;) sync.grads_ready_from(layout.views[v].offset);
-                sync.finish();
-                long wrong = 0;
-                auto sum = [&](size_t i) {
-                    float s = 0;
-                    for (int q = 0; q < W; ++q) s += input(q, i);
-                    return s;
-                };
-                for (size_t i = 0; i < mine.size(); ++i) wrong += shard[i] != sum(mine.begin + i);
-                for (size_t i = total; i < total + control; ++i) wrong += g[i] != sum(i);
-                // The parameters' all-gather: each rank's shard written by its owner alone.
-                std::vector<float> params(total, 0.0f);
-                for (size_t i = mine.begin; i < mine.end; ++i) params[i] = sum(i) + (float)R;
-                eng.gather_shards(params.data());
-                for (int q = 0; q < W; ++q) {
-                    const Span s = shard_span(total, q, W);
-                    for (size_t i = s.begin; i < s.end; ++i) wrong += params[i] != sum(i) + (float)q;
+    auto sum = [&](size_t i) {
+        float s = 0;
+        for (int q = 0; q < W; ++q) s += input(q, i);
+        return s;
+    };
+    for (int rpn : shard_shapes(W)) {
+        Topology topo = Topology::create(MPI_COMM_WORLD, rpn);
+        for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical, AllreduceAlgo::automatic}) {
+            for (DType wire : {DType::f32, DType::bf16}) {
+                for (bool overlap : {false, true}) {
+                    for (double mb : {0.0005, 0.004, 100.0}) {
+                        AllreduceEngine eng(algo, topo, total + control, /*threshold_bytes=*/2048);
+                        std::vector<float> shard(std::max<size_t>(1, mine.size()), -1.0f);
+                        eng.shard(total, shard.data());
+                        GradSync sync(eng, layout, mb, wire, overlap, control);
+                        sync.begin_step();
+                        float* g = sync.grads();
+                        for (size_t i = 0; i < total + control; ++i) g[i] = input(R, i);
+                        for (size_t v = layout.views.size(); v-- > 0;) sync.grads_ready_from(layout.views[v].offset);
+                        sync.finish();
+                        long wrong = 0;
+                        for (size_t i = 0; i < mine.size(); ++i) wrong += shard[i] != sum(mine.begin + i);
+                        for (size_t i = total; i < total + control; ++i) wrong += g[i] != sum(i);
+                        // The parameters' all-gather: each rank's shard written by its owner alone.
+                        std::vector<float> params(total, 0.0f);
+                        for (size_t i = mine.begin; i < mine.end; ++i) params[i] = sum(i) + (float)R;
+                        eng.gather_shards(params.data());
+                        for (int q = 0; q < W; ++q) {
+                            const Span s = shard_span(total, q, W);
+                            for (size_t i = s.begin; i < s.end; ++i) wrong += params[i] != sum(i) + (float)q;
+                        }
+                        INFO(name_of(algo) << " rpn=" << rpn << " wire " << dtype_name(wire) << " overlap " << overlap
+                                           << " bucket-mb " << mb << " buckets " << sync.num_buckets());
+                        CHECK(wrong == 0);
+                    }
                 }
-                INFO("wire " << dtype_name(wire) << " overlap " << overlap << " bucket-mb " << mb << " buckets "
-                             << sync.num_buckets());
-                CHECK(wrong == 0);
             }
         }
+        topo.destroy();
     }
-    topo.destroy();
+}
+
+// The hierarchical reduce-scatter adds each element in the order the hierarchical all-reduce
+// does (local rank order in the node; across two nodes a+b either way), so on such shapes a
+// sharded run's gradient sums are bit-identical to the replicated run's, for inputs whose sums
+// round (fractions of mixed magnitude, not the exact small integers above).
+TEST_CASE("sharded hierarchical sums equal the replicated hierarchical all-reduce bit for bit", "[allreduce][shard]") {
+    const int R = world_rank(), W = world_size();
+    const size_t total = 20000, control = 4;
+    const Span mine = shard_span(total, R, W);
+    auto value = [](int r, size_t i) { return std::sin(0.37f * (float)i + 1.3f * (float)r) * std::ldexp(1.0f, (int)(i % 13) - 6); };
+    std::vector<int> shapes = {0};
+    if (W % 2 == 0 && W > 2) shapes.push_back(W / 2);  // two nodes
+    for (int rpn : shapes) {
+        Topology topo = Topology::create(MPI_COMM_WORLD, rpn);
+        for (DType wire : {DType::f32, DType::bf16}) {
+            AllreduceEngine rep(AllreduceAlgo::hierarchical, topo, total + control);
+            AllreduceEngine sha(AllreduceAlgo::hierarchical, topo, total + control);
+            std::vector<float> shard(std::max<size_t>(1, mine.size()), 0.0f);
+            sha.shard(total, shard.data());
+            for (size_t i = 0; i < total + control; ++i) rep.buffer()[i] = sha.buffer()[i] = value(R, i);
+            // Buckets as GradSync cuts them, from the end; the first holds the control floats. Its
+            // 6016 floats cut into L slices at other points than its 6012 sharded ones, so the
+            // ranks that sum an element differ between the two paths (from 4 ranks a node).
+            for (size_t end = total + control, begin; end > 0; end = begin) {
+                begin = end > 6016 ? end - 6016 : 0;
+                rep.run(begin, end - begin, wire);
+                sha.run(begin, end - begin, wire);
+            }
+            long differ = 0;
+            for (size_t i = 0; i < mine.size(); ++i) differ += shard[i] != rep.buffer()[mine.begin + i];
+            INFO("rpn=" << rpn << " wire " << dtype_name(wire));
+            CHECK(differ == 0);
+        }
+        topo.destroy();
+    }
 }
 
 TEST_CASE("gather_blocks and scatter_blocks move uneven blocks to and from the root", "[comm][shard]") {

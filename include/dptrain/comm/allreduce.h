@@ -33,6 +33,15 @@ class NodeWindow {
     int local_rank() const { return win_->local_rank(); }
     int local_size() const { return win_->local_size(); }
     void sync() { win_->sync(); }  // SharedWindow::sync
+    // Where local rank q's slice of the range [offset, offset + count) begins (q = local_size():
+    // where the range ends). Slices are cut on 16-float (64-byte) multiples, so two ranks never
+    // write one cache line.
+    size_t slice_begin(size_t offset, size_t count, int q) const;
+    // My segment's [lo, lo + n) = the sum over the node's ranks of their segments' [lo, lo + n)
+    // (sum_floats), or of their staging's (sum_staged), added in local rank order whichever rank
+    // sums: the result does not depend on which rank owns the slice.
+    void sum_floats(size_t lo, size_t n);
+    void sum_staged(size_t lo, size_t n);
 
   private:
     std::unique_ptr<SharedWindow> win_;
@@ -60,14 +69,19 @@ class AllreduceEngine {
     // wire = bf16 halves the bytes moved; sums are accumulated in float32 and rounded to bf16
     // for transfer (the result every rank gets is the bf16-rounded sum, widened to float32).
     void run(size_t offset, size_t count, DType wire);
-    // Sharded optimizer state (--shard-optimizer, ZeRO stage 1), on a flat engine: the buffer's
-    // first `count` floats are owned in shards, rank r's being shard_span(count, r, W). From here
-    // on run() reduce-scatters that range (a reduce to each owner of a piece of the range): each
-    // rank receives the sum of its shard's part into
-    // `recv` (the shard's floats; the buffer keeps what backward wrote) and floats from `count` on
-    // (the control floats) are all-reduced as before.
+    // Sharded optimizer state (--shard-optimizer, ZeRO stage 1). Collective over topo.world: the
+    // buffer's first `count` floats are owned in shards, rank r's being shard_span(count, r, W).
+    // From here on run() reduce-scatters that range: each rank receives the sum of its shard's
+    // part into `recv` (the shard's floats), and floats from `count` on (the control floats) are
+    // all-reduced as before. The buffer's own floats in the range are scratch after run().
+    // Flat: one MPI_Reduce to each owner of a piece of the range. Hierarchical (where run() would
+    // go hierarchical): the node reduce-scatters the range through its window, each element
+    // summed in local rank order as the replicated path sums it, then across nodes the ranks of
+    // equal local rank reduce each piece to its owner (the walk-through in sharded_allreduce.cpp).
     void shard(size_t count, float* recv);
-    // In place: every rank's shard of buf[0, count) (each updated by its owner) to every rank.
+    // In place: every rank's shard of buf[0, count) (each updated by its owner) to every rank:
+    // MPI_Allgatherv (flat), or across nodes among the ranks of equal local rank and then through
+    // the node's window (hierarchical).
     void gather_shards(float* buf);
     // "hierarchical (2 nodes x 2 ranks)" or "auto: hierarchical from 64 KiB, flat below".
     std::string describe() const;
@@ -82,7 +96,10 @@ class AllreduceEngine {
   private:
     void run_flat(size_t offset, size_t count, DType wire);
     void run_hierarchical(size_t offset, size_t count, DType wire);
+    bool windowed(size_t count, DType wire) const;  // run() takes the shared-memory path
     void run_sharded(size_t offset, size_t count, DType wire);
+    void run_sharded_hierarchical(size_t offset, size_t count, DType wire);
+    void gather_shards_hierarchical(float* buf);
 
     Algo algo_;
     const Topology& topo_;
@@ -96,6 +113,10 @@ class AllreduceEngine {
     float* recv_ = nullptr;     // this rank's shard of the sums
     std::vector<bf16> recv16_;  // its bf16 staging
     std::vector<size_t> counts_;
+    // Hierarchical sharding: each world rank's node and local rank; the world rank at (node n,
+    // local rank l) is owner_at_[n * L + l]; the cross communicator's blocks of the all-gather.
+    std::vector<int> node_of_, local_of_, owner_at_;
+    std::vector<size_t> cross_counts_, cross_displs_;
 };
 
 } // namespace dptrain

@@ -63,6 +63,9 @@ class MpiCommunicator : public Communicator {
     // Blocks of floats of different sizes: rank r sends counts[r] floats, which `root` receives in
     // rank order into recv (gather_blocks); or receives its block of root's send (scatter_blocks).
     void gather_blocks(const float* send, float* recv, const size_t* counts, int root);
+    // In place: rank r's counts[r] elements at buf + displs[r] (elements, any order, disjoint)
+    // to every rank.
+    void allgather_in_place(void* buf, const size_t* counts, const size_t* displs, DType t);
     void scatter_blocks(const float* send, float* recv, const size_t* counts, int root);
     // recv on `root` = the sum over ranks of send (count elements; recv unused elsewhere).
     void reduce_sum(const void* send, void* recv, size_t count, DType t, int root);

@@ -3,8 +3,13 @@
 // in the nccl-tests format (size, count, type, redop, time, algbw, busbw, #wrong), then a
 // summary of busbw against MPI_Allreduce.
 //   mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]
-//          [--ranks-per-node K] [--dtype float32|bf16] [-J FILE]
-// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the traffic per link of an optimal all-reduce.
+//          [--ranks-per-node K] [--dtype float32|bf16] [--sharded] [-J FILE]
+// --sharded times the sharded optimizer's exchange instead (a reduce-scatter into each rank's
+// shard, the shard written into the parameters, their all-gather): the engine's flat and
+// hierarchical paths beside MPI_Reduce_scatter + MPI_Allgatherv, with MPI_Allreduce as the
+// replicated reference.
+// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the traffic per link of an optimal all-reduce
+// (a reduce-scatter and an all-gather move the same bytes).
 // Each algorithm's buffer is allocated and touched once; timed calls reuse it. Results are
 // checked with small-integer inputs whose sums are exact in any order.
 #include "dptrain/tools/bench.h"
@@ -16,6 +21,7 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/json.h"
+#include "dptrain/model/model.h"
 #include "dptrain/tools/cli.h"
 
 #include <algorithm>
@@ -52,6 +58,7 @@ struct Args {
     double factor = 4;
     int iters = 20, warmup = 3, rpn = 0;
     DType dtype = DType::f32;
+    bool sharded = false;
     std::string json;
 };
 
@@ -61,7 +68,7 @@ Args parse(int argc, char** argv) {
     po::options_description desc;
     desc.add_options()(",b", po::value(&minb))(",e", po::value(&maxb))(",f", po::value(&a.factor))(
         ",n", po::value(&a.iters))(",w", po::value(&a.warmup))("ranks-per-node", po::value(&a.rpn))(
-        "dtype", po::value(&dtype))(",J", po::value(&a.json));
+        "dtype", po::value(&dtype))("sharded", po::bool_switch(&a.sharded))(",J", po::value(&a.json));
     parse_subcommand(argc, argv, desc);
     a.minb = parse_size(minb, "-b");
     a.maxb = parse_size(maxb, "-e");
@@ -69,6 +76,8 @@ Args parse(int argc, char** argv) {
     else if (dtype != "float32") throw po::error("--dtype '" + dtype + "' is unknown; use float32 or bf16");
     if (a.minb < 4 || a.maxb < a.minb)
         throw po::error(strfmt("-b %zu and -e %zu: sizes from at least 4 bytes, -e no smaller than -b", a.minb, a.maxb));
+    if (a.sharded && a.dtype != DType::f32)
+        throw po::error("--sharded measures float32 (the gradients' type); leave --dtype out");
     if (!(a.factor > 1) || a.iters < 1 || a.warmup < 0 || a.rpn < 0)
         throw po::error("-f must be above 1, -n at least 1, -w and --ranks-per-node at least 0");
     return a;
@@ -80,6 +89,13 @@ struct Contender {
     std::unique_ptr<AllreduceEngine> engine;  // null: MPI_Allreduce itself
     std::vector<float> ref;                   // the reference's own buffer (float32 view)
     std::vector<bf16> ref16;
+    // --sharded: this rank's shard of the sums, the parameters all-gathered from the shards, and
+    // the shards' sizes and places (MPI's peer); `sharded` also marks the raw MPI peer.
+    bool sharded = false;
+    int rank = 0;
+    std::vector<float> recv, params;
+    std::vector<size_t> counts, displs;
+    std::vector<int> icounts, idispls;
     struct Row {
         size_t bytes, count;
         double us, algbw, busbw;
@@ -93,13 +109,56 @@ struct Contender {
     }
     // The peer is MPI_Allreduce as an application calls it, not through dptrain's communicator.
     void call(size_t n, DType t) {
+        if (sharded) {
+            call_sharded(n);
+            return;
+        }
         if (engine) {
             engine->run(0, n, t);
             return;
         }
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data(t), (int)n, mpi_type(t), mpi_sum_op(t), MPI_COMM_WORLD));
     }
+    void prepare_shards(size_t n, int my_rank, int ranks);
+    void call_sharded(size_t n);
+    // What the first call left: the sums (all-reduce) or the all-gathered parameters (sharded).
+    float result(size_t i, DType t) {
+        if (sharded) return params[i];
+        if (engine || t == DType::f32) return static_cast<float*>(data(DType::f32))[i];
+        return bf16_to_float(ref16[i]);
+    }
 };
+
+// Before a size's calls (collective): the shards of n floats over the ranks, every buffer sized.
+void Contender::prepare_shards(size_t n, int my_rank, int ranks) {
+    rank = my_rank;
+    counts.assign((size_t)ranks, 0);
+    displs.assign((size_t)ranks, 0);
+    icounts.assign((size_t)ranks, 0);
+    idispls.assign((size_t)ranks, 0);
+    for (int q = 0; q < ranks; ++q) {
+        const Span s = shard_span(n, q, ranks);
+        counts[q] = s.size();
+        displs[q] = s.begin;
+        icounts[q] = (int)s.size();  // sizes up to -e, within int
+        idispls[q] = (int)s.begin;
+    }
+    recv.assign(std::max<size_t>(1, counts[rank]), 0.0f);
+    params.assign(std::max<size_t>(1, n), 0.0f);
+    if (engine) engine->shard(n, recv.data());
+}
+
+// The sums reduce-scattered into recv, the shard written into the parameters (as the optimizer
+// step does), the parameters all-gathered: dptrain's engine, or MPI's two collectives.
+void Contender::call_sharded(size_t n) {
+    if (engine) engine->run(0, n, DType::f32);
+    else MPI_CHECK(MPI_Reduce_scatter(ref.data(), recv.data(), icounts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    std::memcpy(params.data() + displs[rank], recv.data(), counts[rank] * sizeof(float));
+    if (engine) engine->gather_shards(params.data());
+    else
+        MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, params.data(), icounts.data(), idispls.data(),
+                                 MPI_FLOAT, MPI_COMM_WORLD));
+}
 
 float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }
 
@@ -131,15 +190,28 @@ double time_calls(MpiCommunicator& world, Fn&& fn, int warmup, int iters) {
 
 // The contenders: MPI_Allreduce, flat and hierarchical over the (simulated) topology, and with
 // simulated nodes also the shared-memory path over the whole real node.
+// --sharded: MPI_Allreduce, MPI_Reduce_scatter + MPI_Allgatherv, and the engine's sharded paths.
 std::vector<Contender> contenders(const Args& a, size_t maxn, const Topology& topo, const Topology& real) {
-    std::vector<Contender> cs;
-    cs.push_back({"MPI_Allreduce", nullptr, {}, {}, {}});
-    if (a.dtype == DType::f32) cs.back().ref.assign(maxn, 0.0f);
-    else cs.back().ref16.assign(maxn, 0);
-    cs.push_back({"flat", std::make_unique<AllreduceEngine>(AllreduceAlgo::flat, topo, maxn), {}, {}, {}});
-    cs.push_back({"hierarchical", std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, topo, maxn), {}, {}, {}});
-    if (a.rpn > 0 && real.num_nodes == 1)
-        cs.push_back({"shm", std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, real, maxn), {}, {}, {}});
+    std::vector<Contender> cs(a.sharded ? 4 : 3);
+    cs[0].name = "MPI_Allreduce";
+    if (a.dtype == DType::f32) cs[0].ref.assign(maxn, 0.0f);
+    else cs[0].ref16.assign(maxn, 0);
+    size_t k = 1;
+    if (a.sharded) {
+        cs[k].name = "MPI_RS+AG";
+        cs[k].sharded = true;
+        cs[k++].ref.assign(maxn, 0.0f);
+    }
+    cs[k].name = a.sharded ? "flat-shard" : "flat";
+    cs[k++].engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::flat, topo, maxn);
+    cs[k].name = a.sharded ? "hier-shard" : "hierarchical";
+    cs[k].engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, topo, maxn);
+    for (size_t j = 2; a.sharded && j < cs.size(); ++j) cs[j].sharded = true;
+    if (a.rpn > 0 && real.num_nodes == 1 && !a.sharded) {
+        cs.emplace_back();
+        cs.back().name = "shm";
+        cs.back().engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, real, maxn);
+    }
     return cs;
 }
 
@@ -155,14 +227,13 @@ void measure(MpiCommunicator& world, Contender& c, const Args& a, size_t bytes) 
     }
     if (c.engine && t == DType::bf16)  // engines hold float32 and convert on the wire
         for (size_t i = 0; i < n; ++i) c.engine->buffer()[i] = input(rank, i);
+    if (c.sharded) c.prepare_shards(n, rank, size);
     c.call(n, t);
     long wrong = 0;
     for (size_t i = 0; i < n; ++i) {
         float want = 0;
         for (int q = 0; q < size; ++q) want += input(q, i);
-        float got = (c.engine || t == DType::f32) ? static_cast<float*>(c.data(DType::f32))[i]
-                                                 : bf16_to_float(static_cast<bf16*>(d)[i]);
-        wrong += got != want;
+        wrong += c.result(i, t) != want;
     }
     world.allreduce(&wrong, 1, ReduceOp::sum);
     // Timed calls keep summing in place; the values grow but the cost does not change.
@@ -251,9 +322,10 @@ int bench_allreduce(int argc, char** argv) {
 
 const char* bench_usage() {
     return "usage: mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]\n"
-           "                        [--ranks-per-node K] [--dtype float32|bf16] [-J FILE]\n"
+           "                        [--ranks-per-node K] [--dtype float32|bf16] [--sharded] [-J FILE]\n"
            "           every all-reduce algorithm beside MPI_Allreduce, sizes -b to -e by factors of -f, the\n"
-           "           median of -n calls after -w warm-up ones; -J writes every row as JSON\n"
+           "           median of -n calls after -w warm-up ones; -J writes every row as JSON; --sharded: the\n"
+           "           sharded optimizer's reduce-scatter + all-gather (flat, hierarchical) beside MPI's\n"
            "       mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0 = one epoch]\n"
            "                        [--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
            "                        [--no-drop]\n"
