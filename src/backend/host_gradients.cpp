@@ -30,7 +30,8 @@ class HostGradients : public GradientPath {
                   const Topology& topo, const std::string& note)
         : layout_(layout), params_(params), opt_(opt), spec_(spec), world_(topo.world) {
         if (!note.empty()) notes_.push_back(note);
-        engine_ = std::make_unique<AllreduceEngine>(spec.algo, topo, layout.total + kControlFloats);
+        engine_ = std::make_unique<AllreduceEngine>(spec.algo, topo, layout.total + kControlFloats,
+                                                    AllreduceEngine::kDefaultThreshold, spec.wire == DType::bf16);
         if (spec.shard_optimizer) shard_state(topo);
         // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
         // auto: a communication thread only pays when it has a core of its own; sharing the

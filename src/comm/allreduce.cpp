@@ -13,9 +13,9 @@ namespace dptrain {
 // ---------------------------------------------------------------------------------------------
 // NodeWindow
 
-NodeWindow::NodeWindow(MPI_Comm node, size_t capacity) : capacity_(capacity) {
-    // Each segment: capacity floats + capacity bf16, rounded up to a page, in pages of its owner.
-    size_t bytes = capacity * (sizeof(float) + sizeof(bf16));
+NodeWindow::NodeWindow(MPI_Comm node, size_t capacity, bool staged) : capacity_(capacity) {
+    // Each segment: capacity floats (+ capacity bf16), rounded up to a page, in pages of its owner.
+    size_t bytes = capacity * (sizeof(float) + (staged ? sizeof(bf16) : 0));
     bytes = (bytes + 4095) / 4096 * 4096;
     if (bytes == 0) bytes = 4096;
     win_ = std::make_unique<SharedWindow>(node, bytes, /*own_pages=*/true);
@@ -23,7 +23,7 @@ NodeWindow::NodeWindow(MPI_Comm node, size_t capacity) : capacity_(capacity) {
     stg_.resize(local_size());
     for (int q = 0; q < local_size(); ++q) {
         seg_[q] = reinterpret_cast<float*>(win_->segment(q));
-        stg_[q] = reinterpret_cast<bf16*>(win_->segment(q) + capacity * sizeof(float));
+        stg_[q] = staged ? reinterpret_cast<bf16*>(win_->segment(q) + capacity * sizeof(float)) : nullptr;
     }
     // Touch my own pages now (zero gradients), not on the first step.
     std::memset(win_->segment(local_rank()), 0, bytes);
@@ -70,9 +70,10 @@ void NodeWindow::sum_staged(size_t lo, size_t n) {
 // ---------------------------------------------------------------------------------------------
 // AllreduceEngine
 
-AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity, size_t threshold_bytes)
+AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity, size_t threshold_bytes,
+                                 bool bf16_wire)
     : algo_(algo), topo_(topo), capacity_(capacity), threshold_(threshold_bytes), world_(topo.world),
-      cross_(topo.cross) {
+      cross_(topo.cross), bf16_wire_(bf16_wire) {
     int ls[2] = {topo.local_size, -topo.local_size};
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ls, 2, MPI_INT, MPI_MAX, topo.world));
     int max_local = ls[0], min_local = -ls[1];
@@ -84,13 +85,13 @@ AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_
     // auto: the shared-memory path pays off only with several ranks per node to share it.
     if (algo_ == Algo::automatic && (!equal || max_local == 1)) algo_ = Algo::flat;
     if (algo_ != Algo::flat) {
-        win_ = std::make_unique<NodeWindow>(topo.node, capacity);
+        win_ = std::make_unique<NodeWindow>(topo.node, capacity, bf16_wire);
         buf_ = win_->segment(win_->local_rank());
     } else {
         own_.assign(std::max<size_t>(capacity, 1), 0.0f);
         buf_ = own_.data();
     }
-    if (algo_ != Algo::hierarchical) wire_.assign(std::max<size_t>(capacity, 1), 0);  // flat bf16 staging
+    if (algo_ != Algo::hierarchical && bf16_wire) wire_.assign(std::max<size_t>(capacity, 1), 0);  // flat bf16 staging
 }
 
 AllreduceEngine::~AllreduceEngine() = default;
@@ -115,6 +116,7 @@ const char* AllreduceEngine::path_for(size_t count, DType wire) const {
 
 void AllreduceEngine::run(size_t offset, size_t count, DType wire) {
     if (offset + count > capacity_) fatal(strfmt("allreduce range %zu+%zu beyond the buffer's %zu", offset, count, capacity_));
+    if (wire == DType::bf16 && !bf16_wire_) fatal("AllreduceEngine::run: bf16 on the wire of an engine made without its staging");
     if (sharded_ > 0 && offset < sharded_) {  // on one rank too: the shard's sums go to recv
         if (win_ && windowed(count, wire)) run_sharded_hierarchical(offset, count, wire);
         else run_sharded(offset, count, wire);

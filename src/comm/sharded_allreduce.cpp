@@ -17,7 +17,7 @@ void AllreduceEngine::shard(size_t count, float* recv) {
     const int W = topo_.size;
     sharded_ = count;
     recv_ = recv;
-    recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, W).size()), 0);
+    if (bf16_wire_) recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, W).size()), 0);
     counts_.assign((size_t)W, 0);  // gather_shards' block sizes
     if (!win_) return;
     // Where every owner sits, for the pieces each rank gathers and the exchange across nodes.

@@ -68,15 +68,20 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     out.push_back({"activations", model_activations(s, rows), act_note, false, true});
     if (s.precision == Precision::bf16)
         out.push_back({"bf16 operands", model_operands(s, rows), "--precision bf16", false, true});
-    // The engine's bf16 staging of the whole buffer: the node window's (the shared-memory path) and
-    // the flat path's (auto has both); and a sharded state's bf16 receive buffer.
+    // With --grad-dtype bf16, the engine's bf16 staging of the whole buffer: the node window's (the
+    // shared-memory path) and the flat path's (auto has both); and a sharded state's bf16 receive
+    // buffer. Float32 on the wire needs none of them.
     const int L = f.local_ranks;
     const bool window = o.allreduce != AllreduceAlgo::flat && L > 1;
     const bool flat = o.allreduce != AllreduceAlgo::hierarchical || L == 1;
-    size_t comm = ((window ? 1 : 0) + (flat ? 1 : 0)) * (P + kControlFloats) * sizeof(uint16_t);
-    if (o.shard_optimizer) comm += largest_shard(P, f.ranks) * sizeof(uint16_t);
+    const bool staged = o.grad_dtype == DType::bf16;
+    size_t comm = staged ? ((window ? 1 : 0) + (flat ? 1 : 0)) * (P + kControlFloats) * sizeof(uint16_t) : 0;
+    if (o.shard_optimizer && staged) comm += largest_shard(P, f.ranks) * sizeof(uint16_t);
     out.push_back({"communication buffers", comm,
-                   window && flat ? "bf16 staging: the node window's and the flat path's" : "bf16 staging", false});
+                   !staged             ? "none: float32 on the wire"
+                   : window && flat    ? "bf16 staging: the node window's and the flat path's"
+                                       : "bf16 staging",
+                   false});
     // The shared-memory all-reduce reads the node's other ranks' gradient pages (its slice of each
     // to sum, their slices to copy back; sharded: their slices of its shard, then the parameters
     // they publish): shared, so not more memory of the node, but counted in this rank's resident

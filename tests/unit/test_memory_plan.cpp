@@ -2,6 +2,7 @@
 // operands), and the plan's arithmetic: sharding divides the optimizer state, recomputation
 // shrinks the activations, the largest micro-batch is the largest that fits, a GPU budget bounds
 // the GPU's parts alone; and the sizes people write.
+#include "dptrain/backend/gradient_path.h"
 #include "dptrain/config/options.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
@@ -91,6 +92,15 @@ TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget
     CHECK(row(sharded, "optimizer state").bytes == 3 * shard_span(P, 0, 4).size() * 4);
     CHECK(row(sharded, "optimizer state").bytes < row(whole, "optimizer state").bytes / 2);
     CHECK(sharded.total < whole.total);
+
+    // bf16 staging only for bf16 on the wire: auto on a node of several ranks stages for both
+    // paths (the window's and the flat one's), and a sharded state adds its shard's receive buffer.
+    CHECK(row(sharded, "communication buffers").bytes == 0);
+    o.grad_dtype = DType::bf16;
+    const size_t staged = row(plan_memory(o, f, 0, ""), "communication buffers").bytes;
+    const size_t copies = f.local_ranks > 1 ? 2 : 1;
+    CHECK(staged == copies * (P + kControlFloats) * 2 + shard_span(P, 0, 4).size() * 2);
+    o.grad_dtype = DType::f32;
 
     o.shard_optimizer = false;
     PlanFacts fb = f;

@@ -21,11 +21,12 @@
 
 namespace dptrain {
 
-// The gradients' window: each rank of the node owns a float32 segment of `capacity` elements and a
-// bf16 staging segment of the same count, and reads its peers' segments directly.
+// The gradients' window: each rank of the node owns a float32 segment of `capacity` elements and
+// (staged: for bf16 on the wire) a bf16 staging segment of the same count, and reads its peers'
+// segments directly.
 class NodeWindow {
   public:
-    NodeWindow(MPI_Comm node, size_t capacity);  // collective over node
+    NodeWindow(MPI_Comm node, size_t capacity, bool staged);  // collective over node
 
     float* segment(int local_rank) const { return seg_[local_rank]; }
     bf16* staging(int local_rank) const { return stg_[local_rank]; }
@@ -56,9 +57,10 @@ class AllreduceEngine {
 
     // Collective over topo.world. Throws UserError (the same on every rank) when hierarchical is
     // asked of nodes with unequal rank counts. threshold_bytes: auto's switch point (messages of
-    // at least this size go hierarchical).
+    // at least this size go hierarchical). bf16_wire: run() may be asked for bf16 on the wire;
+    // false leaves out the bf16 staging (half the gradients' bytes again, per path).
     AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity,
-                    size_t threshold_bytes = kDefaultThreshold);
+                    size_t threshold_bytes = kDefaultThreshold, bool bf16_wire = true);
     ~AllreduceEngine();
 
     // Where gradients go: capacity floats, zeroed, in the node's window when a shared-memory
@@ -110,6 +112,7 @@ class AllreduceEngine {
     std::vector<bf16> wire_;  // flat bf16 staging
     float* buf_ = nullptr;
     size_t sharded_ = 0;        // the sharded range [0, sharded_); 0: not sharded
+    bool bf16_wire_;
     float* recv_ = nullptr;     // this rank's shard of the sums
     std::vector<bf16> recv16_;  // its bf16 staging
     std::vector<size_t> counts_;

@@ -203,14 +203,18 @@ std::vector<Contender> contenders(const Args& a, size_t maxn, const Topology& to
         cs[k++].ref.assign(maxn, 0.0f);
     }
     cs[k].name = a.sharded ? "flat-shard" : "flat";
-    cs[k++].engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::flat, topo, maxn);
+    auto engine = [&](AllreduceAlgo algo, const Topology& t) {
+        return std::make_unique<AllreduceEngine>(algo, t, maxn, AllreduceEngine::kDefaultThreshold,
+                                                 a.dtype == DType::bf16);
+    };
+    cs[k++].engine = engine(AllreduceAlgo::flat, topo);
     cs[k].name = a.sharded ? "hier-shard" : "hierarchical";
-    cs[k].engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, topo, maxn);
+    cs[k].engine = engine(AllreduceAlgo::hierarchical, topo);
     for (size_t j = 2; a.sharded && j < cs.size(); ++j) cs[j].sharded = true;
     if (a.rpn > 0 && real.num_nodes == 1 && !a.sharded) {
         cs.emplace_back();
         cs.back().name = "shm";
-        cs.back().engine = std::make_unique<AllreduceEngine>(AllreduceAlgo::hierarchical, real, maxn);
+        cs.back().engine = engine(AllreduceAlgo::hierarchical, real);
     }
     return cs;
 }
