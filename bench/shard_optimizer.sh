@@ -6,6 +6,7 @@
 # the optimizer state a rank holds and the plan's total for rank 0 (the start-up table), the
 # measured peak resident memory of the most and the least loaded rank (the run's last lines;
 # rank 0 also holds the checkpoint's copy), and the mean ms per step after the first interval.
+# --allreduce is auto (the node's shared window for large buckets) but in the row that says flat.
 #   bench/shard_optimizer.sh [SMALL_STEPS] [GPT2_STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +40,6 @@ done
 for np in 2 4; do
   row gpt2 $np "$big_steps" replicated "${GPT2[@]}"
   row gpt2 $np "$big_steps" sharded "${GPT2[@]}" --shard-optimizer
+  row gpt2 $np "$big_steps" "sharded, --allreduce flat" "${GPT2[@]}" --shard-optimizer --allreduce flat
   row gpt2 $np "$big_steps" "sharded, recompute block" "${GPT2[@]}" --shard-optimizer --recompute block
 done
