@@ -205,10 +205,8 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         if (tok[i] < 0 || tok[i] >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok[i], V));
         if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
             throw std::invalid_argument("Gpt::decode: slot or position out of range");
-        const float* e = params + wte_ + (size_t)tok[i] * C;
-        const float* p = params + wpe_ + (size_t)pos[i] * C;
-        for (int c = 0; c < C; ++c) x[(size_t)i * C + c] = e[c] + p[c];
     }
+    cpu::encoder_decode(x, tok, pos, params + wte_, params + wpe_, n, C);
     const size_t layer_cache = (size_t)dec_slots_ * T * C;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];

@@ -16,6 +16,15 @@ void encoder_forward(float* out, const int* inp, int stride, const float* wte, c
         }
 }
 
+void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C) {
+    for (int i = 0; i < n; ++i) {
+        float* o = out + (long)i * C;
+        const float* te = wte + (long)tok[i] * C;
+        const float* pe = wpe + (long)pos[i] * C;
+        for (int c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+    }
+}
+
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C) {
     constexpr int kBlock = 64;
     int blocks = (C + kBlock - 1) / kBlock;

@@ -126,4 +126,62 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
     }
 }
 
+// Incremental decoding: row i's k and v into the caches at (slot[i], pos[i]); one thread a value.
+__global__ void decode_cache_kernel(float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                                    int n, int T, int C) {
+    const long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long)n * C) return;
+    const int i = (int)(e / C), c = (int)(e % C);
+    const size_t at = ((size_t)slot[i] * T + pos[i]) * C + c;
+    kcache[at] = qkv[(size_t)i * 3 * C + C + c];
+    vcache[at] = qkv[(size_t)i * 3 * C + 2 * C + c];
+}
+
+// One warp a (row, head), as the CPU twin's loop body: each lane scores positions j = lane, lane +
+// 32, ... (an hs-term dot product in the CPU's order), the softmax over 0..pos, then lane c of the
+// head sums weight * value over the positions in order. The scores live in shared memory (T floats).
+__global__ void attention_decode_kernel(float* out, const float* kcache, const float* vcache, const float* qkv,
+                                        const int* slot, const int* pos, int T, int C, int NH, float scale) {
+    extern __shared__ float scores[];
+    const int i = blockIdx.x / NH, h = blockIdx.x % NH, p = pos[i], lane = threadIdx.x, hs = C / NH;
+    const float* q = qkv + (size_t)i * 3 * C + h * hs;
+    const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
+    const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
+    float maxv = -INFINITY;
+    for (int j = lane; j <= p; j += 32) {
+        float d = 0.0f;
+        for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * C + c];
+        scores[j] = d * scale;
+        maxv = fmaxf(maxv, scores[j]);
+    }
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int j = lane; j <= p; j += 32) {
+        const float e = expf(scores[j] - maxv);
+        scores[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    __syncwarp();  // every lane's scores written before any lane reads them all
+    float* o = out + (size_t)i * C + h * hs;
+    for (int c = lane; c < hs; c += 32) {
+        float acc = 0.0f;
+        for (int j = 0; j <= p; ++j) acc += scores[j] * inv * v[(size_t)j * C + c];
+        o[c] = acc;
+    }
+}
+
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH, cudaStream_t stream) {
+    CUDA_REQUIRE(NH > 0 && C % NH == 0 && T > 0 && T <= 12288 && n >= 0);
+    if (n == 0) return;
+    const long values = (long)n * C;
+    decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, C);
+    CUDA_CHECK(cudaGetLastError());
+    const float scale = 1.0f / sqrtf((float)(C / NH));
+    attention_decode_kernel<<<(unsigned)n * NH, 32, (size_t)T * sizeof(float), stream>>>(out, kcache, vcache, qkv, slot,
+                                                                                        pos, T, C, NH, scale);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 } // namespace dptrain::cuda

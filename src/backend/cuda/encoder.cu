@@ -29,6 +29,15 @@ __global__ void encoder_forward_kernel(float* out, const int* inp, int stride, c
     }
 }
 
+__global__ void encoder_decode_kernel(float* out, const int* tok, const int* pos, const float* wte, const float* wpe,
+                                      long n, int C) {
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
+        const long i = e / C;
+        const int c = (int)(e % C);
+        out[e] = wte[(long)tok[i] * C + c] + wpe[(long)pos[i] * C + c];
+    }
+}
+
 // The token table's gradient: the positions sorted by their token (a stable radix sort of the
 // pairs (token, position), whose input is in position order, so each token's positions come out
 // ascending), then one block per sorted place; the first place of each token owns the token's row
@@ -83,6 +92,14 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int 
         for (int b = 0; b < B; ++b) acc += dout[b * TC + i];
         dwpe[i] = acc;
     }
+}
+
+void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C,
+                    cudaStream_t stream) {
+    const long values = (long)n * C;
+    if (values <= 0) return;
+    encoder_decode_kernel<<<grid_for(values, 256), 256, 0, stream>>>(out, tok, pos, wte, wpe, values, C);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,

@@ -228,8 +228,10 @@ void CudaGpt::release() {
     free16();
     for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
+    for (void* p : dec_allocs_) cudaFree(p);
     kept_.clear();
     allocs_.clear();
+    dec_allocs_.clear();
 }
 
 float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into) {

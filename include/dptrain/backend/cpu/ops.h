@@ -50,6 +50,8 @@ void softmax_crossentropy_backward(float* dlogits, const float* logits, const fl
 // GPT ops (llm.c shapes: B batch, T time, C channels, NH heads, V vocabulary).
 // out(B,T,C) = wte[inp] + wpe[t].  inp (B,T) with row stride `stride` (>= T), wte (V,C), wpe (maxT,C).
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C);
+// Incremental decoding's rows: out (n, C), row i = wte[tok[i]] + wpe[pos[i]].
+void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C);
 // dwte[inp] += dout, dwpe[t] += dout (sequential over rows: deterministic).
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C);
 

@@ -52,6 +52,20 @@ class CudaGpt : public Model, public cuda::Resident {
     bf16* rounded_params() override;
     void set_rounded_current(bool current) override;
 
+    // Incremental decoding, the twin of Gpt::reserve_decode and Gpt::decode (gpt_decode.cpp): a
+    // key/value cache on the device for `slots` sequences of up to T positions in every layer, and
+    // room for max_rows rows a call, allocated here, once; fp32 (the CPU twin's model) whatever
+    // the training precision.
+    void reserve_decode(int slots, int max_rows);
+    // The host's parameters to the device, for decode (a forward copies its own).
+    void upload_params(const float* params);
+    // Gpt::decode's contract, on the parameters on the device (upload_params', or the last
+    // forward's); tok, slot, pos, out_rows and logits in host memory, checked and refused as on
+    // the CPU before anything is queued.
+    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
+                int n_out = 0);
+    int decode_slots() const { return dec_slots_; }
+
   private:
     // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);
     // `what` says the whole need on failure.
@@ -119,6 +133,15 @@ class CudaGpt : public Model, public cuda::Resident {
     // Host staging, allocated once.
     std::vector<int> host_targets_, host_argmax_;
     std::vector<float> host_losses_;
+    // Incremental decoding (reserve_decode): the key and value caches (L, slots, T, C), each row's
+    // state (max_rows, C) (qkv 3C, fc 4C, logits V), LayerNorm's statistics, and the rows' tokens,
+    // slots and positions (3 * max_rows ints, the host's copy staged in dec_ints_).
+    std::vector<void*> dec_allocs_;
+    float *dec_k_ = nullptr, *dec_v_ = nullptr, *dec_x_ = nullptr, *dec_ln_ = nullptr, *dec_qkv_ = nullptr,
+          *dec_y_ = nullptr, *dec_fc_ = nullptr, *dec_mean_ = nullptr, *dec_rstd_ = nullptr, *dec_logits_ = nullptr;
+    int* dec_rows_dev_ = nullptr;
+    std::vector<int> dec_ints_;
+    int dec_slots_ = 0, dec_rows_ = 0;
 };
 
 } // namespace dptrain

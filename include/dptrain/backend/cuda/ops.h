@@ -268,6 +268,10 @@ void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const
 // out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
+// Incremental decoding's rows (the twin of cpu::encoder_decode): out (n, C), row i = wte[tok[i]] +
+// wpe[pos[i]]; tok and pos on the device.
+void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C,
+                    cudaStream_t stream);
 // dwte[inp] += dout, dwpe[t] += dout. Deterministic without atomics, and in the CPU's order
 // (positions ascending per row of dwte), so the result equals the CPU's bit for bit. The positions
 // are sorted by token in the context's reduction scratch.
@@ -318,6 +322,13 @@ void attention_forward(float* out, float* att, const float* inp, int B, int T, i
 // dinp (B,T,3C) written (not accumulated); datt (B,NH,T,T) scratch.
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
                         int C, int NH, bool tf32, Context& ctx, cudaStream_t stream);
+// Attention of n new positions against a key/value cache (incremental decoding), the twin of
+// cpu::attention_decode: qkv (n, 3C); row i is position pos[i] of cache slot slot[i] (slot and pos
+// on the device); every row's k and v are written into kcache and vcache (slots, T, C) first, then
+// row i attends to positions 0..pos[i] of its slot. out (n, C). fp32; T up to 12,288 (its scores
+// in shared memory).
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH, cudaStream_t stream);
 
 // Causal self-attention without the T x T matrices (flash attention, for --attention flash): q,
 // k, v, the softmax weights and the gradients enter the tensor cores as bf16, sums and softmax

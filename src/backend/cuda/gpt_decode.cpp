@@ -1,0 +1,110 @@
+// CudaGpt's incremental decoding (generate, serve), the twin of Gpt::reserve_decode and
+// Gpt::decode: the same ops in the same order on n rows, with the key/value cache on the device.
+// Not for: training (gpt.cpp), or choosing which rows to decode (app/completions.cpp).
+#include "dptrain/backend/cuda/gpt.h"
+
+#include "check.h"
+#include "dptrain/core/error.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dptrain {
+
+void CudaGpt::reserve_decode(int slots, int max_rows) {
+    if (slots <= 0 || max_rows <= 0)
+        throw std::invalid_argument("CudaGpt::reserve_decode: slots and rows must be positive");
+    for (void* p : dec_allocs_) cudaFree(p);
+    dec_allocs_.clear();
+    const size_t T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size, R = max_rows;
+    // The cache is what grows with the sequences served at once: a failed allocation names it.
+    auto alloc = [&](size_t n) {
+        void* p = nullptr;
+        const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
+        if (rc == cudaErrorMemoryAllocation) {
+            cudaGetLastError();  // the user's to fix, not a broken device
+            throw UserError(strfmt("decoding %d sequences at once needs a key/value cache of %.2f GiB on the GPU, "
+                                   "and an allocation failed; serve fewer at once (--max-batch)",
+                                   slots, 8.0 * L * slots * T * C / 1073741824.0));
+        }
+        CUDA_CHECK(rc);
+        dec_allocs_.push_back(p);
+        return static_cast<float*>(p);
+    };
+    dec_k_ = alloc(L * slots * T * C);
+    dec_v_ = alloc(L * slots * T * C);
+    dec_x_ = alloc(R * C);
+    dec_ln_ = alloc(R * C);
+    dec_qkv_ = alloc(R * 3 * C);
+    dec_y_ = alloc(R * C);
+    dec_fc_ = alloc(R * 4 * C);
+    dec_mean_ = alloc(R);
+    dec_rstd_ = alloc(R);
+    dec_logits_ = alloc(R * V);
+    dec_rows_dev_ = reinterpret_cast<int*>(alloc(3 * R));  // an int has a float's size
+    // The caches start at zero, as the CPU twin's (a slot's positions are written before read).
+    CUDA_CHECK(cudaMemset(dec_k_, 0, L * slots * T * C * sizeof(float)));
+    CUDA_CHECK(cudaMemset(dec_v_, 0, L * slots * T * C * sizeof(float)));
+    dec_ints_.assign(3 * R, 0);
+    dec_slots_ = slots;
+    dec_rows_ = max_rows;
+}
+
+void CudaGpt::upload_params(const float* params) {
+    CUDA_CHECK(cudaMemcpy(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
+                     int n_out) {
+    const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
+    if (n > dec_rows_) throw std::invalid_argument("CudaGpt::decode: more rows than reserve_decode allowed");
+    for (int i = 0; i < n; ++i) {  // Gpt::decode's checks and messages
+        if (tok[i] < 0 || tok[i] >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok[i], V));
+        if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
+            throw std::invalid_argument("CudaGpt::decode: slot or position out of range");
+    }
+    for (int r = 0; out_rows && r < n_out; ++r)
+        if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("CudaGpt::decode: out_rows out of range");
+    if (n == 0) return;
+    cudaStream_t s = ctx_->stream();
+    std::copy(tok, tok + n, dec_ints_.begin());
+    std::copy(slot, slot + n, dec_ints_.begin() + n);
+    std::copy(pos, pos + n, dec_ints_.begin() + 2 * n);
+    CUDA_CHECK(cudaMemcpyAsync(dec_rows_dev_, dec_ints_.data(), 3 * (size_t)n * sizeof(int), cudaMemcpyHostToDevice, s));
+    const int *d_tok = dec_rows_dev_, *d_slot = dec_rows_dev_ + n, *d_pos = dec_rows_dev_ + 2 * n;
+    const float* P = params_;
+    float *x = dec_x_, *ln = dec_ln_, *y = dec_y_, *fc = dec_fc_, *qkv = dec_qkv_;
+    const long nC = (long)n * C;
+    cuda::encoder_decode(x, d_tok, d_pos, P + wte_, P + wpe_, n, C, s);
+    const size_t layer_cache = (size_t)dec_slots_ * T * C;
+    for (int l = 0; l < L; ++l) {
+        const LayerViews& v = lv_[l];
+        cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln1w, P + v.ln1b, n, C, s);
+        cuda::matmul_forward(qkv, ln, P + v.qkvw, P + v.qkvb, n, C, 3 * C, *ctx_, s);
+        cuda::attention_decode(y, dec_k_ + l * layer_cache, dec_v_ + l * layer_cache, qkv, d_slot, d_pos, n, T, C, NH,
+                               s);
+        cuda::matmul_forward(ln, y, P + v.attprojw, P + v.attprojb, n, C, C, *ctx_, s);
+        cuda::residual_forward(x, x, ln, nC, s);
+        cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln2w, P + v.ln2b, n, C, s);
+        cuda::matmul_forward(fc, ln, P + v.fcw, P + v.fcb, n, C, 4 * C, *ctx_, s);
+        cuda::gelu_forward(fc, fc, 4 * nC, s);
+        cuda::matmul_forward(ln, fc, P + v.fcprojw, P + v.fcprojb, n, 4 * C, C, *ctx_, s);
+        cuda::residual_forward(x, x, ln, nC, s);
+    }
+    cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + lnfw_, P + lnfb_, n, C, s);
+    // The rows whose logits are wanted (a prompt needs its last), gathered into y as on the CPU.
+    const float* rows = ln;
+    int m = n;
+    if (out_rows) {
+        for (int r = 0; r < n_out; ++r)
+            CUDA_CHECK(cudaMemcpyAsync(y + (size_t)r * C, ln + (size_t)out_rows[r] * C, C * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, s));
+        rows = y;
+        m = n_out;
+    }
+    cuda::matmul_forward(dec_logits_, rows, P + wte_, nullptr, m, C, V, *ctx_, s);
+    CUDA_CHECK(cudaMemcpyAsync(logits, dec_logits_, (size_t)m * V * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+} // namespace dptrain

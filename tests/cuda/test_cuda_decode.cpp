@@ -1,0 +1,135 @@
+// Incremental decoding on the GPU against its CPU twins: cuda::encoder_decode and
+// cuda::attention_decode, and CudaGpt::decode against Gpt::decode, over a sequence of calls that
+// fill two cache slots (a prompt, then one position a call, the two slots in one call, a slot
+// started afresh); every output, the caches and the logits compared with the CPU's.
+#include "helpers.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/core/error.h"
+#include "dptrain/model/gpt.h"
+
+#include <catch2/catch.hpp>
+
+#include <tuple>
+#include <utility>
+#include <vector>
+
+using namespace dptrain;
+using cudatest::DeviceBuffer;
+using cudatest::mismatches;
+using cudatest::randint;
+using cudatest::randn;
+
+namespace {
+
+// The rows of each call, as (slot, position): slot 0's prompt of 10, then slot 1's prompt of 3
+// beside slot 0's next position, then one position of each slot a call to the block's end, slot 1
+// started again from position 0 for the last four calls.
+std::vector<std::vector<std::pair<int, int>>> decode_calls(int T) {
+    std::vector<std::vector<std::pair<int, int>>> calls(1);
+    for (int p = 0; p < 10; ++p) calls[0].push_back({0, p});
+    calls.push_back({{1, 0}, {1, 1}, {1, 2}, {0, 10}});
+    for (int p0 = 11; p0 < T; ++p0) calls.push_back({{0, p0}, {1, (p0 - 8) % (T - 12)}});
+    return calls;
+}
+
+} // namespace
+
+TEST_CASE("cuda attention_decode matches the CPU: prompts, single positions, two slots a call", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    for (auto [T, C, NH] : {std::tuple{40, 48, 4}, std::tuple{70, 96, 3}}) {  // hs 12 and 32; T > 64
+        INFO("T=" << T << " C=" << C << " NH=" << NH);
+        const int slots = 2;
+        const size_t cache = (size_t)slots * T * C;
+        std::vector<float> kc(cache, 0.0f), vc(cache, 0.0f);
+        DeviceBuffer<float> d_kc(kc), d_vc(vc);
+        cudaStream_t stream = nullptr;
+        REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+        uint64_t seed = 4100;
+        int bad = 0;
+        for (const auto& call : decode_calls(T)) {
+            const int n = (int)call.size();
+            std::vector<int> slot, pos;
+            for (auto [s, p] : call) slot.push_back(s), pos.push_back(p);
+            const auto qkv = randn((size_t)n * 3 * C, seed++);
+            std::vector<float> out((size_t)n * C);
+            cpu::attention_decode(out.data(), kc.data(), vc.data(), qkv.data(), slot.data(), pos.data(), n, T, C, NH);
+            DeviceBuffer<float> d_qkv(qkv), d_out(std::vector<float>((size_t)n * C, -7.0f));
+            DeviceBuffer<int> d_slot(slot), d_pos(pos);
+            cuda::attention_decode(d_out, d_kc, d_vc, d_qkv, d_slot, d_pos, n, T, C, NH, stream);
+            // The scores are hs-term dot products in the CPU's order (a fused multiply-add may
+            // round once less), exp is the GPU's expf (2 ulp), the softmax's sum adds in a warp's
+            // tree instead of in order, and the output sums its terms in the CPU's order: ~1e-6 on
+            // values ~1; 1e-5 (1 + |x|). A wrong position, slot, head offset or scale moves an
+            // output by ~1e-1.
+            bad += mismatches("out", d_out.get(), out, 1e-5, 1e-5);
+        }
+        CHECK(bad == 0);
+        // The caches hold the rows' k and v copied, bit for bit.
+        CHECK(cudatest::bit_mismatches("kcache", d_kc.get(), kc) == 0);
+        CHECK(cudatest::bit_mismatches("vcache", d_vc.get(), vc) == 0);
+        cudaStreamDestroy(stream);
+    }
+}
+
+TEST_CASE("cuda encoder_decode matches the CPU bit for bit", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const int V = 37, T = 20, C = 24, n = 9;
+    const auto wte = randn((size_t)V * C, 4200), wpe = randn((size_t)T * C, 4201);
+    const auto tok = randint(n, 4202, V), pos = randint(n, 4203, T);
+    std::vector<float> out((size_t)n * C);
+    cpu::encoder_decode(out.data(), tok.data(), pos.data(), wte.data(), wpe.data(), n, C);
+    DeviceBuffer<float> d_wte(wte), d_wpe(wpe), d_out((size_t)n * C);
+    DeviceBuffer<int> d_tok(tok), d_pos(pos);
+    cuda::encoder_decode(d_out, d_tok, d_pos, d_wte, d_wpe, n, C, nullptr);
+    CHECK(cudatest::bit_mismatches("encoder_decode", d_out.get(), out) == 0);  // one add a value
+}
+
+TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refuses what the CPU refuses", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 67;
+    cfg.block_size = 24;
+    cfg.n_layer = 2;
+    cfg.n_head = 4;
+    cfg.n_embd = 48;
+    Gpt cpu_model(cfg, 1);
+    CudaGpt gpu_model(cfg, 1, 0);
+    std::vector<float> params(cpu_model.num_params());
+    cpu_model.init(params.data(), 42);
+    const int slots = 2, rows = 16;
+    cpu_model.reserve_decode(slots, rows);
+    gpu_model.reserve_decode(slots, rows);
+    gpu_model.upload_params(params.data());
+    const int V = cfg.vocab_size;
+    uint64_t seed = 4300;
+    int bad = 0, calls = 0;
+    for (const auto& call : decode_calls(cfg.block_size)) {
+        const int n = (int)call.size();
+        std::vector<int> slot, pos;
+        for (auto [sl, p] : call) slot.push_back(sl), pos.push_back(p);
+        const auto tok = randint(n, seed++, V);
+        // The prompts' calls ask for one row's logits (a prompt's last), the others for every row's.
+        const std::vector<int> last = {n - 1};
+        const int* out_rows = n > 2 ? last.data() : nullptr;
+        const int m = out_rows ? 1 : n;
+        std::vector<float> want((size_t)m * V), got((size_t)m * V, -1.0f);
+        cpu_model.decode(params.data(), tok.data(), slot.data(), pos.data(), n, want.data(), out_rows, out_rows ? 1 : 0);
+        gpu_model.decode(tok.data(), slot.data(), pos.data(), n, got.data(), out_rows, out_rows ? 1 : 0);
+        // Two layers of fp32 GEMMs (cuBLAS against OpenBLAS: other summation orders, ~1e-6
+        // relative each), LayerNorms and the attention's softmax (attention_decode's tolerance):
+        // the CPU Gpt's forward test allows 1e-5 on the loss; logits ~1 here, 1e-4 (1 + |x|). A
+        // cache written at a wrong place or a stale position moves logits by ~1e-1.
+        bad += mismatches("logits", got, want, 1e-4, 1e-4);
+        ++calls;
+    }
+    INFO(calls << " calls");
+    CHECK(bad == 0);
+    const int bad_tok = V, zero = 0;
+    std::vector<float> logits(V);
+    CHECK_THROWS_WITH(gpu_model.decode(&bad_tok, &zero, &zero, 1, logits.data()),
+                      Catch::Contains("token 67 outside the model's vocabulary of 67"));
+    const int late = cfg.block_size;
+    CHECK_THROWS_AS(gpu_model.decode(&zero, &zero, &late, 1, logits.data()), std::invalid_argument);
+}
