@@ -2,7 +2,7 @@
 // queue requests and read answers. Each step:
 //   1. under the lock: drop cancelled sequences, swap in an offered model when none runs, admit
 //      queued requests into free slots (not while a model is offered: they wait for the new one)
-//   2. without it: one Gpt::decode call for every running sequence, rows = the positions its cache
+//   2. without it: one Decoder::decode call for every running sequence, rows = the positions its cache
 //      lacks (a new prompt: all of them; then one a step), logits of each sequence's last row
 //   3. each sequence picks its token and hands the text a reader may have to its Completion
 //   4. under the lock: finished sequences free their slots; counters
@@ -63,12 +63,14 @@ struct CompletionEngine::Running {
     }
 };
 
-CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue)
-    : cfg_(model.cfg), tok_(model.tok), params_(std::move(model.params)), gpt_(model.cfg, 0), slots_(slots),
-      queue_cap_(queue), running_(slots) {
+CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder)
+    : cfg_(model.cfg), tok_(model.tok), params_(std::move(model.params)),
+      decoder_(decoder ? std::move(decoder) : make_cpu_decoder(model.cfg)), slots_(slots), queue_cap_(queue),
+      running_(slots) {
     const int T = cfg_.block_size;
     // A whole prompt and a row for each other sequence fit in one call.
-    gpt_.reserve_decode(slots, T + slots);
+    decoder_->reserve(slots, T + slots);
+    decoder_->set_params(params_.data());
     logits_.resize((size_t)slots * cfg_.vocab_size);
     stats_.model_step = model.step;
     stats_.model_path = model.path;
@@ -128,6 +130,7 @@ EngineStats CompletionEngine::stats() const {
 
 void CompletionEngine::swap_locked() {
     params_ = std::move(offered_->params);
+    decoder_->set_params(params_.data());
     stats_.model_step = offered_->step;
     stats_.model_path = offered_->path;
     ++stats_.swaps;
@@ -210,8 +213,8 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
         out_rows_.push_back((int)rows_tok_.size() - 1);
         stepped_.push_back(r);
     }
-    gpt_.decode(params_.data(), rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(),
-                logits_.data(), out_rows_.data(), (int)out_rows_.size());
+    decoder_->decode(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(), logits_.data(),
+                     out_rows_.data(), (int)out_rows_.size());
     {
         // Counted before the readers hear of the tokens.
         std::lock_guard<std::mutex> lk(mu_);

@@ -7,6 +7,7 @@
 
 #include "dptrain/app/inference.h"
 #include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/device.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
@@ -50,17 +51,18 @@ void generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, 
 // With the key/value cache: the window (the last T tokens) computed once, then one position per
 // token. A full window keeps its newest half, recomputed at positions 0.., and goes on from there
 // (one recomputation every T / 2 tokens); up to T tokens the result is the recomputing one's.
-void generate_cached(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
-                     const Tokenizer& tok) {
-    const int T = model.config().block_size, V = model.config().vocab_size;
-    model.reserve_decode(1, T);
+void generate_cached(Decoder& model, const GptConfig& cfg, const float* params, std::vector<int>& ids, int tokens,
+                     TokenPicker& picker, const Tokenizer& tok) {
+    const int T = cfg.block_size, V = cfg.vocab_size;
+    model.reserve(1, T);
+    model.set_params(params);
     std::vector<float> logits(V);
     std::vector<int> slot(T, 0), pos(T);
     std::iota(pos.begin(), pos.end(), 0);
     int filled = 0;
     auto prefill = [&](int keep) {  // only the last position's logits
         const int last = keep - 1;
-        model.decode(params, ids.data() + ids.size() - keep, slot.data(), pos.data(), keep, logits.data(), &last, 1);
+        model.decode(ids.data() + ids.size() - keep, slot.data(), pos.data(), keep, logits.data(), &last, 1);
         filled = keep;
         return logits.data();
     };
@@ -74,7 +76,7 @@ void generate_cached(Gpt& model, const float* params, std::vector<int>& ids, int
         if (filled == T) {
             z = prefill(std::max(1, T / 2));
         } else {
-            model.decode(params, &next, slot.data(), &pos[filled], 1, logits.data());
+            model.decode(&next, slot.data(), &pos[filled], 1, logits.data());
             ++filled;
             z = logits.data();
         }
@@ -89,6 +91,7 @@ int run_generate(int argc, const char* const* argv) {
     double temperature = 1.0;
     unsigned long seed = 1;
     bool no_cache = false;
+    std::string device = "cpu";
     po::options_description desc("dptrain generate: text from a GPT checkpoint", 100, 50);
     desc.add_options()("help,h", "print this help")("checkpoint", po::value(&checkpoint)->default_value(""),
                                                     "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run, or its run "
@@ -99,6 +102,9 @@ int run_generate(int argc, const char* const* argv) {
         "top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens; 0 = all")(
         "seed", po::value(&seed)->default_value(1), "seed of the sampling")(
         "threads", po::value(&threads)->default_value(1), "compute threads")(
+        "device", po::value(&device)->default_value("cpu"),
+        "where to decode with the key/value cache: cpu | cuda (this host's first GPU; not yet run on a GPU: check "
+        "it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu)")(
         "no-kv-cache", po::bool_switch(&no_cache),
         "recompute the whole window (the last block-size tokens) for every new token instead of keeping each "
         "position's keys and values; slower, and past the block size the window slides one token at a time "
@@ -117,23 +123,32 @@ int run_generate(int argc, const char* const* argv) {
     if (checkpoint.empty()) throw UserError("generate: give the checkpoint with --checkpoint PATH");
     if (tokens < 0 || top_k < 0 || temperature < 0 || threads < 1)
         throw UserError("generate: --tokens, --top-k and --temperature must be >= 0, --threads >= 1");
+    const DeviceKind where = parse_device_kind(device);
+    if (no_cache && where != DeviceKind::cpu)
+        throw UserError("generate: --no-kv-cache recomputes on the CPU; leave --device out, or drop --no-kv-cache");
     cpu::set_threads(threads);
     const InferenceModel m = load_inference_model(checkpoint);
-    Gpt model(m.cfg, no_cache ? 1 : 0);  // the cache needs none of training's activations
     const Tokenizer& tok = m.tok;
     std::vector<int> ids = tok.encode(prompt);
     if (ids.empty()) throw UserError("generate: --prompt must not be empty");
     TokenPicker picker(m.cfg.vocab_size, temperature, top_k, 1.0, seed);
     std::fputs(prompt.c_str(), stdout);
     const double t0 = now_seconds();
-    if (no_cache) generate_recompute(model, m.params.data(), ids, tokens, picker, tok);
-    else generate_cached(model, m.params.data(), ids, tokens, picker, tok);
+    std::string on = "the CPU";
+    if (no_cache) {
+        Gpt model(m.cfg, 1);
+        generate_recompute(model, m.params.data(), ids, tokens, picker, tok);
+    } else {
+        const std::unique_ptr<Decoder> model = make_device(where, Topology{})->make_decoder(m.cfg);
+        on = model->where();
+        generate_cached(*model, m.cfg, m.params.data(), ids, tokens, picker, tok);
+    }
     const double dt = now_seconds() - t0;
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    std::fprintf(stderr, "generate: %d tokens in %.3f s, %.1f tokens/s (%s, %d thread%s)\n", tokens, dt,
-                 dt > 0 ? tokens / dt : 0.0, no_cache ? "the whole window per token" : "key/value cache", threads,
-                 threads == 1 ? "" : "s");
+    std::fprintf(stderr, "generate: %d tokens in %.3f s, %.1f tokens/s (%s, on %s, %d thread%s)\n", tokens, dt,
+                 dt > 0 ? tokens / dt : 0.0, no_cache ? "the whole window per token" : "key/value cache", on.c_str(),
+                 threads, threads == 1 ? "" : "s");
     return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "dptrain/app/serve_api.h"
 #include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/device.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
@@ -34,7 +35,7 @@ namespace dptrain {
 namespace {
 
 struct ServeOptions {
-    std::string checkpoint, host, api_key, name;
+    std::string checkpoint, host, api_key, name, device = "cpu";
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512, threads = 1;
     long max_body = 1 << 20;
     double poll = 10, read_timeout = 10;
@@ -51,6 +52,9 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
                              "address to listen on (0.0.0.0: every interface)")(
         "port", po::value(&o.port)->default_value(8080), "port; 0 = any free one (the listening line names it)")(
         "max-batch", po::value(&o.max_batch)->default_value(8), "requests decoded together")(
+        "device", po::value(&o.device)->default_value("cpu"),
+        "where to decode: cpu | cuda (this host's first GPU; not yet run on a GPU: check it with tests/gpu/run.sh) "
+        "| auto (cuda when a GPU is visible, else cpu)")(
         "max-queue", po::value(&o.max_queue)->default_value(64), "requests waiting beyond those; more get 429")(
         "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
         "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(
@@ -87,6 +91,7 @@ void validate(const ServeOptions& o) {
     if (o.max_body < 64) throw UserError(strfmt("serve: --max-body %ld must be >= 64 bytes", o.max_body));
     if (o.poll < 0 || o.read_timeout <= 0 || o.threads < 1)
         throw UserError("serve: --poll-seconds must be >= 0, --read-timeout > 0, --threads >= 1");
+    parse_device_kind(o.device);  // "--device 'x' is unknown; use ..." before the model loads
 }
 
 // The directory a checkpoint PATH stands for ("" for a file: nothing to watch).
@@ -348,7 +353,10 @@ int run_serve(int argc, const char* const* argv) {
     const std::string path = model.path;
     const long step = model.step;
     const std::string signature = Gpt(model.cfg, 0).signature();
-    CompletionEngine engine(std::move(model), o.max_batch, o.max_queue);
+    const std::unique_ptr<Device> device = make_device(parse_device_kind(o.device), Topology{});
+    std::unique_ptr<Decoder> decoder = device->make_decoder(model.cfg);
+    const std::string where = decoder->where();
+    CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder));
     Server server(o, engine);
     server.routes();
     const int port =
@@ -372,8 +380,8 @@ int run_serve(int argc, const char* const* argv) {
         for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         server.http.stop();
     });
-    std::printf("serve: listening on http://%s:%d | %s | step %ld | %s | batch %d, queue %d%s\n", o.host.c_str(), port,
-                signature.c_str(), step, path.c_str(), o.max_batch, o.max_queue,
+    std::printf("serve: listening on http://%s:%d | %s | step %ld | %s | batch %d, queue %d | on %s%s\n", o.host.c_str(),
+                port, signature.c_str(), step, path.c_str(), o.max_batch, o.max_queue, where.c_str(),
                 o.api_key.empty() ? "" : " | API key required");
     std::fflush(stdout);
     const bool ok = server.http.listen_after_bind();

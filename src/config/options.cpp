@@ -480,6 +480,7 @@ OptimizerSettings optimizer_settings(const Options& o) {
 
 IoMode parse_io_mode(const std::string& s) { return parse_choice<IoMode>("io", s); }
 Precision parse_precision(const std::string& s) { return parse_choice<Precision>("precision", s); }
+DeviceKind parse_device_kind(const std::string& s) { return parse_choice<DeviceKind>("device", s); }
 
 std::string option_listing() {
     Registry general("General");

@@ -2,7 +2,8 @@
 # GPU check for a machine with an NVIDIA GPU and the CUDA toolkit: builds with CUDA=1, runs the
 # CUDA op tests against their CPU twins (build/cuda_tests) and the NCCL tests, the bf16 matmul and
 # the attention benchmarks (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and
-# the GPU (compared, staged input checked, a GPU resume), GPT-2 124M-shaped throughput runs in bf16
+# the GPU (compared, staged input checked, a GPU resume, greedy decoding on both), GPT-2
+# 124M-shaped throughput runs in bf16
 # and fp32 with one step profiled op by op, the PyTorch peer on the same shapes (ratios), and the
 # op tests under compute-sanitizer, then prints a summary table last.
 # Under 8 minutes in all: every step has a time limit and the whole run a deadline.
@@ -93,7 +94,8 @@ say_what_runs_where() {
   echo "(--device cuda with the state on the GPU and on the host, and with flash attention, compared"
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
-  echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-124m-* (tokens/s and MFU of a GPT-2"
+  echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-decode-gpu (generate --device cuda:"
+  echo "the CPU's greedy text from the GPU's key/value cache), gpt-124m-* (tokens/s and MFU of a GPT-2"
   echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
@@ -285,6 +287,15 @@ step gpt-resume-gpu GPU 90 gpt-train-gpu \
   "rm -rf $W/gpt-res && $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-res --stop-after 25 && \
 $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-res --resume auto && \
 $B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-res/checkpoints/ckpt-00000050.h5 --tol 1e-5"
+
+# Incremental decoding on the GPU (CudaGpt::decode through generate --device cuda) against the
+# CPU's, greedy, 150 tokens from the GPU run's checkpoint (past the block size, so the window
+# slides): the same text. A near-tie of two logits could pick another token; the [cuda] test
+# compares the logits themselves.
+NOTE='tokens/s' step gpt-decode-gpu GPU 30 gpt-train-gpu \
+  "$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 >$W/decode-cpu.txt && \
+$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 --device cuda \
+>$W/decode-gpu.txt && cmp $W/decode-cpu.txt $W/decode-gpu.txt"
 
 # Flash attention (--attention flash, which takes --precision bf16): the small GPT on the CPU twin
 # and on the GPU, compared; both round the same bf16 operands, but an activation an fp32 ulp apart

@@ -70,8 +70,8 @@ for sampling in "--temperature 0" "--temperature 0.8 --top-k 10"; do
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling >"$WORK/c.out" 2>"$WORK/c.err"
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling --no-kv-cache >"$WORK/r.out" 2>"$WORK/r.err"
   cmp -s "$WORK/c.out" "$WORK/r.out" || { cat "$WORK/c.out" "$WORK/r.out"; fail "generate $sampling: the cache's text differs"; }
-  grep -q "^generate: 28 tokens in .* tokens/s (key/value cache, 1 thread)$" "$WORK/c.err" &&
-    grep -q "^generate: 28 tokens in .* tokens/s (the whole window per token, 1 thread)$" "$WORK/r.err" \
+  grep -q "^generate: 28 tokens in .* tokens/s (key/value cache, on the CPU, 1 thread)$" "$WORK/c.err" &&
+    grep -q "^generate: 28 tokens in .* tokens/s (the whole window per token, on the CPU, 1 thread)$" "$WORK/r.err" \
     || { cat "$WORK/c.err" "$WORK/r.err"; fail "generate: no tokens/s line on stderr"; }
 done
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 100 --temperature 0 >"$WORK/long.out" 2>/dev/null
@@ -83,6 +83,20 @@ grep -q "^dptrain: error: --checkpoint .*empty: no complete checkpoint in" "$WOR
 "$BIN/dptrain" generate --checkpoint "$WORK/run/checkpoints/ckpt-00000200.h5" --prompt "€" --tokens 5 >/dev/null 2>"$WORK/gen.err" \
   && fail "a prompt outside the vocabulary was accepted"
 grep -q "not in the model's vocabulary" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "no clear message for an unknown character"; }
+# --device: a bad value, and cuda where this machine has no GPU (or this build no CUDA), one line
+# each, before any text; --device auto decodes on the CPU here and writes the CPU's text.
+for bad in "--device tpu:--device 'tpu' is unknown" "--device cuda --no-kv-cache:--no-kv-cache recomputes on the CPU"; do
+  "$BIN/dptrain" generate --checkpoint "$WORK/run" --tokens 5 ${bad%%:*} >"$WORK/gen.out" 2>"$WORK/gen.err" && fail "generate ${bad%%:*} was accepted"
+  [ "$(wc -l <"$WORK/gen.err")" = 1 ] && grep -q -- "${bad#*:}" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "generate ${bad%%:*}: want one line naming it"; }
+done
+if "$BIN/dptrain" doctor 2>/dev/null | grep -q 'no GPU ('; then
+  "$BIN/dptrain" generate --checkpoint "$WORK/run" --tokens 5 --device cuda >/dev/null 2>"$WORK/gen.err" && fail "--device cuda without a GPU was accepted"
+  grep -q "^dptrain: error: --device cuda: .*use --device cpu" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "--device cuda without a GPU: no clear line"; }
+  for d in cpu auto; do
+    "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 --temperature 0 --device $d >"$WORK/$d.out" 2>"$WORK/$d.err"
+  done
+  grep -q "on the CPU" "$WORK/auto.err" && cmp -s "$WORK/auto.out" "$WORK/cpu.out" || { cat "$WORK/auto.err"; fail "--device auto without a GPU"; }
+fi
 
 # World-size independence and exact resume for token windows.
 train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/w2"

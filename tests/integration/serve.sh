@@ -40,7 +40,7 @@ start() {
 # 1. The API.
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 24 --temperature 0 >"$WORK/gen.out" 2>/dev/null
 start main --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000
-grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64$" \
+grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64 | on the CPU$" \
   "$WORK/main.out" || { cat "$WORK/main.out"; fail "no listening line naming the address, model and step"; }
 "$PY" "$CLIENT" api "$URL" "$WORK/gen.out" "The " 24
 
@@ -54,6 +54,8 @@ grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does no
 "$PY" "$CLIENT" auth "$URL" s3cret
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --max-batch 0 2>"$WORK/e.err" && fail "--max-batch 0 accepted"
 grep -q "^dptrain: error: serve: --max-batch 0 must be in 1..256$" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--max-batch 0: no clear line"; }
+"$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --device tpu 2>"$WORK/e.err" && fail "--device tpu accepted"
+grep -q "^dptrain: error: --device 'tpu' is unknown; use cpu, cuda or auto" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--device tpu: no clear line"; }
 "$BIN/dptrain" serve --checkpoint "$WORK/nothing" 2>"$WORK/e.err" && fail "a missing checkpoint accepted"
 grep -q "^dptrain: error: .*nothing" "$WORK/e.err" || { cat "$WORK/e.err"; fail "a missing checkpoint: no clear line"; }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "dptrain/app/inference.h"
+#include "dptrain/model/decoder.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -59,8 +60,8 @@ struct EngineStats {
 class CompletionEngine {
   public:
     // slots: sequences decoded together (--max-batch); queue: requests waiting beyond them
-    // (--max-queue).
-    CompletionEngine(InferenceModel model, int slots, int queue);
+    // (--max-queue); decoder: where they are decoded (a CPU one when null), for model.cfg.
+    CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder = nullptr);
     ~CompletionEngine();  // finishes what is queued and running, then stops
     CompletionEngine(const CompletionEngine&) = delete;
     CompletionEngine& operator=(const CompletionEngine&) = delete;
@@ -92,7 +93,7 @@ class CompletionEngine {
     const GptConfig cfg_;
     const Tokenizer tok_;
     std::vector<float> params_;  // the decoding thread's; replaced by swap_locked only
-    Gpt gpt_;
+    std::unique_ptr<Decoder> decoder_;  // decodes on params_ (given again by swap_locked)
     const int slots_, queue_cap_;
     std::vector<std::unique_ptr<Running>> running_;  // one per slot (null: free)
     std::deque<std::shared_ptr<Completion>> queue_;

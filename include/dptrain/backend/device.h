@@ -10,6 +10,7 @@
 #include "dptrain/comm/topology.h"
 #include "dptrain/comm/types.h"
 #include "dptrain/config/options.h"
+#include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
 #include "dptrain/model/model.h"
 #include "dptrain/model/optim.h"
@@ -67,6 +68,8 @@ class Device {
     virtual const char* op_timing() const { return "wall clock around each op"; }
 
     virtual std::unique_ptr<Model> make_model(const ModelSpec& spec) const;
+    // Incremental decoding (generate, serve) of a GPT of this shape, here.
+    virtual std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg) const;
     // Collective over topo.world. The parameters and optimizer state stay in `params` and `opt`
     // (the host's, as checkpoints hold them); a GPU path copies them with upload_state and
     // download_state. Throws UserError (the same on every rank) for a combination it cannot train.

@@ -135,5 +135,6 @@ const char* name_of(GpuState v);
 // collective".
 IoMode parse_io_mode(const std::string& s);
 Precision parse_precision(const std::string& s);
+DeviceKind parse_device_kind(const std::string& s);
 
 } // namespace dptrain

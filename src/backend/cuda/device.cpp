@@ -143,6 +143,7 @@ class CudaBuildDevice : public Device {
     const char* op_timing() const override;
 
     std::unique_ptr<Model> make_model(const ModelSpec& spec) const override;
+    std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg) const override;
 
     // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
     // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
@@ -174,6 +175,11 @@ std::string CudaBuildDevice::describe(const GradientPath& grads) const {
 
 const char* CudaBuildDevice::op_timing() const {
     return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
+}
+
+std::unique_ptr<Decoder> CudaBuildDevice::make_decoder(const GptConfig& cfg) const {
+    if (gpu_ < 0) return Device::make_decoder(cfg);
+    return make_cuda_decoder(cfg, gpu_);
 }
 
 std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {

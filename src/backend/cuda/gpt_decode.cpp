@@ -107,4 +107,38 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
     CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+namespace {
+
+// CudaGpt sized for one window (its training buffers are not used by decoding), fp32. Each call
+// makes its device current first: serve decodes on a thread of its own, whose current device is
+// not the one the model was made on.
+class CudaDecoder : public Decoder {
+  public:
+    CudaDecoder(const GptConfig& cfg, int device) : gpt_(cfg, 1, device), device_(device) {}
+    void reserve(int slots, int max_rows) override {
+        CUDA_CHECK(cudaSetDevice(device_));
+        gpt_.reserve_decode(slots, max_rows);
+    }
+    void set_params(const float* params) override {
+        CUDA_CHECK(cudaSetDevice(device_));
+        gpt_.upload_params(params);
+    }
+    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
+                int n_out) override {
+        CUDA_CHECK(cudaSetDevice(device_));
+        gpt_.decode(tok, slot, pos, n, logits, out_rows, n_out);
+    }
+    std::string where() const override { return strfmt("GPU %d", device_); }
+
+  private:
+    CudaGpt gpt_;
+    int device_;
+};
+
+} // namespace
+
+std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device) {
+    return std::make_unique<CudaDecoder>(cfg, device);
+}
+
 } // namespace dptrain

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
+#include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
 
 #include <memory>
@@ -143,5 +144,8 @@ class CudaGpt : public Model, public cuda::Resident {
     std::vector<int> dec_ints_;
     int dec_slots_ = 0, dec_rows_ = 0;
 };
+
+// The GPU's Decoder (gpt_decode.cpp): a CudaGpt on `device`, its parameters uploaded by set_params.
+std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device);
 
 } // namespace dptrain
