@@ -35,8 +35,8 @@ class NodeWindow {
     int local_size() const { return win_->local_size(); }
     void sync() { win_->sync(); }  // SharedWindow::sync
     // Where local rank q's slice of the range [offset, offset + count) begins (q = local_size():
-    // where the range ends). Slices are cut on 16-float (64-byte) multiples, so two ranks never
-    // write one cache line.
+    // where the range ends). Slices are cut on 16-float (64-byte) multiples from the range's start,
+    // so where the range starts on a cache line two ranks never write one line.
     size_t slice_begin(size_t offset, size_t count, int q) const;
     // My segment's [lo, lo + n) = the sum over the node's ranks of their segments' [lo, lo + n)
     // (sum_floats), or of their staging's (sum_staged), added in local rank order whichever rank
