@@ -46,8 +46,15 @@ sums=()
 [ "${STAGE_SHA256:-1}" = 1 ] || sums=(--no-sums)
 
 if [[ $src != s3://* ]]; then
-  out=$("$DPTRAIN" stage "$src" "$dest" --streams "$PAR" "${sums[@]}" 2> >(sed "s/^dptrain stage/$me/" >&2)) \
-    || die "staging $src to $dest failed (above)"
+  # dptrain's progress lines stream to stderr under this script's name. The filter is waited for
+  # before anything else is said or the script ends, so its last lines are out by then.
+  exec 4> >(sed -u "s/^dptrain stage/$me/" >&2)
+  filter=$!
+  rc=0
+  out=$("$DPTRAIN" stage "$src" "$dest" --streams "$PAR" "${sums[@]}" 2>&4) || rc=$?
+  exec 4>&-
+  wait "$filter" || true
+  [ "$rc" = 0 ] || die "staging $src to $dest failed (above)"
   echo "$out"
   exit 0
 fi
