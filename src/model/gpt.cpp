@@ -227,6 +227,7 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         cpu::matmul_forward(logits, ln, params + wte_, nullptr, n, C, V);
         return;
     }
+    if (n_out < 0 || n_out > n) throw std::invalid_argument("Gpt::decode: n_out outside 0..n");
     for (int r = 0; r < n_out; ++r) {
         if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("Gpt::decode: out_rows out of range");
         std::memcpy(y + (size_t)r * C, ln + (size_t)out_rows[r] * C, C * sizeof(float));

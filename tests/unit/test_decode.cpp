@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -102,6 +104,14 @@ TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, pos
         g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
         CHECK(max_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
         CHECK(max_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
+        // More rows asked for than the call has, or a row outside it: refused.
+        std::vector<int> many(T + 1, 0);
+        std::vector<float> big((size_t)(T + 1) * V);
+        CHECK_THROWS_AS(g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, big.data(), many.data(), T + 1),
+                        std::invalid_argument);
+        const int outside = T;
+        CHECK_THROWS_AS(g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, two.data(), &outside, 1),
+                        std::invalid_argument);
     }
     SECTION("a prompt of 5, then one token a call") {
         g.decode(p.data(), tokens.data(), slot.data(), pos.data(), 5, got.data());

@@ -14,8 +14,12 @@ namespace dptrain {
 void CudaGpt::reserve_decode(int slots, int max_rows) {
     if (slots <= 0 || max_rows <= 0)
         throw std::invalid_argument("CudaGpt::reserve_decode: slots and rows must be positive");
+    // A reservation that fails half way leaves none: nothing points at freed or missing memory.
     for (void* p : dec_allocs_) cudaFree(p);
     dec_allocs_.clear();
+    dec_k_ = dec_v_ = dec_x_ = dec_ln_ = dec_qkv_ = dec_y_ = dec_fc_ = dec_mean_ = dec_rstd_ = dec_logits_ = nullptr;
+    dec_rows_dev_ = nullptr;
+    dec_slots_ = dec_rows_ = 0;
     const size_t T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size, R = max_rows;
     // The cache is what grows with the sequences served at once: a failed allocation names it.
     auto alloc = [&](size_t n) {
@@ -23,9 +27,10 @@ void CudaGpt::reserve_decode(int slots, int max_rows) {
         const cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
         if (rc == cudaErrorMemoryAllocation) {
             cudaGetLastError();  // the user's to fix, not a broken device
-            throw UserError(strfmt("decoding %d sequences at once needs a key/value cache of %.2f GiB on the GPU, "
-                                   "and an allocation failed; serve fewer at once (--max-batch)",
-                                   slots, 8.0 * L * slots * T * C / 1073741824.0));
+            throw UserError(strfmt("decoding %d sequence%s at once on the GPU needs a key/value cache of %.2f GiB "
+                                   "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
+                                   "cpu), or serve fewer sequences at once (serve's --max-batch)",
+                                   slots, slots == 1 ? "" : "s", 8.0 * L * slots * T * C / 1073741824.0, R));
         }
         CUDA_CHECK(rc);
         dec_allocs_.push_back(p);
@@ -42,16 +47,24 @@ void CudaGpt::reserve_decode(int slots, int max_rows) {
     dec_rstd_ = alloc(R);
     dec_logits_ = alloc(R * V);
     dec_rows_dev_ = reinterpret_cast<int*>(alloc(3 * R));  // an int has a float's size
-    // The caches start at zero, as the CPU twin's (a slot's positions are written before read).
-    CUDA_CHECK(cudaMemset(dec_k_, 0, L * slots * T * C * sizeof(float)));
-    CUDA_CHECK(cudaMemset(dec_v_, 0, L * slots * T * C * sizeof(float)));
+    // The caches start at zero, as the CPU twin's (a slot's positions are written before read). On
+    // the model's stream, which does not wait for the legacy default stream's work, and finished
+    // before returning.
+    cudaStream_t s = ctx_->stream();
+    CUDA_CHECK(cudaMemsetAsync(dec_k_, 0, L * slots * T * C * sizeof(float), s));
+    CUDA_CHECK(cudaMemsetAsync(dec_v_, 0, L * slots * T * C * sizeof(float), s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
     dec_ints_.assign(3 * R, 0);
     dec_slots_ = slots;
     dec_rows_ = max_rows;
 }
 
+// On the model's stream (a plain cudaMemcpy would not order against it), done before returning:
+// the caller may free or refill `params` at once.
 void CudaGpt::upload_params(const float* params) {
-    CUDA_CHECK(cudaMemcpy(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice));
+    cudaStream_t s = ctx_->stream();
+    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
@@ -63,6 +76,8 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
         if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
             throw std::invalid_argument("CudaGpt::decode: slot or position out of range");
     }
+    if (out_rows && (n_out < 0 || n_out > n))
+        throw std::invalid_argument("CudaGpt::decode: n_out outside 0..n");
     for (int r = 0; out_rows && r < n_out; ++r)
         if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("CudaGpt::decode: out_rows out of range");
     if (n == 0) return;
