@@ -35,6 +35,15 @@ grep -q "reduce-scatter + all-gather, hierarchical (2 nodes x 2 ranks" "$WORK/ou
 "$BIN/dptrain-ckpt" diff "$WORK/hier-shard/checkpoints/ckpt-00000020.h5" "$WORK/hier/checkpoints/ckpt-00000020.h5" --tol 0 \
   || fail "sharded hierarchical across 2 emulated nodes differs from the replicated one"
 
+# Ranks dealt round-robin over the nodes (--map-by node: ranks 0 and 2 on node 0): the shards'
+# owners are not grouped by node, and the run still ends where one node's does.
+MPIRUN="$CMPI --map-by node" train 4 "${common[@]}" --allreduce hierarchical --shard-optimizer --run-dir "$WORK/rr-shard"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "sharded training with ranks round-robin over the nodes exited $RC"; }
+awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/out" | grep -qx "1 1 0/2 dptt-node1" \
+  || { cat "$WORK/out"; fail "--map-by node: want rank 1 first on node 1"; }
+"$BIN/dptrain-ckpt" diff "$WORK/rr-shard/checkpoints/ckpt-00000020.h5" "$WORK/one-node/checkpoints/ckpt-00000020.h5" --tol 1e-5 \
+  || fail "sharded hierarchical with ranks round-robin over 2 emulated nodes differs from 4 ranks on one node"
+
 # Every algorithm, replicated and sharded, exact sums across the network (the bench checks every size).
 for mode in "" --sharded; do
   set +e
