@@ -108,7 +108,7 @@ int run_generate(int argc, const char* const* argv) {
         "no-kv-cache", po::bool_switch(&no_cache),
         "recompute the whole window (the last block-size tokens) for every new token instead of keeping each "
         "position's keys and values; slower, and past the block size the window slides one token at a time "
-        "instead of keeping its newest half");
+        "instead of keeping its newest half (on the CPU: with --device auto too)");
     po::variables_map vm;
     try {
         po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -124,7 +124,7 @@ int run_generate(int argc, const char* const* argv) {
     if (tokens < 0 || top_k < 0 || temperature < 0 || threads < 1)
         throw UserError("generate: --tokens, --top-k and --temperature must be >= 0, --threads >= 1");
     const DeviceKind where = parse_device_kind(device);
-    if (no_cache && where != DeviceKind::cpu)
+    if (no_cache && where == DeviceKind::cuda)
         throw UserError("generate: --no-kv-cache recomputes on the CPU; leave --device out, or drop --no-kv-cache");
     cpu::set_threads(threads);
     const InferenceModel m = load_inference_model(checkpoint);
