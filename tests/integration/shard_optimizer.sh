@@ -55,6 +55,15 @@ for model in mlp gpt; do
   done
 done
 
+# Skipped steps (a NaN on ranks 1 and 2, --on-nonfinite skip: no update, no all-gather that step)
+# between normal ones, through the window: the sharded run still ends exactly where the
+# replicated one does.
+K=("${M[@]}" --batch-size 4 --allreduce hierarchical --inject-fault 1:12:nan,2:20:nan --on-nonfinite skip)
+run 4 skip-rep "${K[@]}"
+run 4 skip-shard "${K[@]}" --shard-optimizer
+grep -q "2 non-finite steps skipped" "$WORK/out" || { cat "$WORK/out"; fail "sharded: the NaN steps were not skipped"; }
+close "sharded against replicated with 2 skipped steps, hierarchical on 4 ranks" skip-rep skip-shard 0
+
 # The trace: per step, the buckets' reduce-scatter and one all-gather of the parameters.
 run 2 traced "${M[@]}" --steps 10 --batch-size 8 --shard-optimizer --bucket-mb 0.05 --trace "$WORK/traced/trace.json"
 /usr/bin/python3 - "$WORK/traced/trace-rank00000.json" <<'PY' || fail "the trace lacks the sharded collectives"
