@@ -80,11 +80,6 @@ struct Setup {
         faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
-        // A GPU's backward writes each gradient whole (it does not add to the buffer yet).
-        if (o.grad_accum > 1 && device->gpu() >= 0)
-            throw UserError(strfmt("--grad-accum %d: the GPU step does not sum gradients over micro-batches yet; on a "
-                                   "GPU use --grad-accum 1 and a larger --batch-size, or --device cpu",
-                                   o.grad_accum));
         if (o.recompute != Recompute::none && device->gpu() >= 0)
             throw UserError(strfmt("--recompute %s: the GPU model keeps every activation (it does not recompute "
                                    "yet); on a GPU use --recompute none, or --device cpu",

@@ -95,7 +95,8 @@ say_what_runs_where() {
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
   echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-decode-gpu (generate --device cuda:"
-  echo "the CPU's greedy text from the GPU's key/value cache), gpt-124m-* (tokens/s and MFU of a GPT-2"
+  echo "the CPU's greedy text from the GPU's key/value cache), gpt-accum-gpu (--grad-accum 2 summed on"
+  echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-124m-* (tokens/s and MFU of a GPT-2"
   echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
@@ -296,6 +297,15 @@ NOTE='tokens/s' step gpt-decode-gpu GPU 30 gpt-train-gpu \
   "$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 >$W/decode-cpu.txt && \
 $B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 --device cuda \
 >$W/decode-gpu.txt && cmp $W/decode-cpu.txt $W/decode-gpu.txt"
+
+# Gradient accumulation on the GPU (--grad-accum 2 of batch 4, the micro-batches summed in the
+# model's device buffer) against the CPU run's batch 8: the same samples a step, so the same curve
+# within 1e-3, as the runs above.
+NOTE='^done' step gpt-accum-gpu GPU 90 gpt-data \
+  "rm -rf $W/gpt-acc && $LAUNCH $B/dptrain ${GPT_ARGS/--batch-size 8/--batch-size 4} --grad-accum 2 --device cuda \
+--run-dir $W/gpt-acc"
+NOTE='steps compared' step gpt-compare-accum host 15 gpt-accum-gpu \
+  "grep -q 'optimizer on the GPU' $W/logs/gpt-accum-gpu.log && $(compare_losses gpt-train gpt-accum-gpu)"
 
 # Flash attention (--attention flash, which takes --precision bf16): the small GPT on the CPU twin
 # and on the GPU, compared; both round the same bf16 operands, but an activation an fp32 ulp apart

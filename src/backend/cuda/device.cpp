@@ -29,8 +29,8 @@ class DeviceGradients : public GradientPath {
   public:
     DeviceGradients(cuda::Resident& model, const ParamLayout& layout, float* params, Optimizer& opt,
                     const GradientSpec& spec, const Topology& topo)
-        : step_(model, layout, spec.optimizer, sum(spec, topo)), params_(params), opt_(opt), spec_(spec),
-          world_(topo.world) {
+        : model_(model), step_(model, layout, spec.optimizer, sum(spec, topo)), params_(params), opt_(opt),
+          spec_(spec), world_(topo.world) {
         model.set_resident(true);
     }
 
@@ -58,6 +58,7 @@ class DeviceGradients : public GradientPath {
   private:
     static DeviceStep::Sum sum(const GradientSpec& s, const Topology& topo);
 
+    cuda::Resident& model_;
     DeviceStep step_;
     float* params_;
     Optimizer& opt_;
@@ -71,7 +72,9 @@ float* DeviceGradients::grads() { return nullptr; }  // backward keeps them on t
 
 float* DeviceGradients::control() { return control_; }
 
-void DeviceGradients::begin_step(long) {}  // backward's first writer of each gradient writes it whole
+// The step's first backward writes each gradient whole (its first writer's), the micro-batches
+// after it add to them (--grad-accum).
+void DeviceGradients::begin_step(long) { model_.begin_gradients(); }
 
 void DeviceGradients::poison() { poisoned_ = true; }
 

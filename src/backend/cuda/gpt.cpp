@@ -412,8 +412,10 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
 void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float scale, GradHook* hook) {
     const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
     if (B != last_B_) throw std::logic_error("CudaGpt::backward without the matching forward");
+    const bool adds = backward_adds();  // a later micro-batch of the step: add to the device's gradients
     if (B == 0) {
-        if (resident_) CUDA_CHECK(cudaMemsetAsync(grads_, 0, host_.num_params() * sizeof(float), ctx_->stream()));
+        if (resident_ && !adds)
+            CUDA_CHECK(cudaMemsetAsync(grads_, 0, host_.num_params() * sizeof(float), ctx_->stream()));
         if (hook) hook->grads_ready_from(0);
         return;
     }
@@ -426,12 +428,14 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     // bf16: the matmul inputs as forward rounded and kept them (slot()'s bf16 buffers, atty16_).
     const bool bf = mm_->is_bf16(), flash16 = bf && cfg_.flash_attention;
     cudaStream_t s = ctx_->stream();
-    // Every gradient's first writer writes it (accumulate false below: no zeroing pass over all of
-    // them, and the weight-gradient GEMMs do not read them, 8 bytes a parameter less, 1 GB a step
-    // at 124M), except wpe's, which only the encoder's backward adds to: zeroed here. wte's is
-    // written by the classifier's backward and added to by the encoder's.
-    ev_->timed(OpKind::other, s,
-               [&] { CUDA_CHECK(cudaMemsetAsync(G + wpe_, 0, (size_t)T * C * sizeof(float), s)); });
+    // Every gradient's first writer writes it (accumulate `adds`, false but for a step's later
+    // micro-batches: no zeroing pass over all of them, and the weight-gradient GEMMs do not read
+    // them, 8 bytes a parameter less, 1 GB a step at 124M), except wpe's, which only the encoder's
+    // backward adds to: zeroed here. wte's is written by the classifier's backward and added to by
+    // the encoder's.
+    if (!adds)
+        ev_->timed(OpKind::other, s,
+                   [&] { CUDA_CHECK(cudaMemsetAsync(G + wpe_, 0, (size_t)T * C * sizeof(float), s)); });
     // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
     // bf16 written rounded, straight into the matmuls' gradient scratch (as are the LayerNorms'
     // below; GELU's goes to a buffer of its own).
@@ -451,8 +455,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     ev_->timed(OpKind::matmul, s, [&] {
         if (bf)
             mm_->backward_rounded_out16(as_bf16(dlnf), G + wte_, nullptr, dlogits16, as_bf16(lnf_), wte_, (int)BT, C,
-                                        V, *ctx_, s, Vs, false);
-        else mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s, false);
+                                        V, *ctx_, s, Vs, adds);
+        else mm_->backward(dlnf, G + wte_, nullptr, dlogits, lnf_, P, wte_, (int)BT, C, V, *ctx_, s, adds);
     });
     float* dres = dres_;
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres, 0, BTC * sizeof(float), s)); });
@@ -464,10 +468,10 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         ev_->timed(OpKind::layernorm, s, [&] {
             if (bf && rounded_next)
                 cuda::layernorm_backward_bf16(dres, dres16, dw, db, as_bf16(dout), inp, P + w, mean, rstd, BT, C, *ctx_,
-                                              s, false);
+                                              s, adds);
             else if (bf)
-                cuda::layernorm_backward(dres, dw, db, as_bf16(dout), inp, P + w, mean, rstd, BT, C, *ctx_, s, false);
-            else cuda::layernorm_backward(dres, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s, false);
+                cuda::layernorm_backward(dres, dw, db, as_bf16(dout), inp, P + w, mean, rstd, BT, C, *ctx_, s, adds);
+            else cuda::layernorm_backward(dres, dw, db, dout, inp, P + w, mean, rstd, BT, C, *ctx_, s, adds);
         });
     };
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
@@ -493,12 +497,12 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         if (bf) {
             ev_->timed(OpKind::matmul, s, [&] {
                 mm_->backward_rounded_gelu(dfc16, G + v.fcprojw, G + v.fcprojb, dres16, as_bf16(fchg), as_bf16(fch),
-                                           v.fcprojw, (int)BT, 4 * C, C, dfc, *ctx_, s, false);
+                                           v.fcprojw, (int)BT, 4 * C, C, dfc, *ctx_, s, adds);
             });
         } else {
             ev_->timed(OpKind::matmul, s, [&] {
                 mm_->backward(dfc, G + v.fcprojw, G + v.fcprojb, dres, fchg, P, v.fcprojw, (int)BT, 4 * C, C, *ctx_, s,
-                              false);
+                              adds);
             });
             ev_->timed(OpKind::activation, s, [&] { cuda::gelu_backward(dfc, fch, dfc, 4 * (long)BTC, s); });
         }
@@ -506,8 +510,8 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         ev_->timed(OpKind::matmul, s, [&] {
             if (bf)
                 mm_->backward_rounded_out16(as_bf16(dln), G + v.fcw, G + v.fcb, dfc16, as_bf16(ln2), v.fcw, (int)BT, C,
-                                            4 * C, *ctx_, s, 0, false);
-            else mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s, false);
+                                            4 * C, *ctx_, s, 0, adds);
+            else mm_->backward(dln, G + v.fcw, G + v.fcb, dfc, ln2, P, v.fcw, (int)BT, C, 4 * C, *ctx_, s, adds);
         });
         layernorm_backward(G + v.ln2w, G + v.ln2b, dln, res2, v.ln2w, ln2_mean_ + l * sBT, ln2_rstd_ + l * sBT, true);
         // datty: under flash16 written rounded (flash attention's backward takes it as bf16), else
@@ -515,13 +519,13 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
         ev_->timed(OpKind::matmul, s, [&] {
             if (flash16)
                 mm_->backward_rounded_out16(as_bf16(datty_), G + v.attprojw, G + v.attprojb, dres16, atty16_ + l * sBTC,
-                                            v.attprojw, (int)BT, C, C, *ctx_, s, 0, false);
+                                            v.attprojw, (int)BT, C, C, *ctx_, s, 0, adds);
             else if (bf)
                 mm_->backward_rounded(datty_, G + v.attprojw, G + v.attprojb, dres16, atty16_ + l * sBTC, v.attprojw,
-                                      (int)BT, C, C, *ctx_, s, 0, false);
+                                      (int)BT, C, C, *ctx_, s, 0, adds);
             else
                 mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres, atty, P, v.attprojw, (int)BT, C, C, *ctx_,
-                              s, false);
+                              s, adds);
         });
         // dqkv: with flash attention in bf16 (the trainer allows no other) written rounded, straight
         // into the gradient scratch; otherwise into dbig_, as the CPU does (dfc is done with).
@@ -544,9 +548,9 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
                 bf16* g = flash16 ? dqkv16 : mm_->grad_scratch(3 * BTC);
                 if (!flash16) cuda::to_bf16(g, dqkv, 3 * BTC, s);
                 mm_->backward_rounded_out16(as_bf16(dln), G + v.qkvw, G + v.qkvb, g, as_bf16(ln1), v.qkvw, (int)BT, C,
-                                            3 * C, *ctx_, s, 0, false);
+                                            3 * C, *ctx_, s, 0, adds);
             } else
-                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s, false);
+                mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s, adds);
         });
         // The first layer's dres goes to the encoder's backward, in fp32.
         layernorm_backward(G + v.ln1w, G + v.ln1b, dln, residual, v.ln1w, ln1_mean_ + l * sBT, ln1_rstd_ + l * sBT,

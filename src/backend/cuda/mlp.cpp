@@ -143,6 +143,7 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
     const auto& views = host_.layout().views;
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
+    const bool adds = backward_adds();  // a later micro-batch of the step: add to the device's gradients
     ev_->timed(OpKind::crossentropy, s, [&] {
         cuda::softmax_crossentropy_backward(dout, pre_[L - 1], ce_stats_, y_, scale, B, dims_.back(), s);
     });
@@ -150,10 +151,11 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;
         ev_->timed(OpKind::matmul, s, [&] {
-            // Written, not added to (each layer's weight and bias have no other writer): no zeroing
-            // pass over the gradients first, and the weight-gradient GEMM does not read them.
+            // Written, not added to (each layer's weight and bias have no other writer), but for a
+            // step's later micro-batches: no zeroing pass over the gradients first, and the
+            // weight-gradient GEMM does not read them.
             mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
-                          views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s, false);
+                          views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s, adds);
         });
         // Resident: layer l's gradients are queued; the hook may start their sum (as Mlp does).
         if (resident_ && hook) hook->grads_ready_from(views[2 * l].offset);

@@ -46,7 +46,6 @@ class CudaGpt : public Model, public cuda::Resident {
     void unstage() override;
     void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
     long staged_batches() const override;
-    void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
     cuda::Context& context() override { return *ctx_; }
@@ -89,7 +88,6 @@ class CudaGpt : public Model, public cuda::Resident {
     std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
     bool precision_set_ = false;
     Precision precision_ = Precision::fp32;
-    bool resident_ = false;
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     };

@@ -39,7 +39,6 @@ class CudaMlp : public Model, public cuda::Resident {
     void unstage() override;
     void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
     long staged_batches() const override;
-    void set_resident(bool on) override { resident_ = on; }
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
     cuda::Context& context() override { return *ctx_; }
@@ -55,7 +54,6 @@ class CudaMlp : public Model, public cuda::Resident {
     std::unique_ptr<cuda::InputSlots> input_;          // the batches' way in
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
-    bool resident_ = false;
     std::vector<int> dims_;
     float *params_ = nullptr, *grads_ = nullptr, *ce_stats_ = nullptr, *losses_ = nullptr;
     int* argmax_ = nullptr;

@@ -147,7 +147,7 @@ class PinnedHost {
 class Resident {
   public:
     virtual ~Resident() = default;
-    virtual void set_resident(bool on) = 0;
+    void set_resident(bool on) { resident_ = on; }
     virtual float* device_params() = 0;
     virtual float* device_grads() = 0;
     virtual Context& context() = 0;
@@ -157,6 +157,25 @@ class Resident {
     // that it holds their rounding already. false: it may not (the parameters were written alone).
     virtual bf16* rounded_params() = 0;
     virtual void set_rounded_current(bool current) = 0;
+
+    // A step's gradients begin (--grad-accum, resident): the next backward writes each gradient
+    // (its first writer's accumulate false, no zeroing pass), and every backward after it adds to
+    // them, until the next call: a step's micro-batches summed on the device, as the host path
+    // sums them into its zeroed buffer. Before the first call every backward writes them.
+    void begin_gradients() { backwards_ = 0; }
+
+  protected:
+    // backward asks once a call: whether this one adds to the device's gradients (resident only:
+    // otherwise each backward's gradients are written and then added to the host's buffer).
+    bool backward_adds() {
+        const bool adds = resident_ && backwards_ > 0;
+        if (backwards_ >= 0) ++backwards_;
+        return adds;
+    }
+    bool resident_ = false;
+
+  private:
+    long backwards_ = -1;  // backwards since begin_gradients(); -1: never called
 };
 
 // ---- Ops (shapes as in backend.h; llm.c names: B batch, T time, C channels, NH heads) ---------
