@@ -46,12 +46,15 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, const si
         NCCL_CHECK(ncclReduceScatter(send, recv, counts[0], nccl_type(t), ncclSum, comm_, stream_));
         return;
     }
+    // A rank with no values takes no call (every rank skips the same ones: the counts are
+    // everyone's): a bucket of a sharded state has a few owners among many ranks.
     const char* s = static_cast<const char*>(send);
     size_t at = 0;
     NCCL_CHECK(ncclGroupStart());
     for (int q = 0; q < size_; ++q) {
-        NCCL_CHECK(ncclReduce(s + at * dtype_size(t), q == rank_ ? recv : nullptr, counts[q], nccl_type(t), ncclSum, q,
-                              comm_, stream_));
+        if (counts[q] > 0)
+            NCCL_CHECK(ncclReduce(s + at * dtype_size(t), q == rank_ ? recv : nullptr, counts[q], nccl_type(t),
+                                  ncclSum, q, comm_, stream_));
         at += counts[q];
     }
     NCCL_CHECK(ncclGroupEnd());
@@ -73,8 +76,9 @@ void NcclCommunicator::allgather(const void* send, void* recv, const size_t* cou
     size_t at = 0;
     NCCL_CHECK(ncclGroupStart());
     for (int q = 0; q < size_; ++q) {
-        NCCL_CHECK(ncclBroadcast(q == rank_ ? send : nullptr, r + at * dtype_size(t), counts[q], nccl_type(t), q, comm_,
-                                 stream_));
+        if (counts[q] > 0)  // as above: the same ranks skipped on every rank
+            NCCL_CHECK(ncclBroadcast(q == rank_ ? send : nullptr, r + at * dtype_size(t), counts[q], nccl_type(t), q,
+                                     comm_, stream_));
         at += counts[q];
     }
     NCCL_CHECK(ncclGroupEnd());

@@ -230,8 +230,8 @@ void declare_step(Registry& r, Options& o) {
     r.add<double>("grad-clip", &Options::grad_clip, o, 1.0, "clip the global gradient norm; 0 = off");
     r.flag("shard-optimizer", &Options::shard_optimizer, o,
            "ZeRO stage 1: each rank keeps 1/ranks of the optimizer state and updates that share of the parameters; "
-           "gradients are reduce-scattered and the parameters all-gathered, by --allreduce's path (host gradient "
-           "path; checkpoints hold the whole state, so a run resumes on any number of ranks, sharded or not)");
+           "gradients are reduce-scattered and the parameters all-gathered, by --allreduce's path on the host, by "
+           "NCCL over all ranks with the state on the GPU (checkpoints hold the whole state, so a run resumes on any number of ranks, sharded or not)");
     r.add<unsigned long>("seed", &Options::seed, o, 1234, "seed for initialisation and sample order");
     r.add<long>("stop-after", &Options::stop_after, o, 0,
                 "end this run after N steps with a checkpoint (time-boxed jobs); 0 = run to --steps");

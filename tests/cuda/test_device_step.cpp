@@ -9,6 +9,7 @@
 #include "dptrain/model/optim.h"
 
 #include <cmath>
+#include <memory>
 
 using namespace dptrain;
 using namespace cudatest;
@@ -193,5 +194,93 @@ TEST_CASE("DeviceStep in bf16: the update writes the matmuls' rounded parameters
         CHECK(bf16_mismatches("the rounded parameters after upload and forward", got16, p) == 0);
         m.set_rounded_current(false);
         CHECK(after_upload == m.forward(nullptr, batch, nullptr));
+    }
+}
+
+// --shard-optimizer on the GPU, the update's half (no NCCL needed): three simulated ranks, each a
+// DeviceStep keeping shard_span(P, r, 3) of the state, trained on the same windows, with each
+// shard copied into the other models after the update (what the all-gather does), against one
+// unsharded DeviceStep. The same gradients and the same element-wise update at other offsets: the
+// parameters and each shard's state equal the replicated ones bit for bit (no clipping, whose
+// factor would come from the norm's squares added in another order); the shards' norms make the
+// whole's within 1e-12 relative (double sums in another order).
+TEST_CASE("DeviceStep with sharded state: three simulated ranks' shards make the replicated update", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    const GptConfig cfg = small_gpt();
+    const int B = 2, T = cfg.block_size, R = 3;
+    std::vector<int> tokens = randint((size_t)B * (T + 1), 47, cfg.vocab_size);
+    const ModelBatch batch = windows(tokens, B, T);
+    for (Optimizer::Kind kind : {Optimizer::Kind::adamw, Optimizer::Kind::sgd}) {
+        INFO((kind == Optimizer::Kind::adamw ? "adamw" : "sgd"));
+        DeviceStep::Hyper h;
+        h.kind = kind;
+        h.weight_decay = 0.1;
+        h.momentum = 0.9;
+        CudaGpt whole(cfg, B, 0);
+        const size_t P = whole.num_params();
+        std::vector<float> p(P);
+        whole.init(p.data(), 6);
+        whole.set_resident(true);
+        Optimizer opt_whole(h, whole.layout());
+        DeviceStep step_whole(whole, whole.layout(), h);
+        step_whole.upload(p.data(), opt_whole);
+        std::vector<std::unique_ptr<CudaGpt>> models;
+        std::vector<std::unique_ptr<Optimizer>> opts;
+        std::vector<std::unique_ptr<DeviceStep>> steps;
+        for (int r = 0; r < R; ++r) {
+            models.push_back(std::make_unique<CudaGpt>(cfg, B, 0));
+            models[r]->set_resident(true);
+            const Span mine = shard_span(P, r, R);
+            opts.push_back(std::make_unique<Optimizer>(h, models[r]->layout(), mine));
+            DeviceStep::Sum how;
+            how.shard = true;
+            how.shard_rank = r;
+            how.shard_ranks = R;
+            steps.push_back(std::make_unique<DeviceStep>(*models[r], models[r]->layout(), h, how));
+            CHECK(steps[r]->shard().begin == mine.begin);
+            CHECK(steps[r]->shard().end == mine.end);
+            steps[r]->upload(p.data(), *opts[r]);
+        }
+        const double lr = kind == Optimizer::Kind::adamw ? 3e-3 : 0.05;
+        for (int t = 1; t <= 5; ++t) {
+            INFO("step " << t);
+            whole.forward(nullptr, batch, nullptr);
+            whole.backward(nullptr, nullptr, batch, 1.0f / (B * T), nullptr);
+            const double n_whole = step_whole.norm();
+            step_whole.update(n_whole, 0.0, lr, t);
+            double squares = 0;
+            for (int r = 0; r < R; ++r) {
+                models[r]->forward(nullptr, batch, nullptr);
+                models[r]->backward(nullptr, nullptr, batch, 1.0f / (B * T), nullptr);
+                const double n = steps[r]->norm();
+                squares += n * n;
+                CHECK(steps[r]->update(n_whole, 0.0, lr, t) == 0.0);  // nothing to gather without ranks
+            }
+            CHECK(std::sqrt(squares) == Approx(n_whole).epsilon(1e-12));
+            // The all-gather, by hand: each shard from its owner into every other model.
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+            for (int r = 0; r < R; ++r)
+                for (int q = 0; q < R; ++q) {
+                    const Span s = shard_span(P, q, R);
+                    if (q != r && s.size() > 0)
+                        REQUIRE(cudaMemcpy(models[r]->device_params() + s.begin, models[q]->device_params() + s.begin,
+                                           s.size() * sizeof(float), cudaMemcpyDeviceToDevice) == cudaSuccess);
+                }
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        }
+        std::vector<float> want(P), got(P);
+        step_whole.download(want.data(), opt_whole);
+        for (int r = 0; r < R; ++r) {
+            INFO("simulated rank " << r);
+            steps[r]->download(got.data(), *opts[r]);
+            CHECK(bit_mismatches("parameters", got, want) == 0);
+            const Span s = shard_span(P, r, R);
+            const std::vector<float> m_want(opt_whole.m().begin() + s.begin, opt_whole.m().begin() + s.end);
+            CHECK(bit_mismatches("first moment", opts[r]->m(), m_want) == 0);
+            if (kind == Optimizer::Kind::adamw) {
+                const std::vector<float> v_want(opt_whole.v().begin() + s.begin, opt_whole.v().begin() + s.end);
+                CHECK(bit_mismatches("second moment", opts[r]->v(), v_want) == 0);
+            }
+        }
     }
 }

@@ -157,11 +157,12 @@ TEST_CASE("NCCL communicator: all-reduce, reduce-scatter, all-gather, broadcast 
 #endif
 
 // DeviceStep's NCCL path (buckets started by backward's hooks, the events between the model's
-// stream and NCCL's, the sums, the wait):
+// stream and NCCL's, the sums, the wait), and with the state sharded (--shard-optimizer: each
+// bucket reduced to its shards' owners, the norm's squares gathered, the parameters all-gathered):
 // every rank trains the same GPT on the same windows, so the summed gradient is W times one
 // rank's; with the loss scaled by 1/W the run must equal one process without NCCL (W = 1: a
 // copy, bit for bit; W > 1: sums of W equal terms, 1e-5).
-TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchical", "[nccl][cuda]") {
+TEST_CASE("DeviceStep over NCCL trains as one process does, flat, hierarchical and sharded", "[nccl][cuda]") {
 #ifndef DPTRAIN_HAVE_NCCL
     skip("built without NCCL");
 #else
@@ -189,12 +190,16 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
     struct Case {
         AllreduceAlgo algo;
         const Topology* topo;
+        bool shard;
     };
-    std::vector<Case> cases = {{AllreduceAlgo::flat, &real}, {AllreduceAlgo::hierarchical, &real}};
-    if (two.node != MPI_COMM_NULL) cases.push_back({AllreduceAlgo::hierarchical, &two});
+    std::vector<Case> cases = {{AllreduceAlgo::flat, &real, false},
+                               {AllreduceAlgo::hierarchical, &real, false},
+                               {AllreduceAlgo::flat, &real, true}};
+    if (two.node != MPI_COMM_NULL) cases.push_back({AllreduceAlgo::hierarchical, &two, false});
     for (const Case& c : cases) {
         const bool flat = c.algo == AllreduceAlgo::flat;
-        INFO("--allreduce " << (flat ? "flat" : "hierarchical") << " over " << c.topo->num_nodes << " node(s)");
+        INFO("--allreduce " << (flat ? "flat" : "hierarchical") << " over " << c.topo->num_nodes << " node(s)"
+                            << (c.shard ? ", sharded" : ""));
         CudaGpt a(cfg, B, dev), b(cfg, B, dev);
         a.set_resident(true);
         b.set_resident(true);
@@ -202,8 +207,9 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         std::vector<float> p(P), unused(P);
         a.init(p.data(), 8);
         DeviceStep::Hyper h;
-        Optimizer oa(h.kind, a.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
-        Optimizer ob(h.kind, b.layout(), h.beta1, h.beta2, h.eps, h.momentum, h.weight_decay);
+        const Span mine = c.shard ? shard_span(P, c.topo->rank, c.topo->size) : Span{0, P};
+        Optimizer oa(h, a.layout(), mine);
+        Optimizer ob(h, b.layout());
         // Small buckets, so that backward's hooks start several sums while it goes on: 523 values
         // each and a last one of 307 (both prime), so with more than one rank per node
         // hierarchical sums values past the blocks too.
@@ -212,8 +218,10 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         how.algo = c.algo;
         how.bucket_mb = 523.0 * sizeof(float) / (1 << 20);
         how.nccl_for_one = true;
+        how.shard = c.shard;
         DeviceStep sa(a, a.layout(), h, how), sb(b, b.layout(), h);
-        CHECK(sa.describe().find(flat ? "NCCL all-reduce" : "NCCL hierarchical") != std::string::npos);
+        const char* path = c.shard ? "to its shards' owners" : flat ? "NCCL all-reduce" : "NCCL hierarchical";
+        CHECK(sa.describe().find(path) != std::string::npos);
         sa.upload(p.data(), oa);
         sb.upload(p.data(), ob);
         const float scale = 1.0f / (B * T);
@@ -234,6 +242,9 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat and hierarchica
         std::vector<float> pa(P), pb(P);
         sa.download(pa.data(), oa);
         sb.download(pb.data(), ob);
+        // Each rank's shard of the state as the whole run's at those floats (W = 1: all of it).
+        const std::vector<float> m_want(ob.m().begin() + mine.begin, ob.m().begin() + mine.end);
+        if (W == 1) CHECK(oa.m() == m_want);
         double diff = 0, big = 0;
         for (size_t i = 0; i < P; ++i) {
             diff = std::max(diff, (double)std::fabs(pa[i] - pb[i]));

@@ -95,10 +95,7 @@ double DeviceGradients::reduce() {
 
 double DeviceGradients::norm() { return step_.norm(); }
 
-double DeviceGradients::update(double norm, double lr, long t) {
-    step_.update(norm, spec_.grad_clip, lr, t);
-    return 0.0;
-}
+double DeviceGradients::update(double norm, double lr, long t) { return step_.update(norm, spec_.grad_clip, lr, t); }
 
 double DeviceGradients::take_comm_seconds() { return step_.take_comm_seconds(); }
 
@@ -115,7 +112,12 @@ std::string DeviceGradients::describe() const {
                   name_of(spec_.optimizer.kind));
 }
 
-std::vector<std::string> DeviceGradients::notes() const { return {}; }
+std::vector<std::string> DeviceGradients::notes() const {
+    if (spec_.shard_optimizer && spec_.algo == AllreduceAlgo::hierarchical && world_.size() > 1)
+        return {"--allreduce hierarchical with --shard-optimizer on the GPU: the gradients go to their shards' "
+                "owners by NCCL over all ranks (its own rings and trees span NVLink and the network)"};
+    return {};
+}
 
 void DeviceGradients::set_tracer(Tracer*) {}  // NCCL's sums run on the GPU: not on the host's trace
 
@@ -128,6 +130,7 @@ DeviceStep::Sum DeviceGradients::sum(const GradientSpec& s, const Topology& topo
     how.topo = &topo;
     how.algo = s.algo;
     how.bucket_mb = s.bucket_mb;
+    how.shard = s.shard_optimizer;
     return how;
 }
 
@@ -199,16 +202,6 @@ std::unique_ptr<GradientPath> CudaBuildDevice::make_gradients(Model& model, floa
     int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
     MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
     std::string note;
-    // The GPU step keeps the whole optimizer state: a sharded one lives on the host path.
-    if (all_gpu && spec.shard_optimizer) {
-        if (spec.gpu_state == GpuState::device)
-            throw UserError("--shard-optimizer with --gpu-state device: the GPU step does not shard the optimizer "
-                            "state yet; use --gpu-state host (or auto) to shard it on the host, or drop "
-                            "--shard-optimizer");
-        all_gpu = 0;
-        note = "--shard-optimizer: the GPU step does not shard the optimizer state yet: parameters and the sharded "
-               "state stay on the host";
-    }
 #ifndef DPTRAIN_HAVE_NCCL
     if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
         all_gpu = 0;

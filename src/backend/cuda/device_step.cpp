@@ -32,12 +32,17 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
 }
 
 // Every rank decides together before any NCCL communicator is made (that is collective): the
-// optimizer state beside the model's buffers must fit on every GPU (one clear line when it does
-// not), and hierarchical needs equal nodes.
+// optimizer state (or its shard) beside the model's buffers must fit on every GPU (one clear line
+// when it does not), and hierarchical needs equal nodes.
 void DeviceStep::agree(const Sum& how) {
     const Topology* topo = how.topo;
     const size_t P = layout_.total;
-    const double need = (hyper_.kind == Optimizer::Kind::adamw ? 8.0 : 4.0) * (double)P, GiB = 1073741824.0;
+    sharded_ = how.shard;
+    shard_ = !how.shard ? Span{0, P}
+             : topo     ? shard_span(P, topo->rank, topo->size)
+                        : shard_span(P, how.shard_rank, how.shard_ranks);
+    const double need = (hyper_.kind == Optimizer::Kind::adamw ? 8.0 : 4.0) * (double)shard_.size(),
+                 GiB = 1073741824.0;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const bool fits = need + (1 << 20) <= (double)free_bytes;
@@ -49,7 +54,9 @@ void DeviceStep::agree(const Sum& how) {
         world_size_ = topo->size;
         num_nodes_ = topo->num_nodes;
         local_size_ = topo->local_size;
-        hierarchical_ = how.algo == AllreduceAlgo::hierarchical;
+        world_ = topo->world;
+        // Sharded, the sums go to each shard's owner over the world (NCCL's own rings and trees).
+        hierarchical_ = how.algo == AllreduceAlgo::hierarchical && !sharded_;
         agreed[0] = topo->local_size;
         agreed[1] = -topo->local_size;
         agreed[2] = fits ? -INT_MAX : -topo->rank;  // the MAX of the negation is the lowest rank
@@ -93,19 +100,27 @@ void DeviceStep::make_communicators(const Sum& how) {
 #endif
 }
 
-// The optimizer state, the update's chunks, the norm's scratch, and an event per bucket.
+// The optimizer state (this rank's shard of it), the update's chunks, the norm's scratch, and an
+// event per bucket.
 void DeviceStep::allocate_state(double bucket_mb) {
-    const size_t P = layout_.total;
-    CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(P, 1) * sizeof(float)));
-    if (hyper_.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(P, 1) * sizeof(float)));
-    // The update runs in one launch over the views cut into chunks (cuda::update_chunks).
+    const size_t P = layout_.total, n = shard_.size();
+    CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(n, 1) * sizeof(float)));
+    if (hyper_.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(n, 1) * sizeof(float)));
+    // The update runs in one launch over the views (their parts in the shard) cut into chunks
+    // (cuda::update_chunks), at offsets from the shard's start: the update is handed the
+    // parameters and gradients from there, and the state, which holds the shard alone.
     std::vector<cuda::UpdateChunk> views;
-    for (const ParamView& pv : layout_.views) views.push_back({pv.offset, pv.size, pv.decay ? 1u : 0u});
+    for (const ParamView& pv : layout_.views) {
+        const size_t b = std::max(pv.offset, shard_.begin), e = std::min(pv.offset + pv.size, shard_.end);
+        if (b < e) views.push_back({b - shard_.begin, e - b, pv.decay ? 1u : 0u});
+    }
     const std::vector<cuda::UpdateChunk> chunks = cuda::update_chunks(views);
     n_chunks_ = (int)chunks.size();
-    size_t covered = 0;  // the chunks back to back from 0 to the last parameter: each written once
-    for (const cuda::UpdateChunk& c : chunks) covered = c.offset == covered ? covered + c.size : P + 1;
-    whole_ = covered == P;
+    size_t covered = 0;  // the chunks back to back from 0 to the shard's end: each written once
+    for (const cuda::UpdateChunk& c : chunks) covered = c.offset == covered ? covered + c.size : n + 1;
+    // The bf16 copy is written by an update of every parameter; after a sharded one, the other
+    // ranks' parameters arrive in fp32 and the next forward rounds them all.
+    whole_ = covered == n && !sharded_;
     CUDA_CHECK(cudaMalloc(&chunks_, std::max<size_t>(chunks.size(), 1) * sizeof(cuda::UpdateChunk)));
     if (!chunks.empty()) {  // on the model's stream, where the update reads it, and done before it returns
         cudaStream_t s = model_.context().stream();
@@ -118,9 +133,25 @@ void DeviceStep::allocate_state(double bucket_mb) {
     CUDA_CHECK(cudaMallocHost(&norm_host_, sizeof(double)));
     CUDA_CHECK(cudaEventCreateWithFlags(&grads_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&updated_, cudaEventDisableTiming));
     buckets_ = cut_buckets(P, bucket_mb);  // as GradSync cuts them
     bucket_ready_.resize(buckets_.size(), nullptr);
     for (auto& e : bucket_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (!sharded_) return;
+    // Each bucket's values by owner: the shards are consecutive in rank order, so a bucket's
+    // owners' pieces are too, and each rank's piece starts where the ones before it end.
+    const int W = world_size_;
+    shard_counts_.assign((size_t)W, 0);
+    squares_.assign((size_t)W, 0.0);
+    owner_counts_.assign(buckets_.size(), std::vector<size_t>((size_t)W, 0));
+    for (int q = 0; q < W; ++q) {
+        const Span sq = shard_span(P, q, W);
+        shard_counts_[(size_t)q] = sq.size();
+        for (size_t b = 0; b < buckets_.size(); ++b) {
+            const size_t lo = std::max(sq.begin, buckets_[b].begin), hi = std::min(sq.end, buckets_[b].end);
+            owner_counts_[b][(size_t)q] = lo < hi ? hi - lo : 0;
+        }
+    }
 }
 
 DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper)
@@ -132,6 +163,7 @@ DeviceStep::~DeviceStep() {
     nccl_.reset();
     if (grads_ready_) cudaEventDestroy(grads_ready_);
     if (reduced_) cudaEventDestroy(reduced_);
+    if (updated_) cudaEventDestroy(updated_);
     for (auto* e : bucket_ready_)
         if (e) cudaEventDestroy(e);
     if (norm_host_) cudaFreeHost(norm_host_);
@@ -139,23 +171,33 @@ DeviceStep::~DeviceStep() {
         if (p) cudaFree(p);
 }
 
+// The host optimizer must hold the state of the parameters this step keeps it for.
+static void check_shard(const Optimizer& opt, Span mine) {
+    const Span held = opt.shard();
+    if (held.begin != mine.begin || held.end != mine.end)
+        fatal(strfmt("the optimizer holds the state of floats %zu..%zu, the GPU step keeps %zu..%zu", held.begin,
+                     held.end, mine.begin, mine.end));
+}
+
 void DeviceStep::upload(const float* params, const Optimizer& opt) {
+    check_shard(opt, shard_);
     auto& o = const_cast<Optimizer&>(opt);  // m() and v() have no const accessors; nothing is written
-    const size_t bytes = layout_.total * sizeof(float);
+    const size_t bytes = layout_.total * sizeof(float), state = shard_.size() * sizeof(float);
     cudaStream_t s = model_.context().stream();
     CUDA_CHECK(cudaMemcpyAsync(model_.device_params(), params, bytes, cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaMemcpyAsync(m_, o.m().data(), bytes, cudaMemcpyHostToDevice, s));
-    if (v_) CUDA_CHECK(cudaMemcpyAsync(v_, o.v().data(), bytes, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(m_, o.m().data(), state, cudaMemcpyHostToDevice, s));
+    if (v_) CUDA_CHECK(cudaMemcpyAsync(v_, o.v().data(), state, cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     model_.set_rounded_current(false);  // the next forward rounds the new parameters
 }
 
 void DeviceStep::download(float* params, Optimizer& opt) {
-    const size_t bytes = layout_.total * sizeof(float);
+    check_shard(opt, shard_);
+    const size_t bytes = layout_.total * sizeof(float), state = shard_.size() * sizeof(float);
     cudaStream_t s = model_.context().stream();
     CUDA_CHECK(cudaMemcpyAsync(params, model_.device_params(), bytes, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaMemcpyAsync(opt.m().data(), m_, bytes, cudaMemcpyDeviceToHost, s));
-    if (v_) CUDA_CHECK(cudaMemcpyAsync(opt.v().data(), v_, bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaMemcpyAsync(opt.m().data(), m_, state, cudaMemcpyDeviceToHost, s));
+    if (v_) CUDA_CHECK(cudaMemcpyAsync(opt.v().data(), v_, state, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
@@ -177,7 +219,8 @@ void DeviceStep::launch(size_t b) {
 #ifdef DPTRAIN_HAVE_NCCL
     CUDA_CHECK(cudaEventRecord(bucket_ready_[b], model_.context().stream()));
     CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), bucket_ready_[b], 0));
-    sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
+    if (sharded_) reduce_to_owners(b);
+    else sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
 #else
     (void)b;
 #endif
@@ -203,6 +246,37 @@ void DeviceStep::sum(float* g, size_t n) {
 #else
     (void)g;
     (void)n;
+#endif
+}
+
+// Bucket b's values summed into their owners' buffers alone, in place: one NCCL reduce per owner
+// of a piece of it, grouped (NcclCommunicator::reduce_scatter_sum with the owners' counts). The
+// other ranks' copies of those values are left part-summed; nothing reads them (the norm and the
+// update read this rank's shard, and the all-gather overwrites the parameters, not the gradients).
+void DeviceStep::reduce_to_owners(size_t b) {
+#ifdef DPTRAIN_HAVE_NCCL
+    const std::vector<size_t>& counts = owner_counts_[b];
+    float* g = model_.device_grads() + buckets_[b].begin;
+    size_t mine = 0;  // this rank's piece starts after the pieces of the ranks before it
+    for (int q = 0; q < nccl_->rank(); ++q) mine += counts[(size_t)q];
+    nccl_->reduce_scatter_sum(g, g + mine, counts.data(), DType::f32);
+#else
+    (void)b;
+#endif
+}
+
+// After the sharded update (queued on the model's stream): every rank's shard of the parameters to
+// every rank, in place, on NCCL's stream behind an event; the model's stream waits for it, and the
+// host polls NCCL's errors until it is done (a failed peer ends the job).
+void DeviceStep::gather_params() {
+#ifdef DPTRAIN_HAVE_NCCL
+    cudaStream_t s = model_.context().stream();
+    CUDA_CHECK(cudaEventRecord(updated_, s));
+    CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), updated_, 0));
+    nccl_->allgather(nullptr, model_.device_params(), shard_counts_.data(), DType::f32);
+    CUDA_CHECK(cudaEventRecord(reduced_, comm_->stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
+    wait_sums();
 #endif
 }
 
@@ -247,16 +321,21 @@ double DeviceStep::allreduce() {
 
 double DeviceStep::norm() {
     cudaStream_t s = model_.context().stream();
-    cuda::sum_squares(norm_, partial_, model_.device_grads(), layout_.total, s);
+    cuda::sum_squares(norm_, partial_, model_.device_grads() + shard_.begin, shard_.size(), s);
     CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_, sizeof(double), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    return std::sqrt(*norm_host_);
+    if (!sharded_ || world_ == MPI_COMM_NULL || world_size_ == 1) return std::sqrt(*norm_host_);
+    // Added in rank order, as the host path adds them: every rank computes the same norm.
+    MpiCommunicator(world_).allgather(norm_host_, sizeof(double), squares_.data());
+    double sum = 0.0;
+    for (double q : squares_) sum += q;
+    return std::sqrt(sum);
 }
 
-void DeviceStep::update(double norm, double max_norm, double lr, long t) {
+double DeviceStep::update(double norm, double max_norm, double lr, long t) {
     cudaStream_t s = model_.context().stream();
-    float* p = model_.device_params();
-    float* g = model_.device_grads();
+    float* p = model_.device_params() + shard_.begin;  // the chunks' offsets are from the shard's start
+    float* g = model_.device_grads() + shard_.begin;
     // Clipping as clip_grad_norm's factor, taken by the update as it reads each gradient (the bits
     // of scaling first, without a pass of its own over the gradients).
     const float gscale = max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
@@ -271,8 +350,16 @@ void DeviceStep::update(double norm, double max_norm, double lr, long t) {
     else
         cuda::sgd_momentum_update_chunks(p, g, m_, chunks_, n_chunks_, (float)lr, (float)hyper_.momentum, wd, gscale,
                                          s, p16);
+    double waited = 0.0;
+    if (sharded_ && comm_) {
+        const double t0 = now_seconds();
+        gather_params();
+        waited = now_seconds() - t0;
+        comm_seconds_ += waited;
+    }
     model_.set_rounded_current(p16 != nullptr);
     CUDA_CHECK(cudaStreamSynchronize(s));  // the optimizer phase times the update itself
+    return waited;
 }
 
 double DeviceStep::take_comm_seconds() {
@@ -282,8 +369,17 @@ double DeviceStep::take_comm_seconds() {
 }
 
 std::string DeviceStep::describe() const {
+    if (!comm_ && sharded_)
+        return strfmt("on the GPU (no other rank: nothing to sum; optimizer state sharded: floats %zu..%zu)",
+                      shard_.begin, shard_.end);
     if (!comm_) return "on the GPU (one rank: nothing to sum)";
     const char* plural = buckets_.size() == 1 ? "" : "s";
+    if (sharded_)
+        return strfmt("NCCL reduce of each bucket to its shards' owners, then all-gather of the parameters, over %d "
+                      "rank%s on device buffers; optimizer state sharded: floats %zu..%zu (%.1f of %.1f MiB a state "
+                      "tensor); %zu bucket%s",
+                      world_size_, world_size_ == 1 ? "" : "s", shard_.begin, shard_.end,
+                      shard_.size() * 4.0 / (1 << 20), layout_.total * 4.0 / (1 << 20), buckets_.size(), plural);
     if (hierarchical_)
         return strfmt("NCCL hierarchical on device buffers: reduce-scatter among each node's %d rank%s, all-reduce "
                       "across %d node%s, all-gather; %zu bucket%s",
