@@ -282,14 +282,15 @@ std::string StepLoop::first_nonfinite(const std::string& mine) {
     return text;
 }
 
-// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical). The
+// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical; with the
+// optimizer state sharded, every rank brings its shard to the host, and save gathers them). The
 // other ranks wait for a synchronous write here, in a phase of its own: waiting in the next step's
 // all-reduce instead, they would count it as communication.
 void StepLoop::checkpoint(long done, bool final_one) {
     const double t0 = now_seconds();
     last_saved_ = done;
     p_.clock.mark(Phase::checkpoint, done, true);
-    if (p_.topo.rank == 0) p_.grads.download_state();
+    if (p_.topo.rank == 0 || p_.o.shard_optimizer) p_.grads.download_state();
     if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))
         std::this_thread::sleep_for(std::chrono::seconds(3));
     p_.ckpt.save(p_.world, done, p_.sampler, p_.params, p_.opt, final_one,

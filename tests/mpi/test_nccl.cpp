@@ -245,6 +245,13 @@ TEST_CASE("DeviceStep over NCCL trains as one process does, flat, hierarchical a
         // Each rank's shard of the state as the whole run's at those floats (W = 1: all of it).
         const std::vector<float> m_want(ob.m().begin() + mine.begin, ob.m().begin() + mine.end);
         if (W == 1) CHECK(oa.m() == m_want);
+        double mdiff = 0, mbig = 0;
+        for (size_t i = 0; i < m_want.size(); ++i) {
+            mdiff = std::max(mdiff, (double)std::fabs(oa.m()[i] - m_want[i]));
+            mbig = std::max(mbig, (double)std::fabs(m_want[i]));
+        }
+        INFO("first moment: largest " << mbig << ", largest difference " << mdiff);
+        CHECK(mdiff <= 1e-5 * mbig);
         double diff = 0, big = 0;
         for (size_t i = 0; i < P; ++i) {
             diff = std::max(diff, (double)std::fabs(pa[i] - pb[i]));

@@ -118,9 +118,9 @@ void DeviceStep::allocate_state(double bucket_mb) {
     n_chunks_ = (int)chunks.size();
     size_t covered = 0;  // the chunks back to back from 0 to the shard's end: each written once
     for (const cuda::UpdateChunk& c : chunks) covered = c.offset == covered ? covered + c.size : n + 1;
-    // The bf16 copy is written by an update of every parameter; after a sharded one, the other
+    // The bf16 copy is written by an update of every parameter; after one of a part, the other
     // ranks' parameters arrive in fp32 and the next forward rounds them all.
-    whole_ = covered == n && !sharded_;
+    whole_ = covered == n && n == P;
     CUDA_CHECK(cudaMalloc(&chunks_, std::max<size_t>(chunks.size(), 1) * sizeof(cuda::UpdateChunk)));
     if (!chunks.empty()) {  // on the model's stream, where the update reads it, and done before it returns
         cudaStream_t s = model_.context().stream();
@@ -352,6 +352,7 @@ double DeviceStep::update(double norm, double max_norm, double lr, long t) {
                                          s, p16);
     double waited = 0.0;
     if (sharded_ && comm_) {
+        CUDA_CHECK(cudaStreamSynchronize(s));  // the update done first: the wait below is the gather's alone
         const double t0 = now_seconds();
         gather_params();
         waited = now_seconds() - t0;
