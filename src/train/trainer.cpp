@@ -80,10 +80,6 @@ struct Setup {
         faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
-        if (o.recompute != Recompute::none && device->gpu() >= 0)
-            throw UserError(strfmt("--recompute %s: the GPU model keeps every activation (it does not recompute "
-                                   "yet); on a GPU use --recompute none, or --device cpu",
-                                   name_of(o.recompute)));
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);

@@ -97,7 +97,8 @@ say_what_runs_where() {
   echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-decode-gpu (generate --device cuda:"
   echo "the CPU's greedy text from the GPU's key/value cache), gpt-accum-gpu (--grad-accum 2 summed on"
   echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-shard-gpu"
-  echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-124m-* (tokens/s and MFU of a GPT-2"
+  echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-recompute-gpu"
+  echo "(--recompute block on the GPU: gpt-train-gpu's checkpoint bit for bit), gpt-124m-* (tokens/s and MFU of a GPT-2"
   echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
@@ -316,6 +317,13 @@ NOTE='^done' step gpt-shard-gpu GPU 90 gpt-data \
   "rm -rf $W/gpt-shard && $LAUNCH $B/dptrain $GPT_ARGS --shard-optimizer --device cuda --run-dir $W/gpt-shard"
 NOTE='steps compared' step gpt-compare-shard host 15 gpt-shard-gpu \
   "grep -q 'optimizer state sharded' $W/logs/gpt-shard-gpu.log && $(compare_losses gpt-train gpt-shard-gpu)"
+
+# --recompute block on the GPU (each block's forward run again before its backward, one shared slot
+# of its activations): the same ops on the same values, so the final checkpoint equals
+# gpt-train-gpu's bit for bit.
+NOTE='identical|differ' step gpt-recompute-gpu GPU 90 gpt-train-gpu \
+  "rm -rf $W/gpt-rec && $LAUNCH $B/dptrain $GPT_ARGS --recompute block --device cuda --run-dir $W/gpt-rec && \
+$B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-rec/checkpoints/ckpt-00000050.h5"
 
 # Flash attention (--attention flash, which takes --precision bf16): the small GPT on the CPU twin
 # and on the GPU, compared; both round the same bf16 operands, but an activation an fp32 ulp apart

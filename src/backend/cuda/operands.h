@@ -21,6 +21,10 @@
 
 namespace dptrain::cuda {
 
+// A buffer of floats that holds bf16 values (an activation kept rounded, in half the bytes).
+inline bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
+inline const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
+
 class Matmuls {
   public:
     Matmuls() = default;

@@ -76,6 +76,33 @@ class CudaGpt : public Model, public cuda::Resident {
     static float* slot(float* base, size_t l, size_t n, bool half) {
         return half ? reinterpret_cast<float*>(reinterpret_cast<bf16*>(base) + l * n) : base + l * n;
     }
+    // --recompute, as Gpt::kept and Gpt::kept_att: the slot of layer l's activations (block: the
+    // one slot every layer shares, backward recomputing the block first) and of its attention's
+    // softmax or statistics (attention and block: one shared slot, recomputed before their
+    // backward); kept_layers() and kept_att_layers() slots are allocated.
+    size_t kept(int l) const { return cfg_.recompute == Recompute::block ? 0 : (size_t)l; }
+    size_t kept_att(int l) const { return cfg_.recompute == Recompute::none ? (size_t)l : 0; }
+    size_t kept_layers() const;
+    size_t kept_att_layers() const;
+    // forward's parts, on B windows (forward.cpp's order): a LayerNorm (bf16: out rounded), the
+    // residual add with the LayerNorm after it, a matmul (bf16: its input already rounded), one
+    // block from its ln1 output (slot kept(l)) to GELU's, layer l's attention into out (bf16 with
+    // flash attention: out16), and the classifier and loss.
+    void layernorm_fwd(float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b, long BT);
+    void residual_layernorm_fwd(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                size_t w, size_t bias, long BT);
+    void matmul_fwd(float* out, const float* inp, size_t w, const float* bias, int IC, int OC, long BT);
+    void block_forward(int l, const float* residual, int B);
+    void attention_fwd(int l, int B, float* out, bf16* out16);
+    double head_forward(int B, long* correct);
+    // --recompute: what backward needs of layer l that forward did not keep (Gpt::recompute_layer).
+    void recompute_layer(int l, const float* residual, int B);
+    // backward's parts (gpt.cpp): a LayerNorm's backward into dres_, and layer l's MLP half and
+    // attention half.
+    void layernorm_bwd(float* dw, float* db, const float* dout, const float* inp, size_t w, const float* mean,
+                       const float* rstd, bool rounded_next, long BT, bool adds);
+    void mlp_backward(int l, int B, bool adds);
+    void attention_bwd(int l, int B, const float* residual, bool adds);
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;

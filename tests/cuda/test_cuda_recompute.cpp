@@ -1,0 +1,79 @@
+// --recompute on the GPU: CudaGpt keeping one shared slot of the activations backward recomputes
+// (block: everything of a block but its input; attention: the softmax or flash attention's
+// statistics) against CudaGpt keeping them all. Backward runs the same ops on the same values in
+// the same order, so the loss and every gradient must be the same bits, as on the CPU
+// (tests/unit: Gpt with --recompute). Three layers, so that a layer's backward that read another
+// layer's recomputed slot would show, and two batches one after the other, so that what the first
+// left in the shared slot cannot stand in for the second's.
+#include "helpers.h"
+
+#include "dptrain/backend/cuda/gpt.h"
+
+#include <string>
+
+using namespace dptrain;
+using namespace cudatest;
+
+namespace {
+
+// The slots of the kept activations start on 256-byte boundaries in both models (B T C a
+// multiple of 128 values), so cuBLASLt sees operands of the same alignment and picks the same
+// algorithms: a different algorithm could sum in another order, which is not what is tested.
+GptConfig three_layers(bool flash, Recompute r) {
+    GptConfig cfg;
+    cfg.vocab_size = 57;
+    cfg.block_size = 16;
+    cfg.n_layer = 3;
+    cfg.n_head = flash ? 2 : 4;  // flash: head size 16
+    cfg.n_embd = 32;
+    cfg.flash_attention = flash;
+    cfg.recompute = r;
+    return cfg;
+}
+
+std::vector<float> backward_grads(CudaGpt& m, const std::vector<float>& p, const ModelBatch& in, double* loss) {
+    const size_t P = p.size();
+    std::vector<float> g(P, 0.0f);
+    REQUIRE(cudaMemset(m.device_grads(), 0xFF, P * sizeof(float)) == cudaSuccess);  // written, not left
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    *loss = m.forward(p.data(), in, nullptr);
+    m.backward(g.data(), p.data(), in, 1.0f / (in.B * 16), nullptr);
+    return g;
+}
+
+const char* name_of_mode(Recompute r) { return r == Recompute::block ? "block" : "attention"; }
+
+} // namespace
+
+TEST_CASE("CudaGpt with --recompute gives the bits of keeping every activation", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    struct Form {
+        Precision prec;
+        bool flash;
+    };
+    const int B = 4, T = 16;
+    std::vector<std::vector<int>> tokens = {randint((size_t)B * (T + 1), 71, 57), randint((size_t)B * (T + 1), 72, 57)};
+    for (Form f : {Form{Precision::fp32, false}, Form{Precision::bf16, false}, Form{Precision::bf16, true}}) {
+        for (Recompute r : {Recompute::attention, Recompute::block}) {
+            INFO((f.prec == Precision::bf16 ? "bf16" : "fp32") << (f.flash ? ", flash attention" : "")
+                                                               << ", --recompute " << name_of_mode(r));
+            CudaGpt keep(three_layers(f.flash, Recompute::none), B, 0, f.prec);
+            CudaGpt again(three_layers(f.flash, r), B, 0, f.prec);
+            const size_t P = keep.num_params();
+            std::vector<float> p(P);
+            keep.init(p.data(), 13);
+            for (size_t k = 0; k < tokens.size(); ++k) {
+                INFO("batch " << k);
+                ModelBatch in;
+                in.B = B;
+                in.tokens = tokens[k].data();
+                in.stride = T + 1;
+                double la = 0, lb = 0;
+                const std::vector<float> ga = backward_grads(keep, p, in, &la);
+                const std::vector<float> gb = backward_grads(again, p, in, &lb);
+                CHECK(la == lb);
+                CHECK(bit_mismatches("gradients", gb, ga) == 0);
+            }
+        }
+    }
+}
