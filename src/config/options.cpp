@@ -325,7 +325,7 @@ void declare_run(Registry& r, Options& o) {
              "GPT activations backward recomputes instead of keeping them from the forward: none | attention "
              "(each layer's T x T softmax, or flash attention's statistics) | block (everything of a block but its "
              "input: one more forward of each block in backward); gradients are bit-identical, the banner gives "
-             "the activation bytes; the CPU model only");
+             "the activation bytes");
     r.choice<GpuState>("gpu-state", &Options::gpu_state, o, GpuState::automatic,
              "with --device cuda, where parameters, gradients and optimizer state live: device (the GPU's own "
              "buffers; gradients summed with NCCL, the update on the GPU; host copies only for checkpoints) | host "
