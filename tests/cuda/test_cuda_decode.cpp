@@ -95,7 +95,7 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
     cfg.n_head = 4;
     cfg.n_embd = 48;
     Gpt cpu_model(cfg, 1);
-    CudaGpt gpu_model(cfg, 1, 0);
+    CudaGpt gpu_model(cfg, 0, 0);  // made for decoding alone, as generate and serve make it
     std::vector<float> params(cpu_model.num_params());
     cpu_model.init(params.data(), 42);
     const int slots = 2, rows = 16;
@@ -132,4 +132,41 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
                       Catch::Contains("token 67 outside the model's vocabulary of 67"));
     const int late = cfg.block_size;
     CHECK_THROWS_AS(gpu_model.decode(&zero, &zero, &late, 1, logits.data()), std::invalid_argument);
+}
+
+// A CudaGpt made for decoding (max_batch 0) holds the parameters and no training buffers: it
+// refuses a forward, stages nothing, and takes less device memory than one made for a window.
+TEST_CASE("CudaGpt made for decoding alone refuses to train and takes less memory", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.vocab_size = 64;
+    cfg.block_size = 256;
+    cfg.n_layer = 2;
+    cfg.n_head = 4;
+    cfg.n_embd = 64;
+    auto used = [] {
+        size_t free_bytes = 0, total = 0;
+        REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+        return total - free_bytes;
+    };
+    const size_t before = used();
+    size_t decoding = 0, training = 0;
+    {
+        CudaGpt m(cfg, 0, 0);
+        decoding = used() - before;
+        std::vector<int> tok((size_t)cfg.block_size + 1, 1);
+        ModelBatch in;
+        in.B = 1;
+        in.tokens = tok.data();
+        in.stride = cfg.block_size + 1;
+        CHECK_THROWS_AS(m.forward(nullptr, in, nullptr), std::logic_error);
+        m.stage(in);
+        CHECK(m.staged_batches() == 0);
+    }
+    {
+        CudaGpt m(cfg, 1, 0);
+        training = used() - before;
+    }
+    INFO("device memory: " << decoding << " bytes for decoding, " << training << " for one window of training");
+    CHECK(decoding < training);
 }

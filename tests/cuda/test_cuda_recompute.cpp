@@ -77,3 +77,30 @@ TEST_CASE("CudaGpt with --recompute gives the bits of keeping every activation",
         }
     }
 }
+
+// What recomputation is for: less device memory. The device memory in use with each model made (and
+// freed before the next): attention drops L - 1 of the L softmax slots (8 MiB each here), block
+// also L - 1 slots of each block's activations (about 16 MiB each).
+TEST_CASE("CudaGpt with --recompute allocates less device memory: attention less, block least", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    auto used_by = [](Recompute r) {
+        GptConfig cfg;
+        cfg.vocab_size = 64;
+        cfg.block_size = 256;
+        cfg.n_layer = 4;
+        cfg.n_head = 4;
+        cfg.n_embd = 128;
+        cfg.recompute = r;
+        size_t free0 = 0, free1 = 0, total = 0;
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
+        CudaGpt m(cfg, 8, 0);
+        REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
+        return free0 - free1;
+    };
+    const size_t none = used_by(Recompute::none), attention = used_by(Recompute::attention),
+                 block = used_by(Recompute::block);
+    INFO("device bytes: none " << none << ", attention " << attention << ", block " << block);
+    CHECK(attention + (16u << 20) <= none);
+    CHECK(block + (32u << 20) <= attention);
+}

@@ -323,7 +323,7 @@ NOTE='steps compared' step gpt-compare-shard host 15 gpt-shard-gpu \
 # gpt-train-gpu's bit for bit.
 NOTE='identical|differ' step gpt-recompute-gpu GPU 90 gpt-train-gpu \
   "rm -rf $W/gpt-rec && $LAUNCH $B/dptrain $GPT_ARGS --recompute block --device cuda --run-dir $W/gpt-rec && \
-$B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-rec/checkpoints/ckpt-00000050.h5"
+grep -q -- '--recompute block' $W/logs/gpt-recompute-gpu.log && $B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-rec/checkpoints/ckpt-00000050.h5"
 
 # Flash attention (--attention flash, which takes --precision bf16): the small GPT on the CPU twin
 # and on the GPU, compared; both round the same bf16 operands, but an activation an fp32 ulp apart

@@ -124,12 +124,12 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
 
 namespace {
 
-// CudaGpt sized for one window (its training buffers are not used by decoding), fp32. Each call
-// makes its device current first: serve decodes on a thread of its own, whose current device is
-// not the one the model was made on.
+// CudaGpt made for decoding alone (max_batch 0: the parameters on the device, no gradients and no
+// activations of training), fp32. Each call makes its device current first: serve decodes on a
+// thread of its own, whose current device is not the one the model was made on.
 class CudaDecoder : public Decoder {
   public:
-    CudaDecoder(const GptConfig& cfg, int device) : gpt_(cfg, 1, device), device_(device) {}
+    CudaDecoder(const GptConfig& cfg, int device) : gpt_(cfg, 0, device), device_(device) {}
     void reserve(int slots, int max_rows) override {
         CUDA_CHECK(cudaSetDevice(device_));
         gpt_.reserve_decode(slots, max_rows);

@@ -155,6 +155,7 @@ void CudaGpt::recompute_layer(int l, const float* residual, int B) {
 
 double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct) {
     const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size;
+    if (max_batch_ == 0) throw std::logic_error("CudaGpt::forward: a model made for decoding alone (max_batch 0)");
     if (B > max_batch_) throw std::invalid_argument("CudaGpt::forward: batch larger than max_batch");
     if (B == 0) {
         last_B_ = 0;

@@ -26,7 +26,8 @@ class CudaGpt : public Model, public cuda::Resident {
   public:
     // The same network as Gpt(cfg, max_batch), on CUDA device `device`, in `precision` (allocated
     // for it from the start: bf16 keeps several activations at half the bytes; set_precision may
-    // change it later).
+    // change it later). max_batch 0: for decoding alone (reserve_decode, upload_params, decode):
+    // the parameters on the device, no gradients, activations or input slots; forward refuses.
     CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision = Precision::fp32);
     ~CudaGpt() override;
 
