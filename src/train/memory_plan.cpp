@@ -55,9 +55,13 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     out.push_back({"parameters", P * F, "float32", false, true});
     out.push_back({"gradients", (P + kControlFloats) * F, "float32, summed in place", false, true});
     if (o.shard_optimizer) {
+        // The state's shard lives where the step runs (a GPU-resident step keeps it on the GPU); the
+        // host path also receives its shard's sums into a buffer of their own (the GPU step reduces
+        // them in place).
         const size_t shard = largest_shard(P, f.ranks);
-        out.push_back({"optimizer state", (moments * shard + shard) * F,
-                       strfmt("%s, sharded: 1/%d (and its summed gradients)", name_of(o.optimizer), f.ranks), false,
+        out.push_back({"optimizer state", moments * shard * F, strfmt("%s, sharded: 1/%d", name_of(o.optimizer), f.ranks),
+                       false, true});
+        out.push_back({"summed gradients' shard", shard * F, "host path: the reduce-scatter's receive buffer", false,
                        false});
     } else {
         out.push_back({"optimizer state", moments * P * F, strfmt("%s, every rank the whole", name_of(o.optimizer)),

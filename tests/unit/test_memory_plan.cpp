@@ -88,10 +88,15 @@ TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget
 
     o.shard_optimizer = true;
     const MemoryPlan sharded = plan_memory(o, f, 0, "");
-    // m, v and the summed gradients of one shard: 3 floats a parameter over 4 ranks, to a line.
-    CHECK(row(sharded, "optimizer state").bytes == 3 * shard_span(P, 0, 4).size() * 4);
+    // m and v of one shard: 2 floats a parameter over 4 ranks, to a line; the host path's summed
+    // gradients of the shard beside them, 1 float.
+    const size_t shard = shard_span(P, 0, 4).size();
+    CHECK(row(sharded, "optimizer state").bytes == 2 * shard * 4);
+    CHECK(row(sharded, "summed gradients' shard").bytes == shard * 4);
     CHECK(row(sharded, "optimizer state").bytes < row(whole, "optimizer state").bytes / 2);
     CHECK(sharded.total < whole.total);
+    // A GPU-resident step keeps the state's shard on the GPU (and reduces the sums in place).
+    CHECK(sharded.gpu_total == whole.gpu_total - 2 * P * 4 + 2 * shard * 4);
 
     // bf16 staging only for bf16 on the wire: auto on a node of several ranks stages for both
     // paths (the window's and the flat one's), and a sharded state adds its shard's receive buffer.

@@ -55,7 +55,7 @@ struct MemoryPlan {
 
 // The plan of a rank for `f` under `o` (its --batch-size, precision, recompute, optimizer and its
 // sharding, prefetch), against `budget` bytes (0: none) of host memory, or of a GPU's (gpu_budget:
-// the parts a GPU-resident step keeps there; the sharded state stays on the host).
+// the parts a GPU-resident step keeps there, a sharded state's shard among them).
 MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, const std::string& budget_from,
                        bool gpu_budget = false);
 
