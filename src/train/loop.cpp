@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <csignal>
+#include <cstring>
 #include <thread>
 
 namespace dptrain {
@@ -326,6 +327,19 @@ int StepLoop::finish(int code, long start, long done, long end) {
                                p_.planned_bytes ? strfmt(" (planned %.1f MiB)", p_.planned_bytes / 1048576.0).c_str()
                                                 : "",
                                -least.first / 1048576.0, least.second));
+    // With the step on the GPU (parameters, gradients and state there): what the run allocated on
+    // each GPU, the most of them beside the plan's GPU part (cuBLAS's workspace, NCCL's buffers and
+    // the input slots are not in the plan).
+    int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
+    p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
+    if (on_gpu) {
+        const size_t now = p_.device.gpu_memory_used();
+        const double run = now > p_.gpu_used_at_start ? (double)(now - p_.gpu_used_at_start) : 0.0;
+        const auto gpu_most = p_.world.max_loc(run);
+        p_.report.print(strfmt("GPU memory: %.1f MiB allocated by the run on rank %d's GPU, the most (planned %.1f MiB "
+                               "on the GPU)\n",
+                               gpu_most.first / 1048576.0, gpu_most.second, p_.planned_gpu_bytes / 1048576.0));
+    }
     if (p_.clock.tracer().on()) {
         try {
             p_.clock.tracer().write(Tracer::rank_path(p_.o.trace, p_.topo.rank), p_.topo.rank, p_.topo.host);

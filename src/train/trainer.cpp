@@ -55,6 +55,7 @@ struct Setup {
     std::unique_ptr<Checkpoints> ckpt;
     std::string io_note;
     MemoryPlan plan;        // this rank's memory, planned, and its table
+    size_t gpu_used_at_start = 0;  // this rank's GPU memory in use before the model (0 on the CPU)
     std::string plan_text;
     double peak_gflops = 0;  // summed over the ranks
     long start_step = 0;
@@ -80,6 +81,7 @@ struct Setup {
         faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
+        gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
@@ -299,7 +301,8 @@ int run_training(const Options& opts_in, const Topology& topo) {
     s.start_heartbeats(clock.watchdog());
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
     StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
-                            *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total});
+                            *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total,
+                            s.plan.gpu_total, s.gpu_used_at_start});
     int code = kExitOk;
     try {
         code = loop.run(s.start_step);

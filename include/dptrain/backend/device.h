@@ -80,6 +80,10 @@ class Device {
     // This rank's peak GFLOP/s for MFU, measured (sgemm on the CPU); 0 where it cannot be measured
     // (a GPU's peak depends on the precision: --peak-gflops gives it).
     virtual double peak_gflops() const;
+    // Bytes in use on this rank's GPU now (cudaMemGetInfo's total less free: every process's, this
+    // one's context included); 0 on the CPU. The trainer takes it before the model is made and at
+    // the run's end, so the difference is what the run allocated there, beside the plan's.
+    virtual size_t gpu_memory_used() const { return 0; }
 
   private:
     std::string note_;

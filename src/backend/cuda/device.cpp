@@ -164,6 +164,7 @@ class CudaBuildDevice : public Device {
 
     // A GPU's peak depends on the precision and the part: --peak-gflops gives it.
     double peak_gflops() const override;
+    size_t gpu_memory_used() const override;
 
   private:
     int gpu_;
@@ -225,6 +226,13 @@ std::unique_ptr<Pinned> CudaBuildDevice::pin(const std::vector<std::pair<void*, 
 }
 
 double CudaBuildDevice::peak_gflops() const { return gpu_ < 0 ? Device::peak_gflops() : 0.0; }
+
+size_t CudaBuildDevice::gpu_memory_used() const {
+    if (gpu_ < 0) return 0;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));  // of the current device: this rank's (bind_device)
+    return total_bytes - free_bytes;
+}
 
 } // namespace
 
