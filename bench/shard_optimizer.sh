@@ -26,7 +26,8 @@ row() {  # row NAME RANKS STEPS LABEL OPTIONS...
     --eval-every 0 --checkpoint-every 0 --run-dir "$dir" "$@" >"$dir.out" 2>&1 || { cat "$dir.out"; exit 1; }
   line=$(grep '^memory: peak resident' "$dir.out")
   printf '%-6s %5s %-28s %10s %10s %12s %12s %9s\n' "$name" "$np" "$label" \
-    "$(sed -n 's/^  optimizer state  *\([0-9.]*\) MiB.*/\1/p' "$dir.out")" \
+    "$(sed -n 's/^  optimizer state  *\([0-9.]*\) MiB.*/\1/p; s/^  summed gradient shard  *\([0-9.]*\) MiB.*/\1/p' "$dir.out" |
+      awk '{ s += $1 } END { printf "%.1f", s }')" \
     "$(sed -n 's/^  total (rank 0)  *\([0-9.]*\) MiB.*/\1/p' "$dir.out")" \
     "$(sed -n 's/^memory: peak resident \([0-9.]*\) MiB on rank \([0-9]*\), the most.*/\1 (r\2)/p' <<<"$line")" \
     "$(sed -n 's/.*; \([0-9.]*\) MiB on rank \([0-9]*\), the least.*/\1 (r\2)/p' <<<"$line")" "$(ms "$dir")"

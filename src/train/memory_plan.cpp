@@ -61,7 +61,7 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
         const size_t shard = largest_shard(P, f.ranks);
         out.push_back({"optimizer state", moments * shard * F, strfmt("%s, sharded: 1/%d", name_of(o.optimizer), f.ranks),
                        false, true});
-        out.push_back({"summed gradients' shard", shard * F, "host path: the reduce-scatter's receive buffer", false,
+        out.push_back({"summed gradient shard", shard * F, "host path: the reduce-scatter's receive buffer", false,
                        false});
     } else {
         out.push_back({"optimizer state", moments * P * F, strfmt("%s, every rank the whole", name_of(o.optimizer)),

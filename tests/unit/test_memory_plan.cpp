@@ -92,7 +92,7 @@ TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget
     // gradients of the shard beside them, 1 float.
     const size_t shard = shard_span(P, 0, 4).size();
     CHECK(row(sharded, "optimizer state").bytes == 2 * shard * 4);
-    CHECK(row(sharded, "summed gradients' shard").bytes == shard * 4);
+    CHECK(row(sharded, "summed gradient shard").bytes == shard * 4);
     CHECK(row(sharded, "optimizer state").bytes < row(whole, "optimizer state").bytes / 2);
     CHECK(sharded.total < whole.total);
     // A GPU-resident step keeps the state's shard on the GPU (and reduces the sums in place).
