@@ -20,10 +20,14 @@ namespace {
 
 double mib(size_t bytes) { return bytes / 1048576.0; }
 
-// The GPT's activation bytes per rank, and what the other --recompute choice would keep.
-std::string activation_line(size_t bytes, const Options& o, const std::string& signature) {
+// The GPT's activation bytes per rank, and what the other --recompute choice would keep (by the
+// CPU model's sizes, which a GPU's are in fp32; in bf16 a GPU keeps some at half the bytes, so
+// there the line gives its own figure alone).
+std::string activation_line(size_t bytes, const Options& o, const std::string& signature, bool on_gpu) {
     GptConfig cfg;
     if (!parse_gpt_signature(signature, &cfg)) return strfmt("activations: %.1f MiB per rank", mib(bytes));
+    if (on_gpu && o.precision == Precision::bf16)
+        return strfmt("activations: %.1f MiB per rank on the GPU, --recompute %s", mib(bytes), name_of(o.recompute));
     cfg.flash_attention = o.attention == AttentionKind::flash;
     if (o.recompute == Recompute::none) {
         cfg.recompute = Recompute::block;
@@ -144,7 +148,7 @@ void Reporter::banner(const RunFacts& f) {
                  f.model.c_str(), f.params, name_of(o_.precision),
                  o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
                  f.global_batch, per_rank.c_str(), f.steps_per_epoch));
-    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model) + "\n");
+    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model, f.on_gpu) + "\n");
     if (!f.memory_plan.empty()) print(f.memory_plan);
     print(strfmt("gradients: %s\n", f.gradients.c_str()));
     for (const std::string& n : f.gradient_notes) print(n + "\n");

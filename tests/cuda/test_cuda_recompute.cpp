@@ -104,3 +104,20 @@ TEST_CASE("CudaGpt with --recompute allocates less device memory: attention less
     CHECK(attention + (16u << 20) <= none);
     CHECK(block + (32u << 20) <= attention);
 }
+
+// What the banner's activations line reports on a GPU: in fp32 the CPU model's formula exactly (the
+// same buffers, the same sizes), for each --recompute and with flash attention; in bf16 less.
+TEST_CASE("CudaGpt reports the activation bytes it allocated: the CPU formula's in fp32", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    for (bool flash : {false, true})
+        for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+            const GptConfig cfg = three_layers(flash, r);
+            INFO((flash ? "flash attention" : "matmul attention") << ", --recompute "
+                                                                  << (r == Recompute::none ? "none" : name_of_mode(r)));
+            CudaGpt m(cfg, 4, 0);
+            CHECK(m.activation_bytes() == Gpt::activation_bytes(cfg, 4));
+            m.set_precision(Precision::bf16);
+            CHECK(m.activation_bytes() < Gpt::activation_bytes(cfg, 4));
+            CHECK(m.activation_bytes() > 0);
+        }
+}

@@ -72,7 +72,10 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
     if (precision == Precision::bf16)
         need += 2.0 * (double)(Lk * BTC + 4 * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
-    for (auto& [where, n] : plan) need += 4.0 * (double)n;
+    for (auto& [where, n] : plan) {
+        need += 4.0 * (double)n;
+        if (where != (void**)&params_ && where != (void**)&grads_) fixed_activation_bytes_ += 4 * n;
+    }
     if (flash) {
         int optin = 0;
         CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -152,6 +155,7 @@ void CudaGpt::set_precision(Precision p) {
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     // Everything that depends on the precision is freed first, so the check below sees it free.
     precision_set_ = false;
+    kept_activation_bytes_ = 0;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
     mm_->set(Precision::fp32, 0, 0, 0);
     free16();
@@ -192,6 +196,7 @@ void CudaGpt::set_precision(Precision p) {
     }
     precision_ = p;
     precision_set_ = true;
+    kept_activation_bytes_ = (size_t)(kept_bytes(p) + bf16_buffers);
 }
 
 // bf16: the activations kept rounded (LayerNorm's, GELU's, fc's, the logits and, under flash

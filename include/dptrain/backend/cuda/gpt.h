@@ -42,6 +42,10 @@ class CudaGpt : public Model, public cuda::Resident {
     // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
+    // Device bytes of the activations and backward's buffers (Gpt's set; the targets and argmax
+    // counted as the CPU counts them): in fp32 Gpt::activation_bytes(cfg, max_batch) exactly, in
+    // bf16 less (several kept at half the bytes, plus attention's rounded output and dfc's bf16).
+    size_t activation_bytes() const override { return fixed_activation_bytes_ + kept_activation_bytes_; }
     // Copies the windows to the device on the input stream while the current step computes.
     void stage(const ModelBatch& next) override;
     void unstage() override;
@@ -115,6 +119,8 @@ class CudaGpt : public Model, public cuda::Resident {
     std::vector<void*> allocs_;
     std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
     bool precision_set_ = false;
+    size_t fixed_activation_bytes_ = 0;  // the constructor's activations, whatever the precision
+    size_t kept_activation_bytes_ = 0;   // set_precision's
     Precision precision_ = Precision::fp32;
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
