@@ -1,7 +1,8 @@
 // The completion engine (completions.h). One decoding thread owns the model; the HTTP threads only
 // queue requests and read answers. Each step:
-//   1. under the lock: drop cancelled sequences, swap in an offered model when none runs, admit
-//      queued requests into free slots (not while a model is offered: they wait for the new one)
+//   1. under the lock: drop cancelled sequences, swap in an offered model when none runs (its
+//      parameters installed with the lock released), admit queued requests into free slots (not
+//      while a model is offered: they wait for the new one)
 //   2. without it: one Decoder::decode call for every running sequence, rows = the positions its cache
 //      lacks (a new prompt: all of them; then one a step), logits of each sequence's last row
 //   3. each sequence picks its token and hands the text a reader may have to its Completion
@@ -128,14 +129,20 @@ EngineStats CompletionEngine::stats() const {
     return s;
 }
 
-void CompletionEngine::swap_locked() {
-    params_ = std::move(offered_->params);
+// Called with every slot free. The parameters are installed with the lock released: a GPU decoder
+// copies them to the device (half a GiB for GPT-2 small), and submit, stats and the probes must not
+// wait for that. Nothing decodes meanwhile: only this thread admits requests and decodes, and no
+// slot runs. A model offered meanwhile is swapped in next.
+void CompletionEngine::swap(std::unique_lock<std::mutex>& lk) {
+    std::unique_ptr<InferenceModel> next = std::move(offered_);
+    lk.unlock();
+    params_ = std::move(next->params);
     decoder_->set_params(params_.data());
-    stats_.model_step = offered_->step;
-    stats_.model_path = offered_->path;
+    std::fprintf(stderr, "serve: now serving step %ld (%s)\n", next->step, next->path.c_str());
+    lk.lock();
+    stats_.model_step = next->step;
+    stats_.model_path = next->path;
     ++stats_.swaps;
-    std::fprintf(stderr, "serve: now serving step %ld (%s)\n", offered_->step, offered_->path.c_str());
-    offered_.reset();
 }
 
 void CompletionEngine::admit_locked() {
@@ -179,7 +186,7 @@ void CompletionEngine::run() {
                 const bool none = free_slots_locked() == slots_;
                 return stop_ || !none || (offered_ && none) || (!queue_.empty() && !offered_);
             });
-            if (offered_ && free_slots_locked() == slots_) swap_locked();
+            if (offered_ && free_slots_locked() == slots_) swap(lk);
             admit_locked();
             batch.clear();
             for (auto& r : running_)

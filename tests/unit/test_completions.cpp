@@ -1,7 +1,8 @@
 // The completion engine: requests decoded together give the tokens each gives alone (greedy),
 // stop strings and max_tokens end an answer as the API says, a full queue and a draining engine
 // refuse, a cancelled request is dropped, a long answer slides its window, and an offered model
-// serves the requests that start after the running ones finished on the old one.
+// serves the requests that start after the running ones finished on the old one; while its
+// parameters are installed (a GPU's copy) requests and stats are still answered.
 #include "helpers.h"
 
 #include "dptrain/app/completions.h"
@@ -9,6 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <thread>
 
 using namespace dptrain;
@@ -48,6 +52,44 @@ std::string answer(Completion& c) {
     while (c.next(&piece)) text += piece;
     return text;
 }
+
+// A CPU decoder whose set_params, after the first, waits until the test opens its gate: a GPU
+// decoder's copy of the parameters made as slow as the test needs.
+class GatedDecoder : public Decoder {
+  public:
+    explicit GatedDecoder(const GptConfig& cfg) : cpu_(make_cpu_decoder(cfg)) {}
+    void reserve(int slots, int max_rows) override { cpu_->reserve(slots, max_rows); }
+    void set_params(const float* params) override {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (calls_++ > 0) {
+            cv_.notify_all();
+            cv_.wait(lk, [&] { return open_; });
+        }
+        cpu_->set_params(params);
+    }
+    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
+                int n_out) override {
+        cpu_->decode(tok, slot, pos, n, logits, out_rows, n_out);
+    }
+    std::string where() const override { return "the CPU, gated"; }
+    // True once a second set_params is waiting at the gate (within the time given).
+    bool installing(std::chrono::seconds within) {
+        std::unique_lock<std::mutex> lk(mu_);
+        return cv_.wait_for(lk, within, [&] { return calls_ > 1; });
+    }
+    void open() {
+        std::lock_guard<std::mutex> lk(mu_);
+        open_ = true;
+        cv_.notify_all();
+    }
+
+  private:
+    std::unique_ptr<Decoder> cpu_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int calls_ = 0;
+    bool open_ = false;
+};
 
 } // namespace
 
@@ -141,4 +183,31 @@ TEST_CASE("completions: an offered model serves the requests after the running o
     fresh.submit(again);
     e.submit(twice);
     CHECK(answer(*again) == answer(*twice));
+}
+
+TEST_CASE("completions: installing a new model's parameters blocks neither submit nor stats", "[serve]") {
+    InferenceModel first = tiny_model(11, 100);
+    auto gated = std::make_unique<GatedDecoder>(first.cfg);
+    GatedDecoder* gate = gated.get();
+    CompletionEngine e(std::move(first), 2, 8, std::move(gated));
+    e.offer_model(tiny_model(12, 200));
+    REQUIRE(gate->installing(std::chrono::seconds(30)));
+    // The decoding thread is inside set_params now. Under the engine's lock these two would wait
+    // for the gate; each gets 10 s before the test calls it blocked (and opens the gate, to end).
+    auto c = request(e, "the ", 5);
+    auto stats = std::async(std::launch::async, [&] { return e.stats(); });
+    auto submitted = std::async(std::launch::async, [&] { return e.submit(c); });
+    const bool answered = stats.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
+                          submitted.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    CHECK(answered);
+    if (answered) {
+        CHECK(stats.get().model_step == 100);  // the old model until the new one is in
+        CHECK(submitted.get() == CompletionEngine::Submitted::ok);
+        std::lock_guard<std::mutex> lk(c->mu);
+        CHECK(c->completion_tokens == 0);  // and nothing decodes meanwhile
+    }
+    gate->open();
+    answer(*c);
+    CHECK(c->model_step == 200);
+    CHECK(e.stats().swaps == 1);
 }

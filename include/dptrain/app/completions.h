@@ -84,7 +84,7 @@ class CompletionEngine {
     struct Running;
     void run();
     void admit_locked();
-    void swap_locked();
+    void swap(std::unique_lock<std::mutex>& lk);  // holding lk; releases it while installing
     void step(const std::vector<Running*>& batch);
     // Appends the token to r's answer and hands the reader the text it may have now.
     void emit(Running& r, int token);
@@ -92,8 +92,8 @@ class CompletionEngine {
 
     const GptConfig cfg_;
     const Tokenizer tok_;
-    std::vector<float> params_;  // the decoding thread's; replaced by swap_locked only
-    std::unique_ptr<Decoder> decoder_;  // decodes on params_ (given again by swap_locked)
+    std::vector<float> params_;  // the decoding thread's; replaced by swap only
+    std::unique_ptr<Decoder> decoder_;  // decodes on params_ (given again by swap)
     const int slots_, queue_cap_;
     std::vector<std::unique_ptr<Running>> running_;  // one per slot (null: free)
     std::deque<std::shared_ptr<Completion>> queue_;
