@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -45,6 +46,26 @@ static float* tf32_scratch(size_t n) {
     return s.data();
 }
 
+// Row t of the scores, softmax over its first t + 1 entries, zero past them. Vector loops: the
+// max and the sum are SIMD reductions (lane-wise partial sums, so the order differs from a
+// scalar loop by rounding alone) and exp is fastmath.h's, not glibc's scalar call.
+static void causal_softmax_row(float* row, int t, int T) {
+    float maxv = row[0];
+#pragma omp simd reduction(max : maxv)
+    for (int t2 = 1; t2 <= t; ++t2) maxv = row[t2] > maxv ? row[t2] : maxv;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int t2 = 0; t2 <= t; ++t2) {
+        const float e = exp_approx(row[t2] - maxv);
+        row[t2] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+    std::fill(row + t + 1, row + T, 0.0f);
+}
+
 void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32_products) {
     const int C3 = 3 * C, hs = C / NH;
     const float scale = 1.0f / std::sqrt((float)hs);
@@ -68,20 +89,7 @@ void attention_forward(float* out, float* att, const float* inp, int B, int T, i
                 ld = hs;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, qo, ld, ko, ld, 0.0f, a, T);
-            for (int t = 0; t < T; ++t) {
-                float* row = a + (long)t * T;
-                float maxv = row[0];
-                for (int t2 = 1; t2 <= t; ++t2) maxv = row[t2] > maxv ? row[t2] : maxv;
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; ++t2) {
-                    float e = std::exp(row[t2] - maxv);
-                    row[t2] = e;
-                    sum += e;
-                }
-                float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
-            }
+            for (int t = 0; t < T; ++t) causal_softmax_row(a + (long)t * T, t, T);
             float* o = out + (long)b * T * C + h * hs;
             if (sc) {
                 round_rows(sc + 2 * TH, v, T, hs, C3);
@@ -131,9 +139,11 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
                 const float* ar = a + (long)t * T;
                 float* dr = da + (long)t * T;
                 float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
                 for (int t2 = 0; t2 <= t; ++t2) dot += ar[t2] * dr[t2];
+#pragma omp simd
                 for (int t2 = 0; t2 <= t; ++t2) dr[t2] = ar[t2] * (dr[t2] - dot) * scale;
-                for (int t2 = t + 1; t2 < T; ++t2) dr[t2] = 0.0f;
+                std::fill(dr + t + 1, dr + T, 0.0f);
             }
             if (sc) {  // att's rounded copy is done with: dpre takes its place
                 round_rows(sc + 2 * TH, q, T, hs, C3);
