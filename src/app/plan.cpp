@@ -75,8 +75,9 @@ int run_plan(std::vector<std::string> args, const Topology& topo) {
                             "whether it fits, and the largest --batch-size that does. Opens --data for the model's shape.\n"
                             "  --ranks N           ranks to plan for (default: the ranks launched)\n"
                             "  --gpu-memory SIZE   a GPU's memory per rank (80GiB, 40GiB, ...): the budget of the parts a\n"
-                            "                      GPU-resident step keeps there; default: this machine's available\n"
-                            "                      memory over the ranks of one node (--ranks-per-node, else all)\n"
+                            "                      GPU-resident step keeps there, sized as the GPU model allocates them;\n"
+                            "                      default: this machine's available memory over the ranks of one node\n"
+                            "                      (--ranks-per-node, else all)\n"
                             "Exit 0 when it fits, 1 when it does not, 2 for a bad option or file.\n"
                             "The training options: dptrain --help.\n");
             return 0;
@@ -90,7 +91,8 @@ int run_plan(std::vector<std::string> args, const Topology& topo) {
         return 2;  // a bad option or file (kExitUser)
     // The ranks of one node: --ranks-per-node, else all of them.
     const int per_node = req.o.ranks_per_node > 0 ? std::min(req.o.ranks_per_node, req.ranks) : req.ranks;
-    const PlanFacts f = plan_facts(*task, req.o, req.ranks, per_node, runtime);
+    PlanFacts f = plan_facts(*task, req.o, req.ranks, per_node, runtime);
+    f.gpu = req.gpu_memory > 0;  // a GPU's plan: the CUDA model's sizes
     std::string from = req.gpu_text;
     size_t budget = req.gpu_memory;
     if (budget == 0) budget = host_budget(per_node, &from);  // without a GPU's size: this machine's

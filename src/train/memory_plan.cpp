@@ -1,6 +1,7 @@
 // The parts of a rank's memory, each sized as the code that allocates it sizes it.
 #include "dptrain/train/memory_plan.h"
 
+#include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/backend/gradient_path.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
@@ -29,13 +30,18 @@ size_t model_params(const ModelSpec& s) {
 // the evaluator's rows (one model serves both).
 int model_rows(const ModelSpec& s, int B, int eval_rows) { return s.kind == ModelKind::gpt ? B : std::max(B, eval_rows); }
 
-size_t model_activations(const ModelSpec& s, int rows) {
-    return s.kind == ModelKind::gpt ? Gpt::activation_bytes(s.gpt, rows) : Mlp::activation_bytes(mlp_dims(s), rows);
+// The activations and bf16 operands as the model that will run allocates them: on a GPU (gpu) the
+// CUDA model's sizes, which keep bf16 values at 2 bytes where the CPU twin keeps them as floats.
+size_t model_activations(const ModelSpec& s, int rows, bool gpu) {
+    if (s.kind == ModelKind::mlp) return Mlp::activation_bytes(mlp_dims(s), rows);  // the same on a GPU
+    return gpu ? gpu_gpt_activation_bytes(s.gpt, rows, s.precision) : Gpt::activation_bytes(s.gpt, rows);
 }
 
-size_t model_operands(const ModelSpec& s, int rows) {
-    return s.kind == ModelKind::gpt ? Gpt::operand_bytes(s.gpt, rows, s.precision)
-                                    : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
+size_t model_operands(const ModelSpec& s, int rows, bool gpu) {
+    if (s.kind == ModelKind::gpt)
+        return gpu ? gpu_gpt_operand_bytes(s.gpt, rows, s.precision) : Gpt::operand_bytes(s.gpt, rows, s.precision);
+    return gpu ? gpu_mlp_operand_bytes(mlp_dims(s), rows, s.precision)
+               : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
 }
 
 // The largest shard of P floats over W ranks (rank 0's, or one line less).
@@ -69,9 +75,12 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     }
     std::string act_note = strfmt("%d %s", rows, s.kind == ModelKind::gpt ? "windows" : "rows");
     if (s.kind == ModelKind::gpt) act_note += strfmt(", --recompute %s", name_of(o.recompute));
-    out.push_back({"activations", model_activations(s, rows), act_note, false, true});
+    if (f.gpu) act_note += ", as the GPU model keeps them";
+    out.push_back({"activations", model_activations(s, rows, f.gpu), act_note, false, true});
     if (s.precision == Precision::bf16)
-        out.push_back({"bf16 operands", model_operands(s, rows), "--precision bf16", false, true});
+        out.push_back({"bf16 operands", model_operands(s, rows, f.gpu),
+                       f.gpu ? "--precision bf16: weights and one output gradient at 2 bytes" : "--precision bf16",
+                       false, true});
     // With --grad-dtype bf16, the engine's bf16 staging of the whole buffer: the node window's (the
     // shared-memory path) and the flat path's (auto has both); and a sharded state's bf16 receive
     // buffer. Float32 on the wire needs none of them.

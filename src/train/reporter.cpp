@@ -2,6 +2,7 @@
 #include "dptrain/train/reporter.h"
 
 #include "dptrain/backend/device.h"
+#include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/version.h"
 
@@ -20,22 +21,23 @@ namespace {
 
 double mib(size_t bytes) { return bytes / 1048576.0; }
 
-// The GPT's activation bytes per rank, and what the other --recompute choice would keep (by the
-// CPU model's sizes, which a GPU's are in fp32; in bf16 a GPU keeps some at half the bytes, so
-// there the line gives its own figure alone).
+// The GPT's activation bytes per rank, and what the other --recompute choice would keep, by the
+// sizes of the model that runs (on a GPU the CUDA model's, which keep bf16 values at 2 bytes).
 std::string activation_line(size_t bytes, const Options& o, const std::string& signature, bool on_gpu) {
     GptConfig cfg;
     if (!parse_gpt_signature(signature, &cfg)) return strfmt("activations: %.1f MiB per rank", mib(bytes));
-    if (on_gpu && o.precision == Precision::bf16)
-        return strfmt("activations: %.1f MiB per rank on the GPU, --recompute %s", mib(bytes), name_of(o.recompute));
     cfg.flash_attention = o.attention == AttentionKind::flash;
-    if (o.recompute == Recompute::none) {
-        cfg.recompute = Recompute::block;
-        return strfmt("activations: %.1f MiB per rank (--recompute block would keep %.1f MiB)", mib(bytes),
-                      mib(Gpt::activation_bytes(cfg, o.batch_size)));
-    }
-    return strfmt("activations: %.1f MiB per rank with --recompute %s (%.1f MiB without recomputation)", mib(bytes),
-                  name_of(o.recompute), mib(Gpt::activation_bytes(cfg, o.batch_size)));
+    const char* where = on_gpu ? " on the GPU" : "";
+    auto other = [&](Recompute r) {
+        cfg.recompute = r;
+        return mib(on_gpu ? gpu_gpt_activation_bytes(cfg, o.batch_size, o.precision)
+                          : Gpt::activation_bytes(cfg, o.batch_size));
+    };
+    if (o.recompute == Recompute::none)
+        return strfmt("activations: %.1f MiB per rank%s (--recompute block would keep %.1f MiB)", mib(bytes), where,
+                      other(Recompute::block));
+    return strfmt("activations: %.1f MiB per rank%s with --recompute %s (%.1f MiB without recomputation)", mib(bytes),
+                  where, name_of(o.recompute), other(Recompute::none));
 }
 
 constexpr int kGpuVals = 5;  // per rank: util %, memory used MiB, memory total MiB, temperature C, power W

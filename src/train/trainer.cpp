@@ -151,7 +151,8 @@ struct Setup {
     // 6b. Local: what this rank's parts take, from the model's shape (the start-up table, and the
     // end's peak beside it). `runtime`: what the process held before the run allocated.
     void plan_memory_use(size_t runtime) {
-        const PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
+        PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
+        f.gpu = device->gpu() >= 0;
         std::string from;
         const size_t budget = device->gpu() < 0 ? host_budget(topo.local_size, &from) : 0;
         plan = plan_memory(o, f, budget, from);

@@ -378,15 +378,18 @@ step gpt-124m-bf16-flash-b16 GPU 150 gpt-data \
 
 NOTE='^step' \
 step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
-# The memory plan's GPU part against what the fp32 run allocated on the GPU (cudaMemGetInfo before
-# the model and at the end): within 15%, as the CPU runs' peak against the plan (memory_plan.sh).
-# fp32, where the plan's sizes (the CPU model's) are the GPU model's; in bf16 the GPU keeps several
-# activations at half the bytes, and the plan overstates them.
-NOTE='^GPU memory' step gpt-124m-plan host 15 gpt-124m-fp32 \
-  "line=\$(grep '^GPU memory:' $W/logs/gpt-124m-fp32.log) && echo \"\$line\" && \
+# The memory plan's GPU part against what a run allocated on the GPU (cudaMemGetInfo before the
+# model and at the end): within 15%, as the CPU runs' peak against the plan (memory_plan.sh), for
+# the fp32 run and the bf16 one (the plan sizes a GPU's activations and bf16 operands as CudaGpt
+# allocates them, backend/gpu_sizes.h).
+plan_check() {  # plan_check RUN_STEP: the command that checks that step's "GPU memory:" line
+  echo "line=\$(grep '^GPU memory:' $W/logs/$1.log) && echo \"\$line\" && \
 m=\$(sed -n 's/^GPU memory: \\([0-9.]*\\) MiB.*/\\1/p' <<<\"\$line\") && \
 p=\$(sed -n 's/.*(planned \\([0-9.]*\\) MiB on the GPU).*/\\1/p' <<<\"\$line\") && \
 awk -v m=\"\$m\" -v p=\"\$p\" 'BEGIN { d = (m - p) / m; if (d < 0) d = -d; exit !(m > 0 && d <= 0.15) }'"
+}
+NOTE='^GPU memory' step gpt-124m-plan host 15 gpt-124m-fp32 "$(plan_check gpt-124m-fp32)"
+NOTE='^GPU memory' step gpt-124m-plan-bf16 host 15 gpt-124m-bf16 "$(plan_check gpt-124m-bf16)"
 
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else

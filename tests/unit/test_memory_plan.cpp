@@ -1,7 +1,8 @@
 // The memory plan's formulas against what the models allocate (parameters, activations, bf16
 // operands), and the plan's arithmetic: sharding divides the optimizer state, recomputation
 // shrinks the activations, the largest micro-batch is the largest that fits, a GPU budget bounds
-// the GPU's parts alone; and the sizes people write.
+// the GPU's parts alone, a GPU's plan takes the CUDA model's sizes; and the sizes people write.
+#include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/backend/gradient_path.h"
 #include "dptrain/config/options.h"
 #include "dptrain/core/error.h"
@@ -142,4 +143,50 @@ TEST_CASE("parse_bytes: sizes as people write them, one line for anything else",
         CHECK_THROWS_WITH(parse_bytes(bad, "--gpu-memory"), Catch::Contains("--gpu-memory") && Catch::Contains("80GiB"));
     CHECK(resident_bytes() > 0);
     CHECK(peak_resident_bytes() >= resident_bytes());
+}
+
+// The CUDA model's sizes (backend/gpu_sizes.h; the [cuda] tests hold them to what CudaGpt
+// allocates): in fp32 the CPU model's exactly; in bf16 the values bf16 keeps at 2 bytes, derived
+// here buffer by buffer from the CPU's fp32 total, and bf16 operands at 2 bytes where the CPU
+// keeps its rounded copies as floats.
+TEST_CASE("memory plan on a GPU: the CUDA model's sizes, in bf16 half-byte activations", "[plan]") {
+    GptConfig cfg;
+    cfg.vocab_size = 100;  // padded to 128 in bf16
+    cfg.block_size = 32;
+    cfg.n_layer = 3;
+    cfg.n_head = 2;
+    cfg.n_embd = 16;
+    const int B = 5;
+    for (bool flash : {false, true})
+        for (Recompute r : {Recompute::none, Recompute::attention, Recompute::block}) {
+            cfg.flash_attention = flash;
+            cfg.recompute = r;
+            INFO("flash " << flash << ", recompute " << (int)r);
+            const size_t fp32 = Gpt::activation_bytes(cfg, B);
+            CHECK(gpu_gpt_activation_bytes(cfg, B, Precision::fp32) == fp32);
+            const size_t BT = (size_t)B * 32, BTC = BT * 16, Lk = r == Recompute::block ? 1 : 3;
+            // ln1, ln2, fch (4), GELU's (4) per kept layer, lnf and the logits: 2 bytes less each, the
+            // logits' rows padded from 100 to 128 values; bf16's own atty and dfc copies; with flash,
+            // qkv (3) at 2 bytes less and no fp32 atty.
+            size_t bf16 = fp32 - 2 * (10 * Lk * BTC + BTC + BT * 100) + 2 * BT * 28 + 2 * (Lk * BTC + 4 * BTC);
+            if (flash) bf16 = bf16 - 2 * 3 * Lk * BTC - 4 * Lk * BTC;
+            CHECK(gpu_gpt_activation_bytes(cfg, B, Precision::bf16) == bf16);
+        }
+    const size_t P = Gpt::count_params(cfg), BT = (size_t)B * 32;
+    CHECK(gpu_gpt_operand_bytes(cfg, B, Precision::fp32) == 0);
+    CHECK(gpu_gpt_operand_bytes(cfg, B, Precision::bf16) == 2 * (P + BT * 128));  // weights, the logits' gradient
+    CHECK(gpu_mlp_operand_bytes({13, 32, 5}, 40, Precision::bf16) == 2 * (Mlp::count_params({13, 32, 5}) + 2 * 40 * 32));
+
+    // The plan takes them when it is a GPU's: equal rows in fp32, smaller in bf16.
+    Options o = plan_options();
+    PlanFacts host = gpt_facts(1), gpu = gpt_facts(1);
+    gpu.gpu = true;
+    CHECK(row(plan_memory(o, gpu, 0, ""), "activations").bytes == row(plan_memory(o, host, 0, ""), "activations").bytes);
+    host.spec.precision = gpu.spec.precision = Precision::bf16;
+    const MemoryPlan h = plan_memory(o, host, 0, ""), g = plan_memory(o, gpu, 0, "");
+    CHECK(row(g, "activations").bytes == gpu_gpt_activation_bytes(gpu.spec.gpt, 8, Precision::bf16));
+    CHECK(row(g, "activations").bytes < row(h, "activations").bytes);
+    CHECK(row(g, "bf16 operands").bytes == gpu_gpt_operand_bytes(gpu.spec.gpt, 8, Precision::bf16));
+    CHECK(row(g, "bf16 operands").bytes < row(h, "bf16 operands").bytes / 2);
+    CHECK(g.gpu_total < h.gpu_total);
 }

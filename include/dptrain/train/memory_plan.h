@@ -27,6 +27,8 @@ struct PlanFacts {
     int eval_rows = 0;               // validation rows per forward (the evaluator's batch)
     int val_floats = 0, val_ints = 0;
     size_t runtime = 0;              // resident bytes before the run allocates (libraries, MPI, HDF5)
+    bool gpu = false;                // the model runs on a GPU: activations and bf16 operands as the
+                                     // CUDA model allocates them (backend/gpu_sizes.h)
 };
 
 // The facts of the run `task` and `o` describe, on `ranks` ranks of which `local_ranks` share a
