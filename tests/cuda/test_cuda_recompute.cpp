@@ -33,6 +33,32 @@ GptConfig three_layers(bool flash, Recompute r) {
     return cfg;
 }
 
+// 4 layers of 4 heads, block size 256: activations of tens to hundreds of MiB, where the memory
+// tests below measure.
+GptConfig four_layers(int C, int V, Recompute r, bool flash = false) {
+    GptConfig cfg;
+    cfg.vocab_size = V;
+    cfg.block_size = 256;
+    cfg.n_layer = 4;
+    cfg.n_head = 4;
+    cfg.n_embd = C;
+    cfg.recompute = r;
+    cfg.flash_attention = flash;
+    return cfg;
+}
+
+// The device bytes making a CudaGpt for B windows takes (cudaMemGetInfo before and after; the
+// model is freed again on return).
+double device_bytes_taken(const GptConfig& cfg, int B, Precision p = Precision::fp32) {
+    size_t free0 = 0, free1 = 0, total = 0;
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
+    CudaGpt m(cfg, B, 0, p);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
+    return (double)free0 - (double)free1;
+}
+
 std::vector<float> backward_grads(CudaGpt& m, const std::vector<float>& p, const ModelBatch& in, double* loss) {
     const size_t P = p.size();
     std::vector<float> g(P, 0.0f);
@@ -85,21 +111,7 @@ TEST_CASE("CudaGpt with --recompute gives the bits of keeping every activation",
 // also L - 1 slots of each block's activations (about 16 MiB each).
 TEST_CASE("CudaGpt with --recompute allocates less device memory: attention less, block least", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    auto used_by = [](Recompute r) {
-        GptConfig cfg;
-        cfg.vocab_size = 64;
-        cfg.block_size = 256;
-        cfg.n_layer = 4;
-        cfg.n_head = 4;
-        cfg.n_embd = 128;
-        cfg.recompute = r;
-        size_t free0 = 0, free1 = 0, total = 0;
-        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
-        CudaGpt m(cfg, 8, 0);
-        REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
-        return free0 - free1;
-    };
+    auto used_by = [](Recompute r) { return (size_t)device_bytes_taken(four_layers(128, 64, r), 8); };
     const size_t none = used_by(Recompute::none), attention = used_by(Recompute::attention),
                  block = used_by(Recompute::block);
     INFO("device bytes: none " << none << ", attention " << attention << ", block " << block);
@@ -134,27 +146,13 @@ TEST_CASE("CudaGpt reports the activation bytes it allocated: the CPU formula's 
 TEST_CASE("CudaGpt in bf16 takes from the device what the memory plan's formulas say", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     for (bool flash : {false, true}) {
-        GptConfig cfg;
-        cfg.vocab_size = 1000;
-        cfg.block_size = 256;
-        cfg.n_layer = 4;
-        cfg.n_head = 4;
-        cfg.n_embd = 256;
-        cfg.flash_attention = flash;
-        auto used_by = [&](int B) {
-            size_t free0 = 0, free1 = 0, total = 0;
-            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-            REQUIRE(cudaMemGetInfo(&free0, &total) == cudaSuccess);
-            CudaGpt m(cfg, B, 0, Precision::bf16);
-            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-            REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
-            return (double)free0 - (double)free1;
-        };
+        const GptConfig cfg = four_layers(256, 1000, Recompute::none, flash);
         auto planned = [&](int B) {
             return (double)gpu_gpt_activation_bytes(cfg, B, Precision::bf16) +
                    (double)gpu_gpt_operand_bytes(cfg, B, Precision::bf16) + 2.0 * 4 * B * (cfg.block_size + 1);
         };
-        const double used = used_by(16) - used_by(8), plan = planned(16) - planned(8);
+        const double used = device_bytes_taken(cfg, 16, Precision::bf16) - device_bytes_taken(cfg, 8, Precision::bf16);
+        const double plan = planned(16) - planned(8);
         INFO((flash ? "flash" : "matmul") << " attention: 8 windows more took " << used << " device bytes, planned "
                                           << plan);
         CHECK(std::abs(used - plan) <= 0.05 * plan);
