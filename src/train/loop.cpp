@@ -42,8 +42,9 @@ int StepLoop::run(long start) {
         ~Unstage() { m.unstage(); }
     } unstage{p_.model};
     if (!o.trace.empty()) {
-        // About 8 events a step (phases, evaluation, checkpoint) plus the buckets; capped.
-        const size_t per_step = 8 + p_.grads.traced_per_step();
+        // About 8 events a step (phases, evaluation, checkpoint), 3 more (data, forward, backward)
+        // for each micro-batch after the first, plus the buckets; capped.
+        const size_t per_step = 8 + 3 * (size_t)(o.grad_accum - 1) + p_.grads.traced_per_step();
         p_.clock.tracer().enable(std::min<size_t>(4u << 20, (size_t)(end - start) * per_step + 64));
         p_.grads.set_tracer(&p_.clock.tracer());
     }

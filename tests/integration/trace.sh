@@ -31,6 +31,19 @@ for rank in (0, 1):
 print("\n".join(bad[:10]) if bad else f"trace ok: {len(events)} events")
 sys.exit(1 if bad else 0)
 PY
+# With --grad-accum 4 each step holds four forwards and backwards; the trace keeps them all.
+train 1 --data "$WORK/data" --steps 40 --batch-size 2 --grad-accum 4 --log-every 20 --eval-every 0 \
+  --checkpoint-every 0 --run-dir "$WORK/accum" --trace "$WORK/accum/trace.json"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "traced --grad-accum run exited $RC"; }
+/usr/bin/python3 - "$WORK/accum/trace-rank00000.json" <<'PY' || fail "the --grad-accum trace lost events"
+import json, sys
+t = json.load(open(sys.argv[1]))
+events = [e for e in t["traceEvents"] if e["ph"] == "X"]
+dropped = t["otherData"]["dropped"]
+short = [s for s in range(1, 41) if sum(e["name"] == "forward" and e["args"]["step"] == s for e in events) != 4]
+print(f"--grad-accum 4: {len(events)} events, {dropped} dropped, steps without 4 forwards: {short}")
+sys.exit(1 if dropped or short else 0)
+PY
 # A rank's trace cut short (its rank killed while writing it) must not merge into invalid JSON: one
 # line names the file and where it ends, exit 2.
 head -c 3000 "$WORK/run/trace-rank00001.json" >"$WORK/cut.json"
