@@ -79,8 +79,9 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     out.push_back({"activations", model_activations(s, rows, f.gpu), act_note, false, true});
     if (s.precision == Precision::bf16)
         out.push_back({"bf16 operands", model_operands(s, rows, f.gpu),
-                       f.gpu ? "--precision bf16: weights and one output gradient at 2 bytes" : "--precision bf16",
-                       false, true});
+                       f.gpu ? "--precision bf16: the matmuls' copies at 2 bytes a value" : "--precision bf16", false,
+                       true});
+    if (f.gpu) out.push_back({"cuBLAS workspace", gpu_blas_workspace_bytes(), "the model's stream", false, true});
     // With --grad-dtype bf16, the engine's bf16 staging of the whole buffer: the node window's (the
     // shared-memory path) and the flat path's (auto has both); and a sharded state's bf16 receive
     // buffer. Float32 on the wire needs none of them.

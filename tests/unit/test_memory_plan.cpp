@@ -188,5 +188,8 @@ TEST_CASE("memory plan on a GPU: the CUDA model's sizes, in bf16 half-byte activ
     CHECK(row(g, "activations").bytes < row(h, "activations").bytes);
     CHECK(row(g, "bf16 operands").bytes == gpu_gpt_operand_bytes(gpu.spec.gpt, 8, Precision::bf16));
     CHECK(row(g, "bf16 operands").bytes < row(h, "bf16 operands").bytes / 2);
-    CHECK(g.gpu_total < h.gpu_total);
+    // and the GPU's cuBLAS workspace beside them.
+    CHECK(row(g, "cuBLAS workspace").bytes == gpu_blas_workspace_bytes());
+    for (const MemoryRow& r : h.rows) CHECK(r.part != "cuBLAS workspace");
+    CHECK(g.gpu_total - gpu_blas_workspace_bytes() < h.gpu_total);
 }

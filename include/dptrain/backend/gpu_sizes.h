@@ -26,4 +26,8 @@ size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
 // a value; none in fp32). Its activations are the CPU model's (Mlp::activation_bytes).
 size_t gpu_mlp_operand_bytes(const std::vector<int>& dims, int max_batch, Precision p);
 
+// Each cuda::Context's cuBLAS workspace: 32 MiB, the cuBLAS guide's recommendation for Hopper
+// (4 MiB suffices before it).
+constexpr size_t gpu_blas_workspace_bytes() { return (size_t)32 << 20; }
+
 } // namespace dptrain

@@ -2,6 +2,7 @@
 // GPU, and the per-device Context (stream + cuBLAS handle + cuBLAS workspace).
 // Not for: kernels (src/cuda/*.cu) or communicators (nccl_comm.cpp).
 #include "dptrain/backend/cuda/ops.h"
+#include "dptrain/backend/gpu_sizes.h"
 
 #include "check.h"
 
@@ -67,10 +68,6 @@ int bind_device(int local_rank, int local_size) {
     return local_rank;
 }
 
-// 32 MiB: the cuBLAS guide's recommendation for Hopper (4 MiB suffices before it); allocated once
-// here so that no GEMM allocates behind the caller's back.
-constexpr size_t kBlasWorkspace = 32u << 20;
-
 Context::Context(int device) : device_(device) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -80,7 +77,7 @@ Context::Context(int device) : device_(device) {
     // Plain fp32 for cublasSgemm: TF32 tensor ops would round inputs to 10 mantissa bits and miss
     // the CPU by ~1e-3. (NVIDIA_TF32_OVERRIDE=1 in the environment would force them anyway.)
     CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-    workspace_bytes_ = kBlasWorkspace;
+    workspace_bytes_ = gpu_blas_workspace_bytes();  // allocated once: no GEMM allocates behind our back
     CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
     CUBLAS_CHECK(cublasSetStream(h, stream_));
     CUBLAS_CHECK(cublasSetWorkspace(h, workspace_, workspace_bytes_));
