@@ -176,20 +176,20 @@ void attention_decode(float* out, float* kcache, float* vcache, const float* qkv
         const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
         thread_local std::vector<float> scores;
         if (scores.size() < (size_t)T) scores.resize(T);
-        float maxv = -INFINITY;
+        // Each position's hs-term dot product as a SIMD reduction; then the row's softmax as the
+        // training forward's (causal_softmax_row over the first p + 1 scores).
         for (int j = 0; j <= p; ++j) {
             float d = 0.0f;
+#pragma omp simd reduction(+ : d)
             for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * C + c];
             scores[j] = d * scale;
-            maxv = scores[j] > maxv ? scores[j] : maxv;
         }
-        float sum = 0.0f;
-        for (int j = 0; j <= p; ++j) sum += scores[j] = std::exp(scores[j] - maxv);
-        const float inv = 1.0f / sum;
+        causal_softmax_row(scores.data(), p, p + 1);
         float* o = out + (size_t)i * C + h * hs;
         std::memset(o, 0, hs * sizeof(float));
         for (int j = 0; j <= p; ++j) {
-            const float a = scores[j] * inv;
+            const float a = scores[j];
+#pragma omp simd
             for (int c = 0; c < hs; ++c) o[c] += a * v[(size_t)j * C + c];
         }
     }
