@@ -58,10 +58,10 @@ TEST_CASE("cuda attention_decode matches the CPU: prompts, single positions, two
             DeviceBuffer<float> d_qkv(qkv), d_out(std::vector<float>((size_t)n * C, -7.0f));
             DeviceBuffer<int> d_slot(slot), d_pos(pos);
             cuda::attention_decode(d_out, d_kc, d_vc, d_qkv, d_slot, d_pos, n, T, C, NH, stream);
-            // The scores are hs-term dot products in the CPU's order (a fused multiply-add may
-            // round once less), exp is the GPU's expf (2 ulp), the softmax's sum adds in a warp's
-            // tree instead of in order, and the output sums its terms in the CPU's order: ~1e-6 on
-            // values ~1; 1e-5 (1 + |x|). A wrong position, slot, head offset or scale moves an
+            // The scores are hs-term dot products in order (the CPU's in SIMD lanes, then across
+            // them; a fused multiply-add may round once less), exp is the GPU's expf (2 ulp) against
+            // the CPU's exp_approx (2e-7), the softmax's sum adds in a warp's tree, and the output
+            // sums its terms in the CPU's order: ~1e-6 on values ~1; 1e-5 (1 + |x|). A wrong position, slot, head offset or scale moves an
             // output by ~1e-1.
             bad += mismatches("out", d_out.get(), out, 1e-5, 1e-5);
         }

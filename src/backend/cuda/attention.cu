@@ -138,8 +138,9 @@ __global__ void decode_cache_kernel(float* kcache, float* vcache, const float* q
 }
 
 // One warp a (row, head), as the CPU twin's loop body: each lane scores positions j = lane, lane +
-// 32, ... (an hs-term dot product in the CPU's order), the softmax over 0..pos, then lane c of the
-// head sums weight * value over the positions in order. The scores live in shared memory (T floats).
+// 32, ... (an hs-term dot product in order; the CPU's adds in SIMD lanes), the softmax over
+// 0..pos, then lane c of the head sums weight * value over the positions in order. The scores
+// live in shared memory (T floats).
 __global__ void attention_decode_kernel(float* out, const float* kcache, const float* vcache, const float* qkv,
                                         const int* slot, const int* pos, int T, int C, int NH, float scale) {
     extern __shared__ float scores[];
