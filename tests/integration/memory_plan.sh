@@ -32,15 +32,15 @@ awk -v w="$whole" -v s="$sharded" 'BEGIN { exit !(s > 0 && s <= w / 4 + 0.1) }' 
   || { cat "$WORK/plan"; fail "--shard-optimizer on 4 ranks: optimizer state $sharded MiB, want <= 1/4 of $whole MiB"; }
 echo "ok: optimizer state per rank on 4 ranks: $whole MiB replicated, $sharded MiB sharded"
 
-# A GPU of 150 MiB: the plan names the largest batch; it fits, one more does not (exit 1).
-plan "${G[@]}" --gpu-memory 150MiB
+# A GPU of 200 MiB: the plan names the largest batch; it fits, one more does not (exit 1).
+plan "${G[@]}" --gpu-memory 200MiB
 largest=$(sed -n 's/^  largest --batch-size that fits: \([0-9]*\).*/\1/p' "$WORK/plan")
-[ "$RC" = 0 ] && [ -n "$largest" ] || { cat "$WORK/plan"; fail "--gpu-memory 150MiB: exit $RC, no largest batch"; }
-plan "${G[@]}" --gpu-memory 150MiB --batch-size "$largest"
+[ "$RC" = 0 ] && [ -n "$largest" ] || { cat "$WORK/plan"; fail "--gpu-memory 200MiB: exit $RC, no largest batch"; }
+plan "${G[@]}" --gpu-memory 200MiB --batch-size "$largest"
 [ "$RC" = 0 ] || { cat "$WORK/plan"; fail "--batch-size $largest (the largest that fits) does not fit: exit $RC"; }
-plan "${G[@]}" --gpu-memory 150MiB --batch-size $((largest + 1))
+plan "${G[@]}" --gpu-memory 200MiB --batch-size $((largest + 1))
 [ "$RC" = 1 ] && grep -q "DOES NOT FIT" "$WORK/plan" || { cat "$WORK/plan"; fail "--batch-size $((largest + 1)): want exit 1"; }
-echo "ok: a 150 MiB GPU: --batch-size $largest fits, $((largest + 1)) does not"
+echo "ok: a 200 MiB GPU: --batch-size $largest fits, $((largest + 1)) does not"
 
 for bad in "--gpu-memory 12parsecs" "--ranks 0"; do
   plan "${G[@]}" $bad

@@ -176,7 +176,7 @@ for _ in $(seq 100); do flock -n "$run/checkpoints/.lock" true || break; sleep 0
     >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
 for _ in $(seq 600); do grep -q "waiting up to 60 s" "$WORK/out" 2>/dev/null && break; sleep 0.1; done
 pkill -P "$holder" sleep || true
-kill "$holder"
+kill "$holder" 2>/dev/null || true  # it may have ended with its sleep already
 wait
 [ "$(cat "$WORK/rc")" = 0 ] \
   && grep -q "^dptrain: --checkpoint-dir $run/checkpoints is in use by another dptrain (.*): waiting up to 60 s" "$WORK/out" \
