@@ -18,10 +18,12 @@ using testing::randn;
 
 namespace {
 
-double rounded(float x) {
-    float r = 0;
-    cpu::round_bf16(&r, &x, 1);
-    return r;
+// The values rounded to bf16 (round_bf16's bits), once: rounding each operand where the loops below
+// read it started an OpenMP region per value (round_bf16 is a parallel loop), minutes in all.
+std::vector<double> rounded(const std::vector<float>& x) {
+    std::vector<float> r(x.size());
+    cpu::round_bf16(r.data(), x.data(), (long)x.size());
+    return std::vector<double>(r.begin(), r.end());
 }
 
 // Tolerances. The op rounds each softmax weight P (forward, into P V and P^T dout) and each dS
@@ -42,11 +44,12 @@ void check_definition(int B, int T, int C, int NH, uint64_t seed) {
     cpu::flash_attention_backward(dinp.data(), delta.data(), dout.data(), inp.data(), out.data(), lse.data(), B, T, C,
                                   NH);
     const double scale = 1.0 / std::sqrt((double)hs);
+    const std::vector<double> inp16 = rounded(inp), dout16 = rounded(dout);
     long bad_out = 0, bad_lse = 0, bad_dq = 0, bad_dk = 0, bad_dv = 0;
     for (int b = 0; b < B; ++b)
         for (int h = 0; h < NH; ++h) {
-            auto at = [&](int t, int part, int i) { return rounded(inp[((size_t)b * T + t) * C3 + part * C + h * hs + i]); };
-            auto d = [&](int t, int i) { return rounded(dout[((size_t)b * T + t) * C + h * hs + i]); };
+            auto at = [&](int t, int part, int i) { return inp16[((size_t)b * T + t) * C3 + part * C + h * hs + i]; };
+            auto d = [&](int t, int i) { return dout16[((size_t)b * T + t) * C + h * hs + i]; };
             // p[t][t2] from the op's own lse (as its backward does), s in double.
             std::vector<double> p((size_t)T * T, 0.0), ds((size_t)T * T, 0.0);
             for (int t = 0; t < T; ++t) {
