@@ -6,13 +6,6 @@
 
 namespace dptrain {
 
-namespace {
-
-// The logits' row stride (CudaGpt::logits_stride): V, or in bf16 V rounded up to 64.
-size_t logits_stride(size_t V, Precision p) { return p == Precision::bf16 ? (V + 63) / 64 * 64 : V; }
-
-} // namespace
-
 size_t gpu_gpt_activation_bytes(const GptConfig& cfg, int max_batch, Precision p) {
     const size_t T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head, V = cfg.vocab_size;
     const size_t BT = (size_t)max_batch * T, BTC = BT * C;
@@ -30,7 +23,7 @@ size_t gpu_gpt_activation_bytes(const GptConfig& cfg, int max_batch, Precision p
     // kept_plan: atty (fp32; none under bf16 flash, whose rounded copy is atty16), ln1, ln2, lnf,
     // fch, fch_gelu and the logits (bf16: 2 bytes), qkv (2 bytes under bf16 flash only).
     four += flash16 ? 0 : Lk * BTC;
-    (half ? two : four) += Lk * BTC + Lk * BTC + BTC + 4 * Lk * BTC + 4 * Lk * BTC + BT * logits_stride(V, p);
+    (half ? two : four) += Lk * BTC + Lk * BTC + BTC + 4 * Lk * BTC + 4 * Lk * BTC + BT * gpu_logits_stride(V, p);
     (flash16 ? two : four) += 3 * Lk * BTC;
     // set_precision's bf16 buffers: attention's output rounded (atty16) and fc's output gradient.
     if (half) two += Lk * BTC + 4 * BTC;
@@ -41,7 +34,7 @@ size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
     if (p != Precision::bf16) return 0;
     // cuda::Matmuls::bytes(P, 0, grad): the widest output gradient is (B*T, max(4C, the padded V)).
     const size_t BT = (size_t)max_batch * cfg.block_size;
-    const size_t grad = BT * std::max<size_t>(4 * (size_t)cfg.n_embd, logits_stride(cfg.vocab_size, p));
+    const size_t grad = BT * std::max<size_t>(4 * (size_t)cfg.n_embd, gpu_logits_stride(cfg.vocab_size, p));
     return 2 * (Gpt::count_params(cfg) + grad);
 }
 

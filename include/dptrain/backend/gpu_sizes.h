@@ -12,6 +12,10 @@
 
 namespace dptrain {
 
+// CudaGpt's logits row stride in values: V in fp32; in bf16 V rounded up to a multiple of 64, so
+// each row starts on a 128-byte line and the classifier's GEMMs see aligned rows.
+inline size_t gpu_logits_stride(size_t V, Precision p) { return p == Precision::bf16 ? (V + 63) / 64 * 64 : V; }
+
 // CudaGpt's activations for max_batch windows: the CPU model's buffers, with those bf16 keeps
 // rounded at 2 bytes a value (LayerNorm's, fc's and GELU's outputs, the logits in rows padded to
 // 64, and qkv under flash attention) and bf16's own copies of attention's output and fc's output

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
+#include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
 
@@ -134,13 +135,9 @@ class CudaGpt : public Model, public cuda::Resident {
     };
     std::vector<Kept> kept_plan(Precision p);
     double kept_bytes(Precision p);
-    // The logits' row stride in values: V in fp32; in bf16 V rounded up to a multiple of 64, so
-    // each row starts on a 128-byte line and the classifier's GEMMs see aligned rows (the padding
-    // is neither written by them nor read by the loss).
-    int logits_stride(Precision p) const {
-        const int V = cfg_.vocab_size;
-        return p == Precision::bf16 ? (V + 63) / 64 * 64 : V;
-    }
+    // The logits' row stride in values (gpu_logits_stride; the padding is neither written by the
+    // GEMMs nor read by the loss).
+    int logits_stride(Precision p) const { return (int)gpu_logits_stride((size_t)cfg_.vocab_size, p); }
     // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
     // att_ and datt_ empty with flash attention, lse_ and delta_ empty without; in bf16, logits_
     // in rows of logits_stride values, and atty_ empty with flash attention: atty16_ holds it).
