@@ -50,7 +50,9 @@ $(BUILD)/.cuda-$(CUDA):
 	$(Q)mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-* && touch $@
 
 SAN      := -fsanitize=address,undefined
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+# cuBLAS is not linked: src/backend/cuda/cublas_api.cpp opens it when the first CUDA context is
+# made (the run path below is where it looks after LD_LIBRARY_PATH).
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
 CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) $(HTTPLIB_CFLAGS) $(PCRE_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \

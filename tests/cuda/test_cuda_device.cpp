@@ -1,12 +1,19 @@
 // Device discovery, run everywhere (no GPU needed): device_count() never fails and explains an
 // empty answer, and bind_device() refuses more ranks than GPUs with a message that says what to
-// change. On this project's CPU machines (CUDA runtime, no driver) device_count() is 0.
+// change. On this project's CPU machines (CUDA runtime, no driver) device_count() is 0. And cuBLAS,
+// opened on first use, resolves every function the backend calls.
 #include "helpers.h"
+
+// The loader's own view (no name mapping): the test reads the table's entries by name.
+#define DPTRAIN_CUBLAS_LOADER
+#include "../../src/backend/cuda/cublas_api.h"
 
 #include "dptrain/core/error.h"
 
 #include <cuda_runtime.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -71,4 +78,22 @@ TEST_CASE("PinnedHost page-locks memory on a GPU machine and explains itself els
     CHECK(host[12345] == 1.5f);  // unregistered at the end of its scope; the memory is untouched
     cuda::PinnedHost nothing(nullptr, 0);
     CHECK_FALSE(nothing.ok());
+}
+
+// cuBLAS is not linked but opened on first use (src/backend/cuda/cublas_api.h). Opening it and
+// resolving every function the backend calls needs no GPU, so this runs on every machine with the
+// toolkit, and a function missing from the lists or the library fails here, not on a GPU later.
+TEST_CASE("cublas_api opens cuBLAS and resolves every function the backend calls", "[cuda][device]") {
+    const cuda::CublasApi& api = cuda::cublas_api();
+#define DPTRAIN_CHECK_RESOLVED(f) CHECK(api.f != nullptr);
+    DPTRAIN_CUBLAS_FUNCTIONS(DPTRAIN_CHECK_RESOLVED)
+    DPTRAIN_CUBLAS_OVERLOADED(DPTRAIN_CHECK_RESOLVED)
+    DPTRAIN_CUBLASLT_FUNCTIONS(DPTRAIN_CHECK_RESOLVED)
+#undef DPTRAIN_CHECK_RESOLVED
+    CHECK(&cuda::cublas_api() == &api);  // loaded once
+    // A call into the library that needs no device: its own name for a status.
+    CHECK(std::string(api.cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)) == "the library was not initialized");
+    std::ifstream maps("/proc/self/maps");
+    std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    CHECK(all.find("libcublasLt.so") != std::string::npos);
 }
