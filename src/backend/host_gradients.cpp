@@ -40,7 +40,7 @@ class HostGradients : public GradientPath {
         bool bound = false;
         const int cores = cpu::usable_cores(&bound);
         const bool spare_core =
-            bound ? cores > cpu::get_threads() : cores >= topo.local_size * (cpu::get_threads() + 1);
+            bound ? cores > cpu::get_threads() : cores >= topo.host_size * (cpu::get_threads() + 1);
         const bool overlap =
             (spec.overlap == Overlap::on || (spec.overlap == Overlap::automatic && spare_core)) && thread_level_ok;
         sync_ = std::make_unique<GradSync>(*engine_, layout, spec.bucket_mb, spec.wire, overlap, kControlFloats);

@@ -238,7 +238,7 @@ void declare_step(Registry& r, Options& o) {
     r.add<int>("ranks-per-node", &Options::ranks_per_node, o, 0,
                "simulate nodes of K ranks on one machine; 0 = use the real nodes");
     r.add<int>("threads", &Options::threads, o, 0,
-               "compute threads per rank; 0 = the cores the launcher bound the rank to (unbound: the node's cores / "
+               "compute threads per rank; 0 = the cores the launcher bound the rank to (unbound: the host's cores / "
                "its ranks)");
     r.choice<AllreduceAlgo>("allreduce", &Options::allreduce, o, AllreduceAlgo::automatic,
              "gradient all-reduce: flat (MPI over all ranks) | hierarchical (shared memory in the node, then "

@@ -102,12 +102,14 @@ struct Setup {
     }
 
     // Bound by the launcher (mpirun binds each rank to cores): what it was given. Unbound: the
-    // node's cores shared among its ranks. --threads overrides both.
+    // host's cores shared among all its ranks (simulated nodes share them too: sized by the
+    // simulated node, 4 one-rank nodes on 2 cores ran 8 threads and took 14x as long). --threads
+    // overrides both.
     int compute_threads() const {
         if (o.threads > 0) return o.threads;
         bool bound = false;
         const int cores = cpu::usable_cores(&bound);
-        return bound ? cores : std::max(1, cores / topo.local_size);
+        return bound ? cores : std::max(1, cores / topo.host_size);
     }
 
     // 4. Every rank must see the same dataset (a node with stale shards would silently train on
@@ -154,7 +156,7 @@ struct Setup {
         PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
         f.gpu = device->gpu() >= 0;
         std::string from;
-        const size_t budget = device->gpu() < 0 ? host_budget(topo.local_size, &from) : 0;
+        const size_t budget = device->gpu() < 0 ? host_budget(topo.host_size, &from) : 0;  // the host's memory
         plan = plan_memory(o, f, budget, from);
         plan_text = plan_table(plan, o, f);
     }
