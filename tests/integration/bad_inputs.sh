@@ -8,7 +8,7 @@ synth "$WORK/good" --train-samples 512 --val-samples 64 --shards 4
 # expect_error NAME WANT_RC PATTERN NP [dptrain options]
 expect_error() {
   local name=$1 want=$2 pattern=$3 np=$4; shift 4
-  train "$np" "$@"
+  refused "$np" "$@"
   local lines
   lines=$(grep -c '^dptrain: error:' "$WORK/out" || true)
   if [ "$RC" = 0 ] || { [ "$want" != any ] && [ "$RC" != "$want" ]; } || [ "$lines" != 1 ] \
@@ -161,7 +161,7 @@ import sys, h5py
 with h5py.File(sys.argv[1], "r+") as f:
     f["labels"][:] = 99
 PY
-train 2 "${base[@]}" --data "$WORK/label" --steps 50
+refused 2 "${base[@]}" --data "$WORK/label" --steps 50
 n=$(grep -c '^dptrain: error:' "$WORK/out" || true)
 bad=$(grep '^dptrain: error:' "$WORK/out" | grep -vc 'train-00001-of-00004.h5: /labels\[0\] = 99 is outside \[0, num_classes = ' || true)
 [ "$RC" = 2 ] && [ "$n" = 1 ] && [ "$bad" = 0 ] || { cat "$WORK/out"; fail "bad label: got exit $RC, $n error lines, $bad off-topic"; }

@@ -78,7 +78,7 @@ echo "ok: --init-from trains on from the imported weights; a requeue resumes fro
 # 3. Bad cases: one line each, exit 2.
 bad() {  # bad WHAT PATTERN dptrain-args...
   local what=$1 pattern=$2; shift 2
-  train 1 "${G[@]}" --steps 2 --run-dir "$WORK/bad" --overwrite-checkpoints "$@"
+  refused 1 "${G[@]}" --steps 2 --run-dir "$WORK/bad" --overwrite-checkpoints "$@"
   [ "$RC" = 2 ] && grep -q -- "$pattern" "$WORK/out" || { cat "$WORK/out"; fail "$what: want exit 2 and '$pattern'"; }
 }
 bad "layers" "the model has 2 layers; this run has --n-layer 3" --init-from "$WORK/pt" --n-layer 3
@@ -94,6 +94,6 @@ set +e
 "$BIN/dptrain-ckpt" export "$WORK/nothing.h5" --out "$WORK/x" 2>"$WORK/err"; rc=$?
 set -e
 [ "$rc" = 2 ] && [ "$(wc -l <"$WORK/err")" = 1 ] || { cat "$WORK/err"; fail "export of a missing checkpoint: want one line, exit 2"; }
-train 1 --model mlp --data "$WORK/tok" --steps 2 --run-dir "$WORK/bad" --init-from "$WORK/pt"
+refused 1 --model mlp --data "$WORK/tok" --steps 2 --run-dir "$WORK/bad" --init-from "$WORK/pt"
 [ "$RC" = 2 ] && grep -q "init-from reads GPT-2 weights; it is for --model gpt" "$WORK/out" || { cat "$WORK/out"; fail "--init-from with the MLP"; }
 echo "ok: every bad case named in one line"

@@ -55,7 +55,7 @@ run z-block "$WORK/z" --shuffle-block 64
 for t in block-threads block-memory z-block; do same_as block $t; done
 ! "$BIN/dptrain-ckpt" diff "$WORK/r-ref/checkpoints/ckpt-00000060.h5" "$WORK/r-block/checkpoints/ckpt-00000060.h5" \
   | grep -q "bit-identical" || fail "--shuffle-block 64 trained the same as per-sample order"
-train 3 --data "$WORK/d" --steps 80 --batch-size 16 --run-dir "$WORK/r-block" --resume auto --shuffle-block 16
+refused 3 --data "$WORK/d" --steps 80 --batch-size 16 --run-dir "$WORK/r-block" --resume auto --shuffle-block 16
 [ "$RC" = 2 ] && grep -q "checkpoint was trained with --shuffle-block 64, this run has --shuffle-block 16" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another --shuffle-block: want exit 2 and the reason, got exit $RC"; }
 echo "ok: --shuffle-block trains the same in every mode, and a resume must keep it"
@@ -90,7 +90,7 @@ gpt tok-ref-nodes "$WORK/tok" --ranks-per-node 1
 gpt tok-memory-nodes "$WORK/tok" --io memory --ranks-per-node 1
 for t in tok-memory tok-z-memory tok-z-direct; do same_as tok-ref $t 40; done
 same_as tok-ref-nodes tok-memory-nodes 40
-train 1 --model gpt --data "$WORK/tok" --io collective --steps 2 --run-dir "$WORK/r-tok-coll"
+refused 1 --model gpt --data "$WORK/tok" --io collective --steps 2 --run-dir "$WORK/r-tok-coll"
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && grep -q "io collective reads tabular shards" "$WORK/out" \
   || { cat "$WORK/out"; fail "--io collective with token shards: want exit 2 and one line, got exit $RC"; }
 echo "ok: token shards train the same with --io direct and memory; collective is refused"
@@ -110,8 +110,8 @@ train 3 --data "$WORK/zbad" --steps 5 --batch-size 16 --io memory --run-dir "$WO
   || { cat "$WORK/out"; fail "a failed --io memory load: want exit 2 and one line, got exit $RC"; }
 echo "ok: a load that fails on one rank ends every rank with one line"
 
-train 2 --data "$WORK/d" --steps 5 --io collective --io-threads 2 --run-dir "$WORK/bad"
+refused 2 --data "$WORK/d" --steps 5 --io collective --io-threads 2 --run-dir "$WORK/bad"
 [ "$RC" = 2 ] && grep -q "io collective reads in the training thread; --io-threads 2 must be 1" "$WORK/out" || { cat "$WORK/out"; fail "collective with 2 reader threads was not refused"; }
-train 1 --data "$WORK/d" --steps 5 --io mmap --run-dir "$WORK/bad"
+refused 1 --data "$WORK/d" --steps 5 --io mmap --run-dir "$WORK/bad"
 [ "$RC" = 2 ] && grep -q "\-\-io 'mmap' is unknown; use direct, memory or collective" "$WORK/out" || { cat "$WORK/out"; fail "--io mmap was not refused"; }
 echo "io modes ok"
