@@ -50,7 +50,7 @@ $(BUILD)/.cuda-$(CUDA):
 	$(Q)mkdir -p $(BUILD) && rm -f $(BUILD)/.cuda-* && touch $@
 
 SAN      := -fsanitize=address,undefined
-# cuBLAS is not linked: src/backend/cuda/cublas_api.cpp opens it when the first CUDA context is
+# cuBLAS is not linked: src/backend/cuda/cublas_library.cpp opens it when the first CUDA context is
 # made (the run path below is where it looks after LD_LIBRARY_PATH).
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))

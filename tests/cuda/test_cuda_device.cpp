@@ -6,7 +6,7 @@
 
 // The loader's own view (no name mapping): the test reads the table's entries by name.
 #define DPTRAIN_CUBLAS_LOADER
-#include "../../src/backend/cuda/cublas_api.h"
+#include "../../src/backend/cuda/cublas_library.h"
 
 #include "dptrain/core/error.h"
 
@@ -80,7 +80,7 @@ TEST_CASE("PinnedHost page-locks memory on a GPU machine and explains itself els
     CHECK_FALSE(nothing.ok());
 }
 
-// cuBLAS is not linked but opened on first use (src/backend/cuda/cublas_api.h). Opening it and
+// cuBLAS is not linked but opened on first use (src/backend/cuda/cublas_library.h). Opening it and
 // resolving every function the backend calls needs no GPU, so this runs on every machine with the
 // toolkit, and a function missing from the lists or the library fails here, not on a GPU later.
 TEST_CASE("cublas_api opens cuBLAS and resolves every function the backend calls", "[cuda][device]") {

@@ -202,7 +202,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_api.cpp src/backend/gpu_sizes.cpp src/core/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 

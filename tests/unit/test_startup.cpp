@@ -1,5 +1,5 @@
 // What a process loads at start: cuBLAS is opened only by a process that makes a CUDA context
-// (src/backend/cuda/cublas_api.h), because loading libcublasLt costs every process about half a
+// (src/backend/cuda/cublas_library.h), because loading libcublasLt costs every process about half a
 // second of static initialisation. This program makes none, so cuBLAS must not be mapped, whether
 // or not the build has CUDA.
 #include <catch2/catch.hpp>

@@ -7,7 +7,7 @@
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
 
-#include "cublas_api.h"
+#include "cublas_library.h"
 #include <cuda_runtime.h>
 
 #include <cstdint>

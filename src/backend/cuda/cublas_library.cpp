@@ -1,10 +1,10 @@
 // Opens cuBLAS and cuBLASLt on first use and resolves the functions the backend calls
-// (cublas_api.h says why they are not linked). The libraries are the major version the backend
+// (cublas_library.h says why they are not linked). The libraries are the major version the backend
 // was compiled against, found as the dynamic loader finds any library: LD_LIBRARY_PATH, then the
 // executable's run path (CUDA_HOME/lib64), then the system's.
 // Not for: choosing among several CUDA versions at run time.
 #define DPTRAIN_CUBLAS_LOADER
-#include "cublas_api.h"
+#include "cublas_library.h"
 
 #include "dptrain/core/error.h"
 

@@ -17,8 +17,8 @@
 #define DPTRAIN_CUBLAS_FUNCTIONS(X)                                                                 \
     X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetWorkspace_v2)           \
     X(cublasSetMathMode) X(cublasGetStatusString) X(cublasSgemm_v2) X(cublasSgemmStridedBatched)
-// These two have C++ overloads in cublas_api.h (a cudaDataType compute type, converted inline), so
-// their exported C functions' types are written out below.
+// These two have C++ overloads in NVIDIA's cublas_api.h (a cudaDataType compute type, converted
+// inline), so their exported C functions' types are written out below.
 #define DPTRAIN_CUBLAS_OVERLOADED(X) X(cublasGemmEx) X(cublasGemmStridedBatchedEx)
 #define DPTRAIN_CUBLASLT_FUNCTIONS(X)                                                               \
     X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulDescCreate)              \
@@ -61,7 +61,7 @@ const CublasApi& cublas_api();
 
 } // namespace dptrain::cuda
 
-// cublas_api.cpp resolves the names themselves, so it leaves them unmapped.
+// cublas_library.cpp resolves the names themselves, so it leaves them unmapped.
 #ifndef DPTRAIN_CUBLAS_LOADER
 #define cublasCreate_v2 ::dptrain::cuda::cublas_api().cublasCreate_v2
 #define cublasDestroy_v2 ::dptrain::cuda::cublas_api().cublasDestroy_v2
