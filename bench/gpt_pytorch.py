@@ -4,10 +4,12 @@ head), AdamW with weight decay on matrices, global-norm clipping and batch, in P
 batches already in memory (dptrain reads them from HDF5). Prints tokens/s. On the CPU by default;
 --device cuda runs it on a GPU, where --precision bf16 is autocast to bf16 (fp32 master weights,
 as dptrain's --precision bf16) and --attention sdpa uses PyTorch's fused attention
-(scaled_dot_product_attention) instead of the same unfused products dptrain computes.
+(scaled_dot_product_attention) instead of the same unfused products dptrain computes. --accum N
+makes each step N micro-batches of B windows whose gradients add up before one update
+(dptrain's --grad-accum).
 
 usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
-                      [--device cpu|cuda] [--precision fp32|bf16] [--attention naive|sdpa]
+                      [--accum N] [--device cpu|cuda] [--precision fp32|bf16] [--attention naive|sdpa]
 """
 import argparse
 import os
@@ -25,6 +27,7 @@ p.add_argument("--embd", type=int, default=128)
 p.add_argument("--vocab", type=int, default=65)
 p.add_argument("--steps", type=int, default=50)
 p.add_argument("--warmup", type=int, default=5)
+p.add_argument("--accum", type=int, default=1)
 p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
 p.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
@@ -95,9 +98,11 @@ data = torch.randint(0, V, (16, B, T + 1), device=dev)
 
 def step(i):
     opt.zero_grad(set_to_none=True)
-    with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-        loss = model(data[i % 16, :, :T], data[i % 16, :, 1:])
-    loss.backward()
+    for k in range(a.accum):
+        j = (i * a.accum + k) % 16
+        with torch.autocast(a.device, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model(data[j, :, :T], data[j, :, 1:]) / a.accum
+        loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 
@@ -117,5 +122,5 @@ sync()
 dt = time.perf_counter() - t0
 where = f"threads={a.threads}" if a.device == "cpu" else \
     f"{torch.cuda.get_device_name()} {a.precision} attention={a.attention}"
-print(f"pytorch {torch.__version__} {where} B={B} T={T} L={L} H={NH} C={C}: "
-      f"{a.steps * B * T / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")
+print(f"pytorch {torch.__version__} {where} B={B} T={T} L={L} H={NH} C={C} accum={a.accum}: "
+      f"{a.steps * B * T * a.accum / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")

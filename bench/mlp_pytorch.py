@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The peer for dptrain's MLP step: the same model (32 -> 256 -> 256 -> 10, ReLU), AdamW, global
 grad-norm clipping and batch, in PyTorch on the CPU, with data already in memory (dptrain reads
-its batches from HDF5). Prints samples/s over the timed steps.
+its batches from HDF5). Prints samples/s over the timed steps. --accum N makes each step N
+micro-batches of B rows whose gradients add up before one update (dptrain's --grad-accum).
 
-usage: mlp_pytorch.py --threads T --batch B --steps N [--in 32 --hidden 256,256 --classes 10]
+usage: mlp_pytorch.py --threads T --batch B --steps N [--accum N] [--in 32 --hidden 256,256 --classes 10]
 """
 import argparse
 import os
@@ -13,6 +14,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--batch", type=int, default=64)
 p.add_argument("--steps", type=int, default=2000)
+p.add_argument("--accum", type=int, default=1)
 p.add_argument("--warmup", type=int, default=200)
 p.add_argument("--in", dest="inp", type=int, default=32)
 p.add_argument("--hidden", default="256,256")
@@ -42,8 +44,10 @@ ys = torch.randint(0, a.classes, (pool, a.batch))
 
 def step(i):
     opt.zero_grad(set_to_none=False)
-    loss = loss_fn(model(xs[i % pool]), ys[i % pool])
-    loss.backward()
+    for k in range(a.accum):
+        j = (i * a.accum + k) % pool
+        loss = loss_fn(model(xs[j]), ys[j]) / a.accum
+        loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
 
@@ -54,5 +58,6 @@ t0 = time.perf_counter()
 for i in range(a.steps):
     step(i)
 dt = time.perf_counter() - t0
-print(f"pytorch {torch.__version__} threads={a.threads} batch={a.batch}: {a.steps * a.batch / dt:.0f} samples/s "
+print(f"pytorch {torch.__version__} threads={a.threads} batch={a.batch} accum={a.accum}: "
+      f"{a.steps * a.batch * a.accum / dt:.0f} samples/s "
       f"({1000 * dt / a.steps:.3f} ms/step)")
