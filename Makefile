@@ -150,7 +150,8 @@ endif
 # libFuzzer targets (clang): the option parser, the shard, checkpoint, SHA256SUMS and safetensors
 # readers, and the readers of users' files the tools have (JSON lines, CSV, .npy, .npz, Chrome
 # traces, GPT-2's tokenizer files, SentencePiece models), built with ASan over the library sources they exercise. `make test` runs each for a fixed number of inputs from
-# tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS.
+# tests/fuzz/corpus (deterministic: -seed=1); `make fuzz` runs each for FUZZ_SECONDS. Line tables
+# are all the debug information ASan's reports use (file:line in each frame).
 FUZZ_SECONDS ?= 120
 FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/core/files.cpp \
                 src/core/json.cpp src/config/options.cpp src/config/option_checks.cpp \
@@ -158,7 +159,7 @@ FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/
                 src/data/stage.cpp src/io/checkpoint.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
                 src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp src/io/safetensors.cpp \
                 src/data/bpe.cpp src/data/sentencepiece.cpp src/core/utf8.cpp
-FUZZ_FLAGS   := -std=c++17 -g -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
+FUZZ_FLAGS   := -std=c++17 -gline-tables-only -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
 FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens safetensors gpt2 sentencepiece
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_NAMES)))
