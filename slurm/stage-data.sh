@@ -3,7 +3,7 @@
 # node's local NVMe, so that training reads local disks instead of the shared filesystem. Run it
 # once per node: `srun --ntasks-per-node=1 slurm/stage-data.sh SRC` (multi-node.sbatch does with
 # STAGE_FROM, slurm/stage-data.sbatch as a job of its own). The copy, its checks and the reuse of
-# an earlier copy are `dptrain stage`, the same code as dptrain's --stage-dir (src/stage.cpp).
+# an earlier copy are `dptrain stage`, the same code as dptrain's --stage-dir (src/data/stage.cpp).
 #
 #   stage-data.sh SRC [DEST]         copy (or reuse a valid earlier copy); prints DEST on stdout
 #   stage-data.sh --write-sums DIR   write DIR/SHA256SUMS (sha256sum format) for later copies to check

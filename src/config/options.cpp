@@ -409,6 +409,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
           << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n"
           << "       dptrain plan [--ranks N] [--gpu-memory 80GiB] [--config FILE] [--option value ...]   (memory per "
              "rank: what fits, the largest batch)\n"
+          << "       dptrain stage SRC DEST | --check DIR | --write-sums DIR   (a dataset to local storage; stage "
+             "--help)\n"
           << "       dptrain options   (every option, with its values where they are a closed set: for shell "
              "completion)\n\n"
           << all;

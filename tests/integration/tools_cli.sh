@@ -15,6 +15,13 @@ expect_one_line() {
   [ "$(wc -l <"$WORK/err.txt")" = 1 ] || { cat "$WORK/err.txt"; fail "$*: $(wc -l <"$WORK/err.txt") lines on stderr, want 1"; }
   grep -qE "$pattern" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "$*: stderr does not match '$pattern'"; }
 }
+# Every subcommand dptrain's main dispatches has a usage line in dptrain --help.
+subs=$(sed -n 's/.*std::string(argv\[1\]) == "\([a-z]*\)".*/\1/p' "$ROOT/src/app/main.cpp" | sort -u)
+[ "$(wc -w <<<"$subs")" -ge 5 ] || fail "found only '$subs' as dptrain's subcommands in src/app/main.cpp"
+help=$("$BIN/dptrain" --help)
+for sub in $subs; do
+  grep -Eq "^ +(mpirun -np N )?dptrain $sub( |$)" <<<"$help" || fail "dptrain --help has no usage line for '$sub'"
+done
 "$BIN/dptrain-ckpt" --help | grep -q 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
 "$BIN/dptrain-bench" --help | grep -q 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
 # The fix names the command as the user can run it: its absolute path from outside the checkout,

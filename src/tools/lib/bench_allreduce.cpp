@@ -331,7 +331,7 @@ const char* bench_usage() {
            "           median of -n calls after -w warm-up ones; -J writes every row as JSON; --sharded: the\n"
            "           sharded optimizer's reduce-scatter + all-gather (flat, hierarchical) beside MPI's\n"
            "       mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0 = one epoch]\n"
-           "                        [--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1,4096]\n"
+           "                        [--modes direct,memory,collective] [--io-threads 1,4] [--shuffle-block 1]\n"
            "                        [--no-drop]\n"
            "           every reader beside a raw sequential read of the same shards, page cache dropped\n"
            "       dptrain-bench trace [--events 2000000] [--step-ms 0.6] [--buckets 1]\n"
