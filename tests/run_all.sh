@@ -44,10 +44,14 @@ fuzz() {  # fuzz NAME RUNS [MAX_LEN]
   suite "fuzz-$1" 300 "$bin" -runs="$2" -seed=1 -max_len="${3:-4096}" -detect_leaks=0 -timeout=20 \
     -artifact_prefix="$scratch/" "$scratch" "tests/fuzz/corpus/$1"
 }
-fuzz_all() {
-  fuzz options 20000
+# Two lanes of about equal length (the shard and checkpoint targets write an HDF5 file per input:
+# 41 and 29 s here, the other eleven 64 s).
+fuzz_lane1() {
   fuzz shard 5000
   fuzz checkpoint 5000
+}
+fuzz_lane2() {
+  fuzz options 20000
   fuzz jsonl 20000
   fuzz csv 20000
   fuzz npy 20000
@@ -61,16 +65,25 @@ fuzz_all() {
 }
 
 # The Slurm test waits on its daemons and jobs about half of its time (the machine was 49% busy
-# over its 70 s on 2 cores), so the fuzz targets, one process each, run beside it. Their lines
-# print as they finish; their counts join the others' through a file.
-counts=$log/fuzz.counts; rm -f "$counts"
-( passed=0 failed=0 failures=(); fuzz_all; echo "$passed $failed ${failures[*]}" >"$counts" ) &
-fuzz_pid=$!
+# over its 70 s on 2 cores), so the fuzz targets, one process each, run beside it in two lanes
+# (in one lane they took 152 s, the Slurm test 103 s, the last 49 s on one core). Their lines print as they finish; their counts join
+# the others' through a file per lane. Their scratch files go to memory where there is a writable
+# /dev/shm (the shard target: 20% faster than on disk).
+fuzz_pids=()
+for lane in 1 2; do
+  rm -f "$log/fuzz$lane.counts"
+  ( [ -w /dev/shm ] && export TMPDIR=/dev/shm
+    passed=0 failed=0 failures=(); "fuzz_lane$lane"; echo "$passed $failed ${failures[*]}" >"$log/fuzz$lane.counts" ) &
+  fuzz_pids+=($!)
+done
 suite slurm 600 tests/integration/slurm.sh
-wait "$fuzz_pid"
-read -r p f names <"$counts" || { p=0; f=1; names="fuzz (no counts)"; }
-passed=$((passed + p)); failed=$((failed + f))
-[ -z "${names:-}" ] || failures+=($names)
+for lane in 1 2; do
+  wait "${fuzz_pids[$((lane - 1))]}"
+  names=
+  read -r p f names <"$log/fuzz$lane.counts" || { p=0; f=1; names="fuzz-lane-$lane (no counts)"; }
+  passed=$((passed + p)); failed=$((failed + f))
+  [ -z "${names:-}" ] || failures+=($names)
+done
 
 echo
 [ $failed = 0 ] || echo "failed: ${failures[*]}"

@@ -21,9 +21,10 @@ class ScratchDirs {
             std::filesystem::remove_all(d, ec);
         }
     }
-    // A new directory /tmp/dptrain-TAG-XXXXXX.
+    // A new directory $TMPDIR/dptrain-TAG-XXXXXX ($TMPDIR unset or empty: /tmp).
     std::string make(const std::string& tag) {
-        std::string path = "/tmp/dptrain-" + tag + "-XXXXXX";
+        const char* tmp = getenv("TMPDIR");
+        std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/dptrain-" + tag + "-XXXXXX";
         if (!mkdtemp(path.data())) throw std::runtime_error("mkdtemp " + path + " failed");
         made_.push_back(path);
         return path;
