@@ -268,10 +268,16 @@ void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long 
 }
 
 // Once per run, from the second step line on: a warning naming the bottleneck when waiting for
-// data or for the network takes a large share of the step.
+// data or for the network takes a large share of the step in two intervals in a row. One interval
+// alone is not enough: on a short step it can be scheduling noise (0.05 ms of a 0.4 ms step, with
+// the reader threads and two ranks on two cores), where a real bottleneck stays.
 void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
+    const bool data_high = st.data_wait_pct > 5.0, comm_high = st.comm_pct > 25.0 && W_ > 1;
+    const bool data_twice = data_high && data_high_before_, comm_twice = comm_high && comm_high_before_;
+    data_high_before_ = data_high;
+    comm_high_before_ = comm_high;
     const PhaseAcross& d = bd.phase[0];
-    if (!warned_data_ && st.data_wait_pct > 5.0) {
+    if (!warned_data_ && data_twice) {
         warned_data_ = true;
         print(strfmt("warning: waiting for data takes %.1f%% of the step (slowest rank %d on %s: %.3f ms per step): "
                      "the input pipeline is the bottleneck. Raise --io-threads (and --prefetch); --io memory reads "
@@ -280,7 +286,7 @@ void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
                      st.data_wait_pct, d.slowest_rank, hosts_[d.slowest_rank].c_str(), d.max_ms));
     }
     const PhaseAcross& c = bd.phase[3];
-    if (!warned_comm_ && st.comm_pct > 25.0 && W_ > 1) {
+    if (!warned_comm_ && comm_twice) {
         warned_comm_ = true;
         print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (longest on rank %d on "
                      "%s): either the network is the bottleneck (try --grad-dtype bf16, a larger --batch-size, or "

@@ -82,7 +82,8 @@ grep -aq $'\r\x1b\[Kstep [0-9]*/400 [0-9]*% | [0-9.]* ms/step | ETA ' "$WORK/out
 grep -aq $'\r\x1b\[Kstep 400/400 100% | loss' "$WORK/out" || { cat -v "$WORK/out" | tail; fail "the status line was not cleared before the step line"; }
 
 # An input-bound run (rank 1's reads take 20 ms more from step 1) gets one warning naming the
-# input pipeline and the rank, from the second step line on; a balanced run gets none.
+# input pipeline and the rank, when the second and third step lines both show the wait; a
+# balanced run gets none.
 train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --run-dir "$WORK/slowread" --inject-fault 1:1:slow-read
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "the slow-read run exited $RC"; }
 [ "$(grep -c '^warning: waiting for data takes .* (slowest rank 1 on .*the input pipeline is the bottleneck' "$WORK/out")" = 1 ] \
