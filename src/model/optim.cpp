@@ -1,6 +1,9 @@
-// AdamW, SGD with momentum, LR schedule and clipping. Elementwise loops, OpenMP static schedule;
-// the norm sums in a fixed order so every rank computes the same value bit for bit.
+// AdamW, SGD with momentum, LR schedule and clipping. Elementwise loops, on OpenMP threads when
+// long enough (core/parallel.h); the norm sums in a fixed order so every rank computes the same
+// value bit for bit.
 #include "dptrain/model/optim.h"
+
+#include "dptrain/core/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,14 +20,12 @@ double LrSchedule::at(long step) const {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
-                  size_t n, float lr, float beta1, float beta2, float eps, float wd, long t) {
-    // Bias corrections folded into two scalars; restrict lets the loop vectorize.
-    const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
-    const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
-    const float decay = 1.0f - lr * wd;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) {
+// The elementwise loops over [begin, end), for parallel_for (core/parallel.h).
+static void adamw_range(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
+                        long begin, long end, float lr, float beta1, float beta2, float eps, float decay,
+                        float inv_c1, float inv_c2) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
         float gi = g[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * gi;
         float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
@@ -34,25 +35,25 @@ void adamw_update(float* __restrict p, const float* __restrict g, float* __restr
     }
 }
 
-void sgd_momentum_update(float* __restrict p, const float* __restrict g, float* __restrict buf, size_t n, float lr,
-                         float momentum, float wd) {
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) {
+static void sgd_momentum_range(float* __restrict p, const float* __restrict g, float* __restrict buf, long begin,
+                               long end, float lr, float momentum, float wd) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
         float b = momentum * buf[i] + g[i] + wd * p[i];
         buf[i] = b;
         p[i] -= lr * b;
     }
 }
 
-double sum_squares(const float* g, size_t n) {
-    // A fixed number of contiguous blocks, each summed in 8 interleaved lanes and then in order:
-    // the result depends on n alone, not on the thread count, so every rank clips identically.
-    constexpr size_t kBlocks = 64, kLanes = 8;
-    double part[kBlocks];
-    size_t per = (n + kBlocks - 1) / kBlocks;
-    per = (per + kLanes - 1) / kLanes * kLanes;
-#pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < kBlocks; ++b) {
+static void scale_range(float* g, float s, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) g[i] *= s;
+}
+
+// Blocks [first, last) of sum_squares: each block of `per` values summed in 8 interleaved lanes.
+static void block_squares(double* part, const float* g, size_t n, size_t per, long first, long last) {
+    constexpr size_t kLanes = 8;
+    for (long b = first; b < last; ++b) {
         double lane[kLanes] = {0};
         size_t begin = std::min(n, b * per), end = std::min(n, (b + 1) * per), i = begin;
         for (; i + kLanes <= end; i += kLanes)
@@ -62,6 +63,32 @@ double sum_squares(const float* g, size_t n) {
         for (size_t k = 0; k < kLanes; ++k) s += lane[k];
         part[b] = s;
     }
+}
+
+void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
+                  float eps, float wd, long t) {
+    // Bias corrections folded into two scalars; restrict in adamw_range lets its loop vectorize.
+    const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
+    const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
+    const float decay = 1.0f - lr * wd;
+    parallel_for((long)n, 8, [=](long b, long e) {
+        adamw_range(p, g, m, v, b, e, lr, beta1, beta2, eps, decay, inv_c1, inv_c2);
+    });
+}
+
+void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float lr, float momentum, float wd) {
+    parallel_for((long)n, 3, [=](long b, long e) { sgd_momentum_range(p, g, buf, b, e, lr, momentum, wd); });
+}
+
+double sum_squares(const float* g, size_t n) {
+    // A fixed number of contiguous blocks, each summed in 8 interleaved lanes and then in order:
+    // the result depends on n alone, not on the thread count, so every rank clips identically.
+    constexpr size_t kBlocks = 64, kLanes = 8;  // kLanes as in block_squares
+    double part[kBlocks];
+    size_t per = (n + kBlocks - 1) / kBlocks;
+    per = (per + kLanes - 1) / kLanes * kLanes;
+    parallel_for((long)kBlocks, 2 * (long)per,
+                 [&](long first, long last) { block_squares(part, g, n, per, first, last); });
     double s = 0.0;
     for (size_t b = 0; b < kBlocks; ++b) s += part[b];
     return s;
@@ -72,8 +99,7 @@ double global_norm(const float* g, size_t n) { return std::sqrt(sum_squares(g, n
 void clip_to_norm(float* g, size_t n, double norm, double max_norm) {
     if (!(max_norm > 0 && norm > max_norm)) return;
     const float s = (float)(max_norm / (norm + 1e-6));
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) g[i] *= s;
+    parallel_for((long)n, 1, [=](long b, long e) { scale_range(g, s, b, e); });
 }
 
 double clip_grad_norm(float* g, size_t n, double max_norm) {

@@ -1,36 +1,39 @@
-// ReLU, GELU (tanh approximation) and the residual add, forward and backward, elementwise with OpenMP.
+// ReLU, GELU (tanh approximation) and the residual add, forward and backward, elementwise: SIMD,
+// and OpenMP threads on loops long enough for a team (core/parallel.h).
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/fastmath.h"
+#include "dptrain/core/parallel.h"
 
 #include <cmath>
 #include <cstring>
 
 namespace dptrain::cpu {
 
-void relu_forward(float* out, const float* inp, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+// Each op's loop over [begin, end), for parallel_for (core/parallel.h).
+static void relu_forward_range(float* out, const float* inp, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
-void relu_backward(float* dinp, const float* inp, const float* dout, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
+static void relu_backward_range(float* dinp, const float* inp, const float* dout, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) dinp[i] = inp[i] > 0.0f ? dout[i] : 0.0f;
 }
 
 static constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 
-void gelu_forward(float* out, const float* inp, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) {
+static void gelu_forward_range(float* out, const float* inp, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
         out[i] = 0.5f * x * (1.0f + tanh_approx(kGeluScale * (x + cube)));
     }
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) {
+static void gelu_backward_range(float* dinp, const float* inp, const float* dout, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
         float x = inp[i];
         float cube = 0.044715f * x * x * x;
         float t = tanh_approx(kGeluScale * (x + cube));
@@ -40,17 +43,42 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
     }
 }
 
-void residual_forward(float* out, const float* a, const float* b, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) out[i] = a[i] + b[i];
+static void residual_forward_range(float* out, const float* a, const float* b, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) out[i] = a[i] + b[i];
 }
 
-void residual_backward(float* da, float* db, const float* dout, long N) {
-#pragma omp parallel for simd schedule(static)
-    for (long i = 0; i < N; ++i) {
+static void residual_backward_range(float* da, float* db, const float* dout, long begin, long end) {
+#pragma omp simd
+    for (long i = begin; i < end; ++i) {
         da[i] += dout[i];
         db[i] += dout[i];
     }
+}
+
+// The cost arguments: the work of one element, in simple float operations (GELU's tanh ~16).
+void relu_forward(float* out, const float* inp, long N) {
+    parallel_for(N, 1, [=](long b, long e) { relu_forward_range(out, inp, b, e); });
+}
+
+void relu_backward(float* dinp, const float* inp, const float* dout, long N) {
+    parallel_for(N, 1, [=](long b, long e) { relu_backward_range(dinp, inp, dout, b, e); });
+}
+
+void gelu_forward(float* out, const float* inp, long N) {
+    parallel_for(N, 16, [=](long b, long e) { gelu_forward_range(out, inp, b, e); });
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
+    parallel_for(N, 24, [=](long b, long e) { gelu_backward_range(dinp, inp, dout, b, e); });
+}
+
+void residual_forward(float* out, const float* a, const float* b, long N) {
+    parallel_for(N, 1, [=](long first, long last) { residual_forward_range(out, a, b, first, last); });
+}
+
+void residual_backward(float* da, float* db, const float* dout, long N) {
+    parallel_for(N, 2, [=](long b, long e) { residual_backward_range(da, db, dout, b, e); });
 }
 
 } // namespace dptrain::cpu

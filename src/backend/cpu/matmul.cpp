@@ -4,6 +4,7 @@
 #include "dptrain/backend/cpu/ops.h"
 
 #include "dptrain/core/bf16.h"
+#include "dptrain/core/parallel.h"
 
 #include <cblas.h>
 
@@ -13,14 +14,37 @@
 
 namespace dptrain::cpu {
 
+// Rows [begin, end) of out (B, OC) set to the bias.
+static void fill_bias_rows(float* out, const float* bias, int OC, long begin, long end) {
+    for (long b = begin; b < end; ++b)
+        for (int o = 0; o < OC; ++o) out[b * OC + o] = bias[o];
+}
+
+// Column sums of dout (B, OC) added to dbias, for blocks [first, last) of kBlock columns: each
+// row's block added at once so the inner loop runs along memory and vectorizes; rows in order.
+static constexpr int kBlock = 64;
+static void add_column_sums(float* dbias, const float* dout, int B, int OC, long first, long last) {
+    for (long blk = first; blk < last; ++blk) {
+        int o0 = (int)blk * kBlock, n = OC - o0 < kBlock ? OC - o0 : kBlock;
+        float acc[kBlock] = {0};
+        for (int b = 0; b < B; ++b) {
+            const float* row = dout + (long)b * OC + o0;
+            for (int j = 0; j < n; ++j) acc[j] += row[j];
+        }
+        for (int j = 0; j < n; ++j) dbias[o0 + j] += acc[j];
+    }
+}
+
+static void round_bf16_range(float* dst, const float* src, long begin, long end) {
+    for (long i = begin; i < end; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
                     int OC) {
     if (B <= 0) return;
     float beta = 0.0f;
     if (bias) {
-#pragma omp parallel for schedule(static)
-        for (int b = 0; b < B; ++b)
-            for (int o = 0; o < OC; ++o) out[(long)b * OC + o] = bias[o];
+        parallel_for(B, OC, [=](long first, long last) { fill_bias_rows(out, bias, OC, first, last); });
         beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
@@ -34,26 +58,14 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                     dinp, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) {
-        // Column sums, rows in order (deterministic): blocks of 64 columns per thread, each row's
-        // block added at once so the inner loop runs along memory and vectorizes.
-        constexpr int kBlock = 64;
-        int blocks = (OC + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-        for (int blk = 0; blk < blocks; ++blk) {
-            int o0 = blk * kBlock, n = OC - o0 < kBlock ? OC - o0 : kBlock;
-            float acc[kBlock] = {0};
-            for (int b = 0; b < B; ++b) {
-                const float* row = dout + (long)b * OC + o0;
-                for (int j = 0; j < n; ++j) acc[j] += row[j];
-            }
-            for (int j = 0; j < n; ++j) dbias[o0 + j] += acc[j];
-        }
+        // Column sums, rows in order (deterministic), blocks of columns over the threads.
+        parallel_for((OC + kBlock - 1) / kBlock, (long)B * kBlock,
+                     [=](long first, long last) { add_column_sums(dbias, dout, B, OC, first, last); });
     }
 }
 
 void round_bf16(float* dst, const float* src, long N) {
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < N; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
+    parallel_for(N, 4, [=](long first, long last) { round_bf16_range(dst, src, first, last); });
 }
 
 double measure_sgemm_gflops(int n, double seconds) {
