@@ -182,7 +182,7 @@ void declare_model_and_data(Registry& r, Options& o) {
                "GPT: vocabulary size; 0 = the data's (a larger value pads the embedding table)");
     r.add<S>("data", &Options::data, o, "data/synth",
              "dataset directory with train-NNNNN-of-NNNNN.h5 and val-NNNNN-of-NNNNN.h5 shards");
-    r.add<int>("prefetch", &Options::prefetch, o, 2, "batches the background readers keep ready (at least --io-threads)");
+    r.add<int>("prefetch", &Options::prefetch, o, 2, "steps' batches the background readers keep ready (each --grad-accum micro-batches; at least --io-threads)");
     r.add<S>("stage-dir", &Options::stage_dir, o, "",
              "copy --data to DIR/<name of --data> on node-local storage before training (local rank 0 of each node "
              "copies, its other ranks wait), verify it (sizes, and SHA256SUMS when the source has one), reuse a valid "

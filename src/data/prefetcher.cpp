@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <thread>
 
 namespace dptrain {
@@ -15,7 +16,7 @@ Prefetcher::Prefetcher(std::vector<Dataset*> readers, Sampler& sampler, int rank
     : readers_(std::move(readers)), sampler_(sampler), rank_(rank), world_(world), accum_(accum),
       first_(first_step * accum), end_(end_step * accum),
       fail_step_(fail_step), slow_from_(slow_from), slots_((size_t)std::max<long>(depth, (long)readers_.size())), idx_(readers_.size()),
-      ready_(slots_.size(), -1), in_caller_(in_caller) {
+      ready_(slots_.size(), -1), wake_at_(std::numeric_limits<long>::max()), in_caller_(in_caller) {
     for (Batch& b : slots_) {
         b.x.resize((size_t)max_rows * readers_[0]->floats_per_sample());
         b.y.resize((size_t)max_rows * readers_[0]->ints_per_sample());
@@ -52,11 +53,19 @@ void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
 
 void Prefetcher::run(int reader) {
     const long depth = (long)slots_.size(), K = (long)readers_.size();
+    const long refill = std::min<long>(accum_, depth);  // slots free before a full ring is refilled
     for (long k = reader; first_ + k < end_; k += K) {
         {
-            // Slot k % depth is free once batch k - depth has been consumed.
+            // Slot k % depth is free once batch k - depth has been consumed. When it is not, wait
+            // for `refill` slots (batch k - depth + refill consumed), telling release() when to wake.
             std::unique_lock<std::mutex> g(mu_);
-            cv_.wait(g, [&] { return stop_ || k - consumed_ < depth; });
+            if (k - consumed_ >= depth) {
+                const long target = k - depth + refill;
+                while (!stop_ && consumed_ < target) {
+                    wake_at_ = std::min(wake_at_, target);
+                    cv_.wait(g);
+                }
+            }
             if (stop_ || (error_ && error_at_ < k)) return;
         }
         try {
@@ -113,7 +122,8 @@ const Batch* Prefetcher::peek() {
 void Prefetcher::release() {
     {
         std::lock_guard<std::mutex> g(mu_);
-        ++consumed_;
+        if (++consumed_ < wake_at_) return;
+        wake_at_ = std::numeric_limits<long>::max();  // the woken readers register again if still short
     }
     cv_.notify_all();
 }

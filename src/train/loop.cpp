@@ -26,8 +26,8 @@ int StepLoop::run(long start) {
     long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
     for (long s = start; s < end; ++s)
         if (p_.faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
-    Prefetcher pf(p_.task.readers(o.io_threads), p_.sampler, rank, p_.topo.size, o.batch_size, o.prefetch, start, end,
-                  io_fail, o.io == IoMode::collective, p_.faults.slow_read_from(rank), o.grad_accum);
+    Prefetcher pf(p_.task.readers(o.io_threads), p_.sampler, rank, p_.topo.size, o.batch_size,
+                  Prefetcher::slots_for(o.prefetch, o.grad_accum, o.io_threads), start, end, io_fail, o.io == IoMode::collective, p_.faults.slow_read_from(rank), o.grad_accum);
     // On a GPU the batches (and a host path's parameters and gradients) are copied every step:
     // page-locked, released before the ring is freed.
     std::vector<std::pair<void*, size_t>> regions = pf.buffers();

@@ -5,6 +5,7 @@
 #include "dptrain/backend/gradient_path.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
+#include "dptrain/data/prefetcher.h"
 #include "dptrain/model/gpt.h"
 
 #include <algorithm>
@@ -103,7 +104,7 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     if (window)
         out.push_back({"peers' window pages", 2 * (P + kControlFloats) * F * (size_t)(L - 1) / (size_t)L,
                        strfmt("read from the node's other %d rank%s (shared memory)", L - 1, L == 2 ? "" : "s"), false});
-    const size_t slots = (size_t)std::max(o.prefetch, o.io_threads);
+    const size_t slots = (size_t)Prefetcher::slots_for(o.prefetch, o.grad_accum, o.io_threads);
     const size_t sample = (size_t)(f.floats_per_sample + f.ints_per_sample) * 4;
     const size_t ring = slots * (size_t)B * sample + (size_t)o.io_threads * B * sizeof(long);
     out.push_back({"input ring", ring, strfmt("%zu slots of %d samples", slots, B), false});

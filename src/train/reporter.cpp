@@ -5,6 +5,7 @@
 #include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/version.h"
+#include "dptrain/data/prefetcher.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -134,8 +135,9 @@ void Reporter::banner(const RunFacts& f) {
     else if (!f.no_gpu.empty()) print(strfmt("no GPU here: %s; the CPU backend trains\n", f.no_gpu.c_str()));
     print(table);
     print(strfmt("data %s: %s\n", o_.data.c_str(), f.data.c_str()));
-    print(strfmt("input: --io %s, %d reader thread%s, %d batches ahead%s\n", name_of(o_.io), o_.io_threads,
-                 o_.io_threads == 1 ? "" : "s", std::max(o_.prefetch, o_.io_threads),
+    const int slots = Prefetcher::slots_for(o_.prefetch, o_.grad_accum, o_.io_threads);
+    print(strfmt("input: --io %s, %d reader thread%s, %d %sbatches ahead%s\n", name_of(o_.io), o_.io_threads,
+                 o_.io_threads == 1 ? "" : "s", slots, o_.grad_accum > 1 ? "micro-" : "",
                  o_.io == IoMode::collective ? " (collective reads run in the training thread: no prefetch)" : ""));
     if (!f.io_note.empty()) print(f.io_note + "\n");
     // Without a GPU anywhere the line above says it all; GPU health off is news only beside one.

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -335,6 +336,60 @@ TEST_CASE("Prefetcher with micro-batches: ranks x micro-batches partition each s
             }
             CHECK(parts == whole);
         }
+    }
+}
+
+// Counts the reads of the Dataset it wraps.
+namespace {
+struct CountedReads : Dataset {
+    Dataset& base;
+    std::atomic<int> reads{0};
+    explicit CountedReads(Dataset& d) : base(d) {}
+    long num_samples() const override { return base.num_samples(); }
+    int floats_per_sample() const override { return base.floats_per_sample(); }
+    int ints_per_sample() const override { return base.ints_per_sample(); }
+    void read(const long* idx, int n, long epoch, float* x, int* y) override {
+        base.read(idx, n, epoch, x, y);
+        ++reads;
+    }
+    int num_shards() const override { return base.num_shards(); }
+    const std::string& shard_path(int i) const override { return base.shard_path(i); }
+    std::unique_ptr<Dataset> reopen() const override { return base.reopen(); }
+};
+
+// Polls until reads reaches n, for up to 10 s; the count it ended with.
+int reads_after_waiting_for(const CountedReads& d, int n) {
+    for (int i = 0; i < 1000 && d.reads < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return d.reads;
+}
+}  // namespace
+
+// With --grad-accum 4 and --prefetch 2 the ring holds two steps of micro-batches. Once full, the
+// reader waits for a whole step's slots to be free before it reads again: it is woken once a step,
+// not once a micro-batch.
+TEST_CASE("Prefetcher with micro-batches: a full ring is refilled a step at a time", "[data]") {
+    std::string dir = temp_dir("prefetch-refill");
+    write_shards(dir, "train", {64}, 2, 5);
+    ShardSet shards = ShardSet::open(dir, "train", 8);
+    CountedReads counted(shards);
+    const int N = 4, slots = Prefetcher::slots_for(2, N, 1);
+    REQUIRE(slots == 8);
+    Sampler sampler(64, 8, 5);  // 4 micro-batches of 2 rows a step
+    Prefetcher pf({&counted}, sampler, 0, 1, 2, slots, 0, 6, -1, false, -1, N);
+    REQUIRE(reads_after_waiting_for(counted, slots) == slots);
+    for (int step = 0; step < 3; ++step) {
+        for (int k = 0; k < N; ++k) {
+            const Batch& b = pf.next();
+            CHECK(b.step == step);
+            CHECK(b.micro == k);
+            pf.release();
+            if (k + 1 < N) {
+                // Time for a reader that was woken to read; it must not have been.
+                std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                CHECK(counted.reads == slots + step * N);
+            }
+        }
+        CHECK(reads_after_waiting_for(counted, slots + (step + 1) * N) == std::min(slots + (step + 1) * N, 6 * N));
     }
 }
 
