@@ -17,8 +17,9 @@ int main(int argc, char** argv) {
         if (cmd == "io") return bench_io(argc - 1, argv + 1);
         if (cmd == "trace") return bench_trace(argc - 1, argv + 1);
         if (cmd == "tokenizer") return bench_tokenizer(argc - 1, argv + 1);
-        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io, trace or tokenizer)"
-                                                        : "not a command (allreduce, io, trace or tokenizer)");
+        if (cmd == "matmul") return bench_matmul(argc - 1, argv + 1);
+        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io, trace, tokenizer or matmul)"
+                                                        : "not a command (allreduce, io, trace, tokenizer or matmul)");
     }, speak);
     mpi_finish();
     return code;

@@ -39,5 +39,10 @@ expect_one_line 2 "^dptrain-bench: error: allreduce: --dtype 'f16' is unknown" \
   "$BIN/dptrain-bench" allreduce --dtype f16
 expect_one_line 2 "^dptrain-bench: error: io: give the dataset" "$BIN/dptrain-bench" io
 expect_one_line 2 "^dptrain-bench: error: trace: .*--events" "$BIN/dptrain-bench" trace --events x
+expect_one_line 2 "^dptrain-bench: error: matmul: --shapes '128' is not CxOC" "$BIN/dptrain-bench" matmul --shapes 128
+expect_one_line 2 "^dptrain-bench: error: matmul: --rows '0' is not a row count" "$BIN/dptrain-bench" matmul --rows 1,0
+# A small real run: the op and its peer for one shape and two row counts, a line each.
+[ "$("$BIN/dptrain-bench" matmul --shapes 64x96 --rows 1,3 --repeats 1 | grep -cE '^ +64 +96 +[13] ')" = 2 ] ||
+  fail "dptrain-bench matmul did not print its two rows"
 expect_one_line 2 "^dptrain-report: error: frob: not a command" "$BIN/dptrain-report" frob
 echo "tools: --help and one-line errors ok"

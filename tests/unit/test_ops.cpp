@@ -49,6 +49,27 @@ TEST_CASE("matmul_backward matches finite differences", "[ops]") {
     }
 }
 
+// One or two rows take sgemv, more take sgemm: the same products, summed in another order.
+// 1e-5 relative: both are float32 dot products of C = 96 terms of order 1.
+TEST_CASE("matmul_forward: one or two rows agree with the same rows among many", "[ops]") {
+    const int B = 5, C = 96, OC = 37;
+    auto inp = randn(B * C, 21), w = randn(OC * C, 22), bias = randn(OC, 23);
+    std::vector<float> all(B * OC);
+    cpu::matmul_forward(all.data(), inp.data(), w.data(), bias.data(), B, C, OC);
+    for (int rows : {1, 2})
+        for (const float* b : std::vector<const float*>{bias.data(), nullptr})
+            for (int r = 0; r + rows <= B; ++r) {
+                std::vector<float> some(rows * OC, 7.0f), ref(all);
+                if (!b) cpu::matmul_forward(ref.data(), inp.data(), w.data(), nullptr, B, C, OC);
+                cpu::matmul_forward(some.data(), inp.data() + r * C, w.data(), b, rows, C, OC);
+                for (int i = 0; i < rows * OC; ++i) {
+                    const float want = ref[r * OC + i];
+                    INFO("rows " << rows << " from " << r << ", element " << i << (b ? "" : ", no bias"));
+                    CHECK(std::fabs(some[i] - want) <= 1e-5f * (1.0f + std::fabs(want)));
+                }
+            }
+}
+
 TEST_CASE("relu and gelu backward match finite differences", "[ops]") {
     const long N = 40;
     auto inp = randn(N, 5), dout = randn(N, 6);

@@ -4,6 +4,7 @@
 //   io         every reader beside a raw sequential read of the same shards, page cache dropped
 //   trace      what the step instrumentation costs
 //   tokenizer  GPT-2's BPE and SentencePiece: encode and decode MB/s on one core (peers: bench/tokenizer.sh)
+//   matmul     the CPU matmul_forward of few rows (decoding) beside one OpenBLAS sgemm
 #pragma once
 
 namespace dptrain {
@@ -12,6 +13,7 @@ int bench_allreduce(int argc, char** argv);
 int bench_io(int argc, char** argv);
 int bench_trace(int argc, char** argv);
 int bench_tokenizer(int argc, char** argv);
+int bench_matmul(int argc, char** argv);
 // The usage lines of all of them, for any argument the tool does not take.
 const char* bench_usage();
 

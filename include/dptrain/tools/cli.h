@@ -20,6 +20,9 @@ boost::program_options::variables_map parse_subcommand(int argc, char** argv,
                                                        const std::vector<std::string>& positional = {},
                                                        int repeat_last = 1);
 
+// The non-empty items of a comma-separated list ("1,,4" -> {"1", "4"}).
+std::vector<std::string> split_list(const std::string& s);
+
 // Runs a tool's main: --version as the first argument prints "TOOL VERSION" and --help or -h
 // anywhere prints `usage` (exit 0); otherwise body(), whose errors end the tool with one line on
 // stderr (when `speak`: under mpirun, rank 0 alone) and exit 2: a parser error as

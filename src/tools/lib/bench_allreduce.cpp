@@ -339,6 +339,10 @@ const char* bench_usage() {
            "       dptrain-bench tokenizer --input TEXT [--encoder encoder.json --merges vocab.bpe]\n"
            "                        [--sp-model FILE] [--repeats 5]\n"
            "           GPT-2's BPE and a SentencePiece model: encode (cold and warm) and decode MB/s, one core\n"
+           "       dptrain-bench matmul [--shapes 128x384,...,768x50257] [--rows 1,2,4,8] [--repeats 5]\n"
+           "                        [--threads 1]\n"
+           "           the CPU matmul_forward of few rows (decoding) beside one OpenBLAS sgemm of them and\n"
+           "           one sgemv a row\n"
            "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 

@@ -38,18 +38,6 @@ namespace po = boost::program_options;
 
 namespace {
 
-std::vector<std::string> split_list(const std::string& s) {
-    std::vector<std::string> out;
-    size_t a = 0;
-    while (a <= s.size()) {
-        size_t b = s.find(',', a);
-        if (b == std::string::npos) b = s.size();
-        if (b > a) out.push_back(s.substr(a, b - a));
-        a = b + 1;
-    }
-    return out;
-}
-
 // Drops the files' cached pages; returns the share of their pages still resident afterwards.
 double drop_cache(const std::vector<std::string>& files) {
     double pages = 0, resident = 0;

@@ -23,6 +23,18 @@ po::variables_map parse_subcommand(int argc, char** argv, const po::options_desc
     return vm;
 }
 
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    size_t a = 0;
+    while (a <= s.size()) {
+        size_t b = s.find(',', a);
+        if (b == std::string::npos) b = s.size();
+        if (b > a) out.push_back(s.substr(a, b - a));
+        a = b + 1;
+    }
+    return out;
+}
+
 int run_tool(const char* tool, const char* usage, int argc, char** argv, const std::function<int()>& body,
              bool speak) {
     const std::string cmd = argc > 1 ? argv[1] : "";

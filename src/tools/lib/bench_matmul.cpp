@@ -1,0 +1,110 @@
+// dptrain-bench matmul: the CPU backend's matmul_forward beside the product it replaced, one
+// OpenBLAS sgemm of all rows, and beside one sgemv a row (what the op does for one or two rows;
+// the column shows where that choice would stop paying), for few rows (decoding) on the shapes
+// a GPT's layers have. Times
+// the best of --repeats runs of enough calls for about 50 ms each, on --threads threads.
+// Not a training benchmark: training's products have hundreds of rows and take sgemm either way.
+#include "dptrain/tools/bench.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/comm/communicator.h"
+#include "dptrain/core/clock.h"
+#include "dptrain/core/error.h"
+#include "dptrain/tools/cli.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dptrain {
+
+namespace {
+
+// "128x384,768x2304" -> {{128, 384}, {768, 2304}}: input width C by output width OC.
+std::vector<std::pair<int, int>> parse_shapes(const std::string& text) {
+    std::vector<std::pair<int, int>> out;
+    for (const std::string& item : split_list(text)) {
+        int c = 0, oc = 0;
+        char tail = 0;
+        if (std::sscanf(item.c_str(), "%dx%d%c", &c, &oc, &tail) != 2 || c < 1 || oc < 1 || c > 65536 || oc > 262144)
+            throw boost::program_options::error("--shapes '" + item + "' is not CxOC (e.g. 128x384)");
+        out.emplace_back(c, oc);
+    }
+    if (out.empty()) throw boost::program_options::error("--shapes is empty");
+    return out;
+}
+
+// Microseconds a call: the best of `repeats` timings of `calls` calls.
+double best_us(int repeats, long calls, const std::function<void()>& fn) {
+    double best = 1e30;
+    for (int r = 0; r < repeats; ++r) {
+        const double t0 = now_seconds();
+        for (long i = 0; i < calls; ++i) fn();
+        best = std::min(best, (now_seconds() - t0) / (double)calls * 1e6);
+    }
+    return best;
+}
+
+}  // namespace
+
+int bench_matmul(int argc, char** argv) {
+    const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
+    std::string shapes_text = "128x384,128x128,128x512,512x128,768x2304,768x768,3072x768,768x50257";
+    std::string rows_text = "1,2,4,8";
+    int repeats = 5, threads = 1;
+    boost::program_options::options_description desc;
+    desc.add_options()("shapes", boost::program_options::value(&shapes_text))(
+        "rows", boost::program_options::value(&rows_text))("repeats", boost::program_options::value(&repeats))(
+        "threads", boost::program_options::value(&threads));
+    parse_subcommand(argc, argv, desc);
+    const auto shapes = parse_shapes(shapes_text);
+    std::vector<int> rows;
+    for (const std::string& r : split_list(rows_text)) {
+        char* end = nullptr;
+        const long n = std::strtol(r.c_str(), &end, 10);
+        if (*end || n < 1 || n > 4096) throw boost::program_options::error("--rows '" + r + "' is not a row count in 1..4096");
+        rows.push_back((int)n);
+    }
+    if (rows.empty()) throw boost::program_options::error("--rows is empty");
+    if (repeats < 1 || threads < 1) throw boost::program_options::error("--repeats and --threads must be at least 1");
+    if (rank != 0) return 0;
+    cpu::set_threads(threads);
+    std::printf("# dptrain-bench matmul: microseconds a call, best of %d; %d thread%s; out = inp (rows x C) "
+                "times weight (OC x C) transposed, plus a bias\n",
+                repeats, threads, threads == 1 ? "" : "s");
+    std::printf("%7s %7s %5s %14s %14s %7s %14s\n", "C", "OC", "rows", "matmul_forward", "sgemm (peer)", "ratio",
+                "sgemv a row");
+    for (const auto& [C, OC] : shapes) {
+        const int most = *std::max_element(rows.begin(), rows.end());
+        std::vector<float> w((size_t)OC * C), x((size_t)most * C), bias(OC), out((size_t)most * OC);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = (float)((i * 7919) % 1000) * 1e-4f - 0.05f;
+        for (size_t i = 0; i < x.size(); ++i) x[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+        std::fill(bias.begin(), bias.end(), 0.1f);
+        for (int B : rows) {
+            // About 1 GFLOP a timing (50 ms at 20 GFLOP/s), at least 3 calls.
+            const long calls = std::max(3L, (long)(1e9 / (2.0 * B * C * OC)));
+            const double ours = best_us(repeats, calls, [&] {
+                cpu::matmul_forward(out.data(), x.data(), w.data(), bias.data(), B, C, OC);
+            });
+            const double peer = best_us(repeats, calls, [&] {
+                for (int b = 0; b < B; ++b) std::copy(bias.begin(), bias.end(), out.begin() + (size_t)b * OC);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, x.data(), C, w.data(), C, 1.0f,
+                            out.data(), OC);
+            });
+            const double rowwise = best_us(repeats, calls, [&] {
+                for (int b = 0; b < B; ++b)
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, w.data(), C, x.data() + (size_t)b * C, 1,
+                                0.0f, out.data() + (size_t)b * OC, 1);
+            });
+            std::printf("%7d %7d %5d %14.2f %14.2f %6.2fx %14.2f\n", C, OC, B, ours, peer, peer / ours, rowwise);
+        }
+    }
+    return 0;
+}
+
+} // namespace dptrain
