@@ -5,10 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -141,17 +141,25 @@ TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
     CHECK(human_duration(NAN) == "?");
 }
 
+static long long now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
 TEST_CASE("every record written to the file carries its wall-clock time after its type", "[metrics]") {
     const std::string path = testing::temp_dir("metrics") + "/m.jsonl";
     for (bool emf : {false, true}) {
-        const double before = (double)std::time(nullptr);
+        // The writer's clock (system_clock, in whole milliseconds). Not std::time(): it reads the
+        // kernel's coarse clock, which can lag by a tick, so a record written at x.003 s once
+        // found std::time() still at x - 1 after it.
+        const long long before = now_ms();
         {
             JsonlWriter w;
             w.open(path, false, emf, "ns", "job");
             w.write(Record("step").integer("step", 3));
             w.write_rank(Record("rank").integer("step", 3), 1, "node-a");
         }
-        const double after = (double)std::time(nullptr) + 1;
+        const long long after = now_ms();
         std::ifstream in(path);
         std::string line;
         int lines = 0;
@@ -161,7 +169,7 @@ TEST_CASE("every record written to the file carries its wall-clock time after it
             const size_t at = line.find(",\"time\":");
             REQUIRE(at != std::string::npos);
             CHECK(line.substr(0, at).rfind("\"type\":\"") != std::string::npos);  // right after the type
-            const double t = std::strtod(line.c_str() + at + 8, nullptr);
+            const long long t = std::llround(std::strtod(line.c_str() + at + 8, nullptr) * 1000.0);
             CHECK(t >= before);
             CHECK(t <= after);
         }
