@@ -6,6 +6,7 @@
 // product's operands are rounded to TF32 first (10 mantissa bits, as the GPU's tensor cores take
 // them), into per-thread scratch allocated once; the softmax and all sums stay fp32.
 #include "dptrain/backend/cpu/ops.h"
+#include "dptrain/core/parallel.h"
 #include "dptrain/core/fastmath.h"
 
 #include <cblas.h>
@@ -159,23 +160,19 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
         }
 }
 
-void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
-                      int n, int T, int C, int NH) {
+// Rows [first, last) of attention_decode's (row, head) pairs: the scores of row i's query against
+// its slot's first pos[i] + 1 keys, their softmax, and the weighted sum of the values.
+static void decode_heads(float* out, const float* kcache, const float* vcache, const float* qkv, const int* slot,
+                         const int* pos, int T, int C, int NH, long first, long last) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt((float)hs);
-    for (int i = 0; i < n; ++i) {
-        const size_t at = ((size_t)slot[i] * T + pos[i]) * C;
-        std::memcpy(kcache + at, qkv + (size_t)i * 3 * C + C, C * sizeof(float));
-        std::memcpy(vcache + at, qkv + (size_t)i * 3 * C + 2 * C, C * sizeof(float));
-    }
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < n * NH; ++r) {
-        const int i = r / NH, h = r % NH, p = pos[i];
+    thread_local std::vector<float> scores;
+    if (scores.size() < (size_t)T) scores.resize(T);
+    for (long r = first; r < last; ++r) {
+        const int i = (int)(r / NH), h = (int)(r % NH), p = pos[i];
         const float* q = qkv + (size_t)i * 3 * C + h * hs;
         const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
         const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
-        thread_local std::vector<float> scores;
-        if (scores.size() < (size_t)T) scores.resize(T);
         // Each position's hs-term dot product as a SIMD reduction; then the row's softmax as the
         // training forward's (causal_softmax_row over the first p + 1 scores).
         for (int j = 0; j <= p; ++j) {
@@ -193,6 +190,20 @@ void attention_decode(float* out, float* kcache, float* vcache, const float* qkv
             for (int c = 0; c < hs; ++c) o[c] += a * v[(size_t)j * C + c];
         }
     }
+}
+
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH) {
+    long positions = 0;  // keys read over all rows: a (row, head) pair costs about 4 hs a key
+    for (int i = 0; i < n; ++i) {
+        const size_t at = ((size_t)slot[i] * T + pos[i]) * C;
+        std::memcpy(kcache + at, qkv + (size_t)i * 3 * C + C, C * sizeof(float));
+        std::memcpy(vcache + at, qkv + (size_t)i * 3 * C + 2 * C, C * sizeof(float));
+        positions += pos[i] + 1;
+    }
+    parallel_for((long)n * NH, 4 * (C / NH) * (positions / n + 1), [=](long first, long last) {
+        decode_heads(out, kcache, vcache, qkv, slot, pos, T, C, NH, first, last);
+    });
 }
 
 } // namespace dptrain::cpu
