@@ -98,9 +98,19 @@ echo "ok: rollout: a corrupt checkpoint skipped, the newest swapped in under loa
 
 # 4. SIGTERM with a request in flight.
 start term --checkpoint "$WORK/run" --max-tokens 100000
-"$PY" "$CLIENT" long "$URL" 20000 "$WORK/long.json" &
+"$PY" "$CLIENT" long "$URL" 50000 "$WORK/long.json" &
 LONG=$!
-sleep 0.5
+# SIGTERM once the request is decoding (a fixed wait raced it: decoding got fast enough to finish
+# 20,000 tokens within it).
+"$PY" - "$URL" <<'PY' || fail "the long request never showed as an active sequence in /metrics"
+import sys, time, urllib.request
+for _ in range(400):
+    text = urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode()
+    if any(l.startswith("dptrain_serve_active_sequences ") and float(l.split()[1]) >= 1 for l in text.splitlines()):
+        sys.exit(0)
+    time.sleep(0.025)
+sys.exit(1)
+PY
 kill -TERM "$PID"
 set +e
 wait "$PID"
@@ -108,8 +118,8 @@ rc=$?
 set -e
 wait "$LONG" || fail "the request in flight failed at SIGTERM"
 [ "$rc" = 0 ] || { cat "$WORK/term.err"; fail "serve exited $rc after SIGTERM, want 0"; }
-grep -q '"done": true, "finish": "length", "tokens": 20000' "$WORK/long.json" \
+grep -q '"done": true, "finish": "length", "tokens": 50000' "$WORK/long.json" \
   || { cat "$WORK/long.json" "$WORK/term.err"; fail "the request in flight did not finish whole"; }
 grep -q "^serve: SIGTERM: finishing 1 running and 0 queued requests, then stopping$" "$WORK/term.err" \
   || { cat "$WORK/term.err"; fail "no line saying what SIGTERM waits for"; }
-echo "ok: SIGTERM: the request in flight finished (20000 tokens), exit 0"
+echo "ok: SIGTERM: the request in flight finished (50000 tokens), exit 0"
