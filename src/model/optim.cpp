@@ -50,9 +50,10 @@ static void scale_range(float* g, float s, long begin, long end) {
     for (long i = begin; i < end; ++i) g[i] *= s;
 }
 
-// Blocks [first, last) of sum_squares: each block of `per` values summed in 8 interleaved lanes.
+// Blocks [first, last) of sum_squares: each block of `per` values (a multiple of kLanes) summed
+// in kLanes interleaved lanes.
+static constexpr size_t kLanes = 8;
 static void block_squares(double* part, const float* g, size_t n, size_t per, long first, long last) {
-    constexpr size_t kLanes = 8;
     for (long b = first; b < last; ++b) {
         double lane[kLanes] = {0};
         size_t begin = std::min(n, b * per), end = std::min(n, (b + 1) * per), i = begin;
@@ -83,7 +84,7 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
 double sum_squares(const float* g, size_t n) {
     // A fixed number of contiguous blocks, each summed in 8 interleaved lanes and then in order:
     // the result depends on n alone, not on the thread count, so every rank clips identically.
-    constexpr size_t kBlocks = 64, kLanes = 8;  // kLanes as in block_squares
+    constexpr size_t kBlocks = 64;
     double part[kBlocks];
     size_t per = (n + kBlocks - 1) / kBlocks;
     per = (per + kLanes - 1) / kLanes * kLanes;

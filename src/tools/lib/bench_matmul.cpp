@@ -1,8 +1,8 @@
 // dptrain-bench matmul: the CPU backend's matmul_forward beside the product it replaced, one
 // OpenBLAS sgemm of all rows, and beside one sgemv a row (what the op does for one or two rows;
 // the column shows where that choice would stop paying), for few rows (decoding) on the shapes
-// a GPT's layers have. Times
-// the best of --repeats runs of enough calls for about 50 ms each, on --threads threads.
+// a GPT's layers have. Times the best of --repeats runs of enough calls for about 50 ms each, on
+// --threads threads.
 // Not a training benchmark: training's products have hundreds of rows and take sgemm either way.
 #include "dptrain/tools/bench.h"
 
