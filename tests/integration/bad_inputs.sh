@@ -12,7 +12,7 @@ expect_error() {
   local lines
   lines=$(grep -c '^dptrain: error:' "$WORK/out" || true)
   if [ "$RC" = 0 ] || { [ "$want" != any ] && [ "$RC" != "$want" ]; } || [ "$lines" != 1 ] \
-     || ! grep '^dptrain: error:' "$WORK/out" | grep -q -- "$pattern"; then
+     || ! grep '^dptrain: error:' "$WORK/out" | matches -- "$pattern"; then
     cat "$WORK/out"
     fail "$name: want exit ${want} and one error line matching '$pattern'; got exit $RC and $lines error lines"
   fi
@@ -186,5 +186,5 @@ else
   train 1 "${base[@]}" --device auto --run-dir "$WORK/auto"
   [ "$RC" = 0 ] && grep -q "\(no GPU\|built without CUDA\).*: the CPU backend trains" "$WORK/out" \
     || { cat "$WORK/out"; fail "--device auto without a GPU: want a CPU run that says why; got exit $RC"; }
-  echo "ok: --device auto without a GPU -> $(grep -o '[^|]*the CPU backend trains' "$WORK/out" | head -n1)"
+  echo "ok: --device auto without a GPU -> $(grep -m1 -o '[^|]*the CPU backend trains' "$WORK/out")"
 fi

@@ -14,7 +14,7 @@ MPIRUN="$CMPI" train 4 "${common[@]}" --allreduce hierarchical --run-dir "$WORK/
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "training across emulated nodes exited $RC"; }
 grep -q "^4 ranks on 2 nodes$" "$WORK/out" || { cat "$WORK/out"; fail "want 4 ranks on 2 nodes"; }
 for want in "0 0 0/2 dptt-node0" "1 0 1/2 dptt-node0" "2 1 0/2 dptt-node1" "3 1 1/2 dptt-node1"; do
-  awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/out" | grep -qx "$want" \
+  awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/out" | matches -x "$want" \
     || { cat "$WORK/out"; fail "rank table lacks '$want'"; }
 done
 grep -q "gradients: hierarchical (2 nodes x 2 ranks: shared memory in the node, MPI across)" "$WORK/out" \
@@ -39,7 +39,7 @@ grep -q "reduce-scatter + all-gather, hierarchical (2 nodes x 2 ranks" "$WORK/ou
 # owners are not grouped by node, and the run still ends where one node's does.
 MPIRUN="$CMPI --map-by node" train 4 "${common[@]}" --allreduce hierarchical --shard-optimizer --run-dir "$WORK/rr-shard"
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "sharded training with ranks round-robin over the nodes exited $RC"; }
-awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/out" | grep -qx "1 1 0/2 dptt-node1" \
+awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/out" | matches -x "1 1 0/2 dptt-node1" \
   || { cat "$WORK/out"; fail "--map-by node: want rank 1 first on node 1"; }
 "$BIN/dptrain-ckpt" diff "$WORK/rr-shard/checkpoints/ckpt-00000020.h5" "$WORK/one-node/checkpoints/ckpt-00000020.h5" --tol 1e-5 \
   || fail "sharded hierarchical with ranks round-robin over 2 emulated nodes differs from 4 ranks on one node"

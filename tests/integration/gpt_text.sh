@@ -23,7 +23,7 @@ grep -q "tok/s | MFU" "$WORK/out" || { cat "$WORK/out"; fail "no tokens/s and MF
 train 1 "${G[@]}" --batch-size 8 --steps 100 --eval-every 0 --run-dir "$WORK/run-mfu" --peak-gflops 0.01
 [ "$RC" = 0 ] && [ "$(grep -c "^warning: MFU [0-9]*% is above 100%: --peak-gflops 0.01 is below what each rank reaches$" "$WORK/out")" = 1 ] \
   || { cat "$WORK/out"; fail "MFU above 100%: want one warning naming --peak-gflops"; }
-first=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+first=$(grep -m1 '"type":"step"' "$WORK/run/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 v=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_loss)
 echo "train loss at step 50: $first; val loss at step 200: $v"
 awk -v a="$first" -v b="$v" 'BEGIN { exit !(b < a - 0.3) }' || fail "validation loss $v did not fall below the early loss $first"
@@ -89,7 +89,7 @@ for bad in "--device tpu:--device 'tpu' is unknown" "--device cuda --no-kv-cache
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --tokens 5 ${bad%%:*} >"$WORK/gen.out" 2>"$WORK/gen.err" && fail "generate ${bad%%:*} was accepted"
   [ "$(wc -l <"$WORK/gen.err")" = 1 ] && grep -q -- "${bad#*:}" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "generate ${bad%%:*}: want one line naming it"; }
 done
-if "$BIN/dptrain" doctor 2>/dev/null | grep -q 'no GPU ('; then
+if "$BIN/dptrain" doctor 2>/dev/null | matches 'no GPU ('; then
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --tokens 5 --device cuda >/dev/null 2>"$WORK/gen.err" && fail "--device cuda without a GPU was accepted"
   grep -q "^dptrain: error: --device cuda: .*use --device cpu" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "--device cuda without a GPU: no clear line"; }
   for d in cpu auto; do

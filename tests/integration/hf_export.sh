@@ -65,8 +65,8 @@ train 2 "${G[@]}" --batch-size 4 --steps 20 --run-dir "$WORK/ft" --resume auto -
 grep -q "^weights from $WORK/pt (position table cropped from 64 to --block-size 32)$" "$WORK/out" \
   || { cat "$WORK/out"; fail "no banner line naming the imported weights and the crop"; }
 train 1 "${G[@]}" --steps 1 --run-dir "$WORK/fresh"
-first_ft=$(grep '"type":"step"' "$WORK/ft/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
-first_fresh=$(grep '"type":"step"' "$WORK/fresh/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+first_ft=$(grep -m1 '"type":"step"' "$WORK/ft/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+first_fresh=$(grep -m1 '"type":"step"' "$WORK/fresh/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 echo "first step's loss: imported $first_ft, trained model's last 20 steps $trained, random init $first_fresh"
 awk -v a="$first_ft" -v t="$trained" -v f="$first_fresh" 'BEGIN { exit !(a < t + 0.25 && a < f - 0.5) }' \
   || fail "the imported run's first loss $first_ft is not the trained model's ($trained)"

@@ -16,11 +16,11 @@ grep -q "^installed dptrain .* under $DEST/usr: bin/{dptrain,dptrain-data," "$WO
   || { cat "$WORK/install.out"; fail "make install did not say what it installed where"; }
 for p in $programs; do
   [ -x "$P/bin/$p" ] || fail "$P/bin/$p not installed"
-  "$P/bin/$p" --version | grep -qE "^$p [^ ]+$" || fail "$p --version: '$("$P/bin/$p" --version 2>&1)'"
-  head -n 20 "$P/share/man/man1/$p.1" | grep -q "^\.TH $(tr a-z A-Z <<<"$p") \"1\"" || fail "$p.1: no man page header"
+  "$P/bin/$p" --version | matches -E "^$p [^ ]+$" || fail "$p --version: '$("$P/bin/$p" --version 2>&1)'"
+  head -n 20 "$P/share/man/man1/$p.1" | matches "^\.TH $(tr a-z A-Z <<<"$p") \"1\"" || fail "$p.1: no man page header"
   grep -q "^\.SH \"SEE ALSO\"" "$P/share/man/man1/$p.1" || fail "$p.1: no SEE ALSO"
   [ -f "$P/share/bash-completion/completions/$p" ] || fail "no bash completion for $p"
-  ! readelf -d "$P/bin/$p" | grep -qi "$ROOT" || fail "$p: its dynamic section names the checkout $ROOT"
+  ! readelf -d "$P/bin/$p" | matches -i "$ROOT" || fail "$p: its dynamic section names the checkout $ROOT"
 done
 # The man pages say what --help says: dptrain's options, and the subcommands' own sections.
 grep -qF -- '\fB\-\-batch\-size\fR' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks --batch-size"
@@ -66,7 +66,7 @@ complete_line() {  # complete_line WORDS...: the last word is the one being comp
 [ "$(complete_line dptrain --device '')" = "cpu cuda auto" ] || fail "dptrain --device TAB: '$(complete_line dptrain --device '')'"
 [ "$(complete_line dptrain --batch)" = "--batch-size" ] || fail "dptrain --batch TAB: '$(complete_line dptrain --batch)'"
 [ "$(complete_line dptrain gen)" = "generate" ] || fail "dptrain gen TAB: '$(complete_line dptrain gen)'"
-complete_line dptrain generate --tem | grep -qx -- "--temperature" || fail "dptrain generate --tem TAB: '$(complete_line dptrain generate --tem)'"
+complete_line dptrain generate --tem | matches -x -- "--temperature" || fail "dptrain generate --tem TAB: '$(complete_line dptrain generate --tem)'"
 [ "$(complete_line dptrain serve --max-ba)" = "--max-batch" ] || fail "dptrain serve --max-ba TAB: '$(complete_line dptrain serve --max-ba)'"
 [ "$(complete_line dptrain-data '')" = "ingest synth text tokens verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
 [ "$(complete_line dptrain-data text --tok)" = "--tokenizer" ] || fail "dptrain-data text --tok TAB: '$(complete_line dptrain-data text --tok)'"

@@ -27,7 +27,7 @@ run() {
 same_as() {  # same_as REF TAG [STEP]: their checkpoints of STEP (default 60) are bit-identical
   local step; step=$(printf '%08d' "${3:-60}")
   "$BIN/dptrain-ckpt" diff "$WORK/r-$1/checkpoints/ckpt-$step.h5" "$WORK/r-$2/checkpoints/ckpt-$step.h5" \
-    | grep -q "bit-identical" || fail "$2 trained differently from $1"
+    | matches "bit-identical" || fail "$2 trained differently from $1"
   echo "ok: $2 = $1"
 }
 run ref "$WORK/d"
@@ -54,7 +54,7 @@ run block-memory "$WORK/d" --shuffle-block 64 --io memory
 run z-block "$WORK/z" --shuffle-block 64
 for t in block-threads block-memory z-block; do same_as block $t; done
 ! "$BIN/dptrain-ckpt" diff "$WORK/r-ref/checkpoints/ckpt-00000060.h5" "$WORK/r-block/checkpoints/ckpt-00000060.h5" \
-  | grep -q "bit-identical" || fail "--shuffle-block 64 trained the same as per-sample order"
+  | matches "bit-identical" || fail "--shuffle-block 64 trained the same as per-sample order"
 refused 3 --data "$WORK/d" --steps 80 --batch-size 16 --run-dir "$WORK/r-block" --resume auto --shuffle-block 16
 [ "$RC" = 2 ] && grep -q "checkpoint was trained with --shuffle-block 64, this run has --shuffle-block 16" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another --shuffle-block: want exit 2 and the reason, got exit $RC"; }

@@ -33,8 +33,8 @@ done < <(find src include -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name 
 CONFIG_FLAGS=$(sed -n 's/^MPI_CFLAGS *:*= *//p; s/^HDF5_CFLAGS *:*= *//p' build/config.mk | tr '\n' ' ')
 for f in src/model/*.cpp src/backend/cpu/*.cpp; do
   opened=$(g++ -std=c++17 -fopenmp -Iinclude $CONFIG_FLAGS -H -fsyntax-only "$f" 2>&1 | grep -E '^\.+ ' || true)
-  if printf '%s\n' "$opened" | grep -qE '/(mpi|hdf5)\.h$'; then
-    echo "$f reaches $(printf '%s\n' "$opened" | grep -E '/(mpi|hdf5)\.h$' | head -1 | sed 's/^\.* //')"; bad=1
+  if printf '%s\n' "$opened" | matches -E '/(mpi|hdf5)\.h$'; then
+    echo "$f reaches $(printf '%s\n' "$opened" | grep -E '/(mpi|hdf5)\.h$' | sed -n '1{s/^\.* //;p}')"; bad=1
   fi
 done
 if grep -lE '#include <(mpi|nccl)\.h>' src/backend/cuda/* include/dptrain/backend/cuda/* 2>/dev/null; then

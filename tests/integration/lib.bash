@@ -9,6 +9,11 @@ trap 'rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# matches [grep options] PATTERN: grep -q for the end of a pipe. grep -q stops reading at the
+# first match, and a writer still writing then dies of SIGPIPE, which pipefail reports as the
+# pipeline failing; this reads all of its input.
+matches() { grep "$@" >/dev/null; }
+
 # synth DIR [dptrain-data options]: a small dataset
 synth() {
   local dir=$1; shift

@@ -49,7 +49,7 @@ sample=$(sed -n '/dptrain generate --checkpoint runs\/gpt/,/dptrain-report plot/
 [ "${sample:0:4}" = "The " ] && [ "$(printf '%s' "$sample" | wc -m)" -ge 304 ] \
   || { printf '%s\n' "$sample"; fail "make run printed no sample of 300 characters after the prompt"; }
 grep '^done:' "$WORK/out"
-echo "val loss $v; sample: $(printf '%s' "$sample" | head -c 120 | tr '\n' ' ')"
+echo "val loss $v; sample: $(printf '%s' "${sample:0:120}" | tr '\n' ' ')"
 plotted runs/gpt
 
 run_cmd "make run-mlp"

@@ -16,7 +16,7 @@ plan() {  # plan OPTIONS...: runs dptrain plan; output in $WORK/plan, exit code 
   RC=$?
   set -e
 }
-mib() { sed -n "s/^  $1  *\([0-9.]*\) MiB.*/\1/p" "$WORK/plan" | head -n1; }
+mib() { sed -n "s/^  $1  *\([0-9.]*\) MiB.*/\1/p" "$WORK/plan" | sed -n 1p; }
 
 plan --help
 [ "$RC" = 0 ] && grep -q "^usage: dptrain plan \[--ranks N\] \[--gpu-memory SIZE\]" "$WORK/plan" || { cat "$WORK/plan"; fail "plan --help: exit $RC"; }

@@ -234,7 +234,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/small" && mount -t tmpfs -o size=1200k 
   [ "$RC" != 0 ] && grep -q "^dptrain: error: checkpoint .*ckpt-00000020.h5: .*the previous checkpoints are intact" "$WORK/out" \
     || { cat "$WORK/out"; fail "full disk: want an error at the second checkpoint"; }
   "$BIN/dptrain-ckpt" info "$WORK/small/ckpt-00000010.h5" >/dev/null || fail "full disk: the previous checkpoint is damaged"
-  ! ls -a "$WORK/small" | grep -q '\.tmp$' || fail "full disk: a temporary file was left"
+  ! ls -a "$WORK/small" | matches '\.tmp$' || fail "full disk: a temporary file was left"
   echo "ok: full disk -> $(grep '^dptrain: error' "$WORK/out" | cut -c1-160)"
 else
   echo "SKIPPED full-disk case: needs root and a tmpfs mount"

@@ -83,7 +83,7 @@ PY
 sed 's/,"phases":.*$/}/' "$WORK/run/metrics.jsonl" >"$WORK/nophases.jsonl"  # phases is the last member
 "$REPORT" plot "$WORK/nophases.jsonl" --out "$WORK/other" >/dev/null || fail "plot without phases exited $?"
 [ -s "$WORK/other/phases.svg" ] && [ -s "$WORK/other/phases.png" ] || fail "plot without phases wrote no phases chart"
-"$REPORT" plot "$WORK/nophases.jsonl" --describe | grep -q '"file":"phases",.*"message":"no phase data"' \
+"$REPORT" plot "$WORK/nophases.jsonl" --describe | matches '"file":"phases",.*"message":"no phase data"' \
   || fail "the phases chart without phase data does not say so"
 
 # expect_error FILE PATTERN: plot must exit 2 with exactly one stderr line matching PATTERN.
@@ -103,6 +103,6 @@ expect_error "$WORK/missing.jsonl" "^dptrain-report: error: $WORK/missing.jsonl:
 [ ! -e "$WORK/bad-out" ] || fail "a failed plot created its output directory"
 
 # The trace subcommand and its usage text still answer.
-"$REPORT" --help | grep -q 'dptrain-report trace OUT.json' || fail "--help lacks the trace usage"
-"$REPORT" --help | grep -q 'dptrain-report plot RUN_DIR' || fail "--help lacks the plot usage"
+"$REPORT" --help | matches 'dptrain-report trace OUT.json' || fail "--help lacks the trace usage"
+"$REPORT" --help | matches 'dptrain-report plot RUN_DIR' || fail "--help lacks the plot usage"
 echo "report plot ok"

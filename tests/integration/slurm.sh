@@ -143,7 +143,7 @@ if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   mkdir -p "$fresh"
   (cd "$ROOT" && git ls-files -z | tar --null -T - -cf -) | tar -xf - -C "$fresh"
   ln -s "$ROOT/build" "$fresh/build"
-  first=$(sed -n '/^## First job/,/^## /s/^    \(sbatch .*\)$/\1/p' "$ROOT/slurm/README.md" | head -n1)
+  first=$(sed -n '/^## First job/,/^## /s/^    \(sbatch .*\)$/\1/p' "$ROOT/slurm/README.md" | sed -n 1p)
   [ -n "$first" ] || fail "slurm/README.md: no sbatch command under '## First job'"
   echo "newcomer: $first"
   said=$(cd "$fresh" && bash -c "$first" 2>&1) || fail "'$first' failed: $said"

@@ -65,7 +65,7 @@ for delay in 0.05 0.2 0.5; do
   if [ -e "$f" ] && ! cmp -s "$f" "$WORK/big/train-00000-of-00001.h5"; then fail "killed after ${delay}s: a partial shard under its own name"; fi
   stage "$WORK/big" "$WORK/nvme/big"
   [ "$RC" = 0 ] && cmp -s "$f" "$WORK/big/train-00000-of-00001.h5" || { cat "$WORK/err"; fail "killed after ${delay}s: the next run did not complete the copy"; }
-  ls -A "$WORK/nvme/big" | grep -q '^\.stage-tmp-' && fail "killed after ${delay}s: a temporary file was left behind"
+  ls -A "$WORK/nvme/big" | matches '^\.stage-tmp-' && fail "killed after ${delay}s: a temporary file was left behind"
 done
 echo "ok: an interrupted copy is never used and the next run completes it"
 

@@ -50,7 +50,7 @@ train 2 "${G[@]}" --steps 100 --stop-after 50 --run-dir "$WORK/run"
 train 2 "${G[@]}" --steps 100 --resume auto --run-dir "$WORK/run"
 [ "$RC" = 0 ] && grep -q "^eval at step 100 | val loss [0-9.]* | .* samples$" "$WORK/out" \
   || { cat "$WORK/out"; fail "resumed training on ids: exit $RC, or an eval line with bits per byte (ids have no text)"; }
-first=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+first=$(grep -m1 '"type":"step"' "$WORK/run/metrics.jsonl" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
 v=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_loss)
 awk -v a="$first" -v b="$v" 'BEGIN { exit !(b < a - 1) }' || fail "the validation loss $v did not fall well below the first $first"
 echo "ok: a GPT trained on nanoGPT's uint16 ids over 50257: loss $first -> val $v"

@@ -22,8 +22,8 @@ help=$("$BIN/dptrain" --help)
 for sub in $subs; do
   grep -Eq "^ +(mpirun -np N )?dptrain $sub( |$)" <<<"$help" || fail "dptrain --help has no usage line for '$sub'"
 done
-"$BIN/dptrain-ckpt" --help | grep -q 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
-"$BIN/dptrain-bench" --help | grep -q 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
+"$BIN/dptrain-ckpt" --help | matches 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
+"$BIN/dptrain-bench" --help | matches 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
 # The fix names the command as the user can run it: its absolute path from outside the checkout,
 # build/... from its root (and its bare name when on the PATH: install.sh).
 expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see $BIN/dptrain-ckpt --help$" \

@@ -6,7 +6,7 @@ train 4 --data "$WORK/data" --run-dir "$WORK/run" --steps 2 --batch-size 4 --eva
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "exit $RC"; }
 grep -q "4 ranks on 2 simulated nodes" "$WORK/out" || { cat "$WORK/out"; fail "no simulated-node line"; }
 for want in "0 0 0/2" "1 0 1/2" "2 1 0/2" "3 1 1/2"; do
-  awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3}' "$WORK/out" | grep -qx "$want" \
+  awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3}' "$WORK/out" | matches -x "$want" \
     || { cat "$WORK/out"; fail "rank table lacks row '$want'"; }
 done
 train 4 --data "$WORK/data" --run-dir "$WORK/run2" --steps 2 --batch-size 4 --eval-every 0

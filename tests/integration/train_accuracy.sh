@@ -7,7 +7,7 @@ train 2 --data "$WORK/data" --run-dir "$WORK/run" --steps 2000 --batch-size 64 -
   --eval-every 1000 --log-every 500 --checkpoint-every 0
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "training exited $RC"; }
 acc=$(jsonl_last "$WORK/run/metrics.jsonl" eval val_accuracy)
-loss0=$(grep '"type":"step"' "$WORK/run/metrics.jsonl" | head -n1 | sed -n 's/.*"loss":\([-0-9.e+]*\).*/\1/p')
+loss0=$(grep -m1 '"type":"step"' "$WORK/run/metrics.jsonl" | sed -n 's/.*"loss":\([-0-9.e+]*\).*/\1/p')
 loss1=$(jsonl_last "$WORK/run/metrics.jsonl" step loss)
 echo "val accuracy $acc; train loss $loss0 -> $loss1"
 awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || fail "val accuracy $acc < 0.85"
