@@ -50,7 +50,7 @@ esac
 read -r -a pkgs <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr '\n' ' ')"
 [ ${#pkgs[@]} -ge 10 ] || { echo "bootstrap.sh: could not read the package list of scripts/install-deps" >&2; exit 1; }
 apt_get update
-if apt-cache policy libnccl-dev 2>/dev/null | grep -q 'Candidate: [0-9]'; then pkgs+=(libnccl2 libnccl-dev); fi
+if apt-cache policy libnccl-dev 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then pkgs+=(libnccl2 libnccl-dev); fi
 echo "installing: ${pkgs[*]}"
 apt_get install --no-install-recommends "${pkgs[@]}"
 
