@@ -192,6 +192,16 @@ std::string format_breakdown(const StepBreakdown& b, const std::vector<std::stri
     return s + format_checkpoint_rows(b.checkpoint, b.steps, step, b.rank_mean_ms.size() / kStepPhases);
 }
 
+BottleneckRule::Verdict BottleneckRule::observe(double data_wait_pct, double comm_pct, int ranks) {
+    const bool data_high = data_wait_pct > kDataPct, comm_high = ranks > 1 && comm_pct > kCommPct;
+    Verdict v;
+    v.data = data_high && data_before_ && !data_warned_;
+    v.comm = comm_high && comm_before_ && !comm_warned_;
+    data_before_ = data_high, comm_before_ = comm_high;
+    data_warned_ |= v.data, comm_warned_ |= v.comm;
+    return v;
+}
+
 std::string human_duration(double t) {
     if (!(t >= 0) || t > 1e8) return "?";
     long s = std::lround(t);

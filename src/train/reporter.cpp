@@ -269,18 +269,11 @@ void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long 
     std::fflush(stderr);
 }
 
-// Once per run, from the second step line on: a warning naming the bottleneck when waiting for
-// data or for the network takes a large share of the step in two intervals in a row. One interval
-// alone is not enough: on a short step it can be scheduling noise (0.05 ms of a 0.4 ms step, with
-// the reader threads and two ranks on two cores), where a real bottleneck stays.
+// From the second step line on: a warning naming the bottleneck, by BottleneckRule.
 void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
-    const bool data_high = st.data_wait_pct > 5.0, comm_high = st.comm_pct > 25.0 && W_ > 1;
-    const bool data_twice = data_high && data_high_before_, comm_twice = comm_high && comm_high_before_;
-    data_high_before_ = data_high;
-    comm_high_before_ = comm_high;
+    const BottleneckRule::Verdict v = bottleneck_.observe(st.data_wait_pct, st.comm_pct, W_);
     const PhaseAcross& d = bd.phase[0];
-    if (!warned_data_ && data_twice) {
-        warned_data_ = true;
+    if (v.data) {
         print(strfmt("warning: waiting for data takes %.1f%% of the step (slowest rank %d on %s: %.3f ms per step): "
                      "the input pipeline is the bottleneck. Raise --io-threads (and --prefetch); --io memory reads "
                      "a split that fits in memory once per node; shards on a slow or busy filesystem can be copied "
@@ -288,8 +281,7 @@ void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
                      st.data_wait_pct, d.slowest_rank, hosts_[d.slowest_rank].c_str(), d.max_ms));
     }
     const PhaseAcross& c = bd.phase[3];
-    if (!warned_comm_ && comm_twice) {
-        warned_comm_ = true;
+    if (v.comm) {
         print(strfmt("warning: waiting for the gradient all-reduce takes %.1f%% of the step (longest on rank %d on "
                      "%s): either the network is the bottleneck (try --grad-dtype bf16, a larger --batch-size, or "
                      "--overlap on where a core is free for it) or the ranks wait for a slower one (the step "
@@ -332,13 +324,13 @@ void Reporter::write_gpu_records(const std::vector<double>& all, long step, cons
     if (idlest < 0 || !facts_.on_gpu || step - facts_.start_step <= o_.log_every) return;
     const double util = all[(size_t)idlest * kGpuVals];
     if (util >= 50.0) return;
-    if (!warned_gpu_data_ && st.data_wait_pct > 5.0) {
+    if (!warned_gpu_data_ && st.data_wait_pct > BottleneckRule::kDataPct) {
         warned_gpu_data_ = true;
         print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for data takes %.1f%% of the step: "
                      "the job is input-bound (see the data-wait warning for what to change)\n",
                      idlest, hosts_[idlest].c_str(), util, st.data_wait_pct));
     }
-    if (!warned_gpu_comm_ && st.comm_pct > 25.0) {
+    if (!warned_gpu_comm_ && st.comm_pct > BottleneckRule::kCommPct) {
         warned_gpu_comm_ = true;
         print(strfmt("warning: the GPU of rank %d on %s is %.0f%% busy while waiting for the all-reduce takes %.1f%% "
                      "of the step: the job is network-bound (or waits for a straggler)\n",

@@ -91,6 +91,40 @@ TEST_CASE("Breakdown: checkpoints are rows of their own, spread over the steps, 
     CHECK(format_breakdown(b, {"a", "b"}).find("ckpt") == std::string::npos);
 }
 
+TEST_CASE("Bottleneck warnings: two step lines in a row over the threshold, once a run", "[metrics]") {
+    BottleneckRule r;
+    // Data: one noisy interval, then a quiet one, warns of nothing.
+    CHECK_FALSE(r.observe(40.0, 0, 2).data);
+    CHECK_FALSE(r.observe(1.0, 0, 2).data);
+    // Alternating high and low never warns.
+    for (int i = 0; i < 4; ++i) CHECK_FALSE(r.observe(i % 2 ? 1.0 : 40.0, 0, 2).data);
+    // The threshold itself is not over it.
+    CHECK_FALSE(r.observe(BottleneckRule::kDataPct, 0, 2).data);
+    CHECK_FALSE(r.observe(BottleneckRule::kDataPct, 0, 2).data);
+    // Two in a row warn, on the second; a third does not warn again, nor does a later pair.
+    CHECK_FALSE(r.observe(6.0, 0, 2).data);
+    BottleneckRule::Verdict v = r.observe(6.0, 0, 2);
+    CHECK(v.data);
+    CHECK_FALSE(v.comm);
+    CHECK_FALSE(r.observe(6.0, 0, 2).data);
+    CHECK_FALSE(r.observe(1.0, 0, 2).data);
+    CHECK_FALSE(r.observe(50.0, 0, 2).data);
+    CHECK_FALSE(r.observe(50.0, 0, 2).data);
+
+    // The all-reduce: the same rule at its own threshold, apart from the data warning, and never
+    // on one rank (nothing to wait for).
+    BottleneckRule c;
+    CHECK_FALSE(c.observe(0, 90.0, 1).comm);
+    CHECK_FALSE(c.observe(0, 90.0, 1).comm);
+    CHECK_FALSE(c.observe(0, BottleneckRule::kCommPct + 1, 4).comm);
+    v = c.observe(50.0, BottleneckRule::kCommPct + 1, 4);
+    CHECK(v.comm);
+    CHECK_FALSE(v.data);
+    v = c.observe(50.0, 90.0, 4);
+    CHECK(v.data);
+    CHECK_FALSE(v.comm);
+}
+
 TEST_CASE("Eval line and record: bits per byte for language models only", "[metrics]") {
     EvalStats e;
     e.step = 200;

@@ -106,6 +106,25 @@ Json checkpoints_json(const CheckpointAcross& c);
 // The end-of-run table: one line per phase with its share of the step and the slowest rank.
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);
 
+// When the step lines say a phase is the bottleneck: waiting for data over 5% of the step, or
+// for the all-reduce over 25% with more than one rank, at two step lines in a row. One interval
+// alone is not enough: on a short step it can be scheduling noise (0.05 ms of a 0.4 ms step, with
+// the reader threads and two ranks on two cores), where a real bottleneck stays. Each warning is
+// given once per run.
+class BottleneckRule {
+  public:
+    static constexpr double kDataPct = 5.0, kCommPct = 25.0;
+    struct Verdict {
+        bool data = false, comm = false;  // warn of this phase now
+    };
+    // One step line's shares (StepStats' data_wait_pct and comm_pct) on `ranks` ranks.
+    Verdict observe(double data_wait_pct, double comm_pct, int ranks);
+
+  private:
+    bool data_before_ = false, comm_before_ = false;  // the line before was over the threshold
+    bool data_warned_ = false, comm_warned_ = false;
+};
+
 // "1h02m", "3m05s", "42s"
 std::string human_duration(double seconds);
 

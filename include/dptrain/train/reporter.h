@@ -102,8 +102,8 @@ class Reporter {
     int gpu_index_ = -1;  // this rank's GPU in NVML, -1 for none
     bool gpu_health_ = false;
     std::string gpu_health_note_;
-    bool warned_data_ = false, warned_comm_ = false, warned_gpu_data_ = false, warned_gpu_comm_ = false;
-    bool data_high_before_ = false, comm_high_before_ = false;  // the interval before, over the thresholds
+    bool warned_gpu_data_ = false, warned_gpu_comm_ = false;
+    BottleneckRule bottleneck_;
     bool warned_mfu_ = false;
 };
 
