@@ -6,7 +6,7 @@
 #   remaining node (2 ranks instead of 4, the same global batch) and finishes;
 # - node 1's link taken down: the ranks left waiting print one line naming the phase and what
 #   node 1's heartbeat says (alive, waiting in the same all-reduce: the network failed), and the
-#   job ends non-zero within the watchdog timeout plus mpirun's keepalive (about 8 s).
+#   job ends non-zero once mpirun's keepalive gives node 1 up (6 to 11 s, tests/cluster/up).
 source "$(dirname "$0")/lib.bash"
 p=dptn
 cluster_up 2 2 $p
@@ -35,7 +35,7 @@ finish() {
 # --- every rank of node 1 killed
 start "$WORK/kill"
 t0=$(date +%s)
-for pid in $(ip netns pids $p-node1); do [ "$(cat /proc/$pid/comm 2>/dev/null)" = dptrain ] && kill -9 "$pid"; done
+for pid in $(ip netns pids $p-node1); do [ "$(cat /proc/$pid/comm 2>/dev/null)" = dptrain ] && { kill -9 "$pid" 2>/dev/null || true; }; done
 finish "$t0" "$WORK/kill"
 [ "$RC" != 0 ] && [ "$RC" != 124 ] || { cat "$WORK/kill.out"; fail "node killed: want a non-zero exit before the time limit, got $RC"; }
 [ "$SECS" -le 15 ] || fail "node killed: the job took $SECS s to end"

@@ -12,9 +12,10 @@ for sig in USR1 TERM; do
   run="$WORK/pre-$sig"
   ( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 400000 --run-dir "$run" >"$WORK/pre.out" 2>&1
     echo $? >"$WORK/pre.rc" ) &
-  for _ in $(seq 50); do [ -f "$run/metrics.jsonl" ] && break; sleep 0.1; done
-  sleep 1
-  victim=$(pgrep -f -- "--run-dir $run" | while read -r p; do [ "$(ps -o comm= -p "$p")" = dptrain ] && echo "$p"; done | tail -n1)
+  # Signalled once training runs (its first step record): the handlers are in place by then.
+  for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null || { cat "$WORK/pre.out"; fail "SIG$sig: no step record within 30 s"; }
+  victim=$(pgrep -f -- "--run-dir $run" | while read -r p; do if [ "$(ps -o comm= -p "$p")" = dptrain ]; then echo "$p"; fi; done | tail -n1)
   [ -n "$victim" ] || fail "no dptrain rank to signal"
   kill -"$sig" "$victim"
   wait
@@ -165,7 +166,7 @@ train 2 "${C[@]}" --steps 400000 --run-dir "$run" --resume auto --lock-wait 1
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
   && grep -q "^dptrain: error: --checkpoint-dir $run/checkpoints is in use by another dptrain (pid [0-9]* on $(hostname), for [0-9]* s); waited 1 s (--lock-wait)" "$WORK/out" \
   || { cat "$WORK/out"; fail "lock: a second run on the same --run-dir was not refused naming the first"; }
-for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && kill -9 "$p"; done
+for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -9 "$p" 2>/dev/null || true; }; done
 wait
 # A holder that ends while the next run waits: held (flock -o: by flock alone, not its command)
 # until that run says it waits, then released.
@@ -202,13 +203,14 @@ echo "ok: async checkpoints identical to synchronous ones"
 
 # --- the other ranks' wait for rank 0's checkpoint is not communication: rank 0's checkpoint of
 # step 100 takes 3 s longer; the other rank waits for it in a checkpoint-wait phase, left out
-# of the step's phases, and not in step 101's all-reduce (which made 30 ms a step of that interval,
-# a "comm 95%" step line and a network warning). The slowest rank's all-reduce over steps
-# 101-200, from the step record: well under those 30 ms (on a busy machine, noise reaches 7).
-train 2 "${C[@]}" --steps 200 --log-every 100 --checkpoint-every 100 --run-dir "$WORK/ckwait" --inject-fault 0:100:slow-checkpoint
+# of the step's phases, and not in step 101's all-reduce (which made 120 ms a step of the 25-step
+# interval after it, a "comm 95%" step line and a network warning). The slowest rank's all-reduce
+# over steps 101-125, from the step record: well under those 120 ms (on a busy machine, noise
+# reached 7).
+train 2 "${C[@]}" --steps 125 --log-every 25 --checkpoint-every 100 --run-dir "$WORK/ckwait" --inject-fault 0:100:slow-checkpoint
 ar=$(grep '"type":"step"' "$WORK/ckwait/metrics.jsonl" | tail -n1 | sed -n 's/.*"allreduce":{[^}]*"max_ms":\([0-9.e+-]*\).*/\1/p')
-[ "$RC" = 0 ] && [ -n "$ar" ] && awk -v a="$ar" 'BEGIN { exit !(a < 15) }' \
-  || { cat "$WORK/out"; fail "slow checkpoint: steps 101-200 show ${ar:-?} ms of all-reduce a step on the slowest rank, want < 15"; }
+[ "$RC" = 0 ] && [ -n "$ar" ] && awk -v a="$ar" 'BEGIN { exit !(a < 40) }' \
+  || { cat "$WORK/out"; fail "slow checkpoint: steps 101-125 show ${ar:-?} ms of all-reduce a step on the slowest rank, want < 40"; }
 echo "ok: a 3 s checkpoint write -> $ar ms of all-reduce a step in the next interval (the wait is its own phase)"
 # The end-of-run breakdown shows the write and the wait as rows of their own, and the run record
 # keeps the longest wait (rank 1's, at least the injected 3 s).
@@ -218,8 +220,9 @@ wait_ms=$(grep '"type":"summary"' "$WORK/ckwait/metrics.jsonl" | sed -n 's/.*"wa
 awk -v w="${wait_ms:-0}" 'BEGIN { exit !(w >= 2900) }' || fail "slow checkpoint: the run record's wait_max_ms is ${wait_ms:-absent}"
 echo "ok: the breakdown's checkpoint rows: $(grep '^  ckpt' "$WORK/out" | tr -s ' ' | tr '\n' ';')"
 # After its first checkpoint the run says what a stop signal needs (the measured write and two steps).
-grep -q "^stop budget: a checkpoint takes 3\.[0-9]* s to write and a step [0-9.]* ms, so a stop signal (SIGTERM, SIGUSR1) needs up to 3\.[0-9] s" "$WORK/out" \
-  && grep -q '"type":"stop_budget".*"stop_needs_s":3\.' "$WORK/ckwait/metrics.jsonl" \
+# (3 s and more: a busy disk's fsync adds to the injected 3 s.)
+grep -q "^stop budget: a checkpoint takes [3-9]\.[0-9]* s to write and a step [0-9.]* ms, so a stop signal (SIGTERM, SIGUSR1) needs up to [3-9]\.[0-9] s" "$WORK/out" \
+  && grep -q '"type":"stop_budget".*"stop_needs_s":[3-9]\.' "$WORK/ckwait/metrics.jsonl" \
   || { cat "$WORK/out"; fail "slow checkpoint: no stop budget of about 3 s"; }
 echo "ok: $(grep '^stop budget:' "$WORK/out")"
 

@@ -61,7 +61,7 @@ grep -q "^dptrain: error: .*nothing" "$WORK/e.err" || { cat "$WORK/e.err"; fail 
 
 # 3. Rollout under load.
 start roll --checkpoint "$WORK/run" --poll-seconds 0.2
-"$PY" "$CLIENT" load "$URL" 12 "$WORK/load.json" &
+"$PY" "$CLIENT" load "$URL" "$WORK/load.stop" "$WORK/load.json" &
 LOAD=$!
 sleep 1
 # A newer checkpoint that fails its checksums: skipped, named once, the old model serves on.
@@ -83,6 +83,10 @@ mv "$WORK/run/checkpoints/ckpt-00000150.h5" "$WORK/damaged.h5"
 # Training goes on to step 200 meanwhile (a checkpoint every 50 steps).
 train 1 "${G[@]}" --steps 200 --run-dir "$WORK/run" --resume auto
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "resumed training exited $RC"; }
+# The load goes on until the swap is announced and a second after it (30 s at most).
+for _ in $(seq 300); do grep -q "^serve: now serving step 200 " "$WORK/roll.err" && break; sleep 0.1; done
+sleep 1
+touch "$WORK/load.stop"
 wait "$LOAD"
 "$PY" - "$WORK/load.json" <<'PY' || { cat "$WORK/roll.err"; fail "rollout under load"; }
 import json, sys

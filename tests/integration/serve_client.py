@@ -10,11 +10,13 @@ was expected and seen.
   serve_client.py auth URL KEY                     401 without the key, 200 with it
   serve_client.py slow URL                         a slow sender is cut off; a reader that leaves
                                                    mid-stream is dropped; the server goes on
-  serve_client.py load URL SECONDS OUT_JSON        steady requests; counts by status and model step
+  serve_client.py load URL STOP_FILE OUT_JSON      steady requests until STOP_FILE exists; counts
+                                                   by status and model step
   serve_client.py long URL TOKENS OUT_JSON         one streamed request to the end (for SIGTERM)
 """
 import http.client
 import json
+import os
 import socket
 import sys
 import threading
@@ -278,12 +280,14 @@ def slow(url):
     print("ok: a reader that leaves mid-stream is dropped; the server goes on")
 
 
-def load(url, seconds, out):
-    end = time.time() + float(seconds)
+def load(url, stop_file, out):
+    # Until the test creates stop_file (it waits for the swap first), 120 s at most: a fixed
+    # duration raced the training run that writes the newer checkpoint on a busy machine.
+    end = time.time() + 120
     counts, steps, lock = {}, {}, threading.Lock()
 
     def worker():
-        while time.time() < end:
+        while time.time() < end and not os.path.exists(stop_file):
             try:
                 status, r = complete(url, {"prompt": "the ", "max_tokens": 20, "temperature": 0})
             except Exception as e:
