@@ -164,7 +164,8 @@ if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
   big=$(cd "$fresh" && sbatch --parsable --ntasks=$(( $(nproc) + 1 )) slurm/single-node.sbatch) \
     || fail "sbatch --ntasks=$(( $(nproc) + 1 )) failed: $big"
   jobs_submitted+=("$big")
-  sleep 3
+  # The reason is set at a scheduling pass (every 2 s here, sched_interval): polled, up to 30 s.
+  for _ in $(seq 60); do [ "$(job_field "$big" Reason)" = PartitionConfig ] && break; sleep 0.5; done
   [ "$(job_field "$big" JobState) $(job_field "$big" Reason)" = "PENDING PartitionConfig" ] \
     || fail "job $big of $(( $(nproc) + 1 )) tasks on $(nproc) CPUs: $(job_field "$big" JobState) $(job_field "$big" Reason), want PENDING PartitionConfig"
   grep -q "PartitionConfig" "$ROOT/slurm/README.md" || fail "slurm/README.md does not say what a job larger than the node shows"
