@@ -82,6 +82,10 @@ TOOLS_LIB_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard src/tools/lib/*.cpp))
 TOOLS_LDLIBS := -lzip $(CAIRO_LIBS)
 # The charts draw with cairo and pango (their headers come with glib's).
 $(BUILD)/src/tools/lib/plot_cairo.o $(BUILD)/tests/unit/test_plot.o: CPPFLAGS += $(CAIRO_CFLAGS)
+# A decoded row's bits must not depend on the rows beside it (matmul_rows.cpp): the compiler may
+# fuse a multiply and an add into one FMA in one inlined copy of a loop and not in another, so
+# it fuses none there (the vector lanes' FMAs are written out).
+$(BUILD)/src/backend/cpu/matmul_rows.o: CXXFLAGS += -ffp-contract=off
 TOOLS    := $(BUILD)/dptrain-data $(BUILD)/dptrain-bench $(BUILD)/dptrain-ckpt $(BUILD)/dptrain-report
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 MPI_SRCS  := $(wildcard tests/mpi/*.cpp)

@@ -211,20 +211,20 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln1w, params + v.ln1b, n, C);
-        cpu::matmul_forward(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
+        cpu::matmul_forward_rows(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
         cpu::attention_decode(y, kcache_.data() + l * layer_cache, vcache_.data() + l * layer_cache, qkv, slot, pos, n,
                               T, C, NH);
-        cpu::matmul_forward(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
+        cpu::matmul_forward_rows(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln2w, params + v.ln2b, n, C);
-        cpu::matmul_forward(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
+        cpu::matmul_forward_rows(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
         cpu::gelu_forward(fc, fc, 4L * n * C);
-        cpu::matmul_forward(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
+        cpu::matmul_forward_rows(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
     }
     cpu::layernorm_forward(ln, mean, rstd, x, params + lnfw_, params + lnfb_, n, C);
     if (!out_rows) {
-        cpu::matmul_forward(logits, ln, params + wte_, nullptr, n, C, V);
+        cpu::matmul_forward_rows(logits, ln, params + wte_, nullptr, n, C, V);
         return;
     }
     if (n_out < 0 || n_out > n) throw std::invalid_argument("Gpt::decode: n_out outside 0..n");
@@ -232,7 +232,7 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("Gpt::decode: out_rows out of range");
         std::memcpy(y + (size_t)r * C, ln + (size_t)out_rows[r] * C, C * sizeof(float));
     }
-    cpu::matmul_forward(logits, y, params + wte_, nullptr, n_out, C, V);
+    cpu::matmul_forward_rows(logits, y, params + wte_, nullptr, n_out, C, V);
 }
 
 std::string Gpt::signature() const {

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -178,4 +179,55 @@ TEST_CASE("Gpt::decode: greedy decoding picks exactly the tokens of recomputing 
         // Not a constant sequence: the test would pass on a model that always says the same.
         CHECK(std::set<int>(a.begin() + prompt_len, a.end()).size() >= 2);
     }
+}
+
+TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[gpt]") {
+    // 36 wide with 4 heads: widths that are not multiples of the products' 8 lanes.
+    GptConfig c = config(31, 16);
+    c.n_embd = 36;
+    const int V = c.vocab_size, T = c.block_size;
+    Gpt g(c, 1);
+    const auto p = params_of(g, 13);
+    g.reserve_decode(8, 2 * T);
+    std::vector<int> seq(T);
+    for (int t = 0; t < T; ++t) seq[t] = (t * 7 + 2) % V;
+    // Alone: a prompt of 3, then one token a call, in slot 0; every row's logits kept.
+    std::vector<float> alone((size_t)T * V), got((size_t)2 * T * V);
+    std::vector<int> pos(T);
+    std::iota(pos.begin(), pos.end(), 0);
+    const std::vector<int> zeros(T, 0);
+    g.decode(p.data(), seq.data(), zeros.data(), pos.data(), 3, alone.data());
+    for (int t = 3; t < T; ++t) g.decode(p.data(), &seq[t], zeros.data(), &pos[t], 1, alone.data() + (size_t)t * V);
+    // Batched: the same sequence in slot 3, its prompt in one call with another's prompt of 2, then
+    // each of its tokens with 0 to 6 rows of other slots around it (before and after it), and only
+    // its row's logits asked for.
+    int next[8] = {0};
+    std::vector<int> tok, slot, ps;
+    auto add = [&](int s, int token) {
+        tok.push_back(token), slot.push_back(s), ps.push_back(next[s]++);
+    };
+    add(1, 5), add(1, 6);
+    for (int t = 0; t < 3; ++t) add(3, seq[t]);
+    const int last_of_prompt[3] = {2, 3, 4};
+    std::vector<float> one((size_t)3 * V);
+    g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), last_of_prompt, 3);
+    long differ = 0;
+    for (int r = 0; r < 3; ++r) differ += std::memcmp(&one[(size_t)r * V], &alone[(size_t)r * V], V * sizeof(float)) != 0;
+    for (int t = 3; t < T; ++t) {
+        tok.clear(), slot.clear(), ps.clear();
+        const int others = t % 7, before = others / 2;
+        int row = -1;
+        for (int k = 0, s = 0; k <= others; ++k) {
+            if (k == before) {
+                row = (int)tok.size();
+                add(3, seq[t]);
+                continue;
+            }
+            s = s == 2 ? 4 : s + 1;  // slots 1, 2, 4, 5, 6, 7: not 3
+            add(s, (t * 3 + s) % V);
+        }
+        g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), &row, 1);
+        differ += std::memcmp(one.data(), &alone[(size_t)t * V], V * sizeof(float)) != 0;
+    }
+    CHECK(differ == 0);
 }

@@ -63,7 +63,8 @@ class Gpt : public Model {
     // earlier position of that slot (in an earlier call or earlier in this one); position 0 starts
     // the slot afresh. logits (n, V); with out_rows, only those rows' (n_out, V) (a prompt needs its
     // last). fp32: forward()'s model, each position computed once instead of once per window (equal
-    // to forward's logits up to rounding).
+    // to forward's logits up to rounding). A row's logits are the same bits whatever other rows
+    // share the call (matmul_forward_rows), so a request decodes alike alone and batched.
     void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
                 const int* out_rows = nullptr, int n_out = 0);
     int decode_slots() const { return dec_slots_; }

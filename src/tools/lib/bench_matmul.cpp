@@ -1,8 +1,9 @@
 // dptrain-bench matmul: the CPU backend's matmul_forward beside the product it replaced, one
 // OpenBLAS sgemm of all rows, and beside one sgemv a row (what the op does for one or two rows;
 // the column shows where that choice would stop paying), for few rows (decoding) on the shapes
-// a GPT's layers have. Times the best of --repeats runs of enough calls for about 50 ms each, on
-// --threads threads.
+// a GPT's layers have; and matmul_forward_rows (decoding's product, each row alone in a fixed
+// order) against the same sgemm. Times the best of --repeats runs of enough calls for about
+// 50 ms each, on --threads threads.
 // Not a training benchmark: training's products have hundreds of rows and take sgemm either way.
 #include "dptrain/tools/bench.h"
 
@@ -77,8 +78,8 @@ int bench_matmul(int argc, char** argv) {
     std::printf("# dptrain-bench matmul: microseconds a call, best of %d; %d thread%s; out = inp (rows x C) "
                 "times weight (OC x C) transposed, plus a bias\n",
                 repeats, threads, threads == 1 ? "" : "s");
-    std::printf("%7s %7s %5s %14s %14s %7s %14s\n", "C", "OC", "rows", "matmul_forward", "sgemm (peer)", "ratio",
-                "sgemv a row");
+    std::printf("%7s %7s %5s %14s %14s %7s %14s %14s %7s\n", "C", "OC", "rows", "matmul_forward", "sgemm (peer)",
+                "ratio", "sgemv a row", "forward_rows", "ratio");
     for (const auto& [C, OC] : shapes) {
         const int most = *std::max_element(rows.begin(), rows.end());
         std::vector<float> w((size_t)OC * C), x((size_t)most * C), bias(OC), out((size_t)most * OC);
@@ -101,7 +102,11 @@ int bench_matmul(int argc, char** argv) {
                     cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, w.data(), C, x.data() + (size_t)b * C, 1,
                                 0.0f, out.data() + (size_t)b * OC, 1);
             });
-            std::printf("%7d %7d %5d %14.2f %14.2f %6.2fx %14.2f\n", C, OC, B, ours, peer, peer / ours, rowwise);
+            const double fixed = best_us(repeats, calls, [&] {
+                cpu::matmul_forward_rows(out.data(), x.data(), w.data(), bias.data(), B, C, OC);
+            });
+            std::printf("%7d %7d %5d %14.2f %14.2f %6.2fx %14.2f %14.2f %6.2fx\n", C, OC, B, ours, peer, peer / ours,
+                        rowwise, fixed, peer / fixed);
         }
     }
     return 0;

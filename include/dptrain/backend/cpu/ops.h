@@ -16,6 +16,13 @@ int usable_cores(bool* bound = nullptr);
 // out = inp @ weight^T + bias.  out (B, OC), inp (B, C), weight (OC, C), bias (OC) or null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
                     int OC);
+// The same product with every row of out computed alone, in one fixed order of operations: a
+// row's bits do not depend on how many rows the call has or where the row is among them
+// (matmul_forward's do, through OpenBLAS's kernels for 1-2, 3, 4-7, 8-11 and 12 or more rows),
+// nor on the thread count. For decoding, where a request's answer must not depend on what it was
+// batched with.
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
+                         int OC);
 // dinp = dout @ weight (written; skipped when dinp is null); dweight += dout^T @ inp;
 // dbias += column sums of dout (skipped when null).  dout (B, OC), the rest as above.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
