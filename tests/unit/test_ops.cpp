@@ -71,37 +71,41 @@ TEST_CASE("matmul_forward: one or two rows agree with the same rows among many",
 }
 
 TEST_CASE("matmul_forward_rows: a row's bits do not depend on the rows around it or the threads", "[ops]") {
-    // C not a multiple of the 8 lanes and OC not of the 4-output tile: the tails are exercised.
-    // OC 203 is 4 blocks of outputs, so 3 threads split the call.
-    const int B = 13, C = 101, OC = 203;
-    auto inp = randn(B * C, 31), w = randn(OC * C, 32), bias = randn(OC, 33);
+    // C 101: not a multiple of the 8 lanes (the tail); C 96: a multiple (eight outputs finished at
+    // once). OC 203: 25 tiles of eight outputs and 3 alone, in 4 blocks, so 3 threads split the call.
+    const int B = 13, OC = 203;
     const int threads = cpu::get_threads();
-    for (const float* b : std::vector<const float*>{bias.data(), nullptr}) {
-        std::vector<float> all(B * OC), sgemm(B * OC);
-        cpu::matmul_forward_rows(all.data(), inp.data(), w.data(), b, B, C, OC);
-        // The same product as matmul_forward, within rounding (a different order of additions).
-        cpu::matmul_forward(sgemm.data(), inp.data(), w.data(), b, B, C, OC);
-        for (int i = 0; i < B * OC; ++i) {
-            INFO("element " << i << (b ? "" : ", no bias"));
-            CHECK(std::fabs(all[i] - sgemm[i]) <= 1e-5f * (1.0f + std::fabs(sgemm[i])));
-        }
-        // Every run of rows, from every start: the same bits as among all 13 (matmul_forward
-        // differs in the last bits between 1-2, 3, 4-7, 8-11 and 12+ rows).
-        long differ = 0;
-        for (int rows = 1; rows <= B; ++rows)
-            for (int r = 0; r + rows <= B; ++r) {
-                std::vector<float> some(rows * OC, 7.0f);
-                cpu::matmul_forward_rows(some.data(), inp.data() + r * C, w.data(), b, rows, C, OC);
-                for (int i = 0; i < rows * OC; ++i) differ += some[i] != all[r * OC + i];
+    for (int C : {101, 96}) {
+        for (bool with_bias : {true, false}) {
+            auto inp = randn(B * C, 31), w = randn(OC * C, 32), bias = randn(OC, 33);
+            const float* b = with_bias ? bias.data() : nullptr;
+            INFO("C " << C);
+            std::vector<float> all(B * OC), sgemm(B * OC);
+            cpu::matmul_forward_rows(all.data(), inp.data(), w.data(), b, B, C, OC);
+            // The same product as matmul_forward, within rounding (a different order of additions).
+            cpu::matmul_forward(sgemm.data(), inp.data(), w.data(), b, B, C, OC);
+            for (int i = 0; i < B * OC; ++i) {
+                INFO("element " << i << (b ? "" : ", no bias"));
+                CHECK(std::fabs(all[i] - sgemm[i]) <= 1e-5f * (1.0f + std::fabs(sgemm[i])));
             }
-        CHECK(differ == 0);
-        for (int t : {1, 3}) {
-            cpu::set_threads(t);
-            std::vector<float> again(B * OC);
-            cpu::matmul_forward_rows(again.data(), inp.data(), w.data(), b, B, C, OC);
-            CHECK(again == all);
+            // Every run of rows, from every start: the same bits as among all 13 (matmul_forward
+            // differs in the last bits between 1-2, 3, 4-7, 8-11 and 12+ rows).
+            long differ = 0;
+            for (int rows = 1; rows <= B; ++rows)
+                for (int r = 0; r + rows <= B; ++r) {
+                    std::vector<float> some(rows * OC, 7.0f);
+                    cpu::matmul_forward_rows(some.data(), inp.data() + r * C, w.data(), b, rows, C, OC);
+                    for (int i = 0; i < rows * OC; ++i) differ += some[i] != all[r * OC + i];
+                }
+            CHECK(differ == 0);
+            for (int t : {1, 3}) {
+                cpu::set_threads(t);
+                std::vector<float> again(B * OC);
+                cpu::matmul_forward_rows(again.data(), inp.data(), w.data(), b, B, C, OC);
+                CHECK(again == all);
+            }
+            cpu::set_threads(threads);
         }
-        cpu::set_threads(threads);
     }
 }
 

@@ -5,6 +5,8 @@
 
 #include "dptrain/core/parallel.h"
 
+#include <algorithm>
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -15,7 +17,7 @@ namespace {
 
 // Eight running sums a dot product: lane l adds the products of elements c with c % 8 == l, in
 // order of c; the lanes are then added in one fixed tree, the last C % 8 products after them, and
-// the bias last. Every output is computed by this sequence whichever tile (below) it falls in.
+// the bias last. Every output is computed by this sequence, in a tile of eight or alone.
 #if defined(__AVX2__) && defined(__FMA__)
 using Lanes = __m256;
 inline Lanes zero() { return _mm256_setzero_ps(); }
@@ -49,43 +51,52 @@ inline float finish(Lanes acc, const float* x, const float* w, int c, int C, flo
     return s + bias;
 }
 
-// NB rows of inp against NO rows of weight: NB x NO sums in registers, each weight load used NB
-// times and each input load NO times. Each output's sequence is the same in every tile shape.
-template <int NB, int NO>
-void tile(float* out, int OC, const float* x, const float* w, const float* bias, int C) {
-    Lanes acc[NB][NO];
-    for (int b = 0; b < NB; ++b)
-        for (int o = 0; o < NO; ++o) acc[b][o] = zero();
+#if defined(__AVX2__) && defined(__FMA__)
+// finish() for eight outputs whose C is a multiple of 8, with the same additions: two rounds of
+// hadd add lanes (0+1, 2+3, ...) then the pairs ((0+1)+(2+3), (4+5)+(6+7)), and the 128-bit
+// halves' sum adds those two, which is finish's tree; then the bias. One store instead of eight
+// round trips through memory, which cost as much as the products at C = 128.
+inline void finish8(float* out, const Lanes* acc, const float* bias) {
+    const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+    __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    s = _mm256_add_ps(s, bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps());
+    _mm256_storeu_ps(out, s);
+}
+#endif
+
+// One row of inp against NO rows of weight: NO sums in registers, each input load used NO times.
+template <int NO>
+void tile(float* out, const float* x, const float* w, const float* bias, int C) {
+    Lanes acc[NO];
+    for (int o = 0; o < NO; ++o) acc[o] = zero();
     int c = 0;
     for (; c + 8 <= C; c += 8) {
-        Lanes xv[NB], wv[NO];
-        for (int b = 0; b < NB; ++b) xv[b] = load(x + (long)b * C + c);
-        for (int o = 0; o < NO; ++o) wv[o] = load(w + (long)o * C + c);
-        for (int b = 0; b < NB; ++b)
-            for (int o = 0; o < NO; ++o) acc[b][o] = fma(xv[b], wv[o], acc[b][o]);
+        const Lanes xv = load(x + c);
+        for (int o = 0; o < NO; ++o) acc[o] = fma(xv, load(w + (long)o * C + c), acc[o]);
     }
-    for (int b = 0; b < NB; ++b)
-        for (int o = 0; o < NO; ++o)
-            out[(long)b * OC + o] = finish(acc[b][o], x + (long)b * C, w + (long)o * C, c, C, bias ? bias[o] : 0.0f);
+#if defined(__AVX2__) && defined(__FMA__)
+    if constexpr (NO == 8) {
+        if (c == C) {  // no tail: the eight outputs finished at once
+            finish8(out, acc, bias);
+            return;
+        }
+    }
+#endif
+    for (int o = 0; o < NO; ++o) out[o] = finish(acc[o], x, w + (long)o * C, c, C, bias ? bias[o] : 0.0f);
 }
 
-// Input rows [b0, b1), a multiple of NB of them, against weight rows [o, o + NO).
-template <int NB, int NO>
-void rows_against(float* out, const float* inp, const float* weight, const float* bias, int b0, int b1, int C, int OC,
-                  long o) {
-    const float* w = weight + o * C;
-    const float* bo = bias ? bias + o : nullptr;
-    for (int b = b0; b < b1; b += NB) tile<NB, NO>(out + (long)b * OC + o, OC, inp + (long)b * C, w, bo, C);
-}
-
-// Input rows [b0, b1) against outputs [o0, o1), NO weight rows at a time (held in L1 while the
-// input rows pass by), the last (o1 - o0) % NO one at a time.
-template <int NB, int NO>
-void outputs(float* out, const float* inp, const float* weight, const float* bias, int b0, int b1, int C, int OC,
-             long o0, long o1) {
+// Every row against outputs [o0, o1): eight weight rows at a time (in L1, or L2 for the widest
+// inputs, while the input rows pass by), the last (o1 - o0) % 8 one at a time.
+void outputs(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC, long o0,
+             long o1) {
     long o = o0;
-    for (; o + NO <= o1; o += NO) rows_against<NB, NO>(out, inp, weight, bias, b0, b1, C, OC, o);
-    for (; o < o1; ++o) rows_against<NB, 1>(out, inp, weight, bias, b0, b1, C, OC, o);
+    for (; o + 8 <= o1; o += 8)
+        for (int b = 0; b < B; ++b)
+            tile<8>(out + (long)b * OC + o, inp + (long)b * C, weight + o * C, bias ? bias + o : nullptr, C);
+    for (; o < o1; ++o)
+        for (int b = 0; b < B; ++b)
+            tile<1>(out + (long)b * OC + o, inp + (long)b * C, weight + o * C, bias ? bias + o : nullptr, C);
 }
 
 } // namespace
@@ -93,19 +104,14 @@ void outputs(float* out, const float* inp, const float* weight, const float* bia
 void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
                          int OC) {
     if (B <= 0 || OC <= 0) return;
-    // Blocks of 64 outputs over the threads: each output is one thread's, whole. Six input rows
-    // against two weight rows make 12 independent sums in registers, enough to keep both FMA
-    // units busy through their latency (the best of 2x4, 3x4, 4x2, 4x3, 5x2, 6x2 and 8x1 at 32
-    // rows in dptrain-bench matmul, 0.57-0.87x sgemm's speed there); the rows left over, and a
-    // single row, go against eight weight rows at a time (as fast as sgemv a row).
+    // Blocks of 64 outputs over the threads: each output is one thread's, whole. One input row
+    // against eight weight rows: eight independent sums, each input load used eight times; it beat
+    // tiles of several rows (2x4, 3x4, 4x2, 4x3, 5x2, 6x2, 8x1) at 8 and 32 rows in
+    // dptrain-bench matmul, whose scalar finishes cost as much as the products at C = 128.
     constexpr long kOutBlock = 64;
-    constexpr int kRows = 6, kOuts = 2;
     const long blocks = (OC + kOutBlock - 1) / kOutBlock;
     parallel_for(blocks, 2L * B * C * kOutBlock, [=](long first, long last) {
-        const long o0 = first * kOutBlock, o1 = last * kOutBlock < OC ? last * kOutBlock : OC;
-        const int full = B / kRows * kRows;
-        if (full > 0) outputs<kRows, kOuts>(out, inp, weight, bias, 0, full, C, OC, o0, o1);
-        if (full < B) outputs<1, 8>(out, inp, weight, bias, full, B, C, OC, o0, o1);
+        outputs(out, inp, weight, bias, B, C, OC, first * kOutBlock, std::min(last * kOutBlock, (long)OC));
     });
 }
 
