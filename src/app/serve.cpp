@@ -19,10 +19,13 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -192,8 +195,30 @@ struct Server {
     std::atomic<uint64_t> serial{0};
     long started = (long)std::time(nullptr);
     httplib::Server http;
+    int listen_fd = -1;  // the listening socket, for listen_backlog()
 
-    Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e) {}
+    Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e) {
+        // httplib's own options set SO_REUSEPORT, with which a second server binds the same port
+        // and the kernel splits the connections between the two models, silently. SO_REUSEADDR
+        // alone still lets a restarted server bind while the old connections linger in TIME_WAIT.
+        http.set_socket_options([this](int sock) {
+            const int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+            listen_fd = sock;
+        });
+    }
+    // After the bind: httplib (Debian's build, a library) listens with a backlog of 5. A burst of
+    // more clients connecting at once than that (32 in bench/serve_load.py) overflowed it, and each
+    // dropped SYN cost its client the kernel's 1 s retransmission (p99 latency 1.06 s where p50 was
+    // 0.09 s). listen() again on the socket sets a new backlog: as many connections as the pool
+    // serves; the kernel caps it at net.core.somaxconn.
+    // The connections served at once: every slot and queue place, and a few for probes.
+    size_t connections() const { return std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8); }
+    void listen_backlog() {
+        if (listen_fd < 0 || ::listen(listen_fd, (int)connections()) != 0)
+            std::fprintf(stderr, "serve: warning: the listen backlog stays at 5 (%s): bursts of connections will wait\n",
+                         listen_fd < 0 ? "no socket" : std::strerror(errno));
+    }
 
     void count(int status) {
         std::lock_guard<std::mutex> lk(counters.mu);
@@ -325,8 +350,7 @@ struct Server {
             if (q.path == "/v1/completions" && r.status == 200) --inflight;
             if (o.log_requests) std::fprintf(stderr, "serve: %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
         });
-        const size_t pool = std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8);
-        http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+        http.new_task_queue = [pool = connections()] { return new httplib::ThreadPool(pool); };
         http.set_payload_max_length((size_t)o.max_body);
         http.set_read_timeout((time_t)o.read_timeout, (time_t)((o.read_timeout - (time_t)o.read_timeout) * 1e6));
         http.set_write_timeout(30, 0);
@@ -365,6 +389,7 @@ int run_serve(int argc, const char* const* argv) {
         throw UserError(strfmt("serve: cannot listen on %s:%d (in use, or not an address of this machine); choose "
                                "another --port or --host",
                                o.host.c_str(), o.port));
+    server.listen_backlog();
     Watcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
     std::atomic<bool> signalled{false};
     std::thread signals([&] {

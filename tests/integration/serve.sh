@@ -43,6 +43,19 @@ start main --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-token
 grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64 | on the CPU$" \
   "$WORK/main.out" || { cat "$WORK/main.out"; fail "no listening line naming the address, model and step"; }
 "$PY" "$CLIENT" api "$URL" "$WORK/gen.out" "The " 24
+# The listening socket queues a burst of as many connections as the server takes (--max-batch 8 +
+# --max-queue 64): a backlog of 5 dropped the rest's SYNs, a 1 s retransmission each. For a
+# listening socket, ss shows the backlog as Send-Q.
+backlog=$(ss -Hltn "sport = :${URL##*:}" | awk '{ print $3 }')
+[ -n "$backlog" ] && [ "$backlog" -ge 72 ] || fail "the listen backlog is ${backlog:-unknown}, want at least 72"
+echo "ok: listen backlog $backlog"
+# A second server on the same port is refused (with SO_REUSEPORT, httplib's default, both listened
+# and the kernel split the connections between them).
+timeout 10 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port "${URL##*:}" >/dev/null 2>"$WORK/e.err" \
+  && fail "a second server on port ${URL##*:} started"
+grep -q "^dptrain: error: serve: cannot listen on 127.0.0.1:${URL##*:} (in use" "$WORK/e.err" \
+  || { cat "$WORK/e.err"; fail "a port in use: no clear line"; }
+echo "ok: a port in use: $(cat "$WORK/e.err")"
 
 # 2. Bad requests, a full queue, the key, slow clients.
 "$PY" "$CLIENT" bad "$URL" 32
