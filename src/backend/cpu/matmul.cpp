@@ -47,9 +47,10 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
         parallel_for(B, OC, [=](long first, long last) { fill_bias_rows(out, bias, OC, first, last); });
         beta = 1.0f;
     }
-    // One or two rows (decoding a token, or two): one matrix-vector product a row. sgemm packs the
-    // whole weight for every call: 2.9-6.7x slower for one row and 1.6-3.5x for two, on shapes from
-    // 128x128 to 768x50257 (dptrain-bench matmul; BENCHMARKS.md, "Decoding: one row a product").
+    // One or two rows (a forward of one or two samples; decoding has matmul_forward_rows): one
+    // matrix-vector product a row. sgemm packs the whole weight for every call: 2.9-6.7x slower for
+    // one row and 1.6-3.5x for two, on shapes from 128x128 to 768x50257 (dptrain-bench matmul;
+    // BENCHMARKS.md, "Decoding: one row a product").
     if (B <= 2) {
         for (int b = 0; b < B; ++b)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C, inp + (long)b * C, 1, beta,
