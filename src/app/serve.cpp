@@ -207,13 +207,13 @@ struct Server {
             listen_fd = sock;
         });
     }
+    // The connections served at once: every slot and queue place, and a few for probes.
+    size_t connections() const { return std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8); }
     // After the bind: httplib (Debian's build, a library) listens with a backlog of 5. A burst of
     // more clients connecting at once than that (32 in bench/serve_load.py) overflowed it, and each
     // dropped SYN cost its client the kernel's 1 s retransmission (p99 latency 1.06 s where p50 was
     // 0.09 s). listen() again on the socket sets a new backlog: as many connections as the pool
     // serves; the kernel caps it at net.core.somaxconn.
-    // The connections served at once: every slot and queue place, and a few for probes.
-    size_t connections() const { return std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8); }
     void listen_backlog() {
         if (listen_fd < 0 || ::listen(listen_fd, (int)connections()) != 0)
             std::fprintf(stderr, "serve: warning: the listen backlog stays at 5 (%s): bursts of connections will wait\n",

@@ -34,7 +34,7 @@ inline Lanes load(const float* p) {
     for (int l = 0; l < 8; ++l) r.v[l] = p[l];
     return r;
 }
-inline Lanes fma(Lanes a, Lanes b, Lanes acc) {
+inline Lanes fma(Lanes a, Lanes b, Lanes acc) {  // a multiply and an add (no FMA in this build)
     for (int l = 0; l < 8; ++l) acc.v[l] += a.v[l] * b.v[l];
     return acc;
 }
