@@ -191,8 +191,27 @@ void Gpt::reserve_decode(int slots, int max_rows) {
     dec_fc_.resize(R * 4 * C);
     dec_mean_.resize(R);
     dec_rstd_.resize(R);
+    dec_prompts_.reserve(max_rows / kDecodePromptRows + 1);
     dec_slots_ = slots;
     dec_rows_ = max_rows;
+}
+
+// Why two products: matmul_forward_rows gives every row the same bits whatever rows share its
+// call, but runs at 0.6-0.9x sgemm from 48 rows on (dptrain-bench matmul), which a long prompt's
+// first call pays in every layer. sgemm's bits for a row depend on how many rows the call has, so
+// a prompt of kDecodePromptRows rows or more is one call of its own: the same call alone or
+// batched, as a prompt's rows always come together. Other rows, alone or among others, go row by
+// row. The logits always go row by row: mostly a sequence's last row alone, and so that asking for
+// fewer rows' logits does not change theirs.
+void Gpt::decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
+                         int OC) const {
+    int done = 0;
+    for (const auto& [begin, end] : dec_prompts_) {
+        cpu::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, begin - done, C, OC);
+        cpu::matmul_forward(out + (size_t)begin * OC, inp + (size_t)begin * C, weight, bias, end - begin, C, OC);
+        done = end;
+    }
+    cpu::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, n - done, C, OC);
 }
 
 void Gpt::decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
@@ -206,20 +225,25 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
             throw std::invalid_argument("Gpt::decode: slot or position out of range");
     }
+    dec_prompts_.clear();
+    for (int begin = 0, end; begin < n; begin = end) {
+        for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
+        if (end - begin >= kDecodePromptRows) dec_prompts_.emplace_back(begin, end);
+    }
     cpu::encoder_decode(x, tok, pos, params + wte_, params + wpe_, n, C);
     const size_t layer_cache = (size_t)dec_slots_ * T * C;
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln1w, params + v.ln1b, n, C);
-        cpu::matmul_forward_rows(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
+        decode_product(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
         cpu::attention_decode(y, kcache_.data() + l * layer_cache, vcache_.data() + l * layer_cache, qkv, slot, pos, n,
                               T, C, NH);
-        cpu::matmul_forward_rows(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
+        decode_product(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln2w, params + v.ln2b, n, C);
-        cpu::matmul_forward_rows(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
+        decode_product(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
         cpu::gelu_forward(fc, fc, 4L * n * C);
-        cpu::matmul_forward_rows(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
+        decode_product(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
     }
     cpu::layernorm_forward(ln, mean, rstd, x, params + lnfw_, params + lnfb_, n, C);

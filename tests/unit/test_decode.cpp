@@ -86,7 +86,8 @@ TEST_CASE("attention_decode: a prompt at once and one row at a time equal attent
 }
 
 TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, position by position", "[gpt]") {
-    const int V = 23, T = 16;
+    // A window long enough that the whole prompt is one product (Gpt::kDecodePromptRows).
+    const int V = 23, T = Gpt::kDecodePromptRows + 8;
     Gpt g(config(V, T), 1);
     const auto p = params_of(g, 5);
     std::vector<int> tokens(T);
@@ -181,39 +182,38 @@ TEST_CASE("Gpt::decode: greedy decoding picks exactly the tokens of recomputing 
     }
 }
 
-TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[gpt]") {
-    // 36 wide with 4 heads: widths that are not multiples of the products' 8 lanes.
-    GptConfig c = config(31, 16);
+namespace {
+
+// How many of a sequence's rows get other logits batched than alone. Alone: a prompt of `prompt`
+// tokens in slot 0, then one token a call; every row's logits kept. Batched: the same sequence in
+// slot 3, its prompt in one call between prompts of `fellow` tokens in slots 1 and 5, then each of
+// its tokens with 0 to 6 rows of other slots around it (before and after it), only its row's
+// logits asked for. 36 wide with 4 heads: widths that are not multiples of the products' 8 lanes.
+long rows_batched_differently(int prompt, int fellow, int T) {
+    GptConfig c = config(31, T);
     c.n_embd = 36;
-    const int V = c.vocab_size, T = c.block_size;
+    const int V = c.vocab_size;
     Gpt g(c, 1);
     const auto p = params_of(g, 13);
-    g.reserve_decode(8, 2 * T);
+    g.reserve_decode(8, prompt + 2 * fellow);
     std::vector<int> seq(T);
     for (int t = 0; t < T; ++t) seq[t] = (t * 7 + 2) % V;
-    // Alone: a prompt of 3, then one token a call, in slot 0; every row's logits kept.
-    std::vector<float> alone((size_t)T * V), got((size_t)2 * T * V);
+    std::vector<float> alone((size_t)T * V), one((size_t)3 * V);
     std::vector<int> pos(T);
     std::iota(pos.begin(), pos.end(), 0);
     const std::vector<int> zeros(T, 0);
-    g.decode(p.data(), seq.data(), zeros.data(), pos.data(), 3, alone.data());
-    for (int t = 3; t < T; ++t) g.decode(p.data(), &seq[t], zeros.data(), &pos[t], 1, alone.data() + (size_t)t * V);
-    // Batched: the same sequence in slot 3, its prompt in one call with another's prompt of 2, then
-    // each of its tokens with 0 to 6 rows of other slots around it (before and after it), and only
-    // its row's logits asked for.
+    g.decode(p.data(), seq.data(), zeros.data(), pos.data(), prompt, alone.data());
+    for (int t = prompt; t < T; ++t) g.decode(p.data(), &seq[t], zeros.data(), &pos[t], 1, alone.data() + (size_t)t * V);
     int next[8] = {0};
     std::vector<int> tok, slot, ps;
-    auto add = [&](int s, int token) {
-        tok.push_back(token), slot.push_back(s), ps.push_back(next[s]++);
-    };
-    add(1, 5), add(1, 6);
-    for (int t = 0; t < 3; ++t) add(3, seq[t]);
-    const int last_of_prompt[3] = {2, 3, 4};
-    std::vector<float> one((size_t)3 * V);
-    g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), last_of_prompt, 3);
-    long differ = 0;
-    for (int r = 0; r < 3; ++r) differ += std::memcmp(&one[(size_t)r * V], &alone[(size_t)r * V], V * sizeof(float)) != 0;
-    for (int t = 3; t < T; ++t) {
+    auto add = [&](int s, int token) { tok.push_back(token), slot.push_back(s), ps.push_back(next[s]++); };
+    for (int t = 0; t < fellow; ++t) add(1, (t * 5 + 1) % V);
+    for (int t = 0; t < prompt; ++t) add(3, seq[t]);
+    for (int t = 0; t < fellow; ++t) add(5, (t * 3 + 4) % V);
+    const int last_rows[3] = {fellow - 1, fellow + prompt - 1, 2 * fellow + prompt - 1};
+    g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), last_rows, 3);
+    long differ = std::memcmp(&one[V], &alone[(size_t)(prompt - 1) * V], V * sizeof(float)) != 0;
+    for (int t = prompt; t < T; ++t) {
         tok.clear(), slot.clear(), ps.clear();
         const int others = t % 7, before = others / 2;
         int row = -1;
@@ -229,5 +229,20 @@ TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other se
         g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), &row, 1);
         differ += std::memcmp(one.data(), &alone[(size_t)t * V], V * sizeof(float)) != 0;
     }
-    CHECK(differ == 0);
+    return differ;
+}
+
+} // namespace
+
+TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[gpt]") {
+    SECTION("a prompt of 3, beside prompts of 2") { CHECK(rows_batched_differently(3, 2, 16) == 0); }
+    // Prompts long enough for decode's one product a prompt (Gpt::kDecodePromptRows).
+    SECTION("a long prompt, beside long ones") {
+        const int prompt = Gpt::kDecodePromptRows + 5;
+        CHECK(rows_batched_differently(prompt, Gpt::kDecodePromptRows, prompt + 8) == 0);
+    }
+    SECTION("a long prompt, beside short ones") {
+        const int prompt = Gpt::kDecodePromptRows;
+        CHECK(rows_batched_differently(prompt, 3, prompt + 8) == 0);
+    }
 }

@@ -9,6 +9,7 @@
 
 #include "dptrain/model/model.h"
 
+#include <utility>
 #include <vector>
 
 namespace dptrain {
@@ -64,10 +65,14 @@ class Gpt : public Model {
     // the slot afresh. logits (n, V); with out_rows, only those rows' (n_out, V) (a prompt needs its
     // last). fp32: forward()'s model, each position computed once instead of once per window (equal
     // to forward's logits up to rounding). A row's logits are the same bits whatever other rows
-    // share the call (matmul_forward_rows), so a request decodes alike alone and batched.
+    // share the call, so a request decodes alike alone and batched, as long as its prompt's rows
+    // come together (decode_product says why).
     void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
                 const int* out_rows = nullptr, int n_out = 0);
     int decode_slots() const { return dec_slots_; }
+    // A run of at least this many consecutive rows of one slot (a prompt) is multiplied by one
+    // sgemm of its own; shorter runs row by row (decode_product).
+    static constexpr int kDecodePromptRows = 32;
 
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
@@ -102,6 +107,9 @@ class Gpt : public Model {
     void block_forward(const float* params, int l, const float* residual, int B);
     // --recompute: what backward needs of layer l that the forward did not keep.
     void recompute_layer(const float* params, int l, const float* residual, int B);
+    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows, by the runs of dec_prompts_.
+    void decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
+                        int OC) const;
 
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
@@ -125,6 +133,8 @@ class Gpt : public Model {
     // Decoding: keys and values (L, slots, T, C) each; per-call scratch for max_rows rows.
     std::vector<float> kcache_, vcache_, dec_x_, dec_ln_, dec_qkv_, dec_y_, dec_fc_, dec_mean_, dec_rstd_;
     int dec_slots_ = 0, dec_rows_ = 0;
+    // decode's runs of kDecodePromptRows or more rows of one slot: [begin, end) row ranges.
+    std::vector<std::pair<int, int>> dec_prompts_;
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
