@@ -9,6 +9,7 @@
 //   4. under the lock: finished sequences free their slots; counters
 #include "dptrain/app/completions.h"
 
+#include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 
@@ -64,10 +65,11 @@ struct CompletionEngine::Running {
     }
 };
 
-CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder)
+CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder,
+                                   int threads)
     : cfg_(model.cfg), tok_(model.tok), params_(std::move(model.params)),
       decoder_(decoder ? std::move(decoder) : make_cpu_decoder(model.cfg)), slots_(slots), queue_cap_(queue),
-      running_(slots) {
+      threads_(threads), running_(slots) {
     const int T = cfg_.block_size;
     // A whole prompt and a row for each other sequence fit in one call.
     decoder_->reserve(slots, T + slots);
@@ -166,6 +168,14 @@ void CompletionEngine::admit_locked() {
 }
 
 void CompletionEngine::run() {
+    // OpenMP's thread count is this thread's own setting (a new thread starts from the default,
+    // every core), and OpenBLAS's OpenMP build takes it from the calling thread: set here, where the
+    // decoding runs, not only by whoever made the engine.
+    cpu::set_threads(threads_);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stats_.threads = cpu::get_threads();
+    }
     std::vector<Running*> batch;
     for (;;) {
         {

@@ -380,7 +380,7 @@ int run_serve(int argc, const char* const* argv) {
     const std::unique_ptr<Device> device = make_device(parse_device_kind(o.device), Topology{});
     std::unique_ptr<Decoder> decoder = device->make_decoder(model.cfg);
     const std::string where = decoder->where();
-    CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder));
+    CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder), o.threads);
     Server server(o, engine);
     server.routes();
     const int port =

@@ -6,6 +6,7 @@
 #include "helpers.h"
 
 #include "dptrain/app/completions.h"
+#include "dptrain/backend/cpu/ops.h"
 
 #include <catch2/catch.hpp>
 
@@ -139,6 +140,21 @@ TEST_CASE("completions: stop strings end the answer before them; a long answer s
     CHECK(c->finish_reason == "stop");
     CHECK(cut == text.substr(0, text.find(stop)));
     CHECK(cut.find(stop) == std::string::npos);
+}
+
+TEST_CASE("completions: the decoding thread computes on the engine's thread count, not its maker's", "[serve]") {
+    // A new thread starts from OpenMP's default (every core, or OMP_NUM_THREADS), which no count
+    // below equals for both engines; this thread's own setting must not reach the engine either.
+    const int mine = cpu::get_threads();
+    cpu::set_threads(4);
+    for (int threads : {1, 3}) {
+        CompletionEngine e(tiny_model(5, 1), 2, 4, nullptr, threads);
+        auto c = request(e, "the ", 4);
+        e.submit(c);
+        CHECK(answer(*c).size() == 4);
+        CHECK(e.stats().threads == threads);
+    }
+    cpu::set_threads(mine);
 }
 
 TEST_CASE("completions: a full queue and a draining engine refuse; a cancelled request is dropped", "[serve]") {

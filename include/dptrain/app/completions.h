@@ -55,13 +55,16 @@ struct EngineStats {
     long model_step = 0, swaps = 0;
     std::string model_path;
     bool draining = false;
+    int threads = 0;  // compute threads (OpenMP and OpenBLAS) of the decoding thread, once it runs
 };
 
 class CompletionEngine {
   public:
     // slots: sequences decoded together (--max-batch); queue: requests waiting beyond them
-    // (--max-queue); decoder: where they are decoded (a CPU one when null), for model.cfg.
-    CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder = nullptr);
+    // (--max-queue); decoder: where they are decoded (a CPU one when null), for model.cfg;
+    // threads: the decoding thread's compute threads (--threads).
+    CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder = nullptr,
+                     int threads = 1);
     ~CompletionEngine();  // finishes what is queued and running, then stops
     CompletionEngine(const CompletionEngine&) = delete;
     CompletionEngine& operator=(const CompletionEngine&) = delete;
@@ -94,7 +97,7 @@ class CompletionEngine {
     const Tokenizer tok_;
     std::vector<float> params_;  // the decoding thread's; replaced by swap only
     std::unique_ptr<Decoder> decoder_;  // decodes on params_ (given again by swap)
-    const int slots_, queue_cap_;
+    const int slots_, queue_cap_, threads_;
     std::vector<std::unique_ptr<Running>> running_;  // one per slot (null: free)
     std::deque<std::shared_ptr<Completion>> queue_;
     std::unique_ptr<InferenceModel> offered_;
