@@ -186,9 +186,9 @@ namespace {
 
 // How many of a sequence's rows get other logits batched than alone. Alone: a prompt of `prompt`
 // tokens in slot 0, then one token a call; every row's logits kept. Batched: the same sequence in
-// slot 3, its prompt in one call between prompts of `fellow` tokens in slots 1 and 5, then each of
-// its tokens with 0 to 6 rows of other slots around it (before and after it), only its row's
-// logits asked for. 36 wide with 4 heads: widths that are not multiples of the products' 8 lanes.
+// slot 3, its prompt in one call between prompts of `fellow` tokens in slots 1 and 5 (whose last
+// logits are checked against each alone too), then each of its tokens with 0 to 6 rows of other
+// slots around it (before and after it), only its row's logits asked for. 36 wide with 4 heads: widths that are not multiples of the products' 8 lanes.
 long rows_batched_differently(int prompt, int fellow, int T) {
     GptConfig c = config(31, T);
     c.n_embd = 36;
@@ -213,6 +213,13 @@ long rows_batched_differently(int prompt, int fellow, int T) {
     const int last_rows[3] = {fellow - 1, fellow + prompt - 1, 2 * fellow + prompt - 1};
     g.decode(p.data(), tok.data(), slot.data(), ps.data(), (int)tok.size(), one.data(), last_rows, 3);
     long differ = std::memcmp(&one[V], &alone[(size_t)(prompt - 1) * V], V * sizeof(float)) != 0;
+    // The fellow prompts' last logits too, each against that prompt alone (in slot 0, done with).
+    for (int f = 0; f < 2; ++f) {
+        std::vector<float> last(V);
+        const int first = f == 0 ? 0 : fellow + prompt, end = fellow - 1;
+        g.decode(p.data(), &tok[first], zeros.data(), pos.data(), fellow, last.data(), &end, 1);
+        differ += std::memcmp(&one[(size_t)2 * f * V], last.data(), V * sizeof(float)) != 0;
+    }
     for (int t = prompt; t < T; ++t) {
         tok.clear(), slot.clear(), ps.clear();
         const int others = t % 7, before = others / 2;
