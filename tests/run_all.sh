@@ -10,15 +10,65 @@ log=build/test-logs
 mkdir -p "$log"
 passed=0 failed=0 failures=()
 
+# Each suite runs in a session of its own (setsid; without job control, as here, it does not fork,
+# so $! is the session's id), and what it leaves running in that session is ended when it is done:
+# a server or a training run that a failing test started in the background and never stopped
+# would otherwise hold its port, its files and a core under every suite after it. Open MPI puts
+# each rank in a process group of its own, so the session is what holds them all. (Daemons that
+# start sessions of their own, as slurm.sh's do, are their test's to stop.)
+current= fuzz_pids=()
+# left_in SID: the live processes of session SID, "pid name" a line (zombies left out: a container
+# whose first process reaps nothing keeps them, and they cannot be killed).
+left_in() { ps -e -o pid=,sid=,stat=,comm= | awk -v s="$1" '$2 == s && $3 !~ /^Z/ { print $1, $4 }'; }
+# end_session SID LOG: TERM to what is left in session SID, KILL to what outlives 2 s of it; prints
+# their names ("dptrain x2"), nothing when none, and their command lines into LOG.
+end_session() {
+  local left i
+  command -v ps >/dev/null || return 0  # procps (scripts/install-deps --test) missing
+  left=$(left_in "$1")
+  [ -n "$left" ] || return 0
+  awk '{ n[$2]++ } END { for (c in n) printf "%s%s x%d", (k++ ? ", " : ""), c, n[c] }' <<<"$left"
+  ps -o pid,stat,etime,args -p "$(awk '{ print $1 }' <<<"$left" | paste -sd,)" >>"$2" 2>&1
+  kill -TERM $(awk '{ print $1 }' <<<"$left") 2>/dev/null
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    left=$(left_in "$1")
+    [ -n "$left" ] || return 0
+    sleep 0.2
+  done
+  kill -KILL $(awk '{ print $1 }' <<<"$left") 2>/dev/null
+  return 0
+}
+# Interrupted (^C, the job's end, a closed terminal): the suite running now ends too, with time for
+# its own traps (timeout passes the TERM on and kills 5 s later), and so do the fuzz lanes.
+interrupted() {
+  trap - INT TERM HUP
+  [ ${#fuzz_pids[@]} = 0 ] || kill -TERM "${fuzz_pids[@]}" 2>/dev/null
+  if [ -n "$current" ]; then
+    kill -TERM "$current" 2>/dev/null
+    wait "$current" 2>/dev/null
+    end_session "$current" /dev/null >/dev/null
+  fi
+  exit "$1"
+}
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM
+trap 'interrupted 129' HUP
+
 # suite NAME LIMIT_SECONDS COMMAND...
 suite() {
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS rc
-  timeout -k 5 "$limit" "$@" >"$log/$name.log" 2>&1
+  local t0=$SECONDS rc left
+  setsid timeout -k 5 "$limit" "$@" >"$log/$name.log" 2>&1 &
+  current=$!
+  wait "$current"
   rc=$?
+  left=$(end_session "$current" "$log/$name.log")
+  current=
+  [ -z "$left" ] || echo "left running: $left; ended" >>"$log/$name.log"
   if [ $rc = 0 ]; then
     passed=$((passed + 1)); printf 'PASS  %-28s %4ds\n' "$name" $((SECONDS - t0))
     grep -h '^SKIPPED' "$log/$name.log" | sort -u | sed 's/^/      /' || true
+    [ -z "$left" ] || echo "      left running: $left; ended"
   else
     failed=$((failed + 1)); failures+=("$name")
     [ $rc = 124 ] && echo "      (timed out after ${limit}s)" >>"$log/$name.log"
@@ -72,7 +122,11 @@ fuzz_lane2() {
 fuzz_pids=()
 for lane in 1 2; do
   rm -f "$log/fuzz$lane.counts"
-  ( [ -w /dev/shm ] && export TMPDIR=/dev/shm
+  ( fuzz_pids=()
+    trap 'interrupted 130' INT
+    trap 'interrupted 143' TERM
+    trap 'interrupted 129' HUP
+    [ -w /dev/shm ] && export TMPDIR=/dev/shm
     passed=0 failed=0 failures=(); "fuzz_lane$lane"; echo "$passed $failed ${failures[*]}" >"$log/fuzz$lane.counts" ) &
   fuzz_pids+=($!)
 done
