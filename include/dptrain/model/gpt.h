@@ -85,6 +85,11 @@ class Gpt : public Model {
     static size_t operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
     static size_t count_params(const GptConfig& cfg);
     const GptConfig& config() const { return cfg_; }
+    // Where layer l's tensors start in the flat parameters (offsets into layout()), for every l.
+    struct LayerViews {
+        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    };
+    const std::vector<LayerViews>& layer_views() const { return lv_; }
     // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
     const float* logits() const { return logits_.data(); }
     // Layer l's fc output (GELU's input) of the last forward, (B, T, 4C), as kept (bf16: rounded).
@@ -111,9 +116,6 @@ class Gpt : public Model {
     void decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
                         int OC) const;
 
-    struct LayerViews {
-        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-    };
     GptConfig cfg_;
     int max_batch_;
     ParamLayout layout_;

@@ -25,23 +25,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     wpe_ = lay.find("wpe").offset;
     lnfw_ = lay.find("lnf.weight").offset;
     lnfb_ = lay.find("lnf.bias").offset;
-    for (int l = 0; l < cfg.n_layer; ++l) {
-        std::string p = "h" + std::to_string(l) + ".";
-        LayerViews v;
-        v.ln1w = lay.find(p + "ln1.weight").offset;
-        v.ln1b = lay.find(p + "ln1.bias").offset;
-        v.qkvw = lay.find(p + "attn.qkv.weight").offset;
-        v.qkvb = lay.find(p + "attn.qkv.bias").offset;
-        v.attprojw = lay.find(p + "attn.proj.weight").offset;
-        v.attprojb = lay.find(p + "attn.proj.bias").offset;
-        v.ln2w = lay.find(p + "ln2.weight").offset;
-        v.ln2b = lay.find(p + "ln2.bias").offset;
-        v.fcw = lay.find(p + "mlp.fc.weight").offset;
-        v.fcb = lay.find(p + "mlp.fc.bias").offset;
-        v.fcprojw = lay.find(p + "mlp.proj.weight").offset;
-        v.fcprojb = lay.find(p + "mlp.proj.bias").offset;
-        lv_.push_back(v);
-    }
+    lv_ = host_.layer_views();
     const int T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
     const size_t P = lay.total, L = (size_t)cfg.n_layer;
     const size_t BT = (size_t)max_batch * T, BTC = BT * C;

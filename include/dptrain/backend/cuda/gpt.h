@@ -123,10 +123,8 @@ class CudaGpt : public Model, public cuda::Resident {
     size_t fixed_activation_bytes_ = 0;  // the constructor's activations, whatever the precision
     size_t kept_activation_bytes_ = 0;   // set_precision's
     Precision precision_ = Precision::fp32;
-    struct LayerViews {
-        size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-    };
-    std::vector<LayerViews> lv_;
+    using LayerViews = Gpt::LayerViews;
+    std::vector<LayerViews> lv_;  // host_'s
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
     struct Kept {
         float** where;
