@@ -150,6 +150,41 @@ void share_model(Tokenizer* tok) {
     if (world.rank() != 0) *tok = Tokenizer::sentencepiece(SentencePieceModel::from_bytes(model, "rank 0's model"));
 }
 
+// text's options and where they go.
+struct TextArgs {
+    std::vector<std::string> inputs;
+    std::string out, vocab;
+    TextTokenizer tt;
+    double val_fraction = 0.1;
+    int shards = 1;
+    bool overwrite = false;
+};
+
+po::options_description text_options(TextArgs* a) {
+    po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
+    desc.add_options()("help,h", "print this help")(
+        "input", po::value(&a->inputs)->multitoken()->composing(),
+        "text file (UTF-8 for --tokenizer char and sentencepiece), directory (every file beneath it, hidden ones left "
+        "out) or glob pattern (quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each "
+        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one (gpt2: "
+        "each file is a document, followed by <|endoftext|>)")(
+        "out", po::value(&a->out)->default_value("data/text"), "output directory")(
+        "tokenizer", po::value(&a->tt.kind)->default_value("char"),
+        "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
+        "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
+        "encoder", po::value(&a->tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
+        "merges", po::value(&a->tt.merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
+        "vocab-size", po::value(&a->tt.vocab_size)->default_value(0),
+        "sentencepiece: train a model of this many pieces on the training text")(
+        "sp-type", po::value(&a->tt.sp_type)->default_value("bpe"), "sentencepiece: bpe | unigram")(
+        "sp-model", po::value(&a->tt.sp_model), "sentencepiece: a model of your own (a .model file) instead")(
+        "vocab", po::value(&a->vocab), "the older name of --tokenizer (byte or char)")(
+        "val-fraction", po::value(&a->val_fraction)->default_value(0.1), "the text's tail kept for validation")(
+        "shards", po::value(&a->shards)->default_value(1), "training shards (validation: 1)")(
+        "overwrite", po::bool_switch(&a->overwrite), "replace the shards already in --out");
+    return desc;
+}
+
 } // namespace
 
 // The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
@@ -165,33 +200,8 @@ int text_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    std::vector<std::string> inputs;
-    std::string out, vocab;
-    TextTokenizer tt;
-    double val_fraction;
-    int shards;
-    bool overwrite = false;
-    po::options_description desc("dptrain-data text: token shards from text files", 100, 50);
-    desc.add_options()("help,h", "print this help")(
-        "input", po::value(&inputs)->multitoken()->composing(),
-        "text file (UTF-8 for --tokenizer char and sentencepiece), directory (every file beneath it, hidden ones left "
-        "out) or glob pattern (quoted: 'corpus/*.txt'); repeat it or give several: the files are read in order, each "
-        "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one (gpt2: "
-        "each file is a document, followed by <|endoftext|>)")(
-        "out", po::value(&out)->default_value("data/text"), "output directory")(
-        "tokenizer", po::value(&tt.kind)->default_value("char"),
-        "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
-        "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
-        "encoder", po::value(&tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
-        "merges", po::value(&tt.merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
-        "vocab-size", po::value(&tt.vocab_size)->default_value(0),
-        "sentencepiece: train a model of this many pieces on the training text")(
-        "sp-type", po::value(&tt.sp_type)->default_value("bpe"), "sentencepiece: bpe | unigram")(
-        "sp-model", po::value(&tt.sp_model), "sentencepiece: a model of your own (a .model file) instead")(
-        "vocab", po::value(&vocab), "the older name of --tokenizer (byte or char)")(
-        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the text's tail kept for validation")(
-        "shards", po::value(&shards)->default_value(1), "training shards (validation: 1)")(
-        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
+    TextArgs a;
+    const po::options_description desc = text_options(&a);
     bool help = false;
     Tokenizer tok;
     std::vector<std::string> files;
@@ -202,12 +212,12 @@ int text_cmd(int argc, char** argv) {
     if (!agreed("text", [&] {
             help = parse_or_help(argc, argv, desc, "", rank == 0);
             if (help) return;
-            if (inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
-            if (!vocab.empty()) tt.kind = vocab;
-            tok = check_tokenizer(tt);
-            if (!(val_fraction > 0 && val_fraction < 1) || shards < 1)
+            if (a.inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
+            if (!a.vocab.empty()) a.tt.kind = a.vocab;
+            tok = check_tokenizer(a.tt);
+            if (!(a.val_fraction > 0 && a.val_fraction < 1) || a.shards < 1)
                 throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
-            files = text_files(inputs);
+            files = text_files(a.inputs);
             // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other
             // tokenizers join the files with newlines.
             eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
@@ -221,7 +231,8 @@ int text_cmd(int argc, char** argv) {
     // 2.
     const bool train_sp = tok.kind == "sentencepiece" && !tok.sp;
     if (!agreed("text", [&] {
-            if (rank == 0 || !train_sp) tok = make_tokenizer(tok, tt, data, (size_t)(data.size() * (1 - val_fraction)));
+            if (rank == 0 || !train_sp)
+                tok = make_tokenizer(tok, a.tt, data, (size_t)(data.size() * (1 - a.val_fraction)));
         }))
         return 2;
     if (train_sp) share_model(&tok);
@@ -235,34 +246,35 @@ int text_cmd(int argc, char** argv) {
     long total = 0;
     const std::vector<int> ids = gather_ids(mine, &total);
     // 4.
-    const size_t n_val = (size_t)(total * val_fraction), n_train = (size_t)total - n_val;
+    const size_t n_val = (size_t)(total * a.val_fraction), n_train = (size_t)total - n_val;
     if (!agreed("text", [&] {
             if (total > INT_MAX)
                 throw UserError(strfmt("text: %ld tokens, more than one run takes (2^31); make several --out sets of "
                                        "fewer files and give dptrain their shards together",
                                        total));
-            if (n_train < (size_t)shards * 2 || n_val < 2)
+            if (n_train < (size_t)a.shards * 2 || n_val < 2)
                 throw UserError(strfmt("text: --input %s holds only %ld tokens: too little for %d shards and a "
                                        "validation split",
-                                       source.c_str(), total, shards));
-            if (rank == 0) prepare_out(out, {"train", "val"}, overwrite);
+                                       source.c_str(), total, a.shards));
+            if (rank == 0) prepare_out(a.out, {"train", "val"}, a.overwrite);
         }))
         return 2;
     if (!agreed("text", [&] {
-            make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
-            for (int s = rank; s < shards; s += size)
-                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, shards), ids, n_train * s / shards,
-                             n_train * (s + 1) / shards, tok, source);
-            if (shards % size == rank)
-                write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+            const char* dir = a.out.c_str();
+            make_directories(a.out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
+            for (int s = rank; s < a.shards; s += size)
+                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", dir, s, a.shards), ids, n_train * s / a.shards,
+                             n_train * (s + 1) / a.shards, tok, source);
+            if (a.shards % size == rank)
+                write_tokens(strfmt("%s/val-00000-of-00001.h5", dir), ids, n_train, ids.size(), tok, source);
         }))
         return 2;
     const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
     if (rank == 0)
         std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
                     "%zu validation tokens, in %s (%d rank%s)\n",
-                    total, source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, shards,
-                    shards == 1 ? "" : "s", n_val, out.c_str(), size, size == 1 ? "" : "s");
+                    total, source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, a.shards,
+                    a.shards == 1 ? "" : "s", n_val, a.out.c_str(), size, size == 1 ? "" : "s");
     return 0;
 }
 
