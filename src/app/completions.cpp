@@ -171,7 +171,7 @@ void CompletionEngine::run() {
     // OpenMP's thread count is this thread's own setting (a new thread starts from the default,
     // every core), and OpenBLAS's OpenMP build takes it from the calling thread: set here, where the
     // decoding runs, not only by whoever made the engine.
-    cpu::set_threads(threads_);
+    if (threads_ > 0) cpu::set_threads(threads_);
     {
         std::lock_guard<std::mutex> lk(mu_);
         stats_.threads = cpu::get_threads();

@@ -372,7 +372,10 @@ int run_serve(int argc, const char* const* argv) {
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    cpu::set_threads(o.threads);
+    // No cpu::set_threads here: the decoding thread sets its own (CompletionEngine). A team started
+    // on this thread would leave an idle pool that libgomp counts against the CPUs, and with more
+    // pooled threads than CPUs its teams stop spinning and sleep: batched decoding at --threads 2
+    // ran at 8.4k tokens/s against 14.0-14.3k without it (bench/serve_load.py, 8 clients).
     InferenceModel model = load_inference_model(o.checkpoint);
     const std::string path = model.path;
     const long step = model.step;

@@ -7,7 +7,8 @@
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 4000 --val-samples 256
 C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 100000 --checkpoint-every 100000)
-# A grace no other process sleeps for, so that its backstop's sleep can be looked for afterwards.
+# A grace no other process sleeps for, so that its backstop's sleep can be looked for afterwards
+# (in this test's session).
 export DPTRAIN_STOP_GRACE=297
 
 # stop_launcher SIG RUN CMD...: starts CMD, sends SIG to it once the run has trained, and leaves
@@ -35,8 +36,8 @@ stopped() {
   at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/out")
   [ -n "$at" ] || { cat "$WORK/out"; fail "$2: no 'stopped after step N' line"; }
   "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$1" "$at")" >/dev/null || fail "$2: no valid checkpoint of step $at"
-  for _ in $(seq 20); do pgrep -fx "sleep $DPTRAIN_STOP_GRACE" >/dev/null || break; sleep 0.1; done
-  pgrep -fx "sleep $DPTRAIN_STOP_GRACE" >/dev/null && fail "$2: the launcher's backstop (sleep $DPTRAIN_STOP_GRACE) outlived it"
+  for _ in $(seq 20); do pgrep -s 0 -fx "sleep $DPTRAIN_STOP_GRACE" >/dev/null || break; sleep 0.1; done
+  pgrep -s 0 -fx "sleep $DPTRAIN_STOP_GRACE" >/dev/null && fail "$2: the launcher's backstop (sleep $DPTRAIN_STOP_GRACE) outlived it"
   echo "ok: $2 -> exit 75 after $T s, checkpoint of step $at"
 }
 

@@ -62,9 +62,9 @@ class CompletionEngine {
   public:
     // slots: sequences decoded together (--max-batch); queue: requests waiting beyond them
     // (--max-queue); decoder: where they are decoded (a CPU one when null), for model.cfg;
-    // threads: the decoding thread's compute threads (--threads).
+    // threads: the decoding thread's compute threads (--threads); 0 leaves its defaults.
     CompletionEngine(InferenceModel model, int slots, int queue, std::unique_ptr<Decoder> decoder = nullptr,
-                     int threads = 1);
+                     int threads = 0);
     ~CompletionEngine();  // finishes what is queued and running, then stops
     CompletionEngine(const CompletionEngine&) = delete;
     CompletionEngine& operator=(const CompletionEngine&) = delete;

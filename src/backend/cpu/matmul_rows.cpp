@@ -108,10 +108,11 @@ void matmul_forward_rows(float* out, const float* inp, const float* weight, cons
     // against eight weight rows: eight independent sums, each input load used eight times; it beat
     // tiles of several rows (2x4, 3x4, 4x2, 4x3, 5x2, 6x2, 8x1) at 8 and 32 rows in
     // dptrain-bench matmul, whose scalar finishes cost as much as the products at C = 128.
-    // A block's cost counts one 8-lane FMA as one of parallel_for's simple operations: counted in
-    // flops (16 times that), one row of a 128-wide model took a team and ran 2.3x slower on 2
-    // threads than on 1 (dptrain-bench matmul --threads 1 and 2); counted so, 2 threads pay from 4-8
-    // rows at C = 128 and from 1 row at C = 768.
+    // A block's cost counts one 8-lane FMA as one of parallel_for's simple operations (a weight
+    // tuned by measurement, not a unit): counted in flops (16 times that), one row of a 128-wide
+    // model took a team and ran 2.3x slower on 2 threads than on 1 (dptrain-bench matmul --threads
+    // 1 and 2); counted so, 2 threads were never slower beyond noise, and a row of 768 -> 2304 still
+    // goes to the team (docs/BENCHMARKS.md, "serve --threads").
     constexpr long kOutBlock = 64;
     const long blocks = (OC + kOutBlock - 1) / kOutBlock;
     parallel_for(blocks, (long)B * C * kOutBlock / 8, [=](long first, long last) {
