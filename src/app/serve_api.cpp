@@ -238,6 +238,8 @@ std::string metrics_text(const EngineStats& s, ServeCounters& counters, const Hi
            "Positions those calls computed (rows / steps is the mean batch).", (double)s.rows);
     metric("dptrain_serve_model_step", "gauge", "Training step of the model being served.", (double)s.model_step);
     metric("dptrain_serve_model_swaps_total", "counter", "Newer checkpoints swapped in.", (double)s.swaps);
+    metric("dptrain_serve_compute_threads", "gauge", "Compute threads of the decoding thread (--threads).",
+           (double)s.threads);
     metric("dptrain_serve_checkpoints_skipped_total", "counter",
            "Newer checkpoints that failed verification or did not match, and were not served.",
            (double)counters.checkpoints_skipped);

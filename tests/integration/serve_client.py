@@ -156,6 +156,9 @@ def api(url, expected_file, prompt, n):
                  "dptrain_serve_generated_tokens_per_second", "dptrain_serve_model_step"):
         if name not in m1:
             fail(f"/metrics lacks {name}")
+    # The decoding thread's own count: serve's default --threads 1, not the machine's cores.
+    if m1.get("dptrain_serve_compute_threads") != 1:
+        fail(f"/metrics: dptrain_serve_compute_threads {m1.get('dptrain_serve_compute_threads')}, want 1")
     if m1['dptrain_serve_requests_total{code="200"}'] < 3 * len(prompts):
         fail("/metrics: requests_total{code=200} too small")
 
