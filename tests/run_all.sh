@@ -27,6 +27,10 @@ end_session() {
   command -v ps >/dev/null || return 0  # procps (scripts/install-deps --test) missing
   left=$(left_in "$1")
   [ -n "$left" ] || return 0
+  # A moment for what is already on its way out (a helper whose parent just closed its pipe).
+  sleep 0.3
+  left=$(left_in "$1")
+  [ -n "$left" ] || return 0
   awk '{ n[$2]++ } END { for (c in n) printf "%s%s x%d", (k++ ? ", " : ""), c, n[c] }' <<<"$left"
   ps -o pid,stat,etime,args -p "$(awk '{ print $1 }' <<<"$left" | paste -sd,)" >>"$2" 2>&1
   kill -TERM $(awk '{ print $1 }' <<<"$left") 2>/dev/null
