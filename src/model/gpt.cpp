@@ -214,6 +214,14 @@ void Gpt::decode_product(float* out, const float* inp, const float* weight, cons
     cpu::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, n - done, C, OC);
 }
 
+void Gpt::prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs) {
+    runs.clear();
+    for (int begin = 0, end; begin < n; begin = end) {
+        for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
+        if (end - begin >= kDecodePromptRows) runs.emplace_back(begin, end);
+    }
+}
+
 void Gpt::decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
                  const int* out_rows, int n_out) {
     const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
@@ -225,11 +233,7 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         if (slot[i] < 0 || slot[i] >= dec_slots_ || pos[i] < 0 || pos[i] >= T)
             throw std::invalid_argument("Gpt::decode: slot or position out of range");
     }
-    dec_prompts_.clear();
-    for (int begin = 0, end; begin < n; begin = end) {
-        for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
-        if (end - begin >= kDecodePromptRows) dec_prompts_.emplace_back(begin, end);
-    }
+    prompt_runs(slot, n, dec_prompts_);
     cpu::encoder_decode(x, tok, pos, params + wte_, params + wpe_, n, C);
     const size_t layer_cache = (size_t)dec_slots_ * T * C;
     for (int l = 0; l < L; ++l) {

@@ -2,6 +2,7 @@
 // cuda::attention_decode, and CudaGpt::decode against Gpt::decode, over a sequence of calls that
 // fill two cache slots (a prompt, then one position a call, the two slots in one call, a slot
 // started afresh); every output, the caches and the logits compared with the CPU's.
+#include "../decode_batching.h"
 #include "helpers.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -132,6 +133,40 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
                       Catch::Contains("token 67 outside the model's vocabulary of 67"));
     const int late = cfg.block_size;
     CHECK_THROWS_AS(gpu_model.decode(&zero, &zero, &late, 1, logits.data()), std::invalid_argument);
+}
+
+// As on the CPU (tests/unit/test_decode.cpp, the same check): a sequence's logits are the same
+// bits alone and batched with other sequences' rows, its prompt among short or long ones. Short
+// runs go through matmul_forward_rows, a prompt of Gpt::kDecodePromptRows or more through one
+// cuBLAS call of its own. 264 wide (not a multiple of the warp's 32 lanes) and 515 tokens: wide
+// enough that cuBLAS's kernels for 1, a few and many rows differ (a 36-wide model's K may fit one
+// tile whatever the rows), so one product over the call's rows would change some row's bits.
+TEST_CASE("CudaGpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    auto differ = [](int prompt, int fellow, int T) {
+        GptConfig c;
+        c.vocab_size = 515;
+        c.block_size = T;
+        c.n_layer = 2;
+        c.n_head = 4;
+        c.n_embd = 264;
+        std::vector<float> p(Gpt(c, 1).num_params());
+        Gpt(c, 1).init(p.data(), 13);
+        const auto noise = randn(p.size(), 14, 0.2f);  // logits far from uniform, as the CPU test's
+        for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+        const auto d = make_cuda_decoder(c, 0);
+        d->set_params(p.data());
+        return decode_batching::rows_batched_differently(*d, c.vocab_size, T, prompt, fellow);
+    };
+    SECTION("a prompt of 3, beside prompts of 2") { CHECK(differ(3, 2, 16) == 0); }
+    SECTION("a long prompt, beside long ones") {
+        const int prompt = Gpt::kDecodePromptRows + 5;
+        CHECK(differ(prompt, Gpt::kDecodePromptRows, prompt + 8) == 0);
+    }
+    SECTION("a long prompt, beside short ones") {
+        const int prompt = Gpt::kDecodePromptRows;
+        CHECK(differ(prompt, 3, prompt + 8) == 0);
+    }
 }
 
 // A CudaGpt made for decoding (max_batch 0) holds the parameters and no training buffers: it

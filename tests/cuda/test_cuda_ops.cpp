@@ -130,6 +130,42 @@ TEST_CASE("cuda matmul_forward/backward fp32 match the CPU", "[cuda]") {
     check_matmul(333, 65, 7, false, 300);      // no bias, no dinp, tiny OC
 }
 
+// matmul_forward_rows: the CPU twin's result within the GEMM tolerance (the two sum in other
+// orders), and every row's bits the same whether computed with all B rows, or in calls of 1, 3 or
+// 9 rows (what decoding a request alone or batched relies on).
+static void check_matmul_rows(int B, int C, int OC, bool with_bias, uint64_t seed) {
+    INFO("matmul_forward_rows B=" << B << " C=" << C << " OC=" << OC << (with_bias ? " with bias" : " no bias"));
+    const auto inp = randn((size_t)B * C, seed), w = randn((size_t)OC * C, seed + 1), bias = randn(OC, seed + 2);
+    std::vector<float> out((size_t)B * OC), s_out((size_t)B * OC);
+    cpu::matmul_forward_rows(out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, B, C, OC);
+    cpu::matmul_forward(s_out.data(), absolute(inp).data(), absolute(w).data(),
+                        with_bias ? absolute(bias).data() : nullptr, B, C, OC);
+    DeviceBuffer<float> d_inp(inp), d_w(w), d_bias(bias), d_out((size_t)B * OC);
+    float* d_b = with_bias ? (float*)d_bias : nullptr;
+    cuda::matmul_forward_rows(d_out, d_inp, d_w, d_b, B, C, OC, nullptr);
+    const auto all = d_out.get();
+    CHECK(mismatches("out", all, out, 0.0, kGemmRel, s_out) == 0);
+    for (int rows : {1, 3, 9}) {
+        INFO("calls of " << rows << " rows");
+        std::vector<float> apart((size_t)B * OC);
+        DeviceBuffer<float> d_some((size_t)rows * OC);
+        for (int r0 = 0; r0 < B; r0 += rows) {
+            const int n = std::min(rows, B - r0);
+            cuda::matmul_forward_rows(d_some, (float*)d_inp + (size_t)r0 * C, d_w, d_b, n, C, OC, nullptr);
+            const auto some = d_some.get();
+            std::copy(some.begin(), some.begin() + (size_t)n * OC, apart.begin() + (size_t)r0 * OC);
+        }
+        CHECK(bit_mismatches("out (rows apart)", apart, all) == 0);
+    }
+}
+
+TEST_CASE("cuda matmul_forward_rows matches the CPU, and a row's bits do not depend on the rows beside it", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    check_matmul_rows(13, 197, 131, true, 400);    // nothing a multiple of 32
+    check_matmul_rows(17, 768, 2304, true, 500);   // a GPT-2 qkv projection's shape
+    check_matmul_rows(3, 768, 50257, false, 600);  // GPT-2's logits: no bias, thousands of blocks
+}
+
 TEST_CASE("cuda to_bf16 rounds exactly as the CPU", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();

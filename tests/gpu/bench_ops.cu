@@ -13,6 +13,7 @@
 // T = 1024, 12 heads),
 // with fp32 products and with TF32 ones (--precision bf16), and flash_attention_forward +
 // flash_attention_backward (--attention flash), their bf16 forms also forward and backward apart.
+// With "decode": decoding's products, matmul_forward_rows against cuBLAS (bench_decode).
 // Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
 // few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
@@ -224,6 +225,55 @@ static int bench_attention(int reps) {
     return 0;
 }
 
+// Decoding's products at GPT-2 124M's shapes and its logits over 50,257 tokens: matmul_forward_rows
+// (each row summed in an order fixed by C, so a request's bits are the same alone or batched)
+// against cuBLAS's matmul_forward, at 1, 8 and 32 rows. GB/s counts the weights' bytes once (what
+// a row must read at least) against the H200's 4.8 TB/s (datasheet); the RESULT lines add the
+// products of one decoding call: 12 layers' four and the logits.
+static int bench_decode(int reps) {
+    const int warmup = 5, V = 50257, max_rows = 32, layers = 12;
+    const Shape shapes[] = {{"qkv     (C -> 3C)", 768, 2304},
+                            {"attproj (C -> C) ", 768, 768},
+                            {"fc      (C -> 4C)", 768, 3072},
+                            {"fcproj  (4C -> C)", 3072, 768},
+                            {"logits  (C -> V) ", 768, V}};
+    dptrain::cuda::Context ctx(0);
+    cudaStream_t s = ctx.stream();
+    float *inp = device_random((size_t)max_rows * 3072, 21), *w = device_random((size_t)768 * V, 22),
+          *bias = device_random(3072, 23), *out = nullptr;
+    BENCH_CHECK(cudaMalloc(&out, (size_t)max_rows * V * sizeof(float)));
+    std::printf("decoding's products, %d reps after %d warm-up; GB/s of weights read once\n", reps, warmup);
+    std::printf("%-18s %5s %10s %8s %10s %8s %8s\n", "op", "rows", "rows ms", "GB/s", "cuBLAS ms", "GB/s", "ratio");
+    for (int rows : {1, 8, max_rows}) {
+        double call_rows = 0, call_blas = 0;
+        for (const Shape& sh : shapes) {
+            const float* b = sh.OC == V ? nullptr : bias;  // the logits have no bias
+            // Each launch reads the next of the copies of the weight that fit in w (16 or more for
+            // a layer's, 38-154 MB in all: past the 50 MB L2), as decoding reads each layer's
+            // weights from HBM; the logits' weight alone is 154 MB.
+            const size_t size = (size_t)sh.C * sh.OC, copies = (size_t)768 * V / size;
+            size_t next = 0;
+            auto weight = [&] { return w + (next++ % copies) * size; };
+            const double ms_rows = mean_ms(s, warmup, reps, [&] {
+                dptrain::cuda::matmul_forward_rows(out, inp, weight(), b, rows, sh.C, sh.OC, s);
+            });
+            const double ms_blas = mean_ms(s, warmup, reps, [&] {
+                dptrain::cuda::matmul_forward(out, inp, weight(), b, rows, sh.C, sh.OC, ctx, s);
+            });
+            const double bytes = 4.0 * sh.C * sh.OC;
+            std::printf("%-18s %5d %10.4f %8.0f %10.4f %8.0f %8.2f\n", sh.name, rows, ms_rows, bytes / (ms_rows * 1e6),
+                        ms_blas, bytes / (ms_blas * 1e6), ms_rows / ms_blas);
+            const int times = sh.OC == V ? 1 : layers;
+            call_rows += times * ms_rows;
+            call_blas += times * ms_blas;
+        }
+        std::printf("RESULT decode products, %d row%s a call: matmul_forward_rows %.3f ms, cuBLAS %.3f ms (%.2fx)\n",
+                    rows, rows == 1 ? "" : "s", call_rows, call_blas, call_rows / call_blas);
+    }
+    for (float* p : {inp, w, bias, out}) cudaFree(p);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const int BT = 8192, warmup = 5, reps = argc > 1 ? std::atoi(argv[1]) : 50;
     std::string why;
@@ -237,6 +287,10 @@ int main(int argc, char** argv) {
     if (argc > 2 && std::string(argv[2]) == "attention") {
         std::printf("bench_ops on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
         return bench_attention(reps);
+    }
+    if (argc > 2 && std::string(argv[2]) == "decode") {
+        std::printf("bench_ops on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+        return bench_decode(reps);
     }
     std::printf("bench_ops on %s (%d SMs): B*T = %d, %d reps after %d warm-up\n", prop.name,
                 prop.multiProcessorCount, BT, reps, warmup);

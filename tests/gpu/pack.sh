@@ -16,7 +16,7 @@ P=build/gpu-pack
 rm -rf "$P" && mkdir -p "$P/bin" "$P/debs"
 make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$P/bin/bench_ops" \
-  tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu \
+  tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu \
   src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt
 for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
 strip "$P"/bin/*

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check for a machine with an NVIDIA GPU and the CUDA toolkit: builds with CUDA=1, runs the
 # CUDA op tests against their CPU twins (build/cuda_tests) and the NCCL tests, the bf16 matmul and
-# the attention benchmarks (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and
+# the attention and decoding benchmarks (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and
 # the GPU (compared, staged input checked, a GPU resume, greedy decoding on both), GPT-2
 # 124M-shaped throughput runs in bf16
 # and fp32 with one step profiled op by op, the PyTorch peer on the same shapes (ratios), and the
@@ -90,7 +90,8 @@ say_what_runs_where() {
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, the loss over GPT-2's vocabulary, the"
   echo "optimizer's norm and AdamW over 124M parameters, LayerNorm and the embedding), bench-attention"
   echo "(attention forward and backward at T = 1024: fp32 and TF32 products, and flash attention, its"
-  echo "bf16 forms also forward and backward apart), mlp-train-gpu and gpt-train-gpu[-host|-flash]"
+  echo "bf16 forms also forward and backward apart), bench-decode (decoding's products at GPT-2 124M"
+  echo "shapes, 1 to 32 rows: matmul_forward_rows against cuBLAS), mlp-train-gpu and gpt-train-gpu[-host|-flash]"
   echo "(--device cuda with the state on the GPU and on the host, and with flash attention, compared"
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
@@ -202,7 +203,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 
@@ -210,6 +211,8 @@ NOTE='^RESULT' \
 step bench GPU 60 bench-build "$BENCH 50"
 NOTE='^RESULT' \
 step bench-attention GPU 60 bench-build "$BENCH 10 attention"
+NOTE='^RESULT' \
+step bench-decode GPU 60 bench-build "$BENCH 50 decode"
 
 # Flash attention's kernels share scratch between a warp's lanes and its WMMA calls: racecheck
 # (compute-sanitizer, the PATH's else the toolkit's) on the small shapes of their op test.

@@ -73,6 +73,9 @@ class Gpt : public Model {
     // A run of at least this many consecutive rows of one slot (a prompt) is multiplied by one
     // sgemm of its own; shorter runs row by row (decode_product).
     static constexpr int kDecodePromptRows = 32;
+    // Those runs among n rows of the given slots, as [begin, end) row ranges in order (runs is
+    // cleared first): decode's and its GPU twin's.
+    static void prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs);
 
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }

@@ -55,6 +55,7 @@ void CudaGpt::reserve_decode(int slots, int max_rows) {
     CUDA_CHECK(cudaMemsetAsync(dec_v_, 0, L * slots * T * C * sizeof(float), s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     dec_ints_.assign(3 * R, 0);
+    dec_prompts_.reserve(max_rows / Gpt::kDecodePromptRows + 1);
     dec_slots_ = slots;
     dec_rows_ = max_rows;
 }
@@ -65,6 +66,24 @@ void CudaGpt::upload_params(const float* params) {
     cudaStream_t s = ctx_->stream();
     CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+// Gpt::decode_product's rule and reasons on the device: cuBLAS's bits for a row depend on its
+// call's row count (its kernel and split of the sum are chosen by the shape), so a prompt's run is
+// one sgemm of its own (the same call alone or batched) and every other row goes through
+// matmul_forward_rows, whose order is fixed by C alone. The run's rows start begin * C floats into
+// the buffers: 16-byte aligned alike alone and batched when C is a multiple of 4.
+void CudaGpt::decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
+                             int OC) {
+    cudaStream_t s = ctx_->stream();
+    int done = 0;
+    for (const auto& [begin, end] : dec_prompts_) {
+        cuda::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, begin - done, C, OC, s);
+        cuda::matmul_forward(out + (size_t)begin * OC, inp + (size_t)begin * C, weight, bias, end - begin, C, OC, *ctx_,
+                             s);
+        done = end;
+    }
+    cuda::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, n - done, C, OC, s);
 }
 
 void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
@@ -86,6 +105,7 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
     std::copy(slot, slot + n, dec_ints_.begin() + n);
     std::copy(pos, pos + n, dec_ints_.begin() + 2 * n);
     CUDA_CHECK(cudaMemcpyAsync(dec_rows_dev_, dec_ints_.data(), 3 * (size_t)n * sizeof(int), cudaMemcpyHostToDevice, s));
+    Gpt::prompt_runs(slot, n, dec_prompts_);
     const int *d_tok = dec_rows_dev_, *d_slot = dec_rows_dev_ + n, *d_pos = dec_rows_dev_ + 2 * n;
     const float* P = params_;
     float *x = dec_x_, *ln = dec_ln_, *y = dec_y_, *fc = dec_fc_, *qkv = dec_qkv_;
@@ -95,15 +115,15 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
         cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln1w, P + v.ln1b, n, C, s);
-        cuda::matmul_forward(qkv, ln, P + v.qkvw, P + v.qkvb, n, C, 3 * C, *ctx_, s);
+        decode_product(qkv, ln, P + v.qkvw, P + v.qkvb, n, C, 3 * C);
         cuda::attention_decode(y, dec_k_ + l * layer_cache, dec_v_ + l * layer_cache, qkv, d_slot, d_pos, n, T, C, NH,
                                s);
-        cuda::matmul_forward(ln, y, P + v.attprojw, P + v.attprojb, n, C, C, *ctx_, s);
+        decode_product(ln, y, P + v.attprojw, P + v.attprojb, n, C, C);
         cuda::residual_forward(x, x, ln, nC, s);
         cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln2w, P + v.ln2b, n, C, s);
-        cuda::matmul_forward(fc, ln, P + v.fcw, P + v.fcb, n, C, 4 * C, *ctx_, s);
+        decode_product(fc, ln, P + v.fcw, P + v.fcb, n, C, 4 * C);
         cuda::gelu_forward(fc, fc, 4 * nC, s);
-        cuda::matmul_forward(ln, fc, P + v.fcprojw, P + v.fcprojb, n, 4 * C, C, *ctx_, s);
+        decode_product(ln, fc, P + v.fcprojw, P + v.fcprojb, n, 4 * C, C);
         cuda::residual_forward(x, x, ln, nC, s);
     }
     cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + lnfw_, P + lnfb_, n, C, s);
@@ -117,7 +137,9 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
         rows = y;
         m = n_out;
     }
-    cuda::matmul_forward(dec_logits_, rows, P + wte_, nullptr, m, C, V, *ctx_, s);
+    // Row by row, as on the CPU: mostly a sequence's last row alone, and so that asking for fewer
+    // rows' logits does not change theirs.
+    cuda::matmul_forward_rows(dec_logits_, rows, P + wte_, nullptr, m, C, V, s);
     CUDA_CHECK(cudaMemcpyAsync(logits, dec_logits_, (size_t)m * V * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 }

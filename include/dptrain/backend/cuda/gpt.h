@@ -67,7 +67,8 @@ class CudaGpt : public Model, public cuda::Resident {
     void upload_params(const float* params);
     // Gpt::decode's contract, on the parameters on the device (upload_params', or the last
     // forward's); tok, slot, pos, out_rows and logits in host memory, checked and refused as on
-    // the CPU before anything is queued.
+    // the CPU before anything is queued. As on the CPU, a row's logits are the same bits whatever
+    // other rows share the call, as long as a prompt's rows come together (decode_product).
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0);
     int decode_slots() const { return dec_slots_; }
@@ -109,6 +110,9 @@ class CudaGpt : public Model, public cuda::Resident {
                        const float* rstd, bool rounded_next, long BT, bool adds);
     void mlp_backward(int l, int B, bool adds);
     void attention_bwd(int l, int B, const float* residual, bool adds);
+    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows on the device, by the runs of
+    // dec_prompts_ (Gpt::decode_product's rule).
+    void decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C, int OC);
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;
@@ -170,6 +174,7 @@ class CudaGpt : public Model, public cuda::Resident {
     int* dec_rows_dev_ = nullptr;
     std::vector<int> dec_ints_;
     int dec_slots_ = 0, dec_rows_ = 0;
+    std::vector<std::pair<int, int>> dec_prompts_;  // Gpt::prompt_runs of the call's rows
 };
 
 // The GPU's Decoder (gpt_decode.cpp): a CudaGpt on `device`, its parameters uploaded by set_params.

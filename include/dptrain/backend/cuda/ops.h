@@ -183,6 +183,11 @@ class Resident {
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32 sgemm (no TF32).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                     Context& ctx, cudaStream_t stream);
+// The same product with each output summed in an order fixed by C alone (matmul_rows.cu): a row's
+// bits do not depend on how many rows the call has or where the row is among them (cuBLAS's do).
+// For decoding, where a request's answer must not depend on what it was batched with.
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
+                         cudaStream_t stream);
 // dinp (B, C) = dout @ weight (written; skipped when null); dweight (OC, C) += dout^T @ inp;
 // dbias (OC) += column sums of dout (skipped when null), summed in a fixed order.
 // accumulate false (here and in every op below that takes it): the weight and bias gradients are

@@ -1,0 +1,66 @@
+// matmul_forward_rows, the CUDA twin of src/backend/cpu/matmul_rows.cpp: out = inp @ weight^T +
+// bias with each output a dot product whose order of additions is fixed by C alone, so a row's
+// result is the same bits whatever rows share the call (decoding: a request alone or batched).
+// cuBLAS picks its kernel, its tiling and its split of the sum by the call's row count, so the
+// same row can come out of a 1-row and a 9-row product with other low bits.
+// Not for: training's products or a prompt's rows taken together (cuBLAS, matmul.cu).
+#include "dptrain/backend/cuda/ops.h"
+
+#include "check.h"
+
+namespace dptrain::cuda {
+
+namespace {
+
+// Four warps a block: a 768-wide output (attproj, fcproj) still spreads over 192 blocks, more than
+// an H200's 132 SMs.
+constexpr int kWarps = 4;       // warps a block, one output column each
+constexpr int kRowsAtOnce = 8;  // rows a warp sums side by side: each weight value read once for 8
+
+// Warp w of block b computes column o = b * kWarps + w for every row. Lane l adds the products of
+// elements c = l, l + 32, l + 64, ... in that order (FMAs into one running sum), the 32 lanes are
+// added by warp_sum's fixed butterfly, and the bias last: the same operations for a row whatever
+// B is and whichever other rows share its group of kRowsAtOnce. Loads of 32 consecutive floats a
+// warp (one 128-byte line); a row of inp is read by every warp of the grid, from L1 or L2.
+__global__ void matmul_forward_rows_kernel(float* out, const float* inp, const float* weight, const float* bias,
+                                           int B, int C, int OC) {
+    const long o = (long)blockIdx.x * kWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (o >= OC) return;  // whole warps leave: warp_sum below stays full-warp
+    const float* w = weight + o * C;
+    const float b = bias ? bias[o] : 0.0f;
+    for (int r0 = 0; r0 < B; r0 += kRowsAtOnce) {
+        const int rows = min(kRowsAtOnce, B - r0);
+        const float* x = inp + (long)r0 * C;
+        float acc[kRowsAtOnce];
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = 0.0f;
+        // Unrolled so that several loads of w are in flight before their FMAs (decoding's products
+        // wait on memory); each acc[r] still adds its products in order of c.
+#pragma unroll 4
+        for (int c = lane; c < C; c += 32) {
+            const float wv = w[c];
+#pragma unroll
+            for (int r = 0; r < kRowsAtOnce; ++r)
+                if (r < rows) acc[r] = fmaf(x[(long)r * C + c], wv, acc[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) {
+            const float s = warp_sum(acc[r]);  // every lane takes part, also for rows past B
+            if (lane == 0 && r < rows) out[(long)(r0 + r) * OC + o] = s + b;
+        }
+    }
+}
+
+} // namespace
+
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
+                         cudaStream_t stream) {
+    CUDA_REQUIRE(B >= 0 && C > 0 && OC >= 0);
+    if (B == 0 || OC == 0) return;
+    const unsigned blocks = (unsigned)((OC + kWarps - 1) / kWarps);
+    matmul_forward_rows_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+} // namespace dptrain::cuda
