@@ -6,7 +6,8 @@
 # tokens/s `dptrain generate` reports (the median of RUNS runs) and the ratio. Then a prompt's
 # first call (prefill): a whole window of prompt and one new token, the cache's decode of the
 # window against the training forward of it (--no-kv-cache), for that shape at block 256 and a
-# GPT-2-shaped one (12 layers, 12 heads, 768 wide) at block 1024: seconds, median of RUNS.
+# GPT-2-shaped one (12 layers, 12 heads, 768 wide) at block 1024: seconds, median of RUNS. Last,
+# that GPT-2-shaped model's decoding with fp32 and with bf16 weights (--precision), 1 and 2 threads.
 #   bench/generate.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,9 +16,9 @@ MPIRUN=${MPIRUN:-mpirun --oversubscribe $( [ "$(id -u)" = 0 ] && echo --allow-ru
 work=$(mktemp -d /tmp/dptrain-bench-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 build/dptrain-data text --input README.md --out "$work/tok" >/dev/null
-rate() {  # rate CKPT TOKENS [--no-kv-cache]: the median tokens/s of $runs runs
+rate() {  # rate CKPT TOKENS [GENERATE OPTIONS...]: the median tokens/s of $runs runs
   for _ in $(seq "$runs"); do
-    build/dptrain generate --checkpoint "$1" --prompt "The " --tokens "$2" --temperature 0 ${3:-} 2>&1 >/dev/null |
+    build/dptrain generate --checkpoint "$1" --prompt "The " --tokens "$2" --temperature 0 "${@:3}" 2>&1 >/dev/null |
       sed -n 's/.*, \([0-9.]*\) tokens\/s.*/\1/p'
   done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
@@ -46,4 +47,12 @@ for row in 256:run-256:shakespeare 1024:run-gpt2:gpt2-shaped; do
   IFS=: read -r T dir name <<<"$row"
   c=$(seconds "$work/$dir" "${text:0:$T}") r=$(seconds "$work/$dir" "${text:0:$T}" --no-kv-cache)
   printf '%-24s %14s %14s %14.2fx\n' "$name, $T" "$c" "$r" "$(awk -v a="$c" -v b="$r" 'BEGIN { print b / a }')"
+done
+
+# Decoding a GPT-2-shaped model reads every weight for every token: fp32 weights against bf16 ones
+# (--precision bf16, half the bytes), 100 tokens after a 4-token prompt, on 1 and 2 threads.
+printf '\n%-24s %8s %14s %14s %7s\n' "decoding 100 tokens" threads "fp32 tok/s" "bf16 tok/s" ratio
+for threads in 1 2; do
+  f=$(rate "$work/run-gpt2" 100 --threads "$threads") h=$(rate "$work/run-gpt2" 100 --threads "$threads" --precision bf16)
+  printf '%-24s %8d %14s %14s %6.2fx\n' "gpt2-shaped, 1024" "$threads" "$f" "$h" "$(awk -v a="$h" -v b="$f" 'BEGIN { print a / b }')"
 done

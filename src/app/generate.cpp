@@ -91,7 +91,7 @@ int run_generate(int argc, const char* const* argv) {
     double temperature = 1.0;
     unsigned long seed = 1;
     bool no_cache = false;
-    std::string device = "cpu";
+    std::string device = "cpu", precision = "fp32";
     po::options_description desc("dptrain generate: text from a GPT checkpoint", 100, 50);
     desc.add_options()("help,h", "print this help")("checkpoint", po::value(&checkpoint)->default_value(""),
                                                     "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run, or its run "
@@ -105,6 +105,9 @@ int run_generate(int argc, const char* const* argv) {
         "device", po::value(&device)->default_value("cpu"),
         "where to decode with the key/value cache: cpu | cuda (this host's first GPU; not yet run on a GPU: check "
         "it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu)")(
+        "precision", po::value(&precision)->default_value("fp32"),
+        "the weights decoding reads: fp32 | bf16 (rounded once: half the bytes a token reads, products and sums "
+        "still fp32; the CPU only, with the key/value cache)")(
         "no-kv-cache", po::bool_switch(&no_cache),
         "recompute the whole window (the last block-size tokens) for every new token instead of keeping each "
         "position's keys and values; slower, and past the block size the window slides one token at a time "
@@ -126,6 +129,9 @@ int run_generate(int argc, const char* const* argv) {
     const DeviceKind where = parse_device_kind(device);
     if (no_cache && where == DeviceKind::cuda)
         throw UserError("generate: --no-kv-cache recomputes on the CPU; leave --device out, or drop --no-kv-cache");
+    const Precision weights = parse_precision(precision);
+    if (no_cache && weights == Precision::bf16)
+        throw UserError("generate: --no-kv-cache recomputes in fp32; drop --precision bf16, or --no-kv-cache");
     cpu::set_threads(threads);
     const InferenceModel m = load_inference_model(checkpoint);
     const Tokenizer& tok = m.tok;
@@ -139,7 +145,7 @@ int run_generate(int argc, const char* const* argv) {
         Gpt model(m.cfg, 1);
         generate_recompute(model, m.params.data(), ids, tokens, picker, tok);
     } else {
-        const std::unique_ptr<Decoder> model = make_device(where, Topology{})->make_decoder(m.cfg);
+        const std::unique_ptr<Decoder> model = make_device(where, Topology{})->make_decoder(m.cfg, weights);
         on = model->where();
         generate_cached(*model, m.cfg, m.params.data(), ids, tokens, picker, tok);
     }

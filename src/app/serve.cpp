@@ -38,7 +38,7 @@ namespace dptrain {
 namespace {
 
 struct ServeOptions {
-    std::string checkpoint, host, api_key, name, device = "cpu";
+    std::string checkpoint, host, api_key, name, device = "cpu", precision = "fp32";
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512, threads = 1;
     long max_body = 1 << 20;
     double poll = 10, read_timeout = 10;
@@ -58,6 +58,9 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "device", po::value(&o.device)->default_value("cpu"),
         "where to decode: cpu | cuda (this host's first GPU; not yet run on a GPU: check it with tests/gpu/run.sh) "
         "| auto (cuda when a GPU is visible, else cpu)")(
+        "precision", po::value(&o.precision)->default_value("fp32"),
+        "the weights decoding reads: fp32 | bf16 (rounded when a checkpoint loads: half the bytes a token reads, "
+        "products and sums still fp32; the CPU only)")(
         "max-queue", po::value(&o.max_queue)->default_value(64), "requests waiting beyond those; more get 429")(
         "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
         "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(
@@ -95,6 +98,7 @@ void validate(const ServeOptions& o) {
     if (o.poll < 0 || o.read_timeout <= 0 || o.threads < 1)
         throw UserError("serve: --poll-seconds must be >= 0, --read-timeout > 0, --threads >= 1");
     parse_device_kind(o.device);  // "--device 'x' is unknown; use ..." before the model loads
+    parse_precision(o.precision);
 }
 
 // The directory a checkpoint PATH stands for ("" for a file: nothing to watch).
@@ -381,7 +385,7 @@ int run_serve(int argc, const char* const* argv) {
     const long step = model.step;
     const std::string signature = Gpt(model.cfg, 0).signature();
     const std::unique_ptr<Device> device = make_device(parse_device_kind(o.device), Topology{});
-    std::unique_ptr<Decoder> decoder = device->make_decoder(model.cfg);
+    std::unique_ptr<Decoder> decoder = device->make_decoder(model.cfg, parse_precision(o.precision));
     const std::string where = decoder->where();
     CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder), o.threads);
     Server server(o, engine);

@@ -13,7 +13,9 @@ std::string Device::describe(const GradientPath&) const {
     return strfmt("backend cpu, %d thread%s per rank", n, n == 1 ? "" : "s");
 }
 
-std::unique_ptr<Decoder> Device::make_decoder(const GptConfig& cfg) const { return make_cpu_decoder(cfg); }
+std::unique_ptr<Decoder> Device::make_decoder(const GptConfig& cfg, Precision weights) const {
+    return make_cpu_decoder(cfg, weights);
+}
 
 std::unique_ptr<Model> Device::make_model(const ModelSpec& spec) const {
     std::unique_ptr<Model> m;

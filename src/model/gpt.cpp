@@ -203,15 +203,39 @@ void Gpt::reserve_decode(int slots, int max_rows) {
 // batched, as a prompt's rows always come together. Other rows, alone or among others, go row by
 // row. The logits always go row by row: mostly a sequence's last row alone, and so that asking for
 // fewer rows' logits does not change theirs.
-void Gpt::decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
-                         int OC) const {
+void Gpt::set_decode_weights(const bf16* weights) {
+    dec_w16_ = weights;
+    dec_wide_.assign(weights ? 4 * (size_t)cfg_.n_embd * cfg_.n_embd : 0, 0.0f);
+}
+
+// Rows of bf16 weights: the bf16 form of matmul_forward_rows, the fp32 form's bits on the widened
+// weights; a prompt's sgemm on the matrix widened once a call (C x OC values, against its rows x
+// C x OC products).
+void Gpt::decode_product(float* out, const float* inp, const float* params, size_t w, size_t b, int n, int C,
+                         int OC) {
+    const float *weight = params + w, *bias = params + b;
+    const bf16* w16 = dec_w16_ ? dec_w16_ + w : nullptr;
+    if (w16 && !dec_prompts_.empty()) {
+        from_bf16(dec_wide_.data(), w16, (size_t)OC * C);
+        weight = dec_wide_.data();
+    }
+    auto rows = [&](int first, int count) {
+        if (w16) cpu::matmul_forward_rows(out + (size_t)first * OC, inp + (size_t)first * C, w16, bias, count, C, OC);
+        else cpu::matmul_forward_rows(out + (size_t)first * OC, inp + (size_t)first * C, weight, bias, count, C, OC);
+    };
     int done = 0;
     for (const auto& [begin, end] : dec_prompts_) {
-        cpu::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, begin - done, C, OC);
+        rows(done, begin - done);
         cpu::matmul_forward(out + (size_t)begin * OC, inp + (size_t)begin * C, weight, bias, end - begin, C, OC);
         done = end;
     }
-    cpu::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, n - done, C, OC);
+    rows(done, n - done);
+}
+
+void Gpt::decode_logits(float* logits, const float* rows, const float* params, int m) const {
+    const int C = cfg_.n_embd, V = cfg_.vocab_size;
+    if (dec_w16_) cpu::matmul_forward_rows(logits, rows, dec_w16_ + wte_, nullptr, m, C, V);
+    else cpu::matmul_forward_rows(logits, rows, params + wte_, nullptr, m, C, V);
 }
 
 void Gpt::prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs) {
@@ -239,20 +263,20 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln1w, params + v.ln1b, n, C);
-        decode_product(qkv, ln, params + v.qkvw, params + v.qkvb, n, C, 3 * C);
+        decode_product(qkv, ln, params, v.qkvw, v.qkvb, n, C, 3 * C);
         cpu::attention_decode(y, kcache_.data() + l * layer_cache, vcache_.data() + l * layer_cache, qkv, slot, pos, n,
                               T, C, NH);
-        decode_product(ln, y, params + v.attprojw, params + v.attprojb, n, C, C);
+        decode_product(ln, y, params, v.attprojw, v.attprojb, n, C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
         cpu::layernorm_forward(ln, mean, rstd, x, params + v.ln2w, params + v.ln2b, n, C);
-        decode_product(fc, ln, params + v.fcw, params + v.fcb, n, C, 4 * C);
+        decode_product(fc, ln, params, v.fcw, v.fcb, n, C, 4 * C);
         cpu::gelu_forward(fc, fc, 4L * n * C);
-        decode_product(ln, fc, params + v.fcprojw, params + v.fcprojb, n, 4 * C, C);
+        decode_product(ln, fc, params, v.fcprojw, v.fcprojb, n, 4 * C, C);
         cpu::residual_forward(x, x, ln, (long)n * C);
     }
     cpu::layernorm_forward(ln, mean, rstd, x, params + lnfw_, params + lnfb_, n, C);
     if (!out_rows) {
-        cpu::matmul_forward_rows(logits, ln, params + wte_, nullptr, n, C, V);
+        decode_logits(logits, ln, params, n);
         return;
     }
     if (n_out < 0 || n_out > n) throw std::invalid_argument("Gpt::decode: n_out outside 0..n");
@@ -260,7 +284,7 @@ void Gpt::decode(const float* params, const int* tok, const int* slot, const int
         if (out_rows[r] < 0 || out_rows[r] >= n) throw std::invalid_argument("Gpt::decode: out_rows out of range");
         std::memcpy(y + (size_t)r * C, ln + (size_t)out_rows[r] * C, C * sizeof(float));
     }
-    cpu::matmul_forward_rows(logits, y, params + wte_, nullptr, n_out, C, V);
+    decode_logits(logits, y, params, n_out);
 }
 
 std::string Gpt::signature() const {

@@ -83,9 +83,12 @@ grep -q "^dptrain: error: --checkpoint .*empty: no complete checkpoint in" "$WOR
 "$BIN/dptrain" generate --checkpoint "$WORK/run/checkpoints/ckpt-00000200.h5" --prompt "€" --tokens 5 >/dev/null 2>"$WORK/gen.err" \
   && fail "a prompt outside the vocabulary was accepted"
 grep -q "not in the model's vocabulary" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "no clear message for an unknown character"; }
-# --device: a bad value, and cuda where this machine has no GPU (or this build no CUDA), one line
-# each, before any text; --device auto decodes on the CPU here and writes the CPU's text.
-for bad in "--device tpu:--device 'tpu' is unknown" "--device cuda --no-kv-cache:--no-kv-cache recomputes on the CPU"; do
+# --device and --precision: a bad value, and cuda where this machine has no GPU (or this build no
+# CUDA), one line each, before any text; --device auto decodes on the CPU here and writes the
+# CPU's text.
+for bad in "--device tpu:--device 'tpu' is unknown" "--device cuda --no-kv-cache:--no-kv-cache recomputes on the CPU" \
+  "--precision fp16:--precision 'fp16' is unknown; use fp32 or bf16" \
+  "--precision bf16 --no-kv-cache:--no-kv-cache recomputes in fp32"; do
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --tokens 5 ${bad%%:*} >"$WORK/gen.out" 2>"$WORK/gen.err" && fail "generate ${bad%%:*} was accepted"
   [ "$(wc -l <"$WORK/gen.err")" = 1 ] && grep -q -- "${bad#*:}" "$WORK/gen.err" || { cat "$WORK/gen.err"; fail "generate ${bad%%:*}: want one line naming it"; }
 done

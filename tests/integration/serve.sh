@@ -2,7 +2,8 @@
 # dptrain serve on a free loopback port, checked from an HTTP client (serve_client.py):
 #   1. probes, /v1/models, a greedy completion equal to `dptrain generate`'s text, streaming (server-
 #      sent events), stop strings, 3 x 8 concurrent requests each equal to its answer alone and
-#      decoded together (fewer model calls than tokens), /metrics
+#      decoded together (fewer model calls than tokens), /metrics; with --precision bf16 the greedy
+#      completion and the concurrent requests again, against generate --precision bf16
 #   2. every bad request gets its status and names the field; a full queue answers 429; --api-key;
 #      a slow sender is cut off and a reader that leaves mid-stream is dropped
 #   3. rollout under load: a corrupt newer checkpoint is skipped with one line, a complete newer
@@ -43,6 +44,16 @@ start main --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-token
 grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64 | on the CPU$" \
   "$WORK/main.out" || { cat "$WORK/main.out"; fail "no listening line naming the address, model and step"; }
 "$PY" "$CLIENT" api "$URL" "$WORK/gen.out" "The " 24
+# --precision bf16: the same API on bf16 weights; its greedy answers are generate --precision bf16's,
+# and batched equal alone.
+"$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 24 --temperature 0 --precision bf16 \
+  >"$WORK/gen16.out" 2>/dev/null
+main_url=$URL main_pid=$PID
+start bf16 --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000 --precision bf16
+grep -q "| on the CPU, bf16 weights$" "$WORK/bf16.out" || { cat "$WORK/bf16.out"; fail "--precision bf16: not on the listening line"; }
+"$PY" "$CLIENT" api "$URL" "$WORK/gen16.out" "The " 24
+# (left listening, idle, for the trap to stop with the others)
+URL=$main_url PID=$main_pid
 # The listening socket queues a burst of as many connections as the server takes (--max-batch 8 +
 # --max-queue 64): a backlog of 5 dropped the rest's SYNs, a 1 s retransmission each. For a
 # listening socket, ss shows the backlog as Send-Q.
@@ -72,6 +83,8 @@ grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does no
 grep -q "^dptrain: error: serve: --max-batch 0 must be in 1..256$" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--max-batch 0: no clear line"; }
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --device tpu 2>"$WORK/e.err" && fail "--device tpu accepted"
 grep -q "^dptrain: error: --device 'tpu' is unknown; use cpu, cuda or auto" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--device tpu: no clear line"; }
+"$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --precision fp16 2>"$WORK/e.err" && fail "--precision fp16 accepted"
+grep -q "^dptrain: error: --precision 'fp16' is unknown; use fp32 or bf16$" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--precision fp16: no clear line"; }
 "$BIN/dptrain" serve --checkpoint "$WORK/nothing" 2>"$WORK/e.err" && fail "a missing checkpoint accepted"
 grep -q "^dptrain: error: .*nothing" "$WORK/e.err" || { cat "$WORK/e.err"; fail "a missing checkpoint: no clear line"; }
 

@@ -211,3 +211,52 @@ TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other se
         CHECK(rows_batched_differently(prompt, 3, prompt + 8) == 0);
     }
 }
+
+// --precision bf16 on the CPU: the decoder's bf16 copy of the weights gives, call after call, the
+// bits of the fp32 decoder on parameters whose matrices are rounded to bf16 (a prompt long enough
+// for its sgemm, then a token a call, row by row); biases and LayerNorms stay fp32. The
+// embeddings are made bf16-exact first, as decode reads them both ways (a token's row in fp32, wte
+// as the logits' bf16 weight). Two parameter sets through one decoder: set_params rounds anew (a
+// rollout). A decoder that read the fp32 matrices, rounded the biases or kept the first set's
+// weights fails it.
+TEST_CASE("Gpt::decode with bf16 weights: the fp32 decode of the rounded matrices, batched as alone", "[gpt]") {
+    const GptConfig c = config(31, Gpt::kDecodePromptRows + 8);
+    const int V = c.vocab_size, T = c.block_size;
+    const Gpt g(c, 1);
+    const auto d16 = make_cpu_decoder(c, Precision::bf16), ref = make_cpu_decoder(c), fp32 = make_cpu_decoder(c);
+    for (auto* d : {d16.get(), ref.get(), fp32.get()}) d->reserve(1, T);
+    for (uint64_t seed : {21, 22}) {
+        auto p = params_of(g, seed);
+        for (const char* e : {"wte", "wpe"}) {
+            const ParamView& v = g.layout().find(e);
+            cpu::round_bf16(p.data() + v.offset, p.data() + v.offset, (long)v.size);
+        }
+        auto rounded = p;
+        for (const ParamView& v : g.layout().views)
+            if (v.shape.size() == 2) cpu::round_bf16(rounded.data() + v.offset, rounded.data() + v.offset, (long)v.size);
+        d16->set_params(p.data());
+        ref->set_params(rounded.data());
+        fp32->set_params(p.data());
+        std::vector<int> tok(T), slot(T, 0), pos(T);
+        for (int t = 0; t < T; ++t) tok[t] = (t * 5 + (int)seed) % V, pos[t] = t;
+        long differ = 0, from_fp32 = 0;
+        std::vector<float> a((size_t)T * V), b((size_t)T * V), z((size_t)T * V);
+        for (int t = 0, n = Gpt::kDecodePromptRows + 1; t < T; t += n, n = 1) {  // a prompt, then a token a call
+            d16->decode(&tok[t], slot.data(), &pos[t], n, a.data());
+            ref->decode(&tok[t], slot.data(), &pos[t], n, b.data());
+            fp32->decode(&tok[t], slot.data(), &pos[t], n, z.data());
+            differ += std::memcmp(a.data(), b.data(), (size_t)n * V * sizeof(float)) != 0;
+            from_fp32 += std::memcmp(a.data(), z.data(), (size_t)n * V * sizeof(float)) != 0;
+        }
+        INFO("parameters " << seed);
+        CHECK(differ == 0);
+        CHECK(from_fp32 > 0);  // the rounding is there
+    }
+    // Batched as alone, a long prompt among short ones (every product row by row in bf16).
+    GptConfig wide = config(31, Gpt::kDecodePromptRows + 8);
+    wide.n_embd = 36;
+    const auto p = params_of(Gpt(wide, 1), 13);
+    const auto d = make_cpu_decoder(wide, Precision::bf16);
+    d->set_params(p.data());
+    CHECK(decode_batching::rows_batched_differently(*d, V, wide.block_size, Gpt::kDecodePromptRows, 3) == 0);
+}

@@ -109,6 +109,37 @@ TEST_CASE("matmul_forward_rows: a row's bits do not depend on the rows around it
     }
 }
 
+// bf16 weights are widened exactly and go through the same additions: the fp32 form's bits on the
+// widened weights, for the tail (C 101) and whole tiles (C 96), with and without bias, on 1 and 3
+// threads. A product that read the weights as fp32 bits, or rounded instead of widening, differs.
+TEST_CASE("matmul_forward_rows with bf16 weights: the fp32 form's bits on the widened weights", "[ops]") {
+    const int B = 7, OC = 203;
+    const int threads = cpu::get_threads();
+    for (int C : {101, 96}) {
+        const auto inp = randn(B * C, 41), w = randn(OC * C, 42), bias = randn(OC, 43);
+        std::vector<bf16> w16(w.size());
+        to_bf16(w16.data(), w.data(), w.size());
+        std::vector<float> widened(w.size());
+        from_bf16(widened.data(), w16.data(), w.size());
+        for (bool with_bias : {true, false})
+            for (int t : {1, 3}) {
+                INFO("C " << C << (with_bias ? "" : ", no bias") << ", " << t << " threads");
+                cpu::set_threads(t);
+                const float* b = with_bias ? bias.data() : nullptr;
+                std::vector<float> got(B * OC, 7.0f), want(B * OC, -7.0f);
+                cpu::matmul_forward_rows(got.data(), inp.data(), w16.data(), b, B, C, OC);
+                cpu::matmul_forward_rows(want.data(), inp.data(), widened.data(), b, B, C, OC);
+                CHECK(got == want);
+            }
+        cpu::set_threads(threads);
+        // Not the fp32 weights' result: the rounding is there (a test of the test).
+        std::vector<float> got(B * OC), fp32(B * OC);
+        cpu::matmul_forward_rows(got.data(), inp.data(), w16.data(), nullptr, B, C, OC);
+        cpu::matmul_forward_rows(fp32.data(), inp.data(), w.data(), nullptr, B, C, OC);
+        CHECK(got != fp32);
+    }
+}
+
 TEST_CASE("relu and gelu backward match finite differences", "[ops]") {
     const long N = 40;
     auto inp = randn(N, 5), dout = randn(N, 6);

@@ -27,6 +27,8 @@ class Decoder {
     virtual std::string where() const = 0;
 };
 
-std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg);
+// weights bf16: decode on a bf16 copy of the weights, rounded at each set_params (half the bytes a
+// token reads; Gpt::set_decode_weights), the rest fp32.
+std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights = Precision::fp32);
 
 } // namespace dptrain

@@ -7,6 +7,7 @@
 // Not for: data, sampling strategy (generate.cpp) or anything MPI.
 #pragma once
 
+#include "dptrain/core/bf16.h"
 #include "dptrain/model/model.h"
 
 #include <utility>
@@ -70,6 +71,12 @@ class Gpt : public Model {
     void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
                 const int* out_rows = nullptr, int n_out = 0);
     int decode_slots() const { return dec_slots_; }
+    // decode's weights in bf16 (the whole parameter buffer rounded, at the same offsets; kept by
+    // the caller), or null (the default) for the fp32 parameters decode is given. Rows go through
+    // matmul_forward_rows on half the bytes; a prompt's run (decode_product) through sgemm on the
+    // matrix widened into scratch allocated here. The same bits as decoding fp32 parameters whose
+    // matrices are rounded to bf16: biases, LayerNorms and embeddings stay the fp32 parameters'.
+    void set_decode_weights(const bf16* weights);
     // A run of at least this many consecutive rows of one slot (a prompt) is multiplied by one
     // sgemm of its own; shorter runs row by row (decode_product).
     static constexpr int kDecodePromptRows = 32;
@@ -115,9 +122,12 @@ class Gpt : public Model {
     void block_forward(const float* params, int l, const float* residual, int B);
     // --recompute: what backward needs of layer l that the forward did not keep.
     void recompute_layer(const float* params, int l, const float* residual, int B);
-    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows, by the runs of dec_prompts_.
-    void decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
-                        int OC) const;
+    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows, weight and bias at offsets w
+    // and b of the parameters (or of dec_w16_ for the weight), by the runs of dec_prompts_.
+    void decode_product(float* out, const float* inp, const float* params, size_t w, size_t b, int n, int C,
+                        int OC);
+    // The logits (m, V) of m rows of the final LayerNorm's output, one row at a time.
+    void decode_logits(float* logits, const float* rows, const float* params, int m) const;
 
     GptConfig cfg_;
     int max_batch_;
@@ -140,6 +150,8 @@ class Gpt : public Model {
     int dec_slots_ = 0, dec_rows_ = 0;
     // decode's runs of kDecodePromptRows or more rows of one slot: [begin, end) row ranges.
     std::vector<std::pair<int, int>> dec_prompts_;
+    const bf16* dec_w16_ = nullptr;  // set_decode_weights'
+    std::vector<float> dec_wide_;    // with it: a layer's largest matrix (4C x C), widened for sgemm
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,

@@ -149,7 +149,7 @@ class CudaBuildDevice : public Device {
     const char* op_timing() const override;
 
     std::unique_ptr<Model> make_model(const ModelSpec& spec) const override;
-    std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg) const override;
+    std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg, Precision weights) const override;
 
     // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
     // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
@@ -184,8 +184,11 @@ const char* CudaBuildDevice::op_timing() const {
     return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
 }
 
-std::unique_ptr<Decoder> CudaBuildDevice::make_decoder(const GptConfig& cfg) const {
-    if (gpu_ < 0) return Device::make_decoder(cfg);
+std::unique_ptr<Decoder> CudaBuildDevice::make_decoder(const GptConfig& cfg, Precision weights) const {
+    if (gpu_ < 0) return Device::make_decoder(cfg, weights);
+    if (weights == Precision::bf16)
+        throw UserError("--precision bf16 decodes on the CPU (the GPU decodes in fp32); add --device cpu, or leave "
+                        "--precision out");
     return make_cuda_decoder(cfg, gpu_);
 }
 

@@ -4,6 +4,8 @@
 // Not for: owning memory or parameters (model.h), or anything that knows MPI or HDF5.
 #pragma once
 
+#include "dptrain/core/bf16.h"
+
 namespace dptrain::cpu {
 
 // Compute threads for OpenBLAS and OpenMP in this process.
@@ -23,6 +25,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // batched with.
 void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
                          int OC);
+// The same with bf16 weights, widened exactly as they are read: the bits of the fp32 form on the
+// widened weights, from half the bytes (decoding with --precision bf16).
+void matmul_forward_rows(float* out, const float* inp, const bf16* weight, const float* bias, int B, int C, int OC);
 // dinp = dout @ weight (written; skipped when dinp is null); dweight += dout^T @ inp;
 // dbias += column sums of dout (skipped when null).  dout (B, OC), the rest as above.
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
