@@ -22,7 +22,8 @@ train 1 "${G[@]}" --steps 100 --run-dir "$WORK/run"
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "training exited $RC"; }
 
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+# Each server killed is also waited for, quietly: bash would otherwise report "Killed" for each.
+trap '{ for p in "${PIDS[@]}"; do kill -9 "$p" && wait "$p" || true; done; } 2>/dev/null; rm -rf "$WORK"' EXIT
 # start NAME ARGS...: dptrain serve on a free port, in the background; URL and PID set once it listens.
 start() {
   local name=$1; shift
@@ -49,10 +50,12 @@ grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 24 --temperature 0 --precision bf16 \
   >"$WORK/gen16.out" 2>/dev/null
 main_url=$URL main_pid=$PID
-start bf16 --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000 --precision bf16
+start bf16 --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000 --precision bf16 \
+  --poll-seconds 0
 grep -q "| on the CPU, bf16 weights$" "$WORK/bf16.out" || { cat "$WORK/bf16.out"; fail "--precision bf16: not on the listening line"; }
 "$PY" "$CLIENT" api "$URL" "$WORK/gen16.out" "The " 24
-# (left listening, idle, for the trap to stop with the others)
+# Left listening (idle, and watching no directory: section 3's rollout is main's alone) for the
+# trap to stop with the others.
 URL=$main_url PID=$main_pid
 # The listening socket queues a burst of as many connections as the server takes (--max-batch 8 +
 # --max-queue 64): a backlog of 5 dropped the rest's SYNs, a 1 s retransmission each. For a

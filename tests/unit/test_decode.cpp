@@ -252,7 +252,8 @@ TEST_CASE("Gpt::decode with bf16 weights: the fp32 decode of the rounded matrice
         CHECK(differ == 0);
         CHECK(from_fp32 > 0);  // the rounding is there
     }
-    // Batched as alone, a long prompt among short ones (every product row by row in bf16).
+    // Batched as alone, a long prompt among short ones (rows by the bf16 kernel, the long prompt by
+    // sgemm on the widened matrices).
     GptConfig wide = config(31, Gpt::kDecodePromptRows + 8);
     wide.n_embd = 36;
     const auto p = params_of(Gpt(wide, 1), 13);

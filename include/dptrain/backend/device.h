@@ -70,7 +70,7 @@ class Device {
     virtual std::unique_ptr<Model> make_model(const ModelSpec& spec) const;
     // Incremental decoding (generate, serve) of a GPT of this shape, here; bf16 weights on the CPU
     // only (make_cpu_decoder), refused with one line on a GPU.
-    virtual std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg, Precision weights = Precision::fp32) const;
+    virtual std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg, Precision weights) const;
     // Collective over topo.world. The parameters and optimizer state stay in `params` and `opt`
     // (the host's, as checkpoints hold them); a GPU path copies them with upload_state and
     // download_state. Throws UserError (the same on every rank) for a combination it cannot train.

@@ -74,8 +74,10 @@ class Gpt : public Model {
     // decode's weights in bf16 (the whole parameter buffer rounded, at the same offsets; kept by
     // the caller), or null (the default) for the fp32 parameters decode is given. Rows go through
     // matmul_forward_rows on half the bytes; a prompt's run (decode_product) through sgemm on the
-    // matrix widened into scratch allocated here. The same bits as decoding fp32 parameters whose
-    // matrices are rounded to bf16: biases, LayerNorms and embeddings stay the fp32 parameters'.
+    // matrix widened into scratch allocated here. Only the products read the copy: biases,
+    // LayerNorms, wpe and the token embedding's lookup read the fp32 parameters (wte is both the
+    // lookup and the logits' weight), so the answers are those of fp32 parameters whose matrices
+    // are rounded to bf16 where wte is bf16-exact already, and near them otherwise.
     void set_decode_weights(const bf16* weights);
     // A run of at least this many consecutive rows of one slot (a prompt) is multiplied by one
     // sgemm of its own; shorter runs row by row (decode_product).

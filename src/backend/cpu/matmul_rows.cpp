@@ -84,19 +84,21 @@ inline void finish8(float* out, const Lanes* acc, const float* bias) {
 // read as NO short streams (a row of 768 bf16 is 24 cache lines) the hardware's prefetchers keep
 // few of them ahead, and decoding one row waits on memory. Measured on a GPT-2-shaped model
 // (docs/BENCHMARKS.md, "Decoding with bf16 weights"): bf16 weights 1.24-1.39x faster with it; fp32
-// ones, whose rows are twice as long, no faster on 1 thread and 5% slower on 2, where they already
-// read at about the memory's bandwidth, so only the bf16 form fetches ahead.
+// ones, whose rows are twice as long and which on 2 threads already read at about the memory's
+// bandwidth, no faster (medians a little lower, within the runs' spread), so only the bf16 form
+// fetches ahead.
 template <int NO, class W>
 void tile(float* out, const float* x, const W* w, const float* bias, int C, const W* next = nullptr) {
     Lanes acc[NO];
     for (int o = 0; o < NO; ++o) acc[o] = zero();
     int c = 0;
-    constexpr int kStep = NO * 8 * (int)sizeof(W);  // bytes of weight an iteration reads
-    const char* ahead = reinterpret_cast<const char*>(next);
     for (; c + 8 <= C; c += 8) {
-        if constexpr (sizeof(W) == 2)  // the fp32 form's loop as it was, without the test
-            if (ahead)
-                for (int k = 0; k < kStep; k += 64) __builtin_prefetch(ahead + (long)c * NO * sizeof(W) + k, 0, 3);
+        if constexpr (sizeof(W) == 2) {  // the fp32 form's loop as it was, without the test
+            constexpr int kStep = NO * 8 * (int)sizeof(W);  // bytes of weight an iteration reads
+            if (next)
+                for (int k = 0; k < kStep; k += 64)
+                    __builtin_prefetch(reinterpret_cast<const char*>(next) + (long)c * NO * sizeof(W) + k, 0, 3);
+        }
         const Lanes xv = load(x + c);
         for (int o = 0; o < NO; ++o) acc[o] = fma(xv, load(w + (long)o * C + c), acc[o]);
     }
