@@ -98,7 +98,7 @@ TEST_OPT   := $(if $(filter 0,$(DEBUG)),-O1 -g0)
 $(BUILD)/tests/%.o: CXXFLAGS += $(TEST_OPT)
 TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA)),$(BUILD)/cuda_tests)
 
-.PHONY: all deps test-deps run run-mlp install uninstall test clean help tests no-catch2 fuzz fuzzers bench-cluster
+.PHONY: all deps test-deps run run-mlp install uninstall test clean help tests no-catch2 fuzz fuzz-run fuzzers bench-cluster
 # Objects reached through pattern rules (the tools, the fuzz targets) are kept, not deleted as
 # intermediates (make names each pattern rule's own target pattern here).
 .PRECIOUS: $(BUILD)/%.o $(BUILD)/fuzz/%.o
@@ -179,8 +179,14 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/tests/fuzz/fuzz_%.o $(FUZZ_SRCS:%.cpp=$(BUIL
 
 fuzzers: $(FUZZERS)
 
+# fuzz reads no configuration (it installs the test packages first), so the list of fuzzers is
+# fuzz-run's, made after them: run from fuzz itself, the list was empty and nothing was fuzzed.
 fuzz: test-deps
 	@$(MAKE) --no-print-directory $(JOBS) fuzzers
+	@$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run:
+	@[ -n "$(FUZZERS)" ] || { echo "fuzz: no libFuzzer (clang) in this build: apt-get install clang"; exit 1; }
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  echo "$$n: $(FUZZ_SECONDS) s"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
