@@ -91,7 +91,7 @@ say_what_runs_where() {
   echo "optimizer's norm and AdamW over 124M parameters, LayerNorm and the embedding), bench-attention"
   echo "(attention forward and backward at T = 1024: fp32 and TF32 products, and flash attention, its"
   echo "bf16 forms also forward and backward apart), bench-decode (decoding's products at GPT-2 124M"
-  echo "shapes, 1 to 32 rows: matmul_forward_rows against cuBLAS), mlp-train-gpu and gpt-train-gpu[-host|-flash]"
+  echo "shapes, 1, 8 and 32 rows: matmul_forward_rows against cuBLAS), mlp-train-gpu and gpt-train-gpu[-host|-flash]"
   echo "(--device cuda with the state on the GPU and on the host, and with flash attention, compared"
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
@@ -176,8 +176,9 @@ echo
 step gpu-info GPU 20 - \
   "nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader"
 
-# The whole program with CUDA=1: configure needs MPI, HDF5, Boost, OpenBLAS and Catch2 as on the
-# CPU machines (`make deps`); where they are missing it says so and the dependent steps are skipped.
+# The whole program with CUDA=1: configure needs MPI, HDF5, Boost and OpenBLAS as on the CPU
+# machines (`make deps`), the test programs Catch2 (`make test-deps`); where they are missing the
+# build fails and the dependent steps are skipped.
 if [ -n "$prebuilt" ]; then
   # Every library the binaries load is found (NCCL and cuBLAS are the machine's): the missing are named.
   NOTE='not found|built from' step build host 15 - \
