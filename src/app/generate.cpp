@@ -107,7 +107,7 @@ int run_generate(int argc, const char* const* argv) {
         "it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu)")(
         "precision", po::value(&precision)->default_value("fp32"),
         "the weights decoding reads: fp32 | bf16 (rounded once: half the bytes a token reads, products and sums "
-        "still fp32; the CPU only, with the key/value cache)")(
+        "still fp32; with the key/value cache)")(
         "no-kv-cache", po::bool_switch(&no_cache),
         "recompute the whole window (the last block-size tokens) for every new token instead of keeping each "
         "position's keys and values; slower, and past the block size the window slides one token at a time "

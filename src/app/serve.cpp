@@ -60,7 +60,7 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "| auto (cuda when a GPU is visible, else cpu)")(
         "precision", po::value(&o.precision)->default_value("fp32"),
         "the weights decoding reads: fp32 | bf16 (rounded when a checkpoint loads: half the bytes a token reads, "
-        "products and sums still fp32; the CPU only)")(
+        "products and sums still fp32)")(
         "max-queue", po::value(&o.max_queue)->default_value(64), "requests waiting beyond those; more get 429")(
         "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
         "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(

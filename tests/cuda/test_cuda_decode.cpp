@@ -169,6 +169,49 @@ TEST_CASE("CudaGpt::decode: a row's logits are the same bits alone or among othe
     }
 }
 
+// --precision bf16 on the GPU: the CPU's bf16 decoder's logits (within the fp32 test's tolerance:
+// other summation orders on the same rounded weights) for a prompt long enough for its cuBLAS
+// call on the widened matrices, then a token a call; a second parameter set rounded anew (a
+// rollout); batched as alone.
+TEST_CASE("CudaGpt::decode with bf16 weights: the CPU's bf16 logits, batched as alone", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig c;
+    c.vocab_size = 515;
+    c.block_size = Gpt::kDecodePromptRows + 8;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_embd = 264;
+    const int V = c.vocab_size, T = c.block_size;
+    const auto gpu = make_cuda_decoder(c, 0, Precision::bf16);
+    const auto cpu16 = make_cpu_decoder(c, Precision::bf16);
+    CHECK(gpu->where() == "GPU 0, bf16 weights");
+    gpu->reserve(1, T);
+    cpu16->reserve(1, T);
+    int bad = 0;
+    for (uint64_t seed : {31, 32}) {
+        std::vector<float> p(Gpt(c, 1).num_params());
+        Gpt(c, 1).init(p.data(), seed);
+        const auto noise = randn(p.size(), seed + 100, 0.2f);
+        for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+        gpu->set_params(p.data());
+        cpu16->set_params(p.data());
+        std::vector<int> tok(T), slot(T, 0), pos(T);
+        for (int t = 0; t < T; ++t) tok[t] = (t * 5 + (int)seed) % V, pos[t] = t;
+        for (int t = 0, n = Gpt::kDecodePromptRows + 1; t < T; t += n, n = 1) {
+            std::vector<float> want((size_t)n * V), got((size_t)n * V, -1.0f);
+            cpu16->decode(&tok[t], slot.data(), &pos[t], n, want.data());
+            gpu->decode(&tok[t], slot.data(), &pos[t], n, got.data());
+            bad += mismatches("logits (bf16 weights)", got, want, 1e-4, 1e-4);
+        }
+        CHECK(bad == 0);  // p stays alive through the calls: the CPU decoder reads it
+    }
+    std::vector<float> p(Gpt(c, 1).num_params());
+    Gpt(c, 1).init(p.data(), 13);
+    const auto d = make_cuda_decoder(c, 0, Precision::bf16);
+    d->set_params(p.data());
+    CHECK(decode_batching::rows_batched_differently(*d, V, T, Gpt::kDecodePromptRows, 3) == 0);
+}
+
 // A CudaGpt made for decoding (max_batch 0) holds the parameters and no training buffers: it
 // refuses a forward, stages nothing, and takes less device memory than one made for a window.
 TEST_CASE("CudaGpt made for decoding alone refuses to train and takes less memory", "[cuda]") {

@@ -132,7 +132,7 @@ TEST_CASE("cuda matmul_forward/backward fp32 match the CPU", "[cuda]") {
 
 // matmul_forward_rows: the CPU twin's result within the GEMM tolerance (the two sum in other
 // orders), and every row's bits the same whether computed with all B rows, or in calls of 1, 3 or
-// 9 rows (what decoding a request alone or batched relies on).
+// 9 rows (what decoding a request alone or batched relies on); its bf16-weight form.
 static void check_matmul_rows(int B, int C, int OC, bool with_bias, uint64_t seed) {
     INFO("matmul_forward_rows B=" << B << " C=" << C << " OC=" << OC << (with_bias ? " with bias" : " no bias"));
     const auto inp = randn((size_t)B * C, seed), w = randn((size_t)OC * C, seed + 1), bias = randn(OC, seed + 2);
@@ -157,6 +157,18 @@ static void check_matmul_rows(int B, int C, int OC, bool with_bias, uint64_t see
         }
         CHECK(bit_mismatches("out (rows apart)", apart, all) == 0);
     }
+    // bf16 weights: the fp32 form's bits on the widened weights; from_bf16 widens as the CPU does.
+    std::vector<bf16> w16(w.size());
+    dptrain::to_bf16(w16.data(), w.data(), w.size());
+    std::vector<float> widened(w.size());
+    dptrain::from_bf16(widened.data(), w16.data(), w.size());
+    DeviceBuffer<bf16> d_w16(w16);
+    DeviceBuffer<float> d_wide((size_t)OC * C), d_out16((size_t)B * OC), d_outw((size_t)B * OC);
+    cuda::from_bf16(d_wide, d_w16, w.size(), nullptr);
+    CHECK(bit_mismatches("from_bf16", d_wide.get(), widened) == 0);
+    cuda::matmul_forward_rows(d_out16, d_inp, d_w16, d_b, B, C, OC, nullptr);
+    cuda::matmul_forward_rows(d_outw, d_inp, d_wide, d_b, B, C, OC, nullptr);
+    CHECK(bit_mismatches("out (bf16 weights)", d_out16.get(), d_outw.get()) == 0);
 }
 
 TEST_CASE("cuda matmul_forward_rows matches the CPU, and a row's bits do not depend on the rows beside it", "[cuda]") {

@@ -227,9 +227,10 @@ static int bench_attention(int reps) {
 
 // Decoding's products at GPT-2 124M's shapes and its logits over 50,257 tokens: matmul_forward_rows
 // (each row summed in an order fixed by C, so a request's bits are the same alone or batched)
-// against cuBLAS's matmul_forward, at 1, 8 and 32 rows. GB/s counts the weights' bytes once (what
-// a row must read at least) against the H200's 4.8 TB/s (datasheet); the RESULT lines add the
-// products of one decoding call: 12 layers' four and the logits.
+// against cuBLAS's matmul_forward, at 1, 8 and 32 rows, and its form on bf16 weights (--precision
+// bf16: half the bytes). GB/s counts the weights' bytes once (what a row must read at least)
+// against the H200's 4.8 TB/s (datasheet); the RESULT lines add the products of one decoding
+// call: 12 layers' four and the logits.
 static int bench_decode(int reps) {
     const int warmup = 5, V = 50257, max_rows = 32, layers = 12;
     const Shape shapes[] = {{"qkv     (C -> 3C)", 768, 2304},
@@ -242,10 +243,14 @@ static int bench_decode(int reps) {
     float *inp = device_random((size_t)max_rows * 3072, 21), *w = device_random((size_t)768 * V, 22),
           *bias = device_random(3072, 23), *out = nullptr;
     BENCH_CHECK(cudaMalloc(&out, (size_t)max_rows * V * sizeof(float)));
+    dptrain::bf16* w16 = nullptr;
+    BENCH_CHECK(cudaMalloc(&w16, (size_t)768 * V * sizeof(dptrain::bf16)));
+    dptrain::cuda::to_bf16(w16, w, (size_t)768 * V, s);
     std::printf("decoding's products, %d reps after %d warm-up; GB/s of weights read once\n", reps, warmup);
-    std::printf("%-18s %5s %10s %8s %10s %8s %8s\n", "op", "rows", "rows ms", "GB/s", "cuBLAS ms", "GB/s", "ratio");
+    std::printf("%-18s %5s %10s %8s %10s %8s %8s %10s %8s\n", "op", "rows", "rows ms", "GB/s", "cuBLAS ms", "GB/s",
+                "ratio", "bf16 ms", "GB/s");
     for (int rows : {1, 8, max_rows}) {
-        double call_rows = 0, call_blas = 0;
+        double call_rows = 0, call_blas = 0, call_16 = 0;
         for (const Shape& sh : shapes) {
             const float* b = sh.OC == V ? nullptr : bias;  // the logits have no bias
             // Each launch reads the next of the copies of the weight that fit in w (16 or more for
@@ -254,22 +259,30 @@ static int bench_decode(int reps) {
             const size_t size = (size_t)sh.C * sh.OC, copies = (size_t)768 * V / size;
             size_t next = 0;
             auto weight = [&] { return w + (next++ % copies) * size; };
+            auto weight16 = [&] { return w16 + (next++ % copies) * size; };
             const double ms_rows = mean_ms(s, warmup, reps, [&] {
                 dptrain::cuda::matmul_forward_rows(out, inp, weight(), b, rows, sh.C, sh.OC, s);
             });
             const double ms_blas = mean_ms(s, warmup, reps, [&] {
                 dptrain::cuda::matmul_forward(out, inp, weight(), b, rows, sh.C, sh.OC, ctx, s);
             });
+            const double ms_16 = mean_ms(s, warmup, reps, [&] {
+                dptrain::cuda::matmul_forward_rows(out, inp, weight16(), b, rows, sh.C, sh.OC, s);
+            });
             const double bytes = 4.0 * sh.C * sh.OC;
-            std::printf("%-18s %5d %10.4f %8.0f %10.4f %8.0f %8.2f\n", sh.name, rows, ms_rows, bytes / (ms_rows * 1e6),
-                        ms_blas, bytes / (ms_blas * 1e6), ms_rows / ms_blas);
+            std::printf("%-18s %5d %10.4f %8.0f %10.4f %8.0f %8.2f %10.4f %8.0f\n", sh.name, rows, ms_rows,
+                        bytes / (ms_rows * 1e6), ms_blas, bytes / (ms_blas * 1e6), ms_rows / ms_blas, ms_16,
+                        bytes / 2 / (ms_16 * 1e6));
             const int times = sh.OC == V ? 1 : layers;
             call_rows += times * ms_rows;
             call_blas += times * ms_blas;
+            call_16 += times * ms_16;
         }
-        std::printf("RESULT decode products, %d row%s a call: matmul_forward_rows %.3f ms, cuBLAS %.3f ms (%.2fx)\n",
-                    rows, rows == 1 ? "" : "s", call_rows, call_blas, call_rows / call_blas);
+        std::printf("RESULT decode products, %d row%s a call: matmul_forward_rows %.3f ms, cuBLAS %.3f ms (%.2fx), "
+                    "bf16 weights %.3f ms\n",
+                    rows, rows == 1 ? "" : "s", call_rows, call_blas, call_rows / call_blas, call_16);
     }
+    cudaFree(w16);
     for (float* p : {inp, w, bias, out}) cudaFree(p);
     return 0;
 }

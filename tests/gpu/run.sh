@@ -96,7 +96,7 @@ say_what_runs_where() {
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
   echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-decode-gpu (generate --device cuda:"
-  echo "the CPU's greedy text from the GPU's key/value cache), gpt-accum-gpu (--grad-accum 2 summed on"
+  echo "the CPU's greedy text from the GPU's key/value cache; -bf16: with bf16 weights), gpt-accum-gpu (--grad-accum 2 summed on"
   echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-shard-gpu"
   echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-recompute-gpu"
   echo "(--recompute block on the GPU: gpt-train-gpu's checkpoint bit for bit), gpt-124m-* (tokens/s and MFU of a GPT-2"
@@ -303,6 +303,11 @@ NOTE='tokens/s' step gpt-decode-gpu GPU 30 gpt-train-gpu \
   "$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 >$W/decode-cpu.txt && \
 $B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 --device cuda \
 >$W/decode-gpu.txt && cmp $W/decode-cpu.txt $W/decode-gpu.txt"
+# The same with bf16 weights (--precision bf16) on both.
+NOTE='tokens/s' step gpt-decode-gpu-bf16 GPU 30 gpt-train-gpu \
+  "$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 --precision bf16 \
+>$W/decode-cpu16.txt && $B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 \
+--device cuda --precision bf16 >$W/decode-gpu16.txt && cmp $W/decode-cpu16.txt $W/decode-gpu16.txt"
 
 # Gradient accumulation on the GPU (--grad-accum 2 of batch 4, the micro-batches summed in the
 # model's device buffer) against the CPU run's batch 8: the same samples a step, so the same curve

@@ -186,10 +186,7 @@ const char* CudaBuildDevice::op_timing() const {
 
 std::unique_ptr<Decoder> CudaBuildDevice::make_decoder(const GptConfig& cfg, Precision weights) const {
     if (gpu_ < 0) return Device::make_decoder(cfg, weights);
-    if (weights == Precision::bf16)
-        throw UserError("--precision bf16 decodes on the CPU (the GPU decodes in fp32); add --device cpu, or leave "
-                        "--precision out");
-    return make_cuda_decoder(cfg, gpu_);
+    return make_cuda_decoder(cfg, gpu_, weights);
 }
 
 std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {

@@ -215,9 +215,13 @@ void CudaGpt::release() {
     for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
     for (void* p : dec_allocs_) cudaFree(p);
+    for (void* p : w16_allocs_) cudaFree(p);
     kept_.clear();
     allocs_.clear();
     dec_allocs_.clear();
+    w16_allocs_.clear();
+    dec_w16_ = nullptr;
+    dec_wide_ = nullptr;
 }
 
 float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into) {

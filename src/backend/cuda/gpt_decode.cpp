@@ -64,8 +64,29 @@ void CudaGpt::reserve_decode(int slots, int max_rows) {
 // the caller may free or refill `params` at once.
 void CudaGpt::upload_params(const float* params) {
     cudaStream_t s = ctx_->stream();
-    CUDA_CHECK(cudaMemcpyAsync(params_, params, host_.num_params() * sizeof(float), cudaMemcpyHostToDevice, s));
+    const size_t n = host_.num_params();
+    CUDA_CHECK(cudaMemcpyAsync(params_, params, n * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (dec_w16_) cuda::to_bf16(dec_w16_, params_, n, s);
     CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void CudaGpt::set_decode_weights(Precision weights) {
+    if (weights != Precision::bf16 || dec_w16_) return;
+    const size_t n = host_.num_params(), C = cfg_.n_embd;
+    for (size_t bytes : {n * sizeof(bf16), 4 * C * C * sizeof(float)}) {
+        void* p = nullptr;
+        const cudaError_t rc = cudaMalloc(&p, bytes);
+        if (rc == cudaErrorMemoryAllocation) {
+            cudaGetLastError();  // the user's to fix, not a broken device
+            throw UserError(strfmt("decoding with bf16 weights keeps a copy of them on the GPU (%.2f GiB), and an "
+                                   "allocation failed; decode in fp32 (leave --precision out) or on the CPU",
+                                   (double)n * sizeof(bf16) / 1073741824.0));
+        }
+        CUDA_CHECK(rc);
+        w16_allocs_.push_back(p);
+    }
+    dec_w16_ = static_cast<bf16*>(w16_allocs_[0]);
+    dec_wide_ = static_cast<float*>(w16_allocs_[1]);
 }
 
 // Gpt::decode_product's rule and reasons on the device: cuBLAS's bits for a row depend on its
@@ -73,17 +94,29 @@ void CudaGpt::upload_params(const float* params) {
 // one sgemm of its own (the same call alone or batched) and every other row goes through
 // matmul_forward_rows, whose order is fixed by C alone. The run's rows start begin * C floats into
 // the buffers: 16-byte aligned alike alone and batched when C is a multiple of 4.
-void CudaGpt::decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C,
-                             int OC) {
+// With bf16 weights, as on the CPU: rows on the bf16 copy, a prompt's call on the matrix widened.
+void CudaGpt::decode_product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC) {
     cudaStream_t s = ctx_->stream();
+    const float *weight = params_ + w, *bias = params_ + b;
+    const bf16* w16 = dec_w16_ ? dec_w16_ + w : nullptr;
+    if (w16 && !dec_prompts_.empty()) {
+        cuda::from_bf16(dec_wide_, w16, (size_t)OC * C, s);
+        weight = dec_wide_;
+    }
+    auto rows = [&](int first, int count) {
+        float* o = out + (size_t)first * OC;
+        const float* x = inp + (size_t)first * C;
+        if (w16) cuda::matmul_forward_rows(o, x, w16, bias, count, C, OC, s);
+        else cuda::matmul_forward_rows(o, x, weight, bias, count, C, OC, s);
+    };
     int done = 0;
     for (const auto& [begin, end] : dec_prompts_) {
-        cuda::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, begin - done, C, OC, s);
+        rows(done, begin - done);
         cuda::matmul_forward(out + (size_t)begin * OC, inp + (size_t)begin * C, weight, bias, end - begin, C, OC, *ctx_,
                              s);
         done = end;
     }
-    cuda::matmul_forward_rows(out + (size_t)done * OC, inp + (size_t)done * C, weight, bias, n - done, C, OC, s);
+    rows(done, n - done);
 }
 
 void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
@@ -115,15 +148,15 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
     for (int l = 0; l < L; ++l) {
         const LayerViews& v = lv_[l];
         cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln1w, P + v.ln1b, n, C, s);
-        decode_product(qkv, ln, P + v.qkvw, P + v.qkvb, n, C, 3 * C);
+        decode_product(qkv, ln, v.qkvw, v.qkvb, n, C, 3 * C);
         cuda::attention_decode(y, dec_k_ + l * layer_cache, dec_v_ + l * layer_cache, qkv, d_slot, d_pos, n, T, C, NH,
                                s);
-        decode_product(ln, y, P + v.attprojw, P + v.attprojb, n, C, C);
+        decode_product(ln, y, v.attprojw, v.attprojb, n, C, C);
         cuda::residual_forward(x, x, ln, nC, s);
         cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + v.ln2w, P + v.ln2b, n, C, s);
-        decode_product(fc, ln, P + v.fcw, P + v.fcb, n, C, 4 * C);
+        decode_product(fc, ln, v.fcw, v.fcb, n, C, 4 * C);
         cuda::gelu_forward(fc, fc, 4 * nC, s);
-        decode_product(ln, fc, P + v.fcprojw, P + v.fcprojb, n, 4 * C, C);
+        decode_product(ln, fc, v.fcprojw, v.fcprojb, n, 4 * C, C);
         cuda::residual_forward(x, x, ln, nC, s);
     }
     cuda::layernorm_forward(ln, dec_mean_, dec_rstd_, x, P + lnfw_, P + lnfb_, n, C, s);
@@ -139,7 +172,8 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
     }
     // Row by row, as on the CPU: mostly a sequence's last row alone, and so that asking for fewer
     // rows' logits does not change theirs.
-    cuda::matmul_forward_rows(dec_logits_, rows, P + wte_, nullptr, m, C, V, s);
+    if (dec_w16_) cuda::matmul_forward_rows(dec_logits_, rows, dec_w16_ + wte_, nullptr, m, C, V, s);
+    else cuda::matmul_forward_rows(dec_logits_, rows, P + wte_, nullptr, m, C, V, s);
     CUDA_CHECK(cudaMemcpyAsync(logits, dec_logits_, (size_t)m * V * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
 }
@@ -151,7 +185,10 @@ namespace {
 // thread of its own, whose current device is not the one the model was made on.
 class CudaDecoder : public Decoder {
   public:
-    CudaDecoder(const GptConfig& cfg, int device) : gpt_(cfg, 0, device), device_(device) {}
+    CudaDecoder(const GptConfig& cfg, int device, Precision weights)
+        : gpt_(cfg, 0, device), device_(device), bf16_(weights == Precision::bf16) {
+        gpt_.set_decode_weights(weights);
+    }
     void reserve(int slots, int max_rows) override {
         CUDA_CHECK(cudaSetDevice(device_));
         gpt_.reserve_decode(slots, max_rows);
@@ -165,17 +202,18 @@ class CudaDecoder : public Decoder {
         CUDA_CHECK(cudaSetDevice(device_));
         gpt_.decode(tok, slot, pos, n, logits, out_rows, n_out);
     }
-    std::string where() const override { return strfmt("GPU %d", device_); }
+    std::string where() const override { return strfmt("GPU %d%s", device_, bf16_ ? ", bf16 weights" : ""); }
 
   private:
     CudaGpt gpt_;
     int device_;
+    bool bf16_;
 };
 
 } // namespace
 
-std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device) {
-    return std::make_unique<CudaDecoder>(cfg, device);
+std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device, Precision weights) {
+    return std::make_unique<CudaDecoder>(cfg, device, weights);
 }
 
 } // namespace dptrain

@@ -2,7 +2,9 @@
 // bias with each output a dot product whose order of additions is fixed by C alone, so a row's
 // result is the same bits whatever rows share the call (decoding: a request alone or batched).
 // cuBLAS picks its kernel, its tiling and its split of the sum by the call's row count, so the
-// same row can come out of a 1-row and a 9-row product with other low bits.
+// same row can come out of a 1-row and a 9-row product with other low bits. The weights may be
+// bf16, widened exactly as they are read: the fp32 form's bits on the widened weights, from half
+// the bytes (decoding with --precision bf16); from_bf16 widens a matrix for a prompt's cuBLAS call.
 // Not for: training's products or a prompt's rows taken together (cuBLAS, matmul.cu).
 #include "dptrain/backend/cuda/ops.h"
 
@@ -22,12 +24,13 @@ constexpr int kRowsAtOnce = 8;  // rows a warp sums side by side: each weight va
 // added by warp_sum's fixed butterfly, and the bias last: the same operations for a row whatever
 // B is and whichever other rows share its group of kRowsAtOnce. Loads of 32 consecutive floats a
 // warp (one 128-byte line); a row of inp is read by every warp of the grid, from L1 or L2.
-__global__ void matmul_forward_rows_kernel(float* out, const float* inp, const float* weight, const float* bias,
-                                           int B, int C, int OC) {
+template <class W>
+__global__ void matmul_forward_rows_kernel(float* out, const float* inp, const W* weight, const float* bias, int B,
+                                           int C, int OC) {
     const long o = (long)blockIdx.x * kWarps + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (o >= OC) return;  // whole warps leave: warp_sum below stays full-warp
-    const float* w = weight + o * C;
+    const W* w = weight + o * C;
     const float b = bias ? bias[o] : 0.0f;
     for (int r0 = 0; r0 < B; r0 += kRowsAtOnce) {
         const int rows = min(kRowsAtOnce, B - r0);
@@ -39,7 +42,7 @@ __global__ void matmul_forward_rows_kernel(float* out, const float* inp, const f
         // wait on memory); each acc[r] still adds its products in order of c.
 #pragma unroll 4
         for (int c = lane; c < C; c += 32) {
-            const float wv = w[c];
+            const float wv = as_float(w[c]);
 #pragma unroll
             for (int r = 0; r < kRowsAtOnce; ++r)
                 if (r < rows) acc[r] = fmaf(x[(long)r * C + c], wv, acc[r]);
@@ -52,14 +55,35 @@ __global__ void matmul_forward_rows_kernel(float* out, const float* inp, const f
     }
 }
 
-} // namespace
-
-void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
-                         cudaStream_t stream) {
+template <class W>
+void rows(float* out, const float* inp, const W* weight, const float* bias, int B, int C, int OC, cudaStream_t stream) {
     CUDA_REQUIRE(B >= 0 && C > 0 && OC >= 0);
     if (B == 0 || OC == 0) return;
     const unsigned blocks = (unsigned)((OC + kWarps - 1) / kWarps);
     matmul_forward_rows_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ void from_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = as_float(src[i]);
+}
+
+} // namespace
+
+void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
+                         cudaStream_t stream) {
+    rows(out, inp, weight, bias, B, C, OC, stream);
+}
+
+void matmul_forward_rows(float* out, const float* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                         cudaStream_t stream) {
+    rows(out, inp, weight, bias, B, C, OC, stream);
+}
+
+void from_bf16(float* dst, const bf16* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    from_bf16_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(dst, src, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -63,8 +63,13 @@ class CudaGpt : public Model, public cuda::Resident {
     // room for max_rows rows a call, allocated here, once; fp32 (the CPU twin's model) whatever
     // the training precision.
     void reserve_decode(int slots, int max_rows);
-    // The host's parameters to the device, for decode (a forward copies its own).
+    // The host's parameters to the device, for decode (a forward copies its own); with bf16
+    // decoding weights, rounded into their copy too.
     void upload_params(const float* params);
+    // Decoding reads its products' weights from a bf16 copy (Gpt::set_decode_weights' twin: rows
+    // through matmul_forward_rows on half the bytes, a prompt's cuBLAS call on the matrix widened
+    // into scratch), made at each upload_params. Allocates the copy and the scratch here, once.
+    void set_decode_weights(Precision weights);
     // Gpt::decode's contract, on the parameters on the device (upload_params', or the last
     // forward's); tok, slot, pos, out_rows and logits in host memory, checked and refused as on
     // the CPU before anything is queued. As on the CPU, a row's logits are the same bits whatever
@@ -110,9 +115,10 @@ class CudaGpt : public Model, public cuda::Resident {
                        const float* rstd, bool rounded_next, long BT, bool adds);
     void mlp_backward(int l, int B, bool adds);
     void attention_bwd(int l, int B, const float* residual, bool adds);
-    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows on the device, by the runs of
+    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows on the device, weight and bias
+    // at offsets w and b of the parameters (or of dec_w16_ for the weight), by the runs of
     // dec_prompts_ (Gpt::decode_product's rule).
-    void decode_product(float* out, const float* inp, const float* weight, const float* bias, int n, int C, int OC);
+    void decode_product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC);
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;
@@ -175,9 +181,13 @@ class CudaGpt : public Model, public cuda::Resident {
     std::vector<int> dec_ints_;
     int dec_slots_ = 0, dec_rows_ = 0;
     std::vector<std::pair<int, int>> dec_prompts_;  // Gpt::prompt_runs of the call's rows
+    bf16* dec_w16_ = nullptr;     // set_decode_weights(bf16): the parameters rounded (num_params)
+    float* dec_wide_ = nullptr;   // and a layer's largest matrix widened for cuBLAS (4C x C)
+    std::vector<void*> w16_allocs_;
 };
 
-// The GPU's Decoder (gpt_decode.cpp): a CudaGpt on `device`, its parameters uploaded by set_params.
-std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device);
+// The GPU's Decoder (gpt_decode.cpp): a CudaGpt on `device`, its parameters uploaded by set_params
+// (and with bf16 weights rounded into their copy there).
+std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device, Precision weights = Precision::fp32);
 
 } // namespace dptrain

@@ -188,6 +188,10 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // For decoding, where a request's answer must not depend on what it was batched with.
 void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                          cudaStream_t stream);
+// The same with bf16 weights, widened exactly as they are read: the fp32 form's bits on the widened
+// weights, from half the bytes (decoding with --precision bf16). The CPU twin's overload of the name.
+void matmul_forward_rows(float* out, const float* inp, const bf16* weight, const float* bias, int B, int C, int OC,
+                         cudaStream_t stream);
 // dinp (B, C) = dout @ weight (written; skipped when null); dweight (OC, C) += dout^T @ inp;
 // dbias (OC) += column sums of dout (skipped when null), summed in a fixed order.
 // accumulate false (here and in every op below that takes it): the weight and bias gradients are
@@ -256,6 +260,8 @@ void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const b
                                cudaStream_t stream, bool accumulate = true);
 // dst (n) = src (n) rounded to bf16, nearest even, NaN kept NaN: bit-identical to to_bf16 (bf16.h).
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
+// dst (n) = src (n) widened to fp32 (exact): from_bf16 (bf16.h).
+void from_bf16(float* dst, const bf16* src, size_t n, cudaStream_t stream);
 
 // Elementwise over N values; backward writes dinp = dout * f'(inp). GELU: tanh approximation.
 void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
