@@ -181,7 +181,8 @@ void CudaGpt::decode(const int* tok, const int* slot, const int* pos, int n, flo
 namespace {
 
 // CudaGpt made for decoding alone (max_batch 0: the parameters on the device, no gradients and no
-// activations of training), fp32. Each call makes its device current first: serve decodes on a
+// activations of training), fp32 or from a bf16 copy of the weights. Each call makes its device
+// current first: serve decodes on a
 // thread of its own, whose current device is not the one the model was made on.
 class CudaDecoder : public Decoder {
   public:

@@ -68,7 +68,8 @@ class CudaGpt : public Model, public cuda::Resident {
     void upload_params(const float* params);
     // Decoding reads its products' weights from a bf16 copy (Gpt::set_decode_weights' twin: rows
     // through matmul_forward_rows on half the bytes, a prompt's cuBLAS call on the matrix widened
-    // into scratch), made at each upload_params. Allocates the copy and the scratch here, once.
+    // into scratch), made at each upload_params (so for a decoder, which uploads its parameters:
+    // the last forward's are not rounded). Allocates the copy and the scratch here, once.
     void set_decode_weights(Precision weights);
     // Gpt::decode's contract, on the parameters on the device (upload_params', or the last
     // forward's); tok, slot, pos, out_rows and logits in host memory, checked and refused as on
