@@ -66,7 +66,7 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
 } // namespace
 
 int run_plan(std::vector<std::string> args, const Topology& topo) {
-    const size_t runtime = resident_bytes();  // what a rank holds before a run allocates
+    const size_t runtime = measure_runtime();  // what a rank holds before a run allocates
     for (const std::string& a : args)
         if (a == "--help" || a == "-h") {
             if (topo.rank == 0)

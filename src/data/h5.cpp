@@ -29,6 +29,11 @@ void Hid::reset() {
     id_ = -1;
 }
 
+void init() {
+    std::lock_guard<std::mutex> g(lock());
+    H5open();
+}
+
 void quiet() {
     static std::once_flag once;
     std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });

@@ -15,6 +15,11 @@ Sampler::Sampler(long num_samples, long global_batch, uint64_t seed, int cached_
     if (block_ > 1) blocks_.reserve((size_t)(n_ / block_ + 2));
 }
 
+size_t Sampler::bytes_for(long num_samples, int cached_epochs, long block) {
+    const long b = std::max(1l, std::min(block, num_samples));
+    return ((size_t)num_samples * (size_t)cached_epochs + (b > 1 ? (size_t)(num_samples / b + 2) : 0)) * sizeof(long);
+}
+
 int Sampler::global_count(long step) const {
     long in_epoch = step % steps_per_epoch_;
     return (int)std::min(global_batch_, n_ - in_epoch * global_batch_);

@@ -273,6 +273,9 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
             if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)(at + sh.tokens * sh.width)) {
                 sh.fd = fd;
                 sh.at = (long)at;
+                dcpl.reset();  // read by pread alone: HDF5's handles (and the file's metadata cache) closed
+                sh.data.reset();
+                sh.file.reset();
             } else if (fd >= 0) {
                 ::close(fd);
                 throw UserError(strfmt("%s: truncated: its /tokens need %ld bytes past offset %ld", path.c_str(),

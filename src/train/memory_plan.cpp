@@ -5,7 +5,9 @@
 #include "dptrain/backend/gradient_path.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
+#include "dptrain/data/h5.h"
 #include "dptrain/data/prefetcher.h"
+#include "dptrain/data/sampler.h"
 #include "dptrain/model/gpt.h"
 
 #include <algorithm>
@@ -108,6 +110,13 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     const size_t sample = (size_t)(f.floats_per_sample + f.ints_per_sample) * 4;
     const size_t ring = slots * (size_t)B * sample + (size_t)o.io_threads * B * sizeof(long);
     out.push_back({"input ring", ring, strfmt("%zu slots of %d samples", slots, B), false});
+    out.push_back({"sample order, labels", f.order_bytes + f.reader_bytes,
+                   strfmt("the epoch's order%s%s", o.io_threads > 1 ? " (two epochs)" : "",
+                          f.reader_bytes > 0 ? "; the labels, read at open by each reader" : ""),
+                   false});
+    if (f.node_copy_bytes > 0)
+        out.push_back({"node copy of the data", f.node_copy_bytes,
+                       "--io memory: shared by the node's ranks, counted in each one's resident size", false});
     out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
                    strfmt("%d rows", f.eval_rows), false});
     // Rank 0: an asynchronous checkpoint's copy of everything; a synchronous one writes the live
@@ -141,6 +150,9 @@ PlanFacts plan_facts(const Task& task, const Options& o, int ranks, int local_ra
     f.val_floats = task.val().floats_per_sample();
     f.val_ints = task.val().ints_per_sample();
     f.runtime = runtime;
+    f.order_bytes = Sampler::bytes_for(task.train().num_samples(), Sampler::epochs_for(o.io_threads), o.shuffle_block);
+    f.reader_bytes = task.train().held_bytes() * (size_t)std::max(1, o.io_threads) + task.val().held_bytes();
+    if (o.io == IoMode::memory) f.node_copy_bytes = (size_t)task.train().memory_bytes();
     return f;
 }
 
@@ -168,6 +180,11 @@ MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, cons
     }
     p.largest_batch = lo;
     return p;
+}
+
+size_t measure_runtime() {
+    h5::init();  // HDF5 allocates its state on first use: the libraries' share, not the run's
+    return resident_bytes();
 }
 
 size_t planned_params(const ModelSpec& spec) { return model_params(spec); }

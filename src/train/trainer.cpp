@@ -75,13 +75,25 @@ struct Setup {
                             "give every rank the same command line and --config");
     }
 
-    // 3. Local on every rank.
-    void make_local() {
+    // 3. Local on every rank: the device, and the threads it computes with.
+    void open_device() {
         report.open_gpu_health();
         faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
+    }
+
+    // 3b. Collective: the MFU denominator. Every rank measures at once (so shared cores and memory
+    // are counted as they will be used), and the peaks add up. Before the run allocates: the
+    // measurement's matrices, freed after it, then stay below the run's peak memory.
+    void measure_peak() {
+        peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : device->peak_gflops();
+        world.allreduce(&peak_gflops, 1, ReduceOp::sum);
+    }
+
+    // 3c. Local on every rank: the data, the model and its state.
+    void make_local() {
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
@@ -90,8 +102,8 @@ struct Setup {
         opt = std::make_unique<Optimizer>(optimizer_settings(o), model->layout(),
                                           o.shard_optimizer ? shard_span(whole.end, topo.rank, topo.size) : whole);
         const long global_batch = (long)o.batch_size * topo.size * o.grad_accum;
-        sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed, o.io_threads > 1 ? 2 : 1,
-                                            o.shuffle_block);
+        sampler = std::make_unique<Sampler>(task->train().num_samples(), global_batch, o.seed,
+                                            Sampler::epochs_for(o.io_threads), o.shuffle_block);
         sched.lr = o.lr;
         sched.min_ratio = o.min_lr_ratio;
         sched.warmup = o.warmup_steps;
@@ -159,13 +171,6 @@ struct Setup {
         const size_t budget = device->gpu() < 0 ? host_budget(topo.host_size, &from) : 0;  // the host's memory
         plan = plan_memory(o, f, budget, from);
         plan_text = plan_table(plan, o, f);
-    }
-
-    // 7. Collective: the MFU denominator. Every rank measures at once (so shared cores and memory
-    // are counted as they will be used), and the peaks add up.
-    void measure_peak() {
-        peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : device->peak_gflops();
-        world.allreduce(&peak_gflops, 1, ReduceOp::sum);
     }
 
     RunFacts facts() const {
@@ -283,18 +288,20 @@ void resolve_grad_accum(Options& o, int ranks) {
 
 int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
-    const size_t runtime = resident_bytes();  // before the run allocates: libraries, MPI
     if (!all_ok(topo.world, [&] { resolve_grad_accum(opts, topo.size); })) return kExitUser;
     if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
     if (opts.verify_data && !verify_data(opts, topo)) return kExitUser;
     Setup s(opts, topo);
     const MPI_Comm w = topo.world;
-    if (!all_ok(w, [&] { s.check_same_options(); }) || !all_ok(w, [&] { s.make_local(); }) ||
-        !all_ok(w, [&] { s.check_same_data(); }) || !all_ok(w, [&] { s.make_gradients(); }) ||
-        !all_ok(w, [&] { s.load_data(); }))
+    if (!all_ok(w, [&] { s.check_same_options(); }) || !all_ok(w, [&] { s.open_device(); })) return kExitUser;
+    s.measure_peak();
+    // What the process holds before the run allocates: the libraries, with the buffers the
+    // measurement's sgemm touched.
+    const size_t runtime = measure_runtime();
+    if (!all_ok(w, [&] { s.make_local(); }) || !all_ok(w, [&] { s.check_same_data(); }) ||
+        !all_ok(w, [&] { s.make_gradients(); }) || !all_ok(w, [&] { s.load_data(); }))
         return kExitUser;
     s.plan_memory_use(runtime);
-    s.measure_peak();
     if (!all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); })) return kExitUser;
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
     if (!all_ok(w, [&] { s.report.open_metrics(s.start_step); })) return kExitUser;

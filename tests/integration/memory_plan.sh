@@ -3,7 +3,7 @@
 # fits and 1 when not; the largest micro-batch it names fits and one more does not; sharding
 # divides the optimizer state; bad sizes get one line. And the plan against what a run measures:
 # its peak resident memory within 15% of the plan (an MLP and a GPT, 2 ranks, replicated and
-# sharded).
+# sharded; a small MLP over 200 shards).
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 2000 --val-samples 128
 /usr/bin/python3 "$ROOT/tests/integration/make_text.py" 40000 >"$WORK/text.txt"
@@ -65,6 +65,12 @@ within() {  # within NAME: the run's "memory:" line, planned against measured on
 train 2 --data "$WORK/data" --hidden 1024,1024 --steps 5 --eval-every 0 --run-dir "$WORK/mlp"
 [ "$RC" = 0 ] && grep -q "^memory per rank (plan for 2 ranks, --batch-size 64)" "$WORK/out" || { cat "$WORK/out"; fail "mlp: exit $RC or no plan"; }
 within "mlp 1024,1024 on 2 ranks"
+# The default MLP's size (a few MiB beside the libraries) over 200 shards and 2 reader threads: the
+# libraries, the readers and the sample order, not the model, are most of it.
+synth "$WORK/many" --train-samples 20000 --val-samples 128 --shards 200
+train 2 --data "$WORK/many" --hidden 256,256 --io-threads 2 --steps 5 --eval-every 0 --run-dir "$WORK/mlp-many"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "mlp over 200 shards: exit $RC"; }
+within "mlp 256,256 over 200 shards, 2 readers, on 2 ranks"
 for extra in "" --shard-optimizer; do
   train 2 "${G[@]}" --steps 4 --eval-every 0 --run-dir "$WORK/gpt$extra" $extra
   [ "$RC" = 0 ] || { cat "$WORK/out"; fail "gpt $extra: exit $RC"; }

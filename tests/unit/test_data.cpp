@@ -593,6 +593,47 @@ TEST_CASE("TokenShardSet::check_ids names the first id outside the vocabulary, i
     }
 }
 
+// HDF5 files open in this process (every handle HDF5 holds, datasets' files included).
+static long open_h5_files() {
+    std::lock_guard<std::mutex> g(h5::lock());
+    return (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+}
+
+TEST_CASE("Shards read by pread hold no HDF5 file open; HDF5-path shards keep theirs", "[data][tokens]") {
+    // An open HDF5 file keeps its metadata cache (about half a MiB each in HDF5 1.10): with a
+    // thousand shards, 600 MiB of a rank's memory (bench/shard_memory.sh).
+    const long before = open_h5_files();
+    const std::string tab = temp_dir("h5open");
+    write_shards(tab, "train", {5, 7, 4, 6}, 3, 4);
+    {
+        ShardSet s = ShardSet::open(tab, "train", 8);
+        REQUIRE(s.direct());
+        CHECK(open_h5_files() == before);
+        std::unique_ptr<Dataset> again = s.reopen();
+        CHECK(open_h5_files() == before);
+        long idx[3] = {21, 0, 9};
+        float x[9];
+        int y[3];
+        s.read_rows(idx, 3, x, y);
+        CHECK(y[0] == 21 % 4);
+        CHECK(x[3 * 2] == 9.0f);
+    }
+    for (bool chunked : {false, true}) {
+        INFO("chunked " << chunked);
+        const std::string dir = temp_dir("h5open_tok");
+        for (int i = 0; i < 3; ++i)
+            write_token_shard(dir + strfmt("/train-%05d-of-00003.h5", i), 500, -1, 0, chunked);
+        TokenShardSet s = TokenShardSet::open(dir, "train", 16, 1, false);
+        CHECK(open_h5_files() == before + (chunked ? 3 : 0));
+        const long window = 30 + 5;  // (500 - 16) / 16 = 30 windows a shard: shard 1's sixth, tokens 80..96
+        std::vector<int> y(17);
+        s.read(&window, 1, 0, nullptr, y.data());
+        CHECK(y[0] == 80);
+        CHECK(y[16] == 96);
+    }
+    CHECK(open_h5_files() == before);
+}
+
 TEST_CASE("Tokenizer::bytes_of: the UTF-8 length of what an id decodes to", "[tokens]") {
     const Tokenizer byte = Tokenizer::from("byte", "");
     CHECK(byte.bytes_of(0) == 1);

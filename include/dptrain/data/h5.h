@@ -39,6 +39,10 @@ class Hid {
     herr_t (*close_)(hid_t) = nullptr;
 };
 
+// Initialises the library now: it allocates its state on first use, which belongs with the
+// process's runtime when that is measured. Idempotent.
+void init();
+
 // Silences HDF5's own error stack printing (we report one line instead). Idempotent.
 void quiet();
 

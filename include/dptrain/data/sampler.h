@@ -1,6 +1,7 @@
 // The global sample order, the same for any world size. Not for: reading the samples.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -20,6 +21,9 @@ namespace dptrain {
 class Sampler {
   public:
     Sampler(long num_samples, long global_batch, uint64_t seed, int cached_epochs = 1, long block = 1);
+    // The epochs a sampler for `readers` reader threads keeps, and the bytes it then holds.
+    static int epochs_for(int readers) { return readers > 1 ? 2 : 1; }
+    static size_t bytes_for(long num_samples, int cached_epochs, long block);
     long steps_per_epoch() const { return steps_per_epoch_; }
     long epoch_of(long step) const { return step / steps_per_epoch_; }
     // Samples in the global batch of `step`.

@@ -52,6 +52,7 @@ class ShardSet : public Dataset {
     const std::string& shard_path(int i) const override { return shards_[i].path; }
     std::string where(long i) const override;
     std::unique_ptr<Dataset> reopen() const override;
+    size_t held_bytes() const override;  // the label caches
 
     static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
@@ -71,7 +72,7 @@ class ShardSet : public Dataset {
     // to open) and loads this rank's share of the rows. Every rank of the node must have loaded its
     // share before any reads: the caller agrees across ranks afterwards (all_ok).
     void load_node_memory();
-    double memory_bytes() const { return (double)total_ * bytes_per_sample(); }
+    double memory_bytes() const override { return (double)total_ * bytes_per_sample(); }
     double bytes_per_sample() const { return 4.0 * dim_ + 4.0; }
 
   private:

@@ -1,6 +1,7 @@
 // A rank's memory before the run allocates it: each part the trainer holds (parameters, gradients,
-// optimizer state, activations, bf16 operands, communication buffers, the input ring, rank 0's
-// checkpoint copy, the libraries' own), from the options and the model's shape alone; whether it
+// optimizer state, activations, bf16 operands, communication buffers, the input ring, the sample
+// order and the readers' labels, --io memory's copy of the data, rank 0's checkpoint copy, the
+// libraries' own), from the options, the model's shape and the data's sizes; whether it
 // fits a budget, and the largest micro-batch that does. `dptrain plan` prints it for any rank
 // count, the trainer at start-up, and the run's end the measured peak beside it.
 // Not for: allocating (each part sizes its own buffers; the models' formulas are tested against
@@ -27,6 +28,9 @@ struct PlanFacts {
     int eval_rows = 0;               // validation rows per forward (the evaluator's batch)
     int val_floats = 0, val_ints = 0;
     size_t runtime = 0;              // resident bytes before the run allocates (libraries, MPI, HDF5)
+    size_t order_bytes = 0;          // the sampler's epoch order(s)
+    size_t reader_bytes = 0;         // what the readers keep (labels read at open), all of them
+    size_t node_copy_bytes = 0;      // --io memory: the training split in node-shared memory
     bool gpu = false;                // the model runs on a GPU: activations and bf16 operands as the
                                      // CUDA model allocates them (backend/gpu_sizes.h)
 };
@@ -60,6 +64,10 @@ struct MemoryPlan {
 // the parts a GPU-resident step keeps there, a sharded state's shard among them).
 MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, const std::string& budget_from,
                        bool gpu_budget = false);
+
+// What the process holds before the run allocates (the runtime row): its resident bytes once the
+// libraries that allocate on first use are initialised.
+size_t measure_runtime();
 
 // The parameters of the model spec describes, without building it.
 size_t planned_params(const ModelSpec& spec);
