@@ -4,7 +4,8 @@
 # 1 rank with 1 compute thread and on 2 ranks (one core each). Prints the median ms per step over
 # ROUNDS runs (each the mean of its step lines after the first interval) and the ratio 32x4 / 128.
 # Given another build (before/after a change), runs both in turn, round by round, so that both
-# see the same machine.
+# see the same machine. Then the floor: the step's matrix products alone, whole and in 4
+# micro-batches, as dptrain's ops and as bare OpenBLAS calls (dptrain-bench products, 1 thread).
 #   bench/micro_batch.sh [ROUNDS] [OTHER_BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,3 +44,5 @@ for ranks in 1 2; do
     printf '%-28s %-7s %10s %10s %7s\n' "$b" $ranks "$one" "$four" "$(awk -v a="$four" -v b="$one" 'BEGIN { printf "%.3f", a / b }')"
   done
 done
+echo
+build/dptrain-bench products --dims 32,256,256,10 --rows 128 --micro-batches 4 --threads 1

@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
         if (cmd == "trace") return bench_trace(argc - 1, argv + 1);
         if (cmd == "tokenizer") return bench_tokenizer(argc - 1, argv + 1);
         if (cmd == "matmul") return bench_matmul(argc - 1, argv + 1);
-        throw boost::program_options::error(cmd.empty() ? "no command given (allreduce, io, trace, tokenizer or matmul)"
-                                                        : "not a command (allreduce, io, trace, tokenizer or matmul)");
+        if (cmd == "products") return bench_products(argc - 1, argv + 1);
+        throw boost::program_options::error(cmd.empty()
+                                                ? "no command given (allreduce, io, trace, tokenizer, matmul or products)"
+                                                : "not a command (allreduce, io, trace, tokenizer, matmul or products)");
     }, speak);
     mpi_finish();
     return code;

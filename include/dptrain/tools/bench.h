@@ -5,6 +5,7 @@
 //   trace      what the step instrumentation costs
 //   tokenizer  GPT-2's BPE and SentencePiece: encode and decode MB/s on one core (peers: bench/tokenizer.sh)
 //   matmul     the CPU matmul_forward of few rows (decoding) beside one OpenBLAS sgemm
+//   products   an MLP step's products whole and in micro-batches, beside bare sgemm calls
 #pragma once
 
 namespace dptrain {
@@ -14,6 +15,7 @@ int bench_io(int argc, char** argv);
 int bench_trace(int argc, char** argv);
 int bench_tokenizer(int argc, char** argv);
 int bench_matmul(int argc, char** argv);
+int bench_products(int argc, char** argv);
 // The usage lines of all of them, for any argument the tool does not take.
 const char* bench_usage();
 

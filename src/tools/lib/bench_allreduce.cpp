@@ -343,6 +343,10 @@ const char* bench_usage() {
            "                        [--threads 1]\n"
            "           the CPU matmul_forward of few rows (decoding) beside one OpenBLAS sgemm of them and\n"
            "           one sgemv a row\n"
+           "       dptrain-bench products [--dims 32,256,256,10] [--rows 128] [--micro-batches 4] [--repeats 5]\n"
+           "                        [--threads 1]\n"
+           "           an MLP step's matrix products for all rows at once and in micro-batches, beside the\n"
+           "           same products as bare OpenBLAS sgemm calls: the floor of gradient accumulation's cost\n"
            "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 

@@ -5,6 +5,7 @@
 // order) against the same sgemm. Times the best of --repeats runs of enough calls for about
 // 50 ms each, on --threads threads.
 // Not a training benchmark: training's products have hundreds of rows and take sgemm either way.
+// dptrain-bench products: a training step's products in micro-batches (below).
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -109,6 +110,95 @@ int bench_matmul(int argc, char** argv) {
                         rowwise, fixed, peer / fixed);
         }
     }
+    return 0;
+}
+
+// dptrain-bench products: what gradient accumulation cannot save. An MLP's matrix products for
+// one step (each layer's forward, input gradient and weight gradient, as the CPU backend calls
+// them, biases included) over --rows rows in one call each, against --micro-batches calls of
+// rows/N rows, the weight gradients summed in place. Beside them, the same products as bare
+// OpenBLAS sgemm calls (the peer: the library's own cost of smaller products). Nothing else of
+// a step is timed: the ratio is the floor a trainer's micro-batched step meets on this machine.
+int bench_products(int argc, char** argv) {
+    const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
+    std::string dims_text = "32,256,256,10";
+    int rows = 128, micro = 4, repeats = 5, threads = 1;
+    boost::program_options::options_description desc;
+    desc.add_options()("dims", boost::program_options::value(&dims_text))(
+        "rows", boost::program_options::value(&rows))("micro-batches", boost::program_options::value(&micro))(
+        "repeats", boost::program_options::value(&repeats))("threads", boost::program_options::value(&threads));
+    parse_subcommand(argc, argv, desc);
+    std::vector<int> dims;
+    for (const std::string& d : split_list(dims_text)) {
+        char* end = nullptr;
+        const long n = std::strtol(d.c_str(), &end, 10);
+        if (*end || n < 1 || n > 65536) throw boost::program_options::error("--dims '" + d + "' is not a width in 1..65536");
+        dims.push_back((int)n);
+    }
+    if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
+    if (rows < 1 || micro < 1 || rows % micro != 0)
+        throw boost::program_options::error(strfmt("--rows %d is not a multiple of --micro-batches %d", rows, micro));
+    if (repeats < 1 || threads < 1) throw boost::program_options::error("--repeats and --threads must be at least 1");
+    if (rank != 0) return 0;
+    cpu::set_threads(threads);
+    const int L = (int)dims.size() - 1, widest = *std::max_element(dims.begin(), dims.end());
+    std::vector<std::vector<float>> w(L), dw(L), bias(L), dbias(L);
+    for (int l = 0; l < L; ++l) {
+        w[l].resize((size_t)dims[l + 1] * dims[l]);
+        for (size_t i = 0; i < w[l].size(); ++i) w[l][i] = (float)((i * 7919) % 1000) * 1e-4f - 0.05f;
+        dw[l].assign(w[l].size(), 0.0f);
+        bias[l].assign(dims[l + 1], 0.1f);
+        dbias[l].assign(dims[l + 1], 0.0f);
+    }
+    // Each layer's input and output for all rows (a micro-batch works on its slice of them).
+    std::vector<std::vector<float>> act(L + 1), grad(L + 1);
+    for (int l = 0; l <= L; ++l) {
+        act[l].resize((size_t)rows * dims[l]);
+        for (size_t i = 0; i < act[l].size(); ++i) act[l][i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+        grad[l] = act[l];
+    }
+    auto ops = [&](int B, int first) {  // dptrain's calls for rows [first, first + B)
+        for (int l = 0; l < L; ++l)
+            cpu::matmul_forward(act[l + 1].data() + (size_t)first * dims[l + 1], act[l].data() + (size_t)first * dims[l],
+                                w[l].data(), bias[l].data(), B, dims[l], dims[l + 1]);
+        for (int l = L - 1; l >= 0; --l)
+            cpu::matmul_backward(l == 0 ? nullptr : grad[l].data() + (size_t)first * dims[l], dw[l].data(),
+                                 dbias[l].data(), grad[l + 1].data() + (size_t)first * dims[l + 1],
+                                 act[l].data() + (size_t)first * dims[l], w[l].data(), B, dims[l], dims[l + 1]);
+    };
+    auto bare = [&](int B, int first) {  // the same products, sgemm alone
+        for (int l = 0; l < L; ++l)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, dims[l + 1], dims[l], 1.0f,
+                        act[l].data() + (size_t)first * dims[l], dims[l], w[l].data(), dims[l], 0.0f,
+                        act[l + 1].data() + (size_t)first * dims[l + 1], dims[l + 1]);
+        for (int l = L - 1; l >= 0; --l) {
+            const float* dout = grad[l + 1].data() + (size_t)first * dims[l + 1];
+            if (l > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, dims[l], dims[l + 1], 1.0f, dout, dims[l + 1],
+                            w[l].data(), dims[l], 0.0f, grad[l].data() + (size_t)first * dims[l], dims[l]);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dims[l + 1], dims[l], B, 1.0f, dout, dims[l + 1],
+                        act[l].data() + (size_t)first * dims[l], dims[l], 1.0f, dw[l].data(), dims[l]);
+        }
+    };
+    double flops = 0;
+    for (int l = 0; l < L; ++l) flops += 2.0 * rows * dims[l] * dims[l + 1] * (l == 0 ? 2 : 3);
+    const long calls = std::max(3L, (long)(1e9 / flops));  // about 1 GFLOP a timing
+    const int part = rows / micro;
+    // A step's products in n calls of rows / n rows each.
+    auto step_us = [&](const std::function<void(int, int)>& fn, int n) {
+        return best_us(repeats, calls, [&] {
+            for (int m = 0; m < n; ++m) fn(rows / n, m * (rows / n));
+        });
+    };
+    const double ours1 = step_us(ops, 1), oursN = step_us(ops, micro);
+    const double peer1 = step_us(bare, 1), peerN = step_us(bare, micro);
+    std::printf("# dptrain-bench products: an MLP step's matrix products (dims %s, widest %d), microseconds a step, "
+                "best of %d; %d thread%s\n",
+                dims_text.c_str(), widest, repeats, threads, threads == 1 ? "" : "s");
+    std::printf("%-22s %12s %14s %8s\n", "", strfmt("%d rows", rows).c_str(), strfmt("%d x %d rows", micro, part).c_str(),
+                "ratio");
+    std::printf("%-22s %12.1f %14.1f %7.3fx\n", "dptrain's ops", ours1, oursN, oursN / ours1);
+    std::printf("%-22s %12.1f %14.1f %7.3fx\n", "sgemm alone (peer)", peer1, peerN, peerN / peer1);
     return 0;
 }
 
