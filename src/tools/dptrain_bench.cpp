@@ -1,6 +1,7 @@
 // dptrain-bench: dptrain's own measurements, each beside its real peer in the same run
 // (tools/bench.h lists them; each lives in src/tools/lib/bench_*.cpp).
 #include "dptrain/comm/communicator.h"
+#include "dptrain/core/error.h"
 #include "dptrain/tools/bench.h"
 #include "dptrain/tools/cli.h"
 
@@ -19,9 +20,10 @@ int main(int argc, char** argv) {
         if (cmd == "tokenizer") return bench_tokenizer(argc - 1, argv + 1);
         if (cmd == "matmul") return bench_matmul(argc - 1, argv + 1);
         if (cmd == "products") return bench_products(argc - 1, argv + 1);
-        throw boost::program_options::error(cmd.empty()
-                                                ? "no command given (allreduce, io, trace, tokenizer, matmul or products)"
-                                                : "not a command (allreduce, io, trace, tokenizer, matmul or products)");
+        if (cmd == "decode") return bench_decode(argc - 1, argv + 1);
+        const char* commands = "allreduce, io, trace, tokenizer, matmul, products or decode";
+        throw boost::program_options::error(cmd.empty() ? strfmt("no command given (%s)", commands)
+                                                        : strfmt("not a command (%s)", commands));
     }, speak);
     mpi_finish();
     return code;

@@ -44,5 +44,17 @@ expect_one_line 2 "^dptrain-bench: error: matmul: --rows '0' is not a row count"
 # A small real run: the op and its peer for one shape and two row counts, a line each.
 [ "$("$BIN/dptrain-bench" matmul --shapes 64x96 --rows 1,3 --repeats 1 | grep -cE '^ +64 +96 +[13] ')" = 2 ] ||
   fail "dptrain-bench matmul did not print its two rows"
+expect_one_line 2 "^dptrain-bench: error: products: --rows 100 is not a multiple of --micro-batches 3" \
+  "$BIN/dptrain-bench" products --rows 100 --micro-batches 3
+out=$("$BIN/dptrain-bench" products --dims 8,16,4 --rows 8 --micro-batches 2 --repeats 1)
+grep -qE "^dptrain's ops +[0-9.]+ +[0-9.]+ +[0-9.]+x$" <<<"$out" && grep -qE "^sgemm alone \(peer\) +[0-9.]+" <<<"$out" ||
+  { echo "$out"; fail "dptrain-bench products did not print its two rows"; }
+expect_one_line 2 "^dptrain-bench: error: decode: --text needs --checkpoint" "$BIN/dptrain-bench" decode --text README.md
+expect_one_line 2 "^dptrain-bench: error: decode: .*--n-embd a multiple of --n-head" \
+  "$BIN/dptrain-bench" decode --n-embd 30 --n-head 4
+out=$("$BIN/dptrain-bench" decode --vocab 97 --block-size 32 --n-layer 1 --n-head 2 --n-embd 16 --tokens 8 --repeats 1)
+grep -qE "^tokens/s \(best\) +[0-9.]+ +[0-9.]+ +[0-9.]+x$" <<<"$out" &&
+  grep -qE "^greedy tokens equal before the first difference: [0-8] of 8$" <<<"$out" ||
+  { echo "$out"; fail "dptrain-bench decode did not print its rate and agreement"; }
 expect_one_line 2 "^dptrain-report: error: frob: not a command" "$BIN/dptrain-report" frob
 echo "tools: --help and one-line errors ok"

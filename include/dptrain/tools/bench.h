@@ -6,6 +6,7 @@
 //   tokenizer  GPT-2's BPE and SentencePiece: encode and decode MB/s on one core (peers: bench/tokenizer.sh)
 //   matmul     the CPU matmul_forward of few rows (decoding) beside one OpenBLAS sgemm
 //   products   an MLP step's products whole and in micro-batches, beside bare sgemm calls
+//   decode     the CPU decoder with fp32 beside bf16 weights: tokens/s, and their answers
 #pragma once
 
 namespace dptrain {
@@ -16,6 +17,7 @@ int bench_trace(int argc, char** argv);
 int bench_tokenizer(int argc, char** argv);
 int bench_matmul(int argc, char** argv);
 int bench_products(int argc, char** argv);
+int bench_decode(int argc, char** argv);
 // The usage lines of all of them, for any argument the tool does not take.
 const char* bench_usage();
 

@@ -347,6 +347,11 @@ const char* bench_usage() {
            "                        [--threads 1]\n"
            "           an MLP step's matrix products for all rows at once and in micro-batches, beside the\n"
            "           same products as bare OpenBLAS sgemm calls: the floor of gradient accumulation's cost\n"
+           "       dptrain-bench decode [--checkpoint PATH [--text FILE]] [--vocab 50257] [--block-size 1024]\n"
+           "                        [--n-layer 12] [--n-head 12] [--n-embd 768] [--tokens 100]\n"
+           "                        [--prompt-tokens 4] [--repeats 3] [--threads 1]\n"
+           "           the CPU decoder with fp32 beside bf16 weights: greedy tokens/s and where they part;\n"
+           "           with --text, every window's next-token loss and argmax under both\n"
            "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 
