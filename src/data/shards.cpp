@@ -173,7 +173,7 @@ std::string ShardSet::conversion_note() const {
 size_t ShardSet::held_bytes() const {
     size_t n = 0;
     for (const Shard& sh : shards_)
-        if (sh.label_cache) n += sh.label_cache->size() * sizeof(int);
+        n += (sh.label_cache ? sh.label_cache->size() * sizeof(int) : 0) + sh.chunk_cache;
     return n;
 }
 
@@ -327,8 +327,8 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
         // HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets
         // instead of HDF5's 1 MiB, within 256 MiB per reader for all shards together.
         size_t budget = std::min<size_t>(64u << 20, (256u << 20) / n_shards);
-        h5::size_chunk_cache(sh.file.get(), sh.features, "/features", budget / 5 * 4);
-        h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", budget / 5);
+        sh.chunk_cache = h5::size_chunk_cache(sh.file.get(), sh.features, "/features", budget / 5 * 4) +
+                         h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", budget / 5);
     }
     sh.first = total_;
     sh.count = (long)fd[0];

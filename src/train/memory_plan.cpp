@@ -110,13 +110,20 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     const size_t sample = (size_t)(f.floats_per_sample + f.ints_per_sample) * 4;
     const size_t ring = slots * (size_t)B * sample + (size_t)o.io_threads * B * sizeof(long);
     out.push_back({"input ring", ring, strfmt("%zu slots of %d samples", slots, B), false});
-    out.push_back({"sample order, labels", f.order_bytes + f.reader_bytes,
-                   strfmt("the epoch's order%s%s", o.io_threads > 1 ? " (two epochs)" : "",
-                          f.reader_bytes > 0 ? "; the labels, read at open by each reader" : ""),
+    out.push_back({"sample order", f.order_bytes, o.io_threads > 1 ? "8 bytes a sample, two epochs" : "8 bytes a sample",
                    false});
+    if (f.reader_bytes > 0)
+        out.push_back({"readers' caches", f.reader_bytes,
+                       strfmt("labels read at open (and HDF5-read shards' chunk caches); %d reader%s", std::max(1, o.io_threads),
+                              o.io_threads > 1 ? "s" : ""),
+                       false});
+    // Shared by the node's ranks: a rank's share counts (the node's memory holds one copy), though
+    // each rank's resident size grows to all of it as it reads.
     if (f.node_copy_bytes > 0)
-        out.push_back({"node copy of the data", f.node_copy_bytes,
-                       "--io memory: shared by the node's ranks, counted in each one's resident size", false});
+        out.push_back({"node copy of the data", f.node_copy_bytes / (size_t)std::max(1, L),
+                       strfmt("--io memory: this rank's share of the copy its node's %d rank%s", L,
+                              L == 1 ? " holds" : "s share"),
+                       false});
     out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
                    strfmt("%d rows", f.eval_rows), false});
     // Rank 0: an asynchronous checkpoint's copy of everything; a synchronous one writes the live

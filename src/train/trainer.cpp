@@ -4,11 +4,13 @@
 // collectives, the same on every rank:
 //   1. stage the data to node-local storage (--stage-dir), check it against SHA256SUMS (--verify-data)
 //   2. every rank has the same options (checksums compared)
-//   3. local: threads, GPU health, the device, the data, the model, the optimizer, the sampler
+//   3. local: threads, GPU health, the device; 3b. the MFU peak, summed over the ranks, before the
+//      run allocates (then what the process holds is measured: the plan's runtime row);
+//      3c. local: the data, the model, the optimizer, the sampler
 //   4. every rank sees the same dataset
 //   5. the gradient path (GPU health agreed first; the shared window or NCCL made together)
 //   6. --io memory: the node's copy of the training split; the extra readers
-//   7. the MFU peak, summed over the ranks
+//   7. local: the memory plan (the start-up table)
 //   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
 //  10. rank 0 opens the metrics file; 11. the banner; 12. signals, watchdog, node heartbeats
 // After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a collective.
@@ -162,7 +164,7 @@ struct Setup {
         task->readers(o.io_threads);
     }
 
-    // 6b. Local: what this rank's parts take, from the model's shape (the start-up table, and the
+    // 7. Local: what this rank's parts take, from the model's shape (the start-up table, and the
     // end's peak beside it). `runtime`: what the process held before the run allocated.
     void plan_memory_use(size_t runtime) {
         PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);

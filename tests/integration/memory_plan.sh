@@ -3,7 +3,7 @@
 # fits and 1 when not; the largest micro-batch it names fits and one more does not; sharding
 # divides the optimizer state; bad sizes get one line. And the plan against what a run measures:
 # its peak resident memory within 15% of the plan (an MLP and a GPT, 2 ranks, replicated and
-# sharded; a small MLP over 200 shards).
+# sharded); and a rank's memory does not grow with the number of shards.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 2000 --val-samples 128
 /usr/bin/python3 "$ROOT/tests/integration/make_text.py" 40000 >"$WORK/text.txt"
@@ -65,12 +65,19 @@ within() {  # within NAME: the run's "memory:" line, planned against measured on
 train 2 --data "$WORK/data" --hidden 1024,1024 --steps 5 --eval-every 0 --run-dir "$WORK/mlp"
 [ "$RC" = 0 ] && grep -q "^memory per rank (plan for 2 ranks, --batch-size 64)" "$WORK/out" || { cat "$WORK/out"; fail "mlp: exit $RC or no plan"; }
 within "mlp 1024,1024 on 2 ranks"
-# The default MLP's size (a few MiB beside the libraries) over 200 shards and 2 reader threads: the
-# libraries, the readers and the sample order, not the model, are most of it.
-synth "$WORK/many" --train-samples 20000 --val-samples 128 --shards 200
-train 2 --data "$WORK/many" --hidden 256,256 --io-threads 2 --steps 5 --eval-every 0 --run-dir "$WORK/mlp-many"
-[ "$RC" = 0 ] || { cat "$WORK/out"; fail "mlp over 200 shards: exit $RC"; }
-within "mlp 256,256 over 200 shards, 2 readers, on 2 ranks"
+# Memory does not grow with the shard count: the same small MLP over 4 and over 200 shards, 2
+# ranks with 2 reader threads each (an open HDF5 file per shard cost 0.55 MiB a rank).
+peak_of() { sed -n 's/^memory: peak resident \([0-9.]*\) MiB on rank 0, the most .*/\1/p; s/.*; \([0-9.]*\) MiB on rank 0, the least$/\1/p' "$WORK/out"; }
+for n in 4 200; do
+  synth "$WORK/shards$n" --train-samples 20000 --val-samples 128 --shards $n
+  train 2 --data "$WORK/shards$n" --hidden 256,256 --io-threads 2 --steps 5 --eval-every 0 --run-dir "$WORK/mlp$n"
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "mlp over $n shards: exit $RC"; }
+  eval "peak$n=$(peak_of)"
+done
+[ -n "$peak4" ] && [ -n "$peak200" ] || fail "no peak of rank 0 in the runs over 4 and 200 shards"
+awk -v a="$peak4" -v b="$peak200" 'BEGIN { exit !(b - a <= 4) }' \
+  || fail "rank 0's peak grew from $peak4 MiB (4 shards) to $peak200 MiB (200 shards)"
+echo "ok: rank 0's peak over 4 shards $peak4 MiB, over 200 shards $peak200 MiB"
 for extra in "" --shard-optimizer; do
   train 2 "${G[@]}" --steps 4 --eval-every 0 --run-dir "$WORK/gpt$extra" $extra
   [ "$RC" = 0 ] || { cat "$WORK/out"; fail "gpt $extra: exit $RC"; }

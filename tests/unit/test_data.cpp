@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <malloc.h>
 #include <set>
 #include <thread>
 #include <sys/stat.h>
@@ -206,6 +207,33 @@ TEST_CASE("Sampler: order depends on seed and epoch only", "[data][sampler]") {
     a.batch(13, z.data());
     CHECK(z == w);
     CHECK(x != w);  // epoch 1 differs from epoch 0
+}
+
+// Bytes malloc has handed out and not taken back (its heap's and its mmapped chunks').
+static size_t malloc_in_use() {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+TEST_CASE("Sampler::bytes_for is what a Sampler allocates (the memory plan's row)", "[data][sampler]") {
+    {
+        const size_t before = malloc_in_use();
+        std::vector<long> probe((size_t)1 << 17);
+        if (malloc_in_use() - before < probe.size() * sizeof(long)) {
+            WARN("malloc's counts do not see allocations here (a sanitizer's allocator): not checked");
+            return;
+        }
+    }
+    const long N = 1 << 20;
+    for (int epochs : {1, 2})
+        for (long block : {1l, 16l}) {
+            INFO("epochs " << epochs << ", block " << block);
+            const size_t before = malloc_in_use();
+            Sampler s(N, 512, 3, epochs, block);
+            const size_t used = malloc_in_use() - before, planned = Sampler::bytes_for(N, epochs, block);
+            CHECK(used >= planned);
+            CHECK(used <= planned + 3 * 4096);  // each vector rounded up to whole pages
+        }
 }
 
 TEST_CASE("Sampler --shuffle-block: whole blocks of consecutive samples, a shifted grid each epoch", "[data][sampler]") {
@@ -593,24 +621,25 @@ TEST_CASE("TokenShardSet::check_ids names the first id outside the vocabulary, i
     }
 }
 
-// HDF5 files open in this process (every handle HDF5 holds, datasets' files included).
-static long open_h5_files() {
+// HDF5 files and datasets open in this process (an open dataset keeps its file open inside HDF5
+// even when the file's own handle is closed).
+static long open_h5_objects() {
     std::lock_guard<std::mutex> g(h5::lock());
-    return (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE);
+    return (long)H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE | H5F_OBJ_DATASET);
 }
 
 TEST_CASE("Shards read by pread hold no HDF5 file open; HDF5-path shards keep theirs", "[data][tokens]") {
     // An open HDF5 file keeps its metadata cache (about half a MiB each in HDF5 1.10): with a
     // thousand shards, 600 MiB of a rank's memory (bench/shard_memory.sh).
-    const long before = open_h5_files();
+    const long before = open_h5_objects();
     const std::string tab = temp_dir("h5open");
     write_shards(tab, "train", {5, 7, 4, 6}, 3, 4);
     {
         ShardSet s = ShardSet::open(tab, "train", 8);
         REQUIRE(s.direct());
-        CHECK(open_h5_files() == before);
+        CHECK(open_h5_objects() == before);
         std::unique_ptr<Dataset> again = s.reopen();
-        CHECK(open_h5_files() == before);
+        CHECK(open_h5_objects() == before);
         long idx[3] = {21, 0, 9};
         float x[9];
         int y[3];
@@ -624,14 +653,14 @@ TEST_CASE("Shards read by pread hold no HDF5 file open; HDF5-path shards keep th
         for (int i = 0; i < 3; ++i)
             write_token_shard(dir + strfmt("/train-%05d-of-00003.h5", i), 500, -1, 0, chunked);
         TokenShardSet s = TokenShardSet::open(dir, "train", 16, 1, false);
-        CHECK(open_h5_files() == before + (chunked ? 3 : 0));
+        CHECK(open_h5_objects() == before + (chunked ? 6 : 0));  // a file and its /tokens each
         const long window = 30 + 5;  // (500 - 16) / 16 = 30 windows a shard: shard 1's sixth, tokens 80..96
         std::vector<int> y(17);
         s.read(&window, 1, 0, nullptr, y.data());
         CHECK(y[0] == 80);
         CHECK(y[16] == 96);
     }
-    CHECK(open_h5_files() == before);
+    CHECK(open_h5_objects() == before);
 }
 
 TEST_CASE("Tokenizer::bytes_of: the UTF-8 length of what an id decodes to", "[tokens]") {

@@ -52,7 +52,7 @@ class ShardSet : public Dataset {
     const std::string& shard_path(int i) const override { return shards_[i].path; }
     std::string where(long i) const override;
     std::unique_ptr<Dataset> reopen() const override;
-    size_t held_bytes() const override;  // the label caches
+    size_t held_bytes() const override;  // the label caches and HDF5 shards' chunk caches
 
     static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
@@ -87,6 +87,7 @@ class ShardSet : public Dataset {
         // Direct shards whose labels all fit in kLabelCacheBytes: the labels, read and checked
         // once at open, so that a row costs one pread instead of two.
         std::shared_ptr<const std::vector<int>> label_cache;
+        size_t chunk_cache = 0;  // HDF5 reads: the chunk caches' bytes (filled as chunks are read)
     };
     void add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards);
     void cache_labels();
