@@ -278,6 +278,7 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
                                runnable("dptrain-data").c_str(), dir.c_str()));
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // written on Windows
         if (line.empty()) continue;
         // sha256sum's format: 64 hex digits, a space, ' ' (text) or '*' (binary), the name.
         if (line.size() < 67 || line[64] != ' ' || (line[65] != ' ' && line[65] != '*') ||
@@ -287,6 +288,14 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
                                    dir.c_str(), n, runnable("dptrain").c_str(), dir.c_str()));
         std::string name = line.substr(66);
         if (name.compare(0, 2, "./") == 0) name = name.substr(2);
+        // A name inside the directory: checking (and, when staging, removing a bad copy) must
+        // never reach a file elsewhere.
+        const std::string padded = "/" + name + "/";
+        if (name.empty() || name[0] == '/' || padded.find("/../") != std::string::npos)
+            throw UserError(strfmt("%s/SHA256SUMS:%d: '%s' is not a file inside %s (empty, absolute or with ..); "
+                                   "regenerate it with `%s verify --update-sums %s`",
+                                   dir.c_str(), n, name.c_str(), dir.c_str(), runnable("dptrain-data").c_str(),
+                                   dir.c_str()));
         want.emplace_back(line.substr(0, 64), name);
     }
     return want;

@@ -1,6 +1,7 @@
 // libFuzzer target: the SHA256SUMS reader (dptrain-data verify, --verify-data, staging). Any input
-// must end in (sum, name) pairs of 64 hex digits and a non-empty name, or a UserError naming the
-// file and line; any other exception, crash or sanitizer report is a bug.
+// must end in (sum, name) pairs of 64 hex digits and a non-empty relative name without a ..
+// component, or a UserError naming the file and line; any other exception, crash or sanitizer
+// report is a bug.
 #include "dptrain/core/error.h"
 #include "dptrain/data/stage.h"
 #include "../scratch_dir.h"
@@ -20,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         for (const auto& entry : read_sums(dir))
             if (entry.first.size() != 64 || entry.first.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos ||
-                entry.second.empty())
+                entry.second.empty() || entry.second[0] == '/' ||
+                ("/" + entry.second + "/").find("/../") != std::string::npos)
                 std::abort();  // a line the reader should have refused
     } catch (const UserError&) {
     }

@@ -684,3 +684,23 @@ TEST_CASE("sha256_hex and sha256_file give FIPS 180-4's digests", "[stage]") {
     std::ofstream(path) << std::string(1000000, 'a');
     CHECK(sha256_file(path) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
+
+TEST_CASE("read_sums keeps names inside the directory and reads CRLF lines", "[stage]") {
+    const std::string dir = testing::temp_dir("sums");
+    const std::string sum(64, 'a');
+    auto sums_of = [&](const std::string& text) {
+        std::ofstream(dir + "/SHA256SUMS") << text;
+        return read_sums(dir);
+    };
+    const auto ok = sums_of(sum + "  ./train-00000-of-00001.h5\r\n" + sum + " *sub/dir/val-00000-of-00001.h5\n");
+    REQUIRE(ok.size() == 2);
+    CHECK(ok[0].second == "train-00000-of-00001.h5");
+    CHECK(ok[1].second == "sub/dir/val-00000-of-00001.h5");
+    CHECK(sums_of(sum + "  a..b/c..\n")[0].second == "a..b/c..");  // dots within names are fine
+    // Checking (and staging's removal of a bad copy) must never reach a file outside the directory.
+    for (const std::string name : {"./", "/etc/passwd", "../outside", "a/../../outside", "a/.."}) {
+        INFO(name);
+        CHECK_THROWS_WITH(sums_of(sum + "  " + name + "\n"), Catch::Contains("SHA256SUMS:1: '") &&
+                                                                 Catch::Contains("is not a file inside " + dir));
+    }
+}
