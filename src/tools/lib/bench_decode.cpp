@@ -7,7 +7,6 @@
 // next-token loss and argmax under both weights.
 #include "dptrain/tools/bench.h"
 
-#include "dptrain/app/inference.h"
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/clock.h"
@@ -15,6 +14,7 @@
 #include "dptrain/model/decoder.h"
 #include "dptrain/tools/cli.h"
 #include "dptrain/tools/text_files.h"
+#include "dptrain/train/inference_model.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -99,8 +99,9 @@ int bench_decode(int argc, char** argv) {
     parse_subcommand(argc, argv, desc);
     if (!text_path.empty() && checkpoint.empty())
         throw po::error("--text needs --checkpoint (its tokenizer reads the text, its weights are scored)");
-    if (repeats < 1 || threads < 1 || tokens < 1 || prompt_tokens < 1)
-        throw po::error("--tokens, --prompt-tokens, --repeats and --threads must be at least 1");
+    if (repeats < 1 || threads < 1 || prompt_tokens < 1)
+        throw po::error("--prompt-tokens, --repeats and --threads must be at least 1");
+    if (tokens < 2) throw po::error("--tokens must be at least 2 (the first comes from the prompt's call)");
     InferenceModel m;
     if (!checkpoint.empty()) {
         m = load_inference_model(checkpoint);
@@ -142,7 +143,7 @@ int bench_decode(int argc, char** argv) {
         dec->set_params(m.params.data());
         for (int r = 0; r < repeats; ++r) {
             const double s = greedy(*dec, cfg, prompt, tokens, &greedy_ids[k]);
-            rate[k] = std::max(rate[k], tokens > 1 ? (tokens - 1) / s : 0.0);
+            rate[k] = std::max(rate[k], (tokens - 1) / s);
         }
         if (!text_ids.empty()) answers[k] = score(*dec, cfg, text_ids);
     }

@@ -136,7 +136,9 @@ int bench_products(int argc, char** argv) {
         dims.push_back((int)n);
     }
     if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
-    if (rows < 1 || micro < 1 || rows % micro != 0)
+    if (rows < 1 || micro < 1)
+        throw boost::program_options::error("--rows and --micro-batches must be at least 1");
+    if (rows % micro != 0)
         throw boost::program_options::error(strfmt("--rows %d is not a multiple of --micro-batches %d", rows, micro));
     if (repeats < 1 || threads < 1) throw boost::program_options::error("--repeats and --threads must be at least 1");
     if (rank != 0) return 0;
