@@ -81,86 +81,117 @@ Answers score(Decoder& dec, const GptConfig& cfg, const std::vector<int>& ids) {
     return a;
 }
 
+// What to measure: the options, checked.
+struct DecodeBench {
+    std::string checkpoint, text_path;
+    GptConfig cfg;  // without a checkpoint: the shape to initialise
+    int tokens = 100, prompt_tokens = 4, repeats = 3, threads = 1;
+};
+
+DecodeBench parse_decode(int argc, char** argv) {
+    namespace po = boost::program_options;
+    DecodeBench b;
+    GptConfig& c = b.cfg;
+    c.vocab_size = 50257, c.block_size = 1024, c.n_layer = 12, c.n_head = 12, c.n_embd = 768;
+    po::options_description desc;
+    desc.add_options()("checkpoint", po::value(&b.checkpoint))("text", po::value(&b.text_path))(
+        "vocab", po::value(&c.vocab_size))("block-size", po::value(&c.block_size))("n-layer", po::value(&c.n_layer))(
+        "n-head", po::value(&c.n_head))("n-embd", po::value(&c.n_embd))("tokens", po::value(&b.tokens))(
+        "prompt-tokens", po::value(&b.prompt_tokens))("repeats", po::value(&b.repeats))("threads", po::value(&b.threads));
+    parse_subcommand(argc, argv, desc);
+    if (!b.text_path.empty() && b.checkpoint.empty())
+        throw po::error("--text needs --checkpoint (its tokenizer reads the text, its weights are scored)");
+    if (b.repeats < 1 || b.threads < 1 || b.prompt_tokens < 1)
+        throw po::error("--prompt-tokens, --repeats and --threads must be at least 1");
+    if (b.tokens < 2) throw po::error("--tokens must be at least 2 (the first comes from the prompt's call)");
+    if (b.checkpoint.empty() && (c.vocab_size < 2 || c.block_size < 2 || c.n_layer < 1 || c.n_head < 1 ||
+                                 c.n_embd < 1 || c.n_embd % c.n_head != 0))
+        throw po::error("the shape needs --vocab and --block-size of 2 or more, and --n-embd a multiple of --n-head");
+    return b;
+}
+
+// The checkpoint's model (b.cfg becomes its shape), or b.cfg's with GPT-2's initialisation.
+InferenceModel model_for(DecodeBench& b) {
+    InferenceModel m;
+    if (!b.checkpoint.empty()) {
+        m = load_inference_model(b.checkpoint);
+        b.cfg = m.cfg;
+    } else {
+        m.params.resize(Gpt::count_params(b.cfg));
+        Gpt(b.cfg, 0).init(m.params.data(), 1);
+    }
+    if (b.prompt_tokens + b.tokens > b.cfg.block_size)
+        throw boost::program_options::error(strfmt("--prompt-tokens %d + --tokens %d exceed the block size %d",
+                                                   b.prompt_tokens, b.tokens, b.cfg.block_size));
+    return m;
+}
+
+// --text's ids (none without it): at least one window.
+std::vector<int> text_tokens(const DecodeBench& b, const Tokenizer& tok) {
+    if (b.text_path.empty()) return {};
+    if (access(b.text_path.c_str(), R_OK) != 0)
+        throw UserError(strfmt("--text %s: cannot read it: %s", b.text_path.c_str(), std::strerror(errno)));
+    std::vector<int> ids = tok.encode(read_texts({b.text_path}));
+    if ((long)ids.size() < b.cfg.block_size + 1)
+        throw UserError(strfmt("--text %s: %zu tokens, fewer than one window of %d + 1", b.text_path.c_str(),
+                               ids.size(), b.cfg.block_size));
+    return ids;
+}
+
+// One weight precision's results.
+struct Measured {
+    std::vector<int> greedy_ids;
+    double rate = 0;  // tokens/s, the best run
+    Answers answers;
+};
+
+Measured measure(const DecodeBench& b, Precision weights, const std::vector<float>& params,
+                 const std::vector<int>& prompt, const std::vector<int>& text_ids) {
+    Measured out;
+    std::unique_ptr<Decoder> dec = make_cpu_decoder(b.cfg, weights);
+    dec->reserve(1, b.cfg.block_size);
+    dec->set_params(params.data());
+    for (int r = 0; r < b.repeats; ++r)
+        out.rate = std::max(out.rate, (b.tokens - 1) / greedy(*dec, b.cfg, prompt, b.tokens, &out.greedy_ids));
+    if (!text_ids.empty()) out.answers = score(*dec, b.cfg, text_ids);
+    return out;
+}
+
+void print_results(const DecodeBench& b, const Measured& f, const Measured& h) {
+    int same = 0;
+    while (same < b.tokens && f.greedy_ids[same] == h.greedy_ids[same]) ++same;
+    std::printf("%-26s %12s %12s %8s\n", "", "fp32", "bf16", "ratio");
+    std::printf("%-26s %12.1f %12.1f %7.2fx\n", "tokens/s (best)", f.rate, h.rate, h.rate / f.rate);
+    std::printf("greedy tokens equal before the first difference: %d of %d\n", same, b.tokens);
+    if (b.text_path.empty()) return;
+    long agree = 0;
+    for (size_t i = 0; i < f.answers.top.size(); ++i) agree += f.answers.top[i] == h.answers.top[i];
+    std::printf("%-26s %12.5f %12.5f %+9.5f\n", "next-token loss (nats)", f.answers.loss, h.answers.loss,
+                h.answers.loss - f.answers.loss);
+    std::printf("argmax equal at %ld of %ld positions (%.2f%%) of --text, in windows of %d\n", agree,
+                f.answers.positions, 100.0 * (double)agree / (double)std::max(1l, f.answers.positions),
+                b.cfg.block_size);
+}
+
 }  // namespace
 
 int bench_decode(int argc, char** argv) {
     const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
-    std::string checkpoint, text_path;
-    GptConfig cfg;
-    cfg.vocab_size = 50257, cfg.block_size = 1024, cfg.n_layer = 12, cfg.n_head = 12, cfg.n_embd = 768;
-    int tokens = 100, prompt_tokens = 4, repeats = 3, threads = 1;
-    namespace po = boost::program_options;
-    po::options_description desc;
-    desc.add_options()("checkpoint", po::value(&checkpoint))("text", po::value(&text_path))(
-        "vocab", po::value(&cfg.vocab_size))("block-size", po::value(&cfg.block_size))(
-        "n-layer", po::value(&cfg.n_layer))("n-head", po::value(&cfg.n_head))("n-embd", po::value(&cfg.n_embd))(
-        "tokens", po::value(&tokens))("prompt-tokens", po::value(&prompt_tokens))("repeats", po::value(&repeats))(
-        "threads", po::value(&threads));
-    parse_subcommand(argc, argv, desc);
-    if (!text_path.empty() && checkpoint.empty())
-        throw po::error("--text needs --checkpoint (its tokenizer reads the text, its weights are scored)");
-    if (repeats < 1 || threads < 1 || prompt_tokens < 1)
-        throw po::error("--prompt-tokens, --repeats and --threads must be at least 1");
-    if (tokens < 2) throw po::error("--tokens must be at least 2 (the first comes from the prompt's call)");
-    InferenceModel m;
-    if (!checkpoint.empty()) {
-        m = load_inference_model(checkpoint);
-        cfg = m.cfg;
-    } else {
-        if (cfg.vocab_size < 2 || cfg.block_size < 2 || cfg.n_layer < 1 || cfg.n_head < 1 || cfg.n_embd < 1 ||
-            cfg.n_embd % cfg.n_head != 0)
-            throw po::error("the shape needs --vocab and --block-size of 2 or more, and --n-embd a multiple of --n-head");
-        m.params.resize(Gpt::count_params(cfg));
-        Gpt(cfg, 0).init(m.params.data(), 1);
-    }
-    if (prompt_tokens + tokens > cfg.block_size)
-        throw po::error(strfmt("--prompt-tokens %d + --tokens %d exceed the block size %d", prompt_tokens, tokens,
-                               cfg.block_size));
-    std::vector<int> text_ids;
-    if (!text_path.empty()) {
-        if (access(text_path.c_str(), R_OK) != 0)
-            throw UserError(strfmt("--text %s: cannot read it: %s", text_path.c_str(), std::strerror(errno)));
-        text_ids = m.tok.encode(read_texts({text_path}));
-        if ((long)text_ids.size() < cfg.block_size + 1)
-            throw UserError(strfmt("--text %s: %zu tokens, fewer than one window of %d + 1", text_path.c_str(),
-                                   text_ids.size(), cfg.block_size));
-    }
+    DecodeBench b = parse_decode(argc, argv);
+    const InferenceModel m = model_for(b);
+    const std::vector<int> text_ids = text_tokens(b, m.tok);
     if (rank != 0) return 0;
-    cpu::set_threads(threads);
-    std::vector<int> prompt(prompt_tokens);
-    for (int i = 0; i < prompt_tokens; ++i)
-        prompt[i] = text_ids.empty() ? (i * 7919) % cfg.vocab_size : text_ids[i];
+    cpu::set_threads(b.threads);
+    std::vector<int> prompt(b.prompt_tokens);
+    for (int i = 0; i < b.prompt_tokens; ++i)
+        prompt[i] = text_ids.empty() ? (i * 7919) % b.cfg.vocab_size : text_ids[i];
     std::printf("# dptrain-bench decode: %s (%s), %zu parameters; %d thread%s; greedy, %d tokens after %d\n",
-                checkpoint.empty() ? "GPT-2's initialisation" : checkpoint.c_str(), Gpt(cfg, 0).signature().c_str(),
-                m.params.size(), threads, threads == 1 ? "" : "s", tokens, prompt_tokens);
-    std::vector<int> greedy_ids[2];
-    double rate[2] = {0, 0};
-    Answers answers[2];
-    const Precision precisions[2] = {Precision::fp32, Precision::bf16};
-    for (int k = 0; k < 2; ++k) {
-        std::unique_ptr<Decoder> dec = make_cpu_decoder(cfg, precisions[k]);
-        dec->reserve(1, cfg.block_size);
-        dec->set_params(m.params.data());
-        for (int r = 0; r < repeats; ++r) {
-            const double s = greedy(*dec, cfg, prompt, tokens, &greedy_ids[k]);
-            rate[k] = std::max(rate[k], (tokens - 1) / s);
-        }
-        if (!text_ids.empty()) answers[k] = score(*dec, cfg, text_ids);
-    }
-    int same = 0;
-    while (same < tokens && greedy_ids[0][same] == greedy_ids[1][same]) ++same;
-    std::printf("%-26s %12s %12s %8s\n", "", "fp32", "bf16", "ratio");
-    std::printf("%-26s %12.1f %12.1f %7.2fx\n", "tokens/s (best)", rate[0], rate[1], rate[1] / rate[0]);
-    std::printf("greedy tokens equal before the first difference: %d of %d\n", same, tokens);
-    if (!text_ids.empty()) {
-        long agree = 0;
-        for (size_t i = 0; i < answers[0].top.size(); ++i) agree += answers[0].top[i] == answers[1].top[i];
-        std::printf("%-26s %12.5f %12.5f %+9.5f\n", "next-token loss (nats)", answers[0].loss, answers[1].loss,
-                    answers[1].loss - answers[0].loss);
-        std::printf("argmax equal at %ld of %ld positions (%.2f%%) of --text, in windows of %d\n", agree,
-                    answers[0].positions, 100.0 * (double)agree / (double)std::max(1l, answers[0].positions),
-                    cfg.block_size);
-    }
+                b.checkpoint.empty() ? "GPT-2's initialisation" : b.checkpoint.c_str(),
+                Gpt(b.cfg, 0).signature().c_str(), m.params.size(), b.threads, b.threads == 1 ? "" : "s", b.tokens,
+                b.prompt_tokens);
+    const Measured fp32 = measure(b, Precision::fp32, m.params, prompt, text_ids);
+    const Measured bf16 = measure(b, Precision::bf16, m.params, prompt, text_ids);
+    print_results(b, fp32, bf16);
     return 0;
 }
 

@@ -113,12 +113,86 @@ int bench_matmul(int argc, char** argv) {
     return 0;
 }
 
+namespace {
+
+// "32,256,10" -> {32, 256, 10}: an MLP's widths, input first.
+std::vector<int> parse_widths(const std::string& text) {
+    std::vector<int> dims;
+    for (const std::string& d : split_list(text)) {
+        char* end = nullptr;
+        const long n = std::strtol(d.c_str(), &end, 10);
+        if (*end || n < 1 || n > 65536) throw boost::program_options::error("--dims '" + d + "' is not a width in 1..65536");
+        dims.push_back((int)n);
+    }
+    if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
+    return dims;
+}
+
+// An MLP's weights, and each layer's input and output for all rows (a micro-batch works on its
+// slice of them), allocated once.
+struct MlpProducts {
+    std::vector<int> dims;
+    std::vector<std::vector<float>> w, dw, bias, dbias, act, grad;
+
+    MlpProducts(const std::vector<int>& d, int rows) : dims(d) {
+        const int L = (int)dims.size() - 1;
+        w.resize(L), dw.resize(L), bias.resize(L), dbias.resize(L), act.resize(L + 1), grad.resize(L + 1);
+        for (int l = 0; l < L; ++l) {
+            w[l].resize((size_t)dims[l + 1] * dims[l]);
+            for (size_t i = 0; i < w[l].size(); ++i) w[l][i] = (float)((i * 7919) % 1000) * 1e-4f - 0.05f;
+            dw[l].assign(w[l].size(), 0.0f);
+            bias[l].assign(dims[l + 1], 0.1f);
+            dbias[l].assign(dims[l + 1], 0.0f);
+        }
+        for (int l = 0; l <= L; ++l) {
+            act[l].resize((size_t)rows * dims[l]);
+            for (size_t i = 0; i < act[l].size(); ++i) act[l][i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+            grad[l] = act[l];
+        }
+    }
+    float* in(int l, int first) { return act[l].data() + (size_t)first * dims[l]; }
+    float* din(int l, int first) { return grad[l].data() + (size_t)first * dims[l]; }
+
+    // dptrain's calls for rows [first, first + B): forward, then backward (no input gradient for
+    // the first layer), the weight gradients summed in place.
+    void ops(int B, int first) {
+        const int L = (int)dims.size() - 1;
+        for (int l = 0; l < L; ++l)
+            cpu::matmul_forward(in(l + 1, first), in(l, first), w[l].data(), bias[l].data(), B, dims[l], dims[l + 1]);
+        for (int l = L - 1; l >= 0; --l)
+            cpu::matmul_backward(l == 0 ? nullptr : din(l, first), dw[l].data(), dbias[l].data(), din(l + 1, first),
+                                 in(l, first), w[l].data(), B, dims[l], dims[l + 1]);
+    }
+    // The same products as bare sgemm calls (the peer).
+    void bare(int B, int first) {
+        const int L = (int)dims.size() - 1;
+        for (int l = 0; l < L; ++l)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, dims[l + 1], dims[l], 1.0f, in(l, first), dims[l],
+                        w[l].data(), dims[l], 0.0f, in(l + 1, first), dims[l + 1]);
+        for (int l = L - 1; l >= 0; --l) {
+            if (l > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, dims[l], dims[l + 1], 1.0f, din(l + 1, first),
+                            dims[l + 1], w[l].data(), dims[l], 0.0f, din(l, first), dims[l]);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dims[l + 1], dims[l], B, 1.0f, din(l + 1, first),
+                        dims[l + 1], in(l, first), dims[l], 1.0f, dw[l].data(), dims[l]);
+        }
+    }
+    double flops(int rows) const {
+        double f = 0;
+        for (size_t l = 0; l + 1 < dims.size(); ++l) f += 2.0 * rows * dims[l] * dims[l + 1] * (l == 0 ? 2 : 3);
+        return f;
+    }
+};
+
+}  // namespace
+
 // dptrain-bench products: what gradient accumulation cannot save. An MLP's matrix products for
-// one step (each layer's forward, input gradient and weight gradient, as the CPU backend calls
-// them, biases included) over --rows rows in one call each, against --micro-batches calls of
-// rows/N rows, the weight gradients summed in place. Beside them, the same products as bare
-// OpenBLAS sgemm calls (the peer: the library's own cost of smaller products). Nothing else of
-// a step is timed: the ratio is the floor a trainer's micro-batched step meets on this machine.
+// one step (each layer's forward and weight gradient, the input gradients of all but the first
+// layer, as the CPU backend calls them, biases included) over --rows rows in one call each,
+// against --micro-batches calls of rows/N rows, the weight gradients summed in place. Beside
+// them, the same products as bare OpenBLAS sgemm calls (the peer: the library's own cost of
+// smaller products). Nothing else of a step is timed: the ratio is the floor a trainer's
+// micro-batched step meets on this machine.
 int bench_products(int argc, char** argv) {
     const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
     std::string dims_text = "32,256,256,10";
@@ -128,77 +202,28 @@ int bench_products(int argc, char** argv) {
         "rows", boost::program_options::value(&rows))("micro-batches", boost::program_options::value(&micro))(
         "repeats", boost::program_options::value(&repeats))("threads", boost::program_options::value(&threads));
     parse_subcommand(argc, argv, desc);
-    std::vector<int> dims;
-    for (const std::string& d : split_list(dims_text)) {
-        char* end = nullptr;
-        const long n = std::strtol(d.c_str(), &end, 10);
-        if (*end || n < 1 || n > 65536) throw boost::program_options::error("--dims '" + d + "' is not a width in 1..65536");
-        dims.push_back((int)n);
-    }
-    if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
-    if (rows < 1 || micro < 1)
-        throw boost::program_options::error("--rows and --micro-batches must be at least 1");
+    const std::vector<int> dims = parse_widths(dims_text);
+    if (rows < 1 || micro < 1) throw boost::program_options::error("--rows and --micro-batches must be at least 1");
     if (rows % micro != 0)
         throw boost::program_options::error(strfmt("--rows %d is not a multiple of --micro-batches %d", rows, micro));
     if (repeats < 1 || threads < 1) throw boost::program_options::error("--repeats and --threads must be at least 1");
     if (rank != 0) return 0;
     cpu::set_threads(threads);
-    const int L = (int)dims.size() - 1, widest = *std::max_element(dims.begin(), dims.end());
-    std::vector<std::vector<float>> w(L), dw(L), bias(L), dbias(L);
-    for (int l = 0; l < L; ++l) {
-        w[l].resize((size_t)dims[l + 1] * dims[l]);
-        for (size_t i = 0; i < w[l].size(); ++i) w[l][i] = (float)((i * 7919) % 1000) * 1e-4f - 0.05f;
-        dw[l].assign(w[l].size(), 0.0f);
-        bias[l].assign(dims[l + 1], 0.1f);
-        dbias[l].assign(dims[l + 1], 0.0f);
-    }
-    // Each layer's input and output for all rows (a micro-batch works on its slice of them).
-    std::vector<std::vector<float>> act(L + 1), grad(L + 1);
-    for (int l = 0; l <= L; ++l) {
-        act[l].resize((size_t)rows * dims[l]);
-        for (size_t i = 0; i < act[l].size(); ++i) act[l][i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
-        grad[l] = act[l];
-    }
-    auto ops = [&](int B, int first) {  // dptrain's calls for rows [first, first + B)
-        for (int l = 0; l < L; ++l)
-            cpu::matmul_forward(act[l + 1].data() + (size_t)first * dims[l + 1], act[l].data() + (size_t)first * dims[l],
-                                w[l].data(), bias[l].data(), B, dims[l], dims[l + 1]);
-        for (int l = L - 1; l >= 0; --l)
-            cpu::matmul_backward(l == 0 ? nullptr : grad[l].data() + (size_t)first * dims[l], dw[l].data(),
-                                 dbias[l].data(), grad[l + 1].data() + (size_t)first * dims[l + 1],
-                                 act[l].data() + (size_t)first * dims[l], w[l].data(), B, dims[l], dims[l + 1]);
-    };
-    auto bare = [&](int B, int first) {  // the same products, sgemm alone
-        for (int l = 0; l < L; ++l)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, dims[l + 1], dims[l], 1.0f,
-                        act[l].data() + (size_t)first * dims[l], dims[l], w[l].data(), dims[l], 0.0f,
-                        act[l + 1].data() + (size_t)first * dims[l + 1], dims[l + 1]);
-        for (int l = L - 1; l >= 0; --l) {
-            const float* dout = grad[l + 1].data() + (size_t)first * dims[l + 1];
-            if (l > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, dims[l], dims[l + 1], 1.0f, dout, dims[l + 1],
-                            w[l].data(), dims[l], 0.0f, grad[l].data() + (size_t)first * dims[l], dims[l]);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dims[l + 1], dims[l], B, 1.0f, dout, dims[l + 1],
-                        act[l].data() + (size_t)first * dims[l], dims[l], 1.0f, dw[l].data(), dims[l]);
-        }
-    };
-    double flops = 0;
-    for (int l = 0; l < L; ++l) flops += 2.0 * rows * dims[l] * dims[l + 1] * (l == 0 ? 2 : 3);
-    const long calls = std::max(3L, (long)(1e9 / flops));  // about 1 GFLOP a timing
-    const int part = rows / micro;
+    MlpProducts mlp(dims, rows);
+    const long calls = std::max(3L, (long)(1e9 / mlp.flops(rows)));  // about 1 GFLOP a timing
     // A step's products in n calls of rows / n rows each.
-    auto step_us = [&](const std::function<void(int, int)>& fn, int n) {
+    auto step_us = [&](void (MlpProducts::*fn)(int, int), int n) {
         return best_us(repeats, calls, [&] {
-            for (int m = 0; m < n; ++m) fn(rows / n, m * (rows / n));
+            for (int m = 0; m < n; ++m) (mlp.*fn)(rows / n, m * (rows / n));
         });
     };
-    const double ours1 = step_us(ops, 1), oursN = step_us(ops, micro);
-    const double peer1 = step_us(bare, 1), peerN = step_us(bare, micro);
-    std::printf("# dptrain-bench products: an MLP step's matrix products (dims %s, widest %d), microseconds a step, "
-                "best of %d; %d thread%s\n",
-                dims_text.c_str(), widest, repeats, threads, threads == 1 ? "" : "s");
-    std::printf("%-22s %12s %14s %8s\n", "", strfmt("%d rows", rows).c_str(), strfmt("%d x %d rows", micro, part).c_str(),
-                "ratio");
+    const double ours1 = step_us(&MlpProducts::ops, 1), oursN = step_us(&MlpProducts::ops, micro);
+    const double peer1 = step_us(&MlpProducts::bare, 1), peerN = step_us(&MlpProducts::bare, micro);
+    std::printf("# dptrain-bench products: an MLP step's matrix products (dims %s), microseconds a step, best of %d; "
+                "%d thread%s\n",
+                dims_text.c_str(), repeats, threads, threads == 1 ? "" : "s");
+    std::printf("%-22s %12s %14s %8s\n", "", strfmt("%d rows", rows).c_str(),
+                strfmt("%d x %d rows", micro, rows / micro).c_str(), "ratio");
     std::printf("%-22s %12.1f %14.1f %7.3fx\n", "dptrain's ops", ours1, oursN, oursN / ours1);
     std::printf("%-22s %12.1f %14.1f %7.3fx\n", "sgemm alone (peer)", peer1, peerN, peerN / peer1);
     return 0;
