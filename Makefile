@@ -189,7 +189,8 @@ fuzz-run:
 	@[ -n "$(FUZZERS)" ] || { echo "fuzz: no libFuzzer (clang) in this build: apt-get install clang"; exit 1; }
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
 	  echo "$$n: $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -artifact_prefix=$(BUILD)/fuzz/ \
+	    $(BUILD)/fuzz/corpus-$$n tests/fuzz/corpus/$${n#fuzz_} || exit 1; done
 
 # The emulated-cluster benchmarks (root): 2 x 2 and 4 x 1 nodes on shaped links.
 bench-cluster: all

@@ -62,10 +62,16 @@ std::shared_ptr<const SentencePieceModel> SentencePieceModel::from_bytes(const s
                                                                          const std::string& where) {
     std::shared_ptr<SentencePieceModel> m(new SentencePieceModel());
     m->impl_ = std::make_unique<Impl>();
-    const auto st = m->impl_->sp.LoadFromSerializedProto(model);
-    if (!st.ok())
+    std::string bad;
+    try {
+        const auto st = m->impl_->sp.LoadFromSerializedProto(model);
+        if (!st.ok()) bad = st.ToString();
+    } catch (const std::exception& e) {  // the library's own checks throw (an empty piece: its trie's)
+        bad = e.what();
+    }
+    if (!bad.empty())
         throw UserError(strfmt("%s: not a SentencePiece model (%s); give a .model file that spm_train wrote",
-                               where.c_str(), st.ToString().c_str()));
+                               where.c_str(), bad.c_str()));
     m->model_ = model;
     const auto& sp = m->impl_->sp;
     const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's mark for a space

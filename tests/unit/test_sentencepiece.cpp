@@ -62,6 +62,12 @@ TEST_CASE("sentencepiece: the stored model gives the same tokenizer back", "[sen
 
 TEST_CASE("sentencepiece: a bad model or bad text gets one line", "[sentencepiece]") {
     CHECK_THROWS_WITH(Tokenizer::from("sentencepiece", "not a model"), Catch::Contains("not a SentencePiece model"));
+    // A well-formed message whose second piece is empty: the library's trie throws its own
+    // exception, which must become the same one line (fuzz_sentencepiece found it).
+    const std::string empty_piece("\x0a\x0e\x0a\x05<unk>\x15\0\0\0\0\x18\x02\x0a\x0c\x0a\x03\0 00>\x15\0\0\0\0\x18\x0a",
+                                  32);
+    CHECK_THROWS_WITH(SentencePieceModel::from_bytes(empty_piece, "x.model"),
+                      Catch::Contains("x.model: not a SentencePiece model (") && Catch::Contains("zero-length key"));
     CHECK_THROWS_WITH(SentencePieceModel::load("/nonexistent.model"), Catch::Contains("--sp-model /nonexistent.model: cannot read"));
     CHECK_THROWS_WITH(trained().encode("ab\xFF"), Catch::Contains("not valid UTF-8 at byte 2"));
     CHECK_THROWS_WITH(SentencePieceModel::train("abc\xC3", 2, 300, "bpe", 1), Catch::Contains("not valid UTF-8 at byte 3"));
