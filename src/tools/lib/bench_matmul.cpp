@@ -41,6 +41,19 @@ std::vector<std::pair<int, int>> parse_shapes(const std::string& text) {
     return out;
 }
 
+// "1,2,4" -> {1, 2, 4}: each a whole number in 1..most, else "OPTION 'ITEM' is not WHAT in 1..most".
+std::vector<int> parse_counts(const std::string& text, const char* option, const char* what, long most) {
+    std::vector<int> out;
+    for (const std::string& item : split_list(text)) {
+        char* end = nullptr;
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (*end || n < 1 || n > most)
+            throw boost::program_options::error(strfmt("%s '%s' is not %s in 1..%ld", option, item.c_str(), what, most));
+        out.push_back((int)n);
+    }
+    return out;
+}
+
 // Microseconds a call: the best of `repeats` timings of `calls` calls.
 double best_us(int repeats, long calls, const std::function<void()>& fn) {
     double best = 1e30;
@@ -65,13 +78,7 @@ int bench_matmul(int argc, char** argv) {
         "threads", boost::program_options::value(&threads));
     parse_subcommand(argc, argv, desc);
     const auto shapes = parse_shapes(shapes_text);
-    std::vector<int> rows;
-    for (const std::string& r : split_list(rows_text)) {
-        char* end = nullptr;
-        const long n = std::strtol(r.c_str(), &end, 10);
-        if (*end || n < 1 || n > 4096) throw boost::program_options::error("--rows '" + r + "' is not a row count in 1..4096");
-        rows.push_back((int)n);
-    }
+    const std::vector<int> rows = parse_counts(rows_text, "--rows", "a row count", 4096);
     if (rows.empty()) throw boost::program_options::error("--rows is empty");
     if (repeats < 1 || threads < 1) throw boost::program_options::error("--repeats and --threads must be at least 1");
     if (rank != 0) return 0;
@@ -117,13 +124,7 @@ namespace {
 
 // "32,256,10" -> {32, 256, 10}: an MLP's widths, input first.
 std::vector<int> parse_widths(const std::string& text) {
-    std::vector<int> dims;
-    for (const std::string& d : split_list(text)) {
-        char* end = nullptr;
-        const long n = std::strtol(d.c_str(), &end, 10);
-        if (*end || n < 1 || n > 65536) throw boost::program_options::error("--dims '" + d + "' is not a width in 1..65536");
-        dims.push_back((int)n);
-    }
+    const std::vector<int> dims = parse_counts(text, "--dims", "a width", 65536);
     if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
     return dims;
 }
