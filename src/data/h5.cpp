@@ -108,7 +108,7 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     hid_t d = H5Dopen2(file, name.c_str(), dapl.get());
     if (d < 0) return 0;  // keep the dataset opened with the default cache
     dataset = Hid(d, H5Dclose);
-    return bytes;
+    return bytes + slots * sizeof(void*);
 }
 
 const char* kind_name(Kind k) {

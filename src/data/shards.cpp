@@ -78,11 +78,56 @@ ShardSet::~ShardSet() {
         if (sh.fd >= 0) ::close(sh.fd);
 }
 
+// A second reader shares what opening read and checked (every shard's layout and offsets, the
+// label caches, the node copy) and opens its own handles. Opening the set again would read every
+// shard's metadata and labels once more per reader thread, and hold the labels again.
 std::unique_ptr<Dataset> ShardSet::reopen() const {
     if (mode_ == IoMode::collective) throw std::logic_error("ShardSet::reopen: collective reads have one reader");
-    auto s = std::make_unique<ShardSet>(ShardSet::open(dir_, split_, max_rows_, mode_, comm_));
+    std::lock_guard<std::mutex> g(h5::lock());
+    std::unique_ptr<ShardSet> s(new ShardSet());
+    s->dir_ = dir_;
+    s->split_ = split_;
+    s->mode_ = mode_;
+    s->comm_ = comm_;
     s->node_copy_ = node_copy_;  // memory: the same node-shared rows
+    s->total_ = total_;
+    s->dim_ = dim_;
+    s->classes_ = classes_;
+    s->max_rows_ = max_rows_;
+    for (const Shard& sh : shards_) s->shards_.push_back(sh.reopened(shards_.size()));
+    s->order_.reserve(max_rows_);
+    s->xs_.resize((size_t)max_rows_ * dim_);
+    s->ys_.resize(max_rows_);
     return s;
+}
+
+ShardSet::Shard ShardSet::Shard::reopened(size_t n_shards) const {
+    Shard c;
+    c.path = path;
+    c.first = first;
+    c.count = count;
+    c.converted = converted;
+    c.label_dtype = label_dtype;
+    c.features_at = features_at;
+    c.labels_at = labels_at;
+    c.label_cache = label_cache;
+    if (fd >= 0) {
+        c.fd = open_again(path);
+        return c;
+    }
+    c.file = h5::open_file(path, kOpenAgainHint);
+    c.features = h5::open_dataset(c.file.get(), path, "/features", kOpenAgainHint);
+    c.labels = h5::open_dataset(c.file.get(), path, "/labels", kOpenAgainHint);
+    c.size_chunk_caches(n_shards);
+    return c;
+}
+
+// HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets instead of
+// HDF5's 1 MiB, within 256 MiB per reader for all shards together.
+void ShardSet::Shard::size_chunk_caches(size_t n_shards) {
+    const size_t budget = std::min<size_t>(64u << 20, (256u << 20) / n_shards);
+    chunk_cache = h5::size_chunk_cache(file.get(), features, "/features", budget / 5 * 4) +
+                  h5::size_chunk_cache(file.get(), labels, "/labels", budget / 5);
 }
 
 void ShardSet::load_node_memory() {
@@ -173,7 +218,9 @@ std::string ShardSet::conversion_note() const {
 size_t ShardSet::held_bytes() const {
     size_t n = 0;
     for (const Shard& sh : shards_)
-        n += (sh.label_cache ? sh.label_cache->size() * sizeof(int) : 0) + sh.chunk_cache;
+        n += sh.label_cache ? sh.label_cache->size() * sizeof(int) : 0;
+    for (const Shard& sh : shards_)
+        if (sh.fd < 0) n += h5::kOpenFileBytes + sh.chunk_cache;
     return n;
 }
 
@@ -210,6 +257,14 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
         std::fclose(probe);
     }
     return paths;
+}
+
+int open_again(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw UserError(strfmt("%s: cannot open it again for another reader (%s); %s", path.c_str(),
+                               std::strerror(errno), kOpenAgainHint));
+    return fd;
 }
 
 std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std::string& what) {
@@ -324,11 +379,7 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
         sh.features.reset();
         sh.file.reset();
     } else {
-        // HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets
-        // instead of HDF5's 1 MiB, within 256 MiB per reader for all shards together.
-        size_t budget = std::min<size_t>(64u << 20, (256u << 20) / n_shards);
-        sh.chunk_cache = h5::size_chunk_cache(sh.file.get(), sh.features, "/features", budget / 5 * 4) +
-                         h5::size_chunk_cache(sh.file.get(), sh.labels, "/labels", budget / 5);
+        sh.size_chunk_caches(n_shards);
     }
     sh.first = total_;
     sh.count = (long)fd[0];

@@ -173,10 +173,50 @@ Tokenizer Tokenizer::chars_of(const std::string& utf8) {
 
 // ---- TokenShardSet
 
+// A second reader shares what opening read and checked (the tokenizer, every shard's length and
+// offset, the node copy) and opens its own handles: opening the set again would read every shard's
+// vocabulary once more per reader thread (about 1 MB a shard for GPT-2's).
 std::unique_ptr<Dataset> TokenShardSet::reopen() const {
-    auto s = std::make_unique<TokenShardSet>(TokenShardSet::open(dir_, split_, T_, seed_, shift_, mode_, node_));
+    std::lock_guard<std::mutex> g(h5::lock());
+    std::unique_ptr<TokenShardSet> s(new TokenShardSet());
+    s->dir_ = dir_;
+    s->split_ = split_;
+    s->tok_ = tok_;
+    s->total_ = total_;
+    s->tokens_ = tokens_;
+    s->T_ = T_;
+    s->seed_ = seed_;
+    s->shift_ = shift_;
+    s->mode_ = mode_;
+    s->node_ = node_;
     s->node_copy_ = node_copy_;  // memory: the same node-shared tokens
+    for (const Shard& sh : shards_) {
+        Shard c;
+        c.path = sh.path;
+        c.first = sh.first;
+        c.windows = sh.windows;
+        c.tokens = sh.tokens;
+        c.at = sh.at;
+        c.width = sh.width;
+        c.mem_at = sh.mem_at;
+        if (sh.fd >= 0) {
+            c.fd = open_again(sh.path);
+        } else {
+            c.file = h5::open_file(sh.path, kOpenAgainHint);
+            c.data = h5::open_dataset(c.file.get(), sh.path, "/tokens", kOpenAgainHint);
+        }
+        s->shards_.push_back(std::move(c));
+    }
+    s->raw_.resize(raw_.size());
     return s;
+}
+
+size_t TokenShardSet::held_bytes() const {
+    size_t n = 0;
+    for (const Shard& sh : shards_)
+        if (sh.fd < 0)
+            n += h5::kOpenFileBytes + std::min(h5::kDefaultChunkCacheBytes, (size_t)sh.tokens * sh.width + 521 * 8);
+    return n;
 }
 
 double TokenShardSet::memory_bytes() const {
@@ -202,17 +242,18 @@ void TokenShardSet::load_node_memory() {
     }
 }
 
-// A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's gives that
-// shard's tokenizer again, unparsed: a BPE's table is about 1 MB and a split may have 1000 shards.
+// A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's
+// (first_table, kept as text) gives that shard's tokenizer again, unparsed: a BPE's table is about
+// 1 MB and a split may have 1000 shards.
 static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std::string& hint, const Tokenizer* first,
-                                 int* vocab) {
+                                 const std::string& first_table, int* vocab) {
     try {
         *vocab = (int)h5::read_attr_i64(file, "vocab_size");
         const std::string kind = h5::read_attr_str(file, "tokenizer");
         const std::string table = Tokenizer::has_table(kind) ? h5::read_text(file, "vocab")
                                   : kind == "ids"            ? std::to_string(*vocab)
                                                              : "";
-        if (first && first->kind == kind && first->table() == table) return *first;
+        if (first && first->kind == kind && first_table == table) return *first;
         return Tokenizer::from(kind, table);
     } catch (const UserError& e) {
         throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
@@ -237,6 +278,7 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     s.mode_ = mode;
     s.node_ = node;
     size_t mem_at = 0;
+    std::string first_table;
     for (const std::string& path : paths) {
         Shard sh;
         sh.path = path;
@@ -250,12 +292,15 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         if (dims.size() != 1)
             throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
         int vocab = 0;
-        Tokenizer tok = shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, &vocab);
+        Tokenizer tok =
+            shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, first_table, &vocab);
         if (vocab < tok.vocab_size() || vocab > (u16 ? 65536 : INT32_MAX))
             throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
                                    path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));
-        if (s.shards_.empty()) s.tok_ = tok;
-        else if (!tok.same_as(s.tok_))
+        if (s.shards_.empty()) {
+            s.tok_ = tok;
+            first_table = tok.table();
+        } else if (!tok.same_as(s.tok_))
             throw UserError(strfmt("%s: its vocabulary differs from %s's; shards of one set must share it", path.c_str(),
                                    s.shards_[0].path.c_str()));
         sh.tokens = (long)dims[0];

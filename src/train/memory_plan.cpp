@@ -114,9 +114,7 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
                    false});
     if (f.reader_bytes > 0)
         out.push_back({"readers' caches", f.reader_bytes,
-                       strfmt("labels read at open (and HDF5-read shards' chunk caches); %d reader%s", std::max(1, o.io_threads),
-                              o.io_threads > 1 ? "s" : ""),
-                       false});
+                       "labels read at open; HDF5-read shards' files and chunk caches (shared by the readers)", false});
     // Shared by the node's ranks: a rank's share counts (the node's memory holds one copy), though
     // each rank's resident size grows to all of it as it reads.
     if (f.node_copy_bytes > 0)
@@ -158,7 +156,7 @@ PlanFacts plan_facts(const Task& task, const Options& o, int ranks, int local_ra
     f.val_ints = task.val().ints_per_sample();
     f.runtime = runtime;
     f.order_bytes = Sampler::bytes_for(task.train().num_samples(), Sampler::epochs_for(o.io_threads), o.shuffle_block);
-    f.reader_bytes = task.train().held_bytes() * (size_t)std::max(1, o.io_threads) + task.val().held_bytes();
+    f.reader_bytes = task.train().held_bytes() + task.val().held_bytes();  // reader threads share them
     if (o.io == IoMode::memory) f.node_copy_bytes = (size_t)task.train().memory_bytes();
     return f;
 }

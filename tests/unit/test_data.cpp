@@ -526,35 +526,38 @@ TEST_CASE("Prefetcher: with several readers a failed read surfaces at its own st
     CHECK_THROWS_WITH(pf.next(), Catch::Contains("injected I/O error") && Catch::Contains("step 7"));
 }
 
+// write_shards' rows first..first + n as one chunked, compressed shard (HDF5's read path).
+static void write_chunked_shard(const std::string& path, long first, long n, int D, int K) {
+    std::vector<float> x((size_t)n * D);
+    std::vector<int> y(n);
+    for (long r = 0; r < n; ++r) {
+        for (int d = 0; d < D; ++d) x[(size_t)r * D + d] = (float)(first + r) + 0.5f * d;
+        y[r] = (int)((first + r) % K);
+    }
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::create_file(path);
+    auto chunked = [&](const char* name, hid_t type, std::vector<hsize_t> dims, const void* data) {
+        h5::Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+        std::vector<hsize_t> chunk = dims;
+        chunk[0] = 64;
+        H5Pset_chunk(dcpl.get(), (int)dims.size(), chunk.data());
+        H5Pset_deflate(dcpl.get(), 4);
+        h5::Hid space(H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
+        h5::Hid d(H5Dcreate2(f.get(), name, type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+        REQUIRE(H5Dwrite(d.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    };
+    chunked("/features", H5T_NATIVE_FLOAT, {(hsize_t)n, (hsize_t)D}, x.data());
+    chunked("/labels", H5T_NATIVE_INT32, {(hsize_t)n}, y.data());
+    h5::write_attr_i64(f.get(), "num_classes", K);
+}
+
 TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
     // Same contents twice: contiguous (direct pread path) and chunked + compressed (HDF5 path).
     std::string a = temp_dir("contig"), b = temp_dir("chunked");
     const long N = 300;
     const int D = 5, K = 7;
     write_shards(a, "train", {N}, D, K);
-    {
-        std::vector<float> x((size_t)N * D);
-        std::vector<int> y(N);
-        for (long r = 0; r < N; ++r) {
-            for (int d = 0; d < D; ++d) x[(size_t)r * D + d] = (float)r + 0.5f * d;
-            y[r] = (int)(r % K);
-        }
-        std::lock_guard<std::mutex> g(h5::lock());
-        h5::Hid f = h5::create_file(b + "/train-00000-of-00001.h5");
-        auto chunked = [&](const char* name, hid_t type, std::vector<hsize_t> dims, const void* data) {
-            h5::Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-            std::vector<hsize_t> chunk = dims;
-            chunk[0] = 64;
-            H5Pset_chunk(dcpl.get(), (int)dims.size(), chunk.data());
-            H5Pset_deflate(dcpl.get(), 4);
-            h5::Hid space(H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
-            h5::Hid d(H5Dcreate2(f.get(), name, type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
-            REQUIRE(H5Dwrite(d.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
-        };
-        chunked("/features", H5T_NATIVE_FLOAT, {(hsize_t)N, (hsize_t)D}, x.data());
-        chunked("/labels", H5T_NATIVE_INT32, {(hsize_t)N}, y.data());
-        h5::write_attr_i64(f.get(), "num_classes", K);
-    }
+    write_chunked_shard(b + "/train-00000-of-00001.h5", 0, N, D, K);
     {
         ShardSet sa = ShardSet::open(a, "train", 64), sb = ShardSet::open(b, "train", 64);
         CHECK(sa.direct());
@@ -702,5 +705,89 @@ TEST_CASE("read_sums keeps names inside the directory and reads CRLF lines", "[s
         INFO(name);
         CHECK_THROWS_WITH(sums_of(sum + "  " + name + "\n"), Catch::Contains("SHA256SUMS:1: '") &&
                                                                  Catch::Contains("is not a file inside " + dir));
+    }
+}
+
+// Whether malloc's counts see this process's allocations (not under a sanitizer's allocator).
+static bool malloc_counts_seen() {
+    const size_t before = malloc_in_use();
+    std::vector<long> probe((size_t)1 << 17);
+    return malloc_in_use() - before >= probe.size() * sizeof(long);
+}
+
+// Every sample of `set` read once, in order, batches of 64 (HDF5's chunk caches filled).
+static void read_every_sample(Dataset& set) {
+    std::vector<float> x((size_t)64 * set.floats_per_sample());
+    std::vector<int> y((size_t)64 * set.ints_per_sample());
+    std::vector<long> idx(64);
+    for (long i = 0; i < set.num_samples(); i += 64) {
+        int n = 0;
+        for (; n < 64 && i + n < set.num_samples(); ++n) idx[n] = i + n;
+        set.read(idx.data(), n, 0, x.data(), y.data());
+    }
+}
+
+TEST_CASE("A second reader shares what opening read: the labels are held once", "[data]") {
+    if (!malloc_counts_seen()) {
+        WARN("malloc's counts do not see allocations here (a sanitizer's allocator): not checked");
+        return;
+    }
+    const std::string dir = temp_dir("reopen_labels");
+    write_shards(dir, "train", {250000, 250000, 250000, 250000}, 1, 4);
+    ShardSet s = ShardSet::open(dir, "train", 64);
+    REQUIRE(s.held_bytes() == 1000000 * sizeof(int));  // every label, cached at open
+    const size_t before = malloc_in_use();
+    std::unique_ptr<Dataset> again = s.reopen();
+    CHECK(malloc_in_use() - before < 64 * 1024);  // a batch's scratch, not another 4 MB of labels
+    long idx[4] = {999999, 3, 250000, 500001};
+    float xa[4], xb[4];
+    int ya[4], yb[4];
+    s.read(idx, 4, 0, xa, ya);
+    again->read(idx, 4, 0, xb, yb);
+    for (int i = 0; i < 4; ++i) {
+        CHECK(xb[i] == (float)idx[i]);
+        CHECK(yb[i] == (int)(idx[i] % 4));
+        CHECK(xa[i] == xb[i]);
+        CHECK(ya[i] == yb[i]);
+    }
+}
+
+TEST_CASE("HDF5-read shards hold what the memory plan says, per file; a second reader shares it", "[data]") {
+    if (!malloc_counts_seen()) {
+        WARN("malloc's counts do not see allocations here (a sanitizer's allocator): not checked");
+        return;
+    }
+    // What a set of S chunked shards takes once opened, reopened and read through (caches filled),
+    // and what its held_bytes says. HDF5 keeps about half a MiB for each open file
+    // (h5::kOpenFileBytes), so the growth from 8 to 40 shards is what the plan must follow.
+    auto measure = [](bool tokens, int S, size_t* held, size_t* reopen) {
+        const std::string dir = temp_dir(tokens ? "held_tok" : "held_tab");
+        for (int i = 0; i < S; ++i) {
+            const std::string path = dir + strfmt("/train-%05d-of-%05d.h5", i, S);
+            if (tokens) write_token_shard(path, 5000, -1, 0, true);
+            else write_chunked_shard(path, i * 5000l, 5000, 8, 4);
+        }
+        const size_t before = malloc_in_use();
+        std::unique_ptr<Dataset> set;
+        if (tokens) set = std::make_unique<TokenShardSet>(TokenShardSet::open(dir, "train", 16, 1, false));
+        else set = std::make_unique<ShardSet>(ShardSet::open(dir, "train", 64));
+        const size_t opened = malloc_in_use();
+        std::unique_ptr<Dataset> again = set->reopen();
+        *reopen = malloc_in_use() - opened;
+        read_every_sample(*again);
+        read_every_sample(*set);
+        *held = set->held_bytes();
+        return malloc_in_use() - before;
+    };
+    for (bool tokens : {false, true}) {
+        INFO((tokens ? "token shards" : "tabular shards"));
+        size_t held8 = 0, held40 = 0, reopen8 = 0, reopen40 = 0;
+        const size_t used8 = measure(tokens, 8, &held8, &reopen8), used40 = measure(tokens, 40, &held40, &reopen40);
+        const double per_file = (double)(used40 - used8) / 32, planned = (double)(held40 - held8) / 32;
+        INFO("a file takes " << per_file << " bytes; planned " << planned);
+        CHECK(planned >= (double)h5::kOpenFileBytes);
+        CHECK(per_file >= 0.8 * planned);
+        CHECK(per_file <= 1.2 * planned);
+        CHECK(reopen40 < 40 * 4096);  // handles only: HDF5 shares the file's and the datasets' structures
     }
 }

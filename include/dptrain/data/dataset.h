@@ -26,8 +26,9 @@ class Dataset {
     // Another reader of the same shards with its own file handles and scratch, for a second
     // reader thread (a Dataset is not thread-safe; its copies are).
     virtual std::unique_ptr<Dataset> reopen() const = 0;
-    // What this reader keeps for the whole run besides one batch's scratch (the labels it read at
-    // open), for the memory plan.
+    // What this reader and the copies reopen() makes keep for the whole run besides their batches'
+    // scratch (labels read at open; HDF5's structures and chunk caches for each file read through
+    // it, which a second reader shares), for the memory plan.
     virtual size_t held_bytes() const { return 0; }
     // The whole split's bytes as --io memory loads it into the node's shared memory.
     virtual double memory_bytes() const { return 0; }

@@ -54,10 +54,19 @@ Hid open_file(const std::string& path, const std::string& hint, hid_t fapl = H5P
 Hid create_file(const std::string& path, size_t userblock = 0);
 Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint,
                  hid_t dapl = H5P_DEFAULT);
+// What HDF5 (1.10) allocates for each file it holds open, whatever the cache settings: mostly the
+// metadata cache's fixed table of 64k slots. As malloc counts it (tests/unit/test_data.cpp); a
+// file opened again in the same process shares it, and so does a dataset opened again (with its
+// chunk cache). For the memory plan.
+constexpr size_t kOpenFileBytes = (size_t)528 << 10;
+// HDF5's default chunk cache of a dataset: 521 slots (8 bytes each, allocated at open) and up to
+// 1 MiB of chunks.
+constexpr size_t kDefaultChunkCacheBytes = ((size_t)1 << 20) + 521 * 8;
+
 // For a chunked dataset: reopens it with a chunk cache that holds all of it up to `max_bytes`,
 // so that random rows read again later (next batch, next epoch) find their chunk decompressed.
 // HDF5's default (1 MiB, 521 slots) holds a handful of chunks. Contiguous datasets are returned
-// as they are. Returns the cache size in bytes (0: not chunked).
+// as they are. Returns what the cache may take: its size and its slot array (0: not chunked).
 size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_t max_bytes);
 
 // A dataset's element type: its class, size in bytes, and a name such as "float64" or "uint16".

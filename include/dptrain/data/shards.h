@@ -19,6 +19,12 @@ namespace dptrain {
 // naming the missing shard (or the directory) with `hint` as the fix.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split, const std::string& hint);
 
+// A reader thread's own descriptor for pread on a shard the run has opened and checked (a copy
+// made by Dataset::reopen); throws UserError naming the shard when the filesystem refuses.
+int open_again(const std::string& path);
+constexpr const char* kOpenAgainHint = "it was readable when the run opened it: is the filesystem unavailable, or "
+                                       "the process out of file descriptors (`ulimit -n`; or lower --io-threads)?";
+
 // --io memory's buffer: `bytes` shared by the ranks of a node (a SharedWindow over the node's
 // communicator; local rank 0 holds the memory, every rank maps it, at segment(0)). Making and
 // freeing it are collective over the node. Refuses more than half the node's memory, or an
@@ -52,7 +58,7 @@ class ShardSet : public Dataset {
     const std::string& shard_path(int i) const override { return shards_[i].path; }
     std::string where(long i) const override;
     std::unique_ptr<Dataset> reopen() const override;
-    size_t held_bytes() const override;  // the label caches and HDF5 shards' chunk caches
+    size_t held_bytes() const override;  // the label caches; HDF5-read shards' files and chunk caches
 
     static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together
     // Reads rows idx[0..n) (global sample indices) into x (n, D) and y (n), in that order.
@@ -87,7 +93,10 @@ class ShardSet : public Dataset {
         // Direct shards whose labels all fit in kLabelCacheBytes: the labels, read and checked
         // once at open, so that a row costs one pread instead of two.
         std::shared_ptr<const std::vector<int>> label_cache;
-        size_t chunk_cache = 0;  // HDF5 reads: the chunk caches' bytes (filled as chunks are read)
+        size_t chunk_cache = 0;  // HDF5 reads: what the chunk caches take (filled as chunks are read)
+        // The same shard for another reader: what opening found, with handles of its own.
+        Shard reopened(size_t n_shards) const;
+        void size_chunk_caches(size_t n_shards);  // HDF5 reads; sets chunk_cache
     };
     void add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards);
     void cache_labels();

@@ -82,6 +82,7 @@ class TokenShardSet : public Dataset {
     // before any reads (the caller agrees across ranks afterwards), and reopen() shares the copy.
     void load_node_memory();
     double memory_bytes() const override;
+    size_t held_bytes() const override;  // HDF5-read shards' files and chunk caches
     // Checks every token id against the vocabulary: part `part` of `parts` equal pieces of all the
     // shards' tokens (the ranks of a node share the work; no communication). Throws UserError
     // naming the shard, offset and id of the first bad one in the piece. Returns false, reading

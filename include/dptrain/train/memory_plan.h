@@ -29,7 +29,7 @@ struct PlanFacts {
     int val_floats = 0, val_ints = 0;
     size_t runtime = 0;              // resident bytes before the run allocates (libraries, MPI, HDF5)
     size_t order_bytes = 0;          // the sampler's epoch order(s)
-    size_t reader_bytes = 0;         // what the readers keep (labels, chunk caches), all of them
+    size_t reader_bytes = 0;         // what the readers keep (labels, HDF5-read files), shared by them
     size_t node_copy_bytes = 0;      // --io memory: the training split in node-shared memory
     bool gpu = false;                // the model runs on a GPU: activations and bf16 operands as the
                                      // CUDA model allocates them (backend/gpu_sizes.h)
