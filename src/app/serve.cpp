@@ -237,12 +237,37 @@ struct Server {
         if (c.first_token_at > 0) first_token.observe(c.first_token_at - c.queued_at);
     }
 
-    void completions(const httplib::Request& req, httplib::Response& res) {
+    // The body, read here rather than by httplib: its own read refuses a form-encoded body (what
+    // `curl -d` sends) over 8 KiB, and would parse a multipart one into parts. Empty when it is
+    // refused (res then holds the error).
+    std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        std::string body;
+        if (req.is_multipart_form_data()) {
+            fail(res, 415, "the body must be JSON (Content-Type: application/json), not multipart form data", "body");
+            return "";
+        }
+        if (!reader([&](const char* data, size_t n) {
+                body.append(data, n);
+                return true;
+            })) {
+            const bool over = res.status == 413;
+            fail(res, over ? 413 : 400,
+                 over ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
+                      : std::string("the body could not be read whole"),
+                 "body");
+            return "";
+        }
+        return body;
+    }
+
+    void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+        const std::string body = read_body(req, res, reader);
+        if (body.empty() && res.status >= 400) return count(res.status);
         bool stream = false;
         std::shared_ptr<Completion> c;
         const uint64_t n = serial++;
         try {
-            c = parse_completion_request(req.body, engine, ApiLimits{o.max_tokens, o.name}, &stream,
+            c = parse_completion_request(body, engine, ApiLimits{o.max_tokens, o.name}, &stream,
                                          stream_seed((uint64_t)started, n));
         } catch (const ApiError& e) {
             fail(res, e.status, e.message, e.param);
@@ -271,18 +296,16 @@ struct Server {
         res.set_chunked_content_provider(
             "text/event-stream",
             [this, c, id, created](size_t, httplib::DataSink& sink) {
-                std::string piece, event;
-                if (c->next(&piece)) {
-                    event = "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n";
-                } else {
-                    event = "data: " + completion_body(id, created, o.name, *c, "", true, true) +
-                            "\n\ndata: [DONE]\n\n";
-                }
+                std::string piece;
+                const bool more = c->next(&piece);
+                const std::string event =
+                    more ? "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n"
+                         : "data: " + completion_body(id, created, o.name, *c, "", true, true) + "\n\ndata: [DONE]\n\n";
                 if (!sink.write(event.data(), event.size())) {
                     c->cancelled = true;  // the client went away: the engine drops the request
                     return false;
                 }
-                if (event.find("[DONE]") != std::string::npos) {
+                if (!more) {  // (not a search for "[DONE]": the answer's own text may hold it)
                     observe(*c);
                     sink.done();
                 }
@@ -316,7 +339,8 @@ struct Server {
 
     void routes() {
         http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) { return gate(q, r); });
-        http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { completions(q, r); });
+        http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r,
+                                            const httplib::ContentReader& reader) { completions(q, r, reader); });
         http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
             r.set_content(models_body(o.name, started, engine.stats().model_step), "application/json");
         });
@@ -365,17 +389,18 @@ struct Server {
 } // namespace
 
 int run_serve(int argc, const char* const* argv) {
-    bool help = false;
-    const ServeOptions o = parse(argc, argv, &help);
-    if (help) return 0;
-    validate(o);
-    // SIGTERM and SIGINT go to the signal thread alone: blocked here, before any thread starts
-    // (OpenMP's too), so every later thread inherits the mask.
+    // SIGTERM and SIGINT go to the signal thread alone: blocked first, before any thread starts
+    // (OpenMP's too), so every later thread inherits the mask. (Until here a library's handler has
+    // them: PSM's, loaded with MPI, exits 1.)
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    bool help = false;
+    const ServeOptions o = parse(argc, argv, &help);
+    if (help) return 0;
+    validate(o);
     // No cpu::set_threads here: the decoding thread sets its own (CompletionEngine). A team started
     // on this thread would leave an idle pool that libgomp counts against the CPUs, and with more
     // pooled threads than CPUs its teams stop spinning and sleep: batched decoding at --threads 2
@@ -398,7 +423,7 @@ int run_serve(int argc, const char* const* argv) {
                                o.host.c_str(), o.port));
     server.listen_backlog();
     Watcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
-    std::atomic<bool> signalled{false};
+    std::atomic<bool> signalled{false}, listen_returned{false};
     std::thread signals([&] {
         int sig = 0;
         sigwait(&sigs, &sig);
@@ -410,6 +435,9 @@ int run_serve(int argc, const char* const* argv) {
         engine.drain();
         // The answers are complete; their last bytes may still be on the way to the clients.
         for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // A signal that came before the server listens: httplib's stop() does nothing until it
+        // runs, and it would then listen on for good, refusing every request.
+        while (!server.http.is_running() && !listen_returned) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         server.http.stop();
     });
     std::printf("serve: listening on http://%s:%d | %s | step %ld | %s | batch %d, queue %d | on %s%s\n", o.host.c_str(),
@@ -417,6 +445,7 @@ int run_serve(int argc, const char* const* argv) {
                 o.api_key.empty() ? "" : " | API key required");
     std::fflush(stdout);
     const bool ok = server.http.listen_after_bind();
+    listen_returned = true;
     if (!server.draining.exchange(true)) pthread_kill(signals.native_handle(), SIGTERM);  // wake it to end
     signals.join();
     std::fprintf(stderr, "serve: stopped%s\n", signalled ? " after finishing every request" : "");

@@ -123,11 +123,15 @@ std::shared_ptr<Completion> parse_completion_request(const std::string& body, co
         refuse("", std::string("the body is not valid JSON (") + e.what() + ")");
     }
     if (!j.is_object()) refuse("", "the body must be a JSON object");
+    // The message names a wrong model by its first bytes, or by its type: writing a value back out
+    // recurses through it, and a body of nested arrays would end that on the stack.
     auto model = j.find("model");
-    if (model != j.end() && !model->is_null() &&
-        (!model->is_string() || model->get<std::string>() != limits.model))
-        refuse("model", strfmt("model %s is not served here; GET /v1/models lists \"%s\"", model->dump().c_str(),
-                               limits.model.c_str()),
+    if (model != j.end() && !model->is_null() && !model->is_string())
+        refuse("model", strfmt("model must be a string (not %s); GET /v1/models lists \"%s\"", model->type_name(),
+                               limits.model.c_str()));
+    if (model != j.end() && model->is_string() && model->get<std::string>() != limits.model)
+        refuse("model", strfmt("model \"%.64s\" is not served here; GET /v1/models lists \"%s\"",
+                               model->get<std::string>().c_str(), limits.model.c_str()),
                404);
     auto c = std::make_shared<Completion>();
     c->prompt = prompt_tokens(j, engine);

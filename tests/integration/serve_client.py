@@ -192,6 +192,7 @@ def bad(url, block_size):
         ("stream not a boolean", {"prompt": "a", "stream": "yes"}, None, 400, "stream"),
         ("n of 2", {"prompt": "a", "n": 2}, None, 400, "n"),
         ("another model", {"prompt": "a", "model": "gpt-4"}, None, 404, "model"),
+        ("a model that is not a string", {"prompt": "a", "model": [["gpt"]]}, None, 400, "model"),
         ("a body over --max-body", None, json.dumps({"prompt": "a" * 5000}), 413, "body"),
     ]
     for what, body, raw, want, param in cases:
@@ -252,6 +253,23 @@ def auth(url, key):
     if status != 200:
         fail("probes must not need the key")
     print("ok: --api-key: 401 without it or with a wrong one, 200 with it; probes open")
+    # Under the default --max-body (1 MiB): a form-encoded body over 8 KiB (what `curl -d` sends
+    # without a Content-Type), which httplib's own read refused as over --max-body; and a model
+    # of arrays nested 300,000 deep, whose error message once recursed the server off its stack.
+    key_h = {"Authorization": f"Bearer {key}"}
+    body = json.dumps({"prompt": "a", "max_tokens": 2}) + " " * 9000
+    status, text, _ = request(url, "POST", "/v1/completions", raw=body,
+                              headers=dict(key_h, **{"Content-Type": "application/x-www-form-urlencoded"}))
+    if status != 200:
+        fail(f"a 9 KB form-encoded JSON body: {status} {text}")
+    deep = '{"prompt": "a", "model": ' + "[" * 300000 + "]" * 300000 + "}"
+    status, text, _ = request(url, "POST", "/v1/completions", raw=deep, headers=key_h)
+    if status != 400 or json.loads(text)["error"]["param"] != "model":
+        fail(f"a model nested 300,000 deep: {status} {text[:200]}")
+    status, _, _ = request(url, "GET", "/healthz")
+    if status != 200:
+        fail("the server is not healthy after the nested body")
+    print("ok: a 9 KB form-encoded body is read; a model nested 300,000 deep gets 400 and the server lives")
 
 
 def slow(url):

@@ -6,6 +6,8 @@
 #include "helpers.h"
 
 #include "dptrain/app/completions.h"
+#include "dptrain/app/serve_api.h"
+#include "dptrain/core/error.h"
 #include "dptrain/backend/cpu/ops.h"
 
 #include <catch2/catch.hpp>
@@ -226,4 +228,31 @@ TEST_CASE("completions: installing a new model's parameters blocks neither submi
     answer(*c);
     CHECK(c->model_step == 200);
     CHECK(e.stats().swaps == 1);
+}
+
+// The field a request names in its refusal, or "accepted".
+static std::string refused_field(const std::string& body, const CompletionEngine& e) {
+    bool stream = false;
+    try {
+        parse_completion_request(body, e, ApiLimits{100, "dptrain"}, &stream, 1);
+    } catch (const ApiError& err) {
+        return strfmt("%d %s", err.status, err.param.c_str());
+    }
+    return "accepted";
+}
+
+TEST_CASE("completions API: deeply nested values in any field are refused by name, not recursed into", "[serve]") {
+    CompletionEngine e(tiny_model(3, 10), 1, 4);
+    // Nested 300,000 deep (600 KB, under the default --max-body): parsing keeps its own stack, but
+    // writing such a value back out (the wrong model's message once did) recursed and ended the
+    // server on its thread's stack.
+    const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+    CHECK(refused_field("{\"prompt\": \"ab\", \"model\": " + deep + "}", e) == "400 model");
+    CHECK(refused_field("{\"prompt\": " + deep + "}", e) == "400 prompt");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"stop\": " + deep + "}", e) == "400 stop");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"max_tokens\": " + deep + "}", e) == "400 max_tokens");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"logit_bias\": {\"1\": " + deep + "}}", e) == "400 logit_bias");
+    CHECK(refused_field(deep, e) == "400 ");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"gpt-4\"}", e) == "404 model");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"dptrain\", \"max_tokens\": 3}", e) == "accepted");
 }
