@@ -46,6 +46,16 @@ bool Completion::next(std::string* text) {
     return true;
 }
 
+Completion::Got Completion::next_for(std::string* text, double seconds) {
+    std::unique_lock<std::mutex> lk(mu);
+    if (!cv.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return !pieces.empty() || done; }))
+        return Got::nothing_yet;
+    if (pieces.empty()) return Got::done;
+    *text = std::move(pieces.front());
+    pieces.pop_front();
+    return Got::text;
+}
+
 struct CompletionEngine::Running {
     std::shared_ptr<Completion> c;
     int slot = 0;

@@ -6,6 +6,7 @@
 // flight, stop). Not for: the API's rules and bodies (serve_api.cpp) or decoding (completions.cpp).
 #include "dptrain/app/serve.h"
 
+#include "dptrain/app/http_server.h"
 #include "dptrain/app/serve_api.h"
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
@@ -70,7 +71,7 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "poll-seconds", po::value(&o.poll)->default_value(10.0),
         "how often to look for a newer checkpoint in a directory; 0 = never")(
         "read-timeout", po::value(&o.read_timeout)->default_value(10.0),
-        "seconds a client may take to send its request")("threads", po::value(&o.threads)->default_value(1),
+        "seconds a client may take to send a whole request (its line, headers and body)")("threads", po::value(&o.threads)->default_value(1),
                                                           "compute threads of the model")(
         "log-requests", po::bool_switch(&o.log_requests), "one line per request on stderr");
     po::variables_map vm;
@@ -193,15 +194,15 @@ struct Server {
     Histogram latency{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
     Histogram first_token{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     std::atomic<bool> draining{false};
-    // Accepted completions whose response is not yet written (the logger, called after the last
-    // byte, counts them down): a stop waits for them, since httplib ends chunked responses at stop.
+    // Completions taken whose response is not yet written (its content provider's release counts
+    // it down, sent or not): a stop waits for them, since httplib ends chunked responses at stop.
     std::atomic<long> inflight{0};
     std::atomic<uint64_t> serial{0};
     long started = (long)std::time(nullptr);
-    httplib::Server http;
+    DeadlineServer http;  // each request whole within --read-timeout
     int listen_fd = -1;  // the listening socket, for listen_backlog()
 
-    Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e) {
+    Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e), http(o_.read_timeout) {
         // httplib's own options set SO_REUSEPORT, with which a second server binds the same port
         // and the kernel splits the connections between the two models, silently. SO_REUSEADDR
         // alone still lets a restarted server bind while the old connections linger in TIME_WAIT.
@@ -263,6 +264,7 @@ struct Server {
     void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
         const std::string body = read_body(req, res, reader);
         if (body.empty() && res.status >= 400) return count(res.status);
+        DeadlineServer::request_read();
         bool stream = false;
         std::shared_ptr<Completion> c;
         const uint64_t n = serial++;
@@ -273,8 +275,10 @@ struct Server {
             fail(res, e.status, e.message, e.param);
             return count(e.status);
         }
+        ++inflight;  // before submit: a stop that drains the engine then waits for this answer too
         const CompletionEngine::Submitted s = engine.submit(c);
         if (s != CompletionEngine::Submitted::ok) {
+            --inflight;
             const bool full = s == CompletionEngine::Submitted::queue_full;
             fail(res, full ? 429 : 503,
                  full ? strfmt("the queue is full (%d decoding, %d waiting); retry later", o.max_batch, o.max_queue)
@@ -284,14 +288,40 @@ struct Server {
         const std::string id = strfmt("cmpl-%lx%06llx", started, (unsigned long long)n);
         const long created = (long)std::time(nullptr);
         count(200);
-        ++inflight;
-        if (!stream) {
-            std::string text, piece;
-            while (c->next(&piece)) text += piece;
-            res.set_content(completion_body(id, created, o.name, *c, text, false, true), "application/json");
-            observe(*c);
-            return;
+        if (stream) answer_streamed(res, c, id, created);
+        else answer_whole(res, c, id, created);
+    }
+
+    // The answer as one JSON body. Waits for it, looking every 0.2 s whether the client still
+    // waits: one that gave up (a timeout, a retry) is cancelled, not decoded to max_tokens for
+    // nobody. The provider's release counts the request out of inflight, once it is written.
+    void answer_whole(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
+                      long created) {
+        std::string text, piece;
+        double look_at = now_seconds() + 0.2;
+        for (Completion::Got got; (got = c->next_for(&piece, 0.2)) != Completion::Got::done;) {
+            if (got == Completion::Got::text) text += piece;
+            if (now_seconds() < look_at) continue;
+            look_at = now_seconds() + 0.2;
+            if (DeadlineServer::client_gone()) {
+                c->cancelled = true;
+                --inflight;
+                return fail(res, 499, "the client closed the connection");  // not sent: no one reads it
+            }
         }
+        auto out = std::make_shared<const std::string>(completion_body(id, created, o.name, *c, text, false, true));
+        res.set_content_provider(
+            out->size(), "application/json",
+            [out](size_t offset, size_t length, httplib::DataSink& sink) {
+                return sink.write(out->data() + offset, length);
+            },
+            [this](bool) { --inflight; });
+        observe(*c);
+    }
+
+    // The answer as server-sent events, a piece at a time; [DONE] after the last.
+    void answer_streamed(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
+                         long created) {
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
@@ -311,8 +341,9 @@ struct Server {
                 }
                 return true;
             },
-            [c](bool ok) {
+            [this, c](bool ok) {
                 if (!ok) c->cancelled = true;
+                --inflight;
             });
     }
 
@@ -375,14 +406,11 @@ struct Server {
             fail(r, 500, what);
         });
         http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
-            if (q.path == "/v1/completions" && r.status == 200) --inflight;
             if (o.log_requests) std::fprintf(stderr, "serve: %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
         });
         http.new_task_queue = [pool = connections()] { return new httplib::ThreadPool(pool); };
         http.set_payload_max_length((size_t)o.max_body);
-        http.set_read_timeout((time_t)o.read_timeout, (time_t)((o.read_timeout - (time_t)o.read_timeout) * 1e6));
         http.set_write_timeout(30, 0);
-        http.set_keep_alive_timeout(5);
     }
 };
 

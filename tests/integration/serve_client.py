@@ -284,6 +284,43 @@ def slow(url):
         fail("a client that never finishes its body was not cut off within 10 s")
     s.close()
     print(f"ok: a slow sender is cut off after {time.time() - t0:.1f} s ({got[:30]!r})")
+    # A byte every 0.3 s, each read within --read-timeout (1 s) but the request never whole within
+    # it: cut off too. httplib's timeout alone applied to each read, and held the connection
+    # thread for as long as the client went on (enough such clients took every thread).
+    request_bytes = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100
+    s = socket.create_connection((u.hostname, u.port))
+    t0 = time.time()
+    for i in range(len(request_bytes)):
+        try:
+            s.sendall(request_bytes[i:i + 1])
+        except OSError:
+            break
+        time.sleep(0.3)
+        if time.time() - t0 > 10:
+            fail("a client trickling its request a byte every 0.3 s was not cut off within 10 s")
+    took = time.time() - t0
+    s.close()
+    if took > 3:
+        fail(f"a client trickling its request was cut off after {took:.1f} s, want about 1 s (--read-timeout)")
+    print(f"ok: a client trickling its request a byte every 0.3 s is cut off after {took:.1f} s")
+    # A client that stops waiting for its (non-streamed) answer: the request is cancelled, not
+    # decoded to max_tokens for nobody.
+    _, before, _ = request(url, "GET", "/metrics")
+    c = conn(url)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "a", "max_tokens": 100000, "temperature": 0}),
+              headers={"Content-Type": "application/json"})
+    time.sleep(0.2)
+    c.close()
+    for _ in range(100):
+        _, after, _ = request(url, "GET", "/metrics")
+        m = metrics(after)
+        if m["dptrain_serve_cancelled_total"] > metrics(before)["dptrain_serve_cancelled_total"] and \
+                m["dptrain_serve_active_sequences"] == 0:
+            break
+        time.sleep(0.1)
+    else:
+        fail("a client that left before its answer was not dropped (cancelled_total did not grow)")
+    print("ok: a client that leaves before its answer is dropped")
     _, before, _ = request(url, "GET", "/metrics")
     chunks = stream(url, {"prompt": "a", "max_tokens": 50000, "temperature": 0}, stop_after=2)
     if len(chunks) != 2:

@@ -45,6 +45,9 @@ struct Completion {
 
     // Reader: waits for text or the end; false once done and every piece is taken.
     bool next(std::string* text);
+    // As next, waiting at most `seconds`.
+    enum class Got { text, done, nothing_yet };
+    Got next_for(std::string* text, double seconds);
 };
 
 // Counters and gauges for /metrics (a copy, taken under the engine's lock).

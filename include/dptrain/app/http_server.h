@@ -1,0 +1,32 @@
+// cpp-httplib's server with a deadline on each request as a whole, and a way for a handler to see
+// that its client hung up. httplib's read timeout applies to each read: a client that sends its
+// request a byte at a time, each under the timeout, held a connection thread for good, and enough
+// such clients held every thread, so that the probes went unanswered. Not for: routes, the API or
+// its bodies (serve.cpp, serve_api.cpp).
+#pragma once
+
+#include <httplib.h>
+
+namespace dptrain {
+
+class DeadlineServer : public httplib::Server {
+  public:
+    // A request (its line, headers and body) must arrive within this many seconds of its first
+    // byte; an idle kept-alive connection is closed after keep_alive_seconds.
+    explicit DeadlineServer(double request_seconds, double keep_alive_seconds = 5);
+
+    // Called on a handler's thread: the request being handled has arrived whole (its deadline no
+    // longer applies while the answer is computed and written).
+    static void request_read();
+    // Called on a handler's thread: whether the client has closed its side of the connection
+    // (a client that stops waiting for an answer it has not yet been sent).
+    static bool client_gone();
+
+  private:
+    bool process_and_close_socket(socket_t sock) override;
+    bool wait_for_request(socket_t sock) const;
+
+    const double request_seconds_, keep_alive_seconds_;
+};
+
+} // namespace dptrain

@@ -1,0 +1,162 @@
+// DeadlineServer (http_server.h): httplib's request handling over a stream of our own, whose reads
+// share one deadline per request.
+#include "dptrain/app/http_server.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace dptrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits up to ms for events on sock; false on a timeout or an error.
+bool wait_for(socket_t sock, short events, long ms) {
+    if (ms <= 0) return false;
+    pollfd p{sock, events, 0};
+    int r;
+    do {
+        r = ::poll(&p, 1, (int)std::min<long>(ms, 1 << 30));
+    } while (r < 0 && errno == EINTR);
+    return r > 0;
+}
+
+// One connection. Reads are buffered (httplib reads a request line a byte at a time) and bounded
+// by the request's deadline, set at its first read and cleared once it has arrived (or its answer
+// is written): the next request on the connection sets it again.
+class RequestStream : public httplib::Stream {
+  public:
+    RequestStream(socket_t sock, double request_seconds, long write_ms)
+        : sock_(sock), request_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request_seconds))),
+          write_ms_(write_ms) {}
+
+    bool is_readable() const override { return pos_ < end_ || wait_for(sock_, POLLIN, left_ms()); }
+    bool is_writable() const override { return wait_for(sock_, POLLOUT, write_ms_); }
+
+    ssize_t read(char* ptr, size_t size) override {
+        if (pos_ == end_) {
+            if (!armed_) {
+                deadline_ = Clock::now() + request_;
+                armed_ = true;
+            }
+            if (!wait_for(sock_, POLLIN, left_ms())) return -1;
+            if (size >= sizeof buf_) return receive(ptr, size);  // a body's large reads: no copy
+            const ssize_t n = receive(buf_, sizeof buf_);
+            if (n <= 0) return n;
+            pos_ = 0;
+            end_ = (size_t)n;
+        }
+        const size_t n = std::min(size, end_ - pos_);
+        std::memcpy(ptr, buf_ + pos_, n);
+        pos_ += n;
+        return (ssize_t)n;
+    }
+    ssize_t write(const char* ptr, size_t size) override {
+        if (!is_writable()) return -1;
+        ssize_t n;
+        do {
+            n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+        } while (n < 0 && errno == EINTR);
+        return n;
+    }
+    void get_remote_ip_and_port(std::string& ip, int& port) const override { address(true, ip, port); }
+    void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
+    socket_t socket() const override { return sock_; }
+
+    void disarm() { armed_ = false; }
+    // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
+    bool peer_closed() const {
+        if (pos_ < end_) return false;
+        pollfd p{sock_, POLLIN | POLLRDHUP, 0};
+        if (::poll(&p, 1, 0) <= 0) return false;
+        if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+        char c;
+        return ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    }
+
+  private:
+    long left_ms() const {
+        if (!armed_) return (long)std::chrono::duration_cast<std::chrono::milliseconds>(request_).count();
+        return (long)std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+    }
+    ssize_t receive(char* dst, size_t size) {
+        ssize_t n;
+        do {
+            n = ::recv(sock_, dst, size, 0);
+        } while (n < 0 && errno == EINTR);
+        return n;
+    }
+    void address(bool peer, std::string& ip, int& port) const {
+        sockaddr_storage a{};
+        socklen_t len = sizeof a;
+        const int r = peer ? ::getpeername(sock_, reinterpret_cast<sockaddr*>(&a), &len)
+                           : ::getsockname(sock_, reinterpret_cast<sockaddr*>(&a), &len);
+        char host[NI_MAXHOST], serv[NI_MAXSERV];
+        if (r == 0 && ::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv,
+                                    NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+            ip = host;
+            port = std::atoi(serv);
+        }
+    }
+
+    const socket_t sock_;
+    const Clock::duration request_;
+    const long write_ms_;
+    bool armed_ = false;
+    Clock::time_point deadline_;
+    char buf_[4096];
+    size_t pos_ = 0, end_ = 0;
+};
+
+// The stream of the connection this thread is serving (handlers run on it).
+thread_local RequestStream* t_stream = nullptr;
+
+} // namespace
+
+DeadlineServer::DeadlineServer(double request_seconds, double keep_alive_seconds)
+    : request_seconds_(request_seconds), keep_alive_seconds_(keep_alive_seconds) {}
+
+void DeadlineServer::request_read() {
+    if (t_stream) t_stream->disarm();
+}
+
+bool DeadlineServer::client_gone() { return t_stream && t_stream->peer_closed(); }
+
+// A connection's next request: its first byte within keep_alive_seconds, looked for in 10 ms
+// slices so that a stopping server closes its idle connections at once.
+bool DeadlineServer::wait_for_request(socket_t sock) const {
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(keep_alive_seconds_));
+    while (svr_sock_ != INVALID_SOCKET) {
+        if (wait_for(sock, POLLIN, 10)) return true;
+        if (Clock::now() >= end) return false;
+    }
+    return false;
+}
+
+// httplib's own loop over a connection's requests (keep-alive), on our stream.
+bool DeadlineServer::process_and_close_socket(socket_t sock) {
+    RequestStream strm(sock, request_seconds_, (long)write_timeout_sec_ * 1000 + (long)write_timeout_usec_ / 1000);
+    t_stream = &strm;
+    bool ok = false;
+    for (size_t left = keep_alive_max_count_; left > 0 && wait_for_request(sock); --left) {
+        bool closed = false;
+        ok = process_request(strm, left == 1, closed, nullptr);
+        strm.disarm();  // its answer is written
+        if (!ok || closed) break;
+    }
+    t_stream = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+}
+
+} // namespace dptrain
