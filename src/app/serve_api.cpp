@@ -43,6 +43,11 @@ std::vector<int> prompt_tokens(const Json& j, const CompletionEngine& engine) {
     if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];  // ["text"]: one prompt
     if (p->is_string()) {
         if (p->get<std::string>().empty()) refuse("prompt", "prompt must not be empty");
+        // No tokenizer's token spans 256 bytes: a longer text is over the context however it
+        // splits, and is refused before tokenizing it (a single long word costs BPE seconds).
+        if (p->get<std::string>().size() > (size_t)T * 256)
+            refuse("prompt", strfmt("prompt has %zu bytes, more than the model's context of %d tokens can hold",
+                                    p->get<std::string>().size(), T));
         try {
             ids = engine.tokenizer().encode(p->get<std::string>());
         } catch (const UserError& e) {

@@ -23,6 +23,7 @@ namespace {
 // space to the word).
 constexpr const char* kPattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr size_t kCacheMax = 1 << 18;  // pieces remembered; a corpus's words repeat
+constexpr size_t kCachedPieceMax = 256;  // longer pieces (rare, and costly to keep) are not remembered
 
 bool printable_byte(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
 
@@ -269,6 +270,7 @@ void Gpt2Bpe::encode_piece(const char* p, size_t n, std::vector<int>* ids) const
         w.resize(out);
     }
     ids->insert(ids->end(), w.begin(), w.end());
+    if (n > kCachedPieceMax) return;
     std::lock_guard<std::mutex> g(cache_mu_);
     if (cache_.size() >= kCacheMax) cache_.clear();
     cache_.emplace(std::move(key), std::move(w));

@@ -254,5 +254,13 @@ TEST_CASE("completions API: deeply nested values in any field are refused by nam
     CHECK(refused_field("{\"prompt\": \"ab\", \"logit_bias\": {\"1\": " + deep + "}}", e) == "400 logit_bias");
     CHECK(refused_field(deep, e) == "400 ");
     CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"gpt-4\"}", e) == "404 model");
+    // A prompt longer in bytes than the context could hold in any tokenizer's tokens (256 bytes
+    // each) is refused before it is tokenized.
+    bool stream = false;
+    const std::string long_prompt = "{\"prompt\": \"" + std::string(16 * 256 + 1, 'a') + "\"}";
+    CHECK_THROWS_MATCHES(parse_completion_request(long_prompt, e, ApiLimits{100, "dptrain"}, &stream, 1), ApiError,
+                         Catch::Predicate<ApiError>([](const ApiError& err) {
+                             return err.param == "prompt" && err.message.find("4097 bytes") != std::string::npos;
+                         }));
     CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"dptrain\", \"max_tokens\": 3}", e) == "accepted");
 }
