@@ -5,7 +5,10 @@ Shakespeare GPT's shape: 4 layers, 4 heads, 128 wide, block size 256; 2 steps, s
 depend on the weights) on the README as text, starts each server on 127.0.0.1 with a free port,
 sends a bounded number of requests, and stops the server with SIGTERM.
 
-  bench/serve_load.py [--requests N] [--tokens N] [--threads N]
+  bench/serve_load.py [--requests N] [--tokens N] [--threads N] [--build DIR]
+
+--build: the build whose `dptrain serve` is measured (default: this checkout's build/; another
+build, before or after a change, beside it on the same machine).
 
 Each request: a 4-character prompt, max_tokens (default 64), temperature 0.8, its own seed.
 Reported per row: completed requests, failures, generated tokens per second over the row's wall
@@ -124,14 +127,17 @@ def rollout(work, threads, tokens):
 
 
 def main():
+    global BUILD
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=64, help="requests per row")
     ap.add_argument("--tokens", type=int, default=64, help="max_tokens of each request")
     ap.add_argument("--threads", type=int, default=1, help="the server's compute threads")
+    ap.add_argument("--build", default=BUILD, help="the build directory whose dptrain is measured")
     a = ap.parse_args()
+    BUILD = os.path.abspath(a.build)
     work = tempfile.mkdtemp(prefix="dptrain-bench-")
     try:
-        subprocess.run([f"{BUILD}/dptrain-data", "text", "--input", f"{ROOT}/README.md", "--out", f"{work}/tok"],
+        subprocess.run([f"{ROOT}/build/dptrain-data", "text", "--input", f"{ROOT}/README.md", "--out", f"{work}/tok"],
                        check=True, stdout=subprocess.DEVNULL)
         train(work, 2)
         print(f"{'batching':<10} {'clients':>7} {'requests':>8} {'failed':>6} {'tok/s':>9} {'p50 s':>8} {'p99 s':>8}")
