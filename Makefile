@@ -55,6 +55,14 @@ SAN      := -fsanitize=address,undefined
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 OPT      := $(if $(filter 1,$(DEBUG)),-O0 -g $(SAN),-O3 -g $(ARCH_FLAGS))
 VERSION  := $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0)
+# The objects that print the version are rebuilt when it changes (a commit; a tree made clean or
+# dirty): an incremental build printed the version of the build that first compiled them. The
+# stamp is rewritten only when the version differs.
+VERSION_STAMP := $(BUILD)/version-stamp
+ifneq ($(VERSION),$(shell cat $(VERSION_STAMP) 2>/dev/null))
+$(shell mkdir -p $(BUILD) && echo '$(VERSION)' > $(VERSION_STAMP))
+endif
+VERSION_USERS := $(shell grep -rl --include='*.cpp' DPTRAIN_VERSION src)
 CPPFLAGS := -Iinclude -DOMPI_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) $(HTTPLIB_CFLAGS) $(PCRE_CFLAGS) -DDPTRAIN_VERSION='"$(VERSION)"' \
             $(if $(filter 1,$(HAVE_CUDA)),-DDPTRAIN_HAVE_CUDA -I$(CUDA_HOME)/include) \
             $(if $(filter 1,$(HAVE_NCCL)),-DDPTRAIN_HAVE_NCCL)
@@ -112,6 +120,8 @@ $(BUILD)/%.o: %.cpp $(CONFIG)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CXX   $<")
 	$(Q)$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(VERSION_USERS:%.cpp=$(BUILD)/%.o): $(VERSION_STAMP)
 
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR    $@")
