@@ -73,6 +73,7 @@ class RequestStream : public httplib::Stream {
     socket_t socket() const override { return sock_; }
 
     void disarm() { armed_ = false; }
+    bool buffered() const { return pos_ < end_; }  // bytes read ahead: a next (pipelined) request
     // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
     bool peer_closed() const {
         if (pos_ < end_) return false;
@@ -147,7 +148,7 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     RequestStream strm(sock, request_seconds_, (long)write_timeout_sec_ * 1000 + (long)write_timeout_usec_ / 1000);
     t_stream = &strm;
     bool ok = false;
-    for (size_t left = keep_alive_max_count_; left > 0 && wait_for_request(sock); --left) {
+    for (size_t left = keep_alive_max_count_; left > 0 && (strm.buffered() || wait_for_request(sock)); --left) {
         bool closed = false;
         ok = process_request(strm, left == 1, closed, nullptr);
         strm.disarm();  // its answer is written

@@ -115,9 +115,10 @@ long step_of(const std::string& path) {
     return at == std::string::npos ? -1 : std::atol(path.c_str() + at + 5);
 }
 
-// Rollout: every poll seconds, the newest checkpoint of the directory; one newer than the model
-// served is loaded (checksums verified) and offered to the engine. One that fails, or holds
-// another model, is named on stderr once and left alone; the old model keeps serving.
+// Rollout: every poll seconds, the newest checkpoint of the directory newer than the model served
+// that loads (checksums verified) and holds the same model is offered to the engine. One that
+// fails, or holds another model, is named on stderr once and passed over for the next older one;
+// the old model keeps serving when none is left.
 class Watcher {
   public:
     Watcher(CompletionEngine& engine, ServeCounters& counters, std::string dir, double poll, std::string current,
@@ -145,32 +146,39 @@ class Watcher {
         }
     }
     void look() {
-        const std::vector<std::string> all = list_checkpoints(dir_);
-        if (all.empty() || all[0] == current_ || step_of(all[0]) <= step_) return;
-        struct stat st;
-        // A file of that name written later (a rename gives a new inode) is looked at afresh.
-        const std::string key = stat(all[0].c_str(), &st) == 0
-                                    ? all[0] + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
-                                                      (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
-                                    : all[0];
-        if (rejected_.count(key)) return;
+        for (const std::string& path : list_checkpoints(dir_)) {  // newest first
+            if (path == current_ || step_of(path) <= step_) return;
+            struct stat st;
+            // A file of that name written later (a rename gives a new inode) is looked at afresh.
+            const std::string key = stat(path.c_str(), &st) == 0
+                                        ? path + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
+                                                        (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
+                                        : path;
+            if (rejected_.count(key)) continue;
+            if (offer(path)) return;
+            rejected_.insert(key);
+        }
+    }
+    // Loads path and offers it; false (named on stderr once) when it fails or holds another model.
+    bool offer(const std::string& path) {
         try {
-            InferenceModel m = load_inference_model(all[0]);
+            InferenceModel m = load_inference_model(path);
             if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() ||
                 !m.tok.same_as(engine_.tokenizer()))
-                throw UserError(strfmt("%s holds another model or tokenizer (%s)", all[0].c_str(),
+                throw UserError(strfmt("%s holds another model or tokenizer (%s)", path.c_str(),
                                        Gpt(m.cfg, 0).signature().c_str()));
-            current_ = all[0];
+            current_ = path;
             step_ = m.step;
             engine_.offer_model(std::move(m));
+            return true;
         } catch (const std::exception& e) {
-            rejected_.insert(key);
             {
                 std::lock_guard<std::mutex> lk(counters_.mu);
                 ++counters_.checkpoints_skipped;
             }
             // The error names the file.
             std::fprintf(stderr, "serve: skipping a newer checkpoint: %s; still serving step %ld\n", e.what(), step_);
+            return false;
         }
     }
 

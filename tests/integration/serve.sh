@@ -8,7 +8,7 @@
 #      a slow sender is cut off and a reader that leaves mid-stream is dropped
 #   3. rollout under load: a corrupt newer checkpoint is skipped with one line, a complete newer
 #      one is swapped in; every request before, during and after succeeds, and the answers after
-#      the swap name the new step
+#      the swap name the new step; a valid checkpoint behind a corrupt newest one is served
 #   4. SIGTERM: a request in flight finishes whole, then the server exits 0
 #   5. SIGTERM during start-up ends the server too
 source "$(dirname "$0")/lib.bash"
@@ -132,6 +132,22 @@ PY
 grep -q "^serve: now serving step 200 (.*ckpt-00000200.h5)$" "$WORK/roll.err" \
   || { cat "$WORK/roll.err"; fail "the swap to step 200 was not announced"; }
 echo "ok: rollout: a corrupt checkpoint skipped, the newest swapped in under load, no request failed"
+# A corrupt newest checkpoint does not hide a valid one between it and the model served: step 250
+# (trained in a copy of the run) arrives after a corrupt step 300, and is served.
+cp -r "$WORK/run" "$WORK/run2"
+train 1 "${G[@]}" --steps 250 --run-dir "$WORK/run2" --resume auto
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training the copy to step 250 exited $RC"; }
+cp "$WORK/damaged.h5" "$WORK/ckpt.tmp"
+mv "$WORK/ckpt.tmp" "$WORK/run/checkpoints/ckpt-00000300.h5"
+for _ in $(seq 50); do grep -q "^serve: skipping .*ckpt-00000300.h5: " "$WORK/roll.err" && break; sleep 0.1; done
+grep -q "^serve: skipping .*ckpt-00000300.h5: " "$WORK/roll.err" || { cat "$WORK/roll.err"; fail "the corrupt step 300 was not skipped"; }
+cp "$WORK/run2/checkpoints/ckpt-00000250.h5" "$WORK/ckpt.tmp"
+mv "$WORK/ckpt.tmp" "$WORK/run/checkpoints/ckpt-00000250.h5"
+for _ in $(seq 50); do grep -q "^serve: now serving step 250 " "$WORK/roll.err" && break; sleep 0.1; done
+grep -q "^serve: now serving step 250 (.*ckpt-00000250.h5)$" "$WORK/roll.err" \
+  || { cat "$WORK/roll.err"; fail "step 250 was not served behind a corrupt step 300"; }
+[ "$(grep -c "ckpt-00000300.h5" "$WORK/roll.err")" = 1 ] || { cat "$WORK/roll.err"; fail "the corrupt step 300 was named more than once"; }
+echo "ok: rollout: a valid step 250 is served behind a corrupt step 300"
 
 # 4. SIGTERM with a request in flight.
 start term --checkpoint "$WORK/run" --max-tokens 100000

@@ -214,6 +214,25 @@ def bad(url, block_size):
     if status != 200:
         fail("the server is not healthy after the bad requests")
     print("ok: unknown paths and methods: 404 with the JSON error; the server is healthy")
+    # Two requests sent at once on one connection (pipelined) both get their answer: the second may
+    # already sit in the server's read buffer when the first is answered.
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port))
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.settimeout(3)
+    got = b""
+    try:
+        while got.count(b"HTTP/1.1 200") < 2:
+            part = s.recv(4096)
+            if not part:
+                break
+            got += part
+    except socket.timeout:
+        pass
+    s.close()
+    if got.count(b"HTTP/1.1 200") != 2 or b"ready" not in got:
+        fail(f"two pipelined requests: want two answers within 3 s, got {got!r}")
+    print("ok: two pipelined requests on one connection both answered")
 
 
 def full(url):
