@@ -38,12 +38,10 @@ size_t complete_utf8(const std::string& s, size_t from, size_t upto) {
 } // namespace
 
 bool Completion::next(std::string* text) {
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return !pieces.empty() || done; });
-    if (pieces.empty()) return false;
-    *text = std::move(pieces.front());
-    pieces.pop_front();
-    return true;
+    Got got;
+    while ((got = next_for(text, 3600)) == Got::nothing_yet) {
+    }
+    return got == Got::text;
 }
 
 Completion::Got Completion::next_for(std::string* text, double seconds) {

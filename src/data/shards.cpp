@@ -218,9 +218,8 @@ std::string ShardSet::conversion_note() const {
 size_t ShardSet::held_bytes() const {
     size_t n = 0;
     for (const Shard& sh : shards_)
-        n += sh.label_cache ? sh.label_cache->size() * sizeof(int) : 0;
-    for (const Shard& sh : shards_)
-        if (sh.fd < 0) n += h5::kOpenFileBytes + sh.chunk_cache;
+        n += (sh.label_cache ? sh.label_cache->size() * sizeof(int) : 0) +
+             (sh.fd < 0 ? h5::kOpenFileBytes + sh.chunk_cache : 0);
     return n;
 }
 

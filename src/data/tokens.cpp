@@ -215,7 +215,8 @@ size_t TokenShardSet::held_bytes() const {
     size_t n = 0;
     for (const Shard& sh : shards_)
         if (sh.fd < 0)
-            n += h5::kOpenFileBytes + std::min(h5::kDefaultChunkCacheBytes, (size_t)sh.tokens * sh.width + 521 * 8);
+            n += h5::kOpenFileBytes + h5::kDefaultChunkSlotBytes +
+                 std::min(h5::kDefaultChunkCacheBytes, (size_t)sh.tokens * sh.width);
     return n;
 }
 
@@ -243,17 +244,18 @@ void TokenShardSet::load_node_memory() {
 }
 
 // A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's
-// (first_table, kept as text) gives that shard's tokenizer again, unparsed: a BPE's table is about
-// 1 MB and a split may have 1000 shards.
+// (first_table: the first shard's table as stored, which this sets when first is null) gives that
+// shard's tokenizer again, unparsed: a BPE's table is about 1 MB and a split may have 1000 shards.
 static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std::string& hint, const Tokenizer* first,
-                                 const std::string& first_table, int* vocab) {
+                                 std::string* first_table, int* vocab) {
     try {
         *vocab = (int)h5::read_attr_i64(file, "vocab_size");
         const std::string kind = h5::read_attr_str(file, "tokenizer");
         const std::string table = Tokenizer::has_table(kind) ? h5::read_text(file, "vocab")
                                   : kind == "ids"            ? std::to_string(*vocab)
                                                              : "";
-        if (first && first->kind == kind && first_table == table) return *first;
+        if (!first) *first_table = table;
+        else if (first->kind == kind && *first_table == table) return *first;
         return Tokenizer::from(kind, table);
     } catch (const UserError& e) {
         throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
@@ -293,14 +295,12 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
             throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
         int vocab = 0;
         Tokenizer tok =
-            shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, first_table, &vocab);
+            shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, &first_table, &vocab);
         if (vocab < tok.vocab_size() || vocab > (u16 ? 65536 : INT32_MAX))
             throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
                                    path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));
-        if (s.shards_.empty()) {
-            s.tok_ = tok;
-            first_table = tok.table();
-        } else if (!tok.same_as(s.tok_))
+        if (s.shards_.empty()) s.tok_ = tok;
+        else if (!tok.same_as(s.tok_))
             throw UserError(strfmt("%s: its vocabulary differs from %s's; shards of one set must share it", path.c_str(),
                                    s.shards_[0].path.c_str()));
         sh.tokens = (long)dims[0];

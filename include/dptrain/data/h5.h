@@ -61,7 +61,8 @@ Hid open_dataset(hid_t file, const std::string& path, const std::string& name, c
 constexpr size_t kOpenFileBytes = (size_t)528 << 10;
 // HDF5's default chunk cache of a dataset: 521 slots (8 bytes each, allocated at open) and up to
 // 1 MiB of chunks.
-constexpr size_t kDefaultChunkCacheBytes = ((size_t)1 << 20) + 521 * 8;
+constexpr size_t kDefaultChunkSlotBytes = 521 * 8;
+constexpr size_t kDefaultChunkCacheBytes = (size_t)1 << 20;
 
 // For a chunked dataset: reopens it with a chunk cache that holds all of it up to `max_bytes`,
 // so that random rows read again later (next batch, next epoch) find their chunk decompressed.
