@@ -44,7 +44,7 @@ std::vector<int> prompt_tokens(const Json& j, const CompletionEngine& engine) {
     if (p->is_string()) {
         if (p->get<std::string>().empty()) refuse("prompt", "prompt must not be empty");
         // No tokenizer's token spans 256 bytes: a longer text is over the context however it
-        // splits, and is refused before tokenizing it (a single long word costs BPE seconds).
+        // splits, and is refused before the work of tokenizing it.
         if (p->get<std::string>().size() > (size_t)T * 256)
             refuse("prompt", strfmt("prompt has %zu bytes, more than the model's context of %d tokens can hold",
                                     p->get<std::string>().size(), T));

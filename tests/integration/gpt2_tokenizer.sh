@@ -4,7 +4,7 @@
 # dptrain's input, both installed with npm into this test's folder (skipped with a line saying so
 # where npm cannot install them). Every id must be equal, on Tiny Shakespeare and on random text
 # (contractions, runs of spaces and newlines, digits, accents, CJK, emoji and their joiners,
-# Unicode spaces), with the first text encoded by 3 ranks under mpirun. Then a GPT trains on the shards (bits per byte from the tokens' bytes),
+# Unicode spaces, words thousands of bytes long), with the first text encoded by 3 ranks under mpirun. Then a GPT trains on the shards (bits per byte from the tokens' bytes),
 # generates text, and exports vocab.json and merges.txt equal to the files it was given; bad
 # tokenizer files get one line.
 source "$(dirname "$0")/lib.bash"
@@ -39,8 +39,16 @@ for seed in (1, 2):
     r = random.Random(seed)
     with open(f"{sys.argv[1]}/random{seed}.txt", "w", encoding="utf-8", newline="") as f:
         f.write("".join(r.choice(atoms) for _ in range(20000)))
+# Long pieces (17 to 3,000 bytes: letters, digits, symbols, spaces), which BPE merges by heap.
+r = random.Random(3)
+alphabets = ["abcdefghijklmnopqrstuvwxyz", "etaoinshr", "ABCabc", "0123456789", "!?.,;-#", "éßçñ", "ab"]
+with open(f"{sys.argv[1]}/random3.txt", "w", encoding="utf-8", newline="") as f:
+    for _ in range(60):
+        a = r.choice(alphabets)
+        f.write(" " + "".join(r.choice(a) for _ in range(r.choice([17, 30, 200, 800, 2000]))))
+    f.write(" " * 3000 + "x")
 PY
-texts=("$WORK/random1.txt" "$WORK/random2.txt")
+texts=("$WORK/random1.txt" "$WORK/random2.txt" "$WORK/random3.txt")
 shakespeare="$ROOT/../shared/data/tinyshakespeare.txt"
 if [ -r "$shakespeare" ]; then texts+=("$shakespeare")
 else echo "SKIPPED the Tiny Shakespeare comparison (../shared/data/tinyshakespeare.txt absent): random text only"; fi

@@ -14,6 +14,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <set>
+
 using namespace dptrain;
 
 namespace {
@@ -80,6 +83,75 @@ TEST_CASE("gpt2 BPE: merges apply lowest rank first, every occurrence left to ri
     CHECK(b->bytes_of(259) == "hello");
     CHECK(b->id_of("hell") == 258);
     CHECK(b->id_of("nope") == -1);
+}
+
+namespace {
+
+// GPT-2's bpe() as its encoder.py writes it, on strings: each round finds the adjacent pair of
+// lowest rank and merges it everywhere, left to right. The tokenizer must give these pieces.
+std::vector<std::string> reference_bpe(const std::string& word,
+                                       const std::map<std::pair<std::string, std::string>, size_t>& ranks) {
+    std::vector<std::string> w;
+    for (char c : word) w.emplace_back(1, c);
+    for (;;) {
+        auto best = ranks.end();
+        for (size_t i = 0; i + 1 < w.size(); ++i) {
+            auto it = ranks.find({w[i], w[i + 1]});
+            if (it != ranks.end() && (best == ranks.end() || it->second < best->second)) best = it;
+        }
+        if (best == ranks.end()) return w;
+        std::vector<std::string> merged;
+        for (size_t i = 0; i < w.size();) {
+            if (i + 1 < w.size() && w[i] == best->first.first && w[i + 1] == best->first.second)
+                merged.push_back(w[i] + w[i + 1]), i += 2;
+            else merged.push_back(w[i++]);
+        }
+        w = std::move(merged);
+    }
+}
+
+// Merges of random pieces of "abcd" up to 8 letters, each part made by an earlier merge; shuffled,
+// a merge may come before its parts' merges (GPT-2's files never do that; bpe() still decides).
+TinyVocab random_vocab(Rng& rng, size_t count, bool shuffled) {
+    TinyVocab v;
+    v.merges.clear();
+    std::vector<std::string> pool = {"a", "b", "c", "d"};
+    std::set<std::string> made(pool.begin(), pool.end());
+    while (v.merges.size() < count) {
+        const std::string& x = pool[rng.next() % pool.size()];
+        const std::string& y = pool[rng.next() % pool.size()];
+        if (x.size() + y.size() > 8 || !made.insert(x + y).second) continue;
+        v.merges.emplace_back(x, y);
+        pool.push_back(x + y);
+    }
+    if (shuffled)
+        for (size_t i = v.merges.size() - 1; i > 0; --i) std::swap(v.merges[i], v.merges[rng.next() % (i + 1)]);
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("gpt2 BPE: every piece, short or thousands of bytes, gets bpe()'s ids", "[bpe]") {
+    // Short pieces are merged by rescanning, long ones through a heap (a rescan costs O(n^2): 6 s
+    // for a 128 KB word of GPT-2's vocabulary); lengths on both sides of the switch, past the
+    // cache's limit, and in tables whose merges come before their parts'.
+    Rng rng(11);
+    for (bool shuffled : {false, true}) {
+        const TinyVocab v = random_vocab(rng, 120, shuffled);
+        std::map<std::pair<std::string, std::string>, size_t> ranks;
+        for (size_t r = 0; r < v.merges.size(); ++r) ranks.emplace(v.merges[r], r);
+        const auto b = v.bpe();
+        for (int round = 0; round < 300; ++round) {
+            const size_t n = round % 10 == 9 ? 200 + rng.next() % 3000 : 1 + rng.next() % 40;
+            std::string word;
+            for (size_t i = 0; i < n; ++i) word += "abcd"[rng.next() % 4];
+            std::vector<int> want;
+            for (const std::string& piece : reference_bpe(word, ranks)) want.push_back(b->id_of(piece));
+            INFO("shuffled " << shuffled << ", " << n << " letters: " << word);
+            REQUIRE(enc(*b, word) == want);
+            REQUIRE(enc(*b, word) == want);  // again, from the cache where it was kept
+        }
+    }
 }
 
 TEST_CASE("gpt2 BPE: GPT-2's pre-tokenizer decides where merges stop", "[bpe]") {

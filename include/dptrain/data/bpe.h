@@ -47,6 +47,10 @@ class Gpt2Bpe {
                                                 const std::string& where);
     void compile_regex();
     void encode_piece(const char* p, size_t n, std::vector<int>* ids) const;
+    // bpe() on one piece's bytes (n >= 1), its ids into *out: two ways to the same ids, one for
+    // short pieces, one for long.
+    void scan_piece(const char* p, size_t n, std::vector<int>* out) const;
+    void merge_piece(const char* p, size_t n, std::vector<int>* out) const;
 
     std::vector<std::string> tokens_;  // id -> GPT-2's printable form
     std::vector<std::string> bytes_;   // id -> the bytes it stands for
