@@ -11,6 +11,7 @@
 #      the swap name the new step; a valid checkpoint behind a corrupt newest one is served
 #   4. SIGTERM: a request in flight finishes whole, then the server exits 0
 #   5. SIGTERM during start-up ends the server too
+#   6. a streamed answer whose text holds "[DONE]" (a tokenizer piece of its own) is sent whole
 source "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 CLIENT="$ROOT/tests/integration/serve_client.py"
@@ -197,3 +198,41 @@ for d in 0.02 0.08 0.14 0.18 0.2 0.21 0.22 0.23 0.24 0.25 0.26 0.28 0.3 0.35 0.4
   case $rc in 0|1|143) ;; *) cat "$WORK/early.err"; fail "SIGTERM $d s after start: exit $rc" ;; esac
 done
 echo "ok: SIGTERM during start-up: every try exited within 10 s"
+
+# 6. A model whose text holds "[DONE]", the streams' end marker, as one token: its streamed answer
+# still comes whole, then one [DONE] event (the stream was ended at the first event holding it).
+if ! "$PY" -c 'import sentencepiece' 2>/dev/null; then
+  echo "SKIPPED serve [DONE] in the text: Python's sentencepiece is missing (python3-sentencepiece, make test-deps)"
+  exit 0
+fi
+"$PY" - "$WORK" <<'PY'
+import io, sys, sentencepiece as spm
+text = f"{sys.argv[1]}/done.txt"
+open(text, "w").write("[DONE] alpha beta\n" * 2000)
+model = io.BytesIO()
+spm.SentencePieceTrainer.train(input=text, model_writer=model, vocab_size=270, model_type="bpe", minloglevel=2,
+                               user_defined_symbols=["[DONE]"], add_dummy_prefix=False, byte_fallback=True)
+open(f"{sys.argv[1]}/done.model", "wb").write(model.getvalue())
+PY
+"$BIN/dptrain-data" text --input "$WORK/done.txt" --out "$WORK/done-tok" --tokenizer sentencepiece \
+  --sp-model "$WORK/done.model" >/dev/null
+train 1 --model gpt --data "$WORK/done-tok" --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 \
+  --lr 1e-2 --warmup-steps 5 --eval-every 0 --steps 100 --run-dir "$WORK/done-run"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training the [DONE] model exited $RC"; }
+"$BIN/dptrain" generate --checkpoint "$WORK/done-run" --prompt "[DONE] " --tokens 20 --temperature 0 \
+  >"$WORK/done-gen.out" 2>/dev/null
+start done --checkpoint "$WORK/done-run"
+"$PY" - "$URL" "$WORK/done-gen.out" <<'PY' || fail "a streamed answer holding [DONE] did not come whole"
+import json, sys, urllib.request
+body = json.dumps({"prompt": "[DONE] ", "max_tokens": 20, "temperature": 0, "stream": True}).encode()
+req = urllib.request.Request(sys.argv[1] + "/v1/completions", body, {"Content-Type": "application/json"})
+events = [l[6:] for l in urllib.request.urlopen(req, timeout=30).read().decode().split("\n") if l.startswith("data: ")]
+assert events[-1] == "[DONE]" and "[DONE]" not in events[:-1], f"want one [DONE] event, the last: {events}"
+pieces = [json.loads(e) for e in events[:-1]]
+texts = [p["choices"][0]["text"] for p in pieces]
+assert any("[DONE]" in t for t in texts), f"no [DONE] in the text {texts}: this check checks nothing"
+assert pieces[-1]["choices"][0]["finish_reason"] == "length" and pieces[-1]["usage"]["completion_tokens"] == 20
+want = open(sys.argv[2], encoding="utf-8").read()[len("[DONE] "):].rstrip("\n")
+assert "".join(texts) == want, f"the streamed text differs from generate's {want!r}"
+PY
+echo "ok: a streamed answer whose text holds [DONE] came whole, then one [DONE] event"
