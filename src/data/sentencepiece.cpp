@@ -20,7 +20,20 @@ struct SentencePieceModel::Impl {
 
 namespace {
 
-// The text's lines, for the trainer (it reads sentences, not a stream).
+// The longest sentence the trainer is given: it drops any over its max_sentence_length (4,192
+// bytes by default), so a text of one long line (minified, or a dump without newlines) left it
+// nothing to learn from.
+constexpr size_t kSentenceMax = 4096;
+
+// s[at] backed off to the start of the UTF-8 character holding it.
+size_t char_start(const std::string& s, size_t at) {
+    while (at > 0 && at < s.size() && ((unsigned char)s[at] & 0xC0) == 0x80) --at;
+    return at;
+}
+
+// The text's lines, for the trainer (it reads sentences, not a stream). A line over
+// kSentenceMax bytes comes in pieces, each cut after a space where one is in its second half,
+// else at a character's start.
 class Lines : public sentencepiece::SentenceIterator {
   public:
     explicit Lines(const std::string& text) : text_(text) { Next(); }
@@ -30,10 +43,18 @@ class Lines : public sentencepiece::SentenceIterator {
             done_ = true;
             return;
         }
-        size_t end = text_.find('\n', at_);
+        size_t end = text_.find('\n', at_), next;
         if (end == std::string::npos) end = text_.size();
+        if (end - at_ <= kSentenceMax) {
+            next = end + 1;
+        } else {
+            const size_t space = text_.rfind(' ', at_ + kSentenceMax - 1);
+            end = next = space != std::string::npos && space >= at_ + kSentenceMax / 2
+                             ? space + 1
+                             : char_start(text_, at_ + kSentenceMax);
+        }
         line_.assign(text_, at_, end - at_);
-        at_ = end + 1;
+        at_ = next;
     }
     const std::string& value() const override { return line_; }
     sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
@@ -148,8 +169,11 @@ std::shared_ptr<const SentencePieceModel> SentencePieceModel::train(const std::s
         {"num_threads", std::to_string(threads)},
         {"minloglevel", "2"},  // training chatter off; errors come back as the status
     };
+    // The training part ends at a line's end in its second half, else (long lines) at a
+    // character's start.
     size_t end = train_bytes >= text.size() ? text.size() : text.rfind('\n', train_bytes);
-    end = end == std::string::npos ? train_bytes : std::min(text.size(), end + 1);
+    end = end == std::string::npos || end < train_bytes / 2 ? char_start(text, train_bytes)
+                                                            : std::min(text.size(), end + 1);
     const std::string part = text.substr(0, end);
     Lines lines(part);
     std::string model;

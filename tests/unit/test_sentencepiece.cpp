@@ -50,6 +50,28 @@ TEST_CASE("sentencepiece: ids of any UTF-8 text decode to it, byte for byte", "[
     CHECK(t.encode(text).size() * 2 < text.size());
 }
 
+TEST_CASE("sentencepiece: a text of one long line trains a model (the trainer drops lines over 4 KiB)",
+          "[sentencepiece]") {
+    std::string one_line = sentences(3000, 1);
+    for (char& c : one_line)
+        if (c == '\n') c = ' ';
+    const Tokenizer t = Tokenizer::sentencepiece(SentencePieceModel::train(one_line, SIZE_MAX, 400, "bpe", 1));
+    const std::string text = sentences(200, 3);
+    CHECK(t.decode(t.encode(text)) == text);
+    CHECK(t.encode(text).size() * 2 < text.size());  // its words were learned
+    // No spaces at all, three bytes a character, and the training part cut inside a character:
+    // the pieces are cut at characters' starts.
+    std::string kana;
+    Rng rng(5);
+    for (int i = 0; i < 60000; ++i) {
+        const char* syllables[] = {"\xE3\x81\x8B", "\xE3\x81\x84", "\xE3\x81\x97", "\xE3\x81\xA6", "\xE3\x82\x93"};
+        kana += syllables[i % 7 == 0 ? rng.next() % 5 : i % 3];
+    }
+    const Tokenizer k = Tokenizer::sentencepiece(SentencePieceModel::train(kana, 100001, 300, "bpe", 1));
+    CHECK(k.decode(k.encode(kana.substr(0, 3000))) == kana.substr(0, 3000));
+    CHECK(k.encode(kana.substr(0, 3000)).size() < 1000 / 2);  // pieces longer than a character
+}
+
 TEST_CASE("sentencepiece: the stored model gives the same tokenizer back", "[sentencepiece]") {
     const Tokenizer& t = trained();
     const Tokenizer back = Tokenizer::from("sentencepiece", t.table());

@@ -14,8 +14,8 @@ class SentencePieceModel {
     // From a serialized ModelProto (a .model file's bytes); `where` names it in errors.
     static std::shared_ptr<const SentencePieceModel> from_bytes(const std::string& model, const std::string& where);
     static std::shared_ptr<const SentencePieceModel> load(const std::string& path);
-    // Trains on the first `train_bytes` of `text` up to its last whole line (the lines are the
-    // sentences), type bpe or unigram, on `threads` threads; all of `text` must be UTF-8. Byte
+    // Trains on the first `train_bytes` of `text`, up to its last whole line if that is not far
+    // back (the lines are the sentences; lines over 4 KiB are cut in pieces), type bpe or unigram, on `threads` threads; all of `text` must be UTF-8. Byte
     // fallback, identity normalization, whitespace kept as it is and no dummy prefix, so that
     // decoding the ids of any UTF-8 text gives the text back byte for byte.
     static std::shared_ptr<const SentencePieceModel> train(const std::string& text, size_t train_bytes, int vocab_size,

@@ -77,8 +77,8 @@ Tokenizer check_tokenizer(const TextTokenizer& o) {
 }
 
 // The tokenizer of `data` whose first `train_bytes` are the training text: char takes its
-// characters from all of it; a SentencePiece model is trained on the training text alone, up to
-// its last whole line, so the validation text stays unseen.
+// characters from all of it; a SentencePiece model is trained on the training text alone, so the
+// validation text stays unseen.
 Tokenizer make_tokenizer(Tokenizer t, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
     if (t.kind == "char") return Tokenizer::chars_of(data);
     if (t.kind != "sentencepiece" || t.sp) return t;
