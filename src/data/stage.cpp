@@ -324,6 +324,19 @@ long check_sums(const std::string& dir, int streams, bool remove_bad, int part, 
     return (long)want.size();
 }
 
+void edit_sums(const std::string& dir, const std::vector<std::string>& drop, const std::vector<std::string>& add,
+               int streams) {
+    std::string text;
+    for (const auto& [sum, name] : read_sums(dir))
+        if (std::find(drop.begin(), drop.end(), name) == drop.end() &&
+            std::find(add.begin(), add.end(), name) == add.end())
+            text += sum + "  " + name + "\n";
+    std::vector<std::string> sums(add.size());
+    parallel_for((long)add.size(), streams, [&](long i, std::vector<char>&) { sums[i] = sha256_file(dir + "/" + add[i]); });
+    for (size_t i = 0; i < add.size(); ++i) text += sums[i] + "  " + add[i] + "\n";
+    write_text(dir + "/SHA256SUMS", text);
+}
+
 long write_sums(const std::string& dir, int streams) {
     std::vector<Entry> files = list_files(dir);
     files.erase(std::remove_if(files.begin(), files.end(),

@@ -188,6 +188,7 @@ int synth(int argc, char** argv) {
     Teacher t(D, H, K, seed);
     write_split(out, "train", 0, train_n, shards, t, seed, noise);
     write_split(out, "val", 1, val_n, 1, t, seed, noise);
+    complete_sums(out, {"train", "val"});
     std::printf("dptrain-data synth: %ld training samples in %d shards, %ld validation samples, %d features, %d classes "
                 "-> %s (%.1f MB)\n",
                 train_n, shards, val_n, D, K, out.c_str(), (train_n + val_n) * (D + 1) * 4.0 / 1e6);
@@ -212,7 +213,8 @@ Several --input files (for npy: several pairs) are concatenated in the order giv
 Output: --shards S equal train shards (sizes differ by at most one row) and one val shard with the
 last --val-fraction of the samples, in input order; --split train|val sends every sample to S
 shards of that split (e.g. a separate validation file: then give --num-classes to both runs).
-Existing shards of the split(s) written stop the run unless --overwrite.
+Existing shards of the split(s) written stop the run unless --overwrite. A SHA256SUMS in --out
+keeps its other lines and gets the new shards' (`dptrain-data verify` still checks the rest).
 
 Under mpirun (mpirun -np 4 dptrain-data ingest ...) every rank reads the whole input, so all ranks
 see the same data and the same errors; rank 0 prepares --out; shard i, counting the train shards
@@ -223,8 +225,9 @@ first and then val, is written by rank i % (number of ranks); rank 0 prints the 
 //   1. every rank parses the options;
 //   2. every rank reads and checks the whole input and plans the shards: the readers are
 //      deterministic, so all ranks hold the same table and plan (or fail alike);
-//   3. rank 0 prepares --out (creates it; refuses or removes old shards);
-//   4. rank r writes plan[i] for every i with i % size == r (train shards, then val);
+//   3. rank 0 prepares --out (creates it; refuses or removes old shards and their sums);
+//   4. rank r writes plan[i] for every i with i % size == r (train shards, then val); then
+//      rank 0 adds the new shards to a SHA256SUMS in --out;
 //   5. the bytes written are summed on rank 0, which prints the summary.
 // Reading on every rank costs each rank the input's memory but needs no scatter protocol; the
 // shards are what takes the time, and those are split.
@@ -286,10 +289,10 @@ int ingest_cmd(int argc, char** argv) {
         }))
         return 2;
     // 3.
+    std::vector<std::string> splits;
+    for (const auto& sp : plan)
+        if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
     if (!agreed("ingest", [&] {
-            std::vector<std::string> splits;
-            for (const auto& sp : plan)
-                if (std::find(splits.begin(), splits.end(), sp.split) == splits.end()) splits.push_back(sp.split);
             if (rank == 0) prepare_out(out, splits, overwrite);
         }))
         return 2;
@@ -303,6 +306,10 @@ int ingest_cmd(int argc, char** argv) {
                 bytes += write_tabular_shard(shard_path(out, sp.split, sp.index, sp.of), &table.x[(size_t)sp.first * table.d],
                                              &table.y[sp.first], sp.rows, table.d, K, generator);
             }
+        }))
+        return 2;
+    if (!agreed("ingest", [&] {
+            if (rank == 0) complete_sums(out, splits);
         }))
         return 2;
     // 5.

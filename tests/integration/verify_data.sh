@@ -2,7 +2,8 @@
 # dptrain-data verify reads every value of a set (a NaN feature, a label out of range, a token id
 # outside the vocabulary are named: shard, row or offset) and writes or checks SHA256SUMS; a bit
 # flipped on disk, which no value check can see, then fails the manifest, in `verify` and in
-# dptrain --verify-data at start-up (exit 2, one line naming the file), before any step.
+# dptrain --verify-data at start-up (exit 2, one line naming the file), before any step. Shards
+# replaced with --overwrite replace their own lines in the manifest, and only those.
 source "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 DATA="$BIN/dptrain-data"
@@ -88,8 +89,24 @@ PY
 verify_data "a token id outside the vocabulary" 2 "tok/val-00000-of-00001.h5: /tokens\[123\] = 5000 is outside the char vocabulary" "$WORK/tok"
 verify_data "no directory" 2 "nowhere: directory not found" "$WORK/nowhere"
 
-# Replacing the shards with --overwrite removes the manifest that listed the old ones.
+# Replacing one split with --overwrite replaces its lines in the manifest and keeps the others':
+# the flipped training shard still fails (the manifest used to go, and `verify` then wrote a new
+# one that vouched for the damaged shard).
+$PY - "$WORK/flip/val-00000-of-00001.h5" "$WORK/val.csv" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    x, y = f["features"][...], f["labels"][...]
+np.savetxt(sys.argv[2], np.column_stack([x[:40], y[:40]]), delimiter=",", fmt="%.6g")
+PY
+"$DATA" ingest --input "$WORK/val.csv" --out "$WORK/flip" --split val --num-classes 10 --overwrite >"$WORK/v.out" 2>&1 \
+  || { cat "$WORK/v.out"; fail "ingest --split val --overwrite failed"; }
+grep -q "flip/SHA256SUMS: the replaced shards' lines removed, the other files' kept" "$WORK/v.out" \
+  && grep -q "flip/SHA256SUMS: the 1 new shard added" "$WORK/v.out" \
+  || { cat "$WORK/v.out"; fail "ingest --overwrite: no lines saying what became of SHA256SUMS"; }
+(cd "$WORK/flip" && grep val-00000-of-00001.h5 SHA256SUMS | sha256sum -c --quiet) || fail "the new val shard's sum is wrong"
+verify_data "one split replaced, the damaged shard of the other still named" 2 \
+  "flip/train-00002-of-00004.h5: FAILED: its SHA-256 does not match SHA256SUMS" "$WORK/flip"
+# The whole set replaced: every line is the new shards'.
 "$DATA" synth --out "$WORK/set" --train-samples 256 --val-samples 32 --shards 2 --overwrite >"$WORK/v.out" 2>&1
-[ ! -e "$WORK/set/SHA256SUMS" ] && grep -q "removed $WORK/set/SHA256SUMS (it listed the replaced shards)" "$WORK/v.out" \
-  || { cat "$WORK/v.out"; fail "synth --overwrite left the old SHA256SUMS"; }
-verify_data "the replaced set" 0 "SHA256SUMS written (3 files)" "$WORK/set"
+grep -q "set/SHA256SUMS: the 3 new shards added" "$WORK/v.out" || { cat "$WORK/v.out"; fail "synth --overwrite: SHA256SUMS not mended"; }
+verify_data "the replaced set" 0 "SHA256SUMS: all 3 files match" "$WORK/set"

@@ -45,6 +45,10 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
 long check_sums(const std::string& dir, int streams, bool remove_bad = false, int part = 0, int parts = 1);
 // Writes DIR/SHA256SUMS for every file under DIR (except SHA256SUMS and .stage-* files).
 long write_sums(const std::string& dir, int streams);
+// Rewrites DIR/SHA256SUMS (by temporary name and rename) without the lines naming `drop` and with
+// lines for `add` (files in DIR, hashed now); every other line is kept as it was.
+void edit_sums(const std::string& dir, const std::vector<std::string>& drop, const std::vector<std::string>& add,
+               int streams);
 
 // SHA-256 of a file as 64 lowercase hex digits; throws UserError when it cannot be read.
 std::string sha256_file(const std::string& path);

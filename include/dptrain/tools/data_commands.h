@@ -30,8 +30,11 @@ bool parse_or_help(int argc, char** argv, const boost::program_options::options_
 
 // Before any shard is written (under mpirun: by rank 0): --out exists and holds no shards of the
 // splits about to be written (they would mix with ours, and they may be the user's only copy), or
-// with --overwrite those shards are removed (and a SHA256SUMS listing them).
+// with --overwrite those shards are removed, and their lines from a SHA256SUMS there.
 void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite);
+// After every shard is written (by rank 0): a SHA256SUMS in --out gets lines for the splits' new
+// shards, so that it lists the whole set again without vouching for the files it did not write.
+void complete_sums(const std::string& out, const std::vector<std::string>& splits);
 
 // Runs `step` on every rank of MPI_COMM_WORLD and agrees on the outcome: when it threw anywhere,
 // the lowest failing rank prints its one line and every rank returns false (the caller finalizes

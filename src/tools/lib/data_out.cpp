@@ -4,6 +4,8 @@
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
+#include "dptrain/data/shards.h"
+#include "dptrain/data/stage.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 namespace dptrain {
 
@@ -58,11 +61,28 @@ void prepare_out(const std::string& out, const std::vector<std::string>& splits,
         if (unlink(p.c_str()) != 0)
             throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
     }
-    // A manifest of the replaced shards would fail every later check: it goes with them.
-    const std::string sums = out + "/SHA256SUMS";
-    if (unlink(sums.c_str()) == 0)
-        std::printf("removed %s (it listed the replaced shards); `%s verify %s` writes a new one\n", sums.c_str(),
-                    runnable("dptrain-data").c_str(), out.c_str());
+    // The manifest keeps its lines for the other files (a damaged one still fails its check);
+    // complete_sums adds the new shards' once they are written.
+    struct stat sums;
+    if (stat((out + "/SHA256SUMS").c_str(), &sums) == 0) {
+        edit_sums(out, old, {}, 1);
+        std::printf("%s/SHA256SUMS: the replaced shards' lines removed, the other files' kept\n", out.c_str());
+    }
+}
+
+void complete_sums(const std::string& out, const std::vector<std::string>& splits) {
+    struct stat st;
+    if (stat((out + "/SHA256SUMS").c_str(), &st) != 0) return;
+    std::set<std::string> listed;
+    for (const auto& entry : read_sums(out)) listed.insert(entry.second);
+    std::vector<std::string> fresh;
+    for (const std::string& split : splits)
+        for (const std::string& path : find_shards(out, split, "")) {
+            const std::string name = path.substr(path.rfind('/') + 1);
+            if (!listed.count(name)) fresh.push_back(name);
+        }
+    edit_sums(out, {}, fresh, 4);
+    std::printf("%s/SHA256SUMS: the %zu new shard%s added\n", out.c_str(), fresh.size(), fresh.size() == 1 ? "" : "s");
 }
 
 std::string join(const std::vector<std::string>& v) {

@@ -269,6 +269,10 @@ int text_cmd(int argc, char** argv) {
                 write_tokens(strfmt("%s/val-00000-of-00001.h5", dir), ids, n_train, ids.size(), tok, source);
         }))
         return 2;
+    if (!agreed("text", [&] {
+            if (rank == 0) complete_sums(a.out, {"train", "val"});
+        }))
+        return 2;
     const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
     if (rank == 0)
         std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
@@ -391,6 +395,10 @@ int tokens_cmd(int argc, char** argv) {
                              n_train * sh / train_shards, n_train * (sh + 1) / train_shards, tok, source);
             if (n_val > 0 && train_shards % size == rank)
                 write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
+        }))
+        return 2;
+    if (!agreed("tokens", [&] {
+            if (rank == 0) complete_sums(out, splits);
         }))
         return 2;
     if (rank == 0)
