@@ -177,7 +177,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
     fsync_path(dir, true);
 
     auto all = list_checkpoints(dir);
-    for (size_t i = (size_t)keep; i < all.size(); ++i) std::remove(all[i].c_str());
+    for (size_t i = (size_t)keep; i < all.size(); ++i)
+        if (all[i] != path) std::remove(all[i].c_str());  // never the one just written, whatever is newer
     return path;
 }
 
@@ -380,15 +381,18 @@ void prepare_checkpoint_dir(const std::string& dir) {
     }
 }
 
+long checkpoint_step(const std::string& path) {
+    const char* name = path.c_str() + (path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    long step = 0;
+    int used = 0;
+    return std::sscanf(name, "ckpt-%8ld.h5%n", &step, &used) == 1 && used == (int)std::strlen(name) ? step : -1;
+}
+
 std::vector<std::string> list_checkpoints(const std::string& dir) {
     std::vector<std::string> names;
     if (DIR* d = opendir(dir.c_str())) {
-        while (dirent* e = readdir(d)) {
-            long step = 0;
-            int used = 0;
-            if (std::sscanf(e->d_name, "ckpt-%8ld.h5%n", &step, &used) == 1 && used == (int)std::strlen(e->d_name))
-                names.push_back(e->d_name);
-        }
+        while (dirent* e = readdir(d))
+            if (checkpoint_step(e->d_name) >= 0) names.push_back(e->d_name);
         closedir(d);
     }
     std::sort(names.rbegin(), names.rend());  // zero-padded step: lexical order is step order
@@ -409,12 +413,12 @@ bool load_latest(const std::string& dir, CheckpointState* out, std::string* path
     return false;
 }
 
-std::string set_aside(const std::string& path) {
-    std::string to = path + ".damaged";
+std::string set_aside(const std::string& path, const std::string& why) {
+    std::string to = path + "." + why;
     struct stat st;
-    for (int n = 2; stat(to.c_str(), &st) == 0; ++n) to = strfmt("%s.damaged.%d", path.c_str(), n);
+    for (int n = 2; stat(to.c_str(), &st) == 0; ++n) to = strfmt("%s.%s.%d", path.c_str(), why.c_str(), n);
     if (std::rename(path.c_str(), to.c_str()) != 0)
-        throw UserError(strfmt("%s: damaged, and cannot be moved aside to %s: %s", path.c_str(), to.c_str(),
+        throw UserError(strfmt("%s: %s, and cannot be moved aside to %s: %s", path.c_str(), why.c_str(), to.c_str(),
                                std::strerror(errno)));
     return to;
 }

@@ -29,13 +29,24 @@ void Checkpoints::resume_latest() {
         std::string why;
         for (const std::string& d : damaged) why += (why.empty() ? "" : "; ") + d;
         throw UserError(strfmt("--resume auto: none of the %zu checkpoints in %s is usable (%s); restore one from a "
-                               "copy, or start afresh with --resume none --overwrite-checkpoints (deletes them) or "
-                               "another --checkpoint-dir",
+                               "copy, or start afresh in another --checkpoint-dir (they are the run's only copies: "
+                               "keep them until you know what is wrong)",
                                all.size(), dir.c_str(), why.c_str()));
     }
     for (size_t i = 0; i < damaged.size(); ++i)
         std::fprintf(stderr, "dptrain: warning: %s; moved aside to %s; resuming from the older %s\n",
                      damaged[i].c_str(), set_aside(all[i]).c_str(), resumed_from_.c_str());
+}
+
+// --resume PATH: the checkpoints of later steps in --checkpoint-dir are of a branch this run
+// leaves (a roll-back past a loss spike, say). Left there, they would outlive this run's own in
+// the rotation (it keeps the highest steps) and be what --resume auto picks after a requeue:
+// they are moved aside, not deleted.
+void Checkpoints::set_aside_later() {
+    for (const std::string& p : list_checkpoints(o_.checkpoint_dir))
+        if (checkpoint_step(p) > found_.step)
+            std::fprintf(stderr, "dptrain: warning: %s is later than --resume %s (step %ld); moved aside to %s\n",
+                         p.c_str(), resumed_from_.c_str(), found_.step, set_aside(p, "later-branch").c_str());
 }
 
 Checkpoints::~Checkpoints() {
@@ -67,6 +78,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     }
     if (have_) {
         check_found(params, opt);
+        if (o_.resume_mode == ResumeMode::path) set_aside_later();
     } else if (!o_.init_from.empty()) {
         // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.
         GptConfig cfg;

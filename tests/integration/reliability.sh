@@ -155,6 +155,21 @@ train 2 "${C[@]}" --steps 60 --checkpoint-every 10 --run-dir "$WORK/allbad" --re
 [ "$(cd "$WORK/allbad/checkpoints" && sha256sum ckpt-*.h5)" = "$before" ] || fail "all damaged: the checkpoints were changed"
 echo "ok: every checkpoint damaged -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-150)..."
 
+# --- a roll-back: --resume PATH to an older checkpoint of the run's own directory moves the later
+# ones aside (before, the rotation, which keeps the highest steps, deleted the roll-back's own
+# checkpoints, and --resume auto went back to the abandoned branch).
+train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 2 --run-dir "$WORK/back"
+train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 2 --run-dir "$WORK/back" --stop-after 5 \
+  --resume "$WORK/back/checkpoints/ckpt-00000020.h5"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "roll-back: exit $RC"; }
+grep -q "^dptrain: warning: $WORK/back/checkpoints/ckpt-00000030.h5 is later than --resume .*ckpt-00000020.h5 (step 20); moved aside to $WORK/back/checkpoints/ckpt-00000030.h5.later-branch$" "$WORK/out" \
+  || { cat "$WORK/out"; fail "roll-back: no line saying ckpt-00000030.h5 was moved aside"; }
+[ "$(cd "$WORK/back/checkpoints" && ls | tr '\n' ' ')" = "ckpt-00000020.h5 ckpt-00000025.h5 ckpt-00000030.h5.later-branch " ] \
+  || { ls -l "$WORK/back/checkpoints"; fail "roll-back: want steps 20 and 25, and 30 set aside"; }
+train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 2 --run-dir "$WORK/back" --stop-after 1 --resume auto
+grep -q "resumed from $WORK/back/checkpoints/ckpt-00000025.h5" "$WORK/out" || { cat "$WORK/out"; fail "roll-back: --resume auto did not continue it"; }
+echo "ok: a roll-back with --resume PATH moved the later checkpoint aside; --resume auto continues the roll-back"
+
 # --- one run at a time per checkpoint directory: a second run waits for the first (--lock-wait)
 # and then refuses, naming it; once the holder is gone (killed hard, as a requeued job's orphans
 # are), the next run takes over. A holder that ends within --lock-wait is waited for.

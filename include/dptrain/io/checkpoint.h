@@ -101,14 +101,17 @@ void prepare_checkpoint_dir(const std::string& dir);
 
 // Checkpoints in dir, newest first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
+// The step in a checkpoint's name ([DIR/]ckpt-NNNNNNNN.h5), or -1 for another name.
+long checkpoint_step(const std::string& path);
 
 // The newest checkpoint of dir that verifies; each bad newer one is skipped, what is wrong with it
 // (naming the file) added to *damaged. Returns false when dir has no usable checkpoint.
 bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* damaged);
 
-// Renames a damaged checkpoint out of the ckpt-NNNNNNNN.h5 names (PATH.damaged, or .damaged.2 and
-// on when taken), so that neither a new checkpoint of its step nor the rotation of old ones
-// overwrites or outlives it; returns the new name. Throws UserError when the rename fails.
-std::string set_aside(const std::string& path);
+// Renames a checkpoint out of the ckpt-NNNNNNNN.h5 names (PATH.WHY, or .WHY.2 and on when taken),
+// so that neither a new checkpoint of its step nor the rotation of old ones overwrites or outlives
+// it, and --resume auto does not pick it; returns the new name. Throws UserError when the rename
+// fails. WHY: "damaged", or "later-branch" (newer than the checkpoint a run resumed from).
+std::string set_aside(const std::string& path, const std::string& why = "damaged");
 
 } // namespace dptrain
