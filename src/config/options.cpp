@@ -279,7 +279,7 @@ void declare_run(Registry& r, Options& o) {
                   "another run holding it to end (a requeued job's predecessor), then stop");
     r.add<double>("step-timeout", &Options::step_timeout, o, 900.0,
                   "abort the job, naming the stuck rank and phase, when a step (or an evaluation or checkpoint) takes "
-                  "longer than this many seconds; 0 = never");
+                  "longer than this many seconds (set-up: this plus --lock-wait); 0 = never");
     r.choice<OnNonfinite>("on-nonfinite", &Options::on_nonfinite, o, OnNonfinite::stop,
              "a NaN/Inf loss or gradient: stop (exit 4 with a message) | skip (leave the parameters, go on)");
     r.flag("preflight", &Options::preflight, o,

@@ -1,5 +1,6 @@
 // Atomic, checksummed HDF5 checkpoints.
 #include "dptrain/io/checkpoint.h"
+#include "dptrain/io/reliability.h"
 
 #include "dptrain/core/checksum.h"
 
@@ -340,6 +341,13 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s) {
             return -1;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (preemption_requested()) {  // no reason to wait on: the run ends (exit 75)
+            const std::string who = lock_holder(fd);
+            ::close(fd);
+            throw UserError(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "
+                                   "(held by %s)",
+                                   dir.c_str(), waited, who.c_str()));
+        }
         if (waited >= wait_s) {
             const std::string who = lock_holder(fd);
             ::close(fd);

@@ -46,7 +46,7 @@ const char* phase_name(Phase p) {
     case Phase::eval: return "evaluation";
     case Phase::checkpoint: return "checkpoint";
     case Phase::checkpoint_wait: return "checkpoint-wait";
-    case Phase::done: return "done";
+    case Phase::done: return "finish";
     }
     return "?";
 }
@@ -70,6 +70,7 @@ void Watchdog::stop() {
 
 void Watchdog::begin(long step, Phase p) {
     since_.store(now_seconds(), std::memory_order_relaxed);
+    extra_.store(0.0, std::memory_order_relaxed);
     step_.store(step, std::memory_order_relaxed);
     phase_.store((int)p, std::memory_order_relaxed);
 }
@@ -148,13 +149,20 @@ void Watchdog::run() {
     const auto tick = std::chrono::duration<double>(tick_);
     std::unique_lock<std::mutex> g(mu_);
     while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
-        Phase p = (Phase)phase_.load(std::memory_order_relaxed);
-        if (p == Phase::done) continue;
-        double waited = now_seconds() - since_.load(std::memory_order_relaxed);
-        bool waiting_for_peers = p == Phase::allreduce || p == Phase::checkpoint_wait;
-        if (waited < timeout_ + (waiting_for_peers ? grace : 0.0)) continue;
-        std::string what = strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p),
-                                  waited, timeout_);
+        // Every phase is watched, the set-up before step 1 and the end after the last step (its
+        // collectives, the last checkpoint's write) included.
+        const Phase p = (Phase)phase_.load(std::memory_order_relaxed);
+        const double waited = now_seconds() - since_.load(std::memory_order_relaxed);
+        const double extra = extra_.load(std::memory_order_relaxed);
+        const bool waiting_for_peers = p == Phase::allreduce || p == Phase::checkpoint_wait;
+        if (waited < timeout_ + extra + (waiting_for_peers ? grace : 0.0)) continue;
+        std::string what =
+            p == Phase::setup && step_.load() == 0
+                ? strfmt("set-up stuck for %.1f s (--step-timeout %g + --lock-wait %g): a file, device or peer that "
+                         "does not answer",
+                         waited, timeout_, extra)
+                : strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p), waited,
+                         timeout_);
         g.unlock();  // nothing below holds the lock: stop() and the heartbeat thread go on
         if (waiting_for_peers) {
             // The heartbeat files are on the shared filesystem, which a lost network may have taken

@@ -12,8 +12,11 @@
 //   6. --io memory: the node's copy of the training split; the extra readers
 //   7. local: the memory plan (the start-up table)
 //   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
-//  10. rank 0 opens the metrics file; 11. the banner; 12. signals, watchdog, node heartbeats
-// After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a collective.
+//  10. rank 0 opens the metrics file; 11. the banner; 12. node heartbeats
+// The stop signals' handlers come first: a stop signal during set-up ends every rank with exit 75
+// after the phase it arrived in. The watchdog watches from step 2 on (set-up: --step-timeout plus
+// --lock-wait). After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a
+// collective.
 #include "dptrain/train/trainer.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -31,6 +34,8 @@
 #include "dptrain/data/sampler.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -286,36 +291,63 @@ void resolve_grad_accum(Options& o, int ranks) {
                                o.global_batch_tokens, o.global_batch_tokens / per_micro));
 }
 
+// After each set-up phase, every rank: exit 2 when it failed anywhere, exit 75 when a stop signal
+// reached any rank (SIGUSR1 before training asks for a requeue just the same: nothing has trained
+// since the last checkpoint, so there is nothing to save), else 0: go on.
+int setup_verdict(MPI_Comm w, int rank, bool ok) {
+    int sig = preemption_signal();
+    MpiCommunicator(w).allreduce(&sig, 1, ReduceOp::max);
+    if (sig == 0) return ok ? kExitOk : kExitUser;
+    if (rank == 0) {
+        const bool usr1 = sig == SIGUSR1;
+        std::printf("%s during set-up, before any step: nothing trained since the last checkpoint\nexit %d: %s\n",
+                    usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
+                         : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)",
+                    kExitPreempted,
+                    usr1 ? "requeue the job with --resume auto to continue" : "run again with --resume auto to continue");
+        std::fflush(stdout);
+    }
+    return kExitPreempted;
+}
+
 } // namespace
 
 int run_training(const Options& opts_in, const Topology& topo) {
+    // First: a stop signal during set-up (staging, the wait for the checkpoint directory's lock,
+    // loading) ends the run with exit 75 at the next phase, not by the signal's default action,
+    // whose exit code no launcher requeues.
+    install_preemption_handlers();
     Options opts = opts_in;
-    if (!all_ok(topo.world, [&] { resolve_grad_accum(opts, topo.size); })) return kExitUser;
-    if (!opts.stage_dir.empty() && !stage_data(opts, topo)) return kExitUser;
-    if (opts.verify_data && !verify_data(opts, topo)) return kExitUser;
-    Setup s(opts, topo);
     const MPI_Comm w = topo.world;
-    if (!all_ok(w, [&] { s.check_same_options(); }) || !all_ok(w, [&] { s.open_device(); })) return kExitUser;
+    int code = kExitOk;
+    auto go_on = [&](bool ok) { return (code = setup_verdict(w, topo.rank, ok)) == kExitOk; };
+    if (!go_on(all_ok(w, [&] { resolve_grad_accum(opts, topo.size); }))) return code;
+    if (!opts.stage_dir.empty() && !go_on(stage_data(opts, topo))) return code;
+    if (opts.verify_data && !go_on(verify_data(opts, topo))) return code;
+    // The watchdog from here (a shard that never answers, a device or NCCL that hangs): set-up as
+    // a whole gets --step-timeout plus --lock-wait, for the checkpoint directory's lock.
+    StepClock clock(opts.step_timeout);
+    clock.watchdog().allow(opts.lock_wait);
+    Setup s(opts, topo);
+    if (!go_on(all_ok(w, [&] { s.check_same_options(); })) || !go_on(all_ok(w, [&] { s.open_device(); })))
+        return code;
     s.measure_peak();
     // What the process holds before the run allocates: the libraries, with the buffers the
     // measurement's sgemm touched.
     const size_t runtime = measure_runtime();
-    if (!all_ok(w, [&] { s.make_local(); }) || !all_ok(w, [&] { s.check_same_data(); }) ||
-        !all_ok(w, [&] { s.make_gradients(); }) || !all_ok(w, [&] { s.load_data(); }))
-        return kExitUser;
+    if (!go_on(all_ok(w, [&] { s.make_local(); })) || !go_on(all_ok(w, [&] { s.check_same_data(); })) ||
+        !go_on(all_ok(w, [&] { s.make_gradients(); })) || !go_on(all_ok(w, [&] { s.load_data(); })))
+        return code;
     s.plan_memory_use(runtime);
-    if (!all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); })) return kExitUser;
+    if (!go_on(all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); }))) return code;
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
-    if (!all_ok(w, [&] { s.report.open_metrics(s.start_step); })) return kExitUser;
+    if (!go_on(all_ok(w, [&] { s.report.open_metrics(s.start_step); }))) return code;
     s.report.banner(s.facts());
-    install_preemption_handlers();
-    StepClock clock(opts.step_timeout);
     s.start_heartbeats(clock.watchdog());
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
     StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
                             *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total,
                             s.plan.gpu_total, s.gpu_used_at_start});
-    int code = kExitOk;
     try {
         code = loop.run(s.start_step);
     } catch (const UserError& e) {

@@ -200,6 +200,37 @@ wait
   || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ended within --lock-wait, then train"; }
 echo "ok: one run per checkpoint directory: a second one refused after --lock-wait, a short-lived holder waited for"
 
+# --- a stop signal during set-up (here: while waiting for the lock) ends every rank with exit 75
+# and the requeue line, at once (before, SIGUSR1 killed the ranks: exit 138, no requeue).
+flock -o "$run/checkpoints/.lock" sleep 120 &
+holder=$!
+for _ in $(seq 100); do flock -n "$run/checkpoints/.lock" true || break; sleep 0.1; done
+( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 400000 --run-dir "$run" --resume auto --lock-wait 100 \
+    >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+for _ in $(seq 600); do grep -q "waiting up to 100 s" "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+t0=$SECONDS
+for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -USR1 "$p" 2>/dev/null || true; break; }; done
+while [ ! -s "$WORK/rc" ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
+pkill -P "$holder" sleep || true
+kill "$holder" 2>/dev/null || true
+wait
+[ "$(cat "$WORK/rc")" = 75 ] && [ $((SECONDS - t0)) -lt 30 ] \
+  && grep -q "^preempted: a rank received SIGUSR1 (a preemption notice) during set-up, before any step" "$WORK/out" \
+  && grep -q "^exit 75: requeue the job with --resume auto to continue" "$WORK/out" \
+  || { cat "$WORK/out"; fail "SIGUSR1 during set-up: want exit 75 at once and the requeue line, got $(cat "$WORK/rc")"; }
+echo "ok: SIGUSR1 during set-up (the lock wait) -> exit 75 after $((SECONDS - t0)) s"
+
+# --- a shard that never answers (a FIFO, as a hung filesystem would): the watchdog watches set-up
+# too (--step-timeout + --lock-wait), names it and ends the job (before: it waited forever).
+cp -r "$WORK/data" "$WORK/fifo"
+last=$(ls "$WORK"/fifo/train-*.h5 | tail -n1)
+rm "$last" && mkfifo "$last"
+t0=$SECONDS
+train 2 --data "$WORK/fifo" --batch-size 8 --eval-every 0 --steps 30 --run-dir "$WORK/fifo-run" --step-timeout 2 --lock-wait 1
+[ "$RC" = 1 ] && grep -q "^dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2 + --lock-wait 1): a file, device or peer that does not answer" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a shard that never answers: want the watchdog's set-up line and exit 1, got $RC"; }
+echo "ok: a shard that never answers -> the watchdog ends set-up after $((SECONDS - t0)) s"
+
 # --- an I/O error while reading: one line, every rank ends.
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/io" --inject-fault 1:15:io-error
 [ "$RC" != 0 ] && grep -q "^dptrain: error: .*injected I/O error (--inject-fault) for step 15 (rank 1 on" "$WORK/out" \

@@ -41,6 +41,8 @@ class Watchdog {
     void begin(long step, Phase p);
     // Changes the phase within the current step, without restarting its clock.
     void phase(Phase p) { phase_.store((int)p, std::memory_order_relaxed); }
+    // Gives the current phase extra_s more than the timeout (set-up: the lock wait); begin() ends it.
+    void allow(double extra_s) { extra_.store(extra_s, std::memory_order_relaxed); }
     void stop();
     // Node heartbeats in `dir` (on the shared filesystem, beside the checkpoints): when `writer`
     // (one rank per node), this thread rewrites dir/HOST with its step, phase and time at every
@@ -58,6 +60,7 @@ class Watchdog {
     std::atomic<long> step_{0};
     std::atomic<int> phase_{(int)Phase::setup};
     std::atomic<double> since_;
+    std::atomic<double> extra_{0.0};
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;
