@@ -329,6 +329,7 @@ int ingest_cmd(int argc, char** argv) {
                     s_train, s_val, (unsigned long long)total,
                     total < 1000000 ? strfmt("%.1f kB", total / 1e3).c_str() : strfmt("%.1f MB", total / 1e6).c_str(),
                     size, size == 1 ? "" : "s");
+        for (const std::string& note : table.notes) std::printf("dptrain-data ingest: note: %s\n", note.c_str());
     }
     return 0;
 }

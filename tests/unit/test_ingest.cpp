@@ -127,6 +127,32 @@ TEST_CASE("CSV: header detected, label column chosen, values exact", "[ingest]")
     put(dir + "/p.csv", "0,1,2\n5,6,1\n");  // pandas' header of a frame made from an array
     CHECK(read_csv(dir + "/p.csv", -1, false).n == 1);
     CHECK(read_csv(dir + "/p.csv", -1, true).n == 2);
+    CHECK(read_csv(dir + "/p.csv", -1, false).notes.empty());
+}
+
+TEST_CASE("CSV: a first column without a name is row names (pandas' index), left out with a note", "[ingest]") {
+    std::string dir = temp_dir("csv-index");
+    // df.to_csv(FILE): the index first, under an empty name (it was read as a feature).
+    put(dir + "/i.csv", ",a,b,label\n0,1.5,2.5,0\n1,1.0,2.0,1\n7,3,4,1\n");
+    Table t = read_csv(dir + "/i.csv", -1, false);
+    CHECK(t.d == 2);
+    CHECK(t.x == std::vector<float>{1.5f, 2.5f, 1.0f, 2.0f, 3.0f, 4.0f});
+    CHECK(t.y == std::vector<int32_t>{0, 1, 1});
+    REQUIRE(t.notes.size() == 1);
+    CHECK(has(t.notes[0], dir + "/i.csv: its first column, unnamed, is row names (pandas' index): left out"));
+    // A frame made from an array, with its index: ",0,1,...".
+    put(dir + "/n.csv", ",0,1,2\n0,5,6,1\n1,7,8,0\n");
+    Table u = read_csv(dir + "/n.csv", -1, false);
+    CHECK((u.n == 2 && u.d == 2));
+    CHECK(u.x == std::vector<float>{5, 6, 7, 8});
+    // Read back and written again by pandas: "Unnamed: 0"; R's write.csv: quoted row names.
+    put(dir + "/u.csv", "Unnamed: 0,a,label\n0,1.5,0\n1,2.5,1\n");
+    CHECK(read_csv(dir + "/u.csv", -1, false).d == 1);
+    put(dir + "/r.csv", "\"\",\"a\",\"label\"\n\"r1\",1.5,0\n\"r2\",2.5,1\n");
+    CHECK(read_csv(dir + "/r.csv", -1, false).x == std::vector<float>{1.5f, 2.5f});
+    CHECK(has(error_of([&] { read_csv(dir + "/i.csv", 0, false); }), "--label-column 0 is the first column, which has no name"));
+    // Without a header the first field is data (empty: a missing value).
+    CHECK(has(error_of([&] { read_csv(dir + "/i.csv", -1, true); }), "field 1 is empty"));
 }
 
 TEST_CASE("CSV: each bad input gives one message naming the file, the line and the fix", "[ingest]") {
@@ -314,6 +340,16 @@ TEST_CASE("classes: max label + 1 unless given; a label at or above --num-classe
     t.y = {0, 0, 0};
     CHECK(has(error_of([&] { resolve_classes(t, 0, "in.csv"); }), "one class"));
     CHECK(resolve_classes(t, 2, "in.csv") == 2);
+    // Labels that are not classes (an id column): the largest int32 overflowed to a negative count;
+    // 100 million classes from 3 values was taken, and the trainer then ran out of memory.
+    t.y = {0, 2147483647, 1};
+    CHECK(has(error_of([&] { resolve_classes(t, 0, "in.csv"); }), "label 2147483647 leaves no class count"));
+    t.y = {0, 99999999, 1};
+    CHECK(has(error_of([&] { resolve_classes(t, 0, "in.csv"); }),
+              "in.csv: the labels run up to 99999999, which makes 100000000 classes, but only 3 distinct values occur"));
+    CHECK(resolve_classes(t, 100000000, "in.csv") == 100000000);  // said on purpose
+    t.y = {0, 9999, 1};  // a few classes of many seen in a small file: as they are
+    CHECK(resolve_classes(t, 0, "in.csv") == 10000);
 }
 
 TEST_CASE("shard plan: equal train shards, the last val-fraction as val, one split on request", "[ingest]") {

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,6 +124,10 @@ template <typename Fn>
 bool all_ok(MPI_Comm comm, Fn&& fn) {
     try {
         fn();
+    } catch (const std::bad_alloc&) {
+        return agree_ok(comm, false,
+                        "out of memory: this rank could not allocate what the run needs (the model, its optimizer "
+                        "state, the batches, --io memory); `dptrain plan` with the same options shows what each takes");
     } catch (const std::exception& e) {
         return agree_ok(comm, false, e.what());
     }

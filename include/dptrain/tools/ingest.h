@@ -24,6 +24,7 @@ struct Table {
     int d = 0;               // features per sample
     std::vector<float> x;    // (n, d) row-major
     std::vector<int32_t> y;  // (n) labels, checked >= 0
+    std::vector<std::string> notes;  // what reading changed, one line each ("FILE: ..."), for the summary
     int32_t max_label() const;
     // Appends `t` (same d) after this table's rows.
     void append(Table&& t, const std::string& path);
@@ -32,8 +33,9 @@ struct Table {
 // CSV: one sample per line, fields separated by commas (or tabs, when the first line has tabs
 // and no commas), one of them the integer label. label_column counts from 0; negative counts from
 // the end (-1: last). The first line is a header when a non-empty field is not a number or when it
-// is pandas' default "0,1,...,C-1" (C >= 3), unless no_header. Blank lines are skipped; "quoted"
-// fields are unquoted.
+// is pandas' default "0,1,...,C-1" (C >= 3; or ",0,...,C-2" with its index), unless no_header. A
+// header whose first name is empty (or "Unnamed: 0") marks that column as row names, left out
+// (with a note). Blank lines are skipped; "quoted" fields are unquoted.
 Table read_csv(const std::string& path, int label_column, bool no_header);
 // Two .npy files: features (N, D) or (N,) of a float, integer or bool dtype; labels (N,) or (N, 1)
 // of an integer or bool dtype.

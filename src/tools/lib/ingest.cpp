@@ -125,7 +125,8 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
     std::vector<int64_t> y;
     char delim = 0;
     size_t ncols = 0, first_line = 0;
-    int lc = 0;
+    int lc = 0, index_column = -1;  // the label's column; a column of row names left out, or -1
+    std::string note;
     long line_no = 0;
     while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
@@ -156,16 +157,31 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
                                        path.c_str(), label_column, ncols, ncols - 1));
             bool header = false;
             // An empty field is a missing value, not a column name (pandas' index column has none).
-            // "0,1,...,C-1" is pandas' header for a frame made from an array: read as data it
-            // would add a sample labelled C-1, and real rows are hardly ever exactly that.
-            bool pandas = true;
+            // "0,1,...,C-1" is pandas' header for a frame made from an array (",0,1,...,C-2" with
+            // its index): read as data it would add a sample labelled C-1, and real rows are hardly
+            // ever exactly that.
+            bool pandas = true, pandas_indexed = fields[0].empty();
             for (size_t c = 0; c < ncols; ++c) {
                 header |= !fields[c].empty() && !parse_double(fields[c], &v);
                 pandas &= fields[c] == std::to_string(c);
+                if (c > 0) pandas_indexed &= fields[c] == std::to_string(c - 1);
             }
-            header |= pandas && ncols >= 3;
+            header |= (pandas || pandas_indexed) && ncols >= 3;
             if (header && !no_header) {
                 names = fields;
+                // A first column without a name holds row names: pandas' index (to_csv writes it
+                // unless index=False; read back it is "Unnamed: 0") or R's write.csv row names. As
+                // a feature it would tell the model each row's position (the order of a sorted or
+                // time-ordered file): left out, and said so.
+                if (fields[0].empty() || fields[0] == "Unnamed: 0") {
+                    if (lc == 0)
+                        throw UserError(strfmt("%s: --label-column 0 is the first column, which has no name: row names "
+                                               "(pandas' index), not labels; give the label column's index",
+                                               path.c_str()));
+                    index_column = 0;
+                    note = "its first column, unnamed, is row names (pandas' index): left out; write the file with "
+                           "df.to_csv(FILE, index=False) to say so";
+                }
                 continue;
             }
         }
@@ -174,6 +190,7 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
                                    "columns (a missing value or a stray '%c'?)",
                                    path.c_str(), line_no, fields.size(), first_line, ncols, delim));
         for (size_t c = 0; c < ncols; ++c) {
+            if ((int)c == index_column) continue;
             const std::string& f = fields[c];
             std::string col = strfmt("line %ld, field %zu%s", line_no, c + 1,
                                      names.empty() ? "" : (" (\"" + names[c] + "\")").c_str());
@@ -215,7 +232,9 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
     if (y.empty())
         throw UserError(strfmt("%s: no data rows after the header on line %zu; %s", path.c_str(), first_line, how.c_str()));
     long n = (long)y.size();
-    return make_table(path, std::move(x), n, (int)ncols - 1, path, y);
+    Table t = make_table(path, std::move(x), n, (int)ncols - 1 - (index_column >= 0 ? 1 : 0), path, y);
+    if (!note.empty()) t.notes.push_back(path + ": " + note);
+    return t;
 }
 
 // ---- NumPy ----
@@ -404,6 +423,7 @@ void Table::append(Table&& t, const std::string& path) {
                                path.c_str(), t.d, d));
     x.insert(x.end(), t.x.begin(), t.x.end());
     y.insert(y.end(), t.y.begin(), t.y.end());
+    notes.insert(notes.end(), t.notes.begin(), t.notes.end());
     n += t.n;
 }
 
@@ -449,6 +469,9 @@ Table read_inputs(const std::vector<std::string>& inputs, const Options& o, Form
     return all;
 }
 
+// Up to this many classes, max label + 1 is taken as it is.
+constexpr long kFewClasses = 10000;
+
 int resolve_classes(const Table& t, int requested, const std::string& what) {
     int32_t top = t.max_label();
     if (requested > 0) {
@@ -465,7 +488,24 @@ int resolve_classes(const Table& t, int requested, const std::string& what) {
         throw UserError(strfmt("%s: every label is 0, so there is one class; pass --num-classes K with the data's number "
                                "of classes",
                                what.c_str()));
-    return top + 1;
+    if (top == std::numeric_limits<int32_t>::max())
+        throw UserError(strfmt("%s: label %d leaves no class count that fits int32; is it the label column? (choose it "
+                               "with --label-column)",
+                               what.c_str(), top));
+    // Labels far above their number of values are rarely classes (an id or a price taken for the
+    // label): each class is an output of the model, so a wrong guess would cost its memory.
+    const long classes = (long)top + 1;
+    if (classes > kFewClasses) {
+        std::vector<int32_t> values(t.y);
+        std::sort(values.begin(), values.end());
+        const long distinct = std::unique(values.begin(), values.end()) - values.begin();
+        if (classes > 100 * distinct)
+            throw UserError(strfmt("%s: the labels run up to %d, which makes %ld classes, but only %ld distinct values "
+                                   "occur; is it the label column? (choose it with --label-column) If %ld classes is "
+                                   "right, say so with --num-classes %ld",
+                                   what.c_str(), top, classes, distinct, classes, classes));
+    }
+    return (int)classes;
 }
 
 void shard_range(long n, int shards, int s, long* first, long* rows) {
