@@ -194,6 +194,17 @@ void ShardSet::bad_label(const Shard& sh, long row, int label) const {
                            sh.path.c_str(), row, value.c_str(), classes_));
 }
 
+// The command that rewrites a split's shards as float32/int32 shards of the same split, count and
+// classes, into a new directory (never over them): every shard in order, the first 4 named.
+static std::string convert_command(const std::string& split, const std::vector<std::string>& paths,
+                                   const std::string& classes) {
+    std::string inputs;
+    for (size_t i = 0; i < paths.size() && i < 4; ++i) inputs += " --input " + paths[i];
+    if (paths.size() > 4) inputs += strfmt(" ... (all %zu shards in order)", paths.size());
+    return strfmt("`%s ingest --split %s --shards %zu --num-classes %s%s --out NEW_DIR`", runnable("dptrain-data").c_str(),
+                  split.c_str(), paths.size(), classes.c_str(), inputs.c_str());
+}
+
 std::string ShardSet::conversion_note() const {
     const Shard* first = nullptr;
     int n = 0;
@@ -203,16 +214,13 @@ std::string ShardSet::conversion_note() const {
             ++n;
         }
     if (!first) return "";
-    // The command that rewrites the split as float32/int32 shards (every input named up to 4).
-    std::string inputs;
-    for (size_t i = 0; i < shards_.size() && i < 4; ++i) inputs += " --input " + shards_[i].path;
-    if (shards_.size() > 4) inputs += strfmt(" ... (all %zu shards in order)", shards_.size());
+    std::vector<std::string> paths;
+    for (const Shard& sh : shards_) paths.push_back(sh.path);
     return strfmt("note: %s: %d of %zu shards hold %s (h5py's defaults); HDF5 converts them to float32 and int32 as "
-                  "they are read, without direct reads%s. To convert once: `%s ingest --split %s --shards %zu "
-                  "--num-classes %d%s --out NEW_DIR`",
+                  "they are read, without direct reads%s. To convert once: %s",
                   split_.c_str(), n, shards_.size(), first->converted.c_str(),
                   first->converted.find("float64") != std::string::npos ? " (float64: twice the bytes)" : "",
-                  runnable("dptrain-data").c_str(), split_.c_str(), shards_.size(), classes_, inputs.c_str());
+                  convert_command(split_, paths, std::to_string(classes_)).c_str());
 }
 
 size_t ShardSet::held_bytes() const {
@@ -233,13 +241,20 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
     DIR* d = opendir(dir.c_str());
     if (!d) throw UserError(strfmt("--data %s: directory not found; %s", dir.c_str(), hint.c_str()));
     std::map<int, int> of_counts;  // "of" value -> files seen with it
+    bool train_seen = false;
     while (dirent* e = readdir(d)) {
         int i = 0, of = 0, used = 0;
         std::string fmt = split + "-%5d-of-%5d.h5%n";
         if (std::sscanf(e->d_name, fmt.c_str(), &i, &of, &used) == 2 && used == (int)std::strlen(e->d_name))
             of_counts[of]++;
+        train_seen |= std::strncmp(e->d_name, "train-", 6) == 0;
     }
     closedir(d);
+    if (of_counts.empty() && split == "val" && train_seen)  // written with --val-fraction 0, or --split train alone
+        throw UserError(strfmt("--data %s: training shards but no val-NNNNN-of-NNNNN.h5 (the validation split, which "
+                               "dptrain evaluates on); write it into %s with --split val (dptrain-data ingest or "
+                               "tokens), or make the set again with a --val-fraction above 0",
+                               dir.c_str(), dir.c_str()));
     if (of_counts.empty())
         throw UserError(strfmt("--data %s: no %s-NNNNN-of-NNNNN.h5 shards; %s", dir.c_str(), split.c_str(), hint.c_str()));
     if (of_counts.size() > 1)
@@ -309,9 +324,9 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
     // A shard that is not as dptrain reads it is rewritten into a new directory, never over itself.
     for (const std::string& path : paths)
         s.add_shard(path,
-                    strfmt("convert it with `%s ingest --input %s --out NEW_DIR` (it takes any float or integer "
+                    strfmt("convert the split with %s (K: the shards' num_classes; it takes any float or integer "
                            "features and integer labels; format: data/README.md)",
-                           tool.c_str(), path.c_str()),
+                           convert_command(split, paths, "K").c_str()),
                     fapl.get(), paths.size());
     s.cache_labels();
     s.order_.reserve(max_rows);

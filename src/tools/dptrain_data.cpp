@@ -248,7 +248,8 @@ int ingest_cmd(int argc, char** argv) {
         "format", po::value(&format)->default_value("auto"), "auto | csv | npy | npz | hdf5")(
         "shards", po::value(&shards)->default_value(1), "shards per split written (val: 1 unless --split val)")(
         "val-fraction", po::value(&val_fraction)->default_value(0.1, "0.1"),
-        "the last share of the samples (input order) that becomes val-00000-of-00001.h5; 0: none")(
+        "the last share of the samples (input order) that becomes val-00000-of-00001.h5; 0: none (then write one "
+        "with --split val: dptrain needs it)")(
         "split", po::value(&split), "train | val: every sample to that split (default: both, by --val-fraction)")(
         "features-dataset", po::value(&features_name), "hdf5/npz: features array (default /features; npz: x or features)")(
         "labels-dataset", po::value(&labels_name), "hdf5/npz: labels array (default /labels; npz: y or labels)")(
@@ -330,6 +331,10 @@ int ingest_cmd(int argc, char** argv) {
                     total < 1000000 ? strfmt("%.1f kB", total / 1e3).c_str() : strfmt("%.1f MB", total / 1e6).c_str(),
                     size, size == 1 ? "" : "s");
         for (const std::string& note : table.notes) std::printf("dptrain-data ingest: note: %s\n", note.c_str());
+        if (s_val == 0 && split.empty())
+            std::printf("dptrain-data ingest: note: no validation split (--val-fraction 0); dptrain needs one: write it "
+                        "into %s with --split val\n",
+                        out.c_str());
     }
     return 0;
 }

@@ -34,6 +34,10 @@ expect_error "missing data dir" 2 "$WORK/nowhere" 2 "${base[@]}" --data "$WORK/n
 cp -r "$WORK/good" "$WORK/missing"
 rm "$WORK/missing/train-00002-of-00004.h5"
 expect_error "missing shard" 2 "train-00002-of-00004.h5: shard missing" 2 "${base[@]}" --data "$WORK/missing"
+# A set made with --val-fraction 0 (no validation split): the line says how to add one.
+cp -r "$WORK/good" "$WORK/noval"
+rm "$WORK"/noval/val-*.h5
+expect_error "no validation split" 2 "training shards but no val-NNNNN-of-NNNNN.h5 .*with --split val" 2 "${base[@]}" --data "$WORK/noval"
 
 cp -r "$WORK/good" "$WORK/trunc"
 f="$WORK/trunc/train-00001-of-00004.h5"
@@ -90,9 +94,21 @@ with h5py.File(sys.argv[1], "r+") as f:
     f["features"] = (x * 100).astype(np.int32)
 PY
 expect_error "wrong dtype" 2 "/features has dtype int32, expected float32 (float16 and float64 are converted as read)" 2 "${base[@]}" --data "$WORK/dtype"
-# The advice converts that file into a new directory; it never suggests writing over the user's.
-grep -q "convert it with \`[^\`]*dptrain-data ingest --input $WORK/dtype/train-00003-of-00004.h5 --out NEW_DIR\`" "$WORK/out" \
-  && ! grep -q "synth" "$WORK/out" || { cat "$WORK/out"; fail "wrong dtype: the advice is not to ingest that shard into a new directory"; }
+# The advice converts the split into a new directory (never over the user's), and followed it
+# gives a split dptrain trains on: every shard, in order, with its split, count and classes (it
+# named the one shard, which then became 9 training rows and 1 validation row of a set of its own).
+advice=$(sed -n 's/.*convert the split with `\([^`]*\)`.*/\1/p' "$WORK/out")
+case "$advice" in
+  *"dptrain-data ingest --split train --shards 4 --num-classes K --input $WORK/dtype/train-00000-of-00004.h5 "*"--out NEW_DIR") ;;
+  *) cat "$WORK/out"; fail "wrong dtype: the advice is not to ingest the whole split into a new directory" ;;
+esac
+! grep -q "synth" "$WORK/out" || fail "wrong dtype: the advice names synth"
+cmd=${advice//NEW_DIR/$WORK/converted-int}
+${cmd//--num-classes K/--num-classes 10} >"$WORK/conv.out" 2>&1 || { cat "$WORK/conv.out"; fail "wrong dtype: the advice failed"; }
+cp "$WORK"/good/val-*.h5 "$WORK/converted-int/"
+train 2 "${base[@]}" --data "$WORK/converted-int" --run-dir "$WORK/run-converted"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "wrong dtype: the split the advice wrote does not train"; }
+echo "ok: wrong dtype: the advice, followed, wrote a 4-shard training split that trains"
 # And dptrain-data refuses to write over shards without --overwrite, leaving them as they were.
 sums=$(cd "$WORK/dtype" && sha256sum ./*.h5)
 for cmd in "synth --out $WORK/dtype" "text --input $ROOT/README.md --out $WORK/dtype"; do
