@@ -329,11 +329,26 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         }
         s.shards_.push_back(std::move(sh));
     }
-    if (s.total_ == 0)
-        throw UserError(strfmt("--data %s: the %s shards hold %ld tokens, too few for one window of --block-size %d + 1",
-                               dir.c_str(), split.c_str(), s.tokens_, block_size));
+    if (s.total_ == 0) {
+        long largest = 0;
+        for (const Shard& sh : s.shards_) largest = std::max(largest, sh.tokens);
+        throw UserError(strfmt("--data %s: no %s shard holds a window of --block-size %d + 1 (a shard needs at least %d "
+                               "tokens; the largest of its %zu holds %ld, %ld in all); make fewer shards (--shards) or "
+                               "use a smaller --block-size",
+                               dir.c_str(), split.c_str(), block_size, 2 * block_size, s.shards_.size(), largest,
+                               s.tokens_));
+    }
     s.raw_.resize((size_t)(block_size + 1) * 4);
     return s;
+}
+
+std::string TokenShardSet::coverage_note() const {
+    const double covered = (double)total_ * T_ / (double)tokens_;
+    if (covered >= 0.75) return "";
+    return strfmt("note: the %s split's windows of --block-size %d cover %.0f%% of its %ld tokens: each of its %zu shards "
+                  "(%ld tokens each, about) leaves up to %d unread; fewer, larger shards (dptrain-data --shards) use "
+                  "the rest",
+                  split_.c_str(), T_, 100 * covered, tokens_, shards_.size(), tokens_ / (long)shards_.size(), 2 * T_);
 }
 
 TokenShardSet::~TokenShardSet() {

@@ -167,6 +167,7 @@ std::string LanguageModelTask::describe() const {
                   tokens_->num_tokens(), tokens_->num_shards(), tokens_->num_shards() == 1 ? "" : "s",
                   tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.kind.c_str(),
                   tok.vocab_size()) +
+           (tokens_->coverage_note().empty() ? "" : "\n" + tokens_->coverage_note()) +
            (unchecked_.empty()
                 ? ""
                 : strfmt("\nnote: the %s split holds over %.0f GiB of tokens: its ids are checked as windows are read, "

@@ -204,3 +204,15 @@ else
     || { cat "$WORK/out"; fail "--device auto without a GPU: want a CPU run that says why; got exit $RC"; }
   echo "ok: --device auto without a GPU -> $(grep -m1 -o '[^|]*the CPU backend trains' "$WORK/out")"
 fi
+
+# Token shards too small for the block size: the line says each shard is too short (it gave the
+# split's total, enough for many windows); shards that leave much of the text unread get a note.
+"$PY" "$ROOT/tests/integration/make_text.py" 40000 >"$WORK/small.txt"
+"$BIN/dptrain-data" text --input "$WORK/small.txt" --out "$WORK/small-shards" --shards 40 --vocab char >/dev/null
+gpt=(--model gpt --data "$WORK/small-shards" --run-dir "$WORK/run-small" --steps 1 --batch-size 2 --eval-every 0
+     --n-layer 1 --n-head 1 --n-embd 16)
+expect_error "token shards shorter than two windows" 2 "no train shard holds a window of --block-size 600 + 1 (a shard needs at least 1200 tokens; the largest of its 40 holds [0-9]*, [0-9]* in all); make fewer shards" 2 "${gpt[@]}" --block-size 600
+train 1 "${gpt[@]}" --block-size 256
+[ "$RC" = 0 ] && grep -q "^note: the train split's windows of --block-size 256 cover [0-9]*% of its [0-9]* tokens: each of its 40 shards" "$WORK/out" \
+  || { cat "$WORK/out"; fail "40 small token shards: no note of the tokens their windows leave unread"; }
+echo "ok: small token shards -> $(grep '^note: the train split' "$WORK/out" | cut -c1-120)..."

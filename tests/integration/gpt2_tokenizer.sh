@@ -77,18 +77,20 @@ print(f"ok: {sys.argv[3]}: all {n} GPT-2 ids equal js-tiktoken's ({len(files)} s
 PY
 done
 
-# Several files are documents, each followed by <|endoftext|> (2 ranks: one document each).
-$MPIRUN -np 2 "$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$WORK/random1.txt" \
-  "$WORK/random2.txt" --out "$WORK/docs" >"$WORK/t.out"
-grep -q "from 2 files: .*, each followed by <|endoftext|> (id 50256) (gpt2 vocabulary" "$WORK/t.out" \
-  || { cat "$WORK/t.out"; fail "two files: no word of <|endoftext|> between the documents"; }
-/usr/bin/python3 - "$WORK/docs" "$WORK/js1.ids" "$WORK/js2.ids" <<'PY' || fail "two documents: want each one's ids, then 50256"
+# Several files are documents, each followed by <|endoftext|> (2 ranks: a document or two each),
+# an empty one too (an empty first file got none).
+: >"$WORK/empty.txt"
+$MPIRUN -np 2 "$DATA" text --tokenizer gpt2 --encoder "$ENC" --merges "$MERGES" --input "$WORK/empty.txt" \
+  --input "$WORK/random1.txt" --input "$WORK/random2.txt" --out "$WORK/docs" >"$WORK/t.out"
+grep -q "from 3 files: .*, each followed by <|endoftext|> (id 50256) (gpt2 vocabulary" "$WORK/t.out" \
+  || { cat "$WORK/t.out"; fail "three files: no word of <|endoftext|> between the documents"; }
+/usr/bin/python3 - "$WORK/docs" "$WORK/js1.ids" "$WORK/js2.ids" <<'PY' || fail "three documents: want each one's ids, then 50256"
 import glob, sys, h5py, numpy as np
 d = sys.argv[1]
 ours = np.concatenate([h5py.File(f, "r")["tokens"][...] for f in sorted(glob.glob(f"{d}/train-*.h5")) + [f"{d}/val-00000-of-00001.h5"]])
-want = np.concatenate([np.fromfile(sys.argv[2], dtype=np.uint32), [50256], np.fromfile(sys.argv[3], dtype=np.uint32), [50256]])
-assert len(ours) == len(want) and (ours == want).all()
-print(f"ok: two files -> {len(ours)} ids, each document's own followed by <|endoftext|>")
+want = np.concatenate([[50256], np.fromfile(sys.argv[2], dtype=np.uint32), [50256], np.fromfile(sys.argv[3], dtype=np.uint32), [50256]])
+assert len(ours) == len(want) and (ours == want).all(), f"{len(ours)} ids, want {len(want)}"
+print(f"ok: three files (the first empty) -> {len(ours)} ids, each document's own followed by <|endoftext|>")
 PY
 
 # nanoGPT's train.bin of the same ids, brought in with GPT-2's files: the shards carry the gpt2

@@ -108,5 +108,8 @@ bad "--sp-type 'wordpiece' is unknown" --input "$text" --tokenizer sentencepiece
 bad "--sp-model $WORK/hf/config.json: not a SentencePiece model" --input "$text" --tokenizer sentencepiece --sp-model "$WORK/hf/config.json"
 bad "--sp-model and --vocab-size belong to --tokenizer sentencepiece" --input "$text" --tokenizer char --vocab-size 512
 printf 'caf\xc3' >"$WORK/bad.txt"
-bad "not valid UTF-8 at byte 3" --input "$WORK/bad.txt" --tokenizer sentencepiece --vocab-size 300
+bad "text: --input $WORK/bad.txt: not UTF-8 at line 1 (byte 3 of the file: 0xC3)" --input "$WORK/bad.txt" --tokenizer sentencepiece --vocab-size 300
+# In a folder of files, the file itself is named, and the line (its offset in the joined text was).
+mkdir -p "$WORK/corpus" && printf 'one\ntwo\n' >"$WORK/corpus/a.txt" && printf 'ok\ncaf\xe9\n' >"$WORK/corpus/b.txt"
+bad "text: --input $WORK/corpus/b.txt: not UTF-8 at line 2 (byte 6 of the file: 0xE9)" --input "$WORK/corpus" --tokenizer char
 echo "ok: bad sentencepiece options and files each get one line"

@@ -76,6 +76,9 @@ class TokenShardSet : public Dataset {
     IoMode mode() const { return mode_; }
     const std::string& dir() const { return dir_; }
     const std::string& split() const { return split_; }
+    // A note when the windows cover under 3/4 of the split's tokens (each shard leaves up to two
+    // block sizes unread: many small shards lose much of the text), else "".
+    std::string coverage_note() const;
     // --io memory: allocates the node-shared buffer (collective over the node's communicator) and
     // loads this rank's share of every shard's tokens, in their stored width, one read per shard
     // piece. As ShardSet::load_node_memory: every rank of the node must have loaded its share

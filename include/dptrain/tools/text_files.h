@@ -16,4 +16,9 @@ std::vector<std::string> text_files(const std::vector<std::string>& inputs);
 // of the next). `ends`, when given, receives where each file's text ends.
 std::string read_texts(const std::vector<std::string>& files, bool newlines = true, std::vector<size_t>* ends = nullptr);
 
+// Throws UserError naming the file, the line and the byte where `data` (read_texts' result, with its
+// `ends`) first is not UTF-8, and the fix; `tokenizer` names the tokenizer that needs UTF-8.
+void check_utf8(const std::vector<std::string>& files, const std::string& data, const std::vector<size_t>& ends,
+                const std::string& tokenizer);
+
 } // namespace dptrain

@@ -3,6 +3,7 @@
 #include "dptrain/tools/text_files.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/utf8.h"
 
 #include <glob.h>
 
@@ -66,6 +67,22 @@ std::string read_texts(const std::vector<std::string>& files, bool newlines, std
         if (ends) ends->push_back(data.size());
     }
     return data;
+}
+
+void check_utf8(const std::vector<std::string>& files, const std::string& data, const std::vector<size_t>& ends,
+                const std::string& tokenizer) {
+    uint32_t cp;
+    size_t i = 0;
+    while (i < data.size() && next_code_point(data, &i, &cp)) {}
+    if (i >= data.size()) return;
+    const size_t f = (size_t)(std::upper_bound(ends.begin(), ends.end(), i) - ends.begin());
+    const size_t start = f == 0 ? 0 : ends[f - 1];
+    const long line = 1 + std::count(data.begin() + (std::ptrdiff_t)start, data.begin() + (std::ptrdiff_t)i, '\n');
+    throw UserError(strfmt("text: --input %s: not UTF-8 at line %ld (byte %zu of the file: 0x%02X); the %s tokenizer "
+                           "reads UTF-8: convert the file (from Latin-1: iconv -f latin1 -t utf-8), or use --tokenizer "
+                           "byte or gpt2, which take any bytes",
+                           files[std::min(f, files.size() - 1)].c_str(), line, i - start, (unsigned char)data[i],
+                           tokenizer.c_str()));
 }
 
 } // namespace dptrain

@@ -116,8 +116,9 @@ void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, s
         if (end > begin) *ids = tok.encode(data.substr(begin, end - begin));
         return;
     }
+    // A file belongs to the chunk its end falls in; an empty first file (its end 0) to the first.
     for (size_t at = begin, f = 0; f < ends.size(); ++f)
-        if (ends[f] > begin && ends[f] <= end) {
+        if ((ends[f] > begin || begin == 0) && ends[f] <= end) {
             tok.bpe->encode(data.substr(at, ends[f] - at), ids);
             ids->push_back(eot);
             at = ends[f];
@@ -222,6 +223,7 @@ int text_cmd(int argc, char** argv) {
             // tokenizers join the files with newlines.
             eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
             data = read_texts(files, eot < 0, &ends);
+            if (tok.kind == "char" || tok.kind == "sentencepiece") check_utf8(files, data, ends, tok.kind);
             source = files.size() == 1 ? files[0]
                                        : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
                                                 files.back().c_str());
