@@ -102,13 +102,23 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
         throw UserError(strfmt("%s: checkpoint has %s optimizer state, this run uses --optimizer %s; %s", from,
                                ck.optimizer.c_str(), name_of(o_.optimizer), fix.c_str()));
     const long W = id_.world_size, G = id_.global_batch;
-    if (ck.global_batch != G)
+    if (ck.global_batch != G) {
+        const long C = ck.global_batch;
+        std::string keep;
+        if (C % W == 0) {
+            keep = strfmt("keep the global batch: --batch-size %ld, or any --batch-size x --grad-accum = %ld", C / W, C / W);
+        } else {  // the rank counts nearest W that divide it
+            long below = W, above = W;
+            while (below > 1 && C % below != 0) --below;
+            while (above < C && C % above != 0) ++above;
+            keep = strfmt("%ld samples do not split over %ld ranks: resume on a rank count that divides %ld (%ld or %ld), "
+                          "with --batch-size x --grad-accum = %ld / ranks",
+                          C, W, C, below, above, C);
+        }
         throw UserError(strfmt("%s: checkpoint was trained with global batch %ld, this run has %ld (--batch-size %d x "
-                               "%ld ranks x --grad-accum %d); keep the global batch: --batch-size %ld, or any "
-                               "--batch-size x --grad-accum = %ld",
-                               from, ck.global_batch, G, o_.batch_size, W, o_.grad_accum,
-                               ck.global_batch % W == 0 ? ck.global_batch / W : 0L,
-                               ck.global_batch % W == 0 ? ck.global_batch / W : 0L));
+                               "%ld ranks x --grad-accum %d); %s",
+                               from, C, G, o_.batch_size, W, o_.grad_accum, keep.c_str()));
+    }
     if (ck.seed != o_.seed)
         throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
                                "the same seed so the sample order continues",

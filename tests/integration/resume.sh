@@ -34,6 +34,11 @@ train 4 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --stop-after 20
 train 2 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --resume auto
 [ "$RC" = 2 ] && grep -q "global batch 32, this run has 16 (--batch-size 8 x 2 ranks x --grad-accum 1); keep the global batch: --batch-size 16, or any --batch-size x --grad-accum = 16" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another global batch was not refused with the fix"; }
+# On 3 ranks the global batch of 32 cannot be kept: the line names rank counts that divide it (it
+# advised --batch-size 0).
+train 3 "${common[@]}" --batch-size 8 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 2 ] && grep -q "this run has 24 (--batch-size 8 x 3 ranks x --grad-accum 1); 32 samples do not split over 3 ranks: resume on a rank count that divides 32 (2 or 4)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume on 3 ranks of a global batch of 32: no line naming rank counts that divide it"; }
 train 2 "${common[@]}" --batch-size 16 --run-dir "$WORK/w42" --resume auto
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "2-rank resume exited $RC"; }
 "$BIN/dptrain-ckpt" diff "$WORK/w4/checkpoints/ckpt-00000040.h5" "$WORK/w42/checkpoints/ckpt-00000040.h5" --tol 1e-5 \
