@@ -353,15 +353,18 @@ long write_sums(const std::string& dir, int streams) {
 
 namespace {
 
+[[noreturn]] void refuse_foreign(const std::string& dest) {
+    throw UserError(strfmt("%s holds files that staging did not put there (no .stage-manifest); staging removes files "
+                           "not in the source, so give it an empty or dedicated directory",
+                           dest.c_str()));
+}
+
 // Whether dest holds a complete copy of the source (its manifest, a completion mark and every
 // file's size); refuses a destination with files staging did not put there.
 bool copy_is_complete(const std::string& dest, const std::vector<Entry>& local, const std::vector<Entry>& source,
                       const std::string& manifest) {
     struct stat st;
-    if (!local.empty() && stat((dest + "/.stage-manifest").c_str(), &st) != 0)
-        throw UserError(strfmt("%s holds files that staging did not put there (no .stage-manifest); staging removes "
-                               "files not in the source, so give it an empty or dedicated directory",
-                               dest.c_str()));
+    if (!local.empty() && stat((dest + "/.stage-manifest").c_str(), &st) != 0) refuse_foreign(dest);
     std::map<std::string, long long> have;
     for (const Entry& e : local) have[e.path] = e.size;
     bool sizes_match = local.size() == source.size();
@@ -424,6 +427,16 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
     if (stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         throw UserError(strfmt("%s: no such directory; give the dataset directory to stage", src.c_str()));
     make_dirs(dest);
+    struct stat dst;
+    if (stat(dest.c_str(), &dst) == 0 && dst.st_dev == st.st_dev && dst.st_ino == st.st_ino)
+        throw UserError(strfmt("%s: staging would copy the directory onto itself; give a --stage-dir on node-local "
+                               "storage, apart from --data",
+                               dest.c_str()));
+    // A directory of other files, never staged to (no lock, no manifest), is refused before the lock
+    // file is made in it (copy_is_complete refuses it again, under the lock, should a stager start).
+    if (!list_files(dest).empty() && stat((dest + "/.stage-lock").c_str(), &dst) != 0 &&
+        stat((dest + "/.stage-manifest").c_str(), &dst) != 0)
+        refuse_foreign(dest);
     DirLock lock(dest);
     remove_stale_temporaries(dest);
     StageResult r;

@@ -101,5 +101,10 @@ echo "ok: a source file rewritten with the same size is copied again"
 mkdir -p "$WORK/mine" && echo keep >"$WORK/mine/notes.txt"
 set +e; "$BIN/dptrain" stage "$WORK/same" "$WORK/mine" >/dev/null 2>"$WORK/err"; RC=$?; set -e
 [ "$RC" = 1 ] && grep -q "holds files that staging did not put there" "$WORK/err" && [ -f "$WORK/mine/notes.txt" ] \
-  || { cat "$WORK/err"; fail "staging into a foreign directory was not refused"; }
-echo "ok: a directory of other files is refused, and its files are left alone"
+  && [ "$(ls -A "$WORK/mine")" = notes.txt ] \
+  || { cat "$WORK/err"; ls -A "$WORK/mine"; fail "staging into a foreign directory was not refused, or left a file there"; }
+# The source itself as the destination: refused, nothing left in it (a lock file was).
+set +e; "$BIN/dptrain" stage "$WORK/same" "$WORK/same/" >/dev/null 2>"$WORK/err"; RC=$?; set -e
+[ "$RC" = 1 ] && grep -q "staging would copy the directory onto itself" "$WORK/err" && [ "$(ls -A "$WORK/same")" = a.bin ] \
+  || { cat "$WORK/err"; ls -A "$WORK/same"; fail "staging a directory onto itself was not refused cleanly"; }
+echo "ok: a directory of other files, or the source itself, is refused, and nothing is added to it"

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <set>
 
 namespace dptrain {
@@ -99,6 +100,12 @@ bool agreed(const char* cmd, const std::function<void()>& step) {
     } catch (const po::error& e) {
         ok = false;
         msg = strfmt("%s; see %s %s --help", e.what(), runnable("dptrain-data").c_str(), cmd);
+    } catch (const std::bad_alloc&) {
+        ok = false;
+        msg = strfmt("%s: out of memory: this command holds its inputs whole in memory (every value as float32 or "
+                     "int32), and they do not fit this machine's; convert them on a machine with more, or check that "
+                     "the inputs' sizes are what you expect",
+                     cmd);
     } catch (const std::exception& e) {
         ok = false;
         msg = e.what();
