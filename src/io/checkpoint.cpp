@@ -1,6 +1,5 @@
 // Atomic, checksummed HDF5 checkpoints.
 #include "dptrain/io/checkpoint.h"
-#include "dptrain/io/reliability.h"
 
 #include "dptrain/core/checksum.h"
 
@@ -323,7 +322,7 @@ static std::string lock_holder(int fd) {
     return "a process that has not written its name yet";
 }
 
-int lock_checkpoint_dir(const std::string& dir, double wait_s) {
+int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()) {
     make_directories(dir, "--checkpoint-dir");
     const std::string path = dir + "/.lock";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -341,7 +340,7 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s) {
             return -1;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (preemption_requested()) {  // no reason to wait on: the run ends (exit 75)
+        if (give_up && give_up()) {  // no reason to wait on: the run ends
             const std::string who = lock_holder(fd);
             ::close(fd);
             throw UserError(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "

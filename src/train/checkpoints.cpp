@@ -57,7 +57,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (rank_ != 0) return;
     // Before anything in the directory is touched: a previous run's processes (a requeued job's
     // predecessor not yet gone) may still be writing or rotating checkpoints there.
-    lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait);
+    lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait, preemption_requested);  // a stop: exit 75
     prepare_checkpoint_dir(o_.checkpoint_dir);
     if (o_.resume_mode == ResumeMode::none) {
         // A fresh run next to another run's checkpoints would rotate its own away (they sort

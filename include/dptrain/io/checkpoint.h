@@ -90,9 +90,10 @@ class AsyncCheckpointer {
 // One run at a time per checkpoint directory: an exclusive flock on DIR/.lock, which the kernel
 // releases when the holder dies, and in it "PID HOST UNIX_TIME" of the holder. While another
 // process holds it, waits up to wait_s seconds (saying so once on stderr), then throws UserError
-// naming the holder. Returns the descriptor to keep open for the run's life, or -1 where the
-// filesystem has no flock (a warning on stderr; the run goes on unlocked).
-int lock_checkpoint_dir(const std::string& dir, double wait_s);
+// naming the holder; also when give_up() turns true while it waits (a stop signal: the run ends).
+// Returns the descriptor to keep open for the run's life, or -1 where the filesystem has no flock
+// (a warning on stderr; the run goes on unlocked).
+int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)() = nullptr);
 
 // Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
 // start, not at the first checkpoint), and removes temporary files a killed writer left behind.
