@@ -214,8 +214,10 @@ void copy_file(const std::string& src, const std::string& dst, std::vector<char>
     if (std::rename(tmp.c_str(), dst.c_str()) != 0) fail("renaming the copy to");
 }
 
-// Runs job(i) for i in [0, n) on up to `streams` threads; the first error is rethrown.
-void parallel_for(long n, int streams, const std::function<void(long, std::vector<char>&)>& job) {
+// Runs job(i) for i in [0, n) on up to `streams` threads; the first error is rethrown. When
+// give_up() turns true (a stop signal), no further job starts: UserError.
+void parallel_for(long n, int streams, const std::function<void(long, std::vector<char>&)>& job,
+                  bool (*give_up)() = nullptr) {
     std::atomic<long> next{0};
     std::mutex mu;
     std::exception_ptr err;
@@ -227,6 +229,10 @@ void parallel_for(long n, int streams, const std::function<void(long, std::vecto
                 if (err) return;
             }
             try {
+                if (give_up && give_up())
+                    throw UserError(strfmt("a stop signal came: stopped after %ld of %ld files (a later run goes on "
+                                           "from there)",
+                                           i, n));
                 job(i, buf);
             } catch (...) {
                 std::lock_guard<std::mutex> g(mu);
@@ -301,7 +307,7 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
     return want;
 }
 
-long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts) {
+long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts, bool (*give_up)()) {
     // This caller's share: entries part, part + parts, ... of the manifest.
     const auto all = read_sums(dir);
     std::vector<std::pair<std::string, std::string>> want;
@@ -320,7 +326,7 @@ long check_sums(const std::string& dir, int streams, bool remove_bad, int part, 
                                "the file from its source, or if it changed on purpose rewrite the manifest with `%s "
                                "verify --update-sums %s`",
                                path.c_str(), runnable("dptrain-data").c_str(), dir.c_str()));
-    });
+    }, give_up);
     return (long)want.size();
 }
 
@@ -419,7 +425,7 @@ void verify_copy(const std::string& src, const std::string& dest, const std::vec
 } // namespace
 
 StageResult stage_directory(const std::string& src_in, const std::string& dest_in, int streams, bool check,
-                            const std::function<void(const std::string&)>& say) {
+                            const std::function<void(const std::string&)>& say, bool (*give_up)()) {
     std::string src = src_in, dest = dest_in;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
     while (dest.size() > 1 && dest.back() == '/') dest.pop_back();
@@ -468,11 +474,11 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
         size_t slash = rel.rfind('/');
         if (slash != std::string::npos) make_dirs(dest + "/" + rel.substr(0, slash));
         copy_file(src + "/" + rel, dest + "/" + rel, buf);
-    });
+    }, give_up);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     verify_copy(src, dest, source);
     if (check && std::any_of(source.begin(), source.end(), [](const Entry& e) { return e.path == "SHA256SUMS"; })) {
-        check_sums(dest, streams, true);
+        check_sums(dest, streams, true, 0, 1, give_up);
         r.sums_checked = true;
     }
     write_text(dest + "/.stage-manifest", manifest);

@@ -14,9 +14,10 @@
 //   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
 //  10. rank 0 opens the metrics file; 11. the banner; 12. node heartbeats
 // The stop signals' handlers come first: a stop signal during set-up ends every rank with exit 75
-// after the phase it arrived in. The watchdog watches from step 2 on (set-up: --step-timeout plus
-// --lock-wait). After set-up, any error is fatal (MPI_Abort), since other ranks may be inside a
-// collective.
+// after the phase it arrived in (staging, the manifest's check and the lock wait stop at once).
+// The watchdog watches set-up after staging and --verify-data (which report their progress) with
+// --step-timeout plus --lock-wait, then every step. After set-up, any error is fatal (MPI_Abort),
+// since other ranks may be inside a collective.
 #include "dptrain/train/trainer.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -234,9 +235,12 @@ bool stage_data(Options& o, const Topology& topo) {
     StageResult r;
     const bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank == 0)
-            r = stage_directory(src, dest, 8, true, [&](const std::string& s) {
-                if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
-            });
+            r = stage_directory(
+                src, dest, 8, true,
+                [&](const std::string& s) {
+                    if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
+                },
+                preemption_requested);  // a stop signal: exit 75 (run_training)
     });
     if (!ok) return false;
     // Which nodes copied and which reused a copy, and the slowest copy's report.
@@ -263,7 +267,7 @@ bool stage_data(Options& o, const Topology& topo) {
 bool verify_data(const Options& o, const Topology& topo) {
     const double t0 = now_seconds();
     long hashed = 0;
-    if (!all_ok(topo.world, [&] { hashed = check_manifest(o.data, 2, topo.local_rank, topo.local_size); }))
+    if (!all_ok(topo.world, [&] { hashed = check_manifest(o.data, 2, topo.local_rank, topo.local_size, preemption_requested); }))
         return false;
     MpiCommunicator(topo.world).allreduce(&hashed, 1, ReduceOp::sum);
     if (topo.rank == 0) {

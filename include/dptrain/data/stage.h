@@ -32,9 +32,10 @@ struct StageResult {
 // - every file's size is checked, and with check_sums and a SHA256SUMS file in the source, every
 //   listed file's SHA-256 too;
 // - one stager per destination at a time (a lock file); free space is checked first.
-// `say` gets progress lines. Throws UserError naming the file and what to do.
+// `say` gets progress lines. Throws UserError naming the file and what to do, or when give_up()
+// turns true (a stop signal) before the next file.
 StageResult stage_directory(const std::string& src, const std::string& dest, int streams, bool check_sums,
-                            const std::function<void(const std::string&)>& say);
+                            const std::function<void(const std::string&)>& say, bool (*give_up)() = nullptr);
 
 // DIR/SHA256SUMS (sha256sum's format) as (sum, name) pairs in file order; throws UserError when it
 // is missing or a line is not sha256sum's.
@@ -42,7 +43,9 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
 // Checks DIR's files against DIR/SHA256SUMS; throws UserError naming the first file that differs
 // (removing it first when remove_bad, so that the next staging copies it again). Checks entries
 // part, part + parts, ... only (the ranks of a node share the work). Returns the number checked.
-long check_sums(const std::string& dir, int streams, bool remove_bad = false, int part = 0, int parts = 1);
+// give_up: as in stage_directory.
+long check_sums(const std::string& dir, int streams, bool remove_bad = false, int part = 0, int parts = 1,
+                bool (*give_up)() = nullptr);
 // Writes DIR/SHA256SUMS for every file under DIR (except SHA256SUMS and .stage-* files).
 long write_sums(const std::string& dir, int streams);
 // Rewrites DIR/SHA256SUMS (by temporary name and rename) without the lines naming `drop` and with

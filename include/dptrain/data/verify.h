@@ -16,6 +16,6 @@ std::string verify_values(const std::string& dir);
 // Checks DIR against DIR/SHA256SUMS: every shard of both splits must be listed (a shard added
 // after the manifest was written is named), then entries part, part + parts, ... are hashed
 // (stage.h's check_sums). Throws UserError; returns the number of files hashed.
-long check_manifest(const std::string& dir, int streams, int part = 0, int parts = 1);
+long check_manifest(const std::string& dir, int streams, int part = 0, int parts = 1, bool (*give_up)() = nullptr);
 
 } // namespace dptrain
