@@ -182,6 +182,7 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, s
                                    rank + 1, m.c_str()));
         t->merge_.emplace(pair_key(l->second, r->second), std::make_pair((int)rank, both->second));
     }
+    t->endoftext_ = t->id_of("<|endoftext|>");
     t->tokens_ = std::move(b.tokens);
     t->merges_ = std::move(b.merges);
     t->compile_regex();

@@ -116,7 +116,8 @@ std::string Tokenizer::table() const {
 
 int Tokenizer::bytes_of(int id) const {
     if (kind == "ids") return 0;
-    if (kind == "gpt2") return id >= 0 && id < bpe->size() ? (int)bpe->bytes_of(id).size() : 0;
+    // <|endoftext|> separates documents (dptrain-data puts it there); it is none of their text.
+    if (kind == "gpt2") return id >= 0 && id < bpe->size() && id != bpe->endoftext() ? (int)bpe->bytes_of(id).size() : 0;
     if (kind == "sentencepiece") return id >= 0 && id < sp->size() ? (int)sp->surface(id).size() : 0;
     if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
     const uint32_t cp = chars[(size_t)id];

@@ -89,10 +89,12 @@ std::string Mlp::signature() const {
                   act_ == Activation::relu ? "relu" : "gelu");
 }
 
+// Forward, the weights' gradients and the inputs' gradients: 2 d_l d_{l+1} each per layer, but
+// backward computes no gradient of the data (the first layer's input).
 double Mlp::flops_per_sample() const {
     double f = 0;
     for (size_t l = 0; l + 1 < dims_.size(); ++l) f += 2.0 * dims_[l] * dims_[l + 1];
-    return 3.0 * f;
+    return 3.0 * f - 2.0 * dims_[0] * dims_[1];
 }
 
 void Mlp::init(float* params, uint64_t seed) const {

@@ -363,8 +363,10 @@ int StepLoop::finish(int code, long start, long done, long end) {
                                p_.ckpt.last().c_str(), kExitPreempted, then));
         return code;
     }
-    std::string tail = evaluated_ ? strfmt(" | val loss %.4f | val accuracy %.2f%%", last_eval_.loss,
-                                           100.0 * last_eval_.accuracy)
+    // The last evaluation, with its step where it is not the last step's (--stop-after, a stop).
+    std::string tail = evaluated_ ? strfmt(" | val loss %.4f | val accuracy %.2f%%%s", last_eval_.loss,
+                                           100.0 * last_eval_.accuracy,
+                                           last_eval_.step == done ? "" : strfmt(" (at step %ld)", last_eval_.step).c_str())
                                   : "";
     if (skipped_) tail += strfmt(" | %ld non-finite steps skipped", skipped_);
     if (p_.model.staged_batches() >= 0)

@@ -39,6 +39,8 @@ class Gpt2Bpe {
     const std::string& bytes_of(int id) const { return bytes_[(size_t)id]; }
     // The id of a whole token's bytes (e.g. "<|endoftext|>"), or -1.
     int id_of(const std::string& bytes) const;
+    // The id of "<|endoftext|>", the documents' separator, or -1 where the vocabulary lacks it.
+    int endoftext() const { return endoftext_; }
 
   private:
     Gpt2Bpe() = default;
@@ -57,6 +59,7 @@ class Gpt2Bpe {
     std::vector<std::string> merges_;  // rank -> "a b" (printable forms)
     std::unordered_map<std::string, int> ids_;  // bytes -> id
     int byte_id_[256] = {};
+    int endoftext_ = -1;
     // (left id << 32 | right id) -> (rank, merged id)
     std::unordered_map<uint64_t, std::pair<int, int>> merge_;
     void* regex_ = nullptr;  // pcre2_code*

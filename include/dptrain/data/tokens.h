@@ -27,7 +27,8 @@ struct Tokenizer {
     std::shared_ptr<const SentencePieceModel> sp;  // sentencepiece
     int vocab_size() const;
     bool same_as(const Tokenizer& o) const;
-    // The bytes token `id` decodes to (byte: 1; char: 1 to 4; gpt2: its bytes; ids: 0, unknown).
+    // The bytes of text token `id` stands for (byte: 1; char: 1 to 4; gpt2: its bytes, but 0 for
+    // <|endoftext|>, a separator; ids: 0, unknown): what bits per byte divides by.
     int bytes_of(int id) const;
     // Throws UserError naming a character the vocabulary lacks. ids: the text is the ids written
     // out ("15496 11 995"), each below the vocabulary size. gpt2: any bytes.
