@@ -57,13 +57,16 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
     std::lock_guard<std::mutex> g(mu_);
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f) throw UserError(strfmt("--trace %s: cannot write it: %s", path.c_str(), std::strerror(errno)));
-    // Timestamps in microseconds from the first event, so merged ranks line up on one clock
-    // (steady_clock is one clock per machine; across machines they are offset by their start).
-    double base = 1e300;
-    for (const Event& e : main_) base = std::min(base, e.t0);
-    for (const Event& e : comm_) base = std::min(base, e.t0);
-    if (base == 1e300) base = 0;
-    // Microseconds from the first event, to the nanosecond.
+    // Timestamps in microseconds from the origin the ranks agreed on (set_origin), so that merged
+    // ranks line up; without one, from this rank's first event.
+    double base = origin_;
+    if (base < 0) {
+        base = 1e300;
+        for (const Event& e : main_) base = std::min(base, e.t0);
+        for (const Event& e : comm_) base = std::min(base, e.t0);
+        if (base == 1e300) base = 0;
+    }
+    // Microseconds from the origin, to the nanosecond.
     auto us = [base](double t) { return std::round((t - base) * 1e9) / 1e3; };
     Json head = {{"displayTimeUnit", "ms"},
                  {"otherData", {{"rank", rank}, {"host", host}, {"dropped", dropped_}}},

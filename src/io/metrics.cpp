@@ -72,9 +72,20 @@ PhaseSummary PhaseTimes::take_interval() {
     return s;
 }
 
+void PhaseTimes::forget_warmup() {
+    left_out_ += run_steps_;
+    n_ = 0;
+    run_steps_ = 0;
+    for (int p = 0; p < kStepPhases; ++p) {
+        run_sum_[p] = 0;
+        std::fill(hist_[p].begin(), hist_[p].end(), 0L);
+    }
+}
+
 PhaseSummary PhaseTimes::run() const {
     PhaseSummary s;
     s.steps = run_steps_;
+    s.left_out = left_out_;
     s.checkpoints = checkpoints_;
     s.checkpoint_ms = 1e3 * ckpt_s_;
     s.checkpoint_wait_ms = 1e3 * ckpt_wait_s_;
@@ -108,6 +119,7 @@ StepBreakdown gather_breakdown(const PhaseSummary& mine, MpiCommunicator& comm) 
     comm.gather(local, sizeof local, all.data(), 0);
     StepBreakdown b;
     b.steps = mine.steps;
+    b.left_out = mine.left_out;
     if (rank != 0) return b;
     b.rank_mean_ms.resize((size_t)size * kStepPhases);
     CheckpointAcross& c = b.checkpoint;
@@ -177,8 +189,9 @@ static std::string format_checkpoint_rows(const CheckpointAcross& c, long steps,
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts) {
     double step = 0;
     for (int p = 0; p < kStepPhases; ++p) step += b.phase[p].mean_ms;
-    std::string s = strfmt("step breakdown over %ld steps (ms per step; mean over ranks, worst rank's p90, slowest rank):\n",
-                           b.steps);
+    std::string s = strfmt("step breakdown over %ld steps%s (ms per step; mean over ranks, worst rank's p90, slowest "
+                           "rank):\n",
+                           b.steps, b.left_out > 0 ? " (the first, a warm-up, left out)" : "");
     for (int p = 0; p < kStepPhases; ++p) {
         const PhaseAcross& a = b.phase[p];
         std::string host = a.slowest_rank < (int)hosts.size() ? " on " + hosts[a.slowest_rank] : "";

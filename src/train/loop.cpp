@@ -47,6 +47,7 @@ int StepLoop::run(long start) {
         const size_t per_step = 8 + 3 * (size_t)(o.grad_accum - 1) + p_.grads.traced_per_step();
         p_.clock.tracer().enable(std::min<size_t>(4u << 20, (size_t)(end - start) * per_step + 64));
         p_.grads.set_tracer(&p_.clock.tracer());
+        p_.clock.tracer().set_origin(trace_origin());
     }
     p_.clock.times().reserve(std::min(o.log_every, end - start));
     if (o.profile_ops > 0 && (o.profile_ops <= start || o.profile_ops > end))
@@ -95,9 +96,20 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         }
         iv_.samples += st.global_n;
         const double t_end = p_.clock.end_step();
-        if (done % o.log_every == 0 || done == end || st.stop_requested) {
-            step_line(pf, t_end, done, start, end);
-        } else {
+        const bool line = done % o.log_every == 0 || done == end || st.stop_requested;
+        if (line) step_line(pf, t_end, done, start, end);
+        if (done == start + 1 && !line) {
+            // The run's first step is its warm-up: the rates and shares of the first step line
+            // start after it (its loss still counts), and so does the run's breakdown (below).
+            pf.take_wait_seconds();
+            p_.grads.take_comm_seconds();
+            iv_.t0 = t_end;
+            iv_.first = done;
+            iv_.samples = 0;
+            iv_.exposed = iv_.other = 0;
+        }
+        if (done == start + 1 && done < end) p_.clock.times().forget_warmup();
+        if (!line && done > start + 1) {
             // Between step lines, on a terminal: one line updated in place.
             const double per_step = (t_end - iv_.t0 - iv_.other) / (double)(done - iv_.first);
             p_.report.progress(done, t_end, per_step, (t_end - t_run_) / (double)(done - start) * (double)(end - done));
@@ -225,6 +237,22 @@ void StepLoop::inject_before_step(long done) {
         p_.clock.mark(Phase::forward, done);
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
+}
+
+// Collective: one origin for every rank's trace. After a barrier, the earliest clock reading of the
+// ranks on this host: one monotonic clock serves a machine, so its ranks line up exactly (each
+// rank's own first event made a rank that started late look early); hosts line up within the
+// barrier's exit skew.
+double StepLoop::trace_origin() {
+    p_.world.barrier();
+    const double mine = now_seconds();
+    std::vector<double> all((size_t)p_.world.size());
+    p_.world.allgather(&mine, sizeof mine, all.data());
+    const std::vector<std::string> hosts = p_.world.allgather_text(p_.topo.host);
+    double origin = mine;
+    for (size_t r = 0; r < all.size(); ++r)
+        if (hosts[r] == p_.topo.host) origin = std::min(origin, all[r]);
+    return origin;
 }
 
 // Collective: the interval's rates, shares and mean loss over the ranks, and its step line.

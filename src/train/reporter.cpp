@@ -243,6 +243,7 @@ void Reporter::run_breakdown(const StepBreakdown& whole, long done, double secon
     if (rank_ != 0 || whole.steps <= 0) return;  // the breakdown and the hosts are rank 0's
     print(format_breakdown(whole, hosts_));
     jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
+                     .integer("warmup_steps", whole.left_out)
                      .metric("seconds", seconds, "Seconds").object("phases", breakdown_json(whole))
                      .object("checkpoints", checkpoints_json(whole.checkpoint)));
 }

@@ -12,7 +12,7 @@ train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --eval-eve
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "the EMF run exited $RC"; }
 grep -q $'\r' "$WORK/out" && fail "--progress plain wrote carriage returns"
 grep -Eq '^step 10/30  33% \|.*\| ETA [0-9]+s$' "$WORK/out" || { cat "$WORK/out"; fail "no step line with percent and ETA"; }
-grep -q '^step breakdown over 30 steps' "$WORK/out" || { cat "$WORK/out"; fail "no breakdown at the end"; }
+grep -q '^step breakdown over 29 steps (the first, a warm-up, left out)' "$WORK/out" || { cat "$WORK/out"; fail "no breakdown at the end"; }
 grep -Eq "^  forward .*slowest rank 1 on $host: " "$WORK/out" || { cat "$WORK/out"; fail "the straggler (rank 1) is not named"; }
 
 /usr/bin/python3 - "$WORK/run/metrics.jsonl" "$ROOT/docs/emf-schema.json" "$host" <<'PY' || fail "the EMF metrics are wrong"
@@ -62,6 +62,8 @@ for r in ranks:
         bad.append(f"rank record {r['rank']}: node {r['node']}")
     if r["rank"] == "1" and r["forward_ms"] < 20:
         bad.append(f"rank 1 forward_ms {r['forward_ms']} < 20 ms")
+if [(r["steps"], r["warmup_steps"]) for r in kinds.get("summary", [])] != [(29, 1)]:
+    bad.append(f"summary: {kinds.get('summary')}: want 29 steps and 1 warm-up step left out")
 if len(kinds.get("summary", [])) != 1 or len(kinds.get("eval", [])) != 1:
     bad.append(f"{len(kinds.get('summary', []))} summary and {len(kinds.get('eval', []))} eval records, want 1 each")
 print("\n".join(bad[:10]) if bad else f"emf ok: {sum(len(v) for v in kinds.values())} records")

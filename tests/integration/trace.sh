@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --trace: each rank writes a Chrome trace; dptrain-report merges them; the merged file parses as
 # JSON and holds every phase of every step on every rank, each bucket's all-reduce with its bytes
-# and algorithm, and the evaluation and checkpoint phases.
+# and algorithm (the two ranks' intervals of it overlapping: one clock), and the evaluation and
+# checkpoint phases.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 2000 --val-samples 256
 train 2 --data "$WORK/data" --steps 20 --batch-size 8 --log-every 10 --eval-every 10 --checkpoint-every 10 \
@@ -28,6 +29,18 @@ for rank in (0, 1):
         bad.append(f"rank {rank}: an all-reduce event without bytes or algorithm")
     if any(e["dur"] < 0 for e in mine):
         bad.append(f"rank {rank}: negative duration")
+# The ranks' clocks line up: a bucket's all-reduce is one collective, so on one machine's clock the
+# two ranks' intervals of it overlap (each rank's trace counted from its own first event, and a
+# rank that started later looked earlier).
+spans = {r: {} for r in (0, 1)}
+for e in events:
+    if e["name"] == "allreduce":
+        spans[e["pid"]].setdefault(e["args"]["step"], []).append((e["ts"], e["ts"] + e["dur"]))
+apart = [(step, a, b) for step in spans[0] for a, b in zip(spans[0][step], spans[1].get(step, []))
+         if a[0] > b[1] + 1 or b[0] > a[1] + 1]
+if apart:
+    bad.append(f"{len(apart)} bucket all-reduces whose two ranks' intervals do not overlap, e.g. step {apart[0][0]}: "
+               f"{apart[0][1]} and {apart[0][2]} (us)")
 print("\n".join(bad[:10]) if bad else f"trace ok: {len(events)} events")
 sys.exit(1 if bad else 0)
 PY

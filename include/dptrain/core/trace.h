@@ -22,6 +22,8 @@ class Tracer {
     void close();  // closes the phase in progress
     // A finished interval on the communication track (thread-safe).
     void comm(const char* name, long step, double t0, double t1, size_t bytes, const char* algo);
+    // The time (now_seconds()) the trace's timestamps count from; without one, its first event.
+    void set_origin(double t) { origin_ = t; }
     // Writes the trace; every rank writes its own file. Throws UserError when it cannot.
     void write(const std::string& path, int rank, const std::string& host) const;
     // FILE -> FILE with "-rank00003" before its extension.
@@ -41,6 +43,7 @@ class Tracer {
     const char* open_ = nullptr;
     long open_step_ = 0;
     double open_t_ = 0;
+    double origin_ = -1;  // < 0: none set
     mutable std::mutex mu_;  // comm_ (the communication thread appends)
 };
 

@@ -49,6 +49,7 @@ extern const char* const kStepPhaseNames[kStepPhases];  // data forward backward
 // 0's writes, and every other rank's wait for a synchronous write).
 struct PhaseSummary {
     long steps = 0;
+    long left_out = 0;  // run(): the run's first steps left out as its warm-up (forget_warmup)
     double mean_ms[kStepPhases] = {}, p90_ms[kStepPhases] = {};
     long checkpoints = 0;
     double checkpoint_ms = 0, checkpoint_wait_ms = 0;  // totals over the run (run() only)
@@ -63,6 +64,10 @@ class PhaseTimes {
     void count_checkpoint() { ++checkpoints_; }
     PhaseSummary take_interval();  // and starts the next interval
     PhaseSummary run() const;
+    // Leaves the steps so far out of the interval and the run's figures: the run's first step,
+    // which pays for first touches of memory, threads starting and the ranks' skew at start-up
+    // (a step line of it, or the run's means with it, read several times a step's cost).
+    void forget_warmup();
 
     static constexpr int kBins = 200;  // 1 us .. 10^4 s, 20 bins per decade
     static int bin_of(double seconds);
@@ -71,7 +76,7 @@ class PhaseTimes {
   private:
     double cur_[kStepPhases] = {};
     std::vector<double> ring_[kStepPhases], scratch_;
-    long n_ = 0, run_steps_ = 0;
+    long n_ = 0, run_steps_ = 0, left_out_ = 0;
     double run_sum_[kStepPhases] = {};
     std::vector<long> hist_[kStepPhases];
     long checkpoints_ = 0;
@@ -92,7 +97,7 @@ struct CheckpointAcross {
     int longest_waiter = 0;
 };
 struct StepBreakdown {
-    long steps = 0;
+    long steps = 0, left_out = 0;  // steps in it; the run's first steps left out (warm-up)
     PhaseAcross phase[kStepPhases];
     CheckpointAcross checkpoint;
     std::vector<double> rank_mean_ms;  // [rank * kStepPhases + phase], every rank's means

@@ -81,6 +81,7 @@ class StepLoop {
     Step step(Prefetcher& pf, long step);
     void inject_before_step(long done);
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
+    double trace_origin();
     void checkpoint(long done, bool final_one);
     std::string find_nonfinite(const Batch& b);
     std::string first_nonfinite(const std::string& mine);
