@@ -225,7 +225,14 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     pf.release();  // after the look at the batch above: the reader refills its slot from here on
     last_lr_ = p_.sched.at(s);
     st.loss = loss_sum / ((double)st.global_n * p_.model.terms_per_sample());
-    if (st.finite) iv_.exposed += g.update(last_norm_, last_lr_, s + 1);
+    if (st.finite) {
+        // With --shard-optimizer, the parameters' all-gather after the update: communication the
+        // step waits for, counted with the all-reduce's phase as the step line counts it.
+        const double gathered = g.update(last_norm_, last_lr_, s + 1);
+        iv_.exposed += gathered;
+        p_.clock.times().move((int)Phase::optimizer - (int)Phase::data, (int)Phase::allreduce - (int)Phase::data,
+                              gathered);
+    }
     return st;
 }
 
@@ -346,21 +353,25 @@ int StepLoop::finish(int code, long start, long done, long end) {
     // Every rank took the same path here, so all of them gather.
     const StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
     p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
+    // With the step on the GPU (parameters, gradients and state there), the plan's GPU rows are not
+    // in the host's memory.
+    int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
+    p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
     // The peak resident memory of the ranks that used the most and the least (rank 0 also holds
-    // the checkpoint's copy), beside the plan's total for rank 0.
+    // the checkpoint's copy), beside the plan's host total for rank 0.
     const double mine = (double)peak_resident_bytes();
     const auto most = p_.world.max_loc(mine), least = p_.world.max_loc(-mine);
+    const size_t host_planned = on_gpu ? p_.planned_bytes - p_.planned_gpu_bytes : p_.planned_bytes;
     if (most.first > 0)
         p_.report.print(strfmt("memory: peak resident %.1f MiB on rank %d, the most%s; %.1f MiB on rank %d, the least\n",
                                most.first / 1048576.0, most.second,
-                               p_.planned_bytes ? strfmt(" (planned %.1f MiB)", p_.planned_bytes / 1048576.0).c_str()
-                                                : "",
+                               host_planned ? strfmt(" (planned %.1f MiB%s)", host_planned / 1048576.0,
+                                                     on_gpu ? " in the host's memory" : "")
+                                                  .c_str()
+                                            : "",
                                -least.first / 1048576.0, least.second));
-    // With the step on the GPU (parameters, gradients and state there): what the run allocated on
-    // each GPU, the most of them beside the plan's GPU part (cuBLAS's workspace, NCCL's buffers and
-    // the input slots are not in the plan).
-    int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
-    p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
+    // What the run allocated on each GPU, the most of them beside the plan's GPU part (cuBLAS's
+    // workspace, NCCL's buffers and the input slots are not in the plan).
     if (on_gpu) {
         const size_t now = p_.device.gpu_memory_used();
         const double run = now > p_.gpu_used_at_start ? (double)(now - p_.gpu_used_at_start) : 0.0;

@@ -58,6 +58,9 @@ class PhaseTimes {
   public:
     void reserve(long interval_steps);
     void add(int phase, double seconds) { cur_[phase] += seconds; }
+    // Moves time of the step in progress from one phase to another (communication inside another
+    // phase's span).
+    void move(int from, int to, double seconds) { cur_[from] -= seconds, cur_[to] += seconds; }
     void end_step();
     // Time spent writing a checkpoint (wait: false) or waiting for another rank's write (true).
     void add_checkpoint(bool wait, double seconds) { (wait ? ckpt_wait_s_ : ckpt_s_) += seconds; }
