@@ -197,6 +197,30 @@ int synth(int argc, char** argv) {
 
 // ---- ingest: users' CSV / NumPy / HDF5 files -> shards ----
 
+// The summary ingest prints: what was read and written, then the notes (what reading changed, a
+// missing validation split).
+void ingest_summary(const ingest::Table& table, int classes, const std::vector<ingest::ShardSpec>& plan,
+                    const std::string& from, const std::string& out, unsigned long bytes, int ranks, bool both_splits) {
+    long n_train = 0, n_val = 0;
+    int s_train = 0, s_val = 0;
+    for (const auto& sp : plan) {
+        bool train = sp.split == "train";
+        (train ? n_train : n_val) += sp.rows;
+        (train ? s_train : s_val) += 1;
+    }
+    std::printf("dptrain-data ingest: %ld samples (%ld train, %ld val), %d features, %d classes, from %s -> %s: %d train "
+                "+ %d val shards, %llu bytes (%s) written by %d rank%s\n",
+                table.n, n_train, n_val, table.d, classes, from.c_str(), out.c_str(), s_train, s_val,
+                (unsigned long long)bytes,
+                bytes < 1000000 ? strfmt("%.1f kB", bytes / 1e3).c_str() : strfmt("%.1f MB", bytes / 1e6).c_str(), ranks,
+                ranks == 1 ? "" : "s");
+    for (const std::string& note : table.notes) std::printf("dptrain-data ingest: note: %s\n", note.c_str());
+    if (s_val == 0 && both_splits)
+        std::printf("dptrain-data ingest: note: no validation split (--val-fraction 0); dptrain needs one: write it "
+                    "into %s with --split val\n",
+                    out.c_str());
+}
+
 const char* const kIngestHelp = R"(
 Inputs (--format auto tells them apart by their first bytes, then by the file extension):
   csv   --input data.csv [--label-column K] [--no-header]
@@ -317,24 +341,8 @@ int ingest_cmd(int argc, char** argv) {
     unsigned long total = bytes;
     world.allreduce(&total, 1, ReduceOp::sum);
     if (rank == 0) {
-        long n_train = 0, n_val = 0;
-        int s_train = 0, s_val = 0;
-        for (const auto& sp : plan) {
-            bool train = sp.split == "train";
-            (train ? n_train : n_val) += sp.rows;
-            (train ? s_train : s_val) += 1;
-        }
-        std::printf("dptrain-data ingest: %ld samples (%ld train, %ld val), %d features, %d classes, from %s %s -> %s: "
-                    "%d train + %d val shards, %llu bytes (%s) written by %d rank%s\n",
-                    table.n, n_train, n_val, table.d, K, ingest::format_name(used), join(inputs).c_str(), out.c_str(),
-                    s_train, s_val, (unsigned long long)total,
-                    total < 1000000 ? strfmt("%.1f kB", total / 1e3).c_str() : strfmt("%.1f MB", total / 1e6).c_str(),
-                    size, size == 1 ? "" : "s");
-        for (const std::string& note : table.notes) std::printf("dptrain-data ingest: note: %s\n", note.c_str());
-        if (s_val == 0 && split.empty())
-            std::printf("dptrain-data ingest: note: no validation split (--val-fraction 0); dptrain needs one: write it "
-                        "into %s with --split val\n",
-                        out.c_str());
+        const std::string from = strfmt("%s %s", ingest::format_name(used), join(inputs).c_str());
+        ingest_summary(table, K, plan, from, out, total, size, split.empty());
     }
     return 0;
 }
