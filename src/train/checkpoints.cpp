@@ -49,6 +49,28 @@ void Checkpoints::set_aside_later() {
                          p.c_str(), resumed_from_.c_str(), found_.step, set_aside(p, "later-branch").c_str());
 }
 
+// The learning-rate schedule's options that differ from the checkpoint's run: allowed (a run
+// extended with a larger --steps), but the schedule then follows the new values, which is said.
+void Checkpoints::note_schedule_changes() const {
+    auto value = [](const std::string& ini, const std::string& key) {
+        const size_t at = ini.find("\n" + key + " = ");
+        if (at == std::string::npos) return std::string();
+        const size_t from = at + key.size() + 4;
+        return ini.substr(from, ini.find('\n', from) - from);
+    };
+    const std::string now = "\n" + o_.to_ini();
+    std::string changed;
+    for (const char* key : {"steps", "lr", "warmup-steps", "min-lr-ratio"}) {
+        const std::string was = value("\n" + found_.options, key), is = value(now, key);
+        if (!was.empty() && was != is) changed += strfmt("%s--%s %s (the checkpoint's run: %s)", changed.empty() ? "" : ", ",
+                                                         key, is.c_str(), was.c_str());
+    }
+    if (!changed.empty())
+        std::printf("note: resuming at step %ld with %s: the learning-rate schedule follows the new values from "
+                    "here\n",
+                    found_.step, changed.c_str());
+}
+
 Checkpoints::~Checkpoints() {
     if (lock_fd_ >= 0) ::close(lock_fd_);
 }
@@ -78,6 +100,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     }
     if (have_) {
         check_found(params, opt);
+        note_schedule_changes();
         if (o_.resume_mode == ResumeMode::path) set_aside_later();
     } else if (!o_.init_from.empty()) {
         // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.

@@ -43,3 +43,10 @@ train 2 "${common[@]}" --batch-size 16 --run-dir "$WORK/w42" --resume auto
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "2-rank resume exited $RC"; }
 "$BIN/dptrain-ckpt" diff "$WORK/w4/checkpoints/ckpt-00000040.h5" "$WORK/w42/checkpoints/ckpt-00000040.h5" --tol 1e-5 \
   || fail "4 -> 2 ranks resume differs from 4 ranks straight"
+# A run extended with a larger --steps (and another --lr) resumes, saying that the learning-rate
+# schedule follows the new values (it changed them without a word).
+train 2 --data "$WORK/data" --steps 60 --lr 4e-3 --warmup-steps 5 --eval-every 0 --log-every 10 --checkpoint-every 0 \
+  --batch-size 16 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 0 ] && grep -q "^note: resuming at step 40 with --steps 60 (the checkpoint's run: 40), --lr 0.004 (the checkpoint's run: 0.005): the learning-rate schedule follows the new values from here" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume with another --steps and --lr: no note of the schedule's change"; }
+echo "ok: a resume with another --steps and --lr says the schedule follows them"
