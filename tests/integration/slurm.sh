@@ -228,7 +228,8 @@ at=$(sed -n '/stopped after step [0-9]* with a checkpoint/{s/.*stopped after ste
 [ -n "$at" ] || { cat "$out"; fail "job 2: no 'stopped after step N with a checkpoint' line"; }
 "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/run2" "$at")" >/dev/null \
   || fail "job 2: no valid checkpoint of step $at, where the signal stopped it"
-grep -q "preempted with a checkpoint: requeued job $id2" "$out" || { cat "$out"; fail "job 2: the script did not requeue"; }
+grep -q "preempted with a checkpoint: requeueing job $id2" "$out" && ! grep -q "scontrol requeue $id2 failed" "$out" \
+  || { cat "$out"; fail "job 2: the script did not requeue"; }
 grep -q "resumed from .*ckpt-$(printf %08d "$at").h5 at step $at" "$out" \
   || { cat "$out"; fail "job 2: the requeued run did not resume from step $at"; }
 completed "$id2" "job 2 after its restart"
