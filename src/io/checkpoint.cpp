@@ -89,7 +89,8 @@ static std::string meta_text(const CheckpointState& s) {
     return strfmt("step=%ld epoch=%ld offset=%ld batch=%ld seed=%llu world=%d model=%s optimizer=%s\n", s.step, s.epoch,
                   s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
                   s.optimizer.c_str()) +
-           s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab;
+           s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab +
+           (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string());  // older: absent
 }
 
 TensorPieces TensorPieces::whole(const float* v, size_t n) {
@@ -143,6 +144,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_i64(root, "epoch", s.epoch);
             h5::write_attr_i64(root, "epoch_offset", s.epoch_offset);
             h5::write_attr_i64(root, "global_batch", s.global_batch);
+            if (s.train_samples > 0) h5::write_attr_i64(root, "train_samples", s.train_samples);
             h5::write_attr_u64(root, "seed", s.seed);
             h5::write_attr_i64(root, "world_size", s.world_size);
             h5::write_attr_str(root, "model", s.model);
@@ -210,6 +212,7 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.epoch = h5::read_attr_i64(root, "epoch");
         s.epoch_offset = h5::read_attr_i64(root, "epoch_offset");
         s.global_batch = h5::read_attr_i64(root, "global_batch");
+        if (h5::has_attr(root, "train_samples")) s.train_samples = h5::read_attr_i64(root, "train_samples");
         s.seed = h5::read_attr_u64(root, "seed");
         s.world_size = (int)h5::read_attr_i64(root, "world_size");
         s.model = h5::read_attr_str(root, "model");

@@ -53,9 +53,10 @@ int info(int argc, char** argv) {
     long nonfinite = 0;
     for (const auto* v : {&s.params, &s.opt_m, &s.opt_v})
         for (float x : *v) nonfinite += !std::isfinite(x);
-    std::printf("%s: step %ld | epoch %ld + %ld samples | global batch %ld | seed %llu | written by %d ranks\n"
+    const std::string set = s.train_samples > 0 ? strfmt(" of %ld", s.train_samples) : "";
+    std::printf("%s: step %ld | epoch %ld + %ld samples%s | global batch %ld | seed %llu | written by %d ranks\n"
                 "model %s | optimizer %s | %zu parameters | checksums verified | %ld non-finite values\n",
-                file.c_str(), s.step, s.epoch, s.epoch_offset, s.global_batch, (unsigned long long)s.seed,
+                file.c_str(), s.step, s.epoch, s.epoch_offset, set.c_str(), s.global_batch, (unsigned long long)s.seed,
                 s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size(), nonfinite);
     return nonfinite ? 1 : 0;
 }

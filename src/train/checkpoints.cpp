@@ -51,17 +51,20 @@ void Checkpoints::set_aside_later() {
 
 // The learning-rate schedule's options that differ from the checkpoint's run: allowed (a run
 // extended with a larger --steps), but the schedule then follows the new values, which is said.
+// The value of `key` in options as INI text ("" when absent).
+static std::string ini_value(const std::string& ini, const std::string& key) {
+    const std::string text = "\n" + ini;
+    const size_t at = text.find("\n" + key + " = ");
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size() + 4;
+    return text.substr(from, text.find('\n', from) - from);
+}
+
 void Checkpoints::note_schedule_changes() const {
-    auto value = [](const std::string& ini, const std::string& key) {
-        const size_t at = ini.find("\n" + key + " = ");
-        if (at == std::string::npos) return std::string();
-        const size_t from = at + key.size() + 4;
-        return ini.substr(from, ini.find('\n', from) - from);
-    };
-    const std::string now = "\n" + o_.to_ini();
+    const std::string now = o_.to_ini();
     std::string changed;
     for (const char* key : {"steps", "lr", "warmup-steps", "min-lr-ratio"}) {
-        const std::string was = value("\n" + found_.options, key), is = value(now, key);
+        const std::string was = ini_value(found_.options, key), is = ini_value(now, key);
         if (!was.empty() && was != is) changed += strfmt("%s--%s %s (the checkpoint's run: %s)", changed.empty() ? "" : ", ",
                                                          key, is.c_str(), was.c_str());
     }
@@ -69,6 +72,21 @@ void Checkpoints::note_schedule_changes() const {
         std::printf("note: resuming at step %ld with %s: the learning-rate schedule follows the new values from "
                     "here\n",
                     found_.step, changed.c_str());
+}
+
+// A step's samples follow from the seed, the step and the training set's size: on a set grown or
+// shrunk since the checkpoint (re-made, shards added) the run goes on in that set's order, from
+// another place in its epochs. Allowed (adding data to a run is a choice), but said.
+void Checkpoints::note_data_change() const {
+    const long was = found_.train_samples, is = id_.train_samples, G = id_.global_batch, S = found_.step;
+    if (was <= 0 || was == is) return;
+    const long spe_was = (was + G - 1) / G, spe_is = (is + G - 1) / G;
+    std::fprintf(stderr,
+                 "dptrain: warning: --data %s holds %ld training samples, the checkpoint's run had %ld (its --data: %s): "
+                 "from step %ld the samples follow the new set's order (epoch %ld, %ld steps in; it was epoch %ld, %ld "
+                 "steps in); resume on the checkpoint's data to continue its order exactly\n",
+                 o_.data.c_str(), is, was, ini_value(found_.options, "data").c_str(), S + 1, S / spe_is, S % spe_is,
+                 S / spe_was, S % spe_was);
 }
 
 Checkpoints::~Checkpoints() {
@@ -101,6 +119,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (have_) {
         check_found(params, opt);
         note_schedule_changes();
+        note_data_change();
         if (o_.resume_mode == ResumeMode::path) set_aside_later();
     } else if (!o_.init_from.empty()) {
         // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.
@@ -142,14 +161,22 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
                                "%ld ranks x --grad-accum %d); %s",
                                from, C, G, o_.batch_size, W, o_.grad_accum, keep.c_str()));
     }
+    // The same vocabulary size (so the same model shape) can hold another tokenizer's ids: char
+    // tables follow their text's characters.
+    if (!ck.tokenizer.empty() && (ck.tokenizer != id_.tokenizer || ck.vocab != id_.vocab))
+        throw UserError(strfmt("%s: checkpoint was trained on %s tokens, --data %s holds %s tokens%s: its ids would "
+                               "stand for other text; resume on data made with the checkpoint's tokenizer (its run had "
+                               "--data %s), or %s",
+                               from, ck.tokenizer.c_str(), o_.data.c_str(), id_.tokenizer.c_str(),
+                               ck.tokenizer == id_.tokenizer ? " of another table" : "",
+                               ini_value(ck.options, "data").c_str(), fix.c_str()));
     if (ck.seed != o_.seed)
         throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
                                "the same seed so the sample order continues",
                                from, (unsigned long long)ck.seed, o_.seed));
     // The sample order also depends on --shuffle-block (checkpoints from before the option: 1).
-    long ck_block = 1;
-    const size_t at = ck.options.find("\nshuffle-block = ");
-    if (at != std::string::npos) ck_block = std::atol(ck.options.c_str() + at + 17);
+    const std::string block = ini_value(ck.options, "shuffle-block");
+    const long ck_block = block.empty() ? 1 : std::atol(block.c_str());
     if (ck_block != o_.shuffle_block)
         throw UserError(strfmt("%s: checkpoint was trained with --shuffle-block %ld, this run has --shuffle-block %ld; "
                                "resume with the same value so the sample order continues",
@@ -223,6 +250,7 @@ void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler
         s.epoch = sampler.epoch_of(step);
         s.epoch_offset = (step % sampler.steps_per_epoch()) * id_.global_batch;
         s.global_batch = id_.global_batch;
+        s.train_samples = id_.train_samples;
         s.seed = o_.seed;
         s.world_size = id_.world_size;
         s.model = id_.model;

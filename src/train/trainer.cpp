@@ -118,7 +118,8 @@ struct Setup {
         sched.total = o.steps;
         ckpt = std::make_unique<Checkpoints>(
             o, topo.rank,
-            RunIdentity{model->signature(), global_batch, topo.size, task->tokenizer_kind(), task->tokenizer_table()});
+            RunIdentity{model->signature(), global_batch, topo.size, task->train().num_samples(), task->tokenizer_kind(),
+                        task->tokenizer_table()});
     }
 
     // Bound by the launcher (mpirun binds each rank to cores): what it was given. Unbound: the

@@ -118,6 +118,20 @@ train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" -
 train 2 "${G[@]}" --batch-size 4 --steps 20 --eval-every 0 --run-dir "$WORK/r" --resume auto
 "$BIN/dptrain-ckpt" diff "$WORK/w2/checkpoints/ckpt-00000020.h5" "$WORK/r/checkpoints/ckpt-00000020.h5" \
   || fail "GPT: resume is not bit-identical"
+# The same text with one character swapped for another: a char table of the same size (so the same
+# model shape) whose ids stand for other characters. A resume on it is refused (it trained on).
+/usr/bin/python3 - "$text" "$WORK/swapped.txt" <<'PY'
+import sys
+t = open(sys.argv[1], encoding="utf-8").read()
+top = max(set(t))
+new = next(chr(c) for c in range(0x100, 0x200) if chr(c) not in t)
+open(sys.argv[2], "w", encoding="utf-8").write(t.replace(top, new))
+PY
+"$BIN/dptrain-data" text --input "$WORK/swapped.txt" --out "$WORK/tok-swapped" --vocab char --shards 2 >/dev/null
+train 2 "${G[@]}" --data "$WORK/tok-swapped" --batch-size 4 --steps 30 --eval-every 0 --run-dir "$WORK/r" --resume auto
+[ "$RC" = 2 ] && grep -q "^dptrain: error: .*ckpt-00000020.h5: checkpoint was trained on char tokens, --data .*tok-swapped holds char tokens of another table: its ids would stand for other text; resume on data made with the checkpoint's tokenizer (its run had --data .*/tok)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume on text of another char table: want exit 2 naming the tokenizer"; }
+echo "ok: a resume on data of another char table is refused"
 
 # like_fp32 DIR BANNER WHAT ARGS...: a 200-step run with ARGS says BANNER in its model line and
 # trains as fp32 does (validation loss within 5% of the fp32 run's above).

@@ -50,3 +50,13 @@ train 2 --data "$WORK/data" --steps 60 --lr 4e-3 --warmup-steps 5 --eval-every 0
 [ "$RC" = 0 ] && grep -q "^note: resuming at step 40 with --steps 60 (the checkpoint's run: 40), --lr 0.004 (the checkpoint's run: 0.005): the learning-rate schedule follows the new values from here" "$WORK/out" \
   || { cat "$WORK/out"; fail "a resume with another --steps and --lr: no note of the schedule's change"; }
 echo "ok: a resume with another --steps and --lr says the schedule follows them"
+# The training set grown since the checkpoint (700 samples, not 500): the run goes on, warning that
+# the sample order is the new set's and where step 61 now falls in its epochs.
+synth "$WORK/data700" --train-samples 700 --val-samples 256
+train 2 --data "$WORK/data700" --steps 70 --lr 4e-3 --warmup-steps 5 --eval-every 0 --log-every 10 --checkpoint-every 0 \
+  --batch-size 16 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 0 ] && grep -q "^dptrain: warning: --data .*data700 holds 700 training samples, the checkpoint's run had 500 (its --data: .*/data): from step 61 the samples follow the new set's order (epoch 2, 16 steps in; it was epoch 3, 12 steps in); resume on the checkpoint's data to continue its order exactly" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume on a larger training set: no warning naming both sizes"; }
+echo "ok: a resume on a training set of another size says the order changes"
+"$BIN/dptrain-ckpt" info "$WORK/w42/checkpoints/ckpt-00000070.h5" | grep -q "^.*ckpt-00000070.h5: step 70 | epoch 3 + 128 samples of 700 | global batch 32" \
+  || { "$BIN/dptrain-ckpt" info "$WORK/w42/checkpoints/ckpt-00000070.h5"; fail "dptrain-ckpt info: no training set size"; }

@@ -151,7 +151,7 @@ struct Run {
         spec.grad_clip = o.grad_clip;
         spec.overlap = Overlap::off;
         std::unique_ptr<GradientPath> grads = make_host_gradients(model.layout(), params.data(), opt, spec, topo);
-        Checkpoints ckpt(o, 0, RunIdentity{model.signature(), (long)o.batch_size, 1, "", ""});
+        Checkpoints ckpt(o, 0, RunIdentity{model.signature(), (long)o.batch_size, 1, (long)N, "", ""});
         ckpt.find(params, opt);
         const long start = ckpt.share(*world, params, opt);
         Reporter report(o, topo);

@@ -22,6 +22,7 @@ struct RunIdentity {
     std::string model;      // the model's signature
     long global_batch = 0;  // samples per optimizer step over all ranks
     int world_size = 1;
+    long train_samples = 0;  // the training set's; the sample order of a step depends on it
     std::string tokenizer, vocab;  // a language model's tokenizer (kind, table); "" for tabular data
 };
 
@@ -62,6 +63,7 @@ class Checkpoints {
     void resume_latest();  // rank 0, --resume auto
     void set_aside_later();  // rank 0, --resume PATH
     void note_schedule_changes() const;  // rank 0
+    void note_data_change() const;       // rank 0
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
     void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
     TensorPieces shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total);
