@@ -234,6 +234,24 @@ CheckpointState load_checkpoint(const std::string& path) {
     return s;
 }
 
+CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& label) {
+    struct stat st;
+    if (::stat(path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return load_checkpoint(*path);
+    const std::string sub = *path + "/checkpoints";
+    const std::string dir = ::stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : *path;
+    CheckpointState ck;
+    std::vector<std::string> damaged;
+    std::string found;
+    const bool ok = load_latest(dir, &ck, &found, &damaged);
+    for (const std::string& d : damaged)
+        std::fprintf(stderr, "dptrain: skipping checkpoint: %s; falling back to an older one\n", d.c_str());
+    if (!ok)
+        throw UserError(strfmt("%s: no complete checkpoint in %s; train there first or give a ckpt-NNNNNNNN.h5 file",
+                               label.c_str(), dir.c_str()));
+    *path = found;
+    return ck;
+}
+
 void corrupt_checkpoint_file(const std::string& path) {
     haddr_t at = HADDR_UNDEF;
     {

@@ -4,11 +4,16 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/core/json.h"
+#include "dptrain/data/bpe.h"
 #include "dptrain/data/tokens.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -55,7 +60,7 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
 // not compute is refused by name.
-void read_config(const std::string& path, GptConfig* cfg) {
+void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
     std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -91,6 +96,21 @@ void read_config(const std::string& path, GptConfig* cfg) {
     auto tie = c.find("tie_word_embeddings");
     if (tie != c.end() && *tie == false)
         throw UserError(path + ": tie_word_embeddings is false; dptrain's LM head is the token embedding (tied)");
+    // GPT2Config's switches of the attention's arithmetic, at their GPT-2 values or refused.
+    auto flag = [&](const char* key, bool gpt2, const char* what) {
+        auto it = c.find(key);
+        if (it != c.end() && it->is_boolean() && it->get<bool>() != gpt2)
+            throw UserError(strfmt("%s: %s is %s; dptrain's GPT %s", path.c_str(), key, gpt2 ? "false" : "true", what));
+    };
+    flag("scale_attn_weights", true, "scales attention scores by 1/sqrt(head size), as GPT-2 does");
+    flag("scale_attn_by_inverse_layer_idx", false, "does not scale attention by 1/(layer + 1)");
+    flag("add_cross_attention", false, "has no cross-attention");
+    auto ours = c.find("dptrain");
+    if (ours != c.end() && ours->is_object()) {
+        auto kind = ours->find("tokenizer"), vocab = ours->find("vocab");
+        if (kind != ours->end() && kind->is_string()) named->kind = kind->get<std::string>();
+        if (vocab != ours->end() && vocab->is_string()) named->table = vocab->get<std::string>();
+    }
     cfg->vocab_size = get_int("vocab_size", nullptr, true);
     cfg->block_size = get_int("n_positions", "n_ctx", true);
     cfg->n_embd = get_int("n_embd", nullptr, true);
@@ -121,7 +141,45 @@ std::string hf_gpt2_name(const std::string& ours, bool* transposed) {
     throw std::invalid_argument("not a GPT parameter: " + ours);
 }
 
-void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype) {
+namespace {
+
+// The tokenizer files of Hugging Face's layout: an export writes some (vocab.json and merges.txt,
+// or tokenizer.model), and any other left in the directory would be loaded with the new model.
+const char* const kTokenizerFiles[] = {"vocab.json",      "merges.txt",           "tokenizer.model",
+                                       "tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
+                                       "added_tokens.json", "generation_config.json"};
+
+// An export's directory: refused when it holds files (unless overwrite); with overwrite, the
+// tokenizer files the export will not write are removed. Returns their names.
+std::vector<std::string> clear_for_export(const std::string& dir, bool overwrite, const std::vector<std::string>& writes) {
+    std::vector<std::string> held, removed;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        held.push_back(it->path().filename().string());
+    if (held.empty()) return removed;
+    std::sort(held.begin(), held.end());
+    if (!overwrite) {
+        std::string some;
+        for (size_t i = 0; i < held.size() && i < 4; ++i) some += (i ? ", " : "") + held[i];
+        throw UserError(strfmt("--out %s already holds %zu file%s (%s%s); export into a new directory, or replace the "
+                               "model there with --overwrite",
+                               dir.c_str(), held.size(), held.size() == 1 ? "" : "s", some.c_str(),
+                               held.size() > 4 ? ", ..." : ""));
+    }
+    for (const char* name : kTokenizerFiles) {
+        if (std::find(writes.begin(), writes.end(), name) != writes.end()) continue;
+        if (std::find(held.begin(), held.end(), name) == held.end()) continue;
+        if (std::remove((dir + "/" + name).c_str()) != 0)
+            throw UserError(strfmt("--out %s: cannot remove the stale %s: %s", dir.c_str(), name, std::strerror(errno)));
+        removed.push_back(name);
+    }
+    return removed;
+}
+
+} // namespace
+
+std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype,
+                                        bool overwrite) {
     GptConfig cfg;
     if (!parse_gpt_signature(ck.model, &cfg))
         throw UserError(strfmt("the checkpoint holds %s; export writes GPT-2's layout, for --model gpt checkpoints",
@@ -146,7 +204,11 @@ void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDty
         }
         out.push_back(std::move(t));
     }
+    const bool bpe = ck.tokenizer == "gpt2", sp = ck.tokenizer == "sentencepiece";
     make_directories(dir, "--out");
+    const std::vector<std::string> removed =
+        clear_for_export(dir, overwrite, bpe ? std::vector<std::string>{"vocab.json", "merges.txt"}
+                                         : sp ? std::vector<std::string>{"tokenizer.model"} : std::vector<std::string>{});
     write_safetensors(dir + "/model.safetensors", out,
                       {{"format", "pt"},
                        {"dptrain.model", ck.model},
@@ -171,42 +233,50 @@ void export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDty
     c["initializer_range"] = 0.02;
     c["tie_word_embeddings"] = true;
     c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
+    // GPT2Config's defaults name GPT-2's <|endoftext|> (50256), outside any other vocabulary: said.
+    const Tokenizer tok = bpe ? Tokenizer::from(ck.tokenizer, ck.vocab) : Tokenizer();
+    const int eot = bpe ? tok.bpe->endoftext() : -1;
+    c["bos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
+    c["eos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
     // GPT-2's BPE leaves as the files Hugging Face's GPT2Tokenizer reads, a SentencePiece model as
     // its tokenizer.model; the other tokenizers' tables are short text.
-    const bool bpe = ck.tokenizer == "gpt2", sp = ck.tokenizer == "sentencepiece";
     c["dptrain"] = {{"model", ck.model},
                     {"step", ck.step},
                     {"tokenizer", ck.tokenizer},
                     {"vocab", bpe ? std::string("vocab.json, merges.txt") : sp ? std::string("tokenizer.model") : ck.vocab}};
     if (bpe) {
-        const Tokenizer tok = Tokenizer::from(ck.tokenizer, ck.vocab);
         write_file_atomically(dir + "/vocab.json", tok.bpe->encoder_json() + "\n");
         write_file_atomically(dir + "/merges.txt", tok.bpe->merges_text());
     }
     if (sp) write_file_atomically(dir + "/tokenizer.model", ck.vocab);
     write_file_atomically(dir + "/config.json", c.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+    return removed;
 }
 
 HfGpt2 find_hf_gpt2(const std::string& path) {
     HfGpt2 h;
-    std::string dir;
     if (is_dir(path)) {
-        dir = path;
+        h.dir = path;
         h.file = path + "/model.safetensors";
         if (!exists(h.file))
-            throw UserError(strfmt("%s: no model.safetensors in the directory%s", path.c_str(),
-                                   exists(path + "/model.safetensors.index.json")
-                                       ? " (weights sharded over several files are not read; save them as one)"
-                                       : "; write one with dptrain-ckpt export CKPT --out DIR"));
+            throw UserError(strfmt(
+                "%s: no model.safetensors in the directory%s", path.c_str(),
+                exists(path + "/model.safetensors.index.json")
+                    ? " (weights sharded over several files are not read: save them as one, "
+                      "model.save_pretrained(NEW_DIR, max_shard_size=\"100GB\"))"
+                : exists(path + "/pytorch_model.bin")
+                    ? "; its pytorch_model.bin (PyTorch's pickle) is not read: save the model as safetensors in a new "
+                      "directory, model.save_pretrained(NEW_DIR, safe_serialization=True)"
+                    : "; give a directory that dptrain-ckpt export wrote, or a .safetensors file"));
     } else {
         if (!exists(path)) throw UserError(path + ": no such file or directory");
         h.file = path;
         const size_t slash = path.rfind('/');
-        dir = slash == std::string::npos ? "." : path.substr(0, slash);
+        h.dir = slash == std::string::npos ? "." : path.substr(0, slash);
     }
-    if (exists(dir + "/config.json")) {
-        h.config_file = dir + "/config.json";
-        read_config(h.config_file, &h.cfg);
+    if (exists(h.dir + "/config.json")) {
+        h.config_file = h.dir + "/config.json";
+        read_config(h.config_file, &h.cfg, &h.named);
     } else {
         h.cfg = GptConfig();
         h.cfg.vocab_size = h.cfg.block_size = h.cfg.n_layer = h.cfg.n_head = h.cfg.n_embd = 0;
@@ -216,7 +286,27 @@ HfGpt2 find_hf_gpt2(const std::string& path) {
 
 namespace {
 
-// The file's shapes (what config.json says, else what the tensors say) against the run's.
+// config.json against the tensors beside it: a directory whose files disagree (an edited config,
+// another export's) is refused as such, before it is compared with a run.
+void check_config(const std::string& path, const HfGpt2& h, const SafeTensor& wte, const SafeTensor& wpe, int layers) {
+    if (h.config_file.empty()) return;
+    const GptConfig& f = h.cfg;
+    std::string odd;
+    if (f.vocab_size != wte.shape[0])
+        odd = strfmt("vocab_size %d, but wte.weight is %s", f.vocab_size, shape_text(wte.shape).c_str());
+    else if (f.n_embd != wte.shape[1])
+        odd = strfmt("n_embd %d, but wte.weight is %s", f.n_embd, shape_text(wte.shape).c_str());
+    else if (f.n_layer != layers)
+        odd = strfmt("n_layer %d, but the tensors hold %d layers", f.n_layer, layers);
+    else if (f.block_size != wpe.shape[0])
+        odd = strfmt("n_positions %d, but wpe.weight is %s", f.block_size, shape_text(wpe.shape).c_str());
+    if (!odd.empty())
+        throw UserError(strfmt("%s says %s (%s): the directory's files disagree; export the model again, or mend "
+                               "config.json",
+                               h.config_file.c_str(), odd.c_str(), path.c_str()));
+}
+
+// The file's shapes against the run's.
 void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, const GptConfig& run) {
     const SafeTensor* wte = st.find(h.prefix + "wte.weight");
     const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");
@@ -225,43 +315,73 @@ void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, con
                                path.c_str()));
     int layers = 0;
     while (st.find(h.prefix + "h." + std::to_string(layers) + ".ln_1.weight")) ++layers;
-    GptConfig f = h.cfg;
-    if (h.config_file.empty()) {
-        f.vocab_size = (int)wte->shape[0];
-        f.n_embd = (int)wte->shape[1];
-        f.block_size = (int)wpe->shape[0];
-        f.n_layer = layers;
-    }
+    check_config(path, h, *wte, *wpe, layers);
     const char* where = path.c_str();
-    if (f.vocab_size != run.vocab_size || wte->shape[0] != run.vocab_size)
-        throw UserError(strfmt("--init-from %s: the model's vocabulary is %d (wte %s), this run's is %d (the data's "
+    if (wte->shape[0] != run.vocab_size)
+        throw UserError(strfmt("%s: the model's vocabulary is %lld (wte %s), this run's is %d (the data's "
                                "tokenizer, or --vocab-size); fine-tune on data tokenized with the model's own "
                                "vocabulary",
-                               where, f.vocab_size, shape_text(wte->shape).c_str(), run.vocab_size));
-    if (f.n_embd != run.n_embd)
-        throw UserError(strfmt("--init-from %s: the model has n_embd %d; this run has --n-embd %d", where, f.n_embd,
-                               run.n_embd));
-    if (f.n_layer != run.n_layer || layers != run.n_layer)
-        throw UserError(strfmt("--init-from %s: the model has %d layers; this run has --n-layer %d", where, layers,
-                               run.n_layer));
-    if (f.n_head != 0 && f.n_head != run.n_head)
-        throw UserError(strfmt("--init-from %s: the model has n_head %d; this run has --n-head %d", where, f.n_head,
+                               where, (long long)wte->shape[0], shape_text(wte->shape).c_str(), run.vocab_size));
+    if (wte->shape[1] != run.n_embd)
+        throw UserError(strfmt("%s: the model has n_embd %lld; this run has --n-embd %d", where,
+                               (long long)wte->shape[1], run.n_embd));
+    if (layers != run.n_layer)
+        throw UserError(strfmt("%s: the model has %d layers; this run has --n-layer %d", where, layers, run.n_layer));
+    if (h.cfg.n_head != 0 && h.cfg.n_head != run.n_head)
+        throw UserError(strfmt("%s: the model has n_head %d; this run has --n-head %d", where, h.cfg.n_head,
                                run.n_head));
     if (wpe->shape[0] < run.block_size)
-        throw UserError(strfmt("--init-from %s: the model has %lld positions; --block-size %d needs as many; use "
-                               "--block-size %lld or less",
+        throw UserError(strfmt("%s: the model has %lld positions; --block-size %d needs as many; use --block-size %lld "
+                               "or less",
                                where, (long long)wpe->shape[0], run.block_size, (long long)wpe->shape[0]));
+}
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// The tokenizer beside the weights, as a TokenizerId: config.json's "dptrain" entry (its table
+// from the files it names for gpt2 and sentencepiece), else GPT-2's vocab.json and merges.txt
+// (a Hugging Face GPT-2); kind "" when the directory names none.
+TokenizerId tokenizer_beside(const HfGpt2& h) {
+    const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
+    const bool bpe_files = exists(vocab) && exists(merges);
+    TokenizerId t = h.named;
+    if (t.kind.empty() && bpe_files) t.kind = "gpt2";
+    if (t.kind == "gpt2") t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
+    if (t.kind == "sentencepiece") t.table = exists(spm) ? read_bytes(spm) : std::string();
+    return t;
+}
+
+// The same vocabulary size can hold other tokens (a char table of another text; GPT-2's ids on
+// SentencePiece's): a run that would train the weights on ids of another meaning is refused.
+void check_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
+    if (run.kind.empty()) return;
+    const TokenizerId theirs = tokenizer_beside(h);
+    if (theirs.kind.empty() || (theirs.kind == run.kind && theirs.table == run.table)) return;
+    const std::string how = theirs.kind == "gpt2"            ? strfmt(" (dptrain-data text --tokenizer gpt2 --encoder %s/vocab.json --merges %s/merges.txt)", h.dir.c_str(), h.dir.c_str())
+                            : theirs.kind == "sentencepiece" ? strfmt(" (dptrain-data text --tokenizer sentencepiece --sp-model %s/tokenizer.model)", h.dir.c_str())
+                                                             : std::string();
+    throw UserError(strfmt("%s: the model was trained on %s tokens, the run's data holds %s tokens%s: its ids would "
+                           "stand for other text; fine-tune on data tokenized with the model's own tokenizer%s",
+                           path.c_str(), theirs.kind.c_str(), run.kind.c_str(),
+                           theirs.kind == run.kind ? " of another table" : "", how.c_str()));
 }
 
 } // namespace
 
-void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note) {
+void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note,
+                    const TokenizerId& tokens) {
     HfGpt2 h = find_hf_gpt2(path);
     const Safetensors st = Safetensors::read_file(h.file);
     if (st.find("wte.weight")) h.prefix = "";
     else if (st.find("transformer.wte.weight")) h.prefix = "transformer.";
     else throw UserError(h.file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
     check_shapes(h.file, st, h, cfg);
+    check_tokenizer(h.file, h, tokens);
 
     const Gpt gpt(cfg, 0);
     std::set<std::string> used;
@@ -275,7 +395,7 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
         std::vector<int64_t> have = t ? t->shape : std::vector<int64_t>();
         if (v.name == "wpe" && t && have.size() == 2 && have[0] >= want[0]) have[0] = want[0];  // cropped below
         if (!t || have != want)
-            throw UserError(strfmt("--init-from %s: tensor %s %s; this run's GPT needs %s", h.file.c_str(),
+            throw UserError(strfmt("%s: tensor %s %s; this run's GPT needs %s", h.file.c_str(),
                                    name.c_str(), t ? ("is " + shape_text(t->shape)).c_str() : "is missing",
                                    shape_text(want).c_str()));
         tmp.resize(t->count());
@@ -296,11 +416,11 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
             tmp.resize(t.count());
             st.to_float(t, tmp.data());
             if (std::equal(tmp.begin(), tmp.end(), params + gpt.layout().find("wte").offset)) continue;
-            throw UserError(strfmt("--init-from %s: lm_head.weight differs from wte.weight; dptrain's LM head is the "
+            throw UserError(strfmt("%s: lm_head.weight differs from wte.weight; dptrain's LM head is the "
                                    "token embedding (tied), so an untied head cannot be imported",
                                    h.file.c_str()));
         }
-        throw UserError(strfmt("--init-from %s: tensor %s is not part of a GPT-2 of %d layers", h.file.c_str(),
+        throw UserError(strfmt("%s: tensor %s is not part of a GPT-2 of %d layers", h.file.c_str(),
                                t.name.c_str(), cfg.n_layer));
     }
     const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");

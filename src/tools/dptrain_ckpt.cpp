@@ -19,19 +19,22 @@ namespace po = boost::program_options;
 namespace {
 
 const char* kUsage =
-    "usage: dptrain-ckpt info FILE\n"
+    "usage: dptrain-ckpt info CKPT\n"
     "           step, data position, model, tensor sizes, checksums verified; exit 1 when a tensor holds\n"
     "           NaN or Inf\n"
     "       dptrain-ckpt diff A B [--tol X]\n"
     "           the largest |A - B| over parameters and optimizer state; exit 0 when within X (default 0:\n"
     "           bit-identical), 1 otherwise\n"
-    "       dptrain-ckpt export CKPT --out DIR [--dtype float32|bfloat16]\n"
+    "       dptrain-ckpt export CKPT --out DIR [--dtype float32|bfloat16] [--overwrite]\n"
     "           a GPT checkpoint in Hugging Face's GPT-2 layout: DIR/model.safetensors (GPT-2's tensor names,\n"
-    "           Conv1D orientation) and DIR/config.json, which GPT2LMHeadModel.from_pretrained(DIR) loads\n"
+    "           Conv1D orientation) and DIR/config.json, which GPT2LMHeadModel.from_pretrained(DIR) loads,\n"
+    "           with the tokenizer's files; a DIR holding files is refused unless --overwrite (which replaces\n"
+    "           the model and removes tokenizer files of another tokenizer)\n"
     "       dptrain-ckpt logits MODEL --tokens ID,ID,... --out FILE.npy\n"
     "           the GPT's logits at each position of the tokens, (n, vocab) float32, from a checkpoint or\n"
     "           from GPT-2 weights in Hugging Face's layout (a directory with model.safetensors and\n"
     "           config.json); for comparing a model with its export in another framework\n"
+    "CKPT: a checkpoint file, or a run or checkpoint directory for its newest complete checkpoint.\n"
     "Exit 2 (with one line on stderr) for a bad argument or a file that is not a valid checkpoint.\n";
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -49,7 +52,7 @@ int info(int argc, char** argv) {
     desc.add_options()("file", po::value(&file));
     parse_subcommand(argc, argv, desc, {"file"});
     if (file.empty()) throw po::error("give the checkpoint file");
-    CheckpointState s = load_checkpoint(file);
+    CheckpointState s = load_checkpoint_or_newest(&file, file);
     long nonfinite = 0;
     for (const auto* v : {&s.params, &s.opt_m, &s.opt_v})
         for (float x : *v) nonfinite += !std::isfinite(x);
@@ -70,9 +73,11 @@ int diff(int argc, char** argv) {
     parse_subcommand(argc, argv, desc, {"a", "b"});
     if (fb.empty()) throw po::error("give the two checkpoints to compare");
     if (!(tol >= 0)) throw po::error(strfmt("--tol %g must be >= 0", tol));
-    CheckpointState a = load_checkpoint(fa), b = load_checkpoint(fb);
-    if (a.params.size() != b.params.size() || a.opt_m.size() != b.opt_m.size() || a.opt_v.size() != b.opt_v.size()) {
-        std::printf("different shapes: %s vs %s\n", a.model.c_str(), b.model.c_str());
+    CheckpointState a = load_checkpoint_or_newest(&fa, fa), b = load_checkpoint_or_newest(&fb, fb);
+    // Two models of one size (another --n-head) hold comparable numbers that mean other things.
+    if (a.model != b.model || a.params.size() != b.params.size() || a.opt_m.size() != b.opt_m.size() ||
+        a.opt_v.size() != b.opt_v.size()) {
+        std::printf("different models: %s vs %s\n", a.model.c_str(), b.model.c_str());
         return 1;
     }
     const bool same = std::memcmp(a.params.data(), b.params.data(), a.params.size() * 4) == 0 &&
@@ -88,26 +93,34 @@ int diff(int argc, char** argv) {
 
 int export_model(int argc, char** argv) {
     std::string file, out, dtype = "float32";
+    bool overwrite = false;
     po::options_description desc;
-    desc.add_options()("file", po::value(&file))("out", po::value(&out))("dtype", po::value(&dtype));
+    desc.add_options()("file", po::value(&file))("out", po::value(&out))("dtype", po::value(&dtype))(
+        "overwrite", po::bool_switch(&overwrite));
     parse_subcommand(argc, argv, desc, {"file"});
     if (file.empty() || out.empty()) throw po::error("give the checkpoint and --out DIR");
     if (dtype != "float32" && dtype != "bfloat16")
         throw po::error("--dtype " + dtype + " is not float32 or bfloat16");
-    const CheckpointState ck = load_checkpoint(file);
-    export_hf_gpt2(ck, out, dtype == "bfloat16" ? TensorDtype::bf16 : TensorDtype::f32);
+    const CheckpointState ck = load_checkpoint_or_newest(&file, file);
+    const std::vector<std::string> removed =
+        export_hf_gpt2(ck, out, dtype == "bfloat16" ? TensorDtype::bf16 : TensorDtype::f32, overwrite);
+    for (const std::string& name : removed)
+        std::printf("removed %s/%s: another tokenizer's file, left by what was there\n", out.c_str(), name.c_str());
     std::printf("%s: step %ld, %s, %zu parameters -> %s/model.safetensors (%s) and %s/config.json\n", file.c_str(),
                 ck.step, ck.model.c_str(), ck.params.size(), out.c_str(), dtype.c_str(), out.c_str());
     return 0;
 }
 
-// The model's configuration and parameters from a checkpoint or from Hugging Face's layout.
-void load_model(const std::string& path, GptConfig* cfg, std::vector<float>* params) {
+// The model's configuration and parameters from a checkpoint (a file, or a run or checkpoint
+// directory) or from Hugging Face's layout (a directory with model.safetensors, or the file).
+void load_model(std::string path, GptConfig* cfg, std::vector<float>* params) {
     struct stat st;
-    const bool hf = (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) ||
+    const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    const bool hf = (dir && (::stat((path + "/model.safetensors").c_str(), &st) == 0 ||
+                             (list_checkpoints(path).empty() && list_checkpoints(path + "/checkpoints").empty()))) ||
                     (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0);
     if (!hf) {
-        CheckpointState ck = load_checkpoint(path);
+        CheckpointState ck = load_checkpoint_or_newest(&path, path);
         if (!parse_gpt_signature(ck.model, cfg))
             throw UserError(strfmt("%s holds %s; logits are for GPT checkpoints", path.c_str(), ck.model.c_str()));
         *params = std::move(ck.params);

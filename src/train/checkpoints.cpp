@@ -127,7 +127,11 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
         if (!parse_gpt_signature(id_.model, &cfg)) throw UserError("--init-from is for --model gpt");
         found_.params.assign(params.size(), 0.0f);
         std::string note;
-        import_hf_gpt2(o_.init_from, cfg, found_.params.data(), &note);
+        try {
+            import_hf_gpt2(o_.init_from, cfg, found_.params.data(), &note, {id_.tokenizer, id_.vocab});
+        } catch (const UserError& e) {
+            throw UserError(std::string("--init-from ") + e.what());
+        }
         initialized_from_ = o_.init_from + (note.empty() ? "" : " (" + note + ")");
         init_ = true;
     }

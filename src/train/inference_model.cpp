@@ -6,10 +6,8 @@
 #include "dptrain/io/checkpoint.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
 
 namespace dptrain {
 
@@ -29,32 +27,12 @@ Options stored_options(const std::string& ini) {
     return o;
 }
 
-// A checkpoint file, or a run or checkpoint directory for its newest complete checkpoint.
-CheckpointState load_newest(std::string* path) {
-    struct stat st;
-    if (stat(path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return load_checkpoint(*path);
-    const std::string sub = *path + "/checkpoints";
-    const std::string dir = stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : *path;
-    CheckpointState ck;
-    std::vector<std::string> damaged;
-    std::string found;
-    const bool ok = load_latest(dir, &ck, &found, &damaged);
-    for (const std::string& d : damaged)
-        std::fprintf(stderr, "dptrain: skipping checkpoint: %s; falling back to an older one\n", d.c_str());
-    if (!ok)
-        throw UserError(strfmt("--checkpoint %s: no complete checkpoint in %s; train there first or give a "
-                               "ckpt-NNNNNNNN.h5 file",
-                               path->c_str(), dir.c_str()));
-    *path = found;
-    return ck;
-}
-
 } // namespace
 
 InferenceModel load_inference_model(const std::string& path) {
     InferenceModel m;
     m.path = path;
-    CheckpointState ck = load_newest(&m.path);
+    CheckpointState ck = load_checkpoint_or_newest(&m.path, "--checkpoint " + path);
     if (ck.tokenizer.empty())
         throw UserError(strfmt("%s: not a language model checkpoint (%s); generate and serve need a --model gpt run",
                                m.path.c_str(), ck.model.c_str()));

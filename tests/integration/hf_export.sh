@@ -8,7 +8,8 @@
 #      tied lm_head, mask buffers, a longer position table) import: dptrain's logits equal
 #      PyTorch's, and --init-from starts a 2-rank run at the trained model's loss, not a fresh
 #      one's; a requeued run resumes from its own checkpoint instead of importing again
-#   3. each bad case gets one line naming it and exit 2
+#   3. each bad case gets one line naming it and exit 2 (a config.json or tokenizer that does not
+#      fit, an export over a directory that holds files, a diff of two models of one size)
 source "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 REF="$ROOT/tests/integration/hf_reference.py"
@@ -94,6 +95,37 @@ set +e
 "$BIN/dptrain-ckpt" export "$WORK/nothing.h5" --out "$WORK/x" 2>"$WORK/err"; rc=$?
 set -e
 [ "$rc" = 2 ] && [ "$(wc -l <"$WORK/err")" = 1 ] || { cat "$WORK/err"; fail "export of a missing checkpoint: want one line, exit 2"; }
+# Text of another char table (one character swapped for one the text lacks): the same vocabulary
+# size, so the same shapes; the ids would stand for other characters (it trained on).
+$PY - "$WORK/text.txt" "$WORK/swapped.txt" <<'EOF2'
+import sys
+t = open(sys.argv[1], encoding="utf-8").read()
+new = next(chr(c) for c in range(0x100, 0x200) if chr(c) not in t)
+open(sys.argv[2], "w", encoding="utf-8").write(t.replace(max(set(t)), new))
+EOF2
+"$BIN/dptrain-data" text --input "$WORK/swapped.txt" --out "$WORK/tok-swapped" --vocab char >/dev/null
+bad "another char table" "init-from .*/hf/model.safetensors: the model was trained on char tokens, the run's data holds char tokens of another table" \
+  --init-from "$WORK/hf" --data "$WORK/tok-swapped"
+# An export into a directory that holds files (a user's model, another export) is refused; with
+# --overwrite another tokenizer's files there are removed. A run directory stands for its newest
+# checkpoint.
+mkdir -p "$WORK/theirs" && echo '{}' >"$WORK/theirs/config.json" && echo '{}' >"$WORK/theirs/vocab.json"
+set +e
+"$BIN/dptrain-ckpt" export "$WORK/run" --out "$WORK/theirs" >"$WORK/exp.out" 2>"$WORK/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "^dptrain-ckpt: error: --out .*/theirs already holds 2 files (config.json, vocab.json); export into a new directory, or replace the model there with --overwrite" "$WORK/err" \
+  && [ "$(cat "$WORK/theirs/config.json")" = "{}" ] || { cat "$WORK/err"; fail "export over a directory that holds files"; }
+"$BIN/dptrain-ckpt" export "$WORK/run" --out "$WORK/theirs" --overwrite >"$WORK/exp.out"
+grep -q "^removed .*/theirs/vocab.json: another tokenizer's file" "$WORK/exp.out" && [ ! -e "$WORK/theirs/vocab.json" ] \
+  && grep -q "^.*run/checkpoints/ckpt-00000150.h5: step 150" "$WORK/exp.out" || { cat "$WORK/exp.out"; fail "export --overwrite"; }
+cmp "$WORK/theirs/model.safetensors" "$WORK/hf/model.safetensors" || fail "the run directory's export is not its newest checkpoint's"
+# Two models of one size (another --n-head): diff says they differ, whatever --tol.
+train 1 "${G[@]}" --steps 2 --n-head 4 --run-dir "$WORK/heads4"
+set +e
+"$BIN/dptrain-ckpt" diff "$WORK/run" "$WORK/heads4" --tol 100 >"$WORK/diff.out"; rc=$?
+set -e
+[ "$rc" = 1 ] && grep -q "^different models: gpt .* H=2 C=32 vs gpt .* H=4 C=32" "$WORK/diff.out" \
+  || { cat "$WORK/diff.out"; fail "diff of two models of one size: want exit 1, 'different models'"; }
 refused 1 --model mlp --data "$WORK/tok" --steps 2 --run-dir "$WORK/bad" --init-from "$WORK/pt"
 [ "$RC" = 2 ] && grep -q "init-from reads GPT-2 weights; it is for --model gpt" "$WORK/out" || { cat "$WORK/out"; fail "--init-from with the MLP"; }
 echo "ok: every bad case named in one line"

@@ -265,6 +265,59 @@ TEST_CASE("hf_gpt2: a tied lm_head and mask buffers are accepted, an untied head
     CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, back.data(), &note), Catch::Contains("is missing"));
 }
 
+TEST_CASE("hf_gpt2: export refuses a directory that holds files; --overwrite removes another tokenizer's files") {
+    const GptConfig cfg = small_config();
+    const CheckpointState ck = gpt_checkpoint(cfg);  // char: no tokenizer file of its own
+    const std::string dir = testing::temp_dir("hfover");
+    std::ofstream(dir + "/notes.txt") << "mine\n";
+    CHECK_THROWS_WITH(export_hf_gpt2(ck, dir, TensorDtype::f32),
+                      Catch::Contains("already holds 1 file (notes.txt); export into a new directory, or replace the "
+                                      "model there with --overwrite"));
+    CHECK(!std::ifstream(dir + "/model.safetensors").good());
+    // Another export's GPT-2 tokenizer files would be loaded with this char model.
+    std::ofstream(dir + "/vocab.json") << "{}\n";
+    std::ofstream(dir + "/merges.txt") << "#version: 0.2\n";
+    const std::vector<std::string> removed = export_hf_gpt2(ck, dir, TensorDtype::f32, true);
+    CHECK(removed == std::vector<std::string>{"vocab.json", "merges.txt"});
+    CHECK(!std::ifstream(dir + "/vocab.json").good());
+    CHECK(std::ifstream(dir + "/notes.txt").good());  // not a tokenizer file: kept
+    const std::string conf = read_all(dir + "/config.json");
+    // GPT2Config's default ids (50256) lie outside a char vocabulary: written as null.
+    CHECK(conf.find("\"eos_token_id\": null") != std::string::npos);
+}
+
+TEST_CASE("hf_gpt2: a config.json that disagrees with its tensors, another attention, another tokenizer: refused") {
+    const GptConfig cfg = small_config();
+    const std::string dir = testing::temp_dir("hfcheck");
+    export_hf_gpt2(gpt_checkpoint(cfg), dir, TensorDtype::f32);
+    std::vector<float> p(Gpt(cfg, 0).num_params());
+    std::string note;
+    const std::string good = read_all(dir + "/config.json");
+    auto edited = [&](const std::string& from, const std::string& to) {
+        std::string c = good;
+        REQUIRE(c.find(from) != std::string::npos);
+        c.replace(c.find(from), from.size(), to);
+        std::ofstream(dir + "/config.json") << c;
+    };
+    // The run has 2 layers, as the tensors do; config.json's 3 is the odd one out.
+    edited("\"n_layer\": 2", "\"n_layer\": 3");
+    CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note),
+                      Catch::Contains("config.json says n_layer 3, but the tensors hold 2 layers"));
+    edited("\"n_layer\": 2", "\"n_layer\": 2, \"scale_attn_by_inverse_layer_idx\": true");
+    CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note),
+                      Catch::Contains("scale_attn_by_inverse_layer_idx is true"));
+    edited("\"n_layer\": 2", "\"n_layer\": 2, \"scale_attn_weights\": false");
+    CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note), Catch::Contains("scale_attn_weights is false"));
+    std::ofstream(dir + "/config.json") << good;
+    // The same 11 ids, other characters; another kind of tokens; the model's own.
+    CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note, {"char", "abcdefghijz"}),
+                      Catch::Contains("trained on char tokens, the run's data holds char tokens of another table"));
+    CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note, {"sentencepiece", "x"}),
+                      Catch::Contains("trained on char tokens, the run's data holds sentencepiece tokens:"));
+    import_hf_gpt2(dir, cfg, p.data(), &note, {"char", "abcdefghijk"});
+    import_hf_gpt2(dir, cfg, p.data(), &note);  // a run without a tokenizer to compare: not checked
+}
+
 TEST_CASE("hf_gpt2: export refuses a checkpoint that is not a GPT") {
     CheckpointState ck;
     ck.model = "mlp in=3 hidden=4 classes=2 act=relu";

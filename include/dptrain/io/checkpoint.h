@@ -110,6 +110,11 @@ long checkpoint_step(const std::string& path);
 // (naming the file) added to *damaged. Returns false when dir has no usable checkpoint.
 bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* damaged);
 
+// PATH: a checkpoint file, or a run or checkpoint directory (DIR/checkpoints, else DIR) for its
+// newest checkpoint that verifies (each damaged newer one skipped with a line on stderr); *path
+// becomes the file read. Throws UserError, starting with `label` (an option and PATH, or PATH).
+CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& label);
+
 // Renames a checkpoint out of the ckpt-NNNNNNNN.h5 names (PATH.WHY, or .WHY.2 and on when taken),
 // so that neither a new checkpoint of its step nor the rotation of old ones overwrites or outlives
 // it, and --resume auto does not pick it; returns the new name. Throws UserError when the rename
