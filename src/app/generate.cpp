@@ -8,6 +8,7 @@
 #include "dptrain/app/inference.h"
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
+#include "dptrain/config/argv.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
@@ -114,7 +115,7 @@ int run_generate(int argc, const char* const* argv) {
         "instead of keeping its newest half (on the CPU: with --device auto too)");
     po::variables_map vm;
     try {
-        po::store(po::parse_command_line(argc, argv, desc), vm);
+        po::store(parse_argv(argc, argv, desc, "generate takes options alone (the prompt: --prompt TEXT)"), vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw UserError(std::string(e.what()) + "; see " + runnable("dptrain") + " generate --help");
@@ -124,8 +125,11 @@ int run_generate(int argc, const char* const* argv) {
         return 0;
     }
     if (checkpoint.empty()) throw UserError("generate: give the checkpoint with --checkpoint PATH");
-    if (tokens < 0 || top_k < 0 || temperature < 0 || threads < 1)
-        throw UserError("generate: --tokens, --top-k and --temperature must be >= 0, --threads >= 1");
+    if (tokens < 0) throw UserError(strfmt("generate: --tokens %d must be >= 0", tokens));
+    if (top_k < 0) throw UserError(strfmt("generate: --top-k %d must be >= 0 (0: every token)", top_k));
+    if (!(temperature >= 0) || !std::isfinite(temperature))
+        throw UserError(strfmt("generate: --temperature %g must be >= 0 and finite (0: the likeliest token)", temperature));
+    if (threads < 1) throw UserError(strfmt("generate: --threads %d must be >= 1", threads));
     const DeviceKind where = parse_device_kind(device);
     if (no_cache && where == DeviceKind::cuda)
         throw UserError("generate: --no-kv-cache recomputes on the CPU; leave --device out, or drop --no-kv-cache");

@@ -10,6 +10,7 @@
 #include "dptrain/app/serve_api.h"
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
+#include "dptrain/config/argv.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
@@ -25,6 +26,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -76,7 +78,7 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "log-requests", po::bool_switch(&o.log_requests), "one line per request on stderr");
     po::variables_map vm;
     try {
-        po::store(po::parse_command_line(argc, argv, d), vm);
+        po::store(parse_argv(argc, argv, d, "serve takes options alone"), vm);
         po::notify(vm);
     } catch (const po::error& e) {
         throw UserError(std::string(e.what()) + "; see " + runnable("dptrain") + " serve --help");
@@ -96,8 +98,11 @@ void validate(const ServeOptions& o) {
         throw UserError(strfmt("serve: --max-queue %d must be in 0..100000", o.max_queue));
     if (o.max_tokens < 1) throw UserError(strfmt("serve: --max-tokens %d must be >= 1", o.max_tokens));
     if (o.max_body < 64) throw UserError(strfmt("serve: --max-body %ld must be >= 64 bytes", o.max_body));
-    if (o.poll < 0 || o.read_timeout <= 0 || o.threads < 1)
-        throw UserError("serve: --poll-seconds must be >= 0, --read-timeout > 0, --threads >= 1");
+    if (!(o.poll >= 0) || !std::isfinite(o.poll))
+        throw UserError(strfmt("serve: --poll-seconds %g must be >= 0 and finite (0: never)", o.poll));
+    if (!(o.read_timeout > 0) || !std::isfinite(o.read_timeout))
+        throw UserError(strfmt("serve: --read-timeout %g must be positive and finite", o.read_timeout));
+    if (o.threads < 1) throw UserError(strfmt("serve: --threads %d must be >= 1", o.threads));
     parse_device_kind(o.device);  // "--device 'x' is unknown; use ..." before the model loads
     parse_precision(o.precision);
 }

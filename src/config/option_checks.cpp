@@ -5,6 +5,7 @@
 
 #include "dptrain/core/error.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace dptrain {
@@ -69,30 +70,36 @@ void validate_model_and_data(Options& o) {
 // The schedule's and the optimizer's options.
 void validate_training(const Options& o) {
     need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
-    need(o.lr > 0, strfmt("--lr %g must be positive", o.lr));
+    need(o.lr > 0 && std::isfinite(o.lr), strfmt("--lr %g must be positive and finite", o.lr));
     need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));
     need(o.warmup_steps >= 0, strfmt("--warmup-steps %ld must be >= 0", o.warmup_steps));
     need(o.momentum >= 0 && o.momentum < 1, strfmt("--momentum %g must be in [0, 1)", o.momentum));
     need(o.beta1 >= 0 && o.beta1 < 1, strfmt("--beta1 %g must be in [0, 1)", o.beta1));
     need(o.beta2 >= 0 && o.beta2 < 1, strfmt("--beta2 %g must be in [0, 1)", o.beta2));
-    need(o.eps > 0, strfmt("--eps %g must be positive", o.eps));
-    need(o.weight_decay >= 0, strfmt("--weight-decay %g must be >= 0", o.weight_decay));
-    need(o.grad_clip >= 0, strfmt("--grad-clip %g must be >= 0 (0 turns clipping off)", o.grad_clip));
+    need(o.eps > 0 && std::isfinite(o.eps), strfmt("--eps %g must be positive and finite", o.eps));
+    need(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
+         strfmt("--weight-decay %g must be >= 0 and finite", o.weight_decay));
+    need(o.grad_clip >= 0 && std::isfinite(o.grad_clip),
+         strfmt("--grad-clip %g must be >= 0 and finite (0 turns clipping off)", o.grad_clip));
     need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
     need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
     need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
-    need(o.bucket_mb > 0, strfmt("--bucket-mb %g must be positive", o.bucket_mb));
+    // Above a million MiB the bucket's byte count leaves size_t's range as a double (1e14 gave the
+    // smallest buckets); one bucket of the whole gradient is any value above its size.
+    need(o.bucket_mb > 0 && o.bucket_mb <= 1e6, strfmt("--bucket-mb %g must be in (0, 1e6]", o.bucket_mb));
 }
 
 // Checkpoints, reliability and output; fills in the paths derived from --run-dir.
 void validate_output(Options& o) {
     need(o.eval_max >= 0, strfmt("--eval-max %ld must be >= 0", o.eval_max));
-    need(o.peak_gflops >= 0, strfmt("--peak-gflops %g must be >= 0", o.peak_gflops));
+    need(o.peak_gflops >= 0 && std::isfinite(o.peak_gflops),
+         strfmt("--peak-gflops %g must be >= 0 and finite (0: measured at start)", o.peak_gflops));
     need(o.profile_ops >= 0 && o.profile_ops <= o.steps,
          strfmt("--profile-ops %ld must be a step of the run, 1 to --steps %ld (0 turns it off)", o.profile_ops,
                 o.steps));
-    need(o.lock_wait >= 0, strfmt("--lock-wait %g must be >= 0", o.lock_wait));
-    need(o.step_timeout >= 0, strfmt("--step-timeout %g must be >= 0 (0 turns the watchdog off)", o.step_timeout));
+    need(o.lock_wait >= 0 && std::isfinite(o.lock_wait), strfmt("--lock-wait %g must be >= 0 and finite", o.lock_wait));
+    need(o.step_timeout >= 0 && std::isfinite(o.step_timeout),
+         strfmt("--step-timeout %g must be >= 0 and finite (0 turns the watchdog off)", o.step_timeout));
     need(o.checkpoint_every >= 0, strfmt("--checkpoint-every %ld must be >= 0", o.checkpoint_every));
     need(o.keep_checkpoints >= 1, strfmt("--keep-checkpoints %d must be >= 1", o.keep_checkpoints));
     need(o.log_every >= 1, strfmt("--log-every %ld must be >= 1", o.log_every));
@@ -102,6 +109,7 @@ void validate_output(Options& o) {
              o.metrics_namespace.find(':') == std::string::npos,
          strfmt("--metrics-namespace '%s' must be 1 to 255 characters without ':' (a CloudWatch namespace)",
                 o.metrics_namespace.c_str()));
+    need(!o.resume.empty(), "--resume is empty; give auto, none, a ckpt-NNNNNNNN.h5 file or a run directory");
     o.resume_mode = o.resume == "none" ? ResumeMode::none : o.resume == "auto" ? ResumeMode::latest : ResumeMode::path;
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.run_dir + "/checkpoints";
     if (o.metrics.empty()) o.metrics = o.run_dir + "/metrics.jsonl";

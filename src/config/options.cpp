@@ -3,6 +3,7 @@
 // those checks live in the trainer.
 #include "dptrain/config/options.h"
 
+#include "dptrain/config/argv.h"
 #include "dptrain/config/option_checks.h"
 
 #include "dptrain/core/error.h"
@@ -386,7 +387,9 @@ ParseResult parse_options(int argc, const char* const* argv) {
     for (int i = 1; i < argc; ++i) refuse_placeholders(argv[i], strfmt("argument '%s'", argv[i]));
     po::variables_map vm;
     try {
-        po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
+        po::parsed_options parsed = parse_argv(argc, argv, all,
+                                               "dptrain's commands (generate, serve, plan, doctor, stage, options) come "
+                                               "first; options start with --, and an INI file follows --config");
         // A repeated option: the last one wins (scripts append overrides to a base command).
         auto& v = parsed.options;
         for (size_t i = v.size(); i-- > 0;)
@@ -397,6 +400,15 @@ ParseResult parse_options(int argc, const char* const* argv) {
                     --j;
                 }
         po::store(parsed, vm);
+    } catch (const po::unknown_option& e) {
+        // Names are taken whole: the options this one begins (--batch: --batch-size) are named.
+        std::string name = e.get_option_name(), like;
+        while (!name.empty() && name[0] == '-') name.erase(0, 1);
+        for (const auto& d : all.options())
+            if (!name.empty() && d->long_name().rfind(name, 0) == 0) like += (like.empty() ? "" : ", --") + d->long_name();
+        if (like.empty()) throw UserError(with_fix("", e));
+        throw UserError(strfmt("%s (did you mean --%s? option names are taken whole); see %s --help", e.what(),
+                               like.c_str(), runnable("dptrain").c_str()));
     } catch (const po::error& e) {
         throw UserError(with_fix("", e));
     }

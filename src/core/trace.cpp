@@ -50,7 +50,7 @@ std::string Tracer::rank_path(const std::string& path, int rank) {
     size_t slash = path.rfind('/'), dot = path.rfind('.');
     bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
     std::string tag = strfmt("-rank%05d", rank);
-    return has_ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
+    return has_ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag + ".json";
 }
 
 void Tracer::write(const std::string& path, int rank, const std::string& host) const {

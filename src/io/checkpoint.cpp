@@ -234,9 +234,16 @@ CheckpointState load_checkpoint(const std::string& path) {
     return s;
 }
 
-CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& label) {
+CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& option) {
+    const std::string by = option.empty() ? "" : option + " ";
     struct stat st;
-    if (::stat(path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return load_checkpoint(*path);
+    if (::stat(path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        try {
+            return load_checkpoint(*path);
+        } catch (const UserError& e) {
+            throw UserError(by + e.what());
+        }
+    }
     const std::string sub = *path + "/checkpoints";
     const std::string dir = ::stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : *path;
     CheckpointState ck;
@@ -246,8 +253,8 @@ CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& 
     for (const std::string& d : damaged)
         std::fprintf(stderr, "dptrain: skipping checkpoint: %s; falling back to an older one\n", d.c_str());
     if (!ok)
-        throw UserError(strfmt("%s: no complete checkpoint in %s; train there first or give a ckpt-NNNNNNNN.h5 file",
-                               label.c_str(), dir.c_str()));
+        throw UserError(strfmt("%s%s: no complete checkpoint in %s; train there first or give a ckpt-NNNNNNNN.h5 file",
+                               by.c_str(), path->c_str(), dir.c_str()));
     *path = found;
     return ck;
 }

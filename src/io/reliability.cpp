@@ -198,6 +198,18 @@ void Watchdog::run() {
     }
 }
 
+void FaultPlan::check_fires(int world_size, long steps) const {
+    for (const Fault& f : faults_) {
+        if (f.rank >= world_size)
+            throw UserError(strfmt("--inject-fault: rank %d is not in this run of %d rank%s (0..%d); the fault would "
+                                   "never happen",
+                                   f.rank, world_size, world_size == 1 ? "" : "s", world_size - 1));
+        if (f.step > steps)
+            throw UserError(strfmt("--inject-fault: step %ld is past --steps %ld; the fault would never happen", f.step,
+                                   steps));
+    }
+}
+
 FaultPlan FaultPlan::parse(const std::string& spec) {
     FaultPlan plan;
     std::stringstream ss(spec);

@@ -52,7 +52,7 @@ int info(int argc, char** argv) {
     desc.add_options()("file", po::value(&file));
     parse_subcommand(argc, argv, desc, {"file"});
     if (file.empty()) throw po::error("give the checkpoint file");
-    CheckpointState s = load_checkpoint_or_newest(&file, file);
+    CheckpointState s = load_checkpoint_or_newest(&file, "");
     long nonfinite = 0;
     for (const auto* v : {&s.params, &s.opt_m, &s.opt_v})
         for (float x : *v) nonfinite += !std::isfinite(x);
@@ -73,7 +73,7 @@ int diff(int argc, char** argv) {
     parse_subcommand(argc, argv, desc, {"a", "b"});
     if (fb.empty()) throw po::error("give the two checkpoints to compare");
     if (!(tol >= 0)) throw po::error(strfmt("--tol %g must be >= 0", tol));
-    CheckpointState a = load_checkpoint_or_newest(&fa, fa), b = load_checkpoint_or_newest(&fb, fb);
+    CheckpointState a = load_checkpoint_or_newest(&fa, ""), b = load_checkpoint_or_newest(&fb, "");
     // Two models of one size (another --n-head) hold comparable numbers that mean other things.
     if (a.model != b.model || a.params.size() != b.params.size() || a.opt_m.size() != b.opt_m.size() ||
         a.opt_v.size() != b.opt_v.size()) {
@@ -101,7 +101,7 @@ int export_model(int argc, char** argv) {
     if (file.empty() || out.empty()) throw po::error("give the checkpoint and --out DIR");
     if (dtype != "float32" && dtype != "bfloat16")
         throw po::error("--dtype " + dtype + " is not float32 or bfloat16");
-    const CheckpointState ck = load_checkpoint_or_newest(&file, file);
+    const CheckpointState ck = load_checkpoint_or_newest(&file, "");
     const std::vector<std::string> removed =
         export_hf_gpt2(ck, out, dtype == "bfloat16" ? TensorDtype::bf16 : TensorDtype::f32, overwrite);
     for (const std::string& name : removed)
@@ -120,7 +120,7 @@ void load_model(std::string path, GptConfig* cfg, std::vector<float>* params) {
                              (list_checkpoints(path).empty() && list_checkpoints(path + "/checkpoints").empty()))) ||
                     (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0);
     if (!hf) {
-        CheckpointState ck = load_checkpoint_or_newest(&path, path);
+        CheckpointState ck = load_checkpoint_or_newest(&path, "");
         if (!parse_gpt_signature(ck.model, cfg))
             throw UserError(strfmt("%s holds %s; logits are for GPT checkpoints", path.c_str(), ck.model.c_str()));
         *params = std::move(ck.params);

@@ -14,6 +14,7 @@
 // Not for: reading shards (shards.h, tokens.h).
 #include "dptrain/core/check.h"
 #include "dptrain/comm/communicator.h"
+#include "dptrain/config/argv.h"
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/data_commands.h"
@@ -138,7 +139,7 @@ int verify_cmd(int argc, char** argv) {
     po::options_description all;
     all.add(desc).add(hidden);
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).style(kWholeOptionNames).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
         std::cout << desc << kVerifyHelp;

@@ -112,8 +112,14 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     } else if (o_.resume_mode == ResumeMode::latest) {
         resume_latest();
     } else {
-        found_ = load_checkpoint(o_.resume);
+        // A file, or a run or checkpoint directory for its newest complete checkpoint.
         resumed_from_ = o_.resume;
+        try {
+            found_ = load_checkpoint_or_newest(&resumed_from_, "--resume");
+        } catch (const UserError& e) {
+            throw UserError(std::string(e.what()) + " (--resume takes auto, none, a ckpt-NNNNNNNN.h5 file or a run "
+                                                    "directory)");
+        }
         have_ = true;
     }
     if (have_) {

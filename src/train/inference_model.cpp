@@ -32,7 +32,7 @@ Options stored_options(const std::string& ini) {
 InferenceModel load_inference_model(const std::string& path) {
     InferenceModel m;
     m.path = path;
-    CheckpointState ck = load_checkpoint_or_newest(&m.path, "--checkpoint " + path);
+    CheckpointState ck = load_checkpoint_or_newest(&m.path, "--checkpoint");
     if (ck.tokenizer.empty())
         throw UserError(strfmt("%s: not a language model checkpoint (%s); generate and serve need a --model gpt run",
                                m.path.c_str(), ck.model.c_str()));

@@ -4,6 +4,8 @@
 #include "dptrain/backend/device.h"
 #include "dptrain/backend/gpu_sizes.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
+#include "dptrain/core/trace.h"
 #include "dptrain/core/version.h"
 #include "dptrain/data/prefetcher.h"
 
@@ -108,6 +110,17 @@ void Reporter::agree_gpu_health() {
 }
 
 void Reporter::open_metrics(long start_step) {
+    // Each rank writes its trace at the end: a path it cannot write stops the run here, before it
+    // trains, not after (the test file is removed: a run that fails later leaves no empty trace).
+    if (!o_.trace.empty()) {
+        const std::string path = Tracer::rank_path(o_.trace, topo_.rank);
+        const size_t slash = path.rfind('/');
+        if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--trace");
+        FILE* f = std::fopen(path.c_str(), "w");
+        if (!f) throw UserError(strfmt("--trace %s: cannot write %s: %s", o_.trace.c_str(), path.c_str(), std::strerror(errno)));
+        std::fclose(f);
+        std::remove(path.c_str());
+    }
     if (rank_ != 0) return;
     std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's: this one has not stopped
     if (start_step > 0) truncate_jsonl_after(o_.metrics, start_step);

@@ -87,6 +87,7 @@ struct Setup {
     void open_device() {
         report.open_gpu_health();
         faults = FaultPlan::parse(o.inject_fault);
+        faults.check_fires(topo.size, o.steps);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates

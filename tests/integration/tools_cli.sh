@@ -30,7 +30,19 @@ expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see $BIN/dptrai
   "$BIN/dptrain-ckpt" diff a.h5 b.h5 --tol abc
 (cd "$ROOT" && expect_one_line 2 "^dptrain-data: error: unrecognised option '--bogus'; see build/dptrain-data synth --help$" \
   build/dptrain-data synth --bogus --out "$WORK/x")
-expect_one_line 2 "^dptrain-ckpt: error: info: give the checkpoint file" "$BIN/dptrain-ckpt" info
+# Option names are taken whole (Boost guessed: --batch was --batch-size, --ranks --ranks-per-node,
+# which the INI file refuses), and a stray word is refused, not dropped (a mistyped subcommand
+# trained the default model; an INI file given without --config trained without it).
+expect_one_line 2 "^dptrain: error: unrecognised option '--batch' \(did you mean --batch-size\? option names are taken whole\)" \
+  "$BIN/dptrain" --batch 8 --steps 1
+expect_one_line 2 "^dptrain: error: unexpected argument 'doctr'; dptrain's commands \(generate, serve, plan, doctor, stage, options\) come first" \
+  "$BIN/dptrain" doctr --steps 1
+expect_one_line 2 "^dptrain: error: unexpected argument 'local.ini'; .*an INI file follows --config" "$BIN/dptrain" local.ini
+expect_one_line 2 "^dptrain: error: unexpected argument 'hello'; generate takes options alone" \
+  "$BIN/dptrain" generate --checkpoint x --tokens 3 hello
+expect_one_line 2 "^dptrain-data: error: unrecognised option '--train-samp'" "$BIN/dptrain-data" synth --out x --train-samp 9
+expect_one_line 2 "^dptrain-data: error: unexpected argument 'extra'; synth takes options alone" "$BIN/dptrain-data" synth --out x extra
+expect_one_line 2 "^dptrain-ckpt: error: info: give the checkpoint" "$BIN/dptrain-ckpt" info
 expect_one_line 2 "^dptrain-ckpt: error: frob: not a command" "$BIN/dptrain-ckpt" frob
 expect_one_line 2 "^dptrain-ckpt: error: missing.h5: " "$BIN/dptrain-ckpt" info missing.h5
 expect_one_line 2 "^dptrain-bench: error: allreduce: -b '4Q' is not a size" \

@@ -68,3 +68,11 @@ set -e
 [ "$(wc -l <"$WORK/err")" = 1 ] && grep -q "^dptrain-report: error: $WORK/cut.json: line [0-9]* column [0-9]*: .*cut short" "$WORK/err" \
   || { cat "$WORK/err"; fail "merging a cut trace: not one line naming the file and where"; }
 echo "a cut trace is refused: $(cat "$WORK/err")"
+# --trace FILE without an extension writes FILE-rank00000.json, the name the docs' merge command
+# reads (it wrote FILE-rank00000); a path no rank can write stops the run before its first step.
+train 1 --data "$WORK/data" --steps 2 --batch-size 8 --eval-every 0 --run-dir "$WORK/plain" --trace "$WORK/plain/FILE"
+[ "$RC" = 0 ] && [ -s "$WORK/plain/FILE-rank00000.json" ] || { ls "$WORK/plain"; fail "--trace FILE: no FILE-rank00000.json"; }
+refused 2 --data "$WORK/data" --steps 2 --batch-size 8 --eval-every 0 --run-dir "$WORK/unwritable" --trace /proc/none/t
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error: --trace /proc/none' "$WORK/out")" = 1 ] && ! grep -q '^step' "$WORK/out" \
+  || { cat "$WORK/out"; fail "an unwritable --trace: want one line and exit 2 before the first step"; }
+echo "ok: --trace FILE writes FILE-rank00000.json; an unwritable one stops the run at start"

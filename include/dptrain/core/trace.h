@@ -26,7 +26,7 @@ class Tracer {
     void set_origin(double t) { origin_ = t; }
     // Writes the trace; every rank writes its own file. Throws UserError when it cannot.
     void write(const std::string& path, int rank, const std::string& host) const;
-    // FILE -> FILE with "-rank00003" before its extension.
+    // trace.json -> trace-rank00003.json; a FILE without an extension gets ".json" after the rank.
     static std::string rank_path(const std::string& path, int rank);
 
   private:

@@ -112,8 +112,9 @@ bool load_latest(const std::string& dir, CheckpointState* out, std::string* path
 
 // PATH: a checkpoint file, or a run or checkpoint directory (DIR/checkpoints, else DIR) for its
 // newest checkpoint that verifies (each damaged newer one skipped with a line on stderr); *path
-// becomes the file read. Throws UserError, starting with `label` (an option and PATH, or PATH).
-CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& label);
+// becomes the file read. Throws UserError naming PATH, after `option` where one gave it
+// ("--resume"; "" for none).
+CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& option);
 
 // Renames a checkpoint out of the ckpt-NNNNNNNN.h5 names (PATH.WHY, or .WHY.2 and on when taken),
 // so that neither a new checkpoint of its step nor the rotation of old ones overwrites or outlives

@@ -85,6 +85,9 @@ class FaultPlan {
   public:
     // Throws UserError naming the bad entry.
     static FaultPlan parse(const std::string& spec);
+    // A fault that would never fire (a rank not in the run, a step past the last) is refused, so a
+    // test of the failure path cannot pass without the failure: throws UserError naming it.
+    void check_fires(int world_size, long steps) const;
     bool has(int rank, long step, Fault::Kind kind) const;
     // Whether a fault of `kind` (slow: a straggler; slow_checkpoint) holds for `rank` at `step`:
     // one given for that step or an earlier one.

@@ -1,6 +1,7 @@
 // parse_subcommand and run_tool: the tools' one way of reading arguments and failing.
 #include "dptrain/tools/cli.h"
 
+#include "dptrain/config/argv.h"
 #include "dptrain/core/files.h"
 
 #include <cstdio>
@@ -18,7 +19,7 @@ po::variables_map parse_subcommand(int argc, char** argv, const po::options_desc
         pos.add(positional[i].c_str(), i + 1 == positional.size() ? repeat_last : 1);
     po::variables_map vm;
     // The parser takes argv[0] for a program's name: here, the subcommand's.
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).style(kWholeOptionNames).run(), vm);
     po::notify(vm);
     return vm;
 }

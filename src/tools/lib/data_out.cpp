@@ -2,6 +2,7 @@
 #include "dptrain/tools/data_commands.h"
 
 #include "dptrain/comm/communicator.h"
+#include "dptrain/config/argv.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/data/shards.h"
@@ -26,7 +27,7 @@ namespace po = boost::program_options;
 
 bool parse_or_help(int argc, char** argv, const po::options_description& desc, const char* epilogue, bool print) {
     po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::store(parse_argv(argc, argv, desc, std::string(argv[0]) + " takes options alone (--name value)"), vm);
     po::notify(vm);
     if (!vm.count("help")) return false;
     if (print) std::cout << desc << epilogue;
