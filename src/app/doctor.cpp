@@ -18,6 +18,7 @@
 #include <rdma/fabric.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fcntl.h>
 #include <set>
@@ -84,9 +85,16 @@ void check(const Options& o, const Topology& t, Findings& f) {
                 t.num_nodes, t.num_nodes == 1 ? "" : "s", t.local_size));
     std::string why;
     int gpus = gpu_count(&why);
-    if (gpus > 0) {
-        if (gpus < t.local_size) f.bad(strfmt("%d GPUs for %d ranks on this node: give each rank its own GPU", gpus, t.local_size));
+    // What the run's --device makes of them: cuda needs a GPU per rank; cpu needs none.
+    if (o.device == DeviceKind::cpu) {
+        f.ok(strfmt("--device cpu: the CPU backend will train (%d GPU%s visible)", std::max(gpus, 0), gpus == 1 ? "" : "s"));
+    } else if (gpus > 0) {
+        if (gpus < t.local_size)
+            f.bad(strfmt("%d GPUs for %d ranks on this node: give each rank its own GPU%s", gpus, t.local_size,
+                         o.device == DeviceKind::automatic ? " (or train on the CPU: --device cpu)" : ""));
         else f.ok(strfmt("%d GPUs visible", gpus));
+    } else if (o.device == DeviceKind::cuda) {
+        f.bad(strfmt("--device cuda, but no GPU (%s): run on a GPU node, or use --device auto or cpu", why.c_str()));
     } else {
         f.warn(strfmt("no GPU (%s): the CPU backend will train", why.c_str()));
     }
@@ -102,6 +110,8 @@ void check(const Options& o, const Topology& t, Findings& f) {
             f.warn(strfmt("NVML sees %d GPUs, none for local rank %d", nvml.count(), t.local_rank));
         else
             f.warn(nvml_why);
+    } else if (o.gpu_health == GpuHealthMode::on) {
+        f.bad(strfmt("--gpu-health on, but %s: use --gpu-health auto or off", nvml_why.c_str()));
     } else {
         f.ok(strfmt("GPU health: %s", nvml_why.c_str()));
     }

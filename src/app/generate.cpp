@@ -97,7 +97,7 @@ int run_generate(int argc, const char* const* argv) {
     desc.add_options()("help,h", "print this help")("checkpoint", po::value(&checkpoint)->default_value(""),
                                                     "checkpoint file (ckpt-NNNNNNNN.h5) of a --model gpt run, or its run "
                                                     "directory for the newest complete one")(
-        "prompt", po::value(&prompt)->default_value("\n"), "text to continue")(
+        "prompt", po::value(&prompt)->default_value("\n", "a new line"), "text to continue")(
         "tokens", po::value(&tokens)->default_value(200), "tokens to generate")(
         "temperature", po::value(&temperature)->default_value(1.0), "softmax temperature; 0 = always the most likely")(
         "top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens; 0 = all")(

@@ -15,11 +15,15 @@ namespace dptrain {
 
 namespace {
 
-// Removes `--name VALUE` or `--name=VALUE` from args; returns VALUE ("" when absent).
-std::string take_option(std::vector<std::string>& args, const std::string& name) {
+// Removes `--name VALUE` or `--name=VALUE` from args; *given tells whether it was there. A name
+// with no value after it, or an empty value, is refused (it was taken for another option's prefix,
+// or ignored).
+std::string take_option(std::vector<std::string>& args, const std::string& name, bool* given) {
     std::string value;
+    *given = false;
     for (size_t i = 0; i < args.size();) {
-        if (args[i] == name && i + 1 < args.size()) {
+        if (args[i] == name) {
+            if (i + 1 >= args.size()) throw UserError(name + " needs a value");
             value = args[i + 1];
             args.erase(args.begin() + (long)i, args.begin() + (long)i + 2);
         } else if (args[i].rfind(name + "=", 0) == 0) {
@@ -27,7 +31,10 @@ std::string take_option(std::vector<std::string>& args, const std::string& name)
             args.erase(args.begin() + (long)i);
         } else {
             ++i;
+            continue;
         }
+        *given = true;
+        if (value.empty()) throw UserError(name + " is empty; give a value");
     }
     return value;
 }
@@ -41,8 +48,9 @@ struct PlanRequest {
 
 PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     PlanRequest r;
-    const std::string ranks = take_option(args, "--ranks"), gpu = take_option(args, "--gpu-memory");
-    if (!ranks.empty()) {
+    bool has_ranks = false, has_gpu = false;
+    const std::string ranks = take_option(args, "--ranks", &has_ranks), gpu = take_option(args, "--gpu-memory", &has_gpu);
+    if (has_ranks) {
         char* end = nullptr;
         const long n = std::strtol(ranks.c_str(), &end, 10);
         if (end == ranks.c_str() || *end != '\0' || n < 1 || n > (1 << 20))
@@ -51,7 +59,7 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     } else {
         r.ranks = launched;
     }
-    if (!gpu.empty()) {
+    if (has_gpu) {
         r.gpu_memory = parse_bytes(gpu, "--gpu-memory");
         r.gpu_text = "--gpu-memory " + gpu;
     }
@@ -60,6 +68,11 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     ParseResult parsed = parse_options((int)argv.size(), argv.data());
     if (parsed.version) throw UserError("dptrain plan takes the training options and --ranks N, --gpu-memory SIZE");
     r.o = parsed.opts;
+    // As a run on those ranks would refuse it (Topology::create).
+    if (r.o.ranks_per_node > 0 && r.ranks % r.o.ranks_per_node != 0)
+        throw UserError(strfmt("--ranks-per-node %d does not divide --ranks %d; choose a count of ranks per node that "
+                               "divides it",
+                               r.o.ranks_per_node, r.ranks));
     return r;
 }
 

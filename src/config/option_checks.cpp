@@ -39,6 +39,7 @@ void need(bool ok, const std::string& msg) {
 
 // The model's and the data's options.
 void validate_model_and_data(Options& o) {
+    need(!o.data.empty(), "--data is empty; give the dataset's directory (dptrain-data makes one: data/README.md)");
     need(o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 && o.n_embd % o.n_head == 0,
          strfmt("--n-embd %d must be a multiple of --n-head %d, and --n-layer %d positive", o.n_embd, o.n_head, o.n_layer));
     need(o.block_size > 0, strfmt("--block-size %d must be positive", o.block_size));
@@ -59,6 +60,8 @@ void validate_model_and_data(Options& o) {
          strfmt("--shuffle-block %ld must be in 1..2^30 samples", o.shuffle_block));
     need(o.io != IoMode::collective || o.io_threads == 1,
          strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
+    need(o.gpu_state != GpuState::device || o.device != DeviceKind::cpu,
+         "--gpu-state device keeps the state on a GPU; with --device cpu leave it out (or use --device cuda)");
     need(o.recompute == Recompute::none || o.model == ModelKind::gpt,
          strfmt("--recompute %s is for --model gpt; the MLP keeps only its layers' outputs", name_of(o.recompute)));
     need(o.init_from.empty() || o.model == ModelKind::gpt,

@@ -344,6 +344,11 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
                                    "(`%s ingest --input FILE --out NEW_DIR`)",
                                    runnable("dptrain-data").c_str()),
                             fapl);
+    // Token shards given to the MLP: the fix is the model, not a conversion.
+    if (H5Lexists(sh.file.get(), "/features", H5P_DEFAULT) <= 0 && H5Lexists(sh.file.get(), "/tokens", H5P_DEFAULT) > 0)
+        throw UserError(strfmt("%s holds token shards (dataset /tokens): train a language model on them with --model "
+                               "gpt (--model mlp reads /features and /labels)",
+                               path.c_str()));
     sh.features = h5::open_dataset(sh.file.get(), sh.path, "/features", hint);
     sh.labels = h5::open_dataset(sh.file.get(), sh.path, "/labels", hint);
     sh.converted = conversions(sh.features.get(), sh.labels.get(), sh.path, hint);

@@ -286,6 +286,11 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         Shard sh;
         sh.path = path;
         sh.file = h5::open_file(path, hint);
+        // Tabular shards given to the GPT: the fix is the model, not new shards.
+        if (H5Lexists(sh.file.get(), "/tokens", H5P_DEFAULT) <= 0 && H5Lexists(sh.file.get(), "/features", H5P_DEFAULT) > 0)
+            throw UserError(strfmt("%s holds tabular shards (datasets /features and /labels): train them with --model "
+                                   "mlp (--model gpt reads /tokens)",
+                                   path.c_str()));
         sh.data = h5::open_dataset(sh.file.get(), path, "/tokens", hint);
         h5::Hid type(H5Dget_type(sh.data.get()), H5Tclose);
         bool u16 = H5Tequal(type.get(), H5T_NATIVE_UINT16) > 0, u32 = H5Tequal(type.get(), H5T_NATIVE_UINT32) > 0;

@@ -99,7 +99,7 @@ void Reporter::open_gpu_health() {
         gpu_index_ = nvml_.index_for_cuda_device(topo_.host_rank);  // the GPU the device factory binds
         if (gpu_index_ < 0) why = strfmt("NVML sees %d GPUs, none for local rank %d", nvml_.count(), topo_.host_rank);
     }
-    if (gpu_index_ < 0 && o_.gpu_health == GpuHealthMode::on) throw UserError(strfmt("--gpu-health on: %s", why.c_str()));
+    if (gpu_index_ < 0 && o_.gpu_health == GpuHealthMode::on) throw UserError(strfmt("--gpu-health on: %s; use --gpu-health auto (reads it where NVML sees the GPU) or off", why.c_str()));
     if (gpu_index_ < 0) gpu_health_note_ = why;
 }
 

@@ -236,13 +236,17 @@ bool stage_data(Options& o, const Topology& topo) {
     const std::string dest = o.stage_dir + "/" + name;
     StageResult r;
     const bool ok = all_ok(topo.world, [&] {
-        if (topo.local_rank == 0)
+        if (topo.local_rank != 0) return;
+        try {
             r = stage_directory(
                 src, dest, 8, true,
                 [&](const std::string& s) {
                     if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
                 },
                 preemption_requested);  // a stop signal: exit 75 (run_training)
+        } catch (const UserError& e) {
+            throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
+        }
     });
     if (!ok) return false;
     // Which nodes copied and which reused a copy, and the slowest copy's report.
@@ -285,6 +289,11 @@ bool verify_data(const Options& o, const Topology& topo) {
 // --global-batch-tokens: the micro-batches per step that make it with this many ranks.
 void resolve_grad_accum(Options& o, int ranks) {
     if (o.global_batch_tokens <= 0) return;
+    // Both given: one would silently replace the other.
+    if (o.grad_accum != 1)
+        throw UserError(strfmt("--global-batch-tokens %ld sets the micro-batches a step itself; give it or --grad-accum "
+                               "%d, not both",
+                               o.global_batch_tokens, o.grad_accum));
     const long per_micro = (long)ranks * o.batch_size * o.block_size;
     if (o.global_batch_tokens % per_micro != 0)
         throw UserError(strfmt("--global-batch-tokens %ld is not a multiple of ranks x --batch-size x --block-size = "

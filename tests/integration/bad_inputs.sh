@@ -26,6 +26,17 @@ expect_error "bad value" 2 "'--lr' is invalid" 2 "${base[@]}" --lr fast
 expect_error "bad choice" 2 "--optimizer 'lamb'" 2 "${base[@]}" --optimizer lamb
 expect_error "missing config" 2 "$WORK/none.ini" 2 "${base[@]}" --config "$WORK/none.ini"
 expect_error "config is a directory" 2 "--config $WORK: is a directory" 2 "${base[@]}" --config "$WORK"
+expect_error "infinite learning rate" 2 "--lr inf must be positive and finite" 2 "${base[@]}" --lr inf
+touch "$WORK/a-file"
+expect_error "stage into a file" 2 "--stage-dir $WORK/a-file: .*a-file/good: cannot create the directory" 2 "${base[@]}" --stage-dir "$WORK/a-file"
+expect_error "GPU state without a GPU" 2 "--gpu-state device keeps the state on a GPU; with --device cpu leave it out" 2 "${base[@]}" --device cpu --gpu-state device
+expect_error "a fault that never fires" 2 "--inject-fault: rank 5 is not in this run of 2 ranks" 2 "${base[@]}" --inject-fault 5:1:kill
+# Shards of the other model's kind: the fix named is the model, not a conversion into new shards.
+"$BIN/dptrain-data" text --input "$ROOT/README.md" --out "$WORK/text" --vocab byte >/dev/null
+expect_error "token shards for the MLP" 2 "text/train-00000-of-00001.h5 holds token shards .dataset /tokens.: train a language model on them with --model gpt" \
+  2 "${base[@]}" --data "$WORK/text"
+expect_error "tabular shards for the GPT" 2 "good/train-00000-of-00004.h5 holds tabular shards .*: train them with --model mlp" \
+  2 "${base[@]}" --model gpt --n-layer 1 --n-embd 16 --n-head 2 --block-size 8
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3

@@ -27,4 +27,23 @@ train 2 --data "$WORK/data" --run-dir "$WORK/run2" --checkpoint-dir /proc/dptrai
 [ "$RC" = 2 ] && grep -q "FATAL --checkpoint-dir /proc/dptrain-cannot-write" "$WORK/out" \
   && grep -q "dptrain: error: --preflight found 2 fatal problems" "$WORK/out" && ! grep -q "^step" "$WORK/out" \
   || { cat "$WORK/out"; fail "--preflight did not stop on an unwritable checkpoint directory"; }
+# doctor judges the GPUs by the run's --device: cuda without a GPU is fatal (it found none fatal,
+# and the run then failed), as is --gpu-health on without NVML; --device cpu needs no GPU.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  set +e
+  timeout -k 5 60 $MPIRUN -np 1 "$BIN/dptrain" doctor --data "$WORK/data" --run-dir "$WORK/run" --device cuda \
+    >"$WORK/out" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] && grep -q "FATAL --device cuda, but no GPU (.*): run on a GPU node, or use --device auto or cpu" "$WORK/out" \
+    || { cat "$WORK/out"; fail "doctor --device cuda without a GPU: want exit 2 and a FATAL line"; }
+  set +e
+  timeout -k 5 60 $MPIRUN -np 1 "$BIN/dptrain" doctor --data "$WORK/data" --run-dir "$WORK/run" --device cpu >"$WORK/out" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 0 ] && grep -q "ok  *--device cpu: the CPU backend will train" "$WORK/out" \
+    || { cat "$WORK/out"; fail "doctor --device cpu: want exit 0"; }
+else
+  echo "SKIPPED doctor --device cuda without a GPU: this machine has one"
+fi
 echo "ok: doctor and --preflight"

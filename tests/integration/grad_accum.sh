@@ -66,3 +66,9 @@ train 2 "${G[@]}" --steps 5 --batch-size 2 --global-batch-tokens 500 --run-dir "
 [ "$RC" = 2 ] && grep -q "^dptrain: error: --global-batch-tokens 500 is not a multiple of ranks x --batch-size x --block-size = 2 x 2 x 32 = 128" "$WORK/out" \
   || { cat "$WORK/out"; fail "--global-batch-tokens 500: want one line refusing it"; }
 echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-140)"
+# Both --global-batch-tokens and --grad-accum: refused (the tokens' count replaced --grad-accum 3
+# without a word).
+train 2 "${G[@]}" --steps 5 --batch-size 2 --global-batch-tokens 512 --grad-accum 3 --run-dir "$WORK/tokens-both"
+[ "$RC" = 2 ] && grep -q "^dptrain: error: --global-batch-tokens 512 sets the micro-batches a step itself; give it or --grad-accum 3, not both" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--global-batch-tokens with --grad-accum: want one line refusing the pair"; }
+echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-140)"

@@ -42,11 +42,14 @@ plan "${G[@]}" --gpu-memory 200MiB --batch-size $((largest + 1))
 [ "$RC" = 1 ] && grep -q "DOES NOT FIT" "$WORK/plan" || { cat "$WORK/plan"; fail "--batch-size $((largest + 1)): want exit 1"; }
 echo "ok: a 200 MiB GPU: --batch-size $largest fits, $((largest + 1)) does not"
 
-for bad in "--gpu-memory 12parsecs" "--ranks 0"; do
-  plan "${G[@]}" $bad
-  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/plan")" = 1 ] && grep -q -- "${bad%% *}" "$WORK/plan" \
-    || { cat "$WORK/plan"; fail "$bad: want exit 2 and one error line naming it"; }
-  echo "ok: $bad -> $(grep '^dptrain: error:' "$WORK/plan")"
+# plan's own options: a bad value, a name without one (it was taken for --ranks-per-node's prefix),
+# an empty one (ignored), and a node size that does not divide the ranks (a run refuses it).
+for bad in "--gpu-memory 12parsecs|--gpu-memory" "--ranks 0|--ranks 0" "--ranks|--ranks needs a value" \
+           "--gpu-memory=|--gpu-memory is empty" "--ranks-per-node 3 --ranks 4|--ranks-per-node 3 does not divide --ranks 4"; do
+  plan "${G[@]}" ${bad%%|*}
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/plan")" = 1 ] && grep -q -- "${bad#*|}" "$WORK/plan" \
+    || { cat "$WORK/plan"; fail "${bad%%|*}: want exit 2 and one error line naming it"; }
+  echo "ok: ${bad%%|*} -> $(grep '^dptrain: error:' "$WORK/plan")"
 done
 
 # The run measures its peak; the plan (printed at start-up) within 15% of it.
