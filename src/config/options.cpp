@@ -522,4 +522,33 @@ std::string Options::to_ini() const {
     return out;
 }
 
+// The value of `key` in options as INI text ("" when absent).
+static std::string ini_value(const std::string& ini, const std::string& key) {
+    const std::string text = "\n" + ini;
+    const size_t at = text.find("\n" + key + " = ");
+    if (at == std::string::npos) return "";
+    const size_t from = at + key.size() + 4;
+    return text.substr(from, text.find('\n', from) - from);
+}
+
+std::string ignored_options(const Options& o) {
+    static const std::vector<std::string> gpt_only = {"n-layer",    "n-head",     "n-embd",
+                                                      "block-size", "vocab-size", "global-batch-tokens"};
+    static const std::vector<std::string> mlp_only = {"hidden", "activation"};
+    const char* argv[] = {"dptrain"};
+    const std::string base = parse_options(1, argv).opts.to_ini(), now = o.to_ini();
+    std::string list;
+    int n = 0;
+    for (const std::string& key : o.model == ModelKind::gpt ? mlp_only : gpt_only) {
+        const std::string v = ini_value(now, key);
+        if (v == ini_value(base, key)) continue;
+        list += (list.empty() ? "--" : ", --") + key + " " + v;
+        ++n;
+    }
+    if (n == 0) return "";
+    const bool gpt = o.model == ModelKind::gpt;
+    return strfmt("%s %s of --model %s; the %s leaves %s unused", list.c_str(), n == 1 ? "is an option" : "are options",
+                  gpt ? "mlp" : "gpt", gpt ? "GPT" : "MLP", n == 1 ? "it" : "them");
+}
+
 } // namespace dptrain

@@ -165,6 +165,10 @@ void Reporter::banner(const RunFacts& f) {
                  f.model.c_str(), f.params, name_of(o_.precision),
                  o_.attention == AttentionKind::flash ? " | flash attention" : "", name_of(o_.optimizer),
                  f.global_batch, per_rank.c_str(), f.steps_per_epoch));
+    if (rank_ == 0) {
+        const std::string unused = ignored_options(o_);
+        if (!unused.empty()) print("note: " + unused + "\n");
+    }
     if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model, f.on_gpu) + "\n");
     if (!f.memory_plan.empty()) print(f.memory_plan);
     print(strfmt("gradients: %s\n", f.gradients.c_str()));

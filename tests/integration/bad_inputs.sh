@@ -37,6 +37,11 @@ expect_error "token shards for the MLP" 2 "text/train-00000-of-00001.h5 holds to
   2 "${base[@]}" --data "$WORK/text"
 expect_error "tabular shards for the GPT" 2 "good/train-00000-of-00004.h5 holds tabular shards .*: train them with --model mlp" \
   2 "${base[@]}" --model gpt --n-layer 1 --n-embd 16 --n-head 2 --block-size 8
+# The other model's options are said to be unused (they were silently ignored), not refused.
+train 1 "${base[@]}" --n-layer 12 --block-size 4096 --overwrite-checkpoints
+[ "$RC" = 0 ] && grep -q "^note: --n-layer 12, --block-size 4096 are options of --model gpt; the MLP leaves them unused" "$WORK/out" \
+  || { cat "$WORK/out"; fail "GPT options given to the MLP: no note"; }
+echo "ok: $(grep '^note: --n-layer' "$WORK/out")"
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3
