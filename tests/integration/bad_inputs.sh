@@ -42,6 +42,17 @@ train 1 "${base[@]}" --n-layer 12 --block-size 4096 --overwrite-checkpoints
 [ "$RC" = 0 ] && grep -q "^note: --n-layer 12, --block-size 4096 are options of --model gpt; the MLP leaves them unused" "$WORK/out" \
   || { cat "$WORK/out"; fail "GPT options given to the MLP: no note"; }
 echo "ok: $(grep '^note: --n-layer' "$WORK/out")"
+# A run that cannot allocate what it needs (3 GB of address space, a batch of 20M samples): one line
+# saying out of memory and naming dptrain plan, exit 2 (it was a bare std::bad_alloc). One
+# process, without mpirun: the limit would be the launcher's too.
+set +e
+(ulimit -v 3000000; exec timeout -k 5 60 "$BIN/dptrain" "${base[@]}" --batch-size 20000000 --overwrite-checkpoints) >"$WORK/out" 2>&1
+RC=$?
+set -e
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: out of memory: this rank could not allocate what the run needs .*dptrain plan" "$WORK/out" \
+  || { cat "$WORK/out"; fail "out of memory at set-up: want exit 2 and one line naming dptrain plan"; }
+echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-120)"
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3
