@@ -265,8 +265,8 @@ void declare_run(Registry& r, Options& o) {
                 "checkpoint every N steps (and at the end); 0 = only at the end");
     r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3, "keep the newest K checkpoints");
     r.add<S>("resume", &Options::resume, o, "none",
-             "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file (later checkpoints in "
-             "--checkpoint-dir are then moved aside: *.later-branch)");
+             "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file, or of a run directory "
+             "for its newest (later checkpoints in --checkpoint-dir are then moved aside: *.later-branch)");
     r.add<S>("init-from", &Options::init_from, o, "",
              "start a fresh run (one not resumed from a checkpoint) from GPT-2 weights in Hugging Face's layout: a "
              "directory with model.safetensors and config.json (dptrain-ckpt export writes one), or a .safetensors "

@@ -60,3 +60,13 @@ train 2 --data "$WORK/data700" --steps 70 --lr 4e-3 --warmup-steps 5 --eval-ever
 echo "ok: a resume on a training set of another size says the order changes"
 "$BIN/dptrain-ckpt" info "$WORK/w42/checkpoints/ckpt-00000070.h5" | grep -q "^.*ckpt-00000070.h5: step 70 | epoch 3 + 128 samples of 700 | global batch 32" \
   || { "$BIN/dptrain-ckpt" info "$WORK/w42/checkpoints/ckpt-00000070.h5"; fail "dptrain-ckpt info: no training set size"; }
+# --resume DIR: a run directory stands for its newest checkpoint; a path that is none names the
+# option and what it takes.
+train 2 --data "$WORK/data700" --steps 72 --lr 4e-3 --warmup-steps 5 --eval-every 0 --log-every 10 --checkpoint-every 0 \
+  --batch-size 16 --run-dir "$WORK/from-dir" --resume "$WORK/w42"
+[ "$RC" = 0 ] && grep -q "resumed from .*w42/checkpoints/ckpt-00000070.h5 at step 70" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--resume RUN_DIR did not resume from its newest checkpoint"; }
+refused 1 --data "$WORK/data700" --steps 72 --batch-size 32 --run-dir "$WORK/from-none" --resume "$WORK/none.h5"
+[ "$RC" = 2 ] && grep -q "^dptrain: error: --resume .*none.h5: cannot open: No such file or directory (--resume takes auto, none, a ckpt-NNNNNNNN.h5 file or a run directory)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--resume of a missing file: want one line naming --resume"; }
+echo "ok: --resume RUN_DIR resumes from its newest checkpoint; a missing one names the option"
