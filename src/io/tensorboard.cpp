@@ -5,9 +5,12 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 namespace dptrain {
 
@@ -105,7 +108,7 @@ std::string tb_session_start_event(double wall_time, long step) {
     key(log, 1, 0);
     varint(log, 1);
     std::string e = event_head(wall_time, step);
-    bytes_field(e, 6, log);
+    bytes_field(e, 7, log);  // Event.session_log (6 is the deprecated log_message, which nothing acts on)
     return e;
 }
 
@@ -125,11 +128,24 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::open(const std::string& dir, const std::string& host, long start_step) {
     make_directories(dir, "--run-dir");
     const double now = wall_now();
-    path_ = strfmt("%s/events.out.tfevents.%lld.%s", dir.c_str(), (long long)now, host.c_str());
-    f_ = std::fopen(path_.c_str(), "wb");
+    // The newest event file's name: a run started in the same second (or with a clock behind the
+    // last run's) takes a later second, so that its file sorts, and is read, after it.
+    std::string newest;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.rfind("events.out.tfevents.", 0) == 0 && name > newest) newest = name;
+    }
+    long long secs = (long long)now;
+    auto name_of = [&](long long t) {
+        return strfmt("events.out.tfevents.%010lld.%s.%d", t, host.c_str(), (int)::getpid());
+    };
+    while (!newest.empty() && name_of(secs) <= newest) ++secs;
+    path_ = dir + "/" + name_of(secs);
+    f_ = std::fopen(path_.c_str(), "wbx");  // never over another file
     if (!f_) throw UserError(strfmt("--tensorboard: cannot write %s: %s", path_.c_str(), std::strerror(errno)));
     put(tb_file_version_event(now));
-    if (start_step > 0) put(tb_session_start_event(now, start_step));
+    put(tb_session_start_event(now, start_step + 1));
 }
 
 void TensorBoardWriter::scalars(long step, const std::vector<std::pair<std::string, float>>& values) {

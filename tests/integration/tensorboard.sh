@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # --tensorboard: the event files are read back by an independent reader: Python's protobuf
 # (python3-protobuf) decoding the Event messages through a .proto subset compiled here by protoc,
-# and python3-crc32c checking every TFRecord's two masked CRC-32Cs. Every step line's and every
-# evaluation's values must equal metrics.jsonl's, and a resumed run's file must start its session
-# at the checkpoint's step (so TensorBoard drops what the stopped run logged past it).
+# and python3-crc32c checking every TFRecord's two masked CRC-32Cs, the files read in name order as
+# TensorBoard reads them and with its rule for a restart (a SessionLog START at step S drops what
+# was logged at S and later). What TensorBoard then shows must be metrics.jsonl, each step once:
+#   1. a run killed after its checkpoint at step 20 (it logged steps 25 and 30) and resumed at once
+#      (no pause: two files of one second must not overwrite or misorder each other);
+#   2. the same directory trained again from step 0 (--overwrite-checkpoints).
 source "$(dirname "$0")/lib.bash"
 command -v protoc >/dev/null && /usr/bin/python3 -c 'import google.protobuf, crc32c' 2>/dev/null \
   || { echo "SKIPPED tensorboard: protoc, python3-protobuf or python3-crc32c missing (make test-deps)"; exit 0; }
 synth "$WORK/data" --train-samples 4096 --val-samples 512
-train 2 --data "$WORK/data" --steps 40 --log-every 10 --eval-every 20 --checkpoint-every 20 --stop-after 20 \
-  --run-dir "$WORK/run" --tensorboard
-[ "$RC" = 0 ] || { cat "$WORK/out"; fail "first run exited $RC"; }
-sleep 1  # the resumed run's file is named by the second it opens
-train 2 --data "$WORK/data" --steps 40 --log-every 10 --eval-every 20 --checkpoint-every 20 \
-  --run-dir "$WORK/run" --tensorboard --resume auto
-[ "$RC" = 0 ] || { cat "$WORK/out"; fail "resumed run exited $RC"; }
+T=(--data "$WORK/data" --steps 40 --log-every 5 --eval-every 20 --checkpoint-every 20 --run-dir "$WORK/run" --tensorboard)
+refused 2 "${T[@]}" --inject-fault 0:33:kill
+grep -q "^step *30/40" "$WORK/out" || { cat "$WORK/out"; fail "the killed run did not log step 30"; }
+train 2 "${T[@]}" --resume auto
+[ "$RC" = 0 ] && grep -q "resumed from .*ckpt-00000020.h5 at step 20" "$WORK/out" || { cat "$WORK/out"; fail "resumed run exited $RC"; }
 cat >"$WORK/tb.proto" <<'PROTO'
 syntax = "proto3";
 package tb;
@@ -24,11 +25,11 @@ message SessionLog { int32 status = 1; }
 message Event {
   double wall_time = 1;
   int64 step = 2;
-  oneof what { string file_version = 3; Summary summary = 5; SessionLog session_log = 6; }
+  oneof what { string file_version = 3; Summary summary = 5; SessionLog session_log = 7; }
 }
 PROTO
 (cd "$WORK" && protoc --python_out=. tb.proto) || fail "protoc could not compile the .proto subset"
-/usr/bin/python3 - "$WORK" <<'PY' || fail "the event files do not match metrics.jsonl"
+cat >"$WORK/tbcheck.py" <<'PY'
 import glob, json, math, struct, sys
 import crc32c
 sys.path.insert(0, sys.argv[1])
@@ -55,18 +56,23 @@ def records(path):
         yield e
 
 files = sorted(glob.glob(sys.argv[1] + "/run/events.out.tfevents.*"))
-assert len(files) == 2, f"want one event file per run, found {files}"
-scalars = {}
-for i, f in enumerate(files):
+assert len(files) == int(sys.argv[2]), f"want {sys.argv[2]} event files (one per run), found {files}"
+seen = []  # (tag, step, value) as TensorBoard keeps them
+for f in files:
     events = list(records(f))
     assert events[0].file_version == "brain.Event:2", f"{f}: no file_version first"
-    if i == 1:
-        assert events[1].WhichOneof("what") == "session_log" and events[1].session_log.status == 1 \
-            and events[1].step == 20, f"{f}: the resumed run does not start its session at step 20"
+    assert events[1].WhichOneof("what") == "session_log" and events[1].session_log.status == 1, \
+        f"{f}: no SessionLog START second"
     for e in events:
-        if e.WhichOneof("what") == "summary":
-            for v in e.summary.value:
-                scalars[(v.tag, e.step)] = v.simple_value
+        if e.WhichOneof("what") == "session_log" and e.session_log.status == 1:
+            seen = [x for x in seen if x[1] < e.step]  # TensorBoard's purge on a restart
+        elif e.WhichOneof("what") == "summary":
+            seen += [(v.tag, e.step, v.simple_value) for v in e.summary.value]
+scalars, twice = {}, []
+for t, st, v in seen:
+    if (t, st) in scalars:
+        twice.append(f"{t} at step {st}")
+    scalars[(t, st)] = v
 want = []
 for line in open(sys.argv[1] + "/run/metrics.jsonl"):
     r = json.loads(line)
@@ -78,9 +84,15 @@ for line in open(sys.argv[1] + "/run/metrics.jsonl"):
         want += [("eval/loss", r["step"], r["val_loss"]), ("eval/accuracy", r["step"], r["val_accuracy"])]
 bad = [f"{t} at step {s}: event {scalars.get((t, s))}, metrics {v}" for t, s, v in want
        if (t, s) not in scalars or not math.isclose(scalars[(t, s)], v, rel_tol=2e-5, abs_tol=1e-6)]
+bad += [f"shown twice: {x}" for x in twice[:5]]
 steps = sorted({s for (t, s) in scalars if t == "train/loss"})
-if steps != [10, 20, 30, 40]:
-    bad.append(f"loss at steps {steps}, want [10, 20, 30, 40]")
+if steps != list(range(5, int(sys.argv[3]) + 1, 5)):
+    bad.append(f"loss at steps {steps}, want 5, 10, ... {sys.argv[3]}")
 print("\n".join(bad[:10]) if bad else f"tensorboard ok: {len(scalars)} scalars in {len(files)} files match metrics.jsonl")
 sys.exit(1 if bad else 0)
 PY
+# tbcheck.py WORK FILES LAST_STEP
+/usr/bin/python3 "$WORK/tbcheck.py" "$WORK" 2 40 || fail "killed and resumed: TensorBoard's view is not metrics.jsonl"
+train 2 "${T[@]}" --steps 10 --overwrite-checkpoints
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "the run again from step 0 exited $RC"; }
+/usr/bin/python3 "$WORK/tbcheck.py" "$WORK" 3 10 || fail "trained again from step 0: TensorBoard's view is not metrics.jsonl"

@@ -33,9 +33,12 @@ class TensorBoardWriter {
     TensorBoardWriter(const TensorBoardWriter&) = delete;
     TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
-    // Creates DIR/events.out.tfevents.TIME.HOST and writes the file-version event; a resumed run
-    // (start_step > 0) also writes SessionLog START at start_step, so TensorBoard drops what the
-    // stopped run logged past its checkpoint. Throws UserError naming the path.
+    // Creates DIR/events.out.tfevents.TIME.HOST.PID, never over another file, named to sort after
+    // every event file already there (TensorBoard reads a directory's files in name order), and
+    // writes the file-version event and SessionLog START at start_step + 1: TensorBoard then drops
+    // whatever an earlier run in the directory logged from that step on (a stopped run past its
+    // checkpoint; a run started again from step 0), as metrics.jsonl is cut back. Throws UserError
+    // naming the path.
     void open(const std::string& dir, const std::string& host, long start_step);
     bool is_open() const { return f_ != nullptr; }
     const std::string& path() const { return path_; }
