@@ -74,6 +74,14 @@ double required_number(const Json& v, const char* key, const std::string& path, 
     return x->get<double>();
 }
 
+// The same, where null stands for a value that was not finite (dptrain writes a NaN loss so).
+double number_or_null(const Json& v, const char* key, const std::string& path, const JsonRecord& r,
+                      const std::string& type) {
+    const Json* x = json_member(v, key);
+    if (x && x->is_null()) return std::nan("");
+    return required_number(v, key, path, r, type);
+}
+
 RunMetrics read_metrics(const std::string& path) {
     const double nan = std::nan("");
     RunMetrics m;
@@ -83,7 +91,7 @@ RunMetrics read_metrics(const std::string& path) {
         if (type == "step") {
             StepRow row;
             row.step = required_number(v, "step", path, r, type);
-            row.loss = required_number(v, "loss", path, r, type);
+            row.loss = number_or_null(v, "loss", path, r, type);
             row.lr = json_number_or(v, "lr", nan);
             row.samples_per_s = json_number_or(v, "samples_per_s", nan);
             row.tokens_per_s = json_number_or(v, "tokens_per_s", nan);
@@ -105,7 +113,7 @@ RunMetrics read_metrics(const std::string& path) {
             while (!m.evals.empty() && m.evals.back().step >= row.step) m.evals.pop_back();
             m.steps.push_back(row);
         } else if (type == "eval") {
-            m.evals.push_back({required_number(v, "step", path, r, type), required_number(v, "val_loss", path, r, type)});
+            m.evals.push_back({required_number(v, "step", path, r, type), number_or_null(v, "val_loss", path, r, type)});
         }
         // Other records (run, summary, health, ...) carry nothing these charts show.
     }

@@ -104,5 +104,14 @@ expect_error "$WORK/missing.jsonl" "^dptrain-report: error: $WORK/missing.jsonl:
 
 # The trace subcommand and its usage text still answer.
 "$REPORT" --help | matches 'dptrain-report trace OUT.json' || fail "--help lacks the trace usage"
+# A run with a non-finite loss (written as null, skipped with --on-nonfinite skip) and a last line
+# cut short (the run killed while writing it): plotted, the cut line left out with one warning
+# (both were refused: the runs a user most wants to look at).
+mkdir -p "$WORK/nan"
+{ sed -n '2,6p' "$WORK/run/metrics.jsonl" | sed '3s/"loss":[0-9.e+-]*/"loss":null/'; printf '{"type":"step","step":99'; } >"$WORK/nan/metrics.jsonl"
+grep -q '"loss":null' "$WORK/nan/metrics.jsonl" || fail "the test's null loss was not written"
+"$REPORT" plot "$WORK/nan" >"$WORK/out" 2>"$WORK/err" || { cat "$WORK/err"; fail "plot of a run with a null loss and a cut last line exited $?"; }
+[ "$(wc -l <"$WORK/err")" = 1 ] && grep -q "^warning: .*nan/metrics.jsonl:6: the last line is cut short" "$WORK/err" \
+  || { cat "$WORK/err"; fail "a cut last line: want one warning naming it"; }
 "$REPORT" --help | matches 'dptrain-report plot RUN_DIR' || fail "--help lacks the plot usage"
 echo "report plot ok"

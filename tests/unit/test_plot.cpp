@@ -202,6 +202,13 @@ TEST_CASE("read_jsonl_records skips blank lines and names the file and line of a
     std::string arr = write_tmp("array.jsonl", "{}\n[1]\n");
     CHECK(user_error_of_jsonl(arr) == arr + ":2: expected one JSON object per line, found another kind of value");
     CHECK(user_error_of_jsonl(good + ".missing") == good + ".missing: cannot open it");
+    // The last line cut short, without its newline (a killed run's metrics): left out, not an error;
+    // with its newline it is a damaged line like any other.
+    std::string tail = write_tmp("tail.jsonl", "{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"step\",\"st");
+    std::vector<JsonRecord> kept = read_jsonl_records(tail);
+    CHECK(kept.size() == 1);
+    std::string tail_nl = write_tmp("tail-nl.jsonl", "{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"step\",\"st\n");
+    CHECK(user_error_of_jsonl(tail_nl).rfind(tail_nl + ":2: ", 0) == 0);
 }
 
 TEST_CASE("axis ticks are round and labelled in human units", "[plot]") {

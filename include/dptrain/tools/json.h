@@ -41,6 +41,8 @@ struct JsonRecord {
 // Reads a JSON-lines file in which every non-blank line is one object. Throws UserError
 // "PATH: cannot open it" or "PATH:LINE: <what is wrong>" for the first malformed line, so the
 // caller can print it as it stands.
+// A last line without its newline that does not parse (a writer stopped in the middle of it: a
+// killed run's metrics) is left out, with a warning on stderr naming it.
 std::vector<JsonRecord> read_jsonl_records(const std::string& path);
 
 } // namespace dptrain

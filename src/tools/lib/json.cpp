@@ -4,6 +4,7 @@
 
 #include "dptrain/core/error.h"
 
+#include <cstdio>
 #include <fstream>
 
 namespace dptrain {
@@ -75,6 +76,7 @@ std::vector<JsonRecord> read_jsonl_records(const std::string& path) {
     std::vector<JsonRecord> out;
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
+        const bool unterminated = in.eof();  // getline met the end before a newline
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
         JsonRecord r;
@@ -82,6 +84,11 @@ std::vector<JsonRecord> read_jsonl_records(const std::string& path) {
         try {
             r.value = parse_json(line);
         } catch (const JsonError& e) {
+            if (unterminated) {
+                std::fprintf(stderr, "warning: %s:%d: the last line is cut short (its writer stopped in it); left out\n",
+                             path.c_str(), n);
+                break;
+            }
             throw UserError(strfmt("%s:%d: %s", path.c_str(), n, e.what()));
         }
         if (!r.value.is_object())
