@@ -117,10 +117,15 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
     auto tr = std::make_unique<TokenShardSet>(TokenShardSet::open(
         o.data, "train", o.block_size, o.seed, true, o.io, o.io == IoMode::memory ? topo.node : MPI_COMM_NULL));
     auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
-    if (!va->tokenizer().same_as(tr->tokenizer()))
-        throw UserError(strfmt("--data %s: validation and training shards have different vocabularies; "
-                               "regenerate them together",
-                               o.data.c_str()));
+    if (!va->tokenizer().same_as(tr->tokenizer())) {
+        const Tokenizer &a = tr->tokenizer(), &b = va->tokenizer();
+        const bool same_size = a.kind == b.kind && a.vocab_size() == b.vocab_size();
+        throw UserError(strfmt("--data %s: the train shards hold %s tokens of %d ids, the val shards %s tokens of %d%s; "
+                               "make the val split again with the train split's settings (dptrain-data text or tokens "
+                               "--split val, with its --vocab-size, --encoder and --merges, or --sp-model)",
+                               o.data.c_str(), a.kind.c_str(), a.vocab_size(), b.kind.c_str(), b.vocab_size(),
+                               same_size ? " (another table of that size)" : ""));
+    }
     // Every id checked once per node before training, the node's ranks each reading a share; a
     // split too large for that is checked as its windows are read.
     for (TokenShardSet* set : {tr.get(), va.get()})

@@ -86,6 +86,9 @@ refuse "an id beyond the vocabulary" "bad.bin: token 37 is 60000, not below --vo
 RANKS=2 refuse "an id beyond the vocabulary, on 2 ranks" "bad.bin: token 37 is 60000, not below --vocab-size 50257" --input "$WORK/bad.bin" --vocab-size 50257 --out "$WORK/x"
 refuse "a truncated llm.c file" "short.bin: the llm.c header says 8000 tokens of 2 bytes, but 200 bytes follow" --input "$WORK/short.bin" --vocab-size 50257 --out "$WORK/x"
 refuse "no vocabulary size" "give the tokenizer's vocabulary size with --vocab-size" --input "$WORK/train.bin" --out "$WORK/x"
+refuse "a directory as the input" "$WORK: a directory; give the token file (.bin, .npy or .h5) itself" --input "$WORK" --vocab-size 50257 --out "$WORK/x"
+: >"$WORK/empty.bin"
+refuse "an empty val file" "tokens: 0 ids in $WORK/empty.bin: too few for a validation split" --input "$WORK/empty.bin" --vocab-size 50257 --split val --out "$WORK/x"
 refuse "shards already there" "already holds 2 shards" --input "$WORK/train.bin" --vocab-size 50257 --split train --shards 2 --out "$WORK/tok"
 refuse "an HDF5 file without that dataset" "ids.h5: .*tokens.*--dataset NAME" --input "$WORK/ids.h5" --vocab-size 50257 --out "$WORK/x"
 
@@ -119,3 +122,11 @@ set +e
 set -e
 [ "$rc" = 2 ] && grep -q "^dptrain-data: error: text: --input .*\*.none: no files there" "$WORK/err" \
   || { cat "$WORK/err"; fail "text: a pattern without files: want one line, exit 2"; }
+# nanoGPT's two files converted with two vocabulary sizes: training names both sides and the fix
+# (it said "regenerate them together", which two files converted in two runs cannot be).
+"$DATA" tokens --input "$WORK/train.bin" --vocab-size 50257 --split train --out "$WORK/mixed" >/dev/null
+"$DATA" tokens --input "$WORK/val.bin" --vocab-size 50304 --split val --out "$WORK/mixed" >/dev/null
+train 1 "${G[@]}" --data "$WORK/mixed" --steps 2 --run-dir "$WORK/mixed-run"
+[ "$RC" = 2 ] && grep -q "^dptrain: error: --data .*mixed: the train shards hold ids tokens of 50257 ids, the val shards ids tokens of 50304; make the val split again with the train split's settings" "$WORK/out" \
+  || { cat "$WORK/out"; fail "train and val of two vocabularies: want one line naming both"; }
+echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-160)"

@@ -376,8 +376,10 @@ int tokens_cmd(int argc, char** argv) {
             n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
             n_train = ids.size() - n_val;
             if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
-                throw UserError(strfmt("tokens: %zu ids: too few for %d shards%s", ids.size(), shards,
-                                       split.empty() ? " and a validation split" : ""));
+                throw UserError(strfmt("tokens: %zu ids in %s: too few for %s", ids.size(), inputs.size() == 1 ? inputs[0].c_str() : "the inputs",
+                                       split == "val" ? "a validation split (2 or more)"
+                                       : split == "train" ? strfmt("%d training shards (2 ids a shard or more)", shards).c_str()
+                                                          : strfmt("%d training shards and a validation split", shards).c_str()));
         }))
         return 2;
     if (help) return 0;

@@ -5,6 +5,8 @@
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/npy.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -18,6 +20,9 @@ constexpr int32_t kLlmcMagic = 20240520;  // llm.c's data files
 constexpr size_t kLlmcHeader = 256 * sizeof(int32_t);
 
 std::string read_all(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        throw UserError(strfmt("%s: a directory; give the token file (.bin, .npy or .h5) itself", path.c_str()));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw UserError(strfmt("%s: cannot open it: %s", path.c_str(), std::strerror(errno)));
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
