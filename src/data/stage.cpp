@@ -67,7 +67,7 @@ std::string sha256_hex(const void* data, size_t n) {
     return s.hex();
 }
 
-std::string sha256_file(const std::string& path) {
+std::string sha256_file(const std::string& path, const std::function<void()>& alive) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw UserError(strfmt("%s: cannot open it: %s", path.c_str(), std::strerror(errno)));
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -83,6 +83,7 @@ std::string sha256_file(const std::string& path) {
         }
         if (got == 0) break;
         s.update(buf.data(), (size_t)got);
+        if (alive) alive();
     }
     ::close(fd);
     return s.hex();
@@ -170,7 +171,8 @@ std::string human_bytes(double b) {
 
 // Copies src to dst through DIR/.stage-tmp-NAME: written, flushed to disk, given the source's
 // modification time, then renamed over dst.
-void copy_file(const std::string& src, const std::string& dst, std::vector<char>& buf) {
+void copy_file(const std::string& src, const std::string& dst, std::vector<char>& buf,
+               const std::function<void()>& alive) {
     size_t slash = dst.rfind('/');
     std::string tmp = dst.substr(0, slash + 1) + ".stage-tmp-" + dst.substr(slash + 1);
     int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
@@ -201,6 +203,7 @@ void copy_file(const std::string& src, const std::string& dst, std::vector<char>
             if (w < 0) fail("writing (disk full?)");
             put += w;
         }
+        if (alive) alive();
     }
     struct stat st;
     if (fstat(in, &st) != 0) fail("stat of the source of");
@@ -307,14 +310,15 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
     return want;
 }
 
-long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts, bool (*give_up)()) {
+long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts, bool (*give_up)(),
+                const std::function<void()>& alive) {
     // This caller's share: entries part, part + parts, ... of the manifest.
     const auto all = read_sums(dir);
     std::vector<std::pair<std::string, std::string>> want;
     for (size_t i = (size_t)part; i < all.size(); i += (size_t)parts) want.push_back(all[i]);
     parallel_for((long)want.size(), streams, [&](long i, std::vector<char>&) {
         std::string path = dir + "/" + want[i].second;
-        if (sha256_file(path) == want[i].first) return;
+        if (sha256_file(path, alive) == want[i].first) return;
         if (remove_bad) {
             ::unlink(path.c_str());
             throw UserError(strfmt("%s: FAILED: its SHA-256 does not match SHA256SUMS; the copy was removed, so the next "
@@ -425,7 +429,8 @@ void verify_copy(const std::string& src, const std::string& dest, const std::vec
 } // namespace
 
 StageResult stage_directory(const std::string& src_in, const std::string& dest_in, int streams, bool check,
-                            const std::function<void(const std::string&)>& say, bool (*give_up)()) {
+                            const std::function<void(const std::string&)>& say, bool (*give_up)(),
+                            const std::function<void()>& alive) {
     std::string src = src_in, dest = dest_in;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
     while (dest.size() > 1 && dest.back() == '/') dest.pop_back();
@@ -473,12 +478,12 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
         const std::string& rel = pending[i]->path;
         size_t slash = rel.rfind('/');
         if (slash != std::string::npos) make_dirs(dest + "/" + rel.substr(0, slash));
-        copy_file(src + "/" + rel, dest + "/" + rel, buf);
+        copy_file(src + "/" + rel, dest + "/" + rel, buf, alive);
     }, give_up);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     verify_copy(src, dest, source);
     if (check && std::any_of(source.begin(), source.end(), [](const Entry& e) { return e.path == "SHA256SUMS"; })) {
-        check_sums(dest, streams, true, 0, 1, give_up);
+        check_sums(dest, streams, true, 0, 1, give_up, alive);
         r.sums_checked = true;
     }
     write_text(dest + "/.stage-manifest", manifest);

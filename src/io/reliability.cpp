@@ -158,9 +158,8 @@ void Watchdog::run() {
         if (waited < timeout_ + extra + (waiting_for_peers ? grace : 0.0)) continue;
         std::string what =
             p == Phase::setup && step_.load() == 0
-                ? strfmt("set-up stuck for %.1f s (--step-timeout %g + --lock-wait %g): a file, device or peer that "
-                         "does not answer",
-                         waited, timeout_, extra)
+                ? strfmt("set-up stuck for %.1f s (--step-timeout %g%s): a file, device or peer that does not answer",
+                         waited, timeout_, extra > 0 ? strfmt(" + --lock-wait %g", extra).c_str() : "")
                 : strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p), waited,
                          timeout_);
         g.unlock();  // nothing below holds the lock: stop() and the heartbeat thread go on
@@ -233,11 +232,12 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "slow-checkpoint") f.kind = Fault::Kind::slow_checkpoint;
         else if (k == "term-in-forward") f.kind = Fault::Kind::term_in_forward;
         else if (k == "term-in-backward") f.kind = Fault::Kind::term_in_backward;
+        else if (k == "stage-hang") f.kind = Fault::Kind::stage_hang;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
                                    "hang, nan, corrupt-checkpoint, io-error, slow, slow-read, slow-checkpoint, "
-                                   "term-in-forward, term-in-backward",
+                                   "term-in-forward, term-in-backward, stage-hang",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }

@@ -35,11 +35,13 @@
 #include "dptrain/data/sampler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 namespace dptrain {
 
@@ -87,7 +89,6 @@ struct Setup {
     void open_device() {
         report.open_gpu_health();
         faults = FaultPlan::parse(o.inject_fault);
-        faults.check_fires(topo.size, o.steps);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
@@ -224,7 +225,7 @@ struct Setup {
 // 1. --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
 // ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
 // and the slowest node's time.
-bool stage_data(Options& o, const Topology& topo) {
+bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan& faults) {
     std::string src = o.data;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
     // The copy is named after the dataset directory's own name ("." or ".." resolved first).
@@ -235,6 +236,16 @@ bool stage_data(Options& o, const Topology& topo) {
     if (name.empty() || name == "." || name == "..") name = "data";
     const std::string dest = o.stage_dir + "/" + name;
     StageResult r;
+    // A copy is watched while it moves: its copier's watchdog starts again at every piece, so a copy
+    // of any size passes and one that stops for --step-timeout (a filesystem that hangs) ends the
+    // job naming the rank. The ranks that wait for their node's copy, and a copier done before
+    // the other nodes' (waiting in the collective), are not watched meanwhile.
+    dog.allow(kUnwatched);
+    const bool hang = faults.has(topo.rank, 1, Fault::Kind::stage_hang);
+    const auto alive = [&dog, hang] {
+        dog.begin(0, Phase::setup);
+        while (hang) std::this_thread::sleep_for(std::chrono::seconds(1));  // --inject-fault R:1:stage-hang
+    };
     const bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank != 0) return;
         try {
@@ -243,10 +254,15 @@ bool stage_data(Options& o, const Topology& topo) {
                 [&](const std::string& s) {
                     if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
                 },
-                preemption_requested);  // a stop signal: exit 75 (run_training)
+                preemption_requested,  // a stop signal: exit 75 (run_training)
+                alive);
         } catch (const UserError& e) {
             throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
+        } catch (...) {
+            dog.allow(kUnwatched);
+            throw;
         }
+        dog.allow(kUnwatched);
     });
     if (!ok) return false;
     // Which nodes copied and which reused a copy, and the slowest copy's report.
@@ -336,12 +352,21 @@ int run_training(const Options& opts_in, const Topology& topo) {
     const MPI_Comm w = topo.world;
     int code = kExitOk;
     auto go_on = [&](bool ok) { return (code = setup_verdict(w, topo.rank, ok)) == kExitOk; };
-    if (!go_on(all_ok(w, [&] { resolve_grad_accum(opts, topo.size); }))) return code;
-    if (!opts.stage_dir.empty() && !go_on(stage_data(opts, topo))) return code;
-    if (opts.verify_data && !go_on(verify_data(opts, topo))) return code;
-    // The watchdog from here (a shard that never answers, a device or NCCL that hangs): set-up as
-    // a whole gets --step-timeout plus --lock-wait, for the checkpoint directory's lock.
+    FaultPlan faults;
+    if (!go_on(all_ok(w, [&] {
+            resolve_grad_accum(opts, topo.size);
+            faults = FaultPlan::parse(opts.inject_fault);
+            faults.check_fires(topo.size, opts.steps);
+        })))
+        return code;
+    // The watchdog from here: a copy to --stage-dir that stops moving (stage_data), then a shard
+    // that never answers, a device or NCCL that hangs. The rest of set-up as a whole gets
+    // --step-timeout plus --lock-wait, for the checkpoint directory's lock.
     StepClock clock(opts.step_timeout);
+    if (!opts.stage_dir.empty() && !go_on(stage_data(opts, topo, clock.watchdog(), faults))) return code;
+    clock.watchdog().allow(kUnwatched);  // --verify-data: ranks that finish their share wait for the rest
+    if (opts.verify_data && !go_on(verify_data(opts, topo))) return code;
+    clock.watchdog().begin(0, Phase::setup);
     clock.watchdog().allow(opts.lock_wait);
     Setup s(opts, topo);
     if (!go_on(all_ok(w, [&] { s.check_same_options(); })) || !go_on(all_ok(w, [&] { s.open_device(); })))

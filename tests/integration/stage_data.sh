@@ -108,3 +108,13 @@ set +e; "$BIN/dptrain" stage "$WORK/same" "$WORK/same/" >/dev/null 2>"$WORK/err"
 [ "$RC" = 1 ] && grep -q "staging would copy the directory onto itself" "$WORK/err" && [ "$(ls -A "$WORK/same")" = a.bin ] \
   || { cat "$WORK/err"; ls -A "$WORK/same"; fail "staging a directory onto itself was not refused cleanly"; }
 echo "ok: a directory of other files, or the source itself, is refused, and nothing is added to it"
+# A copy that stops moving (a filesystem that hangs: --inject-fault 0:1:stage-hang stops rank 0's
+# copy after its first piece) ends the job after --step-timeout with one line naming the rank;
+# nothing watched the copy before, and the job waited until the scheduler's limit. The waiting
+# rank's watchdog (rank 1: one node, whose local rank 0 copies) stays quiet.
+refused 2 --data "$WORK/fsx/set" --stage-dir "$WORK/hang" --steps 20 --batch-size 8 \
+  --run-dir "$WORK/hang-run" --step-timeout 2 --inject-fault 0:1:stage-hang
+[ "$RC" != 0 ] && [ "$(grep -c 'dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2): .*(rank 0 on " "$WORK/out" \
+  || { cat "$WORK/out"; fail "a copy to --stage-dir that stops: want one line from rank 0's watchdog"; }
+echo "ok: a copy that stops moving ends the job: $(grep -o 'dptrain: error: set-up stuck[^(]*' "$WORK/out")"

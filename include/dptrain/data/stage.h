@@ -33,9 +33,11 @@ struct StageResult {
 //   listed file's SHA-256 too;
 // - one stager per destination at a time (a lock file); free space is checked first.
 // `say` gets progress lines. Throws UserError naming the file and what to do, or when give_up()
-// turns true (a stop signal) before the next file.
+// turns true (a stop signal) before the next file. alive() is called after every piece (4 MiB)
+// read, written or hashed, from the copying threads: a watchdog's sign that the copy moves.
 StageResult stage_directory(const std::string& src, const std::string& dest, int streams, bool check_sums,
-                            const std::function<void(const std::string&)>& say, bool (*give_up)() = nullptr);
+                            const std::function<void(const std::string&)>& say, bool (*give_up)() = nullptr,
+                            const std::function<void()>& alive = {});
 
 // DIR/SHA256SUMS (sha256sum's format) as (sum, name) pairs in file order; throws UserError when it
 // is missing or a line is not sha256sum's.
@@ -43,9 +45,9 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
 // Checks DIR's files against DIR/SHA256SUMS; throws UserError naming the first file that differs
 // (removing it first when remove_bad, so that the next staging copies it again). Checks entries
 // part, part + parts, ... only (the ranks of a node share the work). Returns the number checked.
-// give_up: as in stage_directory.
+// give_up and alive: as in stage_directory.
 long check_sums(const std::string& dir, int streams, bool remove_bad = false, int part = 0, int parts = 1,
-                bool (*give_up)() = nullptr);
+                bool (*give_up)() = nullptr, const std::function<void()>& alive = {});
 // Writes DIR/SHA256SUMS for every file under DIR (except SHA256SUMS and .stage-* files).
 long write_sums(const std::string& dir, int streams);
 // Rewrites DIR/SHA256SUMS (by temporary name and rename) without the lines naming `drop` and with
@@ -53,8 +55,9 @@ long write_sums(const std::string& dir, int streams);
 void edit_sums(const std::string& dir, const std::vector<std::string>& drop, const std::vector<std::string>& add,
                int streams);
 
-// SHA-256 of a file as 64 lowercase hex digits; throws UserError when it cannot be read.
-std::string sha256_file(const std::string& path);
+// SHA-256 of a file as 64 lowercase hex digits (alive() after each piece read); throws UserError
+// when it cannot be read.
+std::string sha256_file(const std::string& path, const std::function<void()>& alive = {});
 std::string sha256_hex(const void* data, size_t n);
 
 // `dptrain stage SRC DEST | --check DIR | --write-sums DIR [--streams N] [--no-sums]`

@@ -33,6 +33,10 @@ const char* phase_name(Phase p);
 // `timeout_s`: it prints one line naming this rank, its host, the step and the phase, then calls
 // MPI_Abort. A rank waiting in the all-reduce (or for rank 0's checkpoint) is usually waiting for
 // a stuck peer, so it waits a grace period longer: the stuck rank names itself first.
+// Watchdog::allow(kUnwatched): a wait left unwatched, where another rank's watchdog watches what
+// it waits for (a node's copy to --stage-dir, the other nodes' copies).
+constexpr double kUnwatched = 1e12;
+
 class Watchdog {
   public:
     explicit Watchdog(double timeout_s);
@@ -76,7 +80,8 @@ class Watchdog {
 struct Fault {
     enum class Kind {
         kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read, slow_checkpoint,
-        term_in_forward, term_in_backward  // the rank sends itself SIGTERM right after that pass
+        term_in_forward, term_in_backward,  // the rank sends itself SIGTERM right after that pass
+        stage_hang  // --stage-dir: the rank's copy stops after its first piece, as on a filesystem that hangs
     } kind;
     int rank;
     long step;
