@@ -291,7 +291,7 @@ void declare_run(Registry& r, Options& o) {
              "the rank's batch reads takes 20 ms longer) | slow-checkpoint (from STEP on, each of rank 0's "
              "checkpoints takes 3 s longer) | term-in-forward, term-in-backward (the rank sends itself SIGTERM right "
              "after that pass of STEP) | stage-hang (STEP 1: with --stage-dir, the rank's copy stops after its first "
-             "piece, as on a filesystem that hangs)");
+             "piece, as on a filesystem that hangs) | stage-slow (STEP 1: each piece of its copy takes 2 s longer)");
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");

@@ -233,11 +233,12 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         else if (k == "term-in-forward") f.kind = Fault::Kind::term_in_forward;
         else if (k == "term-in-backward") f.kind = Fault::Kind::term_in_backward;
         else if (k == "stage-hang") f.kind = Fault::Kind::stage_hang;
+        else if (k == "stage-slow") f.kind = Fault::Kind::stage_slow;
         else ok = false;
         if (!ok)
             throw UserError(strfmt("--inject-fault '%s': expected RANK:STEP:KIND with STEP >= 1 and KIND one of kill, "
                                    "hang, nan, corrupt-checkpoint, io-error, slow, slow-read, slow-checkpoint, "
-                                   "term-in-forward, term-in-backward, stage-hang",
+                                   "term-in-forward, term-in-backward, stage-hang, stage-slow",
                                    item.c_str()));
         plan.faults_.push_back(f);
     }

@@ -242,9 +242,11 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
     // the other nodes' (waiting in the collective), are not watched meanwhile.
     dog.allow(kUnwatched);
     const bool hang = faults.has(topo.rank, 1, Fault::Kind::stage_hang);
-    const auto alive = [&dog, hang] {
+    const bool slow = faults.has(topo.rank, 1, Fault::Kind::stage_slow);
+    const auto alive = [&dog, hang, slow] {
         dog.begin(0, Phase::setup);
         while (hang) std::this_thread::sleep_for(std::chrono::seconds(1));  // --inject-fault R:1:stage-hang
+        if (slow) std::this_thread::sleep_for(std::chrono::seconds(2));     // --inject-fault R:1:stage-slow
     };
     const bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank != 0) return;

@@ -118,3 +118,17 @@ refused 2 --data "$WORK/fsx/set" --stage-dir "$WORK/hang" --steps 20 --batch-siz
   && grep -q "dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2): .*(rank 0 on " "$WORK/out" \
   || { cat "$WORK/out"; fail "a copy to --stage-dir that stops: want one line from rank 0's watchdog"; }
 echo "ok: a copy that stops moving ends the job: $(grep -o 'dptrain: error: set-up stuck[^(]*' "$WORK/out")"
+# SIGTERM while the copy runs (each piece 2 s slower: --inject-fault 0:1:stage-slow): exit 75 with
+# the set-up stop line, no step trained; the next run completes the copy and trains.
+( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" --data "$WORK/fsx/set" --stage-dir "$WORK/slow" --steps 20 \
+    --batch-size 8 --run-dir "$WORK/slow-run" --inject-fault 0:1:stage-slow >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
+rm -f "$WORK/rc"
+for _ in $(seq 300); do grep -q "^stage: copying" "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+for p in $(pgrep -f -- "--run-dir $WORK/slow-run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -TERM "$p" 2>/dev/null || true; break; }; done
+wait
+[ "$(cat "$WORK/rc")" = 75 ] && grep -q "^stopped: a rank received SIGTERM .* during set-up, before any step" "$WORK/out" \
+  && ! grep -q "^step" "$WORK/out" || { cat "$WORK/out"; fail "SIGTERM during the copy: want exit 75 and the set-up stop line, got $(cat "$WORK/rc")"; }
+train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/slow" --steps 20 --batch-size 8 --run-dir "$WORK/slow-run"
+[ "$RC" = 0 ] && grep -q "^stage: 1 node holds a verified copy in $WORK/slow/set" "$WORK/out" && same "$WORK/slow/set" \
+  || { cat "$WORK/out"; fail "the run after a stopped copy did not complete it"; }
+echo "ok: SIGTERM during the copy -> exit 75; the next run completes the copy"

@@ -81,7 +81,8 @@ struct Fault {
     enum class Kind {
         kill, hang, nan, corrupt_checkpoint, io_error, slow, slow_read, slow_checkpoint,
         term_in_forward, term_in_backward,  // the rank sends itself SIGTERM right after that pass
-        stage_hang  // --stage-dir: the rank's copy stops after its first piece, as on a filesystem that hangs
+        stage_hang,  // --stage-dir: the rank's copy stops after its first piece, as on a filesystem that hangs
+        stage_slow   // --stage-dir: each piece of the rank's copy takes 2 s longer
     } kind;
     int rank;
     long step;
