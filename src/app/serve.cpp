@@ -33,12 +33,37 @@
 #include <ctime>
 #include <iostream>
 #include <set>
+#include <type_traits>
 
 namespace po = boost::program_options;
 
 namespace dptrain {
 
 namespace {
+
+// A handler's exception as a 500: cpp-httplib hands it over as std::exception_ptr from 0.11 (Debian
+// 12), as std::exception& before (0.10, Ubuntu 22.04's); a template, so that only the branch of
+// the version built against is compiled.
+template <typename Server, typename Fail>
+void on_exception(Server& http, Fail fail) {
+    using Handler = typename Server::ExceptionHandler;
+    if constexpr (std::is_invocable_v<Handler, const httplib::Request&, httplib::Response&, std::exception_ptr>) {
+        http.set_exception_handler([fail](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+            std::string what = "internal error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = std::string("internal error: ") + e.what();
+            } catch (...) {
+            }
+            fail(r, what);
+        });
+    } else {
+        http.set_exception_handler([fail](const httplib::Request&, httplib::Response& r, std::exception& e) {
+            fail(r, std::string("internal error: ") + e.what());
+        });
+    }
+}
 
 struct ServeOptions {
     std::string checkpoint, host, api_key, name, device = "cpu", precision = "fp32";
@@ -408,16 +433,7 @@ struct Server {
             else if (r.status == 413) fail(r, 413, strfmt("the body is over %ld bytes (--max-body)", o.max_body), "body");
             else fail(r, r.status, strfmt("HTTP %d", r.status));
         });
-        http.set_exception_handler([this](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
-            std::string what = "internal error";
-            try {
-                std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = std::string("internal error: ") + e.what();
-            } catch (...) {
-            }
-            fail(r, 500, what);
-        });
+        on_exception(http, [this](httplib::Response& r, const std::string& what) { fail(r, 500, what); });
         http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
             if (o.log_requests) std::fprintf(stderr, "serve: %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
         });

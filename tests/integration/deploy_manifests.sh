@@ -221,6 +221,16 @@ if check(len(gpu) == 1, "nodegroup.yaml: want one managed node group of p5.48xla
     check(len(g.get("availabilityZones") or []) == 1, "nodegroup.yaml: the EFA node group must sit in one Availability Zone")
     want_efa = {"p5.48xlarge": 32, "p4d.24xlarge": 4}[g["instanceType"]]
     check(efa == want_efa, f"mpijob.yaml asks for {efa} EFA interfaces but {g['instanceType']} has {want_efa}")
+    # A worker's requests must fit one node, less what the kubelet and system pods reserve (about
+    # 5%): asking for p5's 150 CPUs on a 96-vCPU p4d left it Pending.
+    vcpus, gib = {"p5.48xlarge": (192, 2048), "p4d.24xlarge": (96, 1152)}[g["instanceType"]]
+    req = get(wc, "resources.requests") or {}
+    cpu = float(str(req.get("cpu", "0")).rstrip("m")) / (1000 if str(req.get("cpu", "")).endswith("m") else 1)
+    mem = str(req.get("memory", "0Gi"))
+    mem_gib = float(mem[:-2]) / (1024 if mem.endswith("Mi") else 1) if mem.endswith(("Gi", "Mi")) else -1
+    check(0 < cpu <= 0.95 * vcpus and 0 < mem_gib <= 0.95 * gib,
+          f"mpijob.yaml: a worker requests {req.get('cpu')} CPUs and {mem}, more than a {g['instanceType']} "
+          f"({vcpus} vCPUs, {gib} GiB) can give it")
     labels = g.get("labels") or {}
     check(all(labels.get(k) == v for k, v in (wspec.get("nodeSelector") or {}).items()),
           "mpijob.yaml: the workers' nodeSelector does not match the GPU node group's labels")
