@@ -3,7 +3,8 @@
 # to itself (Kubernetes' SIGTERM to a pod's first process, a scheduler's to the job's launcher)
 # into SIGUSR1 to mpirun, which forwards it to the ranks: they checkpoint and exit 75, and so does
 # dptrain-run, also when the checkpoint takes seconds (--inject-fault slow-checkpoint: 3 s longer).
-# The same through eks/entrypoint.sh, as the image runs it.
+# The same through eks/entrypoint.sh, as the image runs it; and a worker pod's entry point, which
+# passes SIGTERM on to its ranks.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 4000 --val-samples 256
 C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 100000 --checkpoint-every 100000)
@@ -60,6 +61,29 @@ stopped "$WORK/int" "SIGINT to dptrain-run mpirun"
 PATH=$ROOT/scripts:$PATH stop_launcher TERM "$WORK/eks" "$ROOT/eks/entrypoint.sh" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" \
   --run-dir "$WORK/eks"
 stopped "$WORK/eks" "SIGTERM to eks/entrypoint.sh mpirun"
+
+# A worker pod's SIGTERM (deleted, drained, its node reclaimed) reaches only its PID 1, the
+# entry point without arguments, whose end kills the container's other processes: it must pass
+# SIGTERM on to the ranks and wait for their checkpoint. In a PID namespace of its own (as in a
+# container: it then sees only its ranks), with the job started in place of sshd (SSHD).
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  # shellcheck disable=SC2086
+  SSHD="$MPIRUN -np 2 $BIN/dptrain ${C[*]} --run-dir $WORK/worker" DPTRAIN_STOP_GRACE=60 \
+    unshare --pid --fork --mount-proc "$ROOT/eks/entrypoint.sh" >"$WORK/out" 2>&1 &
+  for _ in $(seq 300); do grep -q '"type":"step"' "$WORK/worker/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  init=""
+  for p in $(pgrep -s 0 -x entrypoint.sh); do grep -q "eks/entrypoint.sh" "/proc/$p/cmdline" && init=$p; done
+  [ -n "$init" ] || { cat "$WORK/out"; fail "the worker entry point is not running"; }
+  kill -TERM "$init"
+  wait
+  at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/out")
+  grep -q "^entrypoint: SIGTERM: passed on to the ranks" "$WORK/out" && [ -n "$at" ] \
+    && "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/worker" "$at")" >/dev/null \
+    || { cat "$WORK/out"; fail "SIGTERM to a worker's entry point: the ranks did not checkpoint"; }
+  echo "ok: SIGTERM to a worker pod's entry point -> its ranks checkpoint (step $at) before it ends"
+else
+  echo "SKIPPED the worker entry point's SIGTERM: no PID namespace here (unshare --pid needs root)"
+fi
 
 # Without a stop request the launcher's status passes through, and dptrain-run refuses no arguments.
 "$ROOT/scripts/dptrain-run" bash -c 'exit 3' && fail "dptrain-run hid a failure" || [ $? = 3 ] || fail "dptrain-run changed the status 3"
