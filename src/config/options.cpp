@@ -404,6 +404,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     } catch (const po::unknown_option& e) {
         // Names are taken whole: the options this one begins (--batch: --batch-size) are named.
         std::string name = e.get_option_name(), like;
+        if (name.rfind("--", 0) != 0) name.clear();  // a short option (-b) is no long name's beginning
         while (!name.empty() && name[0] == '-') name.erase(0, 1);
         for (const auto& d : all.options())
             if (!name.empty() && d->long_name().rfind(name, 0) == 0) like += (like.empty() ? "" : ", --") + d->long_name();

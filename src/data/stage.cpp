@@ -251,14 +251,20 @@ void parallel_for(long n, int streams, const std::function<void(long, std::vecto
 }
 
 // One stager per destination: an exclusive lock on DEST/.stage-lock, held while this object lives.
+// While another stager holds it (copying to the same directory), alive() is called every 0.1 s:
+// the wait moves as that copy does, which that stager's own watchdog watches.
 struct DirLock {
     int fd = -1;
-    explicit DirLock(const std::string& dir) {
+    DirLock(const std::string& dir, const std::function<void()>& alive) {
         std::string path = dir + "/.stage-lock";
         fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) throw UserError(strfmt("%s: cannot create the lock file: %s", path.c_str(), std::strerror(errno)));
         int rc;
-        while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && (errno == EINTR || errno == EWOULDBLOCK)) {
+            if (errno == EWOULDBLOCK) {
+                if (alive) alive();
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
         }
         if (rc != 0) {
             int e = errno;
@@ -431,6 +437,8 @@ void verify_copy(const std::string& src, const std::string& dest, const std::vec
 StageResult stage_directory(const std::string& src_in, const std::string& dest_in, int streams, bool check,
                             const std::function<void(const std::string&)>& say, bool (*give_up)(),
                             const std::function<void()>& alive) {
+    // Watched from here (a source filesystem that hangs usually does so at the first stat or open).
+    if (alive) alive();
     std::string src = src_in, dest = dest_in;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
     while (dest.size() > 1 && dest.back() == '/') dest.pop_back();
@@ -448,7 +456,7 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
     if (!list_files(dest).empty() && stat((dest + "/.stage-lock").c_str(), &dst) != 0 &&
         stat((dest + "/.stage-manifest").c_str(), &dst) != 0)
         refuse_foreign(dest);
-    DirLock lock(dest);
+    DirLock lock(dest, alive);
     remove_stale_temporaries(dest);
     StageResult r;
     r.dest = dest;

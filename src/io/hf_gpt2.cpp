@@ -357,12 +357,18 @@ TokenizerId tokenizer_beside(const HfGpt2& h) {
 }
 
 // The same vocabulary size can hold other tokens (a char table of another text; GPT-2's ids on
-// SentencePiece's): a run that would train the weights on ids of another meaning is refused.
-void check_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
-    if (run.kind.empty()) return;
+// SentencePiece's): a run that would train the weights on ids of another meaning is refused. Ids
+// without a tokenizer (`dptrain-data tokens --vocab-size`, nanoGPT's .bin files) on either side
+// are taken as the other side's, with a note (returned; "" otherwise).
+std::string check_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
+    if (run.kind.empty()) return "";
     const TokenizerId theirs = tokenizer_beside(h);
-    if (theirs.kind.empty() || (theirs.kind == run.kind && theirs.table == run.table)) return;
-    const std::string how = theirs.kind == "gpt2"            ? strfmt(" (dptrain-data text --tokenizer gpt2 --encoder %s/vocab.json --merges %s/merges.txt)", h.dir.c_str(), h.dir.c_str())
+    if (theirs.kind.empty() || (theirs.kind == run.kind && theirs.table == run.table)) return "";
+    if (run.kind == "ids")
+        return strfmt("the data's ids, which name no tokenizer, taken as the model's %s ids", theirs.kind.c_str());
+    if (theirs.kind == "ids")
+        return strfmt("the model's ids, which name no tokenizer, taken as the data's %s ids", run.kind.c_str());
+    const std::string how = theirs.kind == "gpt2"            ? strfmt(" (dptrain-data text --tokenizer gpt2 --encoder %s/vocab.json --merges %s/merges.txt; from ids: dptrain-data tokens with the same --encoder and --merges)", h.dir.c_str(), h.dir.c_str())
                             : theirs.kind == "sentencepiece" ? strfmt(" (dptrain-data text --tokenizer sentencepiece --sp-model %s/tokenizer.model)", h.dir.c_str())
                                                              : std::string();
     throw UserError(strfmt("%s: the model was trained on %s tokens, the run's data holds %s tokens%s: its ids would "
@@ -381,7 +387,7 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
     else if (st.find("transformer.wte.weight")) h.prefix = "transformer.";
     else throw UserError(h.file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
     check_shapes(h.file, st, h, cfg);
-    check_tokenizer(h.file, h, tokens);
+    const std::string taken = check_tokenizer(h.file, h, tokens);
 
     const Gpt gpt(cfg, 0);
     std::set<std::string> used;
@@ -429,6 +435,7 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
         *note = strfmt("position table cropped from %lld to --block-size %d", (long long)wpe->shape[0], cfg.block_size);
     if (h.cfg.n_head == 0)
         *note += strfmt("%sno config.json beside it: --n-head %d assumed", note->empty() ? "" : "; ", cfg.n_head);
+    if (!taken.empty()) *note += (note->empty() ? "" : "; ") + taken;
 }
 
 } // namespace dptrain

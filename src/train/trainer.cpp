@@ -250,6 +250,12 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
     };
     const bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank != 0) return;
+        // However the copy ends (done, failed, stopped), the wait for the other nodes' is unwatched:
+        // a failed copy's error is printed once every node has agreed.
+        struct Unwatch {
+            Watchdog& dog;
+            ~Unwatch() { dog.allow(kUnwatched); }
+        } unwatch{dog};
         try {
             r = stage_directory(
                 src, dest, 8, true,
@@ -260,11 +266,7 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
                 alive);
         } catch (const UserError& e) {
             throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
-        } catch (...) {
-            dog.allow(kUnwatched);
-            throw;
         }
-        dog.allow(kUnwatched);
     });
     if (!ok) return false;
     // Which nodes copied and which reused a copy, and the slowest copy's report.

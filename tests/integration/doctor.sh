@@ -46,4 +46,11 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 else
   echo "SKIPPED doctor --device cuda without a GPU: this machine has one"
 fi
+set +e
+DPTRAIN_NVML_LIB="$WORK/missing.so" timeout -k 5 60 $MPIRUN -np 1 -x DPTRAIN_NVML_LIB "$BIN/dptrain" doctor --data "$WORK/data" \
+  --run-dir "$WORK/run" --gpu-health on >"$WORK/out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "FATAL --gpu-health on, but .*missing.so not loaded.*: use --gpu-health auto or off" "$WORK/out" \
+  || { cat "$WORK/out"; fail "doctor --gpu-health on without NVML: want exit 2 and a FATAL line"; }
 echo "ok: doctor and --preflight"

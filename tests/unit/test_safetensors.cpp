@@ -314,6 +314,10 @@ TEST_CASE("hf_gpt2: a config.json that disagrees with its tensors, another atten
                       Catch::Contains("trained on char tokens, the run's data holds char tokens of another table"));
     CHECK_THROWS_WITH(import_hf_gpt2(dir, cfg, p.data(), &note, {"sentencepiece", "x"}),
                       Catch::Contains("trained on char tokens, the run's data holds sentencepiece tokens:"));
+    // Ids that name no tokenizer (nanoGPT's .bin files through dptrain-data tokens) are taken as
+    // the model's, with a note.
+    import_hf_gpt2(dir, cfg, p.data(), &note, {"ids", "11"});
+    CHECK(note == "the data's ids, which name no tokenizer, taken as the model's char ids");
     import_hf_gpt2(dir, cfg, p.data(), &note, {"char", "abcdefghijk"});
     import_hf_gpt2(dir, cfg, p.data(), &note);  // a run without a tokenizer to compare: not checked
 }
