@@ -524,8 +524,7 @@ std::string Options::to_ini() const {
     return out;
 }
 
-// The value of `key` in options as INI text ("" when absent).
-static std::string ini_value(const std::string& ini, const std::string& key) {
+std::string ini_value(const std::string& ini, const std::string& key) {
     const std::string text = "\n" + ini;
     const size_t at = text.find("\n" + key + " = ");
     if (at == std::string::npos) return "";

@@ -51,15 +51,6 @@ void Checkpoints::set_aside_later() {
 
 // The learning-rate schedule's options that differ from the checkpoint's run: allowed (a run
 // extended with a larger --steps), but the schedule then follows the new values, which is said.
-// The value of `key` in options as INI text ("" when absent).
-static std::string ini_value(const std::string& ini, const std::string& key) {
-    const std::string text = "\n" + ini;
-    const size_t at = text.find("\n" + key + " = ");
-    if (at == std::string::npos) return std::string();
-    const size_t from = at + key.size() + 4;
-    return text.substr(from, text.find('\n', from) - from);
-}
-
 void Checkpoints::note_schedule_changes() const {
     const std::string now = o_.to_ini();
     std::string changed;

@@ -88,7 +88,6 @@ struct Setup {
     // 3. Local on every rank: the device, and the threads it computes with.
     void open_device() {
         report.open_gpu_health();
-        faults = FaultPlan::parse(o.inject_fault);
         cpu::set_threads(compute_threads());
         device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
@@ -373,6 +372,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     clock.watchdog().begin(0, Phase::setup);
     clock.watchdog().allow(opts.lock_wait);
     Setup s(opts, topo);
+    s.faults = faults;  // parsed (and checked) once, above
     if (!go_on(all_ok(w, [&] { s.check_same_options(); })) || !go_on(all_ok(w, [&] { s.open_device(); })))
         return code;
     s.measure_peak();

@@ -110,6 +110,10 @@ ParseResult parse_options(int argc, const char* const* argv);
 // when they are a closed set ("--device\tcpu cuda auto"); for shell completion.
 std::string option_listing();
 
+// The value of option `key` in INI text as to_ini() writes it ("" when absent): a checkpoint's
+// stored options.
+std::string ini_value(const std::string& ini, const std::string& key);
+
 // The other model's options given values of their own ("--n-layer 12 is an option of --model gpt;
 // the MLP leaves it unused"), "" when none: said, not refused (one INI file may serve both models).
 std::string ignored_options(const Options& o);
