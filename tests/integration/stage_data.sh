@@ -132,3 +132,19 @@ train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/slow" --steps 20 --batch-size 
 [ "$RC" = 0 ] && grep -q "^stage: 1 node holds a verified copy in $WORK/slow/set" "$WORK/out" && same "$WORK/slow/set" \
   || { cat "$WORK/out"; fail "the run after a stopped copy did not complete it"; }
 echo "ok: SIGTERM during the copy -> exit 75; the next run completes the copy"
+# A copy that fails (its file does not match SHA256SUMS) while another node's copy still runs for
+# longer than --step-timeout (stage-slow: 12 MiB at 2 s a piece): the failed copier waits for it
+# unwatched, and its error is the run's one line (its watchdog fired first and hid it). Two nodes
+# simulated by one rank each, each staging to its own directory.
+mkdir -p "$WORK/badsum"
+head -c 12582912 /dev/urandom >"$WORK/badsum/big.bin"
+printf '%064d  big.bin\n' 0 >"$WORK/badsum/SHA256SUMS"
+set +e
+timeout -k 5 120 $MPIRUN -np 1 "$BIN/dptrain" --data "$WORK/badsum" --stage-dir "$WORK/n0" --ranks-per-node 1 --step-timeout 5 \
+  --run-dir "$WORK/badsum-run" : -np 1 "$BIN/dptrain" --data "$WORK/badsum" --stage-dir "$WORK/n1" --ranks-per-node 1 \
+  --step-timeout 5 --run-dir "$WORK/badsum-run" --inject-fault 1:1:stage-slow >"$WORK/out" 2>&1
+RC=$?
+set -e
+[ "$RC" = 2 ] && [ "$(grep -c 'dptrain: error:' "$WORK/out")" = 1 ] && grep -q "big.bin: FAILED: its SHA-256 does not match SHA256SUMS" "$WORK/out" \
+  && ! grep -q "stuck" "$WORK/out" || { cat "$WORK/out"; fail "a failed copy beside a slow one: want its one error line, exit 2"; }
+echo "ok: a failed copy waits for a slower node's unwatched: $(grep -o 'big.bin: FAILED[^;]*' "$WORK/out" | head -1)"
