@@ -58,15 +58,19 @@ std::string shape_text(const std::vector<int64_t>& s) {
     return t.empty() ? "scalar" : t;
 }
 
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
 // GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
 // not compute is refused by name.
 void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
     Json c;
     try {
-        c = Json::parse(ss.str());
+        c = Json::parse(read_bytes(path));
     } catch (const Json::exception& e) {
         throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
     }
@@ -334,13 +338,6 @@ void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, con
         throw UserError(strfmt("%s: the model has %lld positions; --block-size %d needs as many; use --block-size %lld "
                                "or less",
                                where, (long long)wpe->shape[0], run.block_size, (long long)wpe->shape[0]));
-}
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 // The tokenizer beside the weights, as a TokenizerId: config.json's "dptrain" entry (its table
