@@ -11,11 +11,15 @@
 
 #include <boost/program_options.hpp>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 namespace po = boost::program_options;
 
@@ -125,6 +129,17 @@ E parse_choice(const char* option, const std::string& text, const char* unknown 
     throw UserError(strfmt("--%s '%s' %s; use %s", option, text.c_str(), unknown, list.c_str()));
 }
 
+// A value of an unsigned option: digits only, within 64 bits.
+unsigned long long parse_whole(const char* option, const std::string& text) {
+    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    errno = 0;
+    const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+    if (!digits || errno == ERANGE)
+        throw UserError(strfmt("--%s '%s' must be a whole number from 0 to %llu", option, text.c_str(),
+                               std::numeric_limits<unsigned long long>::max()));
+    return v;
+}
+
 // One declaration per option: registers it with Boost and keeps a printer for to_ini().
 struct Registry {
     po::options_description desc;
@@ -157,7 +172,18 @@ struct Registry {
 
     template <typename T>
     void add(const char* name, T Options::*field, Options& o, T def, const char* help) {
-        desc.add_options()(name, po::value<T>(&(o.*field))->default_value(def), help);
+        if constexpr (std::is_unsigned_v<T>) {
+            // Boost reads "-1" into an unsigned type as its largest value, without a word.
+            Options* target = &o;
+            desc.add_options()(name,
+                               po::value<std::string>()->default_value(std::to_string(def))->notifier(
+                                   [name, field, target](const std::string& v) {
+                                       target->*field = static_cast<T>(parse_whole(name, v));
+                                   }),
+                               help);
+        } else {
+            desc.add_options()(name, po::value<T>(&(o.*field))->default_value(def), help);
+        }
         printers.emplace_back(name, [field](const Options& x) {
             std::ostringstream s;
             s.precision(10);

@@ -102,6 +102,12 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     e = error_of({"--steps", "20", "--profile-ops", "21"});
     CHECK(e.find("--profile-ops 21 must be a step of the run, 1 to --steps 20") != std::string::npos);
 
+    // Boost alone reads -1 into the unsigned seed as 2^64-1.
+    e = error_of({"--seed", "-1"});
+    CHECK(e == "--seed '-1' must be a whole number from 0 to 18446744073709551615");
+    CHECK_FALSE(error_of({"--seed", "18446744073709551616"}).empty());
+    CHECK(parse({"--seed", "18446744073709551615"}).opts.seed == 18446744073709551615ull);
+
     e = error_of({"--hidden", "8,x"});
     CHECK(e.find("--hidden") != std::string::npos);
 
