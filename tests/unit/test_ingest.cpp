@@ -241,6 +241,10 @@ TEST_CASE("npy: bad files are named with the fix", "[ingest]") {
     CHECK(has(error_of([&] { read_npy_pair(dir + "/x2.npy", dir + "/yf.npy"); }), "yf.npy: labels have dtype float64"));
     put(dir + "/yn.npy", npy_image("<i4", "(2,)", raw(std::vector<int32_t>{0, -2})));
     CHECK(has(error_of([&] { read_npy_pair(dir + "/x2.npy", dir + "/yn.npy"); }), "yn.npy: labels[1] = -2 is negative"));
+    // A uint64 above 2^63-1 is named as the file holds it, not as the int64 it would clamp to.
+    put(dir + "/yu.npy", npy_image("<u8", "(2,)", raw(std::vector<uint64_t>{0, 18446744073709551615ull})));
+    CHECK(has(error_of([&] { read_npy_pair(dir + "/x2.npy", dir + "/yu.npy"); }),
+              "yu.npy: element 1 is 18446744073709551615, above any id or label"));
 }
 
 TEST_CASE("npz: stored, deflated and streamed members; names tried in order", "[ingest]") {

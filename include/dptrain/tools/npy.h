@@ -35,7 +35,7 @@ std::string dtype_name(const Array& a);
 // Elements converted to float32 as numpy's astype(np.float32) does (round to nearest). Float and
 // integer dtypes only; the caller checks a.kind first.
 std::vector<float> to_float32(const Array& a);
-// Integer dtypes only; uint64 values above INT64_MAX saturate (the caller range-checks).
+// Integer dtypes only; a uint64 value above INT64_MAX is refused (UserError naming the element).
 std::vector<int64_t> to_int64(const Array& a);
 
 } // namespace dptrain::npy

@@ -297,9 +297,13 @@ std::vector<int64_t> to_int64(const Array& a) {
     out.reserve(a.count());
     each(a, [&](auto v) {
         using T = decltype(v);
-        if constexpr (std::is_same_v<T, uint64_t>)
-            out.push_back(v > (uint64_t)std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max() : (int64_t)v);
-        else if constexpr (std::is_floating_point_v<T>)
+        if constexpr (std::is_same_v<T, uint64_t>) {
+            // Clamped, the value would be reported as 2^63-1: name the one the file holds.
+            if (v > (uint64_t)std::numeric_limits<int64_t>::max())
+                throw UserError(strfmt("%s: element %zu is %llu, above any id or label (2^63-1)", a.where.c_str(),
+                                       out.size(), (unsigned long long)v));
+            out.push_back((int64_t)v);
+        } else if constexpr (std::is_floating_point_v<T>)
             throw std::invalid_argument("npy::to_int64: " + a.where + " is not an integer array");
         else
             out.push_back((int64_t)v);
