@@ -200,8 +200,12 @@ std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f
     for (const MemoryRow& r : p.rows)
         t += strfmt("  %-22s %10.1f MiB  %s%s\n", r.part.c_str(), mib(r.bytes), r.note.c_str(),
                     p.gpu_budget && r.on_gpu ? " [GPU]" : "");
-    t += strfmt("  %-22s %10.1f MiB\n", "total (rank 0)", mib(p.total));
-    if (p.gpu_budget) t += strfmt("  %-22s %10.1f MiB\n", "on the GPU [GPU]", mib(p.gpu_total));
+    // On a GPU the two memories are budgeted apart: one sum of both would fit neither.
+    if (p.gpu_budget)
+        t += strfmt("  %-22s %10.1f MiB\n  %-22s %10.1f MiB\n", "on the host (rank 0)", mib(p.total - p.gpu_total),
+                    "on the GPU [GPU]", mib(p.gpu_total));
+    else
+        t += strfmt("  %-22s %10.1f MiB\n", "total (rank 0)", mib(p.total));
     if (p.budget == 0) return t;
     t += strfmt("  %s %.1f MiB of %.1f MiB (%s): %s\n", p.gpu_budget ? "GPU:" : "fit:", mib(p.bounded()),
                 mib(p.budget), p.budget_from.c_str(), p.fits() ? "fits" : "DOES NOT FIT");

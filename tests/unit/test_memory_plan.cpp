@@ -130,7 +130,14 @@ TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget
     const MemoryPlan g = plan_memory(o, f, whole.total - (40 << 20), "--gpu-memory", true);
     CHECK(g.gpu_total < whole.total - (50 << 20));
     CHECK(g.fits());
-    CHECK(plan_table(g, o, f).find("fits") != std::string::npos);
+    const std::string table = plan_table(g, o, f);
+    CHECK(table.find("fits") != std::string::npos);
+    // Each memory its own total; no line adds the GPU's bytes to the host's.
+    CHECK(table.find(strfmt("on the host (rank 0)   %10.1f MiB", (g.total - g.gpu_total) / 1048576.0)) != std::string::npos);
+    CHECK(table.find(strfmt("on the GPU [GPU]       %10.1f MiB", g.gpu_total / 1048576.0)) != std::string::npos);
+    CHECK(table.find("total (rank 0)") == std::string::npos);
+    CHECK(plan_table(whole, o, f).find(strfmt("total (rank 0)         %10.1f MiB", whole.total / 1048576.0)) !=
+          std::string::npos);
 }
 
 TEST_CASE("parse_bytes: sizes as people write them, one line for anything else", "[plan]") {
