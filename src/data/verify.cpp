@@ -47,7 +47,9 @@ bool holds_tokens(const std::string& dir) {
 
 } // namespace
 
-long check_manifest(const std::string& dir, int streams, int part, int parts, bool (*give_up)()) {
+long check_manifest(const std::string& dir, int streams, int part, int parts, bool (*give_up)(),
+                    const std::function<void()>& alive) {
+    if (alive) alive();  // from the first look at the directory: a filesystem that hangs there is seen
     std::set<std::string> listed;
     for (const auto& entry : read_sums(dir)) listed.insert(entry.second);
     for (const char* split : {"train", "val"})
@@ -58,7 +60,7 @@ long check_manifest(const std::string& dir, int streams, int part, int parts, bo
                                        "`%s verify --update-sums %s`",
                                        path.c_str(), dir.c_str(), runnable("dptrain-data").c_str(), dir.c_str()));
         }
-    return check_sums(dir, streams, false, part, parts, give_up);
+    return check_sums(dir, streams, false, part, parts, give_up, alive);
 }
 
 std::string verify_values(const std::string& dir) {

@@ -15,8 +15,8 @@
 //  10. rank 0 opens the metrics file; 11. the banner; 12. node heartbeats
 // The stop signals' handlers come first: a stop signal during set-up ends every rank with exit 75
 // after the phase it arrived in (staging, the manifest's check and the lock wait stop at once).
-// The watchdog watches set-up after staging and --verify-data (which report their progress) with
-// --step-timeout plus --lock-wait, then every step. After set-up, any error is fatal (MPI_Abort),
+// The watchdog watches staging and --verify-data while they move (each piece copied or hashed
+// restarts it), the rest of set-up with --step-timeout plus --lock-wait, then every step. After set-up, any error is fatal (MPI_Abort),
 // since other ranks may be inside a collective.
 #include "dptrain/train/trainer.h"
 
@@ -224,6 +224,12 @@ struct Setup {
 // 1. --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
 // ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
 // and the slowest node's time.
+// Leaves the watchdog unwatched when it goes, however the watched work before it ended.
+struct Unwatch {
+    Watchdog& dog;
+    ~Unwatch() { dog.allow(kUnwatched); }
+};
+
 bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan& faults) {
     std::string src = o.data;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
@@ -251,10 +257,7 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
         if (topo.local_rank != 0) return;
         // However the copy ends (done, failed, stopped), the wait for the other nodes' is unwatched:
         // a failed copy's error is printed once every node has agreed.
-        struct Unwatch {
-            Watchdog& dog;
-            ~Unwatch() { dog.allow(kUnwatched); }
-        } unwatch{dog};
+        const Unwatch unwatch{dog};
         try {
             r = stage_directory(
                 src, dest, 8, true,
@@ -288,11 +291,18 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
 }
 
 // 1b. --verify-data: --data (or the staged copy) against its SHA256SUMS, the files of the manifest
-// shared among each node's ranks (every node checks what it reads).
-bool verify_data(const Options& o, const Topology& topo) {
+// shared among each node's ranks (every node checks what it reads). Watched as staging is: each
+// rank's hashing restarts the watchdog at every piece, so a filesystem that stops answering ends
+// the job naming the rank; a rank done with its share waits for the others unwatched.
+bool verify_data(const Options& o, const Topology& topo, Watchdog& dog) {
     const double t0 = now_seconds();
     long hashed = 0;
-    if (!all_ok(topo.world, [&] { hashed = check_manifest(o.data, 2, topo.local_rank, topo.local_size, preemption_requested); }))
+    dog.allow(kUnwatched);
+    const auto alive = [&dog] { dog.begin(0, Phase::setup); };
+    if (!all_ok(topo.world, [&] {
+            const Unwatch unwatch{dog};
+            hashed = check_manifest(o.data, 2, topo.local_rank, topo.local_size, preemption_requested, alive);
+        }))
         return false;
     MpiCommunicator(topo.world).allreduce(&hashed, 1, ReduceOp::sum);
     if (topo.rank == 0) {
@@ -367,8 +377,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     // --step-timeout plus --lock-wait, for the checkpoint directory's lock.
     StepClock clock(opts.step_timeout);
     if (!opts.stage_dir.empty() && !go_on(stage_data(opts, topo, clock.watchdog(), faults))) return code;
-    clock.watchdog().allow(kUnwatched);  // --verify-data: ranks that finish their share wait for the rest
-    if (opts.verify_data && !go_on(verify_data(opts, topo))) return code;
+    if (opts.verify_data && !go_on(verify_data(opts, topo, clock.watchdog()))) return code;
     clock.watchdog().begin(0, Phase::setup);
     clock.watchdog().allow(opts.lock_wait);
     Setup s(opts, topo);

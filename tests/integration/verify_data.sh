@@ -49,6 +49,17 @@ train 2 --data "$WORK/set" --run-dir "$WORK/run-good" --steps 4 --batch-size 8 -
 [ "$RC" = 0 ] && grep -q "^verify-data: $WORK/set/SHA256SUMS: every shard listed, every file matches (5 files hashed on 1 node" "$WORK/out" \
   || { cat "$WORK/out"; fail "--verify-data on a good set: exit $RC"; }
 echo "ok: --verify-data, a good set -> $(grep '^verify-data:' "$WORK/out")"
+# A file whose read never returns (a filesystem that hangs; here a FIFO without a writer, listed in
+# the manifest, the second rank's share) ends the job after --step-timeout with one line naming
+# the rank; the hashing was unwatched, and the job waited until the scheduler's limit.
+cp -r "$WORK/set" "$WORK/stuck"; mkfifo "$WORK/stuck/stuck.fifo"
+printf '%064d  stuck.fifo\n' 0 >>"$WORK/stuck/SHA256SUMS"
+train 2 --data "$WORK/stuck" --run-dir "$WORK/run-stuck" --steps 4 --batch-size 8 --eval-every 0 --verify-data \
+  --step-timeout 3
+[ "$RC" != 0 ] && [ "$(grep -c 'dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 3): .*(rank 1 on " "$WORK/out" \
+  || { cat "$WORK/out"; fail "--verify-data on a file that never answers: want one line from rank 1's watchdog"; }
+echo "ok: --verify-data, a file that never answers -> $(grep -o 'dptrain: error: set-up stuck[^(]*' "$WORK/out")"
 # A set without a manifest, and a shard the manifest does not list.
 cp -r "$WORK/set" "$WORK/nosums"; rm "$WORK/nosums/SHA256SUMS"
 train 2 --data "$WORK/nosums" --run-dir "$WORK/run-nosums" --steps 4 --batch-size 8 --eval-every 0 --verify-data

@@ -3,6 +3,7 @@
 // for: the files' checksums (stage.h's SHA256SUMS) or the checks made when shards are opened.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace dptrain {
@@ -15,7 +16,9 @@ std::string verify_values(const std::string& dir);
 
 // Checks DIR against DIR/SHA256SUMS: every shard of both splits must be listed (a shard added
 // after the manifest was written is named), then entries part, part + parts, ... are hashed
-// (stage.h's check_sums). Throws UserError; returns the number of files hashed.
-long check_manifest(const std::string& dir, int streams, int part = 0, int parts = 1, bool (*give_up)() = nullptr);
+// (stage.h's check_sums; alive is called at the start and at every piece hashed). Throws UserError;
+// returns the number of files hashed.
+long check_manifest(const std::string& dir, int streams, int part = 0, int parts = 1, bool (*give_up)() = nullptr,
+                    const std::function<void()>& alive = {});
 
 } // namespace dptrain
