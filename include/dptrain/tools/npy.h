@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,10 @@ std::string dtype_name(const Array& a);
 std::vector<float> to_float32(const Array& a);
 // Integer dtypes only; a uint64 value above INT64_MAX is refused (UserError naming the element).
 std::vector<int64_t> to_int64(const Array& a);
+// Integer dtypes only: the elements as ids in [0, limit), 4 bytes each with no wider copy between
+// (a file of 20M ids would hold 160 MB more as int64). The first element outside calls
+// bad(index, its value as text), which throws.
+std::vector<uint32_t> to_ids(const Array& a, long limit,
+                             const std::function<void(size_t, const std::string&)>& bad);
 
 } // namespace dptrain::npy

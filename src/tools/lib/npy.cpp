@@ -311,4 +311,22 @@ std::vector<int64_t> to_int64(const Array& a) {
     return out;
 }
 
+std::vector<uint32_t> to_ids(const Array& a, long limit,
+                             const std::function<void(size_t, const std::string&)>& bad) {
+    std::vector<uint32_t> ids(a.count());
+    size_t i = 0;
+    each(a, [&](auto v) {
+        using T = decltype(v);
+        if constexpr (std::is_floating_point_v<T>) {
+            throw std::invalid_argument("npy::to_ids: " + a.where + " is not an integer array");
+        } else {
+            bool in = (unsigned long long)v < (unsigned long long)limit;
+            if constexpr (std::is_signed_v<T>) in = in && v >= 0;
+            if (!in) bad(i, std::to_string(v));
+            ids[i++] = (uint32_t)v;
+        }
+    });
+    return ids;
+}
+
 } // namespace dptrain::npy

@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -80,41 +81,40 @@ std::vector<uint32_t> read_npy(const std::string& path, std::string b, long voca
         throw UserError(strfmt("%s: dtype %s; token ids are integers", path.c_str(), npy::dtype_name(a).c_str()));
     if (a.shape.size() != 1)
         throw UserError(strfmt("%s: %zu dimensions; token ids are one array of shape (N,)", path.c_str(), a.shape.size()));
-    const std::vector<int64_t> v = npy::to_int64(a);
-    std::vector<uint32_t> ids(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] < 0 || v[i] >= vocab_size)
-            throw UserError(strfmt("%s: token %zu is %lld, not in [0, --vocab-size %ld)", path.c_str(), i,
-                                   (long long)v[i], vocab_size));
-        ids[i] = (uint32_t)v[i];
-    }
-    return ids;
+    return npy::to_ids(a, vocab_size, [&](size_t i, const std::string& v) {
+        throw UserError(strfmt("%s: token %zu is %s, not in [0, --vocab-size %ld)", path.c_str(), i, v.c_str(), vocab_size));
+    });
 }
 
-// A 1-D integer dataset of an HDF5 file, read as int64 (HDF5 converts any integer type).
+// A 1-D integer dataset of an HDF5 file, read as int64 (HDF5 converts any integer type) a slab
+// of 1M ids at a time, into ids of 4 bytes.
 std::vector<uint32_t> read_hdf5(const std::string& path, const std::string& name, long vocab_size) {
-    std::vector<int64_t> v;
-    {
-        std::lock_guard<std::mutex> g(h5::lock());
-        const std::string hint = "name the dataset of ids with --dataset NAME";
-        h5::Hid f = h5::open_file(path, "a readable HDF5 file of token ids");
-        h5::Hid d = h5::open_dataset(f.get(), path, name, hint);
-        const h5::TypeInfo t = h5::type_of(d.get());
-        const std::vector<hsize_t> dims = h5::dims(d.get());
-        if (t.cls != H5T_INTEGER || dims.size() != 1)
-            throw UserError(strfmt("%s: dataset %s is %s with %zu dimensions; token ids are one integer array of shape "
-                                   "(N,)",
-                                   path.c_str(), name.c_str(), t.name.c_str(), dims.size()));
-        v.resize((size_t)dims[0]);
-        if (!v.empty() && H5Dread(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    std::lock_guard<std::mutex> g(h5::lock());
+    const std::string hint = "name the dataset of ids with --dataset NAME";
+    h5::Hid f = h5::open_file(path, "a readable HDF5 file of token ids");
+    h5::Hid d = h5::open_dataset(f.get(), path, name, hint);
+    const h5::TypeInfo t = h5::type_of(d.get());
+    const std::vector<hsize_t> dims = h5::dims(d.get());
+    if (t.cls != H5T_INTEGER || dims.size() != 1)
+        throw UserError(strfmt("%s: dataset %s is %s with %zu dimensions; token ids are one integer array of shape "
+                               "(N,)",
+                               path.c_str(), name.c_str(), t.name.c_str(), dims.size()));
+    std::vector<uint32_t> ids((size_t)dims[0]);
+    std::vector<int64_t> slab(std::min<size_t>(ids.size(), size_t(1) << 20));
+    h5::Hid file_space(H5Dget_space(d.get()), H5Sclose);
+    for (hsize_t at = 0; at < dims[0]; at += slab.size()) {
+        const hsize_t count = std::min<hsize_t>(slab.size(), dims[0] - at);
+        h5::Hid mem_space(H5Screate_simple(1, &count, nullptr), H5Sclose);
+        if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &at, nullptr, &count, nullptr) < 0 ||
+            H5Dread(d.get(), H5T_NATIVE_INT64, mem_space.get(), file_space.get(), H5P_DEFAULT, slab.data()) < 0)
             throw UserError(strfmt("%s: reading dataset %s failed (truncated or corrupt?)", path.c_str(), name.c_str()));
-    }
-    std::vector<uint32_t> ids(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] < 0 || v[i] >= vocab_size)
-            throw UserError(strfmt("%s: %s[%zu] is %lld, not in [0, --vocab-size %ld)", path.c_str(), name.c_str(), i,
-                                   (long long)v[i], vocab_size));
-        ids[i] = (uint32_t)v[i];
+        for (hsize_t k = 0; k < count; ++k) {
+            const int64_t v = slab[k];
+            if (v < 0 || v >= vocab_size)
+                throw UserError(strfmt("%s: %s[%llu] is %lld, not in [0, --vocab-size %ld)", path.c_str(), name.c_str(),
+                                       (unsigned long long)(at + k), (long long)v, vocab_size));
+            ids[at + k] = (uint32_t)v;
+        }
     }
     return ids;
 }
