@@ -353,15 +353,15 @@ int StepLoop::finish(int code, long start, long done, long end) {
     // Every rank took the same path here, so all of them gather.
     const StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
     p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
-    // With the step on the GPU (parameters, gradients and state there), the plan's GPU rows are not
-    // in the host's memory.
+    // With the step on the GPU (parameters, gradients and state there), the plan's GPU-only rows are
+    // not in the host's memory (the host keeps its own parameters and state).
     int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
     p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
     // The peak resident memory of the ranks that used the most and the least (rank 0 also holds
     // the checkpoint's copy), beside the plan's host total for rank 0.
     const double mine = (double)peak_resident_bytes();
     const auto most = p_.world.max_loc(mine), least = p_.world.max_loc(-mine);
-    const size_t host_planned = on_gpu ? p_.planned_bytes - p_.planned_gpu_bytes : p_.planned_bytes;
+    const size_t host_planned = on_gpu ? p_.planned_host_bytes : p_.planned_bytes;
     if (most.first > 0)
         p_.report.print(strfmt("memory: peak resident %.1f MiB on rank %d, the most%s; %.1f MiB on rank %d, the least\n",
                                most.first / 1048576.0, most.second,

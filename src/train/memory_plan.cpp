@@ -61,7 +61,7 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     const size_t moments = o.optimizer == OptimizerKind::adamw ? 2 : 1;
     const int rows = model_rows(s, B, f.eval_rows);
     std::vector<MemoryRow> out;
-    out.push_back({"parameters", P * F, "float32", false, true});
+    out.push_back({"parameters", P * F, "float32", false, true, true});
     out.push_back({"gradients", (P + kControlFloats) * F, "float32, summed in place", false, true});
     if (o.shard_optimizer) {
         // The state's shard lives where the step runs (a GPU-resident step keeps it on the GPU); the
@@ -69,12 +69,12 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
         // them in place).
         const size_t shard = largest_shard(P, f.ranks);
         out.push_back({"optimizer state", moments * shard * F, strfmt("%s, sharded: 1/%d", name_of(o.optimizer), f.ranks),
-                       false, true});
+                       false, true, true});
         out.push_back({"summed gradient shard", shard * F, "host path: the reduce-scatter's receive buffer", false,
                        false});
     } else {
         out.push_back({"optimizer state", moments * P * F, strfmt("%s, every rank the whole", name_of(o.optimizer)),
-                       false, true});
+                       false, true, true});
     }
     std::string act_note = strfmt("%d %s", rows, s.kind == ModelKind::gpt ? "windows" : "rows");
     if (s.kind == ModelKind::gpt) act_note += strfmt(", --recompute %s", name_of(o.recompute));
@@ -135,10 +135,14 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     return out;
 }
 
-size_t total_of(const std::vector<MemoryRow>& rows, bool gpu_only) {
+// Which memory a total counts: every row (a host-resident step), the GPU's, or the host's beside a
+// GPU-resident step.
+enum class Where { all, gpu, host };
+
+size_t total_of(const std::vector<MemoryRow>& rows, Where w) {
     size_t t = 0;
     for (const MemoryRow& r : rows)
-        if (r.on_gpu || !gpu_only) t += r.bytes;
+        if (w == Where::all || (w == Where::gpu ? r.on_gpu : !r.on_gpu || r.host_too)) t += r.bytes;
     return t;
 }
 
@@ -165,14 +169,15 @@ MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, cons
                        bool gpu_budget) {
     MemoryPlan p;
     p.rows = rows_for(o, f, o.batch_size);
-    p.total = total_of(p.rows, false);
-    p.gpu_total = total_of(p.rows, true);
+    p.total = total_of(p.rows, Where::all);
+    p.gpu_total = total_of(p.rows, Where::gpu);
+    p.host_total = total_of(p.rows, Where::host);
     p.gpu_budget = gpu_budget;
     p.budget = budget;
     p.budget_from = budget_from;
     if (budget == 0) return p;
     // Memory grows with the micro-batch: double while it fits, then halve the gap.
-    auto fits = [&](int B) { return total_of(rows_for(o, f, B), gpu_budget) <= budget; };
+    auto fits = [&](int B) { return total_of(rows_for(o, f, B), gpu_budget ? Where::gpu : Where::all) <= budget; };
     if (!fits(1)) {
         p.largest_batch = 0;
         return p;
@@ -199,10 +204,10 @@ std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f
                            f.ranks == 1 ? "" : "s", o.batch_size, o.shard_optimizer ? ", --shard-optimizer" : "");
     for (const MemoryRow& r : p.rows)
         t += strfmt("  %-22s %10.1f MiB  %s%s\n", r.part.c_str(), mib(r.bytes), r.note.c_str(),
-                    p.gpu_budget && r.on_gpu ? " [GPU]" : "");
+                    !p.gpu_budget || !r.on_gpu ? "" : r.host_too ? " [GPU and host]" : " [GPU]");
     // On a GPU the two memories are budgeted apart: one sum of both would fit neither.
     if (p.gpu_budget)
-        t += strfmt("  %-22s %10.1f MiB\n  %-22s %10.1f MiB\n", "on the host (rank 0)", mib(p.total - p.gpu_total),
+        t += strfmt("  %-22s %10.1f MiB\n  %-22s %10.1f MiB\n", "on the host (rank 0)", mib(p.host_total),
                     "on the GPU [GPU]", mib(p.gpu_total));
     else
         t += strfmt("  %-22s %10.1f MiB\n", "total (rank 0)", mib(p.total));

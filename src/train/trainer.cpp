@@ -400,7 +400,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
     StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
                             *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total,
-                            s.plan.gpu_total, s.gpu_used_at_start});
+                            s.plan.gpu_total, s.plan.host_total, s.gpu_used_at_start});
     try {
         code = loop.run(s.start_step);
     } catch (const UserError& e) {

@@ -133,7 +133,9 @@ TEST_CASE("memory plan: sharding, recomputation, the largest batch, a GPU budget
     const std::string table = plan_table(g, o, f);
     CHECK(table.find("fits") != std::string::npos);
     // Each memory its own total; no line adds the GPU's bytes to the host's.
-    CHECK(table.find(strfmt("on the host (rank 0)   %10.1f MiB", (g.total - g.gpu_total) / 1048576.0)) != std::string::npos);
+    // The host keeps its own parameters and optimizer state beside the GPU's (the checkpoint's source).
+    CHECK(g.host_total == g.total - g.gpu_total + row(g, "parameters").bytes + row(g, "optimizer state").bytes);
+    CHECK(table.find(strfmt("on the host (rank 0)   %10.1f MiB", g.host_total / 1048576.0)) != std::string::npos);
     CHECK(table.find(strfmt("on the GPU [GPU]       %10.1f MiB", g.gpu_total / 1048576.0)) != std::string::npos);
     CHECK(table.find("total (rank 0)") == std::string::npos);
     CHECK(plan_table(whole, o, f).find(strfmt("total (rank 0)         %10.1f MiB", whole.total / 1048576.0)) !=

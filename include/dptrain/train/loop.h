@@ -47,9 +47,10 @@ struct LoopParts {
     Checkpoints& ckpt;
     double peak_gflops = 0;  // summed over the ranks, for MFU; 0: unknown
     size_t planned_bytes = 0;  // the memory plan's total, said beside the measured peak; 0: none
-    // With the step on a GPU: the plan's part there, and the GPU's memory in use before the model
-    // was made (Device::gpu_memory_used), for the end's measured line.
+    // With the step on a GPU: the plan's part there and the host's beside it, and the GPU's memory
+    // in use before the model was made (Device::gpu_memory_used), for the end's measured lines.
     size_t planned_gpu_bytes = 0;
+    size_t planned_host_bytes = 0;
     size_t gpu_used_at_start = 0;
 };
 

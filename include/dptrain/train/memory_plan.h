@@ -45,12 +45,15 @@ struct MemoryRow {
     std::string note;
     bool rank0_only = false;  // rank 0 alone holds it (the checkpoint's copy)
     bool on_gpu = false;      // a GPU-resident step (--gpu-state device) keeps it in the GPU's memory
+    bool host_too = false;    // ... and the host keeps it as well (parameters and optimizer state:
+                              // the checkpoint's source, allocated on every path)
 };
 
 struct MemoryPlan {
     std::vector<MemoryRow> rows;
     size_t total = 0;        // rank 0's bytes (the most: it also holds the checkpoint's copy)
     size_t gpu_total = 0;    // of those, what a GPU-resident step keeps on the GPU
+    size_t host_total = 0;   // and what its host keeps (rows not on the GPU, and those on both)
     bool gpu_budget = false;  // the budget is a GPU's (--gpu-memory): it bounds gpu_total
     size_t budget = 0;       // what a rank may use; 0: unknown
     std::string budget_from;  // where the budget came from ("--gpu-memory 80GiB")
