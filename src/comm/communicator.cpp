@@ -242,7 +242,7 @@ std::string mpi_library_version() {
     return v.substr(0, v.find_first_of(",\n"));
 }
 
-bool agree_ok(MPI_Comm comm, bool ok, const std::string& msg) {
+bool agree_ok(MPI_Comm comm, bool ok, const std::string& msg, const char* kind) {
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -250,8 +250,8 @@ bool agree_ok(MPI_Comm comm, bool ok, const std::string& msg) {
     MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
     if (first == INT_MAX) return true;
     if (rank == first) {
-        if (size > 1) std::fprintf(stderr, "dptrain: error: %s (%s)\n", msg.c_str(), process_identity().c_str());
-        else std::fprintf(stderr, "dptrain: error: %s\n", msg.c_str());
+        if (size > 1) std::fprintf(stderr, "dptrain: %s%s (%s)\n", kind, msg.c_str(), process_identity().c_str());
+        else std::fprintf(stderr, "dptrain: %s%s\n", kind, msg.c_str());
         std::fflush(stderr);
     }
     return false;

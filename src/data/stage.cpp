@@ -233,7 +233,7 @@ void parallel_for(long n, int streams, const std::function<void(long, std::vecto
             }
             try {
                 if (give_up && give_up())
-                    throw UserError(strfmt("a stop signal came: stopped after %ld of %ld files (a later run goes on "
+                    throw StopRequested(strfmt("a stop signal came: stopped after %ld of %ld files (a later run goes on "
                                            "from there)",
                                            i, n));
                 job(i, buf);

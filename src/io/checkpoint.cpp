@@ -371,7 +371,7 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
         if (give_up && give_up()) {  // no reason to wait on: the run ends
             const std::string who = lock_holder(fd);
             ::close(fd);
-            throw UserError(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "
+            throw StopRequested(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "
                                    "(held by %s)",
                                    dir.c_str(), waited, who.c_str()));
         }

@@ -233,8 +233,16 @@ void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
 }
 
 void Reporter::stopped_by(const char* signal) {
-    if (rank_ != 0) return;
-    const std::string path = o_.run_dir + "/stopped-by";
+    if (rank_ == 0) write_stopped_by(o_.run_dir, signal);
+}
+
+void write_stopped_by(const std::string& run_dir, const char* signal) {
+    const std::string path = run_dir + "/stopped-by";
+    try {
+        make_directories(run_dir, "--run-dir");
+    } catch (const UserError&) {
+        // fopen below says why
+    }
     FILE* f = std::fopen(path.c_str(), "w");
     if (!f || std::fprintf(f, "%s\n", signal) < 0 || std::fclose(f) != 0)
         std::fprintf(stderr, "dptrain: warning: %s: cannot write it: %s\n", path.c_str(), std::strerror(errno));

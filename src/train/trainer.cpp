@@ -266,8 +266,10 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
                 },
                 preemption_requested,  // a stop signal: exit 75 (run_training)
                 alive);
+        } catch (const StopRequested& e) {
+            throw StopRequested("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
         } catch (const UserError& e) {
-            throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
+            throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());
         }
     });
     if (!ok) return false;
@@ -338,12 +340,13 @@ void resolve_grad_accum(Options& o, int ranks) {
 // After each set-up phase, every rank: exit 2 when it failed anywhere, exit 75 when a stop signal
 // reached any rank (SIGUSR1 before training asks for a requeue just the same: nothing has trained
 // since the last checkpoint, so there is nothing to save), else 0: go on.
-int setup_verdict(MPI_Comm w, int rank, bool ok) {
+int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
     int sig = preemption_signal();
     MpiCommunicator(w).allreduce(&sig, 1, ReduceOp::max);
     if (sig == 0) return ok ? kExitOk : kExitUser;
     if (rank == 0) {
         const bool usr1 = sig == SIGUSR1;
+        write_stopped_by(run_dir, usr1 ? "SIGUSR1" : "SIGTERM");  // for the batch scripts, as a stop in training
         std::printf("%s during set-up, before any step: nothing trained since the last checkpoint\nexit %d: %s\n",
                     usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
                          : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)",
@@ -364,7 +367,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     Options opts = opts_in;
     const MPI_Comm w = topo.world;
     int code = kExitOk;
-    auto go_on = [&](bool ok) { return (code = setup_verdict(w, topo.rank, ok)) == kExitOk; };
+    auto go_on = [&](bool ok) { return (code = setup_verdict(w, topo.rank, ok, opts.run_dir)) == kExitOk; };
     FaultPlan faults;
     if (!go_on(all_ok(w, [&] {
             resolve_grad_accum(opts, topo.size);

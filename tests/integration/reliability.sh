@@ -218,6 +218,9 @@ wait
   && grep -q "^preempted: a rank received SIGUSR1 (a preemption notice) during set-up, before any step" "$WORK/out" \
   && grep -q "^exit 75: requeue the job with --resume auto to continue" "$WORK/out" \
   || { cat "$WORK/out"; fail "SIGUSR1 during set-up: want exit 75 at once and the requeue line, got $(cat "$WORK/rc")"; }
+# The batch scripts requeue by RUN_DIR/stopped-by, as after a stop in training; and a stop is no error.
+[ "$(cat "$run/stopped-by" 2>/dev/null)" = SIGUSR1 ] || fail "SIGUSR1 during set-up: RUN_DIR/stopped-by is not SIGUSR1"
+! grep -q "error:" "$WORK/out" || { cat "$WORK/out"; fail "SIGUSR1 during set-up: the stop is said as an error"; }
 echo "ok: SIGUSR1 during set-up (the lock wait) -> exit 75 after $((SECONDS - t0)) s"
 
 # --- a shard that never answers (a FIFO, as a hung filesystem would): the watchdog watches set-up

@@ -128,6 +128,8 @@ for p in $(pgrep -f -- "--run-dir $WORK/slow-run( |\$)"); do [ "$(ps -o comm= -p
 wait
 [ "$(cat "$WORK/rc")" = 75 ] && grep -q "^stopped: a rank received SIGTERM .* during set-up, before any step" "$WORK/out" \
   && ! grep -q "^step" "$WORK/out" || { cat "$WORK/out"; fail "SIGTERM during the copy: want exit 75 and the set-up stop line, got $(cat "$WORK/rc")"; }
+[ "$(cat "$WORK/slow-run/stopped-by" 2>/dev/null)" = SIGTERM ] && ! grep -q "error:" "$WORK/out" \
+  || { cat "$WORK/out"; fail "SIGTERM during the copy: want RUN_DIR/stopped-by SIGTERM and no error line"; }
 train 2 --data "$WORK/fsx/set" --stage-dir "$WORK/slow" --steps 20 --batch-size 8 --run-dir "$WORK/slow-run"
 [ "$RC" = 0 ] && grep -q "^stage: 1 node holds a verified copy in $WORK/slow/set" "$WORK/out" && same "$WORK/slow/set" \
   || { cat "$WORK/out"; fail "the run after a stopped copy did not complete it"; }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dptrain/comm/types.h"
+#include "dptrain/core/error.h"
 
 #include <mpi.h>
 
@@ -117,8 +118,9 @@ MPI_Op mpi_sum_op(DType t);
 // Runs `fn` on every rank of `comm` and agrees on the outcome: if it threw on any rank, the
 // lowest such rank prints "dptrain: error: MSG" and every rank returns false (the caller then
 // finalizes MPI and exits 2). Used at start-up, where every rank reaches the same point, so a bad
-// option or file ends the job cleanly instead of hanging the others.
-bool agree_ok(MPI_Comm comm, bool ok, const std::string& msg);
+// option or file ends the job cleanly instead of hanging the others. Work a stop signal cut
+// short (StopRequested) is said without "error:": the caller ends the run as stopped (exit 75).
+bool agree_ok(MPI_Comm comm, bool ok, const std::string& msg, const char* kind = "error: ");
 
 template <typename Fn>
 bool all_ok(MPI_Comm comm, Fn&& fn) {
@@ -128,6 +130,8 @@ bool all_ok(MPI_Comm comm, Fn&& fn) {
         return agree_ok(comm, false,
                         "out of memory: this rank could not allocate what the run needs (the model, its optimizer "
                         "state, the batches, --io memory); `dptrain plan` with the same options shows what each takes");
+    } catch (const StopRequested& e) {
+        return agree_ok(comm, false, e.what(), "");
     } catch (const std::exception& e) {
         return agree_ok(comm, false, e.what());
     }

@@ -15,6 +15,13 @@ class UserError : public std::runtime_error {
     explicit UserError(const std::string& msg) : std::runtime_error(msg) {}
 };
 
+// Set-up work cut short by a stop signal (SIGTERM, SIGUSR1): not a failure. what() says where it
+// stopped; the run then ends with exit 75 and the stop's own line.
+class StopRequested : public UserError {
+  public:
+    using UserError::UserError;
+};
+
 // printf-style std::string.
 std::string strfmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

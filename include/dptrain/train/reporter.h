@@ -107,4 +107,8 @@ class Reporter {
     bool warned_mfu_ = false;
 };
 
+// RUN_DIR/stopped-by holding `signal` (made with the directory when a stop comes before the run
+// made it); a warning on stderr when it cannot be written. Reporter::stopped_by, and set-up's stop.
+void write_stopped_by(const std::string& run_dir, const char* signal);
+
 } // namespace dptrain
