@@ -268,8 +268,12 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     if (mode == IoMode::collective)
         throw UserError("--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or "
                         "memory");
-    const std::string hint = strfmt("create token shards with `%s text --input FILE --out %s` (format: data/README.md)",
-                                    runnable("dptrain-data").c_str(), dir.c_str());
+    // Into a new directory: --out naming this one would meet its shards, and --overwrite deletes them.
+    const std::string tool = runnable("dptrain-data");
+    const std::string hint = strfmt("make token shards in a new directory: from text with `%s text --input FILE --out "
+                                    "NEW_DIR`, from ids (.bin, .npy, .h5) with `%s tokens --input FILE --vocab-size V "
+                                    "--out NEW_DIR` (format: data/README.md)",
+                                    tool.c_str(), tool.c_str());
     std::vector<std::string> paths = find_shards(dir, split, hint);
     std::lock_guard<std::mutex> g(h5::lock());
     TokenShardSet s;
@@ -293,8 +297,14 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
                                    path.c_str()));
         sh.data = h5::open_dataset(sh.file.get(), path, "/tokens", hint);
         h5::Hid type(H5Dget_type(sh.data.get()), H5Tclose);
-        bool u16 = H5Tequal(type.get(), H5T_NATIVE_UINT16) > 0, u32 = H5Tequal(type.get(), H5T_NATIVE_UINT32) > 0;
-        if (!u16 && !u32) h5::expect_kind(sh.data.get(), h5::Kind::u16, path, "/tokens", hint + " (uint16 or uint32)");
+        // Unsigned 16 or 32 bits in either byte order: HDF5 converts another order as it reads, and
+        // only the native one is read by pread.
+        const bool unsigned_int = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+        const bool u16 = unsigned_int && H5Tget_size(type.get()) == 2, u32 = unsigned_int && H5Tget_size(type.get()) == 4;
+        const bool native = H5Tequal(type.get(), u16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32) > 0;
+        if (!u16 && !u32)
+            throw UserError(strfmt("%s: dataset /tokens has dtype %s, expected uint16 or uint32; %s", path.c_str(),
+                                   h5::type_of(sh.data.get()).name.c_str(), hint.c_str()));
         sh.width = u16 ? 2 : 4;
         auto dims = h5::dims(sh.data.get());
         if (dims.size() != 1)
@@ -318,7 +328,8 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         s.tokens_ += sh.tokens;
         h5::Hid dcpl(H5Dget_create_plist(sh.data.get()), H5Pclose);
         haddr_t at = H5Dget_offset(sh.data.get());
-        if (H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 && at != HADDR_UNDEF) {
+        if (native && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 &&
+            at != HADDR_UNDEF) {
             int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
             struct stat st;
             if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)(at + sh.tokens * sh.width)) {

@@ -167,6 +167,23 @@ PY
 train 1 "${G[@]}" --data "$WORK/tok-h5py" --batch-size 8 --steps 5 --eval-every 0 --run-dir "$WORK/run-h5py"
 [ "$RC" = 0 ] && grep -q "^done: steps 1..5 " "$WORK/out" || { cat "$WORK/out"; fail "token shards with h5py's string attributes: exit $RC"; }
 echo "ok: token shards whose string attributes h5py wrote (variable-length UTF-8) train"
+# Big-endian ids (numpy's '>u2', contiguous; '>u4', chunked) train exactly as the native shards:
+# they were read by pread as if native (a 'truncated' refusal, or wrong ids) or refused as not uint16.
+cp -r "$WORK/tok" "$WORK/tok-be"
+/usr/bin/python3 - "$WORK"/tok-be/*.h5 <<'PY'
+import sys, h5py
+for k, path in enumerate(sys.argv[1:]):
+    with h5py.File(path, "r+") as f:
+        t = f["tokens"][...]
+        del f["tokens"]
+        if k == 0: f.create_dataset("tokens", data=t.astype(">u2"))
+        else: f.create_dataset("tokens", data=t.astype(">u4"), chunks=(4096,))
+PY
+train 1 "${G[@]}" --batch-size 8 --steps 5 --eval-every 5 --run-dir "$WORK/run-native"
+train 1 "${G[@]}" --data "$WORK/tok-be" --batch-size 8 --steps 5 --eval-every 5 --run-dir "$WORK/run-be"
+a=$(jsonl_last "$WORK/run-native/metrics.jsonl" eval val_loss) b=$(jsonl_last "$WORK/run-be/metrics.jsonl" eval val_loss)
+[ "$RC" = 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] || { cat "$WORK/out"; fail "big-endian token shards: exit $RC, val loss $b against the native shards' $a"; }
+echo "ok: big-endian token shards (contiguous uint16, chunked uint32) train as the native ones: val loss $b"
 
 # A token id outside the vocabulary (a shard written with another tokenizer) stops the run at
 # start-up (every id is checked once per node before training) with one line naming the shard and
