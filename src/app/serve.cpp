@@ -285,11 +285,15 @@ struct Server {
             fail(res, 415, "the body must be JSON (Content-Type: application/json), not multipart form data", "body");
             return "";
         }
+        // httplib holds a body with a Content-Length to --max-body itself, but not a chunked one:
+        // that one is held here, as it arrives.
+        bool over = false;
         if (!reader([&](const char* data, size_t n) {
+                if (body.size() + n > (size_t)o.max_body) return !(over = true);
                 body.append(data, n);
                 return true;
             })) {
-            const bool over = res.status == 413;
+            over = over || res.status == 413;
             fail(res, over ? 413 : 400,
                  over ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
                       : std::string("the body could not be read whole"),
