@@ -105,10 +105,15 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     while (!is_prime(slots)) ++slots;
     Hid dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(dapl.get(), slots, bytes, 1.0);
+    // Closed first: a dataset opened again while a handle to it is open shares that open object,
+    // whose chunk cache stays the one it was opened with (the new access list is ignored).
+    dataset.reset();
     hid_t d = H5Dopen2(file, name.c_str(), dapl.get());
-    if (d < 0) return 0;  // keep the dataset opened with the default cache
+    const bool sized = d >= 0;
+    if (!sized) d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);  // HDF5's default cache, then
+    if (d < 0) throw UserError(strfmt("dataset %s cannot be opened again", name.c_str()));
     dataset = Hid(d, H5Dclose);
-    return bytes + slots * sizeof(void*);
+    return sized ? bytes + slots * sizeof(void*) : 0;
 }
 
 const char* kind_name(Kind k) {

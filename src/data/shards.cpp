@@ -207,15 +207,25 @@ static std::string convert_command(const std::string& split, const std::vector<s
 
 std::string ShardSet::conversion_note() const {
     const Shard* first = nullptr;
-    int n = 0;
-    for (const Shard& sh : shards_)
+    int n = 0, chunked = 0;
+    for (const Shard& sh : shards_) {
         if (!sh.converted.empty()) {
             if (!first) first = &sh;
             ++n;
         }
-    if (!first) return "";
+        if (sh.fd < 0) ++chunked;
+    }
     std::vector<std::string> paths;
     for (const Shard& sh : shards_) paths.push_back(sh.path);
+    // Chunked or compressed float32 training shards: a batch's random rows come from HDF5's chunk
+    // cache, a step about 4x as long as from the same rows stored contiguously (docs/BENCHMARKS.md).
+    // The evaluation reads in order, a chunk at a time.
+    if (!first && chunked > 0 && mode_ == IoMode::direct && split_ == "train")
+        return strfmt("note: %s: %d of %zu shards are chunked or compressed: HDF5 reads their rows through its chunk "
+                      "cache, not by direct reads (slower per row); --io memory holds them decompressed in the node's "
+                      "memory, or store them contiguous once: %s",
+                      split_.c_str(), chunked, shards_.size(), convert_command(split_, paths, std::to_string(classes_)).c_str());
+    if (!first) return "";
     return strfmt("note: %s: %d of %zu shards hold %s (h5py's defaults); HDF5 converts them to float32 and int32 as "
                   "they are read, without direct reads%s. To convert once: %s",
                   split_.c_str(), n, shards_.size(), first->converted.c_str(),

@@ -40,6 +40,8 @@ run ref-nodes "$WORK/d" --ranks-per-node 1
 run memory2 "$WORK/d" --io memory --io-threads 2 --ranks-per-node 1
 run collective "$WORK/d" --io collective
 run z-direct "$WORK/z"
+grep -q "^note: train: 3 of 3 shards are chunked or compressed: HDF5 reads their rows through its chunk cache" "$WORK/out" \
+  && ! grep -q "^note: val: .* chunked" "$WORK/out" || { cat "$WORK/out"; fail "chunked shards: no note for the training split's"; }
 run z-threads "$WORK/z" --io-threads 2
 run z-collective "$WORK/z" --io collective
 run z-memory "$WORK/z" --io memory

@@ -586,6 +586,26 @@ TEST_CASE("direct reads and HDF5 reads give the same rows", "[data]") {
     CHECK_THROWS_WITH(ShardSet::open(b, "train", 64), Catch::Contains("/labels[3] = 3 is outside [0, num_classes = 3)"));
 }
 
+TEST_CASE("a chunked dataset gets the chunk cache it is sized for", "[data]") {
+    // Opened again while its first handle was open, a dataset shares that open object and its
+    // 1 MiB default cache: every step decompressed its chunks again (data 80% of a step).
+    std::string dir = temp_dir("cache");
+    const long N = 20000;
+    const int D = 16;
+    write_chunked_shard(dir + "/train-00000-of-00001.h5", 0, N, D, 3);
+    std::lock_guard<std::mutex> g(h5::lock());
+    h5::Hid f = h5::open_file(dir + "/train-00000-of-00001.h5", "");
+    h5::Hid d = h5::open_dataset(f.get(), "x", "/features", "");
+    const size_t took = h5::size_chunk_cache(f.get(), d, "/features", 64u << 20);
+    REQUIRE(took > (size_t)N * D * 4);  // all of it: 1.2 MB, over HDF5's 1 MiB
+    h5::Hid dapl(H5Dget_access_plist(d.get()), H5Pclose);
+    size_t slots = 0, bytes = 0;
+    double w0 = 0;
+    REQUIRE(H5Pget_chunk_cache(dapl.get(), &slots, &bytes, &w0) >= 0);
+    CHECK(bytes >= (size_t)N * D * 4);
+    CHECK(slots > 521);
+}
+
 // A byte-level token shard of n ids (id k = k % 256) with `bad` at offset `at`; chunked: HDF5's path.
 static void write_token_shard(const std::string& path, long n, long at, uint16_t bad, bool chunked) {
     std::vector<uint16_t> ids((size_t)n);

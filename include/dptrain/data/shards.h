@@ -70,8 +70,9 @@ class ShardSet : public Dataset {
     void read_rows(const long* idx, int n, float* x, int* y);
     bool direct() const;  // every shard is read with pread
     // One line for the start-up banner when HDF5 converts this split's values as they are read
-    // (float64 features, int64 labels, ...): what, in how many shards, its cost and how to convert
-    // once. Empty when every shard holds float32 features and int32 labels.
+    // (float64 features, int64 labels, ...), or reads them from chunks (chunked, compressed)
+    // where --io direct would pread them: what, in how many shards, its cost and how to convert
+    // once. Empty when every shard is read directly (or from the node's copy).
     std::string conversion_note() const;
     IoMode mode() const { return mode_; }
     // --io memory: allocates the node-shared buffer (collective over the node's communicator given
