@@ -1,6 +1,8 @@
 // Evaluator: forward passes of Task::eval_rows samples, the sums added over the ranks.
 #include "dptrain/train/evaluator.h"
 
+#include "dptrain/io/reliability.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -14,13 +16,24 @@ Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, lon
     y_.resize((size_t)rows * task.val().ints_per_sample());
 }
 
-EvalStats Evaluator::run(long step, const float* params) {
+std::optional<EvalStats> Evaluator::run(long step, const float* params) {
     Dataset& val = task_.val();
     const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
     const int rank = world_.rank(), W = world_.size(), rows = (int)idx_.size();
     const long lo = N * rank / W, hi = N * (rank + 1) / W;
+    // Every rank goes through as many batches as the largest share has, its last ones empty where
+    // its share is smaller: the stop check before each is a collective.
+    const long batches = ((N + W - 1) / W + rows - 1) / rows;
     double sums[4] = {0, 0, 0, 0};  // loss, correct, samples, bytes of text predicted
-    for (long s = lo; s < hi; s += rows) {
+    for (long b = 0; b < batches; ++b) {
+        int sig = preemption_signal();
+        world_.allreduce(&sig, 1, ReduceOp::max);
+        if (sig != 0) {
+            stop_signal_ = sig;
+            return std::nullopt;
+        }
+        const long s = lo + b * rows;
+        if (s >= hi) continue;
         const int n = (int)std::min<long>(rows, hi - s);
         for (int i = 0; i < n; ++i) idx_[i] = s + i;
         val.read(idx_.data(), n, 0, x_.data(), y_.data());

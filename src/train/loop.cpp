@@ -115,18 +115,27 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
             p_.report.progress(done, t_end, per_step, (t_end - t_run_) / (double)(done - start) * (double)(end - done));
         }
         const double t_other = now_seconds();  // evaluation and checkpoints are left out of the step's rate
-        if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) {
+        // A stop goes to its checkpoint first: an evaluation can outlast the launcher's grace.
+        bool stop = st.stop_requested, usr1 = st.preempted;
+        if (!stop && ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps)) {
             p_.clock.mark(Phase::eval, done, true);
-            last_eval_ = p_.eval.run(done, p_.params.data());
-            evaluated_ = true;
-            p_.report.eval_line(last_eval_);
+            if (std::optional<EvalStats> e = p_.eval.run(done, p_.params.data())) {
+                last_eval_ = *e;
+                evaluated_ = true;
+                p_.report.eval_line(last_eval_);
+            } else {
+                stop = true;
+                usr1 = p_.eval.stop_signal() == SIGUSR1;
+                p_.report.print(strfmt("stop: the evaluation at step %ld cut short by %s; checkpoint of step %ld\n", done,
+                                       usr1 ? "SIGUSR1" : "SIGTERM", done));
+            }
         }
-        const bool last = done == end || st.stop_requested;
+        const bool last = done == end || stop;
         if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last) checkpoint(done, last);
         iv_.other += now_seconds() - t_other;
-        if (st.stop_requested) {
+        if (stop) {
             code = kExitPreempted;
-            preempted_ = st.preempted;
+            preempted_ = usr1;
             break;
         }
     }

@@ -200,6 +200,24 @@ wait
   || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ended within --lock-wait, then train"; }
 echo "ok: one run per checkpoint directory: a second one refused after --lock-wait, a short-lived holder waited for"
 
+# --- a stop signal during an evaluation: the ranks agree before each evaluation batch, so the stop
+# cuts it short and checkpoints the step; it used to wait for the whole evaluation (here about
+# 10 s: 100,000 validation rows through a 4.3M-parameter MLP), which could outlast the launcher's
+# grace and lose the checkpoint to SIGKILL.
+synth "$WORK/bigval" --train-samples 4000 --val-samples 100000
+erun="$WORK/eval-stop"
+( set +e; timeout -k 5 120 $MPIRUN -np 2 "$BIN/dptrain" --data "$WORK/bigval" --batch-size 8 --hidden 2048,2048 \
+    --log-every 20 --eval-every 20 --steps 400000 --run-dir "$erun" >"$WORK/ev.out" 2>&1; echo $? >"$WORK/ev.rc" ) &
+for _ in $(seq 600); do grep -q '^step  *20/' "$WORK/ev.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5  # into the evaluation
+for p in $(pgrep -f -- "--run-dir $erun( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -TERM "$p" 2>/dev/null || true; break; }; done
+wait
+[ "$(cat "$WORK/ev.rc")" = 75 ] && grep -q "^stop: the evaluation at step 20 cut short by SIGTERM; checkpoint of step 20" "$WORK/ev.out" \
+  && ! grep -q "^eval at step 20" "$WORK/ev.out" && [ "$(cat "$erun/stopped-by")" = SIGTERM ] \
+  && "$BIN/dptrain-ckpt" info "$erun/checkpoints/ckpt-00000020.h5" >/dev/null \
+  || { cat "$WORK/ev.out"; fail "SIGTERM during an evaluation: want it cut short, a checkpoint of step 20 and exit 75"; }
+echo "ok: SIGTERM during an evaluation -> cut short, checkpoint of step 20, exit 75"
+
 # --- a stop signal during set-up (here: while waiting for the lock) ends every rank with exit 75
 # and the requeue line, at once (before, SIGUSR1 killed the ranks: exit 138, no requeue).
 flock -o "$run/checkpoints/.lock" sleep 120 &

@@ -8,6 +8,7 @@
 #include "dptrain/model/model.h"
 #include "dptrain/train/task.h"
 
+#include <optional>
 #include <vector>
 
 namespace dptrain {
@@ -15,14 +16,19 @@ namespace dptrain {
 class Evaluator {
   public:
     Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max);
-    // Collective over the world: the model at `params` on the validation samples.
-    EvalStats run(long step, const float* params);
+    // Collective over the world: the model at `params` on the validation samples. Empty when a
+    // stop signal reached a rank meanwhile (the ranks agree before each batch: a stop waits for one
+    // batch, not a whole evaluation, and the checkpoint comes within the launcher's grace); the
+    // signal is then stop_signal() on every rank.
+    std::optional<EvalStats> run(long step, const float* params);
+    int stop_signal() const { return stop_signal_; }
 
   private:
     const Task& task_;
     Model& model_;
     MpiCommunicator& world_;
     long eval_max_;
+    int stop_signal_ = 0;
     std::vector<long> idx_;
     std::vector<float> x_;
     std::vector<int> y_;
