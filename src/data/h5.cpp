@@ -113,7 +113,12 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     if (!sized) d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);  // HDF5's default cache, then
     if (d < 0) throw UserError(strfmt("dataset %s cannot be opened again", name.c_str()));
     dataset = Hid(d, H5Dclose);
-    return sized ? bytes + slots * sizeof(void*) : 0;
+    if (!sized) return 0;
+    // A filtered (compressed) chunk is cached in the buffer its filter decompressed it into, which
+    // grows by doubling from the stored size: up to twice the chunk, where HDF5 counts the chunk's
+    // own size against the cache's limit.
+    const size_t held = H5Pget_nfilters(dcpl.get()) > 0 ? 2 * bytes : bytes;
+    return held + slots * sizeof(void*);
 }
 
 const char* kind_name(Kind k) {
