@@ -9,10 +9,21 @@
 #   STAMP  the commit the binaries were built from.
 # There: tests/gpu/run.sh --prebuilt build/gpu-pack unpacks the packages into a private prefix
 # (dpkg -x, never into /) and runs the same steps without building.
-#   tests/gpu/pack.sh        (as root on Debian 12, where apt-get download works)
+#   tests/gpu/pack.sh          (as root on Debian 12, where apt-get download works)
+#   tests/gpu/pack.sh --check  exit 0 when build/gpu-pack was built from this tree as it is now
+#                              (STAMP = git describe --always --dirty), else 1 saying so: the GPU
+#                              machine has no .git to tell a stale pack by, and its time is short
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=build/gpu-pack
+tree=$(git describe --always --dirty 2>/dev/null || echo unknown)
+if [ "${1:-}" = --check ]; then
+  have=$(cat "$P/STAMP" 2>/dev/null || echo none)
+  [ "$have" = "$tree" ] && [ "$tree" != unknown ] && [ "${tree%-dirty}" = "$tree" ] \
+    && { echo "gpu-pack: built from $tree, the tree as it is"; exit 0; }
+  echo "gpu-pack: built from $have, the tree is at $tree: run tests/gpu/pack.sh (on a committed tree)" >&2
+  exit 1
+fi
 rm -rf "$P" && mkdir -p "$P/bin" "$P/debs"
 make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
 /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$P/bin/bench_ops" \
@@ -21,7 +32,7 @@ make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
 for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
 strip "$P"/bin/*
 # Which source the binaries are: run.sh prints it, so a pack older than the tree shows.
-git describe --always --dirty >"$P/STAMP" 2>/dev/null || echo unknown >"$P/STAMP"
+echo "$tree" >"$P/STAMP"
 
 # The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).
 libs=$(for b in "$P"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |
@@ -34,5 +45,11 @@ pkgs="$pkgs openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15 libevent-
   libfabric1 libucx0 libpsm2-2 libpsm-infinipath1 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libgfortran5
   libquadmath0 libxnvctrl0 libnuma1 libltdl7 libudev1"
 (cd "$P/debs" && apt-get download $(echo "$pkgs" | tr ' ' '\n' | sort -u) >/dev/null)
-echo "gpu-pack: $(ls "$P/bin" | wc -l) binaries, $(ls "$P/debs" | wc -l) packages, $(du -sh "$P" | cut -f1) in $P"
-echo "on the GPU machine: tests/gpu/run.sh --prebuilt $P   (carry $P)"
+echo "gpu-pack: $(ls "$P/bin" | wc -l) binaries, $(ls "$P/debs" | wc -l) packages, $(du -sh "$P" | cut -f1) in $P, built from $tree"
+# A call to the GPU machine carries the pack beside the tracked tree, 64 MiB in all: over it, the
+# call is refused and the lent time spent for nothing.
+carry=$(( $(du -sb "$P" | cut -f1) + $(git ls-files -z | xargs -0 cat 2>/dev/null | wc -c) ))
+echo "gpu-pack: the pack and the tracked tree carry $((carry >> 20)) MiB (a call takes at most 64)"
+[ "$carry" -le $((62 << 20)) ] || { echo "gpu-pack: over 62 MiB: too close to the 64 MiB a call carries" >&2; exit 1; }
+case $tree in *-dirty) echo "gpu-pack: warning: built from a tree with uncommitted changes ($tree)" >&2 ;; esac
+echo "on the GPU machine: tests/gpu/run.sh --prebuilt $P --logs-to \$OUT   (carry $P)"
