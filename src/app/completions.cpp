@@ -102,10 +102,18 @@ int CompletionEngine::free_slots_locked() const {
     return (int)std::count(running_.begin(), running_.end(), nullptr);
 }
 
+void CompletionEngine::drop_cancelled_locked() {
+    const auto gone = [](const std::shared_ptr<Completion>& c) { return c->cancelled.load(); };
+    const auto from = std::remove_if(queue_.begin(), queue_.end(), gone);
+    stats_.cancelled += (long)(queue_.end() - from);
+    queue_.erase(from, queue_.end());
+}
+
 CompletionEngine::Submitted CompletionEngine::submit(const std::shared_ptr<Completion>& c) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (draining_) return Submitted::draining;
+        drop_cancelled_locked();  // a client that left no longer holds a place
         if ((long)queue_.size() >= (long)queue_cap_ + free_slots_locked()) return Submitted::queue_full;
         c->queued_at = now_seconds();
         queue_.push_back(c);
@@ -134,7 +142,8 @@ void CompletionEngine::drain() {
 EngineStats CompletionEngine::stats() const {
     std::lock_guard<std::mutex> lk(mu_);
     EngineStats s = stats_;
-    s.queued = (long)queue_.size();
+    s.queued = (long)std::count_if(queue_.begin(), queue_.end(),
+                                   [](const std::shared_ptr<Completion>& c) { return !c->cancelled; });
     s.active = slots_ - free_slots_locked();
     return s;
 }

@@ -368,8 +368,16 @@ struct Server {
         res.set_chunked_content_provider(
             "text/event-stream",
             [this, c, id, created](size_t, httplib::DataSink& sink) {
+                // Waiting for a piece (queued, or between tokens), the client is looked at every
+                // 0.2 s: one that left gives its place in the queue up at once.
                 std::string piece;
-                const bool more = c->next(&piece);
+                Completion::Got got;
+                while ((got = c->next_for(&piece, 0.2)) == Completion::Got::nothing_yet)
+                    if (DeadlineServer::client_gone()) {
+                        c->cancelled = true;
+                        return false;
+                    }
+                const bool more = got == Completion::Got::text;
                 const std::string event =
                     more ? "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n"
                          : "data: " + completion_body(id, created, o.name, *c, "", true, true) + "\n\ndata: [DONE]\n\n";

@@ -81,6 +81,7 @@ echo "ok: a port in use: $(cat "$WORK/e.err")"
 "$PY" "$CLIENT" slow "$URL"
 start small --checkpoint "$WORK/run" --max-batch 1 --max-queue 1 --max-tokens 100000
 "$PY" "$CLIENT" full "$URL"
+"$PY" "$CLIENT" abandoned "$URL"
 DPTRAIN_API_KEY=s3cret start keyed --checkpoint "$WORK/run/checkpoints/ckpt-00000100.h5"
 grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does not say a key is required"
 "$PY" "$CLIENT" auth "$URL" s3cret

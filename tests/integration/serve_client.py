@@ -403,6 +403,30 @@ def load(url, stop_file, out):
     json.dump({"status": counts, "steps": steps}, open(out, "w"))
 
 
+def abandoned(url):
+    """Against --max-batch 1 --max-queue 1: a queued request whose client leaves (whole, then
+    streamed) gives its place up; the next client is queued, not refused with 429."""
+    u = urllib.parse.urlparse(url)
+    for streamed in (False, True):
+        holder = threading.Thread(target=complete, args=(url, {"prompt": "a", "max_tokens": 100000, "temperature": 0}))
+        holder.start()
+        time.sleep(0.2)  # the holder decodes in the one slot
+        s = socket.create_connection((u.hostname, u.port))
+        body = json.dumps({"prompt": "a", "max_tokens": 10, "stream": streamed}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(0.2)  # queued behind the holder
+        s.close()
+        time.sleep(0.6)  # looked at every 0.2 s
+        queued = metrics(request(url, "GET", "/metrics")[1]).get("dptrain_serve_queue_depth")
+        status, r = complete(url, {"prompt": "a", "max_tokens": 1, "temperature": 0})
+        holder.join()
+        what = "streamed" if streamed else "whole"
+        if status != 200 or queued != 0:
+            fail(f"a queued {what} request whose client left: queue depth {queued}, the next request {status}: {r}")
+        print(f"ok: a queued {what} request whose client left gave its place up (queue depth 0, the next one 200)")
+
+
 def long(url, tokens, out):
     chunks = stream(url, {"prompt": "a", "max_tokens": int(tokens), "temperature": 0})
     last = chunks[-2] if len(chunks) > 1 else {}
@@ -412,4 +436,5 @@ def long(url, tokens, out):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"api": api, "bad": bad, "full": full, "auth": auth, "slow": slow, "load": load, "long": long}[cmd](*args)
+    {"api": api, "bad": bad, "full": full, "abandoned": abandoned, "auth": auth, "slow": slow, "load": load,
+     "long": long}[cmd](*args)

@@ -95,6 +95,7 @@ class CompletionEngine {
     // Appends the token to r's answer and hands the reader the text it may have now.
     void emit(Running& r, int token);
     int free_slots_locked() const;
+    void drop_cancelled_locked();  // queued requests whose reader left: out of the queue, counted
 
     const GptConfig cfg_;
     const Tokenizer tok_;
