@@ -73,6 +73,9 @@ class RequestStream : public httplib::Stream {
     socket_t socket() const override { return sock_; }
 
     void disarm() { armed_ = false; }
+    // The request's deadline passed before it arrived whole.
+    bool timed_out() const { return armed_ && Clock::now() >= deadline_; }
+    bool routed = false;  // the request was parsed and reached routing (DeadlineServer::request_routed)
     bool buffered() const { return pos_ < end_; }  // bytes read ahead: a next (pipelined) request
     // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
     bool peer_closed() const {
@@ -132,6 +135,14 @@ void DeadlineServer::request_read() {
 
 bool DeadlineServer::client_gone() { return t_stream && t_stream->peer_closed(); }
 
+void DeadlineServer::request_routed() {
+    if (t_stream) t_stream->routed = true;
+}
+
+bool DeadlineServer::request_unparsed() { return t_stream && !t_stream->routed; }
+
+bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_out(); }
+
 // A connection's next request: its first byte within keep_alive_seconds, looked for in 10 ms
 // slices so that a stopping server closes its idle connections at once.
 bool DeadlineServer::wait_for_request(socket_t sock) const {
@@ -150,9 +161,14 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     bool ok = false;
     for (size_t left = keep_alive_max_count_; left > 0 && (strm.buffered() || wait_for_request(sock)); --left) {
         bool closed = false;
+        strm.routed = false;
         ok = process_request(strm, left == 1, closed, nullptr);
+        // A request that could not be parsed, or did not arrive in time, ends the connection after
+        // its one answer: what follows on it cannot be told apart from the rest of that request,
+        // and answering it as requests of its own would put answers and requests out of step.
+        const bool cut = !strm.routed || strm.timed_out();
         strm.disarm();  // its answer is written
-        if (!ok || closed) break;
+        if (!ok || closed || cut) break;
     }
     t_stream = nullptr;
     ::shutdown(sock, SHUT_RDWR);

@@ -294,9 +294,12 @@ struct Server {
                 return true;
             })) {
             over = over || res.status == 413;
-            fail(res, over ? 413 : 400,
-                 over ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
-                      : std::string("the body could not be read whole"),
+            const bool late = !over && DeadlineServer::request_timed_out();
+            if (!over) res.set_header("Connection", "close");  // the rest of it may still come: closed
+            fail(res, over ? 413 : late ? 408 : 400,
+                 over   ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
+                 : late ? strfmt("the body did not arrive whole within %g s (--read-timeout)", o.read_timeout)
+                        : std::string("the body could not be read whole"),
                  "body");
             return "";
         }
@@ -419,7 +422,10 @@ struct Server {
     }
 
     void routes() {
-        http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) { return gate(q, r); });
+        http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+            DeadlineServer::request_routed();
+            return gate(q, r);
+        });
         http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r,
                                             const httplib::ContentReader& reader) { completions(q, r, reader); });
         http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
@@ -437,8 +443,14 @@ struct Server {
         // Every other error (no route, a body over the limit while read, a request httplib could not
         // parse) gets the same JSON shape.
         http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
+            if (DeadlineServer::request_timed_out() || DeadlineServer::request_unparsed())
+                r.set_header("Connection", "close");  // and it is closed (http_server.cpp)
             if (!r.body.empty()) return;
-            if (r.status == 404)
+            if (DeadlineServer::request_timed_out())
+                fail(r, 408, strfmt("the request did not arrive whole within %g s (--read-timeout)", o.read_timeout));
+            else if (DeadlineServer::request_unparsed())
+                fail(r, 400, "the request line or headers could not be parsed (or are over 8 KiB)");
+            else if (r.status == 404)
                 fail(r, 404, strfmt("no endpoint %s %s (POST /v1/completions, GET /v1/models, /healthz, /readyz, "
                                     "/metrics)",
                                     q.method.c_str(), q.path.c_str()));

@@ -334,12 +334,38 @@ def slow(url):
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
     t0 = time.time()
     s.settimeout(10)
+    got = b""
     try:
-        got = s.recv(4096)
+        while True:  # the answer, then the connection closed
+            part = s.recv(4096)
+            if not part:
+                break
+            got += part
     except socket.timeout:
-        fail("a client that never finishes its body was not cut off within 10 s")
+        fail(f"a client that never finishes its body was not cut off (and closed) within 10 s: {got[:200]!r}")
     s.close()
-    print(f"ok: a slow sender is cut off after {time.time() - t0:.1f} s ({got[:30]!r})")
+    if not got.startswith(b"HTTP/1.1 408") or b"Connection: close" not in got or b"--read-timeout" not in got:
+        fail(f"a client that never finishes its body: want 408 naming --read-timeout and Connection: close, got {got!r}")
+    print(f"ok: a slow sender is cut off after {time.time() - t0:.1f} s ({got[:30]!r}), the connection closed")
+    # A request that cannot be parsed gets one 400 and the connection is closed: what follows it on
+    # the connection (here a valid request) is not answered as a request of its own, which would put
+    # answers and requests out of step behind a proxy.
+    s = socket.create_connection((u.hostname, u.port))
+    s.settimeout(10)
+    s.sendall(b"GARBAGE\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    try:
+        while True:
+            part = s.recv(4096)
+            if not part:
+                break
+            got += part
+    except socket.timeout:
+        fail(f"an unparsable request: the connection was not closed within 10 s: {got[:300]!r}")
+    s.close()
+    if got.count(b"HTTP/1.1 ") != 1 or not got.startswith(b"HTTP/1.1 400") or b"could not be parsed" not in got:
+        fail(f"an unparsable request: want one 400 and the connection closed, got {got!r}")
+    print("ok: an unparsable request gets one 400 and its connection is closed")
     # A byte every 0.3 s, each read within --read-timeout (1 s) but the request never whole within
     # it: cut off too. httplib's timeout alone applied to each read, and held the connection
     # thread for as long as the client went on (enough such clients took every thread).

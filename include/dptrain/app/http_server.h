@@ -21,6 +21,11 @@ class DeadlineServer : public httplib::Server {
     // Called on a handler's thread: whether the client has closed its side of the connection
     // (a client that stops waiting for an answer it has not yet been sent).
     static bool client_gone();
+    // Called by the pre-routing handler: the request was parsed. An error answer for one that was
+    // not (request_unparsed) or whose deadline passed (request_timed_out) closes the connection.
+    static void request_routed();
+    static bool request_unparsed();
+    static bool request_timed_out();
 
   private:
     bool process_and_close_socket(socket_t sock) override;
