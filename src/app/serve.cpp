@@ -155,7 +155,12 @@ class Watcher {
             long step)
         : engine_(engine), counters_(counters), dir_(std::move(dir)), poll_(poll), current_(std::move(current)),
           step_(step) {
-        if (!dir_.empty() && poll_ > 0) thread_ = std::thread([this] { run(); });
+        if (dir_.empty() || poll_ <= 0) return;
+        // Newer files there now are the ones loading passed over (and named): damaged. They are
+        // looked at again only once written anew.
+        for (const std::string& path : list_checkpoints(dir_))
+            if (step_of(path) > step_) rejected_.insert(key_of(path));
+        thread_ = std::thread([this] { run(); });
     }
     ~Watcher() {
         {
@@ -178,16 +183,19 @@ class Watcher {
     void look() {
         for (const std::string& path : list_checkpoints(dir_)) {  // newest first
             if (path == current_ || step_of(path) <= step_) return;
-            struct stat st;
-            // A file of that name written later (a rename gives a new inode) is looked at afresh.
-            const std::string key = stat(path.c_str(), &st) == 0
-                                        ? path + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
-                                                        (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
-                                        : path;
+            const std::string key = key_of(path);
             if (rejected_.count(key)) continue;
             if (offer(path)) return;
             rejected_.insert(key);
         }
+    }
+    // A file as it is now: a file of that name written later (a rename gives a new inode) is
+    // looked at afresh.
+    static std::string key_of(const std::string& path) {
+        struct stat st;
+        return stat(path.c_str(), &st) == 0 ? path + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
+                                                            (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
+                                            : path;
     }
     // Loads path and offers it; false (named on stderr once) when it fails or holds another model.
     bool offer(const std::string& path) {

@@ -150,6 +150,14 @@ grep -q "^serve: now serving step 250 (.*ckpt-00000250.h5)$" "$WORK/roll.err" \
   || { cat "$WORK/roll.err"; fail "step 250 was not served behind a corrupt step 300"; }
 [ "$(grep -c "ckpt-00000300.h5" "$WORK/roll.err")" = 1 ] || { cat "$WORK/roll.err"; fail "the corrupt step 300 was named more than once"; }
 echo "ok: rollout: a valid step 250 is served behind a corrupt step 300"
+# Started on that directory, a server names the corrupt step 300 once, as loading passes it over;
+# its watcher does not read it again (it did, at its first look, naming it twice).
+start again --checkpoint "$WORK/run" --poll-seconds 0.2
+sleep 1.5
+grep -q "ckpt-00000300.h5" "$WORK/again.err" && [ "$(grep -c "ckpt-00000300.h5" "$WORK/again.err")" = 1 ] \
+  || { cat "$WORK/again.err"; fail "a server started behind a corrupt newest checkpoint: want it named once"; }
+kill -TERM "$PID"
+echo "ok: a server started behind a corrupt newest checkpoint names it once"
 
 # 4. SIGTERM with a request in flight.
 start term --checkpoint "$WORK/run" --max-tokens 100000
