@@ -264,15 +264,20 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
 
 void CompletionEngine::emit(Running& r, int token) {
     const int T = cfg_.block_size;
+    // The end of a document (GPT-2's <|endoftext|>) ends the answer, without its text, as
+    // OpenAI's API and vLLM do: finish_reason "stop".
+    const bool ended = token == tok_.end_of_text();
     ++r.generated;
     r.context.push_back(token);
-    r.text += tok_.decode({token});
+    if (!ended) r.text += tok_.decode({token});
     size_t end = r.text.size(), cut = std::string::npos;
     const size_t from = r.sent > r.longest_stop ? r.sent - r.longest_stop : 0;
     for (const std::string& s : r.c->stop) cut = std::min(cut, r.text.find(s, from));
     const char* finish = nullptr;
     if (cut != std::string::npos) {
         end = cut;
+        finish = "stop";
+    } else if (ended) {
         finish = "stop";
     } else if (r.generated >= r.c->max_tokens) {
         finish = "length";

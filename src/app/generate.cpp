@@ -27,11 +27,33 @@ namespace dptrain {
 
 namespace {
 
+// What a generation did: tokens written, when the first came (the prompt's pass done), and whether
+// the model ended the document (GPT-2's <|endoftext|>, not written).
+struct Generated {
+    int tokens = 0;
+    double first_at = 0;
+    bool ended = false;
+};
+
+// Writes `next` unless it ends the document; false when it does.
+bool put(Generated& g, int next, const Tokenizer& tok) {
+    if (g.tokens == 0) g.first_at = now_seconds();
+    if (next == tok.end_of_text()) {
+        g.ended = true;
+        return false;
+    }
+    ++g.tokens;
+    std::fputs(tok.decode({next}).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+}
+
 // Today's window: the last T tokens at positions 0.., recomputed whole for each new token.
-void generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
-                        const Tokenizer& tok) {
+Generated generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
+                             const Tokenizer& tok) {
     const int T = model.config().block_size, V = model.config().vocab_size;
     std::vector<int> window(T + 1);
+    Generated g;
     for (int n = 0; n < tokens; ++n) {
         // The last T tokens, padded after the end: causal attention keeps the padding from
         // reaching the position read.
@@ -44,16 +66,17 @@ void generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, 
         in.stride = T + 1;
         model.forward(params, in, nullptr);
         ids.push_back(picker.pick(model.logits() + (size_t)(len - 1) * V));
-        std::fputs(tok.decode({ids.back()}).c_str(), stdout);
-        std::fflush(stdout);
+        if (!put(g, ids.back(), tok)) break;
     }
+    return g;
 }
 
 // With the key/value cache: the window (the last T tokens) computed once, then one position per
 // token. A full window keeps its newest half, recomputed at positions 0.., and goes on from there
 // (one recomputation every T / 2 tokens); up to T tokens the result is the recomputing one's.
-void generate_cached(Decoder& model, const GptConfig& cfg, const float* params, std::vector<int>& ids, int tokens,
-                     TokenPicker& picker, const Tokenizer& tok) {
+Generated generate_cached(Decoder& model, const GptConfig& cfg, const float* params, std::vector<int>& ids, int tokens,
+                          TokenPicker& picker, const Tokenizer& tok) {
+    Generated g;
     const int T = cfg.block_size, V = cfg.vocab_size;
     model.reserve(1, T);
     model.set_params(params);
@@ -71,9 +94,7 @@ void generate_cached(Decoder& model, const GptConfig& cfg, const float* params, 
     for (int n = 0; n < tokens; ++n) {
         int next = picker.pick(z);
         ids.push_back(next);
-        std::fputs(tok.decode({next}).c_str(), stdout);
-        std::fflush(stdout);
-        if (n + 1 == tokens) break;
+        if (!put(g, next, tok) || n + 1 == tokens) break;
         if (filled == T) {
             z = prefill(std::max(1, T / 2));
         } else {
@@ -82,6 +103,7 @@ void generate_cached(Decoder& model, const GptConfig& cfg, const float* params, 
             z = logits.data();
         }
     }
+    return g;
 }
 
 } // namespace
@@ -145,20 +167,30 @@ int run_generate(int argc, const char* const* argv) {
     std::fputs(prompt.c_str(), stdout);
     const double t0 = now_seconds();
     std::string on = "the CPU";
+    Generated g;
+    const size_t prompt_tokens = ids.size();
     if (no_cache) {
         Gpt model(m.cfg, 1);
-        generate_recompute(model, m.params.data(), ids, tokens, picker, tok);
+        g = generate_recompute(model, m.params.data(), ids, tokens, picker, tok);
     } else {
         const std::unique_ptr<Decoder> model = make_device(where, Topology{})->make_decoder(m.cfg, weights);
         on = model->where();
-        generate_cached(*model, m.cfg, m.params.data(), ids, tokens, picker, tok);
+        g = generate_cached(*model, m.cfg, m.params.data(), ids, tokens, picker, tok);
     }
-    const double dt = now_seconds() - t0;
+    const double t1 = now_seconds();
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    std::fprintf(stderr, "generate: %d tokens in %.3f s, %.1f tokens/s (%s, on %s, %d thread%s)\n", tokens, dt,
-                 dt > 0 ? tokens / dt : 0.0, no_cache ? "the whole window per token" : "key/value cache", on.c_str(),
-                 threads, threads == 1 ? "" : "s");
+    // The rate is of the tokens after the first: the first one's time is the prompt's pass (all
+    // its tokens at once) and the set-up (the decoder, its cache, the weights to the device).
+    const double first = g.tokens + g.ended > 0 ? g.first_at - t0 : t1 - t0, rest = t1 - (t0 + first);
+    const int after = g.tokens + (g.ended ? 1 : 0) - 1;
+    std::fprintf(stderr,
+                 "generate: %d tokens in %.3f s%s: the first %.3f s after the start (the prompt's %zu tokens and "
+                 "set-up), then %s tokens/s (%s, on %s, %d thread%s)\n",
+                 g.tokens, t1 - t0, g.ended ? ", ended by <|endoftext|>" : "", first, prompt_tokens,
+                 after > 0 && rest > 0 ? strfmt("%.1f", after / rest).c_str() : "-",
+                 no_cache ? "the whole window per token" : "key/value cache", on.c_str(), threads,
+                 threads == 1 ? "" : "s");
     return 0;
 }
 

@@ -12,6 +12,8 @@
 #   4. SIGTERM: a request in flight finishes whole, then the server exits 0
 #   5. SIGTERM during start-up ends the server too
 #   6. a streamed answer whose text holds "[DONE]" (a tokenizer piece of its own) is sent whole
+#   7. GPT-2's <|endoftext|> ends an answer (finish_reason "stop", its text left out), and generate's
+#      output, whole and streamed
 source "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
 CLIENT="$ROOT/tests/integration/serve_client.py"
@@ -245,3 +247,47 @@ want = open(sys.argv[2], encoding="utf-8").read()[len("[DONE] "):].rstrip("\n")
 assert "".join(texts) == want, f"the streamed text differs from generate's {want!r}"
 PY
 echo "ok: a streamed answer whose text holds [DONE] came whole, then one [DONE] event"
+
+# 7. GPT-2's <|endoftext|> ends the answer, as OpenAI's API and vLLM end it: finish_reason "stop",
+# its text left out (it was decoded into the text, and decoding went on into the next document).
+# A byte-level BPE of this test's own (the 256 byte tokens and <|endoftext|>, no merges) on
+# documents of one sentence each, joined by <|endoftext|> as dptrain-data joins files.
+"$PY" - "$WORK" <<'PY'
+import json, sys
+printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+enc, extra = {}, 0
+for b in range(256):
+    if b in printable: enc[chr(b)] = b
+    else: enc[chr(256 + extra)] = b; extra += 1
+enc["<|endoftext|>"] = 256
+json.dump(enc, open(f"{sys.argv[1]}/encoder.json", "w"))
+open(f"{sys.argv[1]}/vocab.bpe", "w").write("#version: 0.2\n")
+PY
+mkdir -p "$WORK/docs"
+for i in $(seq -w 60); do printf 'the cat sat.' >"$WORK/docs/d$i.txt"; done
+"$BIN/dptrain-data" text --tokenizer gpt2 --encoder "$WORK/encoder.json" --merges "$WORK/vocab.bpe" \
+  $(for f in "$WORK"/docs/*.txt; do printf -- '--input %s ' "$f"; done) --out "$WORK/eot-tok" >"$WORK/eot.out" \
+  && grep -q "each followed by <|endoftext|> (id 256)" "$WORK/eot.out" || { cat "$WORK/eot.out"; fail "the <|endoftext|> set"; }
+train 1 --model gpt --data "$WORK/eot-tok" --n-layer 1 --n-head 2 --n-embd 32 --block-size 16 --batch-size 8 \
+  --lr 1e-2 --warmup-steps 2 --eval-every 0 --steps 150 --run-dir "$WORK/eot-run"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training the <|endoftext|> model exited $RC"; }
+"$BIN/dptrain" generate --checkpoint "$WORK/eot-run" --prompt "the cat sat." --tokens 20 --temperature 0 \
+  >"$WORK/eot-gen.out" 2>"$WORK/eot-gen.err"
+[ "$(cat "$WORK/eot-gen.out")" = "the cat sat." ] && grep -q "^generate: 0 tokens in .*, ended by <|endoftext|>" "$WORK/eot-gen.err" \
+  || { cat "$WORK/eot-gen.out" "$WORK/eot-gen.err"; fail "generate: want the text to end at <|endoftext|>"; }
+start eot --checkpoint "$WORK/eot-run"
+"$PY" - "$URL" <<'PY' || fail "an answer reaching <|endoftext|> did not end there"
+import json, sys, urllib.request
+def post(body):
+    req = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=30).read().decode()
+# "the c": the model finishes the sentence, then ends the document.
+r = json.loads(post({"prompt": "the c", "max_tokens": 20, "temperature": 0}))["choices"][0]
+assert r["text"] == "at sat." and r["finish_reason"] == "stop", r
+events = [l[6:] for l in post({"prompt": "the c", "max_tokens": 20, "temperature": 0, "stream": True}).split("\n")
+          if l.startswith("data: ")]
+pieces = [json.loads(e)["choices"][0] for e in events[:-1]]
+assert "".join(p["text"] for p in pieces) == "at sat." and pieces[-1]["finish_reason"] == "stop", pieces
+print("ok: <|endoftext|> ends an answer, whole and streamed: 'at sat.', finish_reason stop")
+PY
+echo "ok: GPT-2's <|endoftext|> ends generate's text and the server's answers"

@@ -26,6 +26,8 @@ struct Tokenizer {
     std::shared_ptr<const Gpt2Bpe> bpe;  // gpt2
     std::shared_ptr<const SentencePieceModel> sp;  // sentencepiece
     int vocab_size() const;
+    // The id that ends a document (GPT-2's <|endoftext|>), which decoding stops at; -1: none.
+    int end_of_text() const { return kind == "gpt2" && bpe ? bpe->endoftext() : -1; }
     bool same_as(const Tokenizer& o) const;
     // The bytes of text token `id` stands for (byte: 1; char: 1 to 4; gpt2: its bytes, but 0 for
     // <|endoftext|>, a separator; ids: 0, unknown): what bits per byte divides by.
