@@ -229,6 +229,7 @@ std::string format_step_line(const StepStats& s) {
                                                : strfmt("%5s samples/s", human(s.samples_per_s).c_str());
     std::string mfu = s.mfu >= 0 ? strfmt(" | MFU %4.1f%%", 100.0 * s.mfu) : "";
     std::string eta = s.eta_s >= 0 ? " | ETA " + human_duration(s.eta_s) : "";
+    if (s.stop_in_s >= 0) eta += " (this run stops in " + human_duration(s.stop_in_s) + ": --stop-after)";
     return strfmt("step %*ld/%ld %3.0f%% | loss %.4f | norm %.3f | lr %.2e | %6.1f ms | %s%s | data %4.1f%% | comm %4.1f%%%s",
                   w, s.step, s.total, s.total > 0 ? std::floor(100.0 * s.step / s.total) : 0.0, s.loss, s.grad_norm,
                   s.lr, s.ms_per_step, rate.c_str(), mfu.c_str(), s.data_wait_pct, s.comm_pct, eta.c_str());
@@ -333,6 +334,7 @@ Record step_record(const StepStats& s) {
     else r.value("mfu", -1);
     r.value("progress_pct", s.total > 0 ? 100.0 * s.step / s.total : 0);
     if (s.eta_s >= 0) r.value("eta_s", s.eta_s);
+    if (s.stop_in_s >= 0) r.value("stop_in_s", s.stop_in_s);
     return r;
 }
 

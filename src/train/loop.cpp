@@ -112,7 +112,7 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         if (!line && done > start + 1) {
             // Between step lines, on a terminal: one line updated in place.
             const double per_step = (t_end - iv_.t0 - iv_.other) / (double)(done - iv_.first);
-            p_.report.progress(done, t_end, per_step, (t_end - t_run_) / (double)(done - start) * (double)(end - done));
+            p_.report.progress(done, t_end, per_step, (t_end - t_run_) / (double)(done - start) * (double)(o.steps - done));
         }
         const double t_other = now_seconds();  // evaluation and checkpoints are left out of the step's rate
         // A stop goes to its checkpoint first: an evaluation can outlast the launcher's grace.
@@ -293,7 +293,11 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     st.data_wait_pct = 100.0 * shares[0];
     st.comm_pct = 100.0 * shares[1];
     st.comm_total_pct = 100.0 * shares[2];
-    st.eta_s = (t - t_run_) / (double)(done - start) * (double)(end - done);
+    // The time left is to --steps, as the line's share is; a run that --stop-after ends sooner says
+    // when it stops too.
+    const double per_step = (t - t_run_) / (double)(done - start);
+    st.eta_s = per_step * (double)(p_.o.steps - done);
+    if (end < p_.o.steps) st.stop_in_s = per_step * (double)(end - done);
     p_.report.step_line(st, bd);
     iv_ = Interval();
     iv_.t0 = now_seconds();

@@ -170,6 +170,11 @@ TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
     CHECK(j.find("\"progress_pct\":25,") != std::string::npos);
     CHECK(j.find("\"eta_s\":3725") != std::string::npos);
     CHECK(j.find("\"mfu\":-1") != std::string::npos);
+    CHECK(line.find("--stop-after") == std::string::npos);
+    // --stop-after: the ETA is still to --steps; when this run stops is said beside it.
+    s.stop_in_s = 42;
+    CHECK(format_step_line(s).find("| ETA 1h02m (this run stops in 42s: --stop-after)") != std::string::npos);
+    CHECK(step_record(s).json().find("\"stop_in_s\":42") != std::string::npos);
     CHECK(human_duration(42.4) == "42s");
     CHECK(human_duration(185) == "3m05s");
     CHECK(human_duration(NAN) == "?");

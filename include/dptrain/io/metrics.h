@@ -24,7 +24,8 @@ struct StepStats {
     double comm_pct = 0;        // share spent waiting for gradient all-reduce that backward did not
                                 // hide: the exposed communication (max over ranks)
     double comm_total_pct = 0;  // share of the interval the all-reduce calls took, hidden or not
-    double eta_s = -1;          // seconds left at the run's pace so far; < 0: unknown
+    double eta_s = -1;          // seconds left to --steps at the run's pace so far; < 0: unknown
+    double stop_in_s = -1;      // --stop-after: seconds until this run stops, before --steps; < 0: none
 };
 
 struct EvalStats {
