@@ -70,8 +70,9 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         inject_before_step(done);
         const Step st = step(pf, s);
         if (st.abandoned) {
-            // Nothing of this step was applied: the checkpoint is of the step before it.
-            p_.clock.end_step();
+            // Nothing of this step was applied: the checkpoint is of the step before it, and the
+            // breakdown's steps are the ones done.
+            p_.clock.drop_step();
             done = s;
             preempted_ = st.preempted;
             code = kExitPreempted;

@@ -49,7 +49,8 @@ for when in forward backward; do
   want=$([ "$when" = forward ] && echo 29 || echo 30)
   [ "$RC" = 75 ] && grep -q "^stop: step $((want + 1)) left out (the signal came before its backward); checkpoint of step $want" "$WORK/out" \
     && grep -q "stopped after step $want with a checkpoint" "$WORK/out" \
-    || { cat "$WORK/out"; fail "SIGTERM in step 30's $when: want step $((want + 1)) left out and a checkpoint of step $want"; }
+    && grep -q "^step breakdown over $((want - 1)) steps (the first, a warm-up, left out)" "$WORK/out" \
+    || { cat "$WORK/out"; fail "SIGTERM in step 30's $when: want step $((want + 1)) left out (of the breakdown too) and a checkpoint of step $want"; }
   train 2 "${C[@]}" --steps 60 --checkpoint-every 0 --run-dir "$WORK/mid-$when" --resume auto
   [ "$RC" = 0 ] || { cat "$WORK/out"; fail "resume after SIGTERM in $when: exit $RC"; }
   echo "ok: SIGTERM in step 30's $when -> step $((want + 1)) left out, checkpoint of step $want, resumed"

@@ -6,6 +6,7 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/json.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -63,6 +64,8 @@ class PhaseTimes {
     // phase's span).
     void move(int from, int to, double seconds) { cur_[from] -= seconds, cur_[to] += seconds; }
     void end_step();
+    // Forgets the step in progress (a step a stop left out: nothing of it was applied).
+    void drop_step() { std::fill(cur_, cur_ + kStepPhases, 0.0); }
     // Time spent writing a checkpoint (wait: false) or waiting for another rank's write (true).
     void add_checkpoint(bool wait, double seconds) { (wait ? ckpt_wait_s_ : ckpt_s_) += seconds; }
     void count_checkpoint() { ++checkpoints_; }

@@ -18,6 +18,11 @@ class StepClock {
     void mark(Phase p, long step, bool restart = false);
     // Closes the step's last timed phase and commits the step's times; returns the time.
     double end_step();
+    // Ends the step in progress without counting it (a stop left it out).
+    void drop_step() {
+        part_ = -1;
+        times_.drop_step();
+    }
 
     PhaseTimes& times() { return times_; }
     Tracer& tracer() { return tracer_; }
