@@ -177,9 +177,11 @@ static std::string format_checkpoint_rows(const CheckpointAcross& c, long steps,
         const double pct = step_ms > 0 ? 100.0 * total_ms / steps / step_ms : 0.0;
         return strfmt(pct < 999.95 ? "%+5.1f%%" : "%+5.0f%%", pct);
     };
-    std::string s = strfmt("  %-9s %9.3f ms %s | %ld written by rank 0, %.3f s each\n", "ckpt", c.write_ms / steps,
-                           share(c.write_ms).c_str(), c.count, 1e-3 * c.write_ms / c.count);
-    if (ranks > 1)
+    std::string s = strfmt("  %-9s %9.3f ms %s | %ld %s by rank 0, %.3f s each%s\n", "ckpt", c.write_ms / steps,
+                           share(c.write_ms).c_str(), c.count, c.background ? "copied" : "written",
+                           1e-3 * c.write_ms / c.count,
+                           c.background ? " (the steps' stall; a background thread writes the copies)" : "");
+    if (ranks > 1 && !c.background)
         s += strfmt("  %-9s %9.3f ms %s | the other ranks waiting for the write (not communication); longest: "
                     "rank %d, %.3f s in all\n",
                     "ckpt-wait", c.wait_ms / steps, share(c.wait_ms).c_str(), c.longest_waiter, 1e-3 * c.wait_max_ms);

@@ -365,7 +365,8 @@ void StepLoop::checkpoint(long done, bool final_one) {
 int StepLoop::finish(int code, long start, long done, long end) {
     p_.clock.mark(Phase::done, done, true);
     // Every rank took the same path here, so all of them gather.
-    const StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
+    StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
+    whole.checkpoint.background = p_.o.async_checkpoint;
     p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
     // With the step on the GPU (parameters, gradients and state there), the plan's GPU-only rows are
     // not in the host's memory (the host keeps its own parameters and state).

@@ -87,6 +87,13 @@ TEST_CASE("Breakdown: checkpoints are rows of their own, spread over the steps, 
                     "longest: rank 1, 1.900 s in all\n") != std::string::npos);
     CHECK(checkpoints_json(b.checkpoint)["wait_max_ms"].get<double>() == 1900.0);
     CHECK(!breakdown_json(b).contains("checkpoint"));  // "phases" holds the step's phases alone
+    // --async-checkpoint: the time is rank 0's copies, and no rank waits for the write.
+    b.checkpoint = {2, 40.0, 0.0, 0.0, 0, true};
+    const std::string copied = format_breakdown(b, {"a", "b"});
+    CHECK(copied.find("| 2 copied by rank 0, 0.020 s each (the steps' stall; a background thread writes the copies)\n") !=
+          std::string::npos);
+    CHECK(copied.find("written") == std::string::npos);
+    CHECK(copied.find("ckpt-wait") == std::string::npos);
     b.checkpoint = {};
     CHECK(format_breakdown(b, {"a", "b"}).find("ckpt") == std::string::npos);
 }

@@ -102,6 +102,7 @@ struct CheckpointAcross {
     long count = 0;
     double write_ms = 0, wait_ms = 0, wait_max_ms = 0;
     int longest_waiter = 0;
+    bool background = false;  // --async-checkpoint: write_ms is rank 0's copies for the background writer
 };
 struct StepBreakdown {
     long steps = 0, left_out = 0;  // steps in it; the run's first steps left out (warm-up)
