@@ -229,7 +229,10 @@ void Reporter::eval_line(const EvalStats& e) {
 }
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
-    print(strfmt("ops of step %ld on rank 0, forward + backward (%s):\n%s", step, how_timed, t.table().c_str()));
+    // With --grad-accum the last micro-batch alone is timed: a step does the table's work A times.
+    const std::string which = o_.grad_accum > 1 ? strfmt("step %ld's last micro-batch (of %d)", step, o_.grad_accum)
+                                                : strfmt("step %ld", step);
+    print(strfmt("ops of %s on rank 0, forward + backward (%s):\n%s", which.c_str(), how_timed, t.table().c_str()));
 }
 
 void Reporter::stopped_by(const char* signal) {

@@ -99,3 +99,13 @@ grep -q '^warning: waiting for data' "$WORK/out" && { cat "$WORK/out"; fail "a w
 train 1 --data "$WORK/data" --steps 2 --metrics-format csv --run-dir "$WORK/x"
 [ "$RC" = 2 ] && grep -q "metrics-format 'csv' is unknown; use jsonl or emf" "$WORK/out" || { cat "$WORK/out"; fail "a bad --metrics-format was not refused"; }
 echo "observability ok"
+
+# --profile-ops: the op table of the step named; with --grad-accum, of its last micro-batch, said
+# so (it was headed as the whole step's, a third of it at --grad-accum 3).
+train 1 --data "$WORK/data" --steps 6 --batch-size 8 --eval-every 0 --run-dir "$WORK/ops" --profile-ops 4
+[ "$RC" = 0 ] && grep -q "^ops of step 4 on rank 0, forward + backward (wall clock around each op):$" "$WORK/out" \
+  && grep -Eq "^  matmul +[0-9.]+ ms" "$WORK/out" || { cat "$WORK/out"; fail "--profile-ops 4: no op table of step 4"; }
+train 1 --data "$WORK/data" --steps 6 --batch-size 8 --eval-every 0 --run-dir "$WORK/ops3" --profile-ops 4 --grad-accum 3
+[ "$RC" = 0 ] && grep -q "^ops of step 4's last micro-batch (of 3) on rank 0, forward + backward" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--profile-ops with --grad-accum 3: the table is not said to be one micro-batch's"; }
+echo "ok: --profile-ops names its step, and with --grad-accum its micro-batch"
