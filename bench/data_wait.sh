@@ -2,7 +2,7 @@
 # Data wait as a share of step time, from the step breakdown (docs/OBSERVABILITY.md): the MLP
 # config (configs/local.ini) with --io direct and --io memory, and the GPT small config
 # (configs/gpt-shakespeare.ini, 300 steps), at 1 and 2 ranks. Prints the whole run's share (the
-# summary record: first batch included) and the last interval's (steady state).
+# summary record: the first step, the warm-up, left out) and the last interval's (steady state).
 #   bench/data_wait.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
