@@ -10,6 +10,7 @@
 #include "dptrain/comm/topology.h"
 #include "dptrain/train/trainer.h"
 #include "dptrain/core/version.h"
+#include "dptrain/io/reliability.h"
 
 #include <cstdio>
 #include <string>
@@ -84,7 +85,17 @@ int main(int argc, char** argv) {
     mpi_errors_return(topo.node);
     mpi_errors_return(topo.cross);
     if (doctor || parsed.opts.preflight) {
+        // Before training's checks: a stop signal during --preflight ends the run with exit 75 at
+        // set-up's first phase (the signal's default action killed the ranks: exit 138 for
+        // SIGUSR1, which no launcher requeues); `doctor` alone keeps the default, and dies.
+        if (!doctor) install_preemption_handlers();
+        // A check that never answers (a hung filesystem, a device) ends the job naming the rank,
+        // as set-up's watchdog does.
+        Watchdog dog(parsed.opts.step_timeout);
+        dog.begin(0, Phase::setup);
+        dog.allow(parsed.opts.lock_wait);
         int fatal_problems = run_doctor(parsed.opts, topo);
+        dog.stop();
         if (doctor || fatal_problems > 0) {
             if (!doctor && rank == 0)
                 std::fprintf(stderr, "dptrain: error: --preflight found %d fatal problem%s (above); fix them before "

@@ -252,6 +252,14 @@ train 2 --data "$WORK/fifo" --batch-size 8 --eval-every 0 --steps 30 --run-dir "
 [ "$RC" = 1 ] && grep -q "^dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2 + --lock-wait 1): a file, device or peer that does not answer" "$WORK/out" \
   || { cat "$WORK/out"; fail "a shard that never answers: want the watchdog's set-up line and exit 1, got $RC"; }
 echo "ok: a shard that never answers -> the watchdog ends set-up after $((SECONDS - t0)) s"
+# The same under --preflight, whose checks read the shards before set-up: they were unwatched (and
+# a stop signal then killed the ranks: exit 138), and the job waited forever.
+t0=$SECONDS
+train 2 --data "$WORK/fifo" --batch-size 8 --eval-every 0 --steps 30 --run-dir "$WORK/fifo-run" --step-timeout 2 \
+  --lock-wait 1 --preflight
+[ "$RC" = 1 ] && grep -q "^dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2 + --lock-wait 1)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--preflight on a shard that never answers: want the watchdog's line and exit 1, got $RC"; }
+echo "ok: --preflight on a shard that never answers -> the watchdog ends it after $((SECONDS - t0)) s"
 
 # --- an I/O error while reading: one line, every rank ends.
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/io" --inject-fault 1:15:io-error
