@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace dptrain {
 
@@ -14,6 +15,21 @@ Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, lon
     idx_.resize(rows);
     x_.resize((size_t)rows * task.val().floats_per_sample());
     y_.resize((size_t)rows * task.val().ints_per_sample());
+}
+
+// Training stops at a non-finite input; a validation one would only move the loss, unseen (a NaN
+// feature through a ReLU is a 0): said once, naming the row, on the rank that read it.
+void Evaluator::warn_nonfinite(int n) {
+    const int F = task_.val().floats_per_sample();
+    for (long i = 0; F > 0 && i < (long)n * F; ++i)
+        if (!std::isfinite(x_[(size_t)i])) {
+            std::fprintf(stderr,
+                         "dptrain: warning: validation %s, feature %ld = %g: the evaluation counts it as the model "
+                         "computes it (`dptrain-data verify DIR` checks every value) (rank %d)\n",
+                         task_.val().where(idx_[(size_t)(i / F)]).c_str(), i % F, (double)x_[(size_t)i], world_.rank());
+            warned_ = true;
+            return;
+        }
 }
 
 std::optional<EvalStats> Evaluator::run(long step, const float* params) {
@@ -37,6 +53,7 @@ std::optional<EvalStats> Evaluator::run(long step, const float* params) {
         const int n = (int)std::min<long>(rows, hi - s);
         for (int i = 0; i < n; ++i) idx_[i] = s + i;
         val.read(idx_.data(), n, 0, x_.data(), y_.data());
+        if (!warned_) warn_nonfinite(n);
         long correct = 0;
         sums[0] += model_.forward(params, task_.batch(x_.data(), y_.data(), n), &correct);
         sums[1] += correct;

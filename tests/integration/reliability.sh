@@ -118,6 +118,14 @@ train 2 --data "$WORK/nandata" --batch-size 8 --eval-every 0 --log-every 1000 --
   && grep -qE "^dptrain: error: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: $WORK/nandata/train-00001-of-00004\\.h5 row 5, feature 3 = nan\\) .*Fix or drop that row" "$WORK/out" \
   && ! grep -q -- "--lr" "$WORK/out" || { cat "$WORK/out"; fail "NaN in the data: want exit 4 and one line naming the row"; }
 echo "ok: NaN in the data -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-150)..."
+# A NaN among the validation features: named once by the rank that read it (it was evaluated unseen).
+cp -r "$WORK/data" "$WORK/nanval"
+/usr/bin/python3 -c 'import sys, h5py; f = h5py.File(sys.argv[1], "r+"); f["features"][40, 2] = float("nan"); f.close()' \
+  "$WORK/nanval/val-00000-of-00001.h5"
+train 2 --data "$WORK/nanval" --batch-size 8 --eval-every 10 --log-every 1000 --steps 20 --run-dir "$WORK/nanvalrun"
+[ "$RC" = 0 ] && [ "$(grep -c "^dptrain: warning: validation $WORK/nanval/val-00000-of-00001.h5 row 40, feature 2 = nan" "$WORK/out")" = 1 ] \
+  || { cat "$WORK/out"; fail "NaN in the validation data: want one warning naming the row"; }
+echo "ok: NaN in the validation data -> one warning naming the row"
 train 2 --data "$WORK/nandata" --batch-size 8 --eval-every 0 --log-every 1000 --steps 300 --run-dir "$WORK/nanskip" --on-nonfinite skip
 [ "$RC" = 0 ] && grep -qE "^warning: step [0-9]+: non-finite (loss|gradient) from a non-finite input \\(rank [01]: .*train-00001-of-00004\\.h5 row 5, feature 3 = nan\\); step skipped" "$WORK/out" \
   || { cat "$WORK/out"; fail "NaN in the data, skip: want the skipped step to name the row"; }

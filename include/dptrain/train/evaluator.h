@@ -29,6 +29,8 @@ class Evaluator {
     MpiCommunicator& world_;
     long eval_max_;
     int stop_signal_ = 0;
+    bool warned_ = false;  // a non-finite validation input named once
+    void warn_nonfinite(int n);
     std::vector<long> idx_;
     std::vector<float> x_;
     std::vector<int> y_;
