@@ -206,6 +206,14 @@ static std::string convert_command(const std::string& split, const std::vector<s
 }
 
 std::string ShardSet::conversion_note() const {
+    const std::string rest = conversion_note_of_shards();
+    if (empty_.empty()) return rest;
+    return strfmt("note: %s: %zu shard%s of no samples left out (%s%s)%s%s", split_.c_str(), empty_.size(),
+                  empty_.size() == 1 ? "" : "s", empty_[0].c_str(), empty_.size() > 1 ? ", ..." : "",
+                  rest.empty() ? "" : "\n", rest.c_str());
+}
+
+std::string ShardSet::conversion_note_of_shards() const {
     const Shard* first = nullptr;
     int n = 0, chunked = 0;
     for (const Shard& sh : shards_) {
@@ -338,6 +346,10 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
                            "features and integer labels; format: data/README.md)",
                            convert_command(split, paths, "K").c_str()),
                     fapl.get(), paths.size());
+    if (s.shards_.empty())
+        throw UserError(strfmt("--data %s: each of its %zu %s shards holds no samples; make the split again from data "
+                               "that has some (format: data/README.md)",
+                               dir.c_str(), paths.size(), split.c_str()));
     s.cache_labels();
     s.order_.reserve(max_rows);
     s.xs_.resize((size_t)max_rows * s.dim_);
@@ -393,7 +405,12 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
                                sh.path.c_str(), (unsigned long long)fd[1], classes, shards_[0].path.c_str(), dim_,
                                classes_));
     }
-    if (fd[0] == 0) throw UserError(strfmt("%s: shard holds no samples; %s", sh.path.c_str(), hint.c_str()));
+    // A shard of no rows (h5py writes one as readily as any other: data/README.md lets N differ
+    // between shards) holds no sample to index: left out, and said (conversion_note).
+    if (fd[0] == 0) {
+        empty_.push_back(sh.path);
+        return;
+    }
     // A batch of rows is staged in memory: refuse a row width no batch could hold.
     if (fd[1] == 0 || (double)fd[1] * 4.0 * max_rows_ > (double)(1ull << 32))
         throw UserError(strfmt("%s: /features has %llu features per sample; a batch of %d such rows does not fit "

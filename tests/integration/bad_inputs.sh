@@ -71,6 +71,31 @@ f="$WORK/trunc/train-00001-of-00004.h5"
 truncate -s $(( $(stat -c %s "$f") / 2 )) "$f"
 expect_error "truncated shard" 2 "train-00001-of-00004.h5.*truncated" 2 "${base[@]}" --data "$WORK/trunc"
 
+# A shard of no rows (h5py writes one as readily as another; data/README.md lets N differ) is left
+# out with a note, and the set trains as without it; it was refused, with advice whose ingest
+# command then failed on that same shard. Every shard of no rows: refused.
+cp -r "$WORK/good" "$WORK/zero"
+$PY - "$WORK/zero/train-00004-of-00005.h5" "$WORK/zero/train-00000-of-00004.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[2], "r") as g:
+    d, k = g["features"].shape[1], g.attrs["num_classes"]
+with h5py.File(sys.argv[1], "w") as f:
+    f["features"] = np.zeros((0, d), np.float32)
+    f["labels"] = np.zeros((0,), np.int32)
+    f.attrs["num_classes"] = k
+PY
+for i in 0 1 2 3; do mv "$WORK/zero/train-0000$i-of-00004.h5" "$WORK/zero/train-0000$i-of-00005.h5"; done
+train 2 "${base[@]}" --data "$WORK/zero" --run-dir "$WORK/run-zero"
+[ "$RC" = 0 ] && grep -q "^note: train: 1 shard of no samples left out (.*zero/train-00004-of-00005.h5)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a shard of no rows: want a run and one note naming it, got exit $RC"; }
+train 2 "${base[@]}" --run-dir "$WORK/run-nozero"
+"$BIN/dptrain-ckpt" diff "$WORK/run-zero/checkpoints/ckpt-00000004.h5" "$WORK/run-nozero/checkpoints/ckpt-00000004.h5" >/dev/null \
+  || fail "a shard of no rows: the set did not train as without it"
+echo "ok: a shard of no rows is left out and the set trains as without it"
+mkdir -p "$WORK/allzero" && cp "$WORK/zero/train-00004-of-00005.h5" "$WORK/allzero/train-00000-of-00001.h5"
+cp "$WORK/good"/val-*.h5 "$WORK/allzero/"
+expect_error "every shard of no rows" 2 "allzero: each of its 1 train shards holds no samples" 2 "${base[@]}" --data "$WORK/allzero"
+
 # What h5py writes by default from NumPy (float64 features, int64 labels shaped (N, 1), num_classes
 # an int64) trains exactly as the float32/int32 set it came from, with one note of the cost, in
 # each --io mode that reads through HDF5.

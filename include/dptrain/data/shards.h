@@ -73,7 +73,7 @@ class ShardSet : public Dataset {
     // (float64 features, int64 labels, ...), or reads them from chunks (chunked, compressed)
     // where --io direct would pread them: what, in how many shards, its cost and how to convert
     // once. Empty when every shard is read directly (or from the node's copy).
-    std::string conversion_note() const;
+    std::string conversion_note() const;  // and shards of no rows, left out
     IoMode mode() const { return mode_; }
     // --io memory: allocates the node-shared buffer (collective over the node's communicator given
     // to open) and loads this rank's share of the rows. Every rank of the node must have loaded its
@@ -100,6 +100,7 @@ class ShardSet : public Dataset {
         void size_chunk_caches(size_t n_shards);  // HDF5 reads; sets chunk_cache
     };
     void add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards);
+    std::string conversion_note_of_shards() const;
     void cache_labels();
     // Throws the UserError for label `label` at `row` of `sh` outside [0, num_classes).
     [[noreturn]] void bad_label(const Shard& sh, long row, int label) const;
@@ -119,6 +120,7 @@ class ShardSet : public Dataset {
     std::shared_ptr<NodeCopy> node_copy_;
     h5::Hid xfer_;  // collective: the transfer property list
     std::vector<Shard> shards_;
+    std::vector<std::string> empty_;  // shards of no rows, left out
     long total_ = 0;
     int dim_ = 0, classes_ = 0, max_rows_ = 0;
     // scratch reused by every read: (row in shard, position in the output) pairs, staged rows
