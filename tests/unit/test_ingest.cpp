@@ -127,7 +127,18 @@ TEST_CASE("CSV: header detected, label column chosen, values exact", "[ingest]")
     put(dir + "/p.csv", "0,1,2\n5,6,1\n");  // pandas' header of a frame made from an array
     CHECK(read_csv(dir + "/p.csv", -1, false).n == 1);
     CHECK(read_csv(dir + "/p.csv", -1, true).n == 2);
-    CHECK(read_csv(dir + "/p.csv", -1, false).notes.empty());
+    // Said: a row's worth of numbers was taken as names (data/README.md says a non-numeric first line).
+    const std::vector<std::string> notes = read_csv(dir + "/p.csv", -1, false).notes;
+    REQUIRE(notes.size() == 1);
+    CHECK(has(notes[0], "p.csv: its first line, 0,1,2, is pandas' column names for an array (0, 1, 2, ...), not a "
+                        "sample: left out; pass --no-header if it is one"));
+    CHECK(read_csv(dir + "/c.csv", -1, false).notes.empty());
+    // A delimiter ending every line: no empty last column (the label was read from it, '' refused).
+    put(dir + "/t.csv", "a,b,label,\n1,2,0,\n3,4,1,\n");
+    const Table tr = read_csv(dir + "/t.csv", -1, false);
+    CHECK((tr.n == 2 && tr.d == 2));
+    CHECK(tr.y == std::vector<int32_t>{0, 1});
+    CHECK(tr.x == std::vector<float>{1, 2, 3, 4});
 }
 
 TEST_CASE("CSV: a first column without a name is row names (pandas' index), left out with a note", "[ingest]") {
@@ -145,6 +156,9 @@ TEST_CASE("CSV: a first column without a name is row names (pandas' index), left
     Table u = read_csv(dir + "/n.csv", -1, false);
     CHECK((u.n == 2 && u.d == 2));
     CHECK(u.x == std::vector<float>{5, 6, 7, 8});
+    REQUIRE(u.notes.size() == 1);
+    CHECK(has(u.notes[0], "is pandas' column names for an array (0, 1, 2, ...), not a sample: left out; pass "
+                          "--no-header if it is one; its first column, unnamed, is row names"));
     // Read back and written again by pandas: "Unnamed: 0"; R's write.csv: quoted row names.
     put(dir + "/u.csv", "Unnamed: 0,a,label\n0,1.5,0\n1,2.5,1\n");
     CHECK(read_csv(dir + "/u.csv", -1, false).d == 1);

@@ -126,6 +126,7 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
     char delim = 0;
     size_t ncols = 0, first_line = 0;
     int lc = 0, index_column = -1;  // the label's column; a column of row names left out, or -1
+    bool trailing = false;          // every line ends in a delimiter
     std::string note;
     long line_no = 0;
     while (pos < text.size()) {
@@ -143,6 +144,10 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
                                                            : ',';
         }
         split_fields(line, delim, &fields);
+        // A delimiter at the end of every line (some writers put one): an empty last field, left
+        // out. The first line decides; a later line without it then has a field too few.
+        if (!ncols) trailing = fields.size() >= 3 && fields.back().empty();
+        if (trailing && !fields.empty() && fields.back().empty()) fields.pop_back();
         double v;
         if (!ncols) {
             ncols = fields.size();
@@ -166,9 +171,15 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
                 pandas &= fields[c] == std::to_string(c);
                 if (c > 0) pandas_indexed &= fields[c] == std::to_string(c - 1);
             }
-            header |= (pandas || pandas_indexed) && ncols >= 3;
+            // All numbers, taken as pandas' column names: said, since it is a row's worth of data.
+            const bool numeric_names = !header && (pandas || pandas_indexed) && ncols >= 3;
+            header |= numeric_names;
             if (header && !no_header) {
                 names = fields;
+                if (numeric_names)
+                    note = "its first line, " + line.substr(0, 40) + (line.size() > 40 ? "..." : "") +
+                           ", is pandas' column names for an array (0, 1, 2, ...), not a sample: left out; pass "
+                           "--no-header if it is one";
                 // A first column without a name holds row names: pandas' index (to_csv writes it
                 // unless index=False; read back it is "Unnamed: 0") or R's write.csv row names. As
                 // a feature it would tell the model each row's position (the order of a sorted or
@@ -179,8 +190,9 @@ Table read_csv(const std::string& path, int label_column, bool no_header) {
                                                "(pandas' index), not labels; give the label column's index",
                                                path.c_str()));
                     index_column = 0;
-                    note = "its first column, unnamed, is row names (pandas' index): left out; write the file with "
-                           "df.to_csv(FILE, index=False) to say so";
+                    note += std::string(note.empty() ? "" : "; ") +
+                            "its first column, unnamed, is row names (pandas' index): left out; write the file with "
+                            "df.to_csv(FILE, index=False) to say so";
                 }
                 continue;
             }
