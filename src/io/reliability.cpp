@@ -71,6 +71,7 @@ void Watchdog::stop() {
 void Watchdog::begin(long step, Phase p) {
     since_.store(now_seconds(), std::memory_order_relaxed);
     extra_.store(0.0, std::memory_order_relaxed);
+    waiting_.store(false, std::memory_order_relaxed);
     step_.store(step, std::memory_order_relaxed);
     phase_.store((int)p, std::memory_order_relaxed);
 }
@@ -154,7 +155,8 @@ void Watchdog::run() {
         const Phase p = (Phase)phase_.load(std::memory_order_relaxed);
         const double waited = now_seconds() - since_.load(std::memory_order_relaxed);
         const double extra = extra_.load(std::memory_order_relaxed);
-        const bool waiting_for_peers = p == Phase::allreduce || p == Phase::checkpoint_wait;
+        const bool waiting_for_peers =
+            p == Phase::allreduce || p == Phase::checkpoint_wait || waiting_.load(std::memory_order_relaxed);
         if (waited < timeout_ + extra + (waiting_for_peers ? grace : 0.0)) continue;
         std::string what =
             p == Phase::setup && step_.load() == 0

@@ -344,6 +344,8 @@ void StepLoop::checkpoint(long done, bool final_one) {
     if (p_.topo.rank == 0 || p_.o.shard_optimizer) p_.grads.download_state();
     if (p_.topo.rank == 0 && p_.faults.slow(0, done, Fault::Kind::slow_checkpoint))
         std::this_thread::sleep_for(std::chrono::seconds(3));
+    // Rank 0 writes; the others (sending their shards of a sharded state) wait for it.
+    if (p_.topo.rank != 0) p_.clock.watchdog().waiting(true);
     p_.ckpt.save(p_.world, done, p_.sampler, p_.params, p_.opt, final_one,
                  p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
     if (!p_.o.async_checkpoint) {
@@ -403,6 +405,8 @@ int StepLoop::finish(int code, long start, long done, long end) {
         }
     }
     p_.ckpt.wait();
+    // From here the other ranks only wait for rank 0 (its last background write, its lines).
+    if (p_.topo.rank != 0) p_.clock.watchdog().waiting(true);
     const double secs = now_seconds() - t_run_;
     if (code == kExitNonfinite) return code;
     if (code == kExitPreempted) {

@@ -224,6 +224,24 @@ struct Setup {
 // 1. --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
 // ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
 // and the slowest node's time.
+// all_ok, with this rank's wait for the others (once its own part is done, or has failed) marked
+// for the watchdog: the rank stuck in a phase (rank 0 reading a checkpoint) names itself first,
+// and the ranks that wait for it say that they wait.
+template <typename Fn>
+bool agreed(Watchdog& dog, MPI_Comm w, Fn&& fn) {
+    struct Done {
+        Watchdog& dog;
+        ~Done() { dog.waiting(false); }
+    } done{dog};
+    return all_ok(w, [&] {
+        struct Mark {
+            Watchdog& dog;
+            ~Mark() { dog.waiting(true); }
+        } mark{dog};
+        fn();
+    });
+}
+
 // Leaves the watchdog unwatched when it goes, however the watched work before it ended.
 struct Unwatch {
     Watchdog& dog;
@@ -383,21 +401,22 @@ int run_training(const Options& opts_in, const Topology& topo) {
     if (opts.verify_data && !go_on(verify_data(opts, topo, clock.watchdog()))) return code;
     clock.watchdog().begin(0, Phase::setup);
     clock.watchdog().allow(opts.lock_wait);
+    Watchdog& dog = clock.watchdog();
     Setup s(opts, topo);
     s.faults = faults;  // parsed (and checked) once, above
-    if (!go_on(all_ok(w, [&] { s.check_same_options(); })) || !go_on(all_ok(w, [&] { s.open_device(); })))
+    if (!go_on(agreed(dog, w, [&] { s.check_same_options(); })) || !go_on(agreed(dog, w, [&] { s.open_device(); })))
         return code;
     s.measure_peak();
     // What the process holds before the run allocates: the libraries, with the buffers the
     // measurement's sgemm touched.
     const size_t runtime = measure_runtime();
-    if (!go_on(all_ok(w, [&] { s.make_local(); })) || !go_on(all_ok(w, [&] { s.check_same_data(); })) ||
-        !go_on(all_ok(w, [&] { s.make_gradients(); })) || !go_on(all_ok(w, [&] { s.load_data(); })))
+    if (!go_on(agreed(dog, w, [&] { s.make_local(); })) || !go_on(agreed(dog, w, [&] { s.check_same_data(); })) ||
+        !go_on(agreed(dog, w, [&] { s.make_gradients(); })) || !go_on(agreed(dog, w, [&] { s.load_data(); })))
         return code;
     s.plan_memory_use(runtime);
-    if (!go_on(all_ok(w, [&] { s.ckpt->find(s.params, *s.opt); }))) return code;
+    if (!go_on(agreed(dog, w, [&] { s.ckpt->find(s.params, *s.opt); }))) return code;
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
-    if (!go_on(all_ok(w, [&] { s.report.open_metrics(s.start_step); }))) return code;
+    if (!go_on(agreed(dog, w, [&] { s.report.open_metrics(s.start_step); }))) return code;
     s.report.banner(s.facts());
     s.start_heartbeats(clock.watchdog());
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);

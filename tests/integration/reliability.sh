@@ -260,6 +260,16 @@ train 2 --data "$WORK/fifo" --batch-size 8 --eval-every 0 --steps 30 --run-dir "
 [ "$RC" = 1 ] && grep -q "^dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2 + --lock-wait 1): a file, device or peer that does not answer" "$WORK/out" \
   || { cat "$WORK/out"; fail "a shard that never answers: want the watchdog's set-up line and exit 1, got $RC"; }
 echo "ok: a shard that never answers -> the watchdog ends set-up after $((SECONDS - t0)) s"
+# A checkpoint that never answers (the newest a FIFO) holds rank 0 alone in set-up, reading it: the
+# line names rank 0, once; the ranks waiting for it wait a grace longer (each printed a line of
+# its own, the first from whichever rank's watchdog woke first).
+train 4 "${C[@]}" --steps 20 --checkpoint-every 10 --run-dir "$WORK/ckfifo"
+rm "$WORK/ckfifo/checkpoints/ckpt-00000020.h5" && mkfifo "$WORK/ckfifo/checkpoints/ckpt-00000030.h5"
+train 4 "${C[@]}" --steps 40 --run-dir "$WORK/ckfifo" --resume auto --step-timeout 2 --lock-wait 1
+[ "$RC" != 0 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: set-up stuck for [0-9.]* s (--step-timeout 2 + --lock-wait 1): .*(rank 0 on " "$WORK/out" \
+  || { cat "$WORK/out"; fail "a checkpoint that never answers: want one line, rank 0's"; }
+echo "ok: a checkpoint that never answers -> one line, rank 0's"
 # The same under --preflight, whose checks read the shards before set-up: they were unwatched (and
 # a stop signal then killed the ranks: exit 138), and the job waited forever.
 t0=$SECONDS

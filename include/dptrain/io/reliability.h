@@ -47,6 +47,11 @@ class Watchdog {
     void phase(Phase p) { phase_.store((int)p, std::memory_order_relaxed); }
     // Gives the current phase extra_s more than the timeout (set-up: the lock wait); begin() ends it.
     void allow(double extra_s) { extra_.store(extra_s, std::memory_order_relaxed); }
+    // This rank, its own part done, waits for its peers (set-up's agreement after a phase only
+    // rank 0 works in, a sharded checkpoint's sends, the end): as in the all-reduce, a grace
+    // longer before it speaks, so that the rank that is stuck names itself first, and its line
+    // says it waits. begin() ends it.
+    void waiting(bool w) { waiting_.store(w, std::memory_order_relaxed); }
     void stop();
     // Node heartbeats in `dir` (on the shared filesystem, beside the checkpoints): when `writer`
     // (one rank per node), this thread rewrites dir/HOST with its step, phase and time at every
@@ -65,6 +70,7 @@ class Watchdog {
     std::atomic<int> phase_{(int)Phase::setup};
     std::atomic<double> since_;
     std::atomic<double> extra_{0.0};
+    std::atomic<bool> waiting_{false};
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;
