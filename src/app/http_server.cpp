@@ -19,6 +19,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Each connection holds a thread of the server's pool while it is read. A client that sends
+// nothing, or its headers a byte at a time, held one for the keep-alive wait (5 s) or the whole
+// --read-timeout (10 s): 85 such clients kept /healthz waiting 4.5-7.5 s (Kubernetes' probes give
+// up after 1 s). A request line and headers (a few hundred bytes, one packet) get 2 s, and a new
+// connection's first byte 1 s.
+constexpr double kHeaderSeconds = 2.0, kFirstByteSeconds = 1.0;
+
 // Waits up to ms for events on sock; false on a timeout or an error.
 bool wait_for(socket_t sock, short events, long ms) {
     if (ms <= 0) return false;
@@ -45,7 +52,11 @@ class RequestStream : public httplib::Stream {
     ssize_t read(char* ptr, size_t size) override {
         if (pos_ == end_) {
             if (!armed_) {
-                deadline_ = Clock::now() + request_;
+                // The request line and headers first, within kHeaderSeconds (or the whole
+                // request's time, when shorter); the body gets the rest of it once they are in
+                // (body_next). A connection thread is held for as long as this allows.
+                armed_at_ = Clock::now();
+                deadline_ = armed_at_ + std::min(request_, header_);
                 armed_ = true;
             }
             if (!wait_for(sock_, POLLIN, left_ms())) return -1;
@@ -73,6 +84,10 @@ class RequestStream : public httplib::Stream {
     socket_t socket() const override { return sock_; }
 
     void disarm() { armed_ = false; }
+    // The headers are in: the body may take until the request's own deadline.
+    void body_next() {
+        if (armed_) deadline_ = armed_at_ + request_;
+    }
     // The request's deadline passed before it arrived whole.
     bool timed_out() const { return armed_ && Clock::now() >= deadline_; }
     bool routed = false;  // the request was parsed and reached routing (DeadlineServer::request_routed)
@@ -116,7 +131,9 @@ class RequestStream : public httplib::Stream {
     const Clock::duration request_;
     const long write_ms_;
     bool armed_ = false;
-    Clock::time_point deadline_;
+    Clock::time_point armed_at_, deadline_;
+    const Clock::duration header_ =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kHeaderSeconds));
     char buf_[4096];
     size_t pos_ = 0, end_ = 0;
 };
@@ -136,7 +153,9 @@ void DeadlineServer::request_read() {
 bool DeadlineServer::client_gone() { return t_stream && t_stream->peer_closed(); }
 
 void DeadlineServer::request_routed() {
-    if (t_stream) t_stream->routed = true;
+    if (!t_stream) return;
+    t_stream->routed = true;
+    t_stream->body_next();
 }
 
 bool DeadlineServer::request_unparsed() { return t_stream && !t_stream->routed; }
@@ -145,8 +164,9 @@ bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_ou
 
 // A connection's next request: its first byte within keep_alive_seconds, looked for in 10 ms
 // slices so that a stopping server closes its idle connections at once.
-bool DeadlineServer::wait_for_request(socket_t sock) const {
-    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(keep_alive_seconds_));
+bool DeadlineServer::wait_for_request(socket_t sock, bool first) const {
+    const double wait = first ? std::min(keep_alive_seconds_, kFirstByteSeconds) : keep_alive_seconds_;
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
     while (svr_sock_ != INVALID_SOCKET) {
         if (wait_for(sock, POLLIN, 10)) return true;
         if (Clock::now() >= end) return false;
@@ -159,7 +179,8 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     RequestStream strm(sock, request_seconds_, (long)write_timeout_sec_ * 1000 + (long)write_timeout_usec_ / 1000);
     t_stream = &strm;
     bool ok = false;
-    for (size_t left = keep_alive_max_count_; left > 0 && (strm.buffered() || wait_for_request(sock)); --left) {
+    for (size_t left = keep_alive_max_count_;
+         left > 0 && (strm.buffered() || wait_for_request(sock, left == keep_alive_max_count_)); --left) {
         bool closed = false;
         strm.routed = false;
         ok = process_request(strm, left == 1, closed, nullptr);

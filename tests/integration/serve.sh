@@ -35,7 +35,8 @@ start() {
   PID=$!
   PIDS+=("$PID")
   for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/$name.out")
+    # (The server's shell may not have made its output file yet: the redirection is the child's.)
+    URL=$(sed -n 's/^serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/$name.out" 2>/dev/null || true)
     [ -n "$URL" ] && return 0
     kill -0 "$PID" 2>/dev/null || { cat "$WORK/$name.err"; fail "serve $name exited before listening"; }
     sleep 0.1
@@ -84,6 +85,7 @@ echo "ok: a port in use: $(cat "$WORK/e.err")"
 start small --checkpoint "$WORK/run" --max-batch 1 --max-queue 1 --max-tokens 100000
 "$PY" "$CLIENT" full "$URL"
 "$PY" "$CLIENT" abandoned "$URL"
+"$PY" "$CLIENT" held "$URL"
 DPTRAIN_API_KEY=s3cret start keyed --checkpoint "$WORK/run/checkpoints/ckpt-00000100.h5"
 grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does not say a key is required"
 "$PY" "$CLIENT" auth "$URL" s3cret

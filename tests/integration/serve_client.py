@@ -456,6 +456,41 @@ def abandoned(url):
         print(f"ok: a queued {what} request whose client left gave its place up (queue depth 0, the next one 200)")
 
 
+def held(url):
+    """Against a server of --read-timeout 10: a new connection that sends nothing is closed after
+    about 1 s (it held a connection thread for the 5 s keep-alive wait), and one that trickles its
+    headers after about 2 s (for the whole --read-timeout): 85 such clients took the pool's threads
+    and kept /healthz waiting 4.5-7.5 s."""
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port))
+    s.settimeout(10)
+    t0 = time.time()
+    try:
+        got = s.recv(100)
+    except socket.timeout:
+        fail("a connection that sends nothing was not closed within 10 s")
+    took = time.time() - t0
+    s.close()
+    if got != b"" or took > 3:
+        fail(f"a connection that sends nothing: closed after {took:.1f} s with {got!r}, want about 1 s and nothing")
+    print(f"ok: a connection that sends nothing is closed after {took:.1f} s")
+    s = socket.create_connection((u.hostname, u.port))
+    t0 = time.time()
+    for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n":
+        try:
+            s.sendall(bytes([b]))
+        except OSError:
+            break
+        time.sleep(0.3)
+        if time.time() - t0 > 8:
+            fail("a client trickling its headers was not cut off within 8 s (--read-timeout 10)")
+    took = time.time() - t0
+    s.close()
+    if took > 4:
+        fail(f"a client trickling its headers was cut off after {took:.1f} s, want about 2 s")
+    print(f"ok: a client trickling its headers is cut off after {took:.1f} s (--read-timeout 10)")
+
+
 def long(url, tokens, out):
     chunks = stream(url, {"prompt": "a", "max_tokens": int(tokens), "temperature": 0})
     last = chunks[-2] if len(chunks) > 1 else {}
@@ -465,5 +500,5 @@ def long(url, tokens, out):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"api": api, "bad": bad, "full": full, "abandoned": abandoned, "auth": auth, "slow": slow, "load": load,
-     "long": long}[cmd](*args)
+    {"api": api, "bad": bad, "full": full, "abandoned": abandoned, "held": held, "auth": auth, "slow": slow,
+     "load": load, "long": long}[cmd](*args)

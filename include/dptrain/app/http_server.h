@@ -12,7 +12,8 @@ namespace dptrain {
 class DeadlineServer : public httplib::Server {
   public:
     // A request (its line, headers and body) must arrive within this many seconds of its first
-    // byte; an idle kept-alive connection is closed after keep_alive_seconds.
+    // byte, its line and headers within 2 s of it; an idle kept-alive connection is closed after
+    // keep_alive_seconds, a new one that sends nothing after 1 s.
     explicit DeadlineServer(double request_seconds, double keep_alive_seconds = 5);
 
     // Called on a handler's thread: the request being handled has arrived whole (its deadline no
@@ -29,7 +30,7 @@ class DeadlineServer : public httplib::Server {
 
   private:
     bool process_and_close_socket(socket_t sock) override;
-    bool wait_for_request(socket_t sock) const;
+    bool wait_for_request(socket_t sock, bool first) const;  // first: a new connection's first request
 
     const double request_seconds_, keep_alive_seconds_;
 };
