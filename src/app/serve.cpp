@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -408,11 +409,21 @@ struct Server {
             });
     }
 
+    // "Bearer KEY", the scheme's name in any case (RFC 9110: it is case-insensitive).
+    bool authorized(const std::string& header) const {
+        const std::string scheme = "bearer ";
+        if (header.size() != scheme.size() + o.api_key.size()) return false;
+        for (size_t i = 0; i < scheme.size(); ++i)
+            if (std::tolower((unsigned char)header[i]) != scheme[i]) return false;
+        return header.compare(scheme.size(), std::string::npos, o.api_key) == 0;
+    }
+
     // Before routing: the body's size, the key, and whether requests are still taken.
     httplib::Server::HandlerResponse gate(const httplib::Request& req, httplib::Response& res) {
         const bool api = req.path.rfind("/v1/", 0) == 0;
-        if (api && !o.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + o.api_key) {
+        if (api && !o.api_key.empty() && !authorized(req.get_header_value("Authorization"))) {
             fail(res, 401, "a valid API key is required: send \"Authorization: Bearer KEY\"");
+            if (req.path == "/v1/completions") count(401);
             return httplib::Server::HandlerResponse::Handled;
         }
         const long length = std::atol(req.get_header_value("Content-Length").c_str());

@@ -296,6 +296,16 @@ def auth(url, key):
     status, r = complete(url, {"prompt": "a", "max_tokens": 2}, {"Authorization": f"Bearer {key}"})
     if status != 200:
         fail(f"right key: {status} {r}")
+    # The scheme's name in any case (RFC 9110); the key itself exactly.
+    for header, want in ((f"bearer {key}", 200), (f"BEARER {key}", 200), (f"Bearer {key.upper()}x", 401),
+                         (f"Basic {key}", 401)):
+        status, r = complete(url, {"prompt": "a", "max_tokens": 2}, {"Authorization": header})
+        if status != want:
+            fail(f"Authorization {header!r}: {status}, want {want}")
+    # The refused requests are counted by status.
+    m = metrics(request(url, "GET", "/metrics")[1])
+    if m.get('dptrain_serve_requests_total{code="401"}', 0) < 4:
+        fail(f"401s are not counted in /metrics: {[k for k in m if 'requests_total' in k]}")
     status, _, _ = request(url, "GET", "/healthz")
     if status != 200:
         fail("probes must not need the key")
