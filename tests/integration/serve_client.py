@@ -329,6 +329,43 @@ def auth(url, key):
     print("ok: a 9 KB form-encoded body is read; a model nested 300,000 deep gets 400 and the server lives")
 
 
+def answer_then_close(url, data, who):
+    """Sends data on a new connection; what comes back until the server closes it (10 s at most)."""
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port))
+    s.settimeout(10)
+    s.sendall(data)
+    got = b""
+    try:
+        while True:
+            part = s.recv(4096)
+            if not part:
+                break
+            got += part
+    except socket.timeout:
+        fail(f"{who}: the connection was not closed within 10 s: {got[:300]!r}")
+    s.close()
+    return got
+
+
+def trickle(url, data, limit, who):
+    """Sends data a byte every 0.3 s until the server cuts the connection; the seconds it took
+    (failing past `limit`)."""
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port))
+    t0 = time.time()
+    for i in range(len(data)):
+        try:
+            s.sendall(data[i:i + 1])
+        except OSError:
+            break
+        time.sleep(0.3)
+        if time.time() - t0 > limit:
+            fail(f"{who} was not cut off within {limit} s")
+    s.close()
+    return time.time() - t0
+
+
 def wait_dropped(url, before, who):
     """Waits (10 s at most) until /metrics counts one more cancelled request and none decoding."""
     for _ in range(100):
@@ -343,58 +380,24 @@ def wait_dropped(url, before, who):
 
 def slow(url):
     u = urllib.parse.urlparse(url)
-    s = socket.create_connection((u.hostname, u.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"")
     t0 = time.time()
-    s.settimeout(10)
-    got = b""
-    try:
-        while True:  # the answer, then the connection closed
-            part = s.recv(4096)
-            if not part:
-                break
-            got += part
-    except socket.timeout:
-        fail(f"a client that never finishes its body was not cut off (and closed) within 10 s: {got[:200]!r}")
-    s.close()
+    got = answer_then_close(url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\"",
+                            "a client that never finishes its body")
     if not got.startswith(b"HTTP/1.1 408") or b"Connection: close" not in got or b"--read-timeout" not in got:
         fail(f"a client that never finishes its body: want 408 naming --read-timeout and Connection: close, got {got!r}")
     print(f"ok: a slow sender is cut off after {time.time() - t0:.1f} s ({got[:30]!r}), the connection closed")
     # A request that cannot be parsed gets one 400 and the connection is closed: what follows it on
     # the connection (here a valid request) is not answered as a request of its own, which would put
     # answers and requests out of step behind a proxy.
-    s = socket.create_connection((u.hostname, u.port))
-    s.settimeout(10)
-    s.sendall(b"GARBAGE\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    got = b""
-    try:
-        while True:
-            part = s.recv(4096)
-            if not part:
-                break
-            got += part
-    except socket.timeout:
-        fail(f"an unparsable request: the connection was not closed within 10 s: {got[:300]!r}")
-    s.close()
+    got = answer_then_close(url, b"GARBAGE\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "an unparsable request")
     if got.count(b"HTTP/1.1 ") != 1 or not got.startswith(b"HTTP/1.1 400") or b"could not be parsed" not in got:
         fail(f"an unparsable request: want one 400 and the connection closed, got {got!r}")
     print("ok: an unparsable request gets one 400 and its connection is closed")
     # A byte every 0.3 s, each read within --read-timeout (1 s) but the request never whole within
     # it: cut off too. httplib's timeout alone applied to each read, and held the connection
     # thread for as long as the client went on (enough such clients took every thread).
-    request_bytes = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100
-    s = socket.create_connection((u.hostname, u.port))
-    t0 = time.time()
-    for i in range(len(request_bytes)):
-        try:
-            s.sendall(request_bytes[i:i + 1])
-        except OSError:
-            break
-        time.sleep(0.3)
-        if time.time() - t0 > 10:
-            fail("a client trickling its request a byte every 0.3 s was not cut off within 10 s")
-    took = time.time() - t0
-    s.close()
+    took = trickle(url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b" " * 100, 10,
+                   "a client trickling its request a byte every 0.3 s")
     if took > 3:
         fail(f"a client trickling its request was cut off after {took:.1f} s, want about 1 s (--read-timeout)")
     print(f"ok: a client trickling its request a byte every 0.3 s is cut off after {took:.1f} s")
@@ -484,18 +487,7 @@ def held(url):
     if got != b"" or took > 3:
         fail(f"a connection that sends nothing: closed after {took:.1f} s with {got!r}, want about 1 s and nothing")
     print(f"ok: a connection that sends nothing is closed after {took:.1f} s")
-    s = socket.create_connection((u.hostname, u.port))
-    t0 = time.time()
-    for b in b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n":
-        try:
-            s.sendall(bytes([b]))
-        except OSError:
-            break
-        time.sleep(0.3)
-        if time.time() - t0 > 8:
-            fail("a client trickling its headers was not cut off within 8 s (--read-timeout 10)")
-    took = time.time() - t0
-    s.close()
+    took = trickle(url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 8, "a client trickling its headers")
     if took > 4:
         fail(f"a client trickling its headers was cut off after {took:.1f} s, want about 2 s")
     print(f"ok: a client trickling its headers is cut off after {took:.1f} s (--read-timeout 10)")
