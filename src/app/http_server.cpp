@@ -59,7 +59,11 @@ class RequestStream : public httplib::Stream {
                 deadline_ = armed_at_ + std::min(request_, header_);
                 armed_ = true;
             }
-            if (!wait_for(sock_, POLLIN, left_ms())) return -1;
+            if (!wait_for(sock_, POLLIN, left_ms())) {
+                // poll counts whole milliseconds: a wait that ran out may end a moment early.
+                expired_ = left_ms() < 5;
+                return -1;
+            }
             if (size >= sizeof buf_) return receive(ptr, size);  // a body's large reads: no copy
             const ssize_t n = receive(buf_, sizeof buf_);
             if (n <= 0) return n;
@@ -83,13 +87,13 @@ class RequestStream : public httplib::Stream {
     void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
     socket_t socket() const override { return sock_; }
 
-    void disarm() { armed_ = false; }
+    void disarm() { armed_ = expired_ = false; }
     // The headers are in: the body may take until the request's own deadline.
     void body_next() {
         if (armed_) deadline_ = armed_at_ + request_;
     }
     // The request's deadline passed before it arrived whole.
-    bool timed_out() const { return armed_ && Clock::now() >= deadline_; }
+    bool timed_out() const { return armed_ && (expired_ || Clock::now() >= deadline_); }
     bool routed = false;  // the request was parsed and reached routing (DeadlineServer::request_routed)
     bool buffered() const { return pos_ < end_; }  // bytes read ahead: a next (pipelined) request
     // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
@@ -130,7 +134,7 @@ class RequestStream : public httplib::Stream {
     const socket_t sock_;
     const Clock::duration request_;
     const long write_ms_;
-    bool armed_ = false;
+    bool armed_ = false, expired_ = false;
     Clock::time_point armed_at_, deadline_;
     const Clock::duration header_ =
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kHeaderSeconds));

@@ -530,8 +530,18 @@ int run_serve(int argc, const char* const* argv) {
         if (server.draining.exchange(true)) return;  // woken by the shutdown below
         signalled = true;
         const EngineStats s = engine.stats();
-        std::fprintf(stderr, "serve: %s: finishing %ld running and %ld queued requests, then stopping\n",
+        std::fprintf(stderr, "serve: %s: finishing %ld running and %ld queued requests, then stopping (a second "
+                             "signal stops at once)\n",
                      sig == SIGINT ? "SIGINT" : "SIGTERM", s.active, s.queued);
+        // A second signal (^C twice, an operator who will not wait for long answers): out now.
+        std::thread([sigs] {
+            int again = 0;
+            sigwait(&sigs, &again);
+            std::fprintf(stderr, "serve: a second %s: stopping at once, answers in progress cut off\n",
+                         again == SIGINT ? "SIGINT" : "SIGTERM");
+            std::fflush(stderr);
+            std::_Exit(1);
+        }).detach();
         engine.drain();
         // The answers are complete; their last bytes may still be on the way to the clients.
         for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -187,9 +187,36 @@ wait "$LONG" || fail "the request in flight failed at SIGTERM"
 [ "$rc" = 0 ] || { cat "$WORK/term.err"; fail "serve exited $rc after SIGTERM, want 0"; }
 grep -q '"done": true, "finish": "length", "tokens": 50000' "$WORK/long.json" \
   || { cat "$WORK/long.json" "$WORK/term.err"; fail "the request in flight did not finish whole"; }
-grep -q "^serve: SIGTERM: finishing 1 running and 0 queued requests, then stopping$" "$WORK/term.err" \
-  || { cat "$WORK/term.err"; fail "no line saying what SIGTERM waits for"; }
+grep -q "^serve: SIGTERM: finishing 1 running and 0 queued requests, then stopping (a second signal stops at once)$" \
+  "$WORK/term.err" || { cat "$WORK/term.err"; fail "no line saying what SIGTERM waits for"; }
 echo "ok: SIGTERM: the request in flight finished (50000 tokens), exit 0"
+# A second SIGTERM stops at once, the answer in flight cut off (it was ignored: only SIGKILL ended
+# a server draining long answers).
+start term2 --checkpoint "$WORK/run" --max-tokens 1000000
+"$PY" "$CLIENT" long "$URL" 1000000 "$WORK/long2.json" 2>/dev/null &
+LONG=$!
+"$PY" - "$URL" <<'PY' || fail "the long request never showed as an active sequence in /metrics"
+import sys, time, urllib.request
+for _ in range(400):
+    text = urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode()
+    if any(l.startswith("dptrain_serve_active_sequences ") and float(l.split()[1]) >= 1 for l in text.splitlines()):
+        sys.exit(0)
+    time.sleep(0.025)
+sys.exit(1)
+PY
+kill -TERM "$PID"
+sleep 0.5
+kill -TERM "$PID"
+set +e
+timeout 10 tail --pid="$PID" -f /dev/null
+waited=$?
+wait "$PID"
+rc=$?
+wait "$LONG"
+set -e
+[ "$waited" = 0 ] && [ "$rc" = 1 ] && grep -q "^serve: a second SIGTERM: stopping at once" "$WORK/term2.err" \
+  || { cat "$WORK/term2.err"; fail "a second SIGTERM: want the server out at once, exit 1 (waited $waited, exit $rc)"; }
+echo "ok: a second SIGTERM stops the server at once (exit 1)"
 
 # 5. SIGTERM while the server starts (loading the model, binding): it still exits, at once. One
 # that came before the listener ran left a server that refused every request and ignored any
