@@ -95,6 +95,7 @@ class RequestStream : public httplib::Stream {
     // The request's deadline passed before it arrived whole.
     bool timed_out() const { return armed_ && (expired_ || Clock::now() >= deadline_); }
     bool routed = false;  // the request was parsed and reached routing (DeadlineServer::request_routed)
+    bool close = false;   // the connection ends after this answer (DeadlineServer::close_after)
     bool buffered() const { return pos_ < end_; }  // bytes read ahead: a next (pipelined) request
     // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
     bool peer_closed() const {
@@ -164,6 +165,10 @@ void DeadlineServer::request_routed() {
 
 bool DeadlineServer::request_unparsed() { return t_stream && !t_stream->routed; }
 
+void DeadlineServer::close_after() {
+    if (t_stream) t_stream->close = true;
+}
+
 bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_out(); }
 
 // A connection's next request: its first byte within keep_alive_seconds, looked for in 10 ms
@@ -186,12 +191,12 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
     for (size_t left = keep_alive_max_count_;
          left > 0 && (strm.buffered() || wait_for_request(sock, left == keep_alive_max_count_)); --left) {
         bool closed = false;
-        strm.routed = false;
+        strm.routed = strm.close = false;
         ok = process_request(strm, left == 1, closed, nullptr);
         // A request that could not be parsed, or did not arrive in time, ends the connection after
         // its one answer: what follows on it cannot be told apart from the rest of that request,
         // and answering it as requests of its own would put answers and requests out of step.
-        const bool cut = !strm.routed || strm.timed_out();
+        const bool cut = !strm.routed || strm.timed_out() || strm.close;
         strm.disarm();  // its answer is written
         if (!ok || closed || cut) break;
     }

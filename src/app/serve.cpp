@@ -426,7 +426,24 @@ struct Server {
             if (req.path == "/v1/completions") count(401);
             return httplib::Server::HandlerResponse::Handled;
         }
-        const long length = std::atol(req.get_header_value("Content-Length").c_str());
+        // A POST's body has a length or comes chunked; without either, or with a length that is
+        // no number, it was waited for until --read-timeout. Refused at once, the connection
+        // closed (what follows on it cannot be told from the body).
+        const std::string length_text = req.get_header_value("Content-Length");
+        const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+        if (req.method == "POST" && !chunked &&
+            (length_text.empty() || length_text.find_first_not_of("0123456789") != std::string::npos)) {
+            DeadlineServer::close_after();
+            res.set_header("Connection", "close");
+            const bool none = !req.has_header("Content-Length");
+            fail(res, none ? 411 : 400,
+                 none ? std::string("a POST needs its body's Content-Length (or Transfer-Encoding: chunked)")
+                      : strfmt("Content-Length '%s' is not a number of bytes", length_text.c_str()),
+                 "body");
+            if (req.path == "/v1/completions") count(none ? 411 : 400);
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const long length = std::atol(length_text.c_str());
         if (length > o.max_body) {
             fail(res, 413, strfmt("the body has %ld bytes; at most %ld (--max-body)", length, o.max_body), "body");
             if (req.path == "/v1/completions") count(413);

@@ -232,6 +232,14 @@ def bad(url, block_size):
     if not got.startswith(b"HTTP/1.1 413") or b'"param":"body"' not in got.replace(b" ", b""):
         fail(f"a chunked body over --max-body: want 413 naming body, got {got[:300]!r}")
     print("ok: a chunked body over --max-body: 413 before the rest was sent")
+    # A POST without a Content-Length (nor chunked), or with one that is no number: refused at once,
+    # the connection closed (each was waited for until --read-timeout, then 400 or a wrong 413).
+    for head, want, says in ((b"", b"HTTP/1.1 411", b"needs its body's Content-Length"),
+                             (b"Content-Length: -1\r\n", b"HTTP/1.1 400", b"Content-Length '-1' is not a number")):
+        got = answer_then_close(url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n{}", f"a POST {head!r}")
+        if not got.startswith(want) or says not in got:
+            fail(f"a POST with {head!r}: want {want!r} saying {says!r}, got {got[:300]!r}")
+    print("ok: a POST without a length, or with a length that is no number: 411 / 400 at once, connection closed")
     status, text, _ = request(url, "GET", "/v1/nothing")
     if status != 404 or "no endpoint GET /v1/nothing" not in text:
         fail(f"unknown path: {status} {text}")

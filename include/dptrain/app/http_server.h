@@ -27,6 +27,8 @@ class DeadlineServer : public httplib::Server {
     static void request_routed();
     static bool request_unparsed();
     static bool request_timed_out();
+    // Called by a handler: the connection ends after this answer (a body left unread on it).
+    static void close_after();
 
   private:
     bool process_and_close_socket(socket_t sock) override;
