@@ -3,10 +3,12 @@
 // directory it serves each newer complete checkpoint once the requests on the old one finish.
 // Threads: the listener and its pool (one per connection), the decoding thread (the engine), the
 // checkpoint watcher, and the signal thread (SIGTERM/SIGINT: stop taking requests, finish those in
-// flight, stop). Not for: the API's rules and bodies (serve_api.cpp) or decoding (completions.cpp).
+// flight, stop). Not for: the API's rules and bodies (serve_api.cpp), decoding (completions.cpp) or
+// watching the checkpoints (rollout.cpp).
 #include "dptrain/app/serve.h"
 
 #include "dptrain/app/http_server.h"
+#include "dptrain/app/rollout.h"
 #include "dptrain/app/serve_api.h"
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
@@ -22,7 +24,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <cctype>
@@ -33,7 +34,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
-#include <set>
 #include <type_traits>
 
 namespace po = boost::program_options;
@@ -132,107 +132,6 @@ void validate(const ServeOptions& o) {
     parse_device_kind(o.device);  // "--device 'x' is unknown; use ..." before the model loads
     parse_precision(o.precision);
 }
-
-// The directory a checkpoint PATH stands for ("" for a file: nothing to watch).
-std::string watched_dir(const std::string& path) {
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
-    const std::string sub = path + "/checkpoints";
-    return stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? sub : path;
-}
-
-long step_of(const std::string& path) {
-    const size_t at = path.rfind("ckpt-");
-    return at == std::string::npos ? -1 : std::atol(path.c_str() + at + 5);
-}
-
-// Rollout: every poll seconds, the newest checkpoint of the directory newer than the model served
-// that loads (checksums verified) and holds the same model is offered to the engine. One that
-// fails, or holds another model, is named on stderr once and passed over for the next older one;
-// the old model keeps serving when none is left.
-class Watcher {
-  public:
-    Watcher(CompletionEngine& engine, ServeCounters& counters, std::string dir, double poll, std::string current,
-            long step)
-        : engine_(engine), counters_(counters), dir_(std::move(dir)), poll_(poll), current_(std::move(current)),
-          step_(step) {
-        if (dir_.empty() || poll_ <= 0) return;
-        // Newer files there now are the ones loading passed over (and named): damaged. They are
-        // looked at again only once written anew.
-        for (const std::string& path : list_checkpoints(dir_))
-            if (step_of(path) > step_) rejected_.insert(key_of(path));
-        thread_ = std::thread([this] { run(); });
-    }
-    ~Watcher() {
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            stop_ = true;
-        }
-        cv_.notify_all();
-        if (thread_.joinable()) thread_.join();
-    }
-
-  private:
-    void run() {
-        std::unique_lock<std::mutex> lk(mu_);
-        while (!cv_.wait_for(lk, std::chrono::duration<double>(poll_), [&] { return stop_; })) {
-            lk.unlock();
-            look();
-            lk.lock();
-        }
-    }
-    void look() {
-        for (const std::string& path : list_checkpoints(dir_)) {  // newest first
-            if (path == current_ || step_of(path) <= step_) return;
-            const std::string key = key_of(path);
-            if (rejected_.count(key)) continue;
-            if (offer(path)) return;
-            rejected_.insert(key);
-        }
-    }
-    // A file as it is now: a file of that name written later (a rename gives a new inode) is
-    // looked at afresh.
-    static std::string key_of(const std::string& path) {
-        struct stat st;
-        return stat(path.c_str(), &st) == 0 ? path + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
-                                                            (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec)
-                                            : path;
-    }
-    // Loads path and offers it; false (named on stderr once) when it fails or holds another model.
-    bool offer(const std::string& path) {
-        try {
-            InferenceModel m = load_inference_model(path);
-            if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() ||
-                !m.tok.same_as(engine_.tokenizer()))
-                throw UserError(strfmt("%s holds another model or tokenizer (%s)", path.c_str(),
-                                       Gpt(m.cfg, 0).signature().c_str()));
-            current_ = path;
-            step_ = m.step;
-            engine_.offer_model(std::move(m));
-            return true;
-        } catch (const std::exception& e) {
-            {
-                std::lock_guard<std::mutex> lk(counters_.mu);
-                ++counters_.checkpoints_skipped;
-            }
-            // The error names the file.
-            std::fprintf(stderr, "serve: skipping a newer checkpoint: %s; still serving step %ld\n", e.what(), step_);
-            return false;
-        }
-    }
-
-    CompletionEngine& engine_;
-    ServeCounters& counters_;
-    std::string dir_;
-    double poll_;
-    std::string current_;
-    long step_;
-    std::set<std::string> rejected_;
-    bool stop_ = false;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::thread thread_;
-};
 
 struct Server {
     const ServeOptions& o;
@@ -539,7 +438,7 @@ int run_serve(int argc, const char* const* argv) {
                                "another --port or --host",
                                o.host.c_str(), o.port));
     server.listen_backlog();
-    Watcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
+    CheckpointWatcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
     std::atomic<bool> signalled{false}, listen_returned{false};
     std::thread signals([&] {
         int sig = 0;
