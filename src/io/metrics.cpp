@@ -330,7 +330,9 @@ Record step_record(const StepStats& s) {
     r.metric("ms_per_step", s.ms_per_step, "Milliseconds").metric("samples_per_s", s.samples_per_s, "Count/Second");
     r.metric("data_wait_pct", s.data_wait_pct, "Percent").metric("comm_exposed_pct", s.comm_pct, "Percent");
     r.metric("comm_total_pct", s.comm_total_pct, "Percent");
-    r.metric("tokens_per_s", s.samples_per_s * s.tokens_per_sample, "Count/Second");
+    // A language model's; for the MLP the file keeps its 0, but CloudWatch gets no metric of it.
+    if (s.tokens_per_sample > 0) r.metric("tokens_per_s", s.samples_per_s * s.tokens_per_sample, "Count/Second");
+    else r.value("tokens_per_s", 0);
     // Unknown MFU stays -1 in the file (as before) but is not declared as a metric.
     if (s.mfu >= 0) r.metric("mfu", s.mfu);
     else r.value("mfu", -1);

@@ -177,6 +177,13 @@ TEST_CASE("step record and line: progress, ETA and unknown MFU", "[metrics]") {
     CHECK(j.find("\"progress_pct\":25,") != std::string::npos);
     CHECK(j.find("\"eta_s\":3725") != std::string::npos);
     CHECK(j.find("\"mfu\":-1") != std::string::npos);
+    // An MLP's tokens/s: 0 in the file, no metric in CloudWatch; a language model's both.
+    CHECK(j.find("\"tokens_per_s\":0") != std::string::npos);
+    CHECK(step_record(s).emf("ns", {{"job", "j"}}, 1).find("{\"Name\":\"tokens_per_s\"") == std::string::npos);
+    StepStats lm = s;
+    lm.tokens_per_sample = 64;
+    CHECK(step_record(lm).emf("ns", {{"job", "j"}}, 1).find("{\"Name\":\"tokens_per_s\",\"Unit\":\"Count/Second\"}") !=
+          std::string::npos);
     CHECK(line.find("--stop-after") == std::string::npos);
     // --stop-after: the ETA is still to --steps; when this run stops is said beside it.
     s.stop_in_s = 42;
