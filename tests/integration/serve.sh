@@ -44,6 +44,19 @@ start() {
   fail "serve $name did not listen within 10 s"
 }
 
+# wait_decoding: until /metrics shows a sequence decoding at $URL (10 s at most).
+wait_decoding() {
+  "$PY" - "$URL" <<'PY' || fail "the long request never showed as an active sequence in /metrics"
+import sys, time, urllib.request
+for _ in range(400):
+    text = urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode()
+    if any(l.startswith("dptrain_serve_active_sequences ") and float(l.split()[1]) >= 1 for l in text.splitlines()):
+        sys.exit(0)
+    time.sleep(0.025)
+sys.exit(1)
+PY
+}
+
 # 1. The API.
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 24 --temperature 0 >"$WORK/gen.out" 2>/dev/null
 start main --checkpoint "$WORK/run" --max-body 4096 --read-timeout 1 --max-tokens 100000
@@ -169,15 +182,7 @@ start term --checkpoint "$WORK/run" --max-tokens 100000
 LONG=$!
 # SIGTERM once the request is decoding (a fixed wait raced it: decoding got fast enough to finish
 # 20,000 tokens within it).
-"$PY" - "$URL" <<'PY' || fail "the long request never showed as an active sequence in /metrics"
-import sys, time, urllib.request
-for _ in range(400):
-    text = urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode()
-    if any(l.startswith("dptrain_serve_active_sequences ") and float(l.split()[1]) >= 1 for l in text.splitlines()):
-        sys.exit(0)
-    time.sleep(0.025)
-sys.exit(1)
-PY
+wait_decoding
 kill -TERM "$PID"
 set +e
 wait "$PID"
@@ -195,15 +200,7 @@ echo "ok: SIGTERM: the request in flight finished (50000 tokens), exit 0"
 start term2 --checkpoint "$WORK/run" --max-tokens 1000000
 "$PY" "$CLIENT" long "$URL" 1000000 "$WORK/long2.json" 2>/dev/null &
 LONG=$!
-"$PY" - "$URL" <<'PY' || fail "the long request never showed as an active sequence in /metrics"
-import sys, time, urllib.request
-for _ in range(400):
-    text = urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode()
-    if any(l.startswith("dptrain_serve_active_sequences ") and float(l.split()[1]) >= 1 for l in text.splitlines()):
-        sys.exit(0)
-    time.sleep(0.025)
-sys.exit(1)
-PY
+wait_decoding
 kill -TERM "$PID"
 sleep 0.5
 kill -TERM "$PID"
