@@ -12,6 +12,9 @@
 #include "dptrain/core/version.h"
 #include "dptrain/io/reliability.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -39,6 +42,14 @@ int main(int argc, char** argv) {
     }
     // `dptrain serve ...`: the inference server, one process, without MPI.
     if (argc > 1 && std::string(argv[1]) == "serve") {
+        // SIGTERM and SIGINT are the server's from here (its signal thread waits for them): a
+        // library's own handler (PSM's, loaded with MPI, prints a backtrace and calls malloc in
+        // it) must not take one that comes while the server starts.
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &stop, nullptr);
         try {
             return run_serve(argc - 1, argv + 1);
         } catch (const std::exception& e) {
