@@ -428,15 +428,7 @@ bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
 // hyperslab read.
 void TokenShardSet::read_stored(const Shard& sh, long t0, long n, void* dst) const {
     if (sh.fd >= 0) {
-        char* p = static_cast<char*>(dst);
-        size_t bytes = (size_t)n * sh.width, done = 0;
-        while (done < bytes) {
-            ssize_t got = ::pread(sh.fd, p + done, bytes - done, sh.at + t0 * sh.width + (long)done);
-            if (got <= 0)
-                throw UserError(strfmt("%s: read of tokens %ld..%ld failed (%s)", sh.path.c_str(), t0, t0 + n,
-                                       got == 0 ? "end of file" : std::strerror(errno)));
-            done += (size_t)got;
-        }
+        read_fully(sh.fd, dst, (size_t)n * sh.width, sh.at + t0 * sh.width, sh.path);
         return;
     }
     std::lock_guard<std::mutex> g(h5::lock());

@@ -22,6 +22,9 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
 // A reader thread's own descriptor for pread on a shard the run has opened and checked (a copy
 // made by Dataset::reopen); throws UserError naming the shard when the filesystem refuses.
 int open_again(const std::string& path);
+// `bytes` from `fd` at offset `at` into dst (pread until done); throws UserError naming `path`,
+// the offset and the cause (end of file: truncated) when they cannot all be read.
+void read_fully(int fd, void* dst, size_t bytes, long at, const std::string& path);
 constexpr const char* kOpenAgainHint = "it was readable when the run opened it: is the filesystem unavailable, or "
                                        "the process out of file descriptors (`ulimit -n`; or lower --io-threads)?";
 
