@@ -39,7 +39,9 @@ static uint64_t file_checksum(int fd, size_t from, size_t* size) {
     return c.value();
 }
 
-static const char kMagic[] = "DPTRAIN-CHECKPOINT 1";
+// The format's version follows the magic word; this build writes and reads version 1.
+static const char kMagicWord[] = "DPTRAIN-CHECKPOINT";
+static const int kFormat = 1;
 
 // Writes the header of a finished checkpoint file: magic, size, checksum of the HDF5 part.
 static void write_header(const std::string& path) {
@@ -48,7 +50,8 @@ static void write_header(const std::string& path) {
     size_t size = 0;
     uint64_t sum = file_checksum(fd, kCheckpointHeader, &size);
     char header[kCheckpointHeader] = {0};
-    std::snprintf(header, sizeof header, "%s size=%zu sum=%016llx\n", kMagic, size, (unsigned long long)sum);
+    std::snprintf(header, sizeof header, "%s %d size=%zu sum=%016llx\n", kMagicWord, kFormat, size,
+                  (unsigned long long)sum);
     ssize_t w = ::pwrite(fd, header, sizeof header, 0);
     int err = errno;
     ::close(fd);
@@ -63,10 +66,17 @@ static void verify_header(const std::string& path) {
     ssize_t got = ::pread(fd, header, kCheckpointHeader, 0);
     size_t want_size = 0, size = 0;
     unsigned long long want_sum = 0;
-    std::string fmt = std::string(kMagic) + " size=%zu sum=%llx";
-    bool parsed = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &want_size, &want_sum) == 2;
+    int format = 0, at = 0;
+    const std::string fmt = std::string(kMagicWord) + " %d %n";
+    const bool ours = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &format, &at) == 1 && at > 0;
+    const bool parsed = ours && format == kFormat &&
+                        std::sscanf(header + at, "size=%zu sum=%llx", &want_size, &want_sum) == 2;
     uint64_t sum = parsed ? file_checksum(fd, kCheckpointHeader, &size) : 0;
     ::close(fd);
+    if (ours && format != kFormat)
+        throw CheckpointFormatError(strfmt("%s: a checkpoint of format %d, which this dptrain (format %d) cannot read; "
+                                           "run the dptrain that wrote it (the file is left as it is)",
+                                           path.c_str(), format, kFormat));
     if (!parsed) throw UserError(strfmt("%s: not a dptrain checkpoint (no valid header)", path.c_str()));
     if (size != want_size)
         throw UserError(strfmt("%s: truncated or extended: %zu bytes, its header says %zu", path.c_str(), size, want_size));
@@ -249,12 +259,14 @@ CheckpointState load_checkpoint_or_newest(std::string* path, const std::string& 
     CheckpointState ck;
     std::vector<std::string> damaged;
     std::string found;
-    const bool ok = load_latest(dir, &ck, &found, &damaged);
+    if (!load_latest(dir, &ck, &found, &damaged)) {
+        std::string why;
+        for (const std::string& d : damaged) why += (why.empty() ? " (" : "; ") + d;
+        throw UserError(strfmt("%s%s: no complete checkpoint in %s%s; train there first or give a ckpt-NNNNNNNN.h5 file",
+                               by.c_str(), path->c_str(), dir.c_str(), why.empty() ? "" : (why + ")").c_str()));
+    }
     for (const std::string& d : damaged)
-        std::fprintf(stderr, "dptrain: skipping checkpoint: %s; falling back to an older one\n", d.c_str());
-    if (!ok)
-        throw UserError(strfmt("%s%s: no complete checkpoint in %s; train there first or give a ckpt-NNNNNNNN.h5 file",
-                               by.c_str(), path->c_str(), dir.c_str()));
+        std::fprintf(stderr, "dptrain: skipping checkpoint: %s; using the older %s\n", d.c_str(), found.c_str());
     *path = found;
     return ck;
 }
@@ -416,23 +428,34 @@ void prepare_checkpoint_dir(const std::string& dir) {
     }
 }
 
+// Only the name checkpoint_path writes (8 digits or more, no sign, no spaces, no other zeros) is
+// a checkpoint: a hand copy named "ckpt-10.h5" is not taken for one, so it can neither be resumed
+// from as the newest nor make rotation delete the real ones.
 long checkpoint_step(const std::string& path) {
-    const char* name = path.c_str() + (path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    const size_t slash = path.rfind('/');
+    const std::string name = path.substr(slash == std::string::npos ? 0 : slash + 1);
+    const size_t digits = name.size() - std::min(name.size(), sizeof "ckpt-.h5" - 1);
+    if (digits < 8 || digits > 18 || name.compare(0, 5, "ckpt-") != 0 || name.compare(5 + digits, 3, ".h5") != 0)
+        return -1;
     long step = 0;
-    int used = 0;
-    return std::sscanf(name, "ckpt-%8ld.h5%n", &step, &used) == 1 && used == (int)std::strlen(name) ? step : -1;
+    for (size_t i = 5; i < 5 + digits; ++i) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        step = step * 10 + (name[i] - '0');
+    }
+    return strfmt("ckpt-%08ld.h5", step) == name ? step : -1;
 }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {
-    std::vector<std::string> names;
+    std::vector<std::pair<long, std::string>> found;
     if (DIR* d = opendir(dir.c_str())) {
         while (dirent* e = readdir(d))
-            if (checkpoint_step(e->d_name) >= 0) names.push_back(e->d_name);
+            if (long step = checkpoint_step(e->d_name); step >= 0) found.emplace_back(step, e->d_name);
         closedir(d);
     }
-    std::sort(names.rbegin(), names.rend());  // zero-padded step: lexical order is step order
-    for (auto& n : names) n = dir + "/" + n;
-    return names;
+    std::sort(found.rbegin(), found.rend());  // by step: past 99,999,999 a name has 9 digits
+    std::vector<std::string> paths;
+    for (auto& [step, name] : found) paths.push_back(dir + "/" + name);
+    return paths;
 }
 
 bool load_latest(const std::string& dir, CheckpointState* out, std::string* path, std::vector<std::string>* damaged) {
@@ -441,6 +464,8 @@ bool load_latest(const std::string& dir, CheckpointState* out, std::string* path
             *out = load_checkpoint(p);
             *path = p;
             return true;
+        } catch (const CheckpointFormatError&) {
+            throw;  // not damaged: falling back to an older one would lose the newer run's work
         } catch (const UserError& e) {
             damaged->push_back(e.what());
         }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 
 namespace dptrain {
@@ -41,28 +42,36 @@ void Checkpoints::resume_latest() {
 // --resume PATH: the checkpoints of later steps in --checkpoint-dir are of a branch this run
 // leaves (a roll-back past a loss spike, say). Left there, they would outlive this run's own in
 // the rotation (it keeps the highest steps) and be what --resume auto picks after a requeue:
-// they are moved aside, not deleted.
-void Checkpoints::set_aside_later() {
-    for (const std::string& p : list_checkpoints(o_.checkpoint_dir))
-        if (checkpoint_step(p) > found_.step)
+// they are moved aside, not deleted. When PATH was --checkpoint-dir itself (or its run
+// directory), the later ones are those its newest-that-verifies choice skipped: damaged.
+void Checkpoints::set_aside_later(bool skipped_as_damaged) {
+    for (const std::string& p : list_checkpoints(o_.checkpoint_dir)) {
+        if (checkpoint_step(p) <= found_.step) continue;
+        if (skipped_as_damaged)
+            std::fprintf(stderr, "dptrain: warning: %s does not verify (above); moved aside to %s\n", p.c_str(),
+                         set_aside(p).c_str());
+        else
             std::fprintf(stderr, "dptrain: warning: %s is later than --resume %s (step %ld); moved aside to %s\n",
                          p.c_str(), resumed_from_.c_str(), found_.step, set_aside(p, "later-branch").c_str());
+    }
 }
 
-// The learning-rate schedule's options that differ from the checkpoint's run: allowed (a run
-// extended with a larger --steps), but the schedule then follows the new values, which is said.
-void Checkpoints::note_schedule_changes() const {
+// The options that shape the trajectory beyond the model and the data (the learning-rate schedule,
+// the optimizer's settings, the arithmetic) and differ from the checkpoint's run: allowed (a run
+// extended with a larger --steps, a clip tightened after a spike), but the run then no longer
+// continues as the checkpoint's would have, which is said.
+void Checkpoints::note_option_changes() const {
     const std::string now = o_.to_ini();
     std::string changed;
-    for (const char* key : {"steps", "lr", "warmup-steps", "min-lr-ratio"}) {
+    for (const char* key : {"steps", "lr", "warmup-steps", "min-lr-ratio", "weight-decay", "grad-clip", "beta1", "beta2",
+                            "eps", "momentum", "precision", "grad-dtype", "on-nonfinite"}) {
         const std::string was = ini_value(found_.options, key), is = ini_value(now, key);
         if (!was.empty() && was != is) changed += strfmt("%s--%s %s (the checkpoint's run: %s)", changed.empty() ? "" : ", ",
                                                          key, is.c_str(), was.c_str());
     }
     if (!changed.empty())
-        std::printf("note: resuming at step %ld with %s: the learning-rate schedule follows the new values from "
-                    "here\n",
-                    found_.step, changed.c_str());
+        std::printf("note: resuming at step %ld with %s: training follows the new values from here\n", found_.step,
+                    changed.c_str());
 }
 
 // A step's samples follow from the seed, the step and the training set's size: on a set grown or
@@ -86,6 +95,7 @@ Checkpoints::~Checkpoints() {
 
 void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (rank_ != 0) return;
+    bool newest_of_checkpoint_dir = false;
     // Before anything in the directory is touched: a previous run's processes (a requeued job's
     // predecessor not yet gone) may still be writing or rotating checkpoints there.
     lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait, preemption_requested);  // a stop: exit 75
@@ -107,6 +117,11 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
         resumed_from_ = o_.resume;
         try {
             found_ = load_checkpoint_or_newest(&resumed_from_, "--resume");
+            // A directory was given (the path now names its newest good file), and it is this run's.
+            std::error_code ec;
+            newest_of_checkpoint_dir = resumed_from_ != o_.resume &&
+                                       std::filesystem::equivalent(std::filesystem::path(resumed_from_).parent_path(),
+                                                                   o_.checkpoint_dir, ec);
         } catch (const UserError& e) {
             throw UserError(std::string(e.what()) + " (--resume takes auto, none, a ckpt-NNNNNNNN.h5 file or a run "
                                                     "directory)");
@@ -115,9 +130,9 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     }
     if (have_) {
         check_found(params, opt);
-        note_schedule_changes();
+        note_option_changes();
         note_data_change();
-        if (o_.resume_mode == ResumeMode::path) set_aside_later();
+        if (o_.resume_mode == ResumeMode::path) set_aside_later(newest_of_checkpoint_dir);
     } else if (!o_.init_from.empty()) {
         // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.
         GptConfig cfg;

@@ -179,6 +179,17 @@ train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --keep-checkpoints 2 --run-di
 grep -q "resumed from $WORK/back/checkpoints/ckpt-00000025.h5" "$WORK/out" || { cat "$WORK/out"; fail "roll-back: --resume auto did not continue it"; }
 echo "ok: a roll-back with --resume PATH moved the later checkpoint aside; --resume auto continues the roll-back"
 
+# --- --resume given the run's own directory, whose newest checkpoint is damaged: that one is skipped
+# for the one before, and moved aside as damaged (it was filed as a "later branch").
+train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --run-dir "$WORK/rdir"
+printf 'X' | dd of="$WORK/rdir/checkpoints/ckpt-00000030.h5" bs=1 seek=5000 conv=notrunc status=none
+train 1 "${C[@]}" --steps 30 --checkpoint-every 10 --run-dir "$WORK/rdir" --stop-after 1 --resume "$WORK/rdir"
+[ "$RC" = 0 ] && grep -q "^dptrain: skipping checkpoint: $WORK/rdir/checkpoints/ckpt-00000030.h5: .*; using the older $WORK/rdir/checkpoints/ckpt-00000020.h5$" "$WORK/out" \
+  && grep -q "^dptrain: warning: $WORK/rdir/checkpoints/ckpt-00000030.h5 does not verify (above); moved aside to $WORK/rdir/checkpoints/ckpt-00000030.h5.damaged$" "$WORK/out" \
+  && ! grep -q later-branch "$WORK/out" \
+  || { cat "$WORK/out"; fail "--resume RUN_DIR with a damaged newest: want it skipped and moved aside as damaged"; }
+echo "ok: --resume RUN_DIR skips a damaged newest checkpoint and moves it aside as damaged"
+
 # --- one run at a time per checkpoint directory: a second run waits for the first (--lock-wait)
 # and then refuses, naming it; once the holder is gone (killed hard, as a requeued job's orphans
 # are), the next run takes over. A holder that ends within --lock-wait is waited for.

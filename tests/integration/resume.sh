@@ -43,13 +43,14 @@ train 2 "${common[@]}" --batch-size 16 --run-dir "$WORK/w42" --resume auto
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "2-rank resume exited $RC"; }
 "$BIN/dptrain-ckpt" diff "$WORK/w4/checkpoints/ckpt-00000040.h5" "$WORK/w42/checkpoints/ckpt-00000040.h5" --tol 1e-5 \
   || fail "4 -> 2 ranks resume differs from 4 ranks straight"
-# A run extended with a larger --steps (and another --lr) resumes, saying that the learning-rate
-# schedule follows the new values (it changed them without a word).
+# A run extended with a larger --steps (and another --lr, a tighter --grad-clip) resumes, saying
+# that training follows the new values (the schedule's changed without a word; the optimizer's
+# settings still did).
 train 2 --data "$WORK/data" --steps 60 --lr 4e-3 --warmup-steps 5 --eval-every 0 --log-every 10 --checkpoint-every 0 \
-  --batch-size 16 --run-dir "$WORK/w42" --resume auto
-[ "$RC" = 0 ] && grep -q "^note: resuming at step 40 with --steps 60 (the checkpoint's run: 40), --lr 0.004 (the checkpoint's run: 0.005): the learning-rate schedule follows the new values from here" "$WORK/out" \
-  || { cat "$WORK/out"; fail "a resume with another --steps and --lr: no note of the schedule's change"; }
-echo "ok: a resume with another --steps and --lr says the schedule follows them"
+  --batch-size 16 --grad-clip 0.5 --run-dir "$WORK/w42" --resume auto
+[ "$RC" = 0 ] && grep -q "^note: resuming at step 40 with --steps 60 (the checkpoint's run: 40), --lr 0.004 (the checkpoint's run: 0.005), --grad-clip 0.5 (the checkpoint's run: 1): training follows the new values from here" "$WORK/out" \
+  || { cat "$WORK/out"; fail "a resume with another --steps, --lr and --grad-clip: no note of the change"; }
+echo "ok: a resume with another --steps, --lr and --grad-clip says training follows them"
 # The training set grown since the checkpoint (700 samples, not 500): the run goes on, warning that
 # the sample order is the new set's and where step 61 now falls in its epochs.
 synth "$WORK/data700" --train-samples 700 --val-samples 256

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -170,6 +171,36 @@ TEST_CASE("a checkpoint without a valid header is refused before HDF5 parses it"
     CHECK_THROWS_WITH(load_checkpoint(dir + "/ckpt-00000004.h5"), Catch::Contains("not a dptrain checkpoint"));
 }
 
+TEST_CASE("a checkpoint of another format is refused, never skipped or moved aside as damaged", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-format");
+    save_checkpoint(dir, sample_state(3), 5);
+    const std::string newest = save_checkpoint(dir, sample_state(4), 5);
+    {
+        std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(sizeof "DPTRAIN-CHECKPOINT " - 1);
+        f.put('2');  // "DPTRAIN-CHECKPOINT 2 size=...": a later dptrain's
+    }
+    CHECK_THROWS_AS(load_checkpoint(newest), CheckpointFormatError);
+    CHECK_THROWS_WITH(load_checkpoint(newest), Catch::Contains("a checkpoint of format 2, which this dptrain (format 1)"));
+    CheckpointState got;
+    std::string path;
+    std::vector<std::string> damaged;
+    CHECK_THROWS_AS(load_latest(dir, &got, &path, &damaged), CheckpointFormatError);  // not step 3's
+    CHECK(damaged.empty());
+    std::string p = dir;
+    CHECK_THROWS_WITH(load_checkpoint_or_newest(&p, "--checkpoint"), Catch::Contains("format 2"));
+}
+
+TEST_CASE("a directory whose every checkpoint is damaged is refused with each one's reason", "[checkpoint]") {
+    std::string dir = testing::temp_dir("ckpt-alldamaged");
+    std::ofstream(dir + "/ckpt-00000004.h5") << "not even HDF5";
+    std::ofstream(dir + "/ckpt-00000005.h5");
+    std::string p = dir;
+    CHECK_THROWS_WITH(load_checkpoint_or_newest(&p, "--checkpoint"),
+                      Catch::Matches("--checkpoint .*: no complete checkpoint in .* \\(.*ckpt-00000005.h5: not a dptrain "
+                                     "checkpoint .*; .*ckpt-00000004.h5: not a dptrain checkpoint .*\\); train there first.*"));
+}
+
 TEST_CASE("only the newest K checkpoints are kept", "[checkpoint]") {
     std::string dir = testing::temp_dir("ckpt-keep");
     for (long s = 1; s <= 5; ++s) save_checkpoint(dir, sample_state(s * 100), 2);
@@ -177,6 +208,26 @@ TEST_CASE("only the newest K checkpoints are kept", "[checkpoint]") {
     REQUIRE(all.size() == 2);
     CHECK(all[0] == dir + "/ckpt-00000500.h5");
     CHECK(all[1] == dir + "/ckpt-00000400.h5");
+}
+
+TEST_CASE("only the names checkpoints are written under count, ordered by step", "[checkpoint]") {
+    CHECK(checkpoint_step("d/ckpt-00000042.h5") == 42);
+    CHECK(checkpoint_step("ckpt-123456789.h5") == 123456789);  // past 8 digits, as %08ld writes it
+    for (const char* other : {"ckpt-42.h5", "ckpt-0000042.h5", "ckpt-000000042.h5", "ckpt-+0000042.h5",
+                              "ckpt- 0000042.h5", "ckpt-00000042.h5.damaged", "ckpt-0000004x.h5", "ckpt-.h5"})
+        CHECK(checkpoint_step(other) == -1);
+    std::string dir = testing::temp_dir("ckpt-names");
+    for (long s : {15L, 20L}) save_checkpoint(dir, sample_state(s), 3);
+    // A hand copy under a short name is no checkpoint: neither the newest, nor kept over real ones.
+    std::filesystem::copy_file(dir + "/ckpt-00000015.h5", dir + "/ckpt-10.h5");
+    save_checkpoint(dir, sample_state(100000000), 3);  // a 9-digit name, newest though first in text order
+    save_checkpoint(dir, sample_state(30), 3);
+    auto all = list_checkpoints(dir);
+    REQUIRE(all.size() == 3);
+    CHECK(all[0] == dir + "/ckpt-100000000.h5");
+    CHECK(all[1] == dir + "/ckpt-00000030.h5");
+    CHECK(all[2] == dir + "/ckpt-00000020.h5");
+    CHECK(std::filesystem::exists(dir + "/ckpt-10.h5"));
 }
 
 TEST_CASE("checksum64 sees every byte and its position", "[checkpoint]") {

@@ -3,6 +3,8 @@
 // Not for: deciding when to checkpoint (the trainer does).
 #pragma once
 
+#include "dptrain/core/error.h"
+
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -12,6 +14,14 @@
 #include <vector>
 
 namespace dptrain {
+
+// A checkpoint whose header names a format version other than this build's: never taken for a
+// damaged file (skipped or moved aside), since a newer dptrain's checkpoint holds the run's newest
+// work; the run refuses instead.
+class CheckpointFormatError : public UserError {
+  public:
+    using UserError::UserError;
+};
 
 // File layout: a 512-byte header ("user block", which HDF5 skips) holding the file's size and a
 // checksum of everything after the header, then the HDF5 file. The header is verified before
@@ -101,9 +111,10 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
 // Throws UserError naming the directory.
 void prepare_checkpoint_dir(const std::string& dir);
 
-// Checkpoints in dir, newest first.
+// Checkpoints in dir, newest (highest step) first.
 std::vector<std::string> list_checkpoints(const std::string& dir);
-// The step in a checkpoint's name ([DIR/]ckpt-NNNNNNNN.h5), or -1 for another name.
+// The step in a checkpoint's name ([DIR/]ckpt-NNNNNNNN.h5, exactly as checkpoint_path writes it:
+// zero-padded to 8 digits, more past 99,999,999), or -1 for any other name ("ckpt-10.h5").
 long checkpoint_step(const std::string& path);
 
 // The newest checkpoint of dir that verifies; each bad newer one is skipped, what is wrong with it
