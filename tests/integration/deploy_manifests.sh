@@ -174,6 +174,14 @@ grace = int(get(launcher, "template.spec").get("terminationGracePeriodSeconds", 
 stop = int(next((e["value"] for e in lc.get("env", []) if e["name"] == "DPTRAIN_STOP_GRACE"), 300))
 check(stop + 20 <= grace, f"mpijob.yaml: DPTRAIN_STOP_GRACE {stop} must leave mpirun 20 s of the launcher's "
       f"terminationGracePeriodSeconds {grace}")
+# The workers' entry point waits DPTRAIN_STOP_GRACE (its default 100 s when unset) for their ranks'
+# checkpoint, then ends them: less than the launcher's, and a stop that needs the difference loses
+# its checkpoint. The same value, inside the workers' own grace period.
+wstop = int(next((e["value"] for e in wc.get("env", []) if e["name"] == "DPTRAIN_STOP_GRACE"), 100))
+wgrace = int(wspec.get("terminationGracePeriodSeconds", 30))
+check(wstop == stop and wstop + 10 <= wgrace,
+      f"mpijob.yaml: the workers' DPTRAIN_STOP_GRACE ({wstop}) must be the launcher's ({stop}) and leave 10 s of "
+      f"their terminationGracePeriodSeconds ({wgrace})")
 check("mpirun" in cmd and "/usr/local/bin/dptrain " in cmd and "/usr/local/share/dptrain/configs/" in cmd
       and "--resume auto" in cmd,
       "mpijob.yaml: the launcher must run mpirun ... /usr/local/bin/dptrain (installed by the Dockerfile) "
