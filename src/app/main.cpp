@@ -58,7 +58,20 @@ int main(int argc, char** argv) {
         }
     }
     // `dptrain options`: every option and its closed set of values, for shell completion.
-    if (argc == 2 && std::string(argv[1]) == "options") {
+    if (argc > 1 && std::string(argv[1]) == "options") {
+        const std::string next = argc > 2 ? argv[2] : "";
+        if (next == "--help" || next == "-h") {
+            std::puts("dptrain options: every option of dptrain, a line each: its name, then a tab and its values\n"
+                      "where they are a closed set (--model<TAB>mlp gpt). For shell completion (the bash completion\n"
+                      "installed with dptrain reads it); dptrain --help explains the options.");
+            return 0;
+        }
+        if (argc > 2) {
+            std::fprintf(stderr, "dptrain: error: dptrain options takes no arguments (got '%s'); dptrain --help explains "
+                                 "the options\n",
+                         argv[2]);
+            return 2;
+        }
         std::fputs(option_listing().c_str(), stdout);
         return 0;
     }

@@ -21,6 +21,8 @@ subs=$(sed -n 's/.*std::string(argv\[1\]) == "\([a-z]*\)".*/\1/p' "$ROOT/src/app
 help=$("$BIN/dptrain" --help)
 for sub in $subs; do
   grep -Eq "^ +(mpirun -np N )?dptrain $sub( |$)" <<<"$help" || fail "dptrain --help has no usage line for '$sub'"
+  # Each command's own help (dptrain options refused --help as an unexpected argument).
+  sub_help=$("$BIN/dptrain" "$sub" --help 2>&1) && [ -n "$sub_help" ] || fail "dptrain $sub --help: exit non-zero or nothing printed"
 done
 "$BIN/dptrain-ckpt" --help | matches 'dptrain-ckpt diff A B \[--tol X\]' || fail "dptrain-ckpt --help lacks diff"
 "$BIN/dptrain-bench" --help | matches 'dptrain-bench io --data DIR' || fail "dptrain-bench --help lacks io"
