@@ -208,8 +208,14 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
 }
 
 long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt) {
-    long hdr[2] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L};
+    // hdr[2]: the file resumed from is this run's own checkpoint of that step (in --checkpoint-dir,
+    // under its name), so a stop before the first step has nothing new to write.
+    std::error_code ec;
+    const bool own = have_ && std::filesystem::equivalent(resumed_from_, checkpoint_path(o_.checkpoint_dir, found_.step), ec);
+    long hdr[3] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L, own ? 1L : 0L};
     world.broadcast(hdr, sizeof hdr, 0);
+    holds_start_ = hdr[2] == 1;
+    if (holds_start_ && rank_ == 0) last_ = resumed_from_;
     if (hdr[0] == 0) return 0;
     if (hdr[0] == 2) {  // --init-from: the weights; the optimizer state starts at zero
         if (rank_ == 0) std::copy(found_.params.begin(), found_.params.end(), params.begin());

@@ -53,6 +53,8 @@ int StepLoop::run(long start) {
     if (o.profile_ops > 0 && (o.profile_ops <= start || o.profile_ops > end))
         p_.report.print(strfmt("note: --profile-ops %ld: that step is not in this run (steps %ld..%ld); no op times\n",
                                o.profile_ops, start + 1, end));
+    // A stop before the first step then writes nothing: the checkpoint of `start` is there.
+    last_saved_ = p_.ckpt.holds_start() ? start : -1;
     t_run_ = now_seconds();
     iv_ = Interval();
     iv_.t0 = t_run_;
@@ -79,7 +81,8 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
             const bool written = last_saved_ == done;  // the stop came during that checkpoint
             p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of "
                                    "step %ld%s\n",
-                                   s + 1, s, written ? " (written just before)" : ""));
+                                   s + 1, s,
+                                   !written ? "" : s == start ? " (the one this run resumed from)" : " (written just before)"));
             if (!written) checkpoint(done, true);
             break;
         }

@@ -67,6 +67,15 @@ train 2 "${C[@]}" --steps 60 --checkpoint-every 30 --run-dir "$WORK/mid-ckpt" --
   && grep -q "^  ckpt .* 1 written by rank 0" "$WORK/out" \
   || { cat "$WORK/out"; fail "a stop right after the checkpoint of step 30: want it written once"; }
 echo "ok: a stop right after a checkpoint does not write it twice"
+# Nor one before the first step of a resumed run: the checkpoint it resumed from is that step's
+# (it was written again, costing the stop a whole write).
+inode=$(stat -c %i "$WORK/mid-ckpt/checkpoints/ckpt-00000030.h5")
+train 2 "${C[@]}" --steps 60 --checkpoint-every 30 --run-dir "$WORK/mid-ckpt" --resume auto --inject-fault 1:31:term-in-forward
+[ "$RC" = 75 ] && grep -q "^stop: step 31 left out .*checkpoint of step 30 (the one this run resumed from)" "$WORK/out" \
+  && grep -q "^checkpoint: $WORK/mid-ckpt/checkpoints/ckpt-00000030.h5$" "$WORK/out" \
+  && [ "$(stat -c %i "$WORK/mid-ckpt/checkpoints/ckpt-00000030.h5")" = "$inode" ] \
+  || { cat "$WORK/out"; fail "a stop before a resumed run's first step: want the checkpoint it resumed from named, not written again"; }
+echo "ok: a stop before a resumed run's first step names the checkpoint it resumed from, written once"
 
 # --- a hung rank: the watchdog names it and its phase, and the job ends within the timeout.
 t0=$SECONDS

@@ -56,8 +56,12 @@ class Checkpoints {
               Optimizer& opt, bool final_one, bool corrupt);
     // Waits for a background write (rank 0); a failure ends the job.
     void wait();
-    // The newest checkpoint written, "" before the first.
+    // The newest checkpoint written (rank 0), "" before the first; a resumed run's own checkpoint
+    // of its first step counts (holds_start).
     const std::string& last() const { return last_; }
+    // Every rank, after share(): --checkpoint-dir holds the checkpoint of the step this run starts
+    // from (it resumed from that very file).
+    bool holds_start() const { return holds_start_; }
 
   private:
     void resume_latest();  // rank 0, --resume auto
@@ -77,6 +81,7 @@ class Checkpoints {
     bool have_ = false;      // found_ is a checkpoint to resume from
     bool init_ = false;      // found_.params are --init-from's weights
     std::string resumed_from_, initialized_from_, last_;
+    bool holds_start_ = false;
     CheckpointState sync_state_;  // reused by every synchronous checkpoint (its attributes: the tensors
                                   // are written from the live buffers)
     std::vector<float> shard_scratch_;  // rank 0: one other rank's shard, as a sharded state is written

@@ -94,8 +94,8 @@ class StepLoop {
     long skipped_ = 0;
     bool evaluated_ = false;
     bool preempted_ = false;  // stopped by SIGUSR1 (a preemption notice) rather than SIGTERM
-    bool stop_budget_said_ = false;
-    long last_saved_ = -1;  // the step of this run's latest checkpoint  // the time a stop signal needs, printed after the first checkpoint
+    bool stop_budget_said_ = false;  // the time a stop signal needs, printed after the first checkpoint
+    long last_saved_ = -1;  // the step of the newest checkpoint in --checkpoint-dir (this run's, or the one it resumed from)
     EvalStats last_eval_;
     OpTimes op_times_;
 };
