@@ -139,9 +139,25 @@ void CompletionEngine::drain() {
     idle_cv_.wait(lk, [&] { return queue_.empty() && free_slots_locked() == slots_; });
 }
 
+void RecentRate::add(double now, long n) {
+    const long sec = (long)now, i = sec % (kWindow + 1);
+    if (second_[i] != sec) second_[i] = sec, count_[i] = 0;
+    count_[i] += n;
+}
+
+double RecentRate::per_second(double now) const {
+    const long sec = (long)now, seconds = std::min<long>(kWindow, sec - start_);
+    if (seconds <= 0) return 0;
+    long sum = 0;
+    for (long s = sec - seconds; s < sec; ++s)  // whole seconds only: the current one is not over
+        if (second_[s % (kWindow + 1)] == s) sum += count_[s % (kWindow + 1)];
+    return (double)sum / (double)seconds;
+}
+
 EngineStats CompletionEngine::stats() const {
     std::lock_guard<std::mutex> lk(mu_);
     EngineStats s = stats_;
+    s.tokens_per_second = generated_rate_.per_second(now_seconds());
     s.queued = (long)std::count_if(queue_.begin(), queue_.end(),
                                    [](const std::shared_ptr<Completion>& c) { return !c->cancelled; });
     s.active = slots_ - free_slots_locked();
@@ -255,6 +271,7 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
         ++stats_.steps;
         stats_.rows += (long)rows_tok_.size();
         stats_.generated_tokens += (long)stepped_.size();
+        generated_rate_.add(now_seconds(), (long)stepped_.size());
     }
     for (size_t k = 0; k < stepped_.size(); ++k) {
         Running& r = *stepped_[k];

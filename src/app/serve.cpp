@@ -372,7 +372,7 @@ struct Server {
             r.set_content(draining ? "shutting down\n" : "ready\n", "text/plain");
         });
         http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-            r.set_content(metrics_text(engine.stats(), counters, latency, first_token, now_seconds()),
+            r.set_content(metrics_text(engine.stats(), counters, latency, first_token),
                           "text/plain; version=0.0.4");
         });
         // Every other error (no route, a body over the limit while read, a request httplib could not

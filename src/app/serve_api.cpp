@@ -219,7 +219,7 @@ void Histogram::write(std::string& out, const std::string& name, const std::stri
 }
 
 std::string metrics_text(const EngineStats& s, ServeCounters& counters, const Histogram& latency,
-                         const Histogram& first_token, double now) {
+                         const Histogram& first_token) {
     std::string out;
     auto metric = [&](const char* name, const char* type, const char* help, double v) {
         out += strfmt("# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
@@ -232,12 +232,9 @@ std::string metrics_text(const EngineStats& s, ServeCounters& counters, const Hi
     metric("dptrain_serve_prompt_tokens_total", "counter", "Prompt tokens of the requests accepted.",
            (double)s.prompt_tokens);
     metric("dptrain_serve_generated_tokens_total", "counter", "Tokens generated.", (double)s.generated_tokens);
-    const double dt = now - counters.last_scrape;
-    const double rate = counters.last_scrape > 0 && dt > 0 ? (s.generated_tokens - counters.last_generated) / dt : 0;
-    counters.last_scrape = now;
-    counters.last_generated = s.generated_tokens;
     metric("dptrain_serve_generated_tokens_per_second", "gauge",
-           "Tokens generated per second since the previous scrape of this page.", rate);
+           "Tokens generated per second over the last 10 s (rate() of the _total counter over any window).",
+           s.tokens_per_second);
     metric("dptrain_serve_queue_depth", "gauge", "Requests waiting for a slot.", (double)s.queued);
     metric("dptrain_serve_active_sequences", "gauge", "Requests being decoded.", (double)s.active);
     metric("dptrain_serve_cancelled_total", "counter", "Requests whose client went away before the end.",

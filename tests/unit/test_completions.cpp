@@ -264,3 +264,18 @@ TEST_CASE("completions API: deeply nested values in any field are refused by nam
                          }));
     CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"dptrain\", \"max_tokens\": 3}", e) == "accepted");
 }
+
+TEST_CASE("completions: the tokens/s gauge is the last 10 whole seconds', whoever reads it", "[serve]") {
+    RecentRate r(1000.2);
+    CHECK(r.per_second(1000.9) == 0);  // no whole second yet
+    r.add(1000.5, 30);
+    r.add(1001.1, 10);
+    CHECK(r.per_second(1001.5) == 30);  // second 1000 over: 30 in 1 s
+    CHECK(r.per_second(1001.5) == 30);  // a second read sees the same (a per-scrape rate saw 0)
+    CHECK(r.per_second(1002.0) == 20);  // (30 + 10) / 2 s
+    for (int s = 1002; s < 1020; ++s) r.add(s + 0.5, 5);
+    CHECK(r.per_second(1020.3) == 5);  // seconds 1010..1019: the early ones have left the window
+    CHECK(r.per_second(1035.0) == 0);  // nothing for over 10 s: stale bins are not counted
+    r.add(1035.5, 7);
+    CHECK(r.per_second(1036.0) == Approx(0.7));
+}

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "dptrain/app/inference.h"
+#include "dptrain/core/clock.h"
 #include "dptrain/model/decoder.h"
 
 #include <atomic>
@@ -50,10 +51,28 @@ struct Completion {
     Got next_for(std::string* text, double seconds);
 };
 
+// Events a second over the last kWindow whole seconds (fewer while the first are not over), from
+// counts added as they happen. What one reader sees does not depend on when, or how often, others
+// read (a rate since the previous scrape of /metrics did: two Prometheus servers each saw the
+// tokens since the other's scrape). Not thread-safe: the engine's lock guards it.
+class RecentRate {
+  public:
+    static constexpr int kWindow = 10;
+    explicit RecentRate(double start) : start_((long)start) {}
+    void add(double now, long n);
+    double per_second(double now) const;
+
+  private:
+    long start_;                      // the whole second it started in
+    long count_[kWindow + 1] = {};    // a bin a second, reused round
+    long second_[kWindow + 1] = {};   // the whole second each bin counts
+};
+
 // Counters and gauges for /metrics (a copy, taken under the engine's lock).
 struct EngineStats {
     long queued = 0, active = 0;
     long requests = 0, prompt_tokens = 0, generated_tokens = 0, cancelled = 0;
+    double tokens_per_second = 0;  // generated over the last RecentRate::kWindow seconds
     long steps = 0, rows = 0;  // model calls and the rows (positions) they computed
     long model_step = 0, swaps = 0;
     std::string model_path;
@@ -107,6 +126,7 @@ class CompletionEngine {
     std::unique_ptr<InferenceModel> offered_;
     bool draining_ = false, stop_ = false;
     EngineStats stats_;
+    RecentRate generated_rate_{now_seconds()};
     mutable std::mutex mu_;
     std::condition_variable cv_, idle_cv_;
     // The step's rows, reused: tokens, slots, positions, which rows' logits, and those logits.

@@ -61,12 +61,10 @@ struct ServeCounters {
     std::mutex mu;
     std::map<int, long> by_status;  // completion requests by HTTP status
     long checkpoints_skipped = 0;
-    double last_scrape = 0;
-    long last_generated = 0;
 };
 
 // The /metrics page (Prometheus text format 0.0.4).
 std::string metrics_text(const EngineStats& s, ServeCounters& counters, const Histogram& latency,
-                         const Histogram& first_token, double now);
+                         const Histogram& first_token);
 
 } // namespace dptrain
