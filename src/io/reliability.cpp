@@ -65,7 +65,22 @@ void Watchdog::stop() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    if (beat_thread_.joinable()) beat_thread_.join();
+    if (!beat_thread_.joinable()) return;
+    // The heartbeat writer ends at once, unless a write of its file does not return (the shared
+    // filesystem stopped answering): joining it would hang the end of a finished run, so after 2 s
+    // it is left behind (it holds only `beat_`), and the process's exit ends it.
+    std::unique_lock<std::mutex> g(beat_->mu);
+    beat_->stop = true;
+    beat_->cv.notify_all();
+    if (beat_->cv.wait_for(g, std::chrono::seconds(2), [&] { return beat_->done; })) {
+        g.unlock();
+        beat_thread_.join();
+        return;
+    }
+    std::fprintf(stderr, "dptrain: warning: the heartbeat file %s/%s: a write has not returned for 2 s (the shared "
+                         "filesystem?); ending without it\n",
+                 hb_dir_.c_str(), hb_host_.c_str());
+    beat_thread_.detach();
 }
 
 void Watchdog::begin(long step, Phase p) {
@@ -96,16 +111,18 @@ void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool 
             std::fprintf(stderr, "dptrain: warning: %s; a timeout will not name the silent node\n", e.what());
             return;
         }
-        beat_thread_ = std::thread(&Watchdog::beat, this);
+        beat_ = std::make_shared<Beat>();
+        beat_thread_ = std::thread(&Watchdog::beat, this, beat_, dir + "/." + host + ".tmp", dir + "/" + host, tick_);
     }
 }
 
 // The heartbeat writer: its own thread, so that a slow shared filesystem delays only the
-// heartbeat, and the file keeps being written while the watchdog waits for the launcher.
-void Watchdog::beat() {
-    const std::string tmp = hb_dir_ + "/." + hb_host_ + ".tmp", path = hb_dir_ + "/" + hb_host_;
-    std::unique_lock<std::mutex> g(mu_);
-    while (!cv_.wait_for(g, std::chrono::duration<double>(tick_), [&] { return stop_; })) {
+// heartbeat, and the file keeps being written while the watchdog waits for the launcher. It reads
+// this object's step and phase only while b->stop is unset (stop() sets it before it may leave the
+// thread behind); after that it touches only `b`.
+void Watchdog::beat(std::shared_ptr<Beat> b, std::string tmp, std::string path, double tick) {
+    std::unique_lock<std::mutex> g(b->mu);
+    while (!b->cv.wait_for(g, std::chrono::duration<double>(tick), [&] { return b->stop; })) {
         long step = step_.load();
         Phase p = (Phase)phase_.load(std::memory_order_relaxed);
         g.unlock();
@@ -116,6 +133,8 @@ void Watchdog::beat() {
         }
         g.lock();
     }
+    b->done = true;
+    b->cv.notify_all();
 }
 
 std::string Watchdog::peers_report(double now) const {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -63,8 +64,15 @@ class Watchdog {
     std::string peers_report(double now_unix) const;
 
   private:
+    // The heartbeat writer's flags, shared with it: stop() may leave it behind, blocked in a write
+    // on a filesystem that stopped answering, and it must then touch nothing of this object.
+    struct Beat {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool stop = false, done = false;
+    };
     void run();
-    void beat();
+    void beat(std::shared_ptr<Beat> b, std::string tmp, std::string path, double tick);
     double timeout_;
     std::atomic<long> step_{0};
     std::atomic<int> phase_{(int)Phase::setup};
@@ -79,6 +87,7 @@ class Watchdog {
     std::vector<std::string> hb_nodes_;
     double tick_ = 1.0;
     std::thread thread_, beat_thread_;
+    std::shared_ptr<Beat> beat_;
 };
 
 // --inject-fault RANK:STEP:KIND[,RANK:STEP:KIND...]: make failures happen on purpose, for tests.
