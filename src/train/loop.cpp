@@ -359,7 +359,7 @@ void StepLoop::checkpoint(long done, bool final_one) {
             const PhaseSummary run = p_.clock.times().run();  // this rank's mean step so far
             double step_ms = 0;
             for (double ms : run.mean_ms) step_ms += ms;
-            p_.report.stop_budget(now_seconds() - t0, 1e-3 * step_ms);
+            p_.report.stop_budget(done, now_seconds() - t0, 1e-3 * step_ms);
             stop_budget_said_ = true;
         }
     }

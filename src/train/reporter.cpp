@@ -123,7 +123,11 @@ void Reporter::open_metrics(long start_step) {
     }
     if (rank_ != 0) return;
     std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's: this one has not stopped
-    if (start_step > 0) truncate_jsonl_after(o_.metrics, start_step);
+    // A resumed run's file goes on from its checkpoint: the records past it are of a timeline thrown
+    // away. EMF files are only appended to: the CloudWatch agent tails them, and a file rewritten
+    // under it is read again from its start (every record shipped twice); dptrain-report takes the
+    // newer record of a repeated step.
+    if (start_step > 0 && o_.metrics_format != MetricsFormat::emf) truncate_jsonl_after(o_.metrics, start_step);
     std::string job = o_.job_name;
     const char* slurm_job = std::getenv("SLURM_JOB_ID");
     if (job.empty() && slurm_job) job = slurm_job;
@@ -251,11 +255,11 @@ void write_stopped_by(const std::string& run_dir, const char* signal) {
         std::fprintf(stderr, "dptrain: warning: %s: cannot write it: %s\n", path.c_str(), std::strerror(errno));
 }
 
-void Reporter::stop_budget(double checkpoint_s, double step_s) {
+void Reporter::stop_budget(long step, double checkpoint_s, double step_s) {
     // Up to two steps: a signal that lands after a step's all-reduce is acted on after the next.
     const double need = checkpoint_s + 2.0 * step_s;
     constexpr double kSlurmKillWait = 30.0;  // Slurm's default KillWait, and Kubernetes' default grace
-    jsonl_.write(Record("stop_budget").metric("checkpoint_s", checkpoint_s, "Seconds").metric("step_s", step_s, "Seconds")
+    jsonl_.write(Record("stop_budget").integer("step", step).metric("checkpoint_s", checkpoint_s, "Seconds").metric("step_s", step_s, "Seconds")
                      .metric("stop_needs_s", need, "Seconds"));
     if (need < 1.0) return;  // news only when a stop takes a while
     print(strfmt("stop budget: a checkpoint takes %.2f s to write and a step %.1f ms, so a stop signal (SIGTERM, "

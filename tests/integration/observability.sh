@@ -7,7 +7,7 @@ synth "$WORK/data" --train-samples 2000 --val-samples 256
 host=$(hostname)
 
 # Rank 1 is a straggler from step 1: its forward takes 20 ms longer.
-train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --eval-every 30 --run-dir "$WORK/run" \
+train 2 --data "$WORK/data" --steps 30 --batch-size 16 --log-every 10 --eval-every 30 --checkpoint-every 10 --run-dir "$WORK/run" \
   --metrics-format emf --job-name it-job --progress plain --inject-fault 1:1:slow
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "the EMF run exited $RC"; }
 grep -q $'\r' "$WORK/out" && fail "--progress plain wrote carriage returns"
@@ -64,6 +64,8 @@ for r in ranks:
         bad.append(f"rank 1 forward_ms {r['forward_ms']} < 20 ms")
 if [(r["steps"], r["warmup_steps"]) for r in kinds.get("summary", [])] != [(29, 1)]:
     bad.append(f"summary: {kinds.get('summary')}: want 29 steps and 1 warm-up step left out")
+if [r["step"] for r in kinds.get("stop_budget", [])] != [10]:
+    bad.append(f"stop_budget records: {kinds.get('stop_budget')}: want one, at step 10 (the first checkpoint)")
 if len(kinds.get("summary", [])) != 1 or len(kinds.get("eval", [])) != 1:
     bad.append(f"{len(kinds.get('summary', []))} summary and {len(kinds.get('eval', []))} eval records, want 1 each")
 print("\n".join(bad[:10]) if bad else f"emf ok: {sum(len(v) for v in kinds.values())} records")
@@ -74,6 +76,28 @@ PY
 echo '{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"a:b","Dimensions":[["job"]],"Metrics":[]}]},"type":"step","step":1,"job":"x"}' >"$WORK/bad.json"
 /usr/bin/python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))' \
   "$WORK/bad.json" "$ROOT/docs/emf-schema.json" 2>/dev/null && fail "the schema accepted a namespace with ':'"
+
+# A resumed EMF run only appends (the CloudWatch agent tails the file: one rewritten under it is read
+# again from the start, every record shipped twice); a JSON-lines run drops the records past its
+# checkpoint (step 15 here, of a run killed in step 17 with a checkpoint of step 10).
+for fmt in emf jsonl; do
+  train 1 --data "$WORK/data" --steps 20 --batch-size 16 --log-every 5 --eval-every 0 --checkpoint-every 10 \
+    --run-dir "$WORK/resumed-$fmt" --metrics-format "$fmt" --inject-fault 0:17:kill
+  [ "$RC" != 0 ] || fail "$fmt: the run with a kill in step 17 exited 0"
+  cp "$WORK/resumed-$fmt/metrics.jsonl" "$WORK/first-$fmt"
+  train 1 --data "$WORK/data" --steps 20 --batch-size 16 --log-every 5 --eval-every 0 --checkpoint-every 10 \
+    --run-dir "$WORK/resumed-$fmt" --metrics-format "$fmt" --resume auto
+  [ "$RC" = 0 ] || { cat "$WORK/out"; fail "$fmt: the resumed run exited $RC"; }
+  steps=$(grep '"type":"step"' "$WORK/resumed-$fmt/metrics.jsonl" | grep -o '"step":[0-9]*' | sed 's/.*://' | tr '\n' ' ')
+  if [ "$fmt" = emf ]; then
+    cmp -s "$WORK/first-$fmt" <(head -c "$(stat -c %s "$WORK/first-$fmt")" "$WORK/resumed-$fmt/metrics.jsonl") \
+      || fail "emf: the resumed run rewrote what the first had written"
+    [ "$steps" = "5 10 15 15 20 " ] || fail "emf: step records $steps, want 5 10 15 15 20"
+  else
+    [ "$steps" = "5 10 15 20 " ] || fail "jsonl: step records $steps, want 5 10 15 20 (the killed run's 15 dropped)"
+  fi
+done
+echo "ok: a resumed EMF run only appends; a JSON-lines one drops the records past its checkpoint"
 
 # On a terminal (forced here: the test's output is a file), a status line is updated in place
 # between step lines and cleared before each printed line.

@@ -53,7 +53,7 @@ class Reporter {
     // After the run's first checkpoint: the time a stop signal needs (finish the step, then
     // checkpoint), as a metrics record, and printed when it is a second or more, with a warning
     // when it nears what launchers give by default.
-    void stop_budget(double checkpoint_s, double step_s);
+    void stop_budget(long step, double checkpoint_s, double step_s);
 
     // Set-up, local: this rank's GPU in NVML for --gpu-health; throws UserError with --gpu-health
     // on and no GPU for this rank.
