@@ -18,7 +18,13 @@ NodeWindow::NodeWindow(MPI_Comm node, size_t capacity, bool staged) : capacity_(
     size_t bytes = capacity * (sizeof(float) + (staged ? sizeof(bf16) : 0));
     bytes = (bytes + 4095) / 4096 * 4096;
     if (bytes == 0) bytes = 4096;
-    win_ = std::make_unique<SharedWindow>(node, bytes, /*own_pages=*/true);
+    // Open MPI backs it with a file in /dev/shm (osc_sm_backing_directory): a container's default
+    // of 64 MiB holds the gradients of a small model only.
+    const double MiB = 1048576.0;
+    win_ = std::make_unique<SharedWindow>(
+        node, bytes, /*own_pages=*/true, strfmt("the all-reduce's node-shared gradient buffer (%.1f MiB a rank)", bytes / MiB),
+        "give /dev/shm more room (a container's default is 64 MiB: docker run --shm-size, or a memory-backed emptyDir "
+        "on /dev/shm in Kubernetes), or use --allreduce flat");
     seg_.resize(local_size());
     stg_.resize(local_size());
     for (int q = 0; q < local_size(); ++q) {

@@ -6,9 +6,13 @@
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
 
+#include <sys/statvfs.h>
+
+#include <cstdlib>
+
 namespace dptrain {
 
-SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const std::string& on_failure)
+SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const std::string& what, const std::string& fix)
     : node_(node) {
     MPI_CHECK(MPI_Comm_rank(node, &rank_));
     MPI_CHECK(MPI_Comm_size(node, &size_));
@@ -18,13 +22,14 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
         MPI_CHECK(MPI_Info_create(&info));
         MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
     }
+    if (!what.empty()) check_room(bytes, what, fix);
     void* base = nullptr;
     int rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, node, &base, &win_);
     if (info != MPI_INFO_NULL) MPI_CHECK(MPI_Info_free(&info));
-    if (rc != MPI_SUCCESS && !on_failure.empty()) {
-        win_ = MPI_WIN_NULL;
-        throw UserError(on_failure);
-    }
+    if (rc != MPI_SUCCESS && !what.empty())
+        fatal(strfmt("%s: could not be allocated in node-shared memory (%s); %s", what.c_str(), mpi_error_text(rc).c_str(),
+                     fix.c_str()),
+              2);  // 2: a user's setting
     if (rc != MPI_SUCCESS)
         check_failed("MPI", mpi_error_text(rc), "MPI_Win_allocate_shared(bytes, 1, info, node, &base, &win_)", __FILE__,
                      __LINE__);
@@ -37,6 +42,31 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
         seg_[q] = static_cast<char*>(p);
     }
     MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+}
+
+// Open MPI's shared windows are files in this directory, mapped by every rank of the node.
+static std::string backing_directory() {
+    const char* set = std::getenv("OMPI_MCA_osc_sm_backing_directory");  // mpirun --mca sets it so
+    return set && *set ? set : "/dev/shm";
+}
+
+// Local rank 0 looks at the room once for the node, so that every rank of it decides alike: a
+// refusal then reaches the caller's agreement on every rank, instead of the allocation failing on
+// one rank while the others wait in it.
+void SharedWindow::check_room(size_t bytes, const std::string& what, const std::string& fix) const {
+    const std::string dir = backing_directory();
+    unsigned long long need = bytes, room = 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, node_));
+    need += (unsigned long long)size_ * 8192;  // each segment's page rounding and the window's own state
+    struct statvfs v;
+    if (rank_ == 0) room = statvfs(dir.c_str(), &v) == 0 ? (unsigned long long)v.f_bavail * v.f_frsize : ~0ull;
+    MPI_CHECK(MPI_Bcast(&room, 1, MPI_UNSIGNED_LONG_LONG, 0, node_));
+    const double MiB = 1048576.0;
+    if (room < need)
+        throw UserError(strfmt("%s: does not fit in node-shared memory: %s has %.1f MiB free, this node's %d rank%s "
+                               "need %.1f MiB; %s",
+                               what.c_str(), dir.c_str(), (double)room / MiB, size_, size_ == 1 ? "" : "s",
+                               (double)need / MiB, fix.c_str()));
 }
 
 SharedWindow::~SharedWindow() {

@@ -251,11 +251,9 @@ std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std
                                "--io direct",
                                what.c_str(), bytes / GiB, phys / GiB));
     const bool holder = MpiCommunicator(node).rank() == 0;
-    return std::make_shared<SharedWindow>(
-        node, holder ? (size_t)bytes : 0, /*own_pages=*/false,
-        strfmt("--io memory: %s need %.2f GiB of node-shared memory, which could not be allocated (is /dev/shm too "
-               "small?); use --io direct",
-               what.c_str(), bytes / GiB));
+    return std::make_shared<SharedWindow>(node, holder ? (size_t)bytes : 0, /*own_pages=*/false,
+                                          strfmt("--io memory: %s (%.2f GiB)", what.c_str(), bytes / GiB),
+                                          "use --io direct, or give /dev/shm more room");
 }
 
 std::string ShardSet::where(long i) const {

@@ -116,4 +116,25 @@ refused 2 --data "$WORK/d" --steps 5 --io collective --io-threads 2 --run-dir "$
 [ "$RC" = 2 ] && grep -q "io collective reads in the training thread; --io-threads 2 must be 1" "$WORK/out" || { cat "$WORK/out"; fail "collective with 2 reader threads was not refused"; }
 refused 1 --data "$WORK/d" --steps 5 --io mmap --run-dir "$WORK/bad"
 [ "$RC" = 2 ] && grep -q "\-\-io 'mmap' is unknown; use direct, memory or collective" "$WORK/out" || { cat "$WORK/out"; fail "--io mmap was not refused"; }
+# Node-shared memory too small for what --io memory or the gradient all-reduce's window needs (a
+# container's 64 MiB /dev/shm; here a 4 MiB tmpfs as Open MPI's backing directory): one line
+# naming the need, the room and the fix, exit 2 on every rank (it was MPI_ERR_INTERN from the
+# window's allocation, and with --io memory every rank waited in it until killed).
+if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/shm" && mount -t tmpfs -o size=4M tmpfs "$WORK/shm" 2>/dev/null; then
+  trap 'umount "$WORK/shm" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  export OMPI_MCA_osc_sm_backing_directory="$WORK/shm"
+  train 2 --data "$WORK/d" --steps 2 --hidden 1024,1024 --allreduce hierarchical --run-dir "$WORK/shm-grad"
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+    && grep -q "^dptrain: error: the all-reduce's node-shared gradient buffer (.* MiB a rank): does not fit in node-shared memory: $WORK/shm has 4.0 MiB free, this node's 2 ranks need .* MiB; give /dev/shm more room .*, or use --allreduce flat" "$WORK/out" \
+    || { cat "$WORK/out"; fail "a gradient window beyond /dev/shm: want one line naming the need and the fix"; }
+  synth "$WORK/big" --train-samples 100000 --val-samples 300
+  train 2 --data "$WORK/big" --steps 2 --io memory --allreduce flat --run-dir "$WORK/shm-io"
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+    && grep -q "^dptrain: error: --io memory: the rows of $WORK/big/train (.* GiB): does not fit in node-shared memory: $WORK/shm has 4.0 MiB free, .*; use --io direct" "$WORK/out" \
+    || { cat "$WORK/out"; fail "--io memory beyond /dev/shm: want one line naming the need and the fix"; }
+  unset OMPI_MCA_osc_sm_backing_directory
+  echo "ok: node-shared memory too small -> $(grep '^dptrain: error:' "$WORK/out" | cut -c1-140)..."
+else
+  echo "SKIPPED node-shared memory too small: needs root and a tmpfs mount"
+fi
 echo "io modes ok"

@@ -17,10 +17,13 @@ class SharedWindow {
   public:
     // Collective over `node`. This rank's segment holds `bytes`. own_pages: each segment starts on
     // a page of its own, so its owner's first touch places it in that rank's memory (NUMA); else
-    // the segments are contiguous. An allocation MPI refuses ends the job (fatal), unless
-    // `on_failure` is given: then it throws UserError(on_failure), as a user's setting asked for
-    // more shared memory than the node has.
-    SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const std::string& on_failure = "");
+    // the segments are contiguous. An allocation MPI refuses ends the job (fatal: the node's other
+    // ranks may be left waiting in the collective allocation). With `what` (the allocation follows
+    // from a user's setting: "--io memory: the rows of DIR/train (1.20 GiB)") and `fix`, a node
+    // whose backing directory (/dev/shm, or Open MPI's osc_sm_backing_directory) has too little
+    // room for all its ranks' segments is refused first, alike on all of them, with a UserError
+    // naming both, the room and the need; a refusal by MPI after that ends the job with them.
+    SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const std::string& what = "", const std::string& fix = "");
     ~SharedWindow();  // collective over the node
     SharedWindow(const SharedWindow&) = delete;
     SharedWindow& operator=(const SharedWindow&) = delete;
@@ -33,6 +36,7 @@ class SharedWindow {
     void sync();
 
   private:
+    void check_room(size_t bytes, const std::string& what, const std::string& fix) const;  // collective over the node
     MPI_Comm node_;
     MPI_Win win_ = MPI_WIN_NULL;
     int rank_ = 0, size_ = 1;
