@@ -24,18 +24,23 @@ void Tracer::mark(const char* name, long step) {
     double t = now_seconds();
     if (open_) {
         if (main_.size() < cap_) main_.push_back({open_, nullptr, open_step_, open_t_, t, 0});
-        else ++dropped_;
+        else ++dropped_main_;
     }
     open_ = name;
     open_step_ = step;
     open_t_ = t;
 }
 
+size_t Tracer::dropped() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return dropped_main_ + dropped_comm_;
+}
+
 void Tracer::close() {
     if (!on_ || !open_) return;
     double t = now_seconds();
     if (main_.size() < cap_) main_.push_back({open_, nullptr, open_step_, open_t_, t, 0});
-    else ++dropped_;
+    else ++dropped_main_;
     open_ = nullptr;
 }
 
@@ -43,7 +48,7 @@ void Tracer::comm(const char* name, long step, double t0, double t1, size_t byte
     if (!on_) return;
     std::lock_guard<std::mutex> g(mu_);
     if (comm_.size() < cap_) comm_.push_back({name, algo, step, t0, t1, bytes});
-    else ++dropped_;
+    else ++dropped_comm_;
 }
 
 std::string Tracer::rank_path(const std::string& path, int rank) {
@@ -66,10 +71,17 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
         for (const Event& e : comm_) base = std::min(base, e.t0);
         if (base == 1e300) base = 0;
     }
-    // Microseconds from the origin, to the nanosecond.
-    auto us = [base](double t) { return std::round((t - base) * 1e9) / 1e3; };
+    // Whole nanoseconds from the origin, written as microseconds with three decimals (a double's
+    // microseconds printed in full carry the binary fraction: 76.59400000000005).
+    auto ns = [base](double t) { return (long long)std::llround((t - base) * 1e9); };
+    auto us = [](long long n) { return strfmt("%lld.%03lld", n / 1000, n % 1000); };
+    auto timed = [&](const Event& e, int tid) {
+        const long long t0 = ns(e.t0), t1 = ns(e.t1);
+        return strfmt("{\"ph\":\"X\",\"name\":%s,\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"args\":{\"step\":%ld",
+                      json_text(Json(e.name)).c_str(), rank, tid, us(t0).c_str(), us(t1 - t0).c_str(), e.step);
+    };
     Json head = {{"displayTimeUnit", "ms"},
-                 {"otherData", {{"rank", rank}, {"host", host}, {"dropped", dropped_}}},
+                 {"otherData", {{"rank", rank}, {"host", host}, {"dropped", dropped_main_ + dropped_comm_}}},
                  {"traceEvents", Json::array()}};
     std::string text = json_text(head);
     text.resize(text.size() - 2);  // "]}": the events go in between, one a line
@@ -80,17 +92,10 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
         {{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "step"}}}},
         {{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "all-reduce"}}}}};
     for (int i = 0; i < 3; ++i) std::fprintf(f, "%s\n%s", i ? "," : "", json_text(meta[i]).c_str());
-    for (const Event& e : main_) {
-        const Json ev = {{"ph", "X"}, {"name", e.name}, {"pid", rank}, {"tid", 0}, {"ts", us(e.t0)},
-                         {"dur", us(e.t1) - us(e.t0)}, {"args", {{"step", e.step}}}};
-        std::fprintf(f, ",\n%s", json_text(ev).c_str());
-    }
-    for (const Event& e : comm_) {
-        const Json ev = {{"ph", "X"}, {"name", e.name}, {"pid", rank}, {"tid", 1}, {"ts", us(e.t0)},
-                         {"dur", us(e.t1) - us(e.t0)},
-                         {"args", {{"step", e.step}, {"bytes", e.bytes}, {"algorithm", e.algo ? e.algo : ""}}}};
-        std::fprintf(f, ",\n%s", json_text(ev).c_str());
-    }
+    for (const Event& e : main_) std::fprintf(f, ",\n%s}}", timed(e, 0).c_str());
+    for (const Event& e : comm_)
+        std::fprintf(f, ",\n%s,\"bytes\":%zu,\"algorithm\":%s}}", timed(e, 1).c_str(), e.bytes,
+                     json_text(Json(e.algo ? e.algo : "")).c_str());
     std::fprintf(f, "\n]}\n");
     if (std::fclose(f) != 0) throw UserError(strfmt("--trace %s: write failed (disk full?)", path.c_str()));
 }

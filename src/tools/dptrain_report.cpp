@@ -45,8 +45,12 @@ int trace(int argc, char** argv) {
         throw UserError("trace: give the output file and at least one rank trace; see " + runnable("dptrain-report") +
                         " --help");
     const std::vector<std::string> inputs(argv + 2, argv + argc);
-    merge_traces(argv[1], inputs);
+    const long dropped = merge_traces(argv[1], inputs);
     std::printf("dptrain-report: merged %d rank traces into %s\n", argc - 2, argv[1]);
+    if (dropped > 0)
+        std::printf("dptrain-report: note: %ld events are not in it: the ranks' trace buffers were full (a run that long "
+                    "is better traced in part: --trace with --stop-after, then --resume)\n",
+                    dropped);
     return 0;
 }
 

@@ -28,6 +28,7 @@ double StepClock::end_step() {
     if (part_ >= 0) times_.add(part_, t - part_t0_);
     part_ = -1;
     times_.end_step();
+    tracer_.close();  // the step's last phase ends with it, not at the next mark (after a step line's collectives)
     return t;
 }
 

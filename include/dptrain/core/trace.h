@@ -17,6 +17,7 @@ class Tracer {
     // capacity: events kept per track; later events are counted as dropped.
     void enable(size_t capacity);
     bool on() const { return on_; }
+    size_t dropped() const;  // events left out: their track's buffer was full
     // Main-thread phases: closes the phase in progress (if any) and opens `name` for `step`.
     void mark(const char* name, long step);
     void close();  // closes the phase in progress
@@ -38,7 +39,9 @@ class Tracer {
         size_t bytes;
     };
     bool on_ = false;
-    size_t cap_ = 0, dropped_ = 0;
+    size_t cap_ = 0;
+    size_t dropped_main_ = 0;  // the main thread's
+    size_t dropped_comm_ = 0;  // under mu_
     std::vector<Event> main_, comm_;
     const char* open_ = nullptr;
     long open_step_ = 0;

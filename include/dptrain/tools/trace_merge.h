@@ -10,12 +10,14 @@
 
 namespace dptrain {
 
-// The "traceEvents" array of one rank's trace file. Throws UserError naming the file, and where
-// it stops parsing, for a file that is missing, cut short or not a trace.
-Json trace_events(const std::string& path);
+// The "traceEvents" array of one rank's trace file; *dropped (when given): the events its rank's
+// full buffers left out (otherData.dropped; 0 when absent). Throws UserError naming the file, and
+// where it stops parsing, for a file that is missing, cut short or not a trace.
+Json trace_events(const std::string& path, long* dropped = nullptr);
 
-// Writes OUT: {"displayTimeUnit":"ms","traceEvents":[every input's events, in input order]}.
-// Throws UserError for a bad input or an unwritable OUT.
-void merge_traces(const std::string& out, const std::vector<std::string>& inputs);
+// Writes OUT: {"displayTimeUnit":"ms","traceEvents":[every input's events, in input order],
+// "otherData":{"dropped":the inputs' dropped events}}; returns those. Throws UserError for a bad
+// input or an unwritable OUT.
+long merge_traces(const std::string& out, const std::vector<std::string>& inputs);
 
 } // namespace dptrain

@@ -11,7 +11,7 @@
 
 namespace dptrain {
 
-Json trace_events(const std::string& path) {
+Json trace_events(const std::string& path, long* dropped) {
     std::ifstream in(path);
     if (!in) throw UserError(strfmt("%s: cannot open it", path.c_str()));
     std::stringstream ss;
@@ -26,19 +26,30 @@ Json trace_events(const std::string& path) {
     const Json* events = json_member(doc, "traceEvents");
     if (!events || !events->is_array())
         throw UserError(strfmt("%s: not a dptrain trace (no traceEvents array)", path.c_str()));
+    if (dropped) {
+        const Json* other = json_member(doc, "otherData");
+        const Json* n = other && other->is_object() ? json_member(*other, "dropped") : nullptr;
+        *dropped = n && n->is_number_integer() && n->get<long>() > 0 ? n->get<long>() : 0;
+    }
     return *events;
 }
 
-void merge_traces(const std::string& out, const std::vector<std::string>& inputs) {
+long merge_traces(const std::string& out, const std::vector<std::string>& inputs) {
     Json merged = {{"displayTimeUnit", "ms"}, {"traceEvents", Json::array()}};
     Json& all = merged["traceEvents"];
-    for (const std::string& path : inputs)
-        for (Json& e : trace_events(path)) all.push_back(std::move(e));
+    long dropped = 0;
+    for (const std::string& path : inputs) {
+        long d = 0;
+        for (Json& e : trace_events(path, &d)) all.push_back(std::move(e));
+        dropped += d;
+    }
+    merged["otherData"] = {{"dropped", dropped}};
     FILE* f = std::fopen(out.c_str(), "w");
     if (!f) throw UserError(strfmt("%s: cannot write it", out.c_str()));
     const std::string text = json_text(merged) + "\n";
     const bool written = std::fputs(text.c_str(), f) >= 0;
     if (std::fclose(f) != 0 || !written) throw UserError(strfmt("%s: write failed", out.c_str()));
+    return dropped;
 }
 
 } // namespace dptrain
