@@ -240,16 +240,23 @@ struct Server {
         }
         const std::string id = strfmt("cmpl-%lx%06llx", started, (unsigned long long)n);
         const long created = (long)std::time(nullptr);
-        count(200);
-        if (stream) answer_streamed(res, c, id, created);
-        else answer_whole(res, c, id, created);
+        // A stream's 200 goes out before its first token; a whole answer's status is known at its end
+        // (499 when its client left before it: counted as 200 at submission, client timeouts were
+        // never seen in the counts).
+        if (stream) {
+            count(200);
+            answer_streamed(res, c, id, created);
+        } else {
+            count(answer_whole(res, c, id, created));
+        }
     }
 
     // The answer as one JSON body. Waits for it, looking every 0.2 s whether the client still
     // waits: one that gave up (a timeout, a retry) is cancelled, not decoded to max_tokens for
     // nobody. The provider's release counts the request out of inflight, once it is written.
-    void answer_whole(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
-                      long created) {
+    // Returns the status.
+    int answer_whole(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
+                     long created) {
         std::string text, piece;
         double look_at = now_seconds() + 0.2;
         for (Completion::Got got; (got = c->next_for(&piece, 0.2)) != Completion::Got::done;) {
@@ -259,7 +266,8 @@ struct Server {
             if (DeadlineServer::client_gone()) {
                 c->cancelled = true;
                 --inflight;
-                return fail(res, 499, "the client closed the connection");  // not sent: no one reads it
+                fail(res, 499, "the client closed the connection");  // not sent: no one reads it
+                return 499;
             }
         }
         auto out = std::make_shared<const std::string>(completion_body(id, created, o.name, *c, text, false, true));
@@ -270,6 +278,7 @@ struct Server {
             },
             [this](bool) { --inflight; });
         observe(*c);
+        return 200;
     }
 
     // The answer as server-sent events, a piece at a time; [DONE] after the last.

@@ -250,9 +250,9 @@ std::string metrics_text(const EngineStats& s, ServeCounters& counters, const Hi
            "Newer checkpoints that failed verification or did not match, and were not served.",
            (double)counters.checkpoints_skipped);
     latency.write(out, "dptrain_serve_request_duration_seconds",
-                  "Time from a completion request's arrival to its last token.");
+                  "Time from a completion request's submission (its body read and checked) to its last token.");
     first_token.write(out, "dptrain_serve_time_to_first_token_seconds",
-                      "Time from a completion request's arrival to its first token.");
+                      "Time from a completion request's submission (its body read and checked) to its first token.");
     return out;
 }
 

@@ -418,7 +418,18 @@ def slow(url):
     time.sleep(0.2)
     c.close()
     wait_dropped(url, before, "a client that left before its answer")
-    print("ok: a client that leaves before its answer is dropped")
+    # ... and counted as 499, not as the 200 it was counted as when it was submitted.
+    ok, bad = 'dptrain_serve_requests_total{code="200"}', 'dptrain_serve_requests_total{code="499"}'
+    for _ in range(100):
+        m = metrics(request(url, "GET", "/metrics")[1])
+        if m.get(bad, 0) == metrics(before).get(bad, 0) + 1:
+            break
+        time.sleep(0.1)
+    else:
+        fail(f"a client that left before its answer: requests_total 499 is {m.get(bad, 0)}, want one more")
+    if m.get(ok, 0) != metrics(before).get(ok, 0):
+        fail(f"a client that left before its answer was counted as 200 too")
+    print("ok: a client that leaves before its answer is dropped, and counted as 499")
     _, before, _ = request(url, "GET", "/metrics")
     chunks = stream(url, {"prompt": "a", "max_tokens": 50000, "temperature": 0}, stop_after=2)
     if len(chunks) != 2:
