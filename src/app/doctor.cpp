@@ -19,7 +19,10 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fcntl.h>
 #include <set>
 #include <unistd.h>
@@ -77,6 +80,34 @@ double read_rate(const Dataset& d, double seconds) {
     }
     double dt = now_seconds() - t0;
     return dt > 0 ? bytes / dt / 1e6 : 0;
+}
+
+// Whether the run could write its checkpoints, without changing anything there: doctor may run
+// beside a job training in that directory (the run's own preparation removes temporary files a
+// killed writer left, which would be a live writer's here), and a directory it would create is
+// only looked for (its nearest existing parent must take a file).
+void check_checkpoint_dir(const std::string& dir, Findings& f) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path at = dir;
+    while (!at.empty() && !fs::exists(at, ec)) at = at.parent_path();
+    if (at.empty()) at = ".";
+    const std::string probe = (at / strfmt(".dptrain-doctor-%d.probe", (int)getpid())).string();
+    FILE* p = std::fopen(probe.c_str(), "w");
+    const int err = p ? 0 : errno;
+    if (p) {
+        std::fclose(p);
+        std::remove(probe.c_str());
+    }
+    if (!p) {
+        f.bad(strfmt("--checkpoint-dir %s: cannot write in %s (%s); choose a writable directory", dir.c_str(),
+                     at.c_str(), std::strerror(err)));
+        return;
+    }
+    struct statvfs vfs;
+    const double free_gb = statvfs(at.c_str(), &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize / 1e9 : -1;
+    f.ok(strfmt("checkpoint directory %s writable%s, %.1f GB free", dir.c_str(),
+                at == fs::path(dir) ? "" : strfmt(" (to be made under %s)", at.c_str()).c_str(), free_gb));
 }
 
 void check(const Options& o, const Topology& t, Findings& f) {
@@ -139,15 +170,9 @@ void check(const Options& o, const Topology& t, Findings& f) {
     } catch (const UserError& e) {
         f.bad(e.what());
     }
-    try {
-        prepare_checkpoint_dir(o.checkpoint_dir);
-        struct statvfs vfs;
-        double free_gb = statvfs(o.checkpoint_dir.c_str(), &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize / 1e9 : -1;
-        f.ok(strfmt("checkpoint directory %s writable, %.1f GB free", o.checkpoint_dir.c_str(), free_gb));
-    } catch (const UserError& e) {
-        f.bad(e.what());
-    }
+    check_checkpoint_dir(o.checkpoint_dir, f);
 }
+
 
 } // namespace
 

@@ -17,6 +17,14 @@ for want in "libfabric providers: .*tcp" "libfabric providers: .*shm" "no efa: t
             "^rank 1 on " "^doctor: 0 fatal problems"; do
   grep -q -- "$want" "$WORK/out" || fail "doctor output lacks '$want'"
 done
+# doctor changes nothing: it made the run directory it checked, and beside a training job in that
+# directory it would have removed a live checkpoint write's temporary file.
+[ ! -e "$WORK/run" ] || fail "doctor made $WORK/run"
+mkdir -p "$WORK/live/checkpoints" && : >"$WORK/live/checkpoints/.ckpt-00000040.h5.tmp"
+timeout -k 5 60 $MPIRUN -np 1 "$BIN/dptrain" doctor --data "$WORK/data" --run-dir "$WORK/live" >"$WORK/out" 2>&1 \
+  && grep -q "checkpoint directory $WORK/live/checkpoints writable, " "$WORK/out" || { cat "$WORK/out"; fail "doctor on an existing run directory"; }
+[ -e "$WORK/live/checkpoints/.ckpt-00000040.h5.tmp" ] || fail "doctor removed a checkpoint being written"
+echo "ok: doctor leaves the run directory as it was"
 set +e
 timeout -k 5 60 $MPIRUN -np 2 "$BIN/dptrain" doctor --data "$WORK/nothing" --run-dir "$WORK/run" >"$WORK/out" 2>&1
 rc=$?
