@@ -37,6 +37,23 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
     }
     MPI_CHECK(MPI_Comm_rank(t.node, &t.local_rank));
     MPI_CHECK(MPI_Comm_size(t.node, &t.local_size));
+    if (t.simulated) {
+        // A simulated node is a part of one host: its ranks share memory (the all-reduce's node
+        // window). Ranks placed across hosts (mpirun --map-by node, or more ranks a simulated node
+        // than a host holds) would split one; every rank learns whether any did, and all refuse.
+        MPI_Comm shm = MPI_COMM_NULL;
+        int together = 0;
+        MPI_CHECK(MPI_Comm_split_type(t.node, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &shm));
+        MPI_CHECK(MPI_Comm_size(shm, &together));
+        MPI_CHECK(MPI_Comm_free(&shm));
+        int split = together != t.local_size ? 1 : 0;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_INT, MPI_MAX, world));
+        if (split)
+            throw UserError(strfmt("--ranks-per-node %d: a simulated node's ranks must all be on one host, and mpirun "
+                                   "placed some across hosts; place consecutive ranks together (mpirun --map-by "
+                                   "slot, at least %d ranks a host) or use --ranks-per-node 0 for the real nodes",
+                                   ranks_per_node, ranks_per_node));
+    }
     if (!t.simulated) {
         t.host_rank = t.local_rank;
         t.host_size = t.local_size;
