@@ -310,8 +310,12 @@ int bench_allreduce(int argc, char** argv) {
                     "warm-up\n",
                     size, topo.num_nodes, a.rpn ? "simulated" : "real", topo.num_nodes == 1 ? "" : "s", topo.local_size,
                     dtype_name(t), a.iters, a.warmup);
-    for (size_t bytes = a.minb; bytes <= a.maxb; bytes = (size_t)(bytes * a.factor))
-        for (Contender& c : cs) measure(world, c, a, bytes);
+    // The contenders take turns going first at each size: the first after a size change meets
+    // buffers the others left in cache (or out of it), and a fixed order gave MPI_Allreduce that
+    // place every time.
+    size_t turn = 0;
+    for (size_t bytes = a.minb; bytes <= a.maxb; bytes = (size_t)(bytes * a.factor), ++turn)
+        for (size_t k = 0; k < cs.size(); ++k) measure(world, cs[(k + turn) % cs.size()], a, bytes);
     long total_wrong = 0;
     if (rank == 0) {
         total_wrong = print_tables(cs, t);
