@@ -437,8 +437,9 @@ int StepLoop::finish(int code, long start, long done, long end) {
     if (p_.model.staged_batches() >= 0)
         tail += strfmt(" | %ld of %ld batches copied to the GPU during the step before", p_.model.staged_batches(),
                        end - start);
-    p_.report.print(strfmt("done: steps %ld..%ld in %.1f s | train loss %.4f (last interval)%s\n", start + 1, end, secs,
-                           final_loss_, tail.c_str()));
+    // Three significant digits at least: a short run's "in 0.0 s" said nothing.
+    p_.report.print(strfmt("done: steps %ld..%ld in %.*f s | train loss %.4f (last interval)%s\n", start + 1, end,
+                           secs < 1 ? 3 : secs < 10 ? 2 : 1, secs, final_loss_, tail.c_str()));
     p_.report.print(strfmt("checkpoint: %s\nmetrics: %s\n", p_.ckpt.last().c_str(), p_.o.metrics.c_str()));
     return kExitOk;
 }
