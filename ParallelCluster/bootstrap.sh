@@ -50,7 +50,14 @@ esac
 read -r -a pkgs <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | tr -d '()' | sed 's/^pkgs=//' | tr '\n' ' ')"
 [ ${#pkgs[@]} -ge 10 ] || { echo "bootstrap.sh: could not read the package list of scripts/install-deps" >&2; exit 1; }
 apt_get update
-if apt-cache policy libnccl-dev 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then pkgs+=(libnccl2 libnccl-dev); fi
+if apt-cache policy libnccl-dev 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
+  pkgs+=(libnccl2 libnccl-dev)
+elif ! ls /usr/include/nccl.h /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+  # Without NCCL the build's GPU ranks sum their gradients through host memory (MPI): it runs, and
+  # says so at start, but the GPUs' NVLink and GPUDirect over EFA go unused.
+  echo "bootstrap.sh: warning: no NCCL here (no libnccl-dev in the package sources, no nccl.h): the build will" \
+       "have none; add NVIDIA's CUDA repository (its cuda-keyring package) and run bootstrap.sh again" >&2
+fi
 echo "installing: ${pkgs[*]}"
 apt_get install --no-install-recommends "${pkgs[@]}"
 
