@@ -52,7 +52,7 @@ read -r -a pkgs <<<"$(sed -n '/^pkgs=(/,/)/p' "$tmp/src/scripts/install-deps" | 
 apt_get update
 if apt-cache policy libnccl-dev 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
   pkgs+=(libnccl2 libnccl-dev)
-elif ! ls /usr/include/nccl.h /usr/local/cuda/include/nccl.h >/dev/null 2>&1; then
+elif ! [ -e /usr/include/nccl.h ] && ! [ -e /usr/local/cuda/include/nccl.h ]; then
   # Without NCCL the build's GPU ranks sum their gradients through host memory (MPI): it runs, and
   # says so at start, but the GPUs' NVLink and GPUDirect over EFA go unused.
   echo "bootstrap.sh: warning: no NCCL here (no libnccl-dev in the package sources, no nccl.h): the build will" \

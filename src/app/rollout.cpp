@@ -16,11 +16,6 @@ namespace dptrain {
 
 namespace {
 
-long step_of(const std::string& path) {
-    const size_t at = path.rfind("ckpt-");
-    return at == std::string::npos ? -1 : std::atol(path.c_str() + at + 5);
-}
-
 // A file as it is now: a file of that name written later (a rename gives a new inode) is looked
 // at afresh.
 std::string key_of(const std::string& path) {
@@ -46,7 +41,7 @@ CheckpointWatcher::CheckpointWatcher(CompletionEngine& engine, ServeCounters& co
     if (dir_.empty() || poll_ <= 0) return;
     // Newer files there now are the ones loading passed over (and named): damaged.
     for (const std::string& path : list_checkpoints(dir_))
-        if (step_of(path) > step_) rejected_.insert(key_of(path));
+        if (checkpoint_step(path) > step_) rejected_.insert(key_of(path));
     thread_ = std::thread([this] { run(); });
 }
 
@@ -70,7 +65,7 @@ void CheckpointWatcher::run() {
 
 void CheckpointWatcher::look() {
     for (const std::string& path : list_checkpoints(dir_)) {  // newest first
-        if (path == current_ || step_of(path) <= step_) return;
+        if (path == current_ || checkpoint_step(path) <= step_) return;
         const std::string key = key_of(path);
         if (rejected_.count(key)) continue;
         if (offer(path)) return;

@@ -89,7 +89,8 @@ AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_
                                "launch equal ranks per node or use --allreduce flat",
                                min_local, max_local));
     // auto: the shared-memory path pays off only with several ranks per node to share it.
-    if (algo_ == Algo::automatic && (!equal || max_local == 1)) algo_ = Algo::flat;
+    if (algo_ == Algo::automatic && (!equal || max_local == 1 || topo.spans_hosts)) algo_ = Algo::flat;
+    if (algo_ != Algo::flat) topo.require_one_host("--allreduce hierarchical");
     if (algo_ != Algo::flat) {
         win_ = std::make_unique<NodeWindow>(topo.node, capacity, bf16_wire);
         buf_ = win_->segment(win_->local_rank());

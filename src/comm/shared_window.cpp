@@ -7,8 +7,9 @@
 #include "dptrain/core/error.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
-#include <cstdlib>
+#include <algorithm>
 
 namespace dptrain {
 
@@ -16,13 +17,13 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
     : node_(node) {
     MPI_CHECK(MPI_Comm_rank(node, &rank_));
     MPI_CHECK(MPI_Comm_size(node, &size_));
+    if (!what.empty()) check_room(bytes, what, fix);
     MPI_Info info = MPI_INFO_NULL;
     if (own_pages) {
         // "Non-contiguous" lets Open MPI place each rank's segment in pages of its own.
         MPI_CHECK(MPI_Info_create(&info));
         MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
     }
-    if (!what.empty()) check_room(bytes, what, fix);
     void* base = nullptr;
     int rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, node, &base, &win_);
     if (info != MPI_INFO_NULL) MPI_CHECK(MPI_Info_free(&info));
@@ -44,10 +45,22 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
     MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
 }
 
-// Open MPI's shared windows are files in this directory, mapped by every rank of the node.
+// Open MPI's shared windows are files in this directory, mapped by every rank of the node: the
+// value Open MPI uses (mpirun --mca, its environment variable or a parameter file alike), read
+// through MPI's tool interface; "" where that does not name it (another MPI).
 static std::string backing_directory() {
-    const char* set = std::getenv("OMPI_MCA_osc_sm_backing_directory");  // mpirun --mca sets it so
-    return set && *set ? set : "/dev/shm";
+    int provided = 0, index = 0, count = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "";
+    std::string dir;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index("osc_sm_backing_directory", &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &h, &count) == MPI_SUCCESS) {
+        std::string buf((size_t)std::max(count, 1) + 1, '\0');
+        if (MPI_T_cvar_read(h, buf.data()) == MPI_SUCCESS) dir = buf.c_str();
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return dir;
 }
 
 // Local rank 0 looks at the room once for the node, so that every rank of it decides alike: a
@@ -58,8 +71,13 @@ void SharedWindow::check_room(size_t bytes, const std::string& what, const std::
     unsigned long long need = bytes, room = 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, node_));
     need += (unsigned long long)size_ * 8192;  // each segment's page rounding and the window's own state
+    // Unknown (no directory named, or one Open MPI cannot write and so passes over for its session
+    // directory): no refusal here.
     struct statvfs v;
-    if (rank_ == 0) room = statvfs(dir.c_str(), &v) == 0 ? (unsigned long long)v.f_bavail * v.f_frsize : ~0ull;
+    if (rank_ == 0)
+        room = !dir.empty() && ::access(dir.c_str(), W_OK) == 0 && statvfs(dir.c_str(), &v) == 0
+                   ? (unsigned long long)v.f_bavail * v.f_frsize
+                   : ~0ull;
     MPI_CHECK(MPI_Bcast(&room, 1, MPI_UNSIGNED_LONG_LONG, 0, node_));
     const double MiB = 1048576.0;
     if (room < need)

@@ -38,9 +38,10 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
     MPI_CHECK(MPI_Comm_rank(t.node, &t.local_rank));
     MPI_CHECK(MPI_Comm_size(t.node, &t.local_size));
     if (t.simulated) {
-        // A simulated node is a part of one host: its ranks share memory (the all-reduce's node
-        // window). Ranks placed across hosts (mpirun --map-by node, or more ranks a simulated node
-        // than a host holds) would split one; every rank learns whether any did, and all refuse.
+        // A simulated node's shared-memory window (the all-reduce's, --io memory's) needs its ranks
+        // on one host. Ranks placed across hosts (mpirun --map-by node, or more ranks a simulated
+        // node than a host holds) split one; every rank learns whether any did, and what makes a
+        // window refuses (require_one_host).
         MPI_Comm shm = MPI_COMM_NULL;
         int together = 0;
         MPI_CHECK(MPI_Comm_split_type(t.node, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &shm));
@@ -48,11 +49,7 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
         MPI_CHECK(MPI_Comm_free(&shm));
         int split = together != t.local_size ? 1 : 0;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &split, 1, MPI_INT, MPI_MAX, world));
-        if (split)
-            throw UserError(strfmt("--ranks-per-node %d: a simulated node's ranks must all be on one host, and mpirun "
-                                   "placed some across hosts; place consecutive ranks together (mpirun --map-by "
-                                   "slot, at least %d ranks a host) or use --ranks-per-node 0 for the real nodes",
-                                   ranks_per_node, ranks_per_node));
+        t.spans_hosts = split != 0;
     }
     if (!t.simulated) {
         t.host_rank = t.local_rank;
@@ -71,6 +68,15 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
     MPI_CHECK(MPI_Allreduce(&leader, &t.num_nodes, 1, MPI_INT, MPI_SUM, world));
     MPI_CHECK(MPI_Comm_split(world, t.local_rank, t.node_index, &t.cross));
     return t;
+}
+
+void Topology::require_one_host(const char* what) const {
+    if (spans_hosts)
+        throw UserError(strfmt("%s: a simulated node's ranks must all be on one host (its shared memory), and mpirun "
+                               "placed some across hosts; place consecutive ranks together (mpirun --map-by slot, at "
+                               "least --ranks-per-node %d ranks a host), use --ranks-per-node 0 for the real nodes, or "
+                               "--allreduce flat",
+                               what, local_size));
 }
 
 void Topology::destroy() {

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -74,7 +75,10 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
     // Whole nanoseconds from the origin, written as microseconds with three decimals (a double's
     // microseconds printed in full carry the binary fraction: 76.59400000000005).
     auto ns = [base](double t) { return (long long)std::llround((t - base) * 1e9); };
-    auto us = [](long long n) { return strfmt("%lld.%03lld", n / 1000, n % 1000); };
+    auto us = [](long long n) {
+        const std::lldiv_t d = std::lldiv(n < 0 ? -n : n, 1000);
+        return strfmt("%s%lld.%03lld", n < 0 ? "-" : "", d.quot, d.rem);
+    };
     auto timed = [&](const Event& e, int tid) {
         const long long t0 = ns(e.t0), t1 = ns(e.t1);
         return strfmt("{\"ph\":\"X\",\"name\":%s,\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"args\":{\"step\":%ld",

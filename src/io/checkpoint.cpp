@@ -58,7 +58,9 @@ static void write_header(const std::string& path) {
     if (w != (ssize_t)sizeof header) throw UserError(strfmt("cannot write the header: %s (disk full?)", std::strerror(err)));
 }
 
-// Throws UserError unless the header matches the file's size and checksum.
+// Throws UserError unless the header matches the file's size and checksum. A header naming a later
+// format (with a size and checksum that verify: a whole file, not a damaged digit) throws
+// CheckpointFormatError; any other format number is damage.
 static void verify_header(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY);
     if (fd < 0) throw UserError(strfmt("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
@@ -68,19 +70,21 @@ static void verify_header(const std::string& path) {
     unsigned long long want_sum = 0;
     int format = 0, at = 0;
     const std::string fmt = std::string(kMagicWord) + " %d %n";
-    const bool ours = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &format, &at) == 1 && at > 0;
-    const bool parsed = ours && format == kFormat &&
-                        std::sscanf(header + at, "size=%zu sum=%llx", &want_size, &want_sum) == 2;
+    const bool parsed = got == (ssize_t)kCheckpointHeader && std::sscanf(header, fmt.c_str(), &format, &at) == 1 &&
+                        at > 0 && std::sscanf(header + at, "size=%zu sum=%llx", &want_size, &want_sum) == 2;
     uint64_t sum = parsed ? file_checksum(fd, kCheckpointHeader, &size) : 0;
     ::close(fd);
-    if (ours && format != kFormat)
-        throw CheckpointFormatError(strfmt("%s: a checkpoint of format %d, which this dptrain (format %d) cannot read; "
-                                           "run the dptrain that wrote it (the file is left as it is)",
-                                           path.c_str(), format, kFormat));
     if (!parsed) throw UserError(strfmt("%s: not a dptrain checkpoint (no valid header)", path.c_str()));
     if (size != want_size)
         throw UserError(strfmt("%s: truncated or extended: %zu bytes, its header says %zu", path.c_str(), size, want_size));
     if (sum != want_sum) throw UserError(strfmt("%s: file checksum mismatch (corrupt file)", path.c_str()));
+    if (format > kFormat)
+        throw CheckpointFormatError(strfmt("%s: a checkpoint of format %d, written by a later dptrain; this one reads "
+                                           "format %d: run the dptrain that wrote it (the file is left as it is)",
+                                           path.c_str(), format, kFormat));
+    if (format != kFormat)
+        throw UserError(strfmt("%s: its header names format %d, which no dptrain writes (a damaged header)",
+                               path.c_str(), format));
 }
 
 std::string checkpoint_path(const std::string& dir, long step) { return strfmt("%s/ckpt-%08ld.h5", dir.c_str(), step); }

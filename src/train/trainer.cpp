@@ -167,6 +167,7 @@ struct Setup {
     // share; the all_ok around this is the barrier before anyone reads. The extra readers of
     // --io-threads come after, so that they share the loaded copy.
     void load_data() {
+        if (o.io == IoMode::memory) topo.require_one_host("--io memory");
         const std::string note = task->load_node_memory();
         if (topo.local_rank == 0) io_note = note;
         task->readers(o.io_threads);

@@ -44,14 +44,19 @@ awk '/rank  node  local/ {t=1; next} t && NF==4 {print $1, $2, $3, $4}' "$WORK/o
 "$BIN/dptrain-ckpt" diff "$WORK/rr-shard/checkpoints/ckpt-00000020.h5" "$WORK/one-node/checkpoints/ckpt-00000020.h5" --tol 1e-5 \
   || fail "sharded hierarchical with ranks round-robin over 2 emulated nodes differs from 4 ranks on one node"
 
-# Simulated nodes that mpirun's placement would split across hosts (--map-by node deals ranks 0
-# and 1 to different hosts): refused on every rank with one line (the node's shared window
-# failed with MPI_ERR_INTERN, or hung).
-MPIRUN="$CMPI --map-by node" train 4 "${common[@]}" --ranks-per-node 2 --run-dir "$WORK/split-sim"
-[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
-  && grep -q "^dptrain: error: --ranks-per-node 2: a simulated node's ranks must all be on one host" "$WORK/out" \
-  || { cat "$WORK/out"; fail "simulated nodes split across hosts: want one line and exit 2"; }
-echo "ok: simulated nodes across hosts are refused with one line"
+# Simulated nodes that mpirun's placement splits across hosts (--map-by node deals ranks 0 and 1
+# to different hosts): what needs a node's shared memory (the hierarchical all-reduce's window,
+# --io memory) is refused on every rank with one line (the window failed with MPI_ERR_INTERN, or
+# hung); --allreduce auto takes flat, which needs none, and trains.
+for opt in "--allreduce hierarchical" "--io memory"; do
+  MPIRUN="$CMPI --map-by node" train 4 "${common[@]}" --ranks-per-node 2 $opt --run-dir "$WORK/split-sim"
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+    && grep -q "^dptrain: error: $opt: a simulated node's ranks must all be on one host" "$WORK/out" \
+    || { cat "$WORK/out"; fail "simulated nodes split across hosts, $opt: want one line and exit 2"; }
+done
+MPIRUN="$CMPI --map-by node" train 4 "${common[@]}" --ranks-per-node 2 --run-dir "$WORK/split-auto"
+[ "$RC" = 0 ] && grep -q "gradients: flat" "$WORK/out" || { cat "$WORK/out"; fail "simulated nodes split across hosts, auto: want flat"; }
+echo "ok: simulated nodes across hosts: a node window is refused with one line, auto trains flat"
 
 # Every algorithm, replicated and sharded, exact sums across the network (the bench checks every size).
 for mode in "" --sharded; do

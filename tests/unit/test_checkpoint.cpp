@@ -181,7 +181,7 @@ TEST_CASE("a checkpoint of another format is refused, never skipped or moved asi
         f.put('2');  // "DPTRAIN-CHECKPOINT 2 size=...": a later dptrain's
     }
     CHECK_THROWS_AS(load_checkpoint(newest), CheckpointFormatError);
-    CHECK_THROWS_WITH(load_checkpoint(newest), Catch::Contains("a checkpoint of format 2, which this dptrain (format 1)"));
+    CHECK_THROWS_WITH(load_checkpoint(newest), Catch::Contains("a checkpoint of format 2, written by a later dptrain"));
     CheckpointState got;
     std::string path;
     std::vector<std::string> damaged;
@@ -189,6 +189,30 @@ TEST_CASE("a checkpoint of another format is refused, never skipped or moved asi
     CHECK(damaged.empty());
     std::string p = dir;
     CHECK_THROWS_WITH(load_checkpoint_or_newest(&p, "--checkpoint"), Catch::Contains("format 2"));
+    // A format no dptrain writes (a damaged digit), or a later one whose file does not verify: damage,
+    // and the newest good one before it is used.
+    for (const char* damage : {"0", "2 body"}) {
+        {
+            std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(sizeof "DPTRAIN-CHECKPOINT " - 1);
+            f.put(damage[0]);
+            if (damage[1]) {
+                f.seekp(5000);
+                f.put('X');
+            }
+        }
+        CHECK_THROWS_AS(load_checkpoint(newest), UserError);
+        try {
+            load_checkpoint(newest);
+        } catch (const CheckpointFormatError&) {
+            FAIL("header format " << damage << ": taken for a later dptrain's checkpoint");
+        } catch (const UserError&) {
+        }
+        damaged.clear();
+        REQUIRE(load_latest(dir, &got, &path, &damaged));
+        CHECK(got.step == 3);
+        CHECK(damaged.size() == 1);
+    }
 }
 
 TEST_CASE("a directory whose every checkpoint is damaged is refused with each one's reason", "[checkpoint]") {

@@ -17,6 +17,9 @@ struct Topology {
     int local_rank = 0, local_size = 1;
     int node_index = 0, num_nodes = 1;
     bool simulated = false;  // nodes come from --ranks-per-node
+    bool spans_hosts = false;  // simulated nodes that mpirun placed across hosts (every rank agrees)
+    // Throws UserError naming `what` (what makes a node window) when spans_hosts.
+    void require_one_host(const char* what) const;
     // Among the ranks of this host (its GPUs are theirs): local_rank / local_size unless simulated.
     int host_rank = 0, host_size = 1;
     std::string host;
