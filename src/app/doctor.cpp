@@ -9,6 +9,7 @@
 #include "dptrain/data/shards.h"
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/io/gpu_health.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/data/tokens.h"
@@ -16,7 +17,6 @@
 
 #include <hdf5.h>
 #include <rdma/fabric.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -92,20 +92,13 @@ void check_checkpoint_dir(const std::string& dir, Findings& f) {
     fs::path at = dir;
     while (!at.empty() && !fs::exists(at, ec)) at = at.parent_path();
     if (at.empty()) at = ".";
-    const std::string probe = (at / strfmt(".dptrain-doctor-%d.probe", (int)getpid())).string();
-    FILE* p = std::fopen(probe.c_str(), "w");
-    const int err = p ? 0 : errno;
-    if (p) {
-        std::fclose(p);
-        std::remove(probe.c_str());
-    }
-    if (!p) {
+    std::string why;
+    if (!can_write_in(at.string(), &why)) {
         f.bad(strfmt("--checkpoint-dir %s: cannot write in %s (%s); choose a writable directory", dir.c_str(),
-                     at.c_str(), std::strerror(err)));
+                     at.c_str(), why.c_str()));
         return;
     }
-    struct statvfs vfs;
-    const double free_gb = statvfs(at.c_str(), &vfs) == 0 ? (double)vfs.f_bavail * vfs.f_frsize / 1e9 : -1;
+    const double free_gb = free_bytes(at.string()) / 1e9;
     f.ok(strfmt("checkpoint directory %s writable%s, %.1f GB free", dir.c_str(),
                 at == fs::path(dir) ? "" : strfmt(" (to be made under %s)", at.c_str()).c_str(), free_gb));
 }

@@ -5,8 +5,8 @@
 
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,11 +73,10 @@ void SharedWindow::check_room(size_t bytes, const std::string& what, const std::
     need += (unsigned long long)size_ * 8192;  // each segment's page rounding and the window's own state
     // Unknown (no directory named, or one Open MPI cannot write and so passes over for its session
     // directory): no refusal here.
-    struct statvfs v;
-    if (rank_ == 0)
-        room = !dir.empty() && ::access(dir.c_str(), W_OK) == 0 && statvfs(dir.c_str(), &v) == 0
-                   ? (unsigned long long)v.f_bavail * v.f_frsize
-                   : ~0ull;
+    if (rank_ == 0) {
+        const double free = dir.empty() || ::access(dir.c_str(), W_OK) != 0 ? -1 : free_bytes(dir);
+        room = free >= 0 ? (unsigned long long)free : ~0ull;
+    }
     MPI_CHECK(MPI_Bcast(&room, 1, MPI_UNSIGNED_LONG_LONG, 0, node_));
     const double MiB = 1048576.0;
     if (room < need)

@@ -4,8 +4,13 @@
 #include "dptrain/core/error.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <system_error>
@@ -21,6 +26,27 @@ void make_directories(const std::string& dir, const std::string& what) {
     if (what.empty())
         throw UserError(strfmt("%s: cannot create the directory: %s", dir.c_str(), ec.message().c_str()));
     throw UserError(strfmt("%s %s: cannot create the directory: %s", what.c_str(), dir.c_str(), ec.message().c_str()));
+}
+
+double free_bytes(const std::string& dir) {
+    struct statvfs v;
+    return statvfs(dir.c_str(), &v) == 0 ? (double)v.f_bavail * (double)v.f_frsize : -1.0;
+}
+
+bool can_write_in(const std::string& dir, std::string* why) {
+    const std::string probe = strfmt("%s/.dptrain-write-test-%d", dir.c_str(), (int)getpid());
+    FILE* f = std::fopen(probe.c_str(), "w");
+    if (!f) {
+        *why = std::strerror(errno);
+        return false;
+    }
+    const bool written = std::fputs("ok", f) >= 0;
+    const bool closed = std::fclose(f) == 0;  // a full disk may say so only here
+    const int err = errno;
+    std::remove(probe.c_str());
+    if (written && closed) return true;
+    *why = std::strerror(err);
+    return false;
 }
 
 static bool same_file(const std::string& a, const std::string& b) {

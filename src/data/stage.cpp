@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -411,9 +410,8 @@ std::vector<const Entry*> plan_copy(const std::string& src, const std::string& d
     for (const Entry& e : local)
         if (!wanted.count(e.path)) ::unlink((dest + "/" + e.path).c_str());
     r.copied_files = (long)pending.size();
-    struct statvfs vfs;
-    if (statvfs(dest.c_str(), &vfs) == 0) {
-        const double avail = (double)vfs.f_bavail * (double)vfs.f_frsize, need = r.copied_bytes - replaced;
+    if (const double avail = free_bytes(dest); avail >= 0) {
+        const double need = r.copied_bytes - replaced;
         if (need > avail)
             throw UserError(strfmt("%s has %s free; %s needs %s more: free space there or choose another --stage-dir",
                                    dest.c_str(), human_bytes(avail).c_str(), src.c_str(), human_bytes(need).c_str()));

@@ -416,12 +416,10 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
 
 void prepare_checkpoint_dir(const std::string& dir) {
     make_directories(dir, "--checkpoint-dir");
-    std::string probe = dir + "/.write-test";
-    FILE* f = std::fopen(probe.c_str(), "w");
-    if (!f || std::fputs("ok", f) < 0 || std::fclose(f) != 0)
+    std::string why;
+    if (!can_write_in(dir, &why))
         throw UserError(strfmt("--checkpoint-dir %s: cannot write there: %s; choose a writable directory", dir.c_str(),
-                               std::strerror(errno)));
-    std::remove(probe.c_str());
+                               why.c_str()));
     if (DIR* d = opendir(dir.c_str())) {
         while (dirent* e = readdir(d)) {
             std::string n = e->d_name;
