@@ -49,8 +49,11 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
 // value Open MPI uses (mpirun --mca, its environment variable or a parameter file alike), read
 // through MPI's tool interface; "" where that does not name it (another MPI).
 static std::string backing_directory() {
-    int provided = 0, index = 0, count = 0;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return "";
+    // At the process's own thread level: Open MPI takes MPI_T's as the process's (SINGLE made the
+    // gradient path's comm thread think it may not call MPI).
+    int level = MPI_THREAD_SINGLE, provided = 0, index = 0, count = 0;
+    MPI_CHECK(MPI_Query_thread(&level));
+    if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return "";
     std::string dir;
     MPI_T_cvar_handle h;
     if (MPI_T_cvar_get_index("osc_sm_backing_directory", &index) == MPI_SUCCESS &&
