@@ -123,9 +123,9 @@ std::shared_ptr<Completion> parse_completion_request(const std::string& body, co
                                                      const ApiLimits& limits, bool* stream, uint64_t default_seed) {
     Json j;
     try {
-        j = Json::parse(body);
-    } catch (const Json::exception& e) {
-        refuse("", std::string("the body is not valid JSON (") + e.what() + ")");
+        j = parse_json(body);
+    } catch (const JsonError& e) {
+        refuse(e.member, std::string("the body is not valid JSON (") + e.what() + ")");
     }
     if (!j.is_object()) refuse("", "the body must be a JSON object");
     // The message names a wrong model by its first bytes, or by its type: writing a value back out

@@ -1,5 +1,8 @@
-// json_text and json_number: compact output, numbers rounded as the metrics have always been.
+// json_text and json_number: compact output, numbers rounded as the metrics have always been; and
+// parse_json, nlohmann-json's strict parser with a depth limit, its error turned into one line.
 #include "dptrain/core/json.h"
+
+#include "dptrain/core/error.h"
 
 #include <cmath>
 #include <cstdio>
@@ -16,6 +19,61 @@ Json json_number(double v, int digits) {
     const double r = std::strtod(buf, nullptr);
     if (r == std::floor(r) && std::fabs(r) < 1e15) return (long long)r;
     return r;
+}
+
+namespace {
+
+// "[json.exception.parse_error.101] parse error at line 3, column 7: syntax error while parsing
+// array - unexpected ..." -> "line 3 column 7: array - unexpected ..." ("column 7: ..." when the
+// text is one line). Bytes of the input that nlohmann quotes are kept printable: one line.
+std::string where_and_what(const nlohmann::json::parse_error& e, bool one_line) {
+    std::string m = e.what();
+    long line = 1, column = (long)e.byte;
+    const size_t at = m.find("parse error at line ");
+    if (at != std::string::npos) std::sscanf(m.c_str() + at, "parse error at line %ld, column %ld", &line, &column);
+    size_t colon = m.find(": ", at == std::string::npos ? 0 : at);
+    std::string what = colon == std::string::npos ? m : m.substr(colon + 2);
+    const std::string noise = "syntax error while parsing ";
+    if (what.compare(0, noise.size(), noise) == 0) what = what.substr(noise.size());
+    for (char& c : what)
+        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    return one_line ? strfmt("column %ld: %s", column, what.c_str())
+                    : strfmt("line %ld column %ld: %s", line, column, what.c_str());
+}
+
+} // namespace
+
+Json parse_json(const std::string& text) {
+    // The callback sees each value as it opens; refusing a deep one stops the parse there, before
+    // the tree grows (a body of 300,000 '[' made 30 MB of values before it was looked at). The top
+    // object's member being read is kept to name it.
+    std::string member;
+    auto depth_limit = [&member](int depth, Json::parse_event_t event, Json& parsed) {
+        if (event == Json::parse_event_t::key && depth == 1) member = parsed.get<std::string>();
+        if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+            depth >= kJsonMaxDepth) {
+            std::string where = member;
+            for (char& c : where)
+                if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+            throw JsonError(strfmt("arrays and objects nested deeper than %d%s%.64s%s", kJsonMaxDepth,
+                                   member.empty() ? "" : " (in \"", where.c_str(), member.empty() ? "" : "\")"),
+                            member);
+        }
+        return true;
+    };
+    try {
+        return Json::parse(text, depth_limit, /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw JsonError(where_and_what(e, text.find('\n') == std::string::npos));
+    } catch (const nlohmann::json::exception& e) {
+        // A number too large for a double (found by fuzz_jsonl: "1e999" parses, 1e3750 overflows).
+        std::string what = e.what();
+        const size_t close = what.find("] ");
+        if (close != std::string::npos) what = what.substr(close + 2);
+        for (char& c : what)
+            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+        throw JsonError(what);
+    }
 }
 
 } // namespace dptrain

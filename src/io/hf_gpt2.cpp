@@ -70,8 +70,8 @@ std::string read_bytes(const std::string& path) {
 void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
     Json c;
     try {
-        c = Json::parse(read_bytes(path));
-    } catch (const Json::exception& e) {
+        c = parse_json(read_bytes(path));
+    } catch (const JsonError& e) {
         throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
     }
     if (!c.is_object()) throw UserError(path + ": not a JSON object");

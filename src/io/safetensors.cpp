@@ -105,8 +105,8 @@ Safetensors Safetensors::parse(std::string bytes, const std::string& where) {
                                             (unsigned long long)n, bytes.size()));
         Json h;
         try {
-            h = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + (long)n);
-        } catch (const Json::exception& e) {
+            h = parse_json(bytes.substr(8, n));
+        } catch (const JsonError& e) {
             throw std::runtime_error(std::string("header is not valid JSON (") + e.what() + ")");
         }
         if (!h.is_object()) throw std::runtime_error("header is not a JSON object");

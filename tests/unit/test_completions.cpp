@@ -253,10 +253,18 @@ TEST_CASE("completions API: deeply nested values in any field are refused by nam
     CHECK(refused_field("{\"prompt\": \"ab\", \"max_tokens\": " + deep + "}", e) == "400 max_tokens");
     CHECK(refused_field("{\"prompt\": \"ab\", \"logit_bias\": {\"1\": " + deep + "}}", e) == "400 logit_bias");
     CHECK(refused_field(deep, e) == "400 ");
+    // Refused as it is parsed, at 256 levels, before the tree grows (300,000 levels made 30 MB of
+    // values first), and still named by its field.
+    bool stream = false;
+    CHECK_THROWS_MATCHES(parse_completion_request("{\"prompt\": \"ab\", \"stop\": " + deep + "}", e,
+                                                  ApiLimits{100, "dptrain"}, &stream, 1),
+                         ApiError, Catch::Predicate<ApiError>([](const ApiError& err) {
+                             return err.param == "stop" &&
+                                    err.message.find("nested deeper than 256 (in \"stop\")") != std::string::npos;
+                         }));
     CHECK(refused_field("{\"prompt\": \"ab\", \"model\": \"gpt-4\"}", e) == "404 model");
     // A prompt longer in bytes than the context could hold in any tokenizer's tokens (256 bytes
     // each) is refused before it is tokenized.
-    bool stream = false;
     const std::string long_prompt = "{\"prompt\": \"" + std::string(16 * 256 + 1, 'a') + "\"}";
     CHECK_THROWS_MATCHES(parse_completion_request(long_prompt, e, ApiLimits{100, "dptrain"}, &stream, 1), ApiError,
                          Catch::Predicate<ApiError>([](const ApiError& err) {

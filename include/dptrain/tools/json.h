@@ -1,29 +1,14 @@
-// JSON reading for the tools, through nlohmann-json: strict parsing (RFC 8259; no comments, no
-// trailing commas, valid UTF-8) into ordered values (members stay in file order), errors that say
-// where, and a reader for JSON-lines logs such as the run's metrics.jsonl.
+// JSON reading for the tools: members by name, and a reader for JSON-lines logs such as the run's
+// metrics.jsonl, over core's strict parse_json (core/json.h).
 // Not for: writing (the writers build nlohmann values and dump them).
 #pragma once
 
 #include "dptrain/core/json.h"
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace dptrain {
-
-// A parse failure. what() says where ("column 17: ..." or "line 3 column 17: ..." for text of
-// several lines) and what was wrong.
-class JsonError : public std::runtime_error {
-  public:
-    explicit JsonError(const std::string& msg) : std::runtime_error(msg) {}
-};
-
-// Nesting deeper than this is refused as it is read (a hostile file cannot make a deep tree).
-constexpr int kJsonMaxDepth = 256;
-
-// Parses one JSON value that must make up the whole text (whitespace around it is allowed).
-Json parse_json(const std::string& text);
 
 // The object member called key, or nullptr (also when v is not an object).
 const Json* json_member(const Json& v, const char* key);
