@@ -368,7 +368,7 @@ void declare_run(Registry& r, Options& o) {
              "for batch logs) | auto (tty when the output is a terminal)");
     r.add<S>("trace", &Options::trace, o, "",
              "write a Chrome trace of every step's phases to FILE-rankNNNNN.json on each rank (merge them with "
-             "dptrain-report trace)");
+             "dptrain-report trace); a run resumed from step S writes FILE-fromSSSSSSSS-rankNNNNN.json");
     r.add<long>("profile-ops", &Options::profile_ops, o, 0,
                 "time step N's forward and backward op by op (matmul, attention, layernorm, ...) and print where "
                 "rank 0's time went; on a GPU by CUDA events around each op; 0 = off");

@@ -52,10 +52,10 @@ void Tracer::comm(const char* name, long step, double t0, double t1, size_t byte
     else ++dropped_comm_;
 }
 
-std::string Tracer::rank_path(const std::string& path, int rank) {
+std::string Tracer::rank_path(const std::string& path, int rank, long first_step) {
     size_t slash = path.rfind('/'), dot = path.rfind('.');
     bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-    std::string tag = strfmt("-rank%05d", rank);
+    std::string tag = (first_step > 0 ? strfmt("-from%08ld", first_step) : std::string()) + strfmt("-rank%05d", rank);
     return has_ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag + ".json";
 }
 

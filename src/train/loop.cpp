@@ -402,7 +402,7 @@ int StepLoop::finish(int code, long start, long done, long end) {
     }
     if (p_.clock.tracer().on()) {
         try {
-            p_.clock.tracer().write(Tracer::rank_path(p_.o.trace, p_.topo.rank), p_.topo.rank, p_.topo.host);
+            p_.clock.tracer().write(Tracer::rank_path(p_.o.trace, p_.topo.rank, start), p_.topo.rank, p_.topo.host);
             if (const size_t dropped = p_.clock.tracer().dropped(); dropped > 0 && p_.topo.rank == 0)
                 p_.report.print(strfmt("note: --trace: %zu events of rank 0 are not in its trace (its buffers were full: "
                                        "trace a part of a run this long)\n",

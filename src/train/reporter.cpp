@@ -111,15 +111,17 @@ void Reporter::agree_gpu_health() {
 
 void Reporter::open_metrics(long start_step) {
     // Each rank writes its trace at the end: a path it cannot write stops the run here, before it
-    // trains, not after (the test file is removed: a run that fails later leaves no empty trace).
+    // trains, not after. The probe neither empties a file already there (until this run's end it
+    // is an earlier run's trace) nor leaves one it made (a run that fails later leaves no empty trace).
     if (!o_.trace.empty()) {
-        const std::string path = Tracer::rank_path(o_.trace, topo_.rank);
+        const std::string path = Tracer::rank_path(o_.trace, topo_.rank, start_step);
         const size_t slash = path.rfind('/');
         if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--trace");
-        FILE* f = std::fopen(path.c_str(), "w");
+        const bool there = ::access(path.c_str(), F_OK) == 0;
+        FILE* f = std::fopen(path.c_str(), "a");
         if (!f) throw UserError(strfmt("--trace %s: cannot write %s: %s", o_.trace.c_str(), path.c_str(), std::strerror(errno)));
         std::fclose(f);
-        std::remove(path.c_str());
+        if (!there) std::remove(path.c_str());
     }
     if (rank_ != 0) return;
     std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's: this one has not stopped

@@ -76,3 +76,19 @@ refused 2 --data "$WORK/data" --steps 2 --batch-size 8 --eval-every 0 --run-dir 
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error: --trace /proc/none' "$WORK/out")" = 1 ] && ! grep -q '^step' "$WORK/out" \
   || { cat "$WORK/out"; fail "an unwritable --trace: want one line and exit 2 before the first step"; }
 echo "ok: --trace FILE writes FILE-rank00000.json; an unwritable one stops the run at start"
+# A resumed run given the same --trace (a requeued job's command line) keeps the first run's files
+# and writes its own beside them, named by the step it resumed from (it once emptied the first
+# run's at its start and wrote over them at its end).
+sum0=$(cat "$WORK"/run/trace-rank0000{0,1}.json | md5sum)
+train 2 --data "$WORK/data" --steps 30 --batch-size 8 --log-every 10 --eval-every 10 --checkpoint-every 10 \
+  --bucket-mb 0.1 --run-dir "$WORK/run" --resume auto --trace "$WORK/run/trace.json"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "the resumed traced run exited $RC"; }
+[ "$(cat "$WORK"/run/trace-rank0000{0,1}.json | md5sum)" = "$sum0" ] || fail "the resumed run changed the first run's traces"
+/usr/bin/python3 - "$WORK"/run/trace-from00000020-rank0000{0,1}.json <<'PY' || fail "the resumed run's traces lack its steps"
+import json, sys
+for path in sys.argv[1:]:
+    steps = {e["args"]["step"] for e in json.load(open(path))["traceEvents"] if e["ph"] == "X" and e["name"] == "forward"}
+    if steps != set(range(21, 31)):
+        sys.exit(f"{path}: forward steps {sorted(steps)}, want 21..30")
+PY
+echo "ok: a resumed run's traces are trace-from00000020-rank*.json; the first run's are kept"

@@ -28,7 +28,10 @@ class Tracer {
     // Writes the trace; every rank writes its own file. Throws UserError when it cannot.
     void write(const std::string& path, int rank, const std::string& host) const;
     // trace.json -> trace-rank00003.json; a FILE without an extension gets ".json" after the rank.
-    static std::string rank_path(const std::string& path, int rank);
+    // A run resumed from step S > 0 writes trace-from0000000S-rank00003.json: a resumed run given the
+    // same --trace (a requeued job's command line) keeps the earlier run's files, which its own
+    // timeline (a clock origin of its own) could not be merged into.
+    static std::string rank_path(const std::string& path, int rank, long first_step = 0);
 
   private:
     struct Event {
