@@ -21,7 +21,12 @@ namespace dptrain {
 
 static volatile std::sig_atomic_t g_signal = 0;
 
-static void on_signal(int sig) { g_signal = sig; }
+// A preemption notice stays once given: under Slurm's --signal=USR1@120 the time limit's SIGTERM
+// can arrive while the notice's checkpoint is written, and the job is still to be requeued (the
+// batch scripts requeue by the signal in RUN_DIR/stopped-by).
+static void on_signal(int sig) {
+    if (g_signal != SIGUSR1) g_signal = sig;
+}
 
 void install_preemption_handlers() {
     struct sigaction sa = {};

@@ -248,7 +248,9 @@ wait
 echo "ok: SIGTERM during an evaluation -> cut short, checkpoint of step 20, exit 75"
 
 # --- a stop signal during set-up (here: while waiting for the lock) ends every rank with exit 75
-# and the requeue line, at once (before, SIGUSR1 killed the ranks: exit 138, no requeue).
+# and the requeue line, at once (before, SIGUSR1 killed the ranks: exit 138, no requeue). A SIGTERM
+# right after the notice (Slurm's time limit, come while the notice's stop is under way) keeps it a
+# preemption (the later signal once replaced it: SIGTERM in stopped-by, and no requeue).
 flock -o "$run/checkpoints/.lock" sleep 120 &
 holder=$!
 for _ in $(seq 100); do flock -n "$run/checkpoints/.lock" true || break; sleep 0.1; done
@@ -256,7 +258,9 @@ for _ in $(seq 100); do flock -n "$run/checkpoints/.lock" true || break; sleep 0
     >"$WORK/out" 2>&1; echo $? >"$WORK/rc" ) &
 for _ in $(seq 600); do grep -q "waiting up to 100 s" "$WORK/out" 2>/dev/null && break; sleep 0.1; done
 t0=$SECONDS
-for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -USR1 "$p" 2>/dev/null || true; break; }; done
+for p in $(pgrep -f -- "--run-dir $run( |\$)"); do
+  [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -USR1 "$p" 2>/dev/null && kill -TERM "$p" 2>/dev/null || true; break; }
+done
 while [ ! -s "$WORK/rc" ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.2; done
 pkill -P "$holder" sleep || true
 kill "$holder" 2>/dev/null || true
@@ -268,7 +272,7 @@ wait
 # The batch scripts requeue by RUN_DIR/stopped-by, as after a stop in training; and a stop is no error.
 [ "$(cat "$run/stopped-by" 2>/dev/null)" = SIGUSR1 ] || fail "SIGUSR1 during set-up: RUN_DIR/stopped-by is not SIGUSR1"
 ! grep -q "error:" "$WORK/out" || { cat "$WORK/out"; fail "SIGUSR1 during set-up: the stop is said as an error"; }
-echo "ok: SIGUSR1 during set-up (the lock wait) -> exit 75 after $((SECONDS - t0)) s"
+echo "ok: SIGUSR1 then SIGTERM during set-up (the lock wait) -> exit 75 after $((SECONDS - t0)) s, a preemption"
 
 # --- a shard that never answers (a FIFO, as a hung filesystem would): the watchdog watches set-up
 # too (--step-timeout + --lock-wait), names it and ends the job (before: it waited forever).
