@@ -414,6 +414,21 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
     return fd;
 }
 
+std::string checkpoint_lock_holder(const std::string& dir) {
+    const int fd = ::open((dir + "/.lock").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "no name in its lock";
+    const std::string who = lock_holder(fd);
+    ::close(fd);
+    return who;
+}
+
+bool holds_checkpoint_lock(const std::string& dir, int fd) {
+    struct stat held {}, now {};
+    if (::fstat(fd, &held) != 0) return false;
+    if (::stat((dir + "/.lock").c_str(), &now) != 0) return false;
+    return held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+}
+
 void prepare_checkpoint_dir(const std::string& dir) {
     make_directories(dir, "--checkpoint-dir");
     std::string why;

@@ -267,6 +267,7 @@ void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler
         return;
     }
     try {
+        keep_lock(step);
         CheckpointState& s = async_ ? async_->next() : sync_state_;
         s.step = step;
         s.epoch = sampler.epoch_of(step);
@@ -303,6 +304,27 @@ void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler
     } catch (const UserError& e) {
         fatal(e.what(), kExitUser);
     }
+}
+
+// The checkpoint directory deleted or replaced during the run (a user cleaning up a job they
+// thought dead) took the lock with it: writing there then made the directory again, unlocked, and a
+// new run could take it and find this run's checkpoints as its own. The lock is taken again before
+// the write; held by another run by then, this run stops here rather than write into its directory.
+void Checkpoints::keep_lock(long step) {
+    if (lock_fd_ < 0 || holds_checkpoint_lock(o_.checkpoint_dir, lock_fd_)) return;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    try {
+        lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, 0);
+    } catch (const UserError&) {
+        throw UserError(strfmt("--checkpoint-dir %s was deleted or replaced during this run, and another dptrain holds "
+                               "it now (%s); this run stops without writing the checkpoint of step %ld there: run it "
+                               "again with another --run-dir",
+                               o_.checkpoint_dir.c_str(), checkpoint_lock_holder(o_.checkpoint_dir).c_str(), step));
+    }
+    std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s was deleted (or its lock) during this run: made again and "
+                         "locked before the checkpoint of step %ld; earlier checkpoints went with it\n",
+                 o_.checkpoint_dir.c_str(), step);
 }
 
 // Rank 0: a sharded tensor of `total` floats as the writer's pieces: its own shard, then each

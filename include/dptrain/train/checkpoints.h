@@ -69,6 +69,7 @@ class Checkpoints {
     void note_option_changes() const;  // rank 0
     void note_data_change() const;       // rank 0
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
+    void keep_lock(long step);  // rank 0, before a write: the directory's lock is this run's
     void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
     TensorPieces shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total);
     // Each rank's shard size of a sharded state of `total` floats, in rank order.
