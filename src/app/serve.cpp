@@ -66,6 +66,9 @@ void on_exception(Server& http, Fail fail) {
     }
 }
 
+// The server's connection threads: a decoding or waiting request holds one until it is answered.
+constexpr int kMaxConnections = 512;
+
 struct ServeOptions {
     std::string checkpoint, host, api_key, name, device = "cpu", precision = "fp32";
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512, threads = 1;
@@ -90,7 +93,8 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "precision", po::value(&o.precision)->default_value("fp32"),
         "the weights decoding reads: fp32 | bf16 (rounded when a checkpoint loads: half the bytes a token reads, "
         "products and sums still fp32)")(
-        "max-queue", po::value(&o.max_queue)->default_value(64), "requests waiting beyond those; more get 429")(
+        "max-queue", po::value(&o.max_queue)->default_value(64),
+        "requests waiting beyond those; more get 429 (--max-batch + --max-queue <= 504)")(
         "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
         "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(
         "api-key", po::value(&o.api_key)->default_value(""),
@@ -120,8 +124,14 @@ void validate(const ServeOptions& o) {
     if (o.port < 0 || o.port > 65535) throw UserError(strfmt("serve: --port %d must be in 0..65535", o.port));
     if (o.max_batch < 1 || o.max_batch > 256)
         throw UserError(strfmt("serve: --max-batch %d must be in 1..256", o.max_batch));
-    if (o.max_queue < 0 || o.max_queue > 100000)
-        throw UserError(strfmt("serve: --max-queue %d must be in 0..100000", o.max_queue));
+    // Each request decoding or waiting holds a connection thread until it is answered; the pool has
+    // kMaxConnections of them, 8 kept for probes and refusals. A queue longer than the pool allowed
+    // (once 100000) kept connections past it waiting for a thread, unseen and never refused.
+    const int most = kMaxConnections - 8 - o.max_batch;
+    if (o.max_queue < 0 || o.max_queue > most)
+        throw UserError(strfmt("serve: --max-queue %d must be in 0..%d with --max-batch %d (%d requests at most, "
+                               "decoding and waiting: a connection thread each)",
+                               o.max_queue, most, o.max_batch, kMaxConnections - 8));
     if (o.max_tokens < 1) throw UserError(strfmt("serve: --max-tokens %d must be >= 1", o.max_tokens));
     if (o.max_body < 64) throw UserError(strfmt("serve: --max-body %ld must be >= 64 bytes", o.max_body));
     if (!(o.poll >= 0) || !std::isfinite(o.poll))
@@ -158,8 +168,9 @@ struct Server {
             listen_fd = sock;
         });
     }
-    // The connections served at once: every slot and queue place, and a few for probes.
-    size_t connections() const { return std::min<size_t>(512, (size_t)o.max_batch + o.max_queue + 8); }
+    // The connections served at once: every slot and queue place, and a few for probes and refusals
+    // (at most kMaxConnections: validate).
+    size_t connections() const { return (size_t)o.max_batch + o.max_queue + 8; }
     // After the bind: httplib (Debian's build, a library) listens with a backlog of 5. A burst of
     // more clients connecting at once than that (32 in bench/serve_load.py) overflowed it, and each
     // dropped SYN cost its client the kernel's 1 s retransmission (p99 latency 1.06 s where p50 was

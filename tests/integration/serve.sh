@@ -104,6 +104,11 @@ grep -q "API key required" "$WORK/keyed.out" || fail "the listening line does no
 "$PY" "$CLIENT" auth "$URL" s3cret
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --max-batch 0 2>"$WORK/e.err" && fail "--max-batch 0 accepted"
 grep -q "^dptrain: error: serve: --max-batch 0 must be in 1..256$" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--max-batch 0: no clear line"; }
+# A queue longer than the connection threads (512, 8 kept for probes) is refused: the requests
+# past them waited for a thread unseen, neither queued nor refused (the bound was 100000).
+"$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --max-batch 8 --max-queue 497 2>"$WORK/e.err" && fail "--max-queue 497 accepted"
+grep -q "^dptrain: error: serve: --max-queue 497 must be in 0..496 with --max-batch 8 (504 requests at most" "$WORK/e.err" \
+  || { cat "$WORK/e.err"; fail "--max-queue 497: no clear line"; }
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --device tpu 2>"$WORK/e.err" && fail "--device tpu accepted"
 grep -q "^dptrain: error: --device 'tpu' is unknown; use cpu, cuda or auto" "$WORK/e.err" || { cat "$WORK/e.err"; fail "--device tpu: no clear line"; }
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 --precision fp16 2>"$WORK/e.err" && fail "--precision fp16 accepted"
