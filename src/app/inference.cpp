@@ -13,15 +13,48 @@ TokenPicker::TokenPicker(int vocab_size, double temperature, int top_k, double t
 
 int TokenPicker::pick(const float* z) {
     if (temperature_ == 0) return (int)(std::max_element(z, z + V_) - z);
+    float top = k_ == V_ ? *std::max_element(z, z + V_) : 0.0f;  // top-k: the first of the sorted k
+    if (k_ == V_ && top_p_ >= 1.0) {
+        // Every token may be drawn: the draw goes through them in id order, O(V). (Sorting the whole
+        // vocabulary first, as the other cases need their prefix, cost 11 ms a token at GPT-2's
+        // 50,257 ids: 90 tokens/s where top-k 50 made 6,700.)
+        double sum = 0;
+        for (int i = 0; i < V_; ++i) sum += probs_[i] = (float)std::exp((z[i] - top) / temperature_);
+        const double u = rng_.uniform() * sum;
+        double acc = 0;
+        int last = 0;
+        for (int i = 0; i < V_; ++i) {
+            if (probs_[i] <= 0) continue;
+            last = i;
+            if ((acc += probs_[i]) >= u) return i;
+        }
+        return last;
+    }
+    // The k most likely, or for the nucleus over the whole vocabulary as many of the most likely as
+    // reach top_p: sorted in prefixes of growing length (each a pass over the vocabulary that keeps
+    // its m largest), not the whole vocabulary.
     std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + k_, order_.end(), [&](int a, int b) { return z[a] > z[b]; });
+    const auto larger = [&](int a, int b) { return z[a] > z[b]; };
     double sum = 0;
-    for (int i = 0; i < k_; ++i) sum += probs_[i] = (float)std::exp((z[order_[i]] - z[order_[0]]) / temperature_);
+    int m = k_;
+    if (k_ == V_) {
+        for (int i = 0; i < V_; ++i) sum += std::exp((z[i] - top) / temperature_);
+        m = std::min(V_, 64);
+    }
+    for (;;) {
+        std::partial_sort(order_.begin(), order_.begin() + m, order_.end(), larger);
+        top = z[order_[0]];
+        double part = 0;
+        for (int i = 0; i < m; ++i) part += probs_[i] = (float)std::exp((z[order_[i]] - top) / temperature_);
+        if (k_ < V_) sum = part;
+        if (m == k_ || part >= top_p_ * sum) break;
+        m = (int)std::min<long>(k_, 4L * m);
+    }
     // Nucleus: the fewest most likely tokens whose probabilities reach top_p.
-    int n = k_;
+    int n = m;
     if (top_p_ < 1.0) {
         double acc = 0;
-        for (n = 0; n < k_;) {
+        for (n = 0; n < m;) {
             acc += probs_[n++];
             if (acc >= top_p_ * sum) break;
         }
