@@ -19,7 +19,7 @@ build/dptrain-data text --input README.md --out "$work/tok" >/dev/null
 rate() {  # rate CKPT TOKENS [GENERATE OPTIONS...]: the median tokens/s of $runs runs
   for _ in $(seq "$runs"); do
     build/dptrain generate --checkpoint "$1" --prompt "The " --tokens "$2" --temperature 0 "${@:3}" 2>&1 >/dev/null |
-      sed -n 's/.*, \([0-9.]*\) tokens\/s.*/\1/p'
+      sed -n 's/.*then \([0-9.]*\) tokens\/s.*/\1/p'
   done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 printf '%-6s %-7s %14s %14s %7s\n' block tokens "cache tok/s" "recompute" ratio
@@ -36,7 +36,7 @@ done
 seconds() {
   for _ in $(seq "$runs"); do
     build/dptrain generate --checkpoint "$1" --prompt "$2" --tokens 1 --temperature 0 ${3:-} 2>&1 >/dev/null |
-      sed -n 's/.* tokens in \([0-9.]*\) s,.*/\1/p'
+      sed -n 's/.* tokens in \([0-9.]*\) s:.*/\1/p'
   done | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 $MPIRUN -np 1 build/dptrain --config configs/gpt-shakespeare.ini --data "$work/tok" --block-size 1024 --n-layer 12 \
