@@ -13,6 +13,11 @@ bool next_code_point(const std::string& s, size_t* i, uint32_t* cp) {
         if ((d >> 6) != 2) return false;
         v = (v << 6) | (d & 0x3F);
     }
+    // Well-formed means shortest (an overlong C0 AF is '/' in disguise: the text a tokenizer was
+    // given would not be the file's bytes), no UTF-16 surrogate (CESU-8 and WTF-8 write them, which
+    // no UTF-8 reader takes back), and no code point past U+10FFFF (RFC 3629).
+    static constexpr uint32_t kShortest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < kShortest[len] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF) return false;
     *cp = v;
     *i += len;
     return true;

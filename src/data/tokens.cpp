@@ -29,7 +29,9 @@ static std::vector<uint32_t> code_points(const std::string& s) {
     for (size_t i = 0; i < s.size();) {
         uint32_t cp;
         if (!next_code_point(s, &i, &cp))
-            throw UserError(strfmt("text is not valid UTF-8 at byte %zu; use --tokenizer byte or gpt2 for arbitrary bytes", i));
+            throw UserError(strfmt("text is not valid UTF-8 at byte %zu: this tokenizer reads UTF-8 (for any bytes, make "
+                                   "the data with dptrain-data text --tokenizer byte or gpt2)",
+                                   i));
         out.push_back(cp);
     }
     return out;

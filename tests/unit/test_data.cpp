@@ -3,6 +3,7 @@
 
 #include "dptrain/data/shards.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/utf8.h"
 #include "dptrain/data/prefetcher.h"
 #include "dptrain/data/stage.h"
 #include "dptrain/data/tokens.h"
@@ -810,4 +811,32 @@ TEST_CASE("HDF5-read shards hold what the memory plan says, per file; a second r
         CHECK(per_file <= 1.2 * planned);
         CHECK(reopen40 < 40 * 4096);  // handles only: HDF5 shares the file's and the datasets' structures
     }
+}
+
+TEST_CASE("UTF-8: well-formed means the shortest form, no surrogates, at most U+10FFFF", "[tokens]") {
+    auto reads = [](const std::string& s) {
+        size_t i = 0;
+        uint32_t cp = 0;
+        return next_code_point(s, &i, &cp) && i == s.size() ? (long)cp : -1L;
+    };
+    // The edges of each length, and of the surrogates, are read.
+    CHECK(reads("\x7F") == 0x7F);
+    CHECK(reads("\xC2\x80") == 0x80);
+    CHECK(reads("\xE0\xA0\x80") == 0x800);
+    CHECK(reads("\xED\x9F\xBF") == 0xD7FF);
+    CHECK(reads("\xEE\x80\x80") == 0xE000);
+    CHECK(reads("\xF0\x90\x80\x80") == 0x10000);
+    CHECK(reads("\xF4\x8F\xBF\xBF") == 0x10FFFF);
+    // Overlong forms ('/' as C0 AF, U+0000 as E0 80 80, U+FFFF as F0 8F BF BF), a surrogate (CESU-8's
+    // U+D800) and past U+10FFFF are not.
+    CHECK(reads("\xC0\xAF") == -1);
+    CHECK(reads("\xC1\xBF") == -1);
+    CHECK(reads("\xE0\x80\x80") == -1);
+    CHECK(reads("\xF0\x8F\xBF\xBF") == -1);
+    CHECK(reads("\xED\xA0\x80") == -1);
+    CHECK(reads("\xED\xBF\xBF") == -1);
+    CHECK(reads("\xF4\x90\x80\x80") == -1);
+    CHECK(reads("\xF5\x80\x80\x80") == -1);
+    // So the char tokenizer refuses them as it refuses any other bytes that are not UTF-8.
+    CHECK_THROWS_WITH(Tokenizer::chars_of("ab\xC0\xAF"), Catch::Contains("not valid UTF-8 at byte 2"));
 }
