@@ -246,7 +246,8 @@ void declare_step(Registry& r, Options& o) {
     r.choice<Optimizer::Kind>("optimizer", &Options::optimizer, o, Optimizer::Kind::adamw, "adamw | sgd (with momentum)");
     r.add<double>("lr", &Options::lr, o, 1e-3, "peak learning rate");
     r.add<double>("min-lr-ratio", &Options::min_lr_ratio, o, 0.1,
-                  "cosine decay ends at lr x min-lr-ratio");
+                  "cosine decay toward lr x min-lr-ratio, which step --steps + 1 would reach (the last step's "
+                  "rate is a little above it)");
     r.add<long>("warmup-steps", &Options::warmup_steps, o, 10, "linear warmup steps");
     r.add<double>("momentum", &Options::momentum, o, 0.9, "SGD momentum");
     r.add<double>("beta1", &Options::beta1, o, 0.9, "AdamW beta1");

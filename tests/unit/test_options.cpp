@@ -108,6 +108,21 @@ TEST_CASE("bad options give one line naming the option and the fix", "[options]"
     CHECK_FALSE(error_of({"--seed", "18446744073709551616"}).empty());
     CHECK(parse({"--seed", "18446744073709551615"}).opts.seed == 18446744073709551615ull);
 
+    // Valid as doubles, not as the floats the optimizer computes in: each ended in a non-finite
+    // loss at step 2 with advice to lower --lr.
+    CHECK(error_of({"--beta2", "0.99999999"}).find("--beta2 0.99999999 must be in [0, 1) as a float") != std::string::npos);
+    CHECK(error_of({"--beta1", "0.99999999"}).find("--beta1 0.99999999 must be in [0, 1) as a float") != std::string::npos);
+    CHECK(error_of({"--momentum", "0.99999999"}).find("--momentum 0.99999999 must be") != std::string::npos);
+    CHECK(error_of({"--beta2", "0.99999994"}).empty());
+    CHECK(error_of({"--eps", "1e-39"}).find("--eps 1e-39 must be a normal float") != std::string::npos);
+    CHECK(error_of({"--eps", "1e-30"}).empty());
+    CHECK(error_of({"--lr", "1e39"}).find("--lr 1e+39 must be positive and finite (as a float") != std::string::npos);
+    // AdamW's decay factor 1 - lr x wd at or below 0 flips the weights; SGD's L2 has no such factor.
+    CHECK(error_of({"--lr", "0.01", "--weight-decay", "300"}).find("--lr 0.01 x --weight-decay 300 = 3: AdamW") !=
+          std::string::npos);
+    CHECK(error_of({"--lr", "0.01", "--weight-decay", "99"}).empty());
+    CHECK(error_of({"--optimizer", "sgd", "--lr", "0.01", "--weight-decay", "300"}).empty());
+
     e = error_of({"--hidden", "8,x"});
     CHECK(e.find("--hidden") != std::string::npos);
 
