@@ -2,6 +2,7 @@
 #include "dptrain/app/plan.h"
 
 #include "dptrain/comm/communicator.h"
+#include "dptrain/config/option_checks.h"
 #include "dptrain/config/options.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
@@ -68,6 +69,7 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     ParseResult parsed = parse_options((int)argv.size(), argv.data());
     if (parsed.version) throw UserError("dptrain plan takes the training options and --ranks N, --gpu-memory SIZE");
     r.o = parsed.opts;
+    resolve_grad_accum(r.o, r.ranks);  // the micro-batches a step, as the run on those ranks takes them
     // As a run on those ranks would refuse it (Topology::create).
     if (r.o.ranks_per_node > 0 && r.ranks % r.o.ranks_per_node != 0)
         throw UserError(strfmt("--ranks-per-node %d does not divide --ranks %d; choose a count of ranks per node that "

@@ -23,6 +23,7 @@
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/device.h"
 #include "dptrain/comm/communicator.h"
+#include "dptrain/config/option_checks.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/checksum.h"
 #include "dptrain/core/error.h"
@@ -334,26 +335,6 @@ bool verify_data(const Options& o, const Topology& topo, Watchdog& dog) {
         std::fflush(stdout);
     }
     return true;
-}
-
-// --global-batch-tokens: the micro-batches per step that make it with this many ranks.
-void resolve_grad_accum(Options& o, int ranks) {
-    if (o.global_batch_tokens <= 0) return;
-    // Both given: one would silently replace the other.
-    if (o.grad_accum != 1)
-        throw UserError(strfmt("--global-batch-tokens %ld sets the micro-batches a step itself; give it or --grad-accum "
-                               "%d, not both",
-                               o.global_batch_tokens, o.grad_accum));
-    const long per_micro = (long)ranks * o.batch_size * o.block_size;
-    if (o.global_batch_tokens % per_micro != 0)
-        throw UserError(strfmt("--global-batch-tokens %ld is not a multiple of ranks x --batch-size x --block-size = "
-                               "%d x %d x %d = %ld; choose a multiple of %ld, or other sizes",
-                               o.global_batch_tokens, ranks, o.batch_size, o.block_size, per_micro, per_micro));
-    o.grad_accum = (int)std::min<long>(o.global_batch_tokens / per_micro, 65536);
-    if (o.global_batch_tokens / per_micro > 65536)
-        throw UserError(strfmt("--global-batch-tokens %ld needs %ld micro-batches a step (at most 65536); raise "
-                               "--batch-size",
-                               o.global_batch_tokens, o.global_batch_tokens / per_micro));
 }
 
 // After each set-up phase, every rank: exit 2 when it failed anywhere, exit 75 when a stop signal

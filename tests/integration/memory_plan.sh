@@ -31,6 +31,14 @@ sharded=$(mib "optimizer state")
 awk -v w="$whole" -v s="$sharded" 'BEGIN { exit !(s > 0 && s <= w / 4 + 0.1) }' \
   || { cat "$WORK/plan"; fail "--shard-optimizer on 4 ranks: optimizer state $sharded MiB, want <= 1/4 of $whole MiB"; }
 echo "ok: optimizer state per rank on 4 ranks: $whole MiB replicated, $sharded MiB sharded"
+# --global-batch-tokens plans the micro-batches the run would take (2 ranks x 8 windows x 128
+# tokens = 2048 a micro-batch: 8192 makes 4), as --grad-accum 4 does (it planned one).
+plan "${G[@]}" --ranks 2 --grad-accum 4
+accum=$(grep "^  input ring" "$WORK/plan")
+plan "${G[@]}" --ranks 2 --global-batch-tokens 8192
+[ "$RC" = 0 ] && [ -n "$accum" ] && [ "$(grep "^  input ring" "$WORK/plan")" = "$accum" ] \
+  || { cat "$WORK/plan"; fail "--global-batch-tokens 8192: want the input ring of --grad-accum 4 ($accum)"; }
+echo "ok: --global-batch-tokens is planned as the micro-batches it makes: $accum"
 
 # A GPU of 200 MiB: the plan names the largest batch; it fits, one more does not (exit 1).
 plan "${G[@]}" --gpu-memory 200MiB
