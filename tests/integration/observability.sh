@@ -133,3 +133,10 @@ train 1 --data "$WORK/data" --steps 6 --batch-size 8 --eval-every 0 --run-dir "$
 [ "$RC" = 0 ] && grep -q "^ops of step 4's last micro-batch (of 3) on rank 0, forward + backward" "$WORK/out" \
   || { cat "$WORK/out"; fail "--profile-ops with --grad-accum 3: the table is not said to be one micro-batch's"; }
 echo "ok: --profile-ops names its step, and with --grad-accum its micro-batch"
+# A warm-up as long as the run (the default 10 steps, in these runs of 6) is said: the rate only
+# rises, never to --lr's peak and decay. The 30-step runs above have none.
+grep -q "^note: --warmup-steps 10 >= --steps 6: the learning rate only rises, to [0-9.]*e-0[0-9] at the last step (--lr " \
+  "$WORK/out" || { cat "$WORK/out"; fail "a warm-up longer than the run: no note"; }
+train 1 --data "$WORK/data" --steps 12 --batch-size 8 --eval-every 0 --run-dir "$WORK/warm"
+[ "$RC" = 0 ] && ! grep -q "^note: --warmup-steps" "$WORK/out" || { cat "$WORK/out"; fail "a note on a warm-up shorter than the run"; }
+echo "ok: a warm-up as long as the run is noted"
