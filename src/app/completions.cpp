@@ -195,7 +195,7 @@ void CompletionEngine::admit_locked() {
             c->started_at = now_seconds();
             c->model_step = stats_.model_step;
         }
-        running_[s] = std::make_unique<Running>(std::move(c), s, cfg_.vocab_size);
+        running_[s] = std::make_unique<Running>(std::move(c), s, drawable_ids(cfg_, tok_));
         running_[s]->model_step = stats_.model_step;
     }
 }

@@ -163,7 +163,7 @@ int run_generate(int argc, const char* const* argv) {
     const Tokenizer& tok = m.tok;
     std::vector<int> ids = tok.encode(prompt);
     if (ids.empty()) throw UserError("generate: --prompt must not be empty");
-    TokenPicker picker(m.cfg.vocab_size, temperature, top_k, 1.0, seed);
+    TokenPicker picker(drawable_ids(m.cfg, m.tok), temperature, top_k, 1.0, seed);
     std::fputs(prompt.c_str(), stdout);
     const double t0 = now_seconds();
     std::string on = "the CPU";

@@ -67,4 +67,6 @@ int TokenPicker::pick(const float* z) {
     return order_[n - 1];
 }
 
+int drawable_ids(const GptConfig& cfg, const Tokenizer& tok) { return std::min(cfg.vocab_size, tok.vocab_size()); }
+
 } // namespace dptrain

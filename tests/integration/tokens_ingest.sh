@@ -58,6 +58,20 @@ echo "ok: a GPT trained on nanoGPT's uint16 ids over 50257: loss $first -> val $
   || fail "generate from ids failed"
 grep -Eq "^15496 11( [0-9]+){8}$" "$WORK/gen.out" || { cat "$WORK/gen.out"; fail "generate: want the prompt's ids and 8 more"; }
 echo "ok: generate -> $(cat "$WORK/gen.out")"
+# A model whose vocabulary is padded past the tokenizer's (--vocab-size 128 over ids below 100)
+# never draws the padding's ids: they decode to nothing (59 of 300 sampled ids were 100 or more).
+/usr/bin/python3 -c "
+import numpy as np
+np.random.default_rng(2).integers(0, 100, 20000).astype(np.uint16).tofile('$WORK/ids100.bin')"
+"$DATA" tokens --input "$WORK/ids100.bin" --format nanogpt --vocab-size 100 --out "$WORK/tok100" >/dev/null
+train 1 --model gpt --data "$WORK/tok100" --vocab-size 128 --n-layer 1 --n-head 1 --n-embd 16 --block-size 16 --steps 2 \
+  --batch-size 2 --eval-every 0 --run-dir "$WORK/run100"
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training with a padded vocabulary exited $RC"; }
+"$BIN/dptrain" generate --checkpoint "$WORK/run100" --prompt "1 2" --tokens 300 --temperature 1.5 --seed 3 >"$WORK/gen100.out"
+padding=$(tr ' ' '\n' <"$WORK/gen100.out" | awk '$1 >= 100' | wc -l)
+[ "$(wc -w <"$WORK/gen100.out")" = 302 ] && [ "$padding" = 0 ] \
+  || { cat "$WORK/gen100.out"; fail "generate drew $padding ids of the padding (100..127)"; }
+echo "ok: a padded vocabulary's ids are never drawn (300 sampled ids, all below 100)"
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "Hello" --tokens 4 >"$WORK/gen.out" 2>&1 \
   && fail "a text prompt to an ids model was accepted"
 grep -q "'Hello' is not a token id in \[0, 50257)" "$WORK/gen.out" || { cat "$WORK/gen.out"; fail "no clear line for a text prompt"; }

@@ -29,4 +29,9 @@ class TokenPicker {
     Rng rng_;
 };
 
+// The ids a picker draws from: those the tokenizer can decode. A model's vocabulary padded past
+// the tokenizer's (--vocab-size 512 on bytes, or GPT-2's 50,304) has logits for ids that decode to
+// nothing, or to other bytes; they are never drawn.
+int drawable_ids(const GptConfig& cfg, const Tokenizer& tok);
+
 } // namespace dptrain
