@@ -161,7 +161,20 @@ int run_generate(int argc, const char* const* argv) {
     cpu::set_threads(threads);
     const InferenceModel m = load_inference_model(checkpoint);
     const Tokenizer& tok = m.tok;
-    std::vector<int> ids = tok.encode(prompt);
+    // The default prompt, a new line, is no prompt to a model of ids, nor to one whose characters
+    // hold no new line: say what to give, not what was wrong with a prompt never given.
+    const bool given = !vm["prompt"].defaulted();
+    std::vector<int> ids;
+    try {
+        ids = tok.encode(prompt);
+    } catch (const UserError& e) {
+        if (given) throw;
+        throw UserError(strfmt("generate: the default prompt, a new line, is not in this model's vocabulary (%s); give "
+                               "one with --prompt TEXT",
+                               e.what()));
+    }
+    if (ids.empty() && tok.kind == "ids")
+        throw UserError("generate: this model reads ids: give the prompt as ids, --prompt \"ID ID ...\"");
     if (ids.empty()) throw UserError("generate: --prompt must not be empty");
     TokenPicker picker(drawable_ids(m.cfg, m.tok), temperature, top_k, 1.0, seed);
     std::fputs(prompt.c_str(), stdout);

@@ -85,10 +85,14 @@ std::vector<int> Tokenizer::encode(const std::string& utf8) const {
     for (uint32_t cp : code_points(utf8)) {
         auto it = std::lower_bound(chars.begin(), chars.end(), cp);
         if (it == chars.end() || *it != cp) {
+            // A control character is named by its code alone: written raw, a new line split the
+            // one-line message in two.
             std::string ch;
             append_utf8(ch, cp);
-            throw UserError(strfmt("character '%s' (U+%04X) is not in the model's vocabulary of %zu characters",
-                                   ch.c_str(), cp, chars.size()));
+            const bool control = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0);
+            throw UserError(strfmt("character %s%s%sU+%04X%s is not in the model's vocabulary of %zu characters",
+                                   control ? "" : "'", control ? "" : ch.c_str(), control ? "" : "' (", cp,
+                                   control ? " (a control character)" : ")", chars.size()));
         }
         ids.push_back((int)(it - chars.begin()));
     }

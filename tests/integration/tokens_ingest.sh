@@ -72,6 +72,15 @@ padding=$(tr ' ' '\n' <"$WORK/gen100.out" | awk '$1 >= 100' | wc -l)
 [ "$(wc -w <"$WORK/gen100.out")" = 302 ] && [ "$padding" = 0 ] \
   || { cat "$WORK/gen100.out"; fail "generate drew $padding ids of the padding (100..127)"; }
 echo "ok: a padded vocabulary's ids are never drawn (300 sampled ids, all below 100)"
+# Without --prompt (a new line, which a model of ids cannot read) generate says to give ids; it
+# said "--prompt must not be empty" to a user who gave none.
+set +e
+"$BIN/dptrain" generate --checkpoint "$WORK/run100" --tokens 5 >/dev/null 2>"$WORK/gen.err"
+rc=$?
+set -e
+[ "$rc" = 2 ] && [ "$(cat "$WORK/gen.err")" = 'dptrain: error: generate: this model reads ids: give the prompt as ids, --prompt "ID ID ..."' ] \
+  || { cat "$WORK/gen.err"; fail "generate without --prompt on a model of ids: exit $rc"; }
+echo "ok: $(cat "$WORK/gen.err")"
 "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "Hello" --tokens 4 >"$WORK/gen.out" 2>&1 \
   && fail "a text prompt to an ids model was accepted"
 grep -q "'Hello' is not a token id in \[0, 50257)" "$WORK/gen.out" || { cat "$WORK/gen.out"; fail "no clear line for a text prompt"; }

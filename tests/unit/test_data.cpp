@@ -840,3 +840,10 @@ TEST_CASE("UTF-8: well-formed means the shortest form, no surrogates, at most U+
     // So the char tokenizer refuses them as it refuses any other bytes that are not UTF-8.
     CHECK_THROWS_WITH(Tokenizer::chars_of("ab\xC0\xAF"), Catch::Contains("not valid UTF-8 at byte 2"));
 }
+
+TEST_CASE("char tokenizer: a character outside the vocabulary is named on one line", "[tokens]") {
+    const Tokenizer t = Tokenizer::chars_of("abc");
+    CHECK_THROWS_WITH(t.encode("ab\nc"),
+                      "character U+000A (a control character) is not in the model's vocabulary of 3 characters");
+    CHECK_THROWS_WITH(t.encode("abz"), "character 'z' (U+007A) is not in the model's vocabulary of 3 characters");
+}
