@@ -104,7 +104,8 @@ static std::string meta_text(const CheckpointState& s) {
                   s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
                   s.optimizer.c_str()) +
            s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab +
-           (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string());  // older: absent
+           (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string()) +  // older: absent
+           (s.updates >= 0 ? strfmt("\nupdates=%ld", s.updates) : std::string());                    // older: absent
 }
 
 TensorPieces TensorPieces::whole(const float* v, size_t n) {
@@ -159,6 +160,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_i64(root, "epoch_offset", s.epoch_offset);
             h5::write_attr_i64(root, "global_batch", s.global_batch);
             if (s.train_samples > 0) h5::write_attr_i64(root, "train_samples", s.train_samples);
+            if (s.updates >= 0) h5::write_attr_i64(root, "updates", s.updates);
             h5::write_attr_u64(root, "seed", s.seed);
             h5::write_attr_i64(root, "world_size", s.world_size);
             h5::write_attr_str(root, "model", s.model);
@@ -227,6 +229,7 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.epoch_offset = h5::read_attr_i64(root, "epoch_offset");
         s.global_batch = h5::read_attr_i64(root, "global_batch");
         if (h5::has_attr(root, "train_samples")) s.train_samples = h5::read_attr_i64(root, "train_samples");
+        if (h5::has_attr(root, "updates")) s.updates = h5::read_attr_i64(root, "updates");
         s.seed = h5::read_attr_u64(root, "seed");
         s.world_size = (int)h5::read_attr_i64(root, "world_size");
         s.model = h5::read_attr_str(root, "model");

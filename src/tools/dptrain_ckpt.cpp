@@ -57,10 +57,15 @@ int info(int argc, char** argv) {
     for (const auto* v : {&s.params, &s.opt_m, &s.opt_v})
         for (float x : *v) nonfinite += !std::isfinite(x);
     const std::string set = s.train_samples > 0 ? strfmt(" of %ld", s.train_samples) : "";
-    std::printf("%s: step %ld | epoch %ld + %ld samples%s | global batch %ld | seed %llu | written by %d ranks\n"
+    // Updates below the step: steps skipped as non-finite (--on-nonfinite skip).
+    const std::string updates = s.updates >= 0 && s.updates != s.step
+                                    ? strfmt(" (%ld updates: %ld skipped)", s.updates, s.step - s.updates)
+                                    : "";
+    std::printf("%s: step %ld%s | epoch %ld + %ld samples%s | global batch %ld | seed %llu | written by %d ranks\n"
                 "model %s | optimizer %s | %zu parameters | checksums verified | %ld non-finite values\n",
-                file.c_str(), s.step, s.epoch, s.epoch_offset, set.c_str(), s.global_batch, (unsigned long long)s.seed,
-                s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size(), nonfinite);
+                file.c_str(), s.step, updates.c_str(), s.epoch, s.epoch_offset, set.c_str(), s.global_batch,
+                (unsigned long long)s.seed, s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size(),
+                nonfinite);
     return nonfinite ? 1 : 0;
 }
 

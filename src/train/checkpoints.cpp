@@ -212,9 +212,12 @@ long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Opti
     // under its name), so a stop before the first step has nothing new to write.
     std::error_code ec;
     const bool own = have_ && std::filesystem::equivalent(resumed_from_, checkpoint_path(o_.checkpoint_dir, found_.step), ec);
-    long hdr[3] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L, own ? 1L : 0L};
+    // hdr[3]: the updates the state holds (a checkpoint from before they were kept: its step).
+    long hdr[4] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L, own ? 1L : 0L,
+                   have_ ? (found_.updates >= 0 ? found_.updates : found_.step) : 0L};
     world.broadcast(hdr, sizeof hdr, 0);
     holds_start_ = hdr[2] == 1;
+    updates_at_start_ = hdr[3];
     if (holds_start_ && rank_ == 0) last_ = resumed_from_;
     if (hdr[0] == 0) return 0;
     if (hdr[0] == 2) {  // --init-from: the weights; the optimizer state starts at zero
@@ -256,8 +259,8 @@ std::vector<size_t> Checkpoints::shard_counts(size_t total, int ranks) {
 // Synchronous checkpoints are written from the live buffers, a sharded state shard by shard as
 // each rank sends it (rank 0 holds one shard's scratch, never a whole copy). Asynchronous ones are
 // copied (a sharded state gathered) first, for the background thread to write while training goes on.
-void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler, const std::vector<float>& params,
-                       Optimizer& opt, bool final_one, bool corrupt) {
+void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sampler& sampler,
+                       const std::vector<float>& params, Optimizer& opt, bool final_one, bool corrupt) {
     if (rank_ != 0) {
         if (!o_.shard_optimizer) return;
         if (o_.async_checkpoint) return gather_state(world, opt, nullptr);
@@ -270,6 +273,7 @@ void Checkpoints::save(MpiCommunicator& world, long step, const Sampler& sampler
         keep_lock(step);
         CheckpointState& s = async_ ? async_->next() : sync_state_;
         s.step = step;
+        s.updates = updates;
         s.epoch = sampler.epoch_of(step);
         s.epoch_offset = (step % sampler.steps_per_epoch()) * id_.global_batch;
         s.global_batch = id_.global_batch;

@@ -23,6 +23,7 @@ int StepLoop::run(long start) {
         return kExitOk;
     }
     const int rank = p_.topo.rank;
+    updates_ = p_.ckpt.updates_at_start();
     long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
     for (long s = start; s < end; ++s)
         if (p_.faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
@@ -248,7 +249,9 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     if (st.finite) {
         // With --shard-optimizer, the parameters' all-gather after the update: communication the
         // step waits for, counted with the all-reduce's phase as the step line counts it.
-        const double gathered = g.update(last_norm_, last_lr_, s + 1);
+        // The update's count from 1, as PyTorch's: a step skipped as non-finite updated nothing,
+        // and counting it would correct the moments' bias for an update they never had.
+        const double gathered = g.update(last_norm_, last_lr_, ++updates_);
         iv_.exposed += gathered;
         p_.clock.times().move((int)Phase::optimizer - (int)Phase::data, (int)Phase::allreduce - (int)Phase::data,
                               gathered);
@@ -356,7 +359,7 @@ void StepLoop::checkpoint(long done, bool final_one) {
         std::this_thread::sleep_for(std::chrono::seconds(3));
     // Rank 0 writes; the others (sending their shards of a sharded state) wait for it.
     if (p_.topo.rank != 0) p_.clock.watchdog().waiting(true);
-    p_.ckpt.save(p_.world, done, p_.sampler, p_.params, p_.opt, final_one,
+    p_.ckpt.save(p_.world, done, updates_, p_.sampler, p_.params, p_.opt, final_one,
                  p_.faults.has(0, done, Fault::Kind::corrupt_checkpoint));
     if (!p_.o.async_checkpoint) {
         p_.clock.mark(Phase::checkpoint_wait, done);

@@ -111,8 +111,15 @@ train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-stop" --inject-fault 0:12:nan 
   || { cat "$WORK/out"; fail "nan stop: want exit 4 and a line"; }
 train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-skip" --inject-fault 0:12:nan,1:15:nan --on-nonfinite skip
 [ "$RC" = 0 ] && grep -q "2 non-finite steps skipped" "$WORK/out" || { cat "$WORK/out"; fail "nan skip"; }
-"$BIN/dptrain-ckpt" info "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" >/dev/null || fail "nan skip: non-finite parameters"
-echo "ok: NaN -> stop exit 4 / skip 2 steps with finite parameters"
+"$BIN/dptrain-ckpt" info "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" >"$WORK/info" || fail "nan skip: non-finite parameters"
+# A skipped step is no update: the checkpoint counts 28 for AdamW's bias correction (PyTorch's
+# count; it took the step, 30), and a run resumed after the skips continues that count exactly.
+grep -q "step 30 (28 updates: 2 skipped)" "$WORK/info" || { cat "$WORK/info"; fail "nan skip: the checkpoint does not count 28 updates"; }
+train 2 "${C[@]}" --steps 30 --stop-after 20 --run-dir "$WORK/nan-resume" --inject-fault 0:12:nan,1:15:nan --on-nonfinite skip
+train 2 "${C[@]}" --steps 30 --run-dir "$WORK/nan-resume" --resume auto --on-nonfinite skip
+[ "$RC" = 0 ] && "$BIN/dptrain-ckpt" diff "$WORK/nan-skip/checkpoints/ckpt-00000030.h5" "$WORK/nan-resume/checkpoints/ckpt-00000030.h5" \
+  || { cat "$WORK/out"; fail "nan skip: a run resumed after the skips is not the straight run"; }
+echo "ok: NaN -> stop exit 4 / skip 2 steps with finite parameters, 28 updates counted, resumed exactly"
 
 # --- a NaN in the data: the stop names the shard, row and feature, and does not advise a lower
 # --lr (the same row comes back at the same step on a resume); skip mode names it too.

@@ -35,6 +35,8 @@ struct CheckpointState {
     long epoch_offset = 0;  // ... and samples of that epoch already consumed
     long global_batch = 0;
     long train_samples = 0;  // the training set's samples (0: a checkpoint from before it was kept)
+    long updates = -1;  // optimizer updates applied: step less the steps skipped as non-finite (the
+                        // moments' bias correction counts these); -1: from before it was kept (step)
     uint64_t seed = 0;  // every random stream is counter-based from seed + position
     int world_size = 0;  // informational: a different world size may resume
     std::string model;      // model signature; a resume must match it

@@ -42,6 +42,8 @@ class Checkpoints {
     // Collective: rank 0's checkpoint (if any) into every rank's params and opt (each rank's shard
     // of the state, with --shard-optimizer), or the --init-from weights into params. Returns the checkpoint's step (0 for a fresh run).
     long share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt);
+    // Every rank, after share(): the optimizer updates the state holds (the checkpoint's; 0 fresh).
+    long updates_at_start() const { return updates_at_start_; }
     const std::string& resumed_from() const { return resumed_from_; }
     // Rank 0: what --init-from gave ("" when the run resumed or started from random weights).
     const std::string& initialized_from() const { return initialized_from_; }
@@ -52,8 +54,8 @@ class Checkpoints {
     // --async-checkpoint the state is copied and written by a background thread; the next
     // checkpoint, a final one or wait() waits for it. corrupt (--inject-fault): damage the file
     // after writing it. A failure ends the job: the previous checkpoints are intact.
-    void save(MpiCommunicator& world, long step, const Sampler& sampler, const std::vector<float>& params,
-              Optimizer& opt, bool final_one, bool corrupt);
+    void save(MpiCommunicator& world, long step, long updates, const Sampler& sampler,
+              const std::vector<float>& params, Optimizer& opt, bool final_one, bool corrupt);
     // Waits for a background write (rank 0); a failure ends the job.
     void wait();
     // The newest checkpoint written (rank 0), "" before the first; a resumed run's own checkpoint
@@ -83,6 +85,7 @@ class Checkpoints {
     bool init_ = false;      // found_.params are --init-from's weights
     std::string resumed_from_, initialized_from_, last_;
     bool holds_start_ = false;
+    long updates_at_start_ = 0;
     CheckpointState sync_state_;  // reused by every synchronous checkpoint (its attributes: the tensors
                                   // are written from the live buffers)
     std::vector<float> shard_scratch_;  // rank 0: one other rank's shard, as a sharded state is written

@@ -92,6 +92,7 @@ class StepLoop {
     Interval iv_;
     double t_run_ = 0, last_norm_ = 0, last_lr_ = 0, final_loss_ = 0;
     long skipped_ = 0;
+    long updates_ = 0;  // optimizer updates applied: AdamW's bias correction counts these, not steps
     bool evaluated_ = false;
     bool preempted_ = false;  // stopped by SIGUSR1 (a preemption notice) rather than SIGTERM
     bool stop_budget_said_ = false;  // the time a stop signal needs, printed after the first checkpoint
