@@ -104,8 +104,15 @@ static std::string meta_text(const CheckpointState& s) {
                   s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
                   s.optimizer.c_str()) +
            s.options + "\ntokenizer=" + s.tokenizer + " vocab=" + s.vocab +
-           (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string()) +  // older: absent
-           (s.updates >= 0 ? strfmt("\nupdates=%ld", s.updates) : std::string());                    // older: absent
+           (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string());  // older: absent
+}
+
+// The updates count has a checksum of its own, outside meta_text's: an older dptrain, which knows
+// no such attribute, then still verifies the file (with the count in meta_text it read every new
+// checkpoint as damaged, and a roll-back to it set them all aside).
+static uint64_t updates_checksum(long updates) {
+    const std::string t = strfmt("updates=%ld", updates);
+    return checksum64(t.data(), t.size());
 }
 
 TensorPieces TensorPieces::whole(const float* v, size_t n) {
@@ -160,7 +167,10 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             h5::write_attr_i64(root, "epoch_offset", s.epoch_offset);
             h5::write_attr_i64(root, "global_batch", s.global_batch);
             if (s.train_samples > 0) h5::write_attr_i64(root, "train_samples", s.train_samples);
-            if (s.updates >= 0) h5::write_attr_i64(root, "updates", s.updates);
+            if (s.updates >= 0) {
+                h5::write_attr_i64(root, "updates", s.updates);
+                h5::write_attr_u64(root, "updates_checksum", updates_checksum(s.updates));
+            }
             h5::write_attr_u64(root, "seed", s.seed);
             h5::write_attr_i64(root, "world_size", s.world_size);
             h5::write_attr_str(root, "model", s.model);
@@ -229,7 +239,12 @@ CheckpointState load_checkpoint(const std::string& path) {
         s.epoch_offset = h5::read_attr_i64(root, "epoch_offset");
         s.global_batch = h5::read_attr_i64(root, "global_batch");
         if (h5::has_attr(root, "train_samples")) s.train_samples = h5::read_attr_i64(root, "train_samples");
-        if (h5::has_attr(root, "updates")) s.updates = h5::read_attr_i64(root, "updates");
+        if (h5::has_attr(root, "updates")) {
+            s.updates = h5::read_attr_i64(root, "updates");
+            if (!h5::has_attr(root, "updates_checksum") ||
+                h5::read_attr_u64(root, "updates_checksum") != updates_checksum(s.updates))
+                throw UserError("its updates count fails its checksum (corrupt file)");
+        }
         s.seed = h5::read_attr_u64(root, "seed");
         s.world_size = (int)h5::read_attr_i64(root, "world_size");
         s.model = h5::read_attr_str(root, "model");
@@ -369,13 +384,42 @@ static std::string lock_holder(int fd) {
     return "a process that has not written its name yet";
 }
 
-int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()) {
+// DIR/.lock, made with DIR when missing.
+static int open_lock_file(const std::string& dir) {
     make_directories(dir, "--checkpoint-dir");
     const std::string path = dir + "/.lock";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         throw UserError(strfmt("--checkpoint-dir %s: cannot open %s: %s; choose a writable directory", dir.c_str(),
                                path.c_str(), std::strerror(errno)));
+    return fd;
+}
+
+// "PID HOST UNIX_TIME" of this process into the lock it holds.
+static void sign_lock(int fd, const std::string& path) {
+    char host[128] = "?";
+    gethostname(host, sizeof host - 1);
+    const std::string me = strfmt("%ld %s %ld\n", (long)getpid(), host, (long)std::time(nullptr));
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) != (ssize_t)me.size())
+        std::fprintf(stderr, "dptrain: warning: %s: cannot write this run's name into the lock: %s\n", path.c_str(),
+                     std::strerror(errno));
+}
+
+int relock_checkpoint_dir(const std::string& dir, std::string* holder) {
+    const int fd = open_lock_file(dir);
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        sign_lock(fd, dir + "/.lock");
+        return fd;
+    }
+    const int err = errno;
+    if (err == EWOULDBLOCK) *holder = lock_holder(fd);
+    ::close(fd);
+    return err == EWOULDBLOCK ? -2 : -1;
+}
+
+int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()) {
+    const std::string path = dir + "/.lock";
+    const int fd = open_lock_file(dir);
     const auto t0 = std::chrono::steady_clock::now();
     bool said = false;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -408,21 +452,8 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    char host[128] = "?";
-    gethostname(host, sizeof host - 1);
-    const std::string me = strfmt("%ld %s %ld\n", (long)getpid(), host, (long)std::time(nullptr));
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) != (ssize_t)me.size())
-        std::fprintf(stderr, "dptrain: warning: %s: cannot write this run's name into the lock: %s\n", path.c_str(),
-                     std::strerror(errno));
+    sign_lock(fd, path);
     return fd;
-}
-
-std::string checkpoint_lock_holder(const std::string& dir) {
-    const int fd = ::open((dir + "/.lock").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return "no name in its lock";
-    const std::string who = lock_holder(fd);
-    ::close(fd);
-    return who;
 }
 
 bool holds_checkpoint_lock(const std::string& dir, int fd) {
