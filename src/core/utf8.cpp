@@ -3,7 +3,7 @@
 
 namespace dptrain {
 
-bool next_code_point(const std::string& s, size_t* i, uint32_t* cp) {
+bool next_code_point(const std::string& s, size_t* i, uint32_t* cp, bool strict) {
     unsigned char c = (unsigned char)s[*i];
     int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     if (len == 0 || *i + len > s.size()) return false;
@@ -17,7 +17,7 @@ bool next_code_point(const std::string& s, size_t* i, uint32_t* cp) {
     // given would not be the file's bytes), no UTF-16 surrogate (CESU-8 and WTF-8 write them, which
     // no UTF-8 reader takes back), and no code point past U+10FFFF (RFC 3629).
     static constexpr uint32_t kShortest[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < kShortest[len] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF) return false;
+    if (strict && (v < kShortest[len] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)) return false;
     *cp = v;
     *i += len;
     return true;

@@ -28,7 +28,7 @@ static std::vector<uint32_t> code_points(const std::string& s) {
     std::vector<uint32_t> out;
     for (size_t i = 0; i < s.size();) {
         uint32_t cp;
-        if (!next_code_point(s, &i, &cp))
+        if (!next_code_point(s, &i, &cp, /*strict=*/true))
             throw UserError(strfmt("text is not valid UTF-8 at byte %zu: this tokenizer reads UTF-8 (for any bytes, make "
                                    "the data with dptrain-data text --tokenizer byte or gpt2)",
                                    i));
@@ -134,7 +134,14 @@ Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
     Tokenizer t;
     t.kind = kind;
     if (kind == "char") {
-        t.chars = code_points(table);
+        // Read as it was written: a table stored before UTF-8 was read strictly may hold a
+        // surrogate or an overlong form, and its shards and checkpoints still load.
+        for (size_t i = 0; i < table.size();) {
+            uint32_t cp;
+            if (!next_code_point(table, &i, &cp, /*strict=*/false))
+                throw UserError(strfmt("the stored character table is not UTF-8 at byte %zu (a damaged file?)", i));
+            t.chars.push_back(cp);
+        }
         if (!std::is_sorted(t.chars.begin(), t.chars.end()))
             throw UserError("character vocabulary table is not in code-point order");
     } else if (kind == "ids") {

@@ -839,6 +839,10 @@ TEST_CASE("UTF-8: well-formed means the shortest form, no surrogates, at most U+
     CHECK(reads("\xF5\x80\x80\x80") == -1);
     // So the char tokenizer refuses them as it refuses any other bytes that are not UTF-8.
     CHECK_THROWS_WITH(Tokenizer::chars_of("ab\xC0\xAF"), Catch::Contains("not valid UTF-8 at byte 2"));
+    // A table stored before (a surrogate in it) still loads, and decodes to its bytes.
+    const Tokenizer old = Tokenizer::from("char", "a\xED\xA0\x80");
+    CHECK(old.vocab_size() == 2);
+    CHECK(old.decode({1, 0}) == "\xED\xA0\x80" "a");
 }
 
 TEST_CASE("char tokenizer: a character outside the vocabulary is named on one line", "[tokens]") {
