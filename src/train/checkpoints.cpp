@@ -270,8 +270,8 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
         return;
     }
     try {
+        CheckpointState& s = async_ ? next_async() : sync_state_;  // the write in flight ends first
         keep_lock(step);
-        CheckpointState& s = async_ ? async_->next() : sync_state_;
         s.step = step;
         s.updates = updates;
         s.epoch = sampler.epoch_of(step);
@@ -297,12 +297,7 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
             last_ = checkpoint_path(o_.checkpoint_dir, step);
             if (final_one || corrupt) async_->wait();
         } else {
-            const TensorPieces p = TensorPieces::whole(params.data(), params.size());
-            const TensorPieces m = o_.shard_optimizer ? shard_pieces(world, opt.m(), opt.full_m())
-                                                      : TensorPieces::whole(opt.m().data(), opt.m().size());
-            const TensorPieces v = o_.shard_optimizer ? shard_pieces(world, opt.v(), opt.full_v())
-                                                      : TensorPieces::whole(opt.v().data(), opt.v().size());
-            last_ = save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints, p, m, v);
+            last_ = write_sync(world, s, params, opt);
         }
         if (corrupt) corrupt_checkpoint_file(last_);
     } catch (const UserError& e) {
@@ -314,21 +309,83 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
 // thought dead) took the lock with it: writing there then made the directory again, unlocked, and a
 // new run could take it and find this run's checkpoints as its own. The lock is taken again before
 // the write; held by another run by then, this run stops here rather than write into its directory.
+bool Checkpoints::dir_kept(MpiCommunicator& world) const {
+    int kept = rank_ != 0 || !lock_lost() ? 1 : 0;
+    world.broadcast(&kept, sizeof kept, 0);
+    return kept != 0;
+}
+
+bool Checkpoints::lock_lost() const { return lock_fd_ >= 0 && !holds_checkpoint_lock(o_.checkpoint_dir, lock_fd_); }
+
 void Checkpoints::keep_lock(long step) {
-    if (lock_fd_ < 0 || holds_checkpoint_lock(o_.checkpoint_dir, lock_fd_)) return;
+    if (!lock_lost()) return;
+    // Only the lock deleted, or the whole directory: the newest checkpoint tells.
+    const bool dir_gone = !last_.empty() && ::access(last_.c_str(), F_OK) != 0;
     ::close(lock_fd_);
     lock_fd_ = -1;
+    std::string holder;
     try {
-        lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, 0);
-    } catch (const UserError&) {
+        lock_fd_ = relock_checkpoint_dir(o_.checkpoint_dir, &holder);
+    } catch (const UserError& e) {
+        throw UserError(strfmt("--checkpoint-dir %s was deleted during this run and cannot be made again (%s); this "
+                               "run stops at step %ld without its checkpoint",
+                               o_.checkpoint_dir.c_str(), e.what(), step));
+    }
+    if (lock_fd_ == -2)
         throw UserError(strfmt("--checkpoint-dir %s was deleted or replaced during this run, and another dptrain holds "
                                "it now (%s); this run stops without writing the checkpoint of step %ld there: run it "
-                               "again with another --run-dir",
-                               o_.checkpoint_dir.c_str(), checkpoint_lock_holder(o_.checkpoint_dir).c_str(), step));
+                               "again with another --checkpoint-dir (or --run-dir)",
+                               o_.checkpoint_dir.c_str(), holder.c_str(), step));
+    std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s: its %s deleted during this run: %s before the "
+                         "checkpoint of step %ld%s\n",
+                 o_.checkpoint_dir.c_str(), dir_gone ? "directory was" : "lock was",
+                 lock_fd_ >= 0 ? "made again and locked" : "made again (unlocked: no flock there)", step,
+                 dir_gone ? "; the checkpoints before it went with the directory" : "");
+}
+
+// A write's error without its "the previous checkpoints are intact": untrue of a deleted directory.
+static std::string write_error(const UserError& e) {
+    std::string m = e.what();
+    const size_t at = m.find("; the previous checkpoints are intact");
+    return at == std::string::npos ? m : m.substr(0, at);
+}
+
+// A synchronous write from the live buffers. The directory deleted under it (the file it wrote
+// gone): the lock is taken again and the checkpoint written once more where the state is all
+// here; a sharded state's other shards were sent once, so that run stops, saying so.
+std::string Checkpoints::write_sync(MpiCommunicator& world, const CheckpointState& s, const std::vector<float>& params,
+                                    Optimizer& opt) {
+    auto pieces = [&](const std::vector<float>& mine, size_t full) {
+        return o_.shard_optimizer ? shard_pieces(world, mine, full) : TensorPieces::whole(mine.data(), mine.size());
+    };
+    try {
+        return save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints, TensorPieces::whole(params.data(), params.size()),
+                               pieces(opt.m(), opt.full_m()), pieces(opt.v(), opt.full_v()));
+    } catch (const UserError& e) {
+        if (!lock_lost()) throw;
+        if (o_.shard_optimizer)
+            throw UserError(strfmt("--checkpoint-dir %s was deleted while the checkpoint of step %ld was written there "
+                                   "(%s); the sharded state was sent once, so this run stops without it",
+                                   o_.checkpoint_dir.c_str(), s.step, write_error(e).c_str()));
     }
-    std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s was deleted (or its lock) during this run: made again and "
-                         "locked before the checkpoint of step %ld; earlier checkpoints went with it\n",
-                 o_.checkpoint_dir.c_str(), step);
+    keep_lock(s.step);
+    return save_checkpoint(o_.checkpoint_dir, s, o_.keep_checkpoints, TensorPieces::whole(params.data(), params.size()),
+                           TensorPieces::whole(opt.m().data(), opt.m().size()),
+                           TensorPieces::whole(opt.v().data(), opt.v().size()));
+}
+
+// The background write in flight ended, and its state free for the next. One that failed because
+// the directory was deleted under it is lost, said once; the run goes on.
+CheckpointState& Checkpoints::next_async() {
+    try {
+        return async_->next();
+    } catch (const UserError& e) {
+        if (!lock_lost()) throw;
+        std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s was deleted while a checkpoint was written there in "
+                             "the background: that checkpoint is lost (%s)\n",
+                     o_.checkpoint_dir.c_str(), write_error(e).c_str());
+    }
+    return async_->next();
 }
 
 // Rank 0: a sharded tensor of `total` floats as the writer's pieces: its own shard, then each

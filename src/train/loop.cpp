@@ -86,7 +86,8 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
             done = s;
             preempted_ = st.preempted;
             code = kExitPreempted;
-            const bool written = last_saved_ == done;  // the stop came during that checkpoint
+            // The stop came during that checkpoint (and its directory was not deleted since).
+            const bool written = last_saved_ == done && p_.ckpt.dir_kept(p_.world);
             p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of "
                                    "step %ld%s\n",
                                    s + 1, s,

@@ -111,8 +111,10 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
 // Whether fd (from lock_checkpoint_dir) is still DIR/.lock: false once the directory or its lock
 // file was deleted or replaced during the run, when the lock held no longer keeps another run out.
 bool holds_checkpoint_lock(const std::string& dir, int fd);
-// Who DIR/.lock says holds it: "pid P on HOST, for N s".
-std::string checkpoint_lock_holder(const std::string& dir);
+// The lock taken again without waiting (DIR made again when missing): the descriptor; -2 when
+// another process holds it (*holder: "pid P on HOST, for N s"); -1 where the filesystem has no
+// flock. Throws UserError when DIR or its lock cannot be made.
+int relock_checkpoint_dir(const std::string& dir, std::string* holder);
 
 // Creates dir if needed, checks a file can be written there (so a bad --checkpoint-dir fails at
 // start, not at the first checkpoint), and removes temporary files a killed writer left behind.

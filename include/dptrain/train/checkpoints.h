@@ -64,6 +64,9 @@ class Checkpoints {
     // Every rank, after share(): --checkpoint-dir holds the checkpoint of the step this run starts
     // from (it resumed from that very file).
     bool holds_start() const { return holds_start_; }
+    // Collective: the checkpoint directory is still the one this run locked (rank 0 looks; a
+    // directory deleted since the last write holds none of this run's checkpoints).
+    bool dir_kept(MpiCommunicator& world) const;
 
   private:
     void resume_latest();  // rank 0, --resume auto
@@ -72,6 +75,10 @@ class Checkpoints {
     void note_data_change() const;       // rank 0
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0: found_ fits this run
     void keep_lock(long step);  // rank 0, before a write: the directory's lock is this run's
+    bool lock_lost() const;     // rank 0: the lock held is no longer the directory's
+    std::string write_sync(MpiCommunicator& world, const CheckpointState& s, const std::vector<float>& params,
+                           Optimizer& opt);
+    CheckpointState& next_async();
     void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
     TensorPieces shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total);
     // Each rank's shard size of a sharded state of `total` floats, in rank order.
