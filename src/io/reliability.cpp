@@ -31,7 +31,11 @@ static void on_signal(int sig) {
 void install_preemption_handlers() {
     struct sigaction sa = {};
     sa.sa_handler = on_signal;
+    // Each handler runs with the other signal held: a SIGUSR1 between a SIGTERM handler's look and
+    // its write would be replaced by it.
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGUSR1);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGUSR1, &sa, nullptr);
