@@ -33,6 +33,12 @@ double free_bytes(const std::string& dir) {
     return statvfs(dir.c_str(), &v) == 0 ? (double)v.f_bavail * (double)v.f_frsize : -1.0;
 }
 
+std::pair<uint64_t, uint64_t> file_id(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return {0, 0};
+    return {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+}
+
 bool can_write_in(const std::string& dir, std::string* why) {
     const std::string probe = strfmt("%s/.dptrain-write-test-%d", dir.c_str(), (int)getpid());
     FILE* f = std::fopen(probe.c_str(), "w");

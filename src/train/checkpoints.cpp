@@ -2,6 +2,7 @@
 #include "dptrain/train/checkpoints.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/core/files.h"
 #include "dptrain/io/hf_gpt2.h"
 #include "dptrain/io/reliability.h"
 
@@ -99,6 +100,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     // Before anything in the directory is touched: a previous run's processes (a requeued job's
     // predecessor not yet gone) may still be writing or rotating checkpoints there.
     lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait, preemption_requested);  // a stop: exit 75
+    dir_id_ = file_id(o_.checkpoint_dir);
     prepare_checkpoint_dir(o_.checkpoint_dir);
     if (o_.resume_mode == ResumeMode::none) {
         // A fresh run next to another run's checkpoints would rotate its own away (they sort
@@ -294,8 +296,9 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
                 s.opt_v.assign(opt.v().begin(), opt.v().end());
             }
             async_->start(o_.checkpoint_dir, o_.keep_checkpoints);
+            async_step_ = step;
             last_ = checkpoint_path(o_.checkpoint_dir, step);
-            if (final_one || corrupt) async_->wait();
+            if (final_one || corrupt) finish_async(step);
         } else {
             last_ = write_sync(world, s, params, opt);
         }
@@ -309,7 +312,9 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
 // thought dead) took the lock with it: writing there then made the directory again, unlocked, and a
 // new run could take it and find this run's checkpoints as its own. The lock is taken again before
 // the write; held by another run by then, this run stops here rather than write into its directory.
-bool Checkpoints::dir_kept(MpiCommunicator& world) const {
+bool Checkpoints::dir_kept(MpiCommunicator& world) {
+    // A background write first: deleted under it, it is written again (finish_async).
+    if (rank_ == 0 && async_) wait();
     int kept = rank_ != 0 || !lock_lost() ? 1 : 0;
     world.broadcast(&kept, sizeof kept, 0);
     return kept != 0;
@@ -319,8 +324,8 @@ bool Checkpoints::lock_lost() const { return lock_fd_ >= 0 && !holds_checkpoint_
 
 void Checkpoints::keep_lock(long step) {
     if (!lock_lost()) return;
-    // Only the lock deleted, or the whole directory: the newest checkpoint tells.
-    const bool dir_gone = !last_.empty() && ::access(last_.c_str(), F_OK) != 0;
+    // Only the lock deleted, or the whole directory (made again since, or not).
+    const bool dir_gone = file_id(o_.checkpoint_dir) != dir_id_;
     ::close(lock_fd_);
     lock_fd_ = -1;
     std::string holder;
@@ -341,6 +346,7 @@ void Checkpoints::keep_lock(long step) {
                  o_.checkpoint_dir.c_str(), dir_gone ? "directory was" : "lock was",
                  lock_fd_ >= 0 ? "made again and locked" : "made again (unlocked: no flock there)", step,
                  dir_gone ? "; the checkpoints before it went with the directory" : "");
+    dir_id_ = file_id(o_.checkpoint_dir);
 }
 
 // A write's error without its "the previous checkpoints are intact": untrue of a deleted directory.
@@ -426,10 +432,24 @@ void Checkpoints::gather_state(MpiCommunicator& world, Optimizer& opt, Checkpoin
 void Checkpoints::wait() {
     if (rank_ != 0 || !async_) return;
     try {
-        async_->wait();
+        finish_async(async_step_);
     } catch (const UserError& e) {
         fatal(e.what(), kExitUser);
     }
+}
+
+// The background write of `step` to its end. Failed because the directory was deleted under it:
+// its state is still the writer's, so it is written again into the directory made again.
+void Checkpoints::finish_async(long step) {
+    try {
+        async_->wait();
+        return;
+    } catch (const UserError& e) {
+        if (!lock_lost()) throw;
+    }
+    keep_lock(step);
+    async_->start(o_.checkpoint_dir, o_.keep_checkpoints);
+    async_->wait();
 }
 
 } // namespace dptrain

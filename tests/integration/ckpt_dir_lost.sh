@@ -55,7 +55,7 @@ holder=$!
 for _ in $(seq 100); do flock -n "$WORK/other/.lock" true || break; sleep 0.1; done
 wait_for "$run/checkpoints/ckpt-00000050.h5"
 rm -rf "$run/checkpoints"
-mv "$WORK/other" "$run/checkpoints"
+mv -T "$WORK/other" "$run/checkpoints"  # -T: a directory made again meanwhile fails the move, not takes it in
 wait_rc
 pkill -P "$holder" sleep || true
 [ "$rc" = 2 ] || { cat "$WORK/bg.out"; fail "a checkpoint directory another run holds: want exit 2, got $rc"; }

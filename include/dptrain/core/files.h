@@ -4,7 +4,9 @@
 // reading or writing files' contents.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace dptrain {
 
@@ -15,6 +17,10 @@ void make_directories(const std::string& dir, const std::string& what = "");
 
 // Bytes an unprivileged writer may still put on DIR's filesystem; -1 when statvfs cannot tell.
 double free_bytes(const std::string& dir);
+
+// PATH's (device, inode): the same pair means the same file or directory, not one made again
+// under its name; {0, 0} when it does not exist.
+std::pair<uint64_t, uint64_t> file_id(const std::string& path);
 
 // Whether a file can be made in the existing directory DIR: one is made and removed. When not,
 // false and *why (strerror's text).

@@ -11,8 +11,10 @@
 #include "dptrain/model/optim.h"
 #include "dptrain/data/sampler.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dptrain {
@@ -66,7 +68,7 @@ class Checkpoints {
     bool holds_start() const { return holds_start_; }
     // Collective: the checkpoint directory is still the one this run locked (rank 0 looks; a
     // directory deleted since the last write holds none of this run's checkpoints).
-    bool dir_kept(MpiCommunicator& world) const;
+    bool dir_kept(MpiCommunicator& world);
 
   private:
     void resume_latest();  // rank 0, --resume auto
@@ -79,6 +81,7 @@ class Checkpoints {
     std::string write_sync(MpiCommunicator& world, const CheckpointState& s, const std::vector<float>& params,
                            Optimizer& opt);
     CheckpointState& next_async();
+    void finish_async(long step);  // rank 0
     void gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s);
     TensorPieces shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total);
     // Each rank's shard size of a sharded state of `total` floats, in rank order.
@@ -93,6 +96,8 @@ class Checkpoints {
     std::string resumed_from_, initialized_from_, last_;
     bool holds_start_ = false;
     long updates_at_start_ = 0;
+    long async_step_ = 0;                   // rank 0: the step of the background write started last
+    std::pair<uint64_t, uint64_t> dir_id_;  // rank 0: the checkpoint directory locked (device, inode)
     CheckpointState sync_state_;  // reused by every synchronous checkpoint (its attributes: the tensors
                                   // are written from the live buffers)
     std::vector<float> shard_scratch_;  // rank 0: one other rank's shard, as a sharded state is written
