@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -19,23 +20,27 @@
 
 namespace dptrain {
 
-static volatile std::sig_atomic_t g_signal = 0;
+// Lock-free, so the handlers may use it; atomic, because a signal may be handled on any of the
+// process's threads (readers, the checkpoint writer, OpenMP's, MPI's), two at once.
+static std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
 // A preemption notice stays once given: under Slurm's --signal=USR1@120 the time limit's SIGTERM
 // can arrive while the notice's checkpoint is written, and the job is still to be requeued (the
 // batch scripts requeue by the signal in RUN_DIR/stopped-by).
 static void on_signal(int sig) {
-    if (g_signal != SIGUSR1) g_signal = sig;
+    if (sig == SIGUSR1) {
+        g_signal.store(SIGUSR1);
+        return;
+    }
+    int none = 0;
+    g_signal.compare_exchange_strong(none, sig);
 }
 
 void install_preemption_handlers() {
     struct sigaction sa = {};
     sa.sa_handler = on_signal;
-    // Each handler runs with the other signal held: a SIGUSR1 between a SIGTERM handler's look and
-    // its write would be replaced by it.
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaddset(&sa.sa_mask, SIGUSR1);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGUSR1, &sa, nullptr);
