@@ -312,14 +312,6 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
 // thought dead) took the lock with it: writing there then made the directory again, unlocked, and a
 // new run could take it and find this run's checkpoints as its own. The lock is taken again before
 // the write; held by another run by then, this run stops here rather than write into its directory.
-bool Checkpoints::dir_kept(MpiCommunicator& world) {
-    // A background write first: deleted under it, it is written again (finish_async).
-    if (rank_ == 0 && async_) wait();
-    int kept = rank_ != 0 || !lock_lost() ? 1 : 0;
-    world.broadcast(&kept, sizeof kept, 0);
-    return kept != 0;
-}
-
 bool Checkpoints::lock_lost() const { return lock_fd_ >= 0 && !holds_checkpoint_lock(o_.checkpoint_dir, lock_fd_); }
 
 void Checkpoints::keep_lock(long step) {
@@ -347,6 +339,14 @@ void Checkpoints::keep_lock(long step) {
                  lock_fd_ >= 0 ? "made again and locked" : "made again (unlocked: no flock there)", step,
                  dir_gone ? "; the checkpoints before it went with the directory" : "");
     dir_id_ = file_id(o_.checkpoint_dir);
+}
+
+bool Checkpoints::dir_kept(MpiCommunicator& world) {
+    // A background write first: deleted under it, it is written again (finish_async).
+    if (rank_ == 0 && async_) wait();
+    int kept = rank_ != 0 || !lock_lost() ? 1 : 0;
+    world.broadcast(&kept, sizeof kept, 0);
+    return kept != 0;
 }
 
 // A write's error without its "the previous checkpoints are intact": untrue of a deleted directory.
