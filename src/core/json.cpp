@@ -23,9 +23,16 @@ Json json_number(double v, int digits) {
 
 namespace {
 
+// Bytes of the input that nlohmann quotes, or a member's name, kept printable: one line.
+std::string printable(std::string s) {
+    for (char& c : s)
+        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    return s;
+}
+
 // "[json.exception.parse_error.101] parse error at line 3, column 7: syntax error while parsing
 // array - unexpected ..." -> "line 3 column 7: array - unexpected ..." ("column 7: ..." when the
-// text is one line). Bytes of the input that nlohmann quotes are kept printable: one line.
+// text is one line).
 std::string where_and_what(const nlohmann::json::parse_error& e, bool one_line) {
     std::string m = e.what();
     long line = 1, column = (long)e.byte;
@@ -35,8 +42,7 @@ std::string where_and_what(const nlohmann::json::parse_error& e, bool one_line) 
     std::string what = colon == std::string::npos ? m : m.substr(colon + 2);
     const std::string noise = "syntax error while parsing ";
     if (what.compare(0, noise.size(), noise) == 0) what = what.substr(noise.size());
-    for (char& c : what)
-        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    what = printable(what);
     return one_line ? strfmt("column %ld: %s", column, what.c_str())
                     : strfmt("line %ld column %ld: %s", line, column, what.c_str());
 }
@@ -51,14 +57,11 @@ Json parse_json(const std::string& text) {
     auto depth_limit = [&member](int depth, Json::parse_event_t event, Json& parsed) {
         if (event == Json::parse_event_t::key && depth == 1) member = parsed.get<std::string>();
         if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
-            depth >= kJsonMaxDepth) {
-            std::string where = member;
-            for (char& c : where)
-                if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+            depth >= kJsonMaxDepth)
             throw JsonError(strfmt("arrays and objects nested deeper than %d%s%.64s%s", kJsonMaxDepth,
-                                   member.empty() ? "" : " (in \"", where.c_str(), member.empty() ? "" : "\")"),
+                                   member.empty() ? "" : " (in \"", printable(member).c_str(),
+                                   member.empty() ? "" : "\")"),
                             member);
-        }
         return true;
     };
     try {
@@ -70,9 +73,7 @@ Json parse_json(const std::string& text) {
         std::string what = e.what();
         const size_t close = what.find("] ");
         if (close != std::string::npos) what = what.substr(close + 2);
-        for (char& c : what)
-            if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-        throw JsonError(what);
+        throw JsonError(printable(what));
     }
 }
 

@@ -457,10 +457,9 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
 }
 
 bool holds_checkpoint_lock(const std::string& dir, int fd) {
-    struct stat held {}, now {};
+    struct stat held {};
     if (::fstat(fd, &held) != 0) return false;
-    if (::stat((dir + "/.lock").c_str(), &now) != 0) return false;
-    return held.st_dev == now.st_dev && held.st_ino == now.st_ino;
+    return file_id(dir + "/.lock") == std::make_pair((uint64_t)held.st_dev, (uint64_t)held.st_ino);
 }
 
 void prepare_checkpoint_dir(const std::string& dir) {
