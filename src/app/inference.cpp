@@ -16,8 +16,8 @@ int TokenPicker::pick(const float* z) {
     float top = k_ == V_ ? *std::max_element(z, z + V_) : 0.0f;  // top-k: the first of the sorted k
     if (k_ == V_ && top_p_ >= 1.0) {
         // Every token may be drawn: the draw goes through them in id order, O(V). (Sorting the whole
-        // vocabulary first, as the other cases need their prefix, cost 11 ms a token at GPT-2's
-        // 50,257 ids: 90 tokens/s where top-k 50 made 6,700.)
+        // vocabulary first, as the other cases need their prefix, made 164 tokens/s at GPT-2's
+        // 50,257 ids where top-k 50 made 8,247: bench/sampling.sh, docs/BENCHMARKS.md.)
         double sum = 0;
         for (int i = 0; i < V_; ++i) sum += probs_[i] = (float)std::exp((z[i] - top) / temperature_);
         const double u = rng_.uniform() * sum;

@@ -208,7 +208,8 @@ std::string Gpt2Bpe::table() const {
 }
 
 // Written member by member, in id order: an ordered_json object looks for each new key among the
-// ones before it (1.7 s for GPT-2's 50,257, growing with the square of the vocabulary).
+// ones before it (export took 1.45 s for GPT-2's 50,257, growing with the square of the vocabulary;
+// docs/BENCHMARKS.md).
 std::string Gpt2Bpe::encoder_json() const {
     std::string out = "{";
     for (size_t id = 0; id < tokens_.size(); ++id)
