@@ -24,12 +24,20 @@ if [ "${1:-}" = --check ]; then
   echo "gpu-pack: built from $have, the tree is at $tree: run tests/gpu/pack.sh (on a committed tree)" >&2
   exit 1
 fi
+case $tree in
+  unknown | *-dirty) echo "gpu-pack: the tree is at $tree: commit first (the pack is built from the committed tree)" >&2; exit 1 ;;
+esac
 rm -rf "$P" && mkdir -p "$P/bin" "$P/debs"
-make -j"$(nproc)" CUDA=1 all build/cuda_tests build/mpi_tests >/dev/null
-/usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$P/bin/bench_ops" \
+# Built apart from build/ (a copy of the committed tree in build/gpu-pack-src) for any x86-64 CPU
+# of the last decade (x86-64-v3: AVX2 and FMA): the GPU machine's CPU is not this one, and the
+# default -march=native of a CPU with AVX-512 makes binaries that stop with SIGILL on one without.
+S=build/gpu-pack-src
+rm -rf "$S" && mkdir -p "$S" && git archive HEAD | tar -x -C "$S"
+make -C "$S" -j"$(nproc)" CUDA=1 ARCH_FLAGS=-march=x86-64-v3 all build/cuda_tests build/mpi_tests >/dev/null
+(cd "$S" && /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o ../../"$P/bin/bench_ops" \
   tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu \
-  src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt
-for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "build/$b" "$P/bin/"; done
+  src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt)
+for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "$S/build/$b" "$P/bin/"; done
 strip "$P"/bin/*
 # Which source the binaries are: run.sh prints it, so a pack older than the tree shows.
 echo "$tree" >"$P/STAMP"
@@ -51,5 +59,4 @@ echo "gpu-pack: $(ls "$P/bin" | wc -l) binaries, $(ls "$P/debs" | wc -l) package
 carry=$(( $(du -sb "$P" | cut -f1) + $(git ls-files -z | xargs -0 cat 2>/dev/null | wc -c) ))
 echo "gpu-pack: the pack and the tracked tree carry $((carry >> 20)) MiB (a call takes at most 64)"
 [ "$carry" -le $((62 << 20)) ] || { echo "gpu-pack: over 62 MiB: too close to the 64 MiB a call carries" >&2; exit 1; }
-case $tree in *-dirty) echo "gpu-pack: warning: built from a tree with uncommitted changes ($tree)" >&2 ;; esac
 echo "on the GPU machine: tests/gpu/run.sh --prebuilt $P --logs-to \$OUT   (carry $P)"
