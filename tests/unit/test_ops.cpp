@@ -230,6 +230,21 @@ TEST_CASE("softmax cross-entropy: values and backward", "[ops]") {
         CHECK(arg[0] == 1);
         CHECK(arg[1] == 0);  // all equal: the first
     }
+    SECTION("NaN: the row's max only at index 0, skipped anywhere else, as a scan from z[0]") {
+        // Wide rows, so that the max runs in SIMD lanes (the GPU kernel keeps the same rule).
+        const int W = 600;
+        auto z = randn(3 * (size_t)W, 8, 3.0f);
+        z[0] = NAN;                                     // row 0: NaN first
+        z[W + 4] = NAN, z[W + 20] = 30.0f;              // row 1: NaN before the max
+        z[2 * W + 5] = 30.0f, z[2 * W + 261] = NAN;     // row 2: NaN after it
+        std::vector<float> st(6), l(3);
+        std::vector<int> t = {3, 3, 3}, arg(3, -1);
+        cpu::softmax_crossentropy_forward(l.data(), st.data(), arg.data(), z.data(), t.data(), 3, W);
+        CHECK(arg == std::vector<int>{0, 20, 5});
+        CHECK(std::isnan(st[0]));
+        CHECK(st[2] == 30.0f);
+        CHECK(st[4] == 30.0f);
+    }
 }
 
 TEST_CASE("MLP backward matches finite differences of the mean loss", "[ops][model]") {

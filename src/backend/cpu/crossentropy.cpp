@@ -19,14 +19,23 @@ static int first_of(const float* z, int V, float maxv) {
     return 0;
 }
 
+// A row's max as a scan from z[0] takes it: a NaN only at index 0 (then it is the max), skipped
+// anywhere else. The lanes scan from -inf, where a NaN never wins a comparison, and z[0] joins
+// last by the same rule. (Started from z[0] itself, the SIMD reduction dropped a NaN there: GCC
+// combines its lanes with a max that keeps the number, on AVX2 and AVX-512 builds alike.)
+static float row_max(const float* z, int V) {
+    float rest = -INFINITY;
+#pragma omp simd reduction(max : rest)
+    for (int v = 1; v < V; ++v) rest = z[v] > rest ? z[v] : rest;
+    return (std::isnan(z[0]) || z[0] > rest) ? z[0] : rest;
+}
+
 // Rows [first, last) of the forward: each row's max, 1 / sum of exp, argmax and loss.
 static void crossentropy_forward_rows(float* losses, float* stats, int* argmax, const float* logits,
                                       const int* targets, int V, long first, long last) {
     for (long b = first; b < last; ++b) {
         const float* z = logits + b * V;
-        float maxv = z[0];
-#pragma omp simd reduction(max : maxv)
-        for (int v = 1; v < V; ++v) maxv = z[v] > maxv ? z[v] : maxv;
+        const float maxv = row_max(z, V);
         double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
         for (int v = 0; v < V; ++v) sum += exp_approx(z[v] - maxv);
