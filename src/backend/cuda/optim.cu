@@ -13,24 +13,27 @@
 
 namespace dptrain::cuda {
 
-// One element's update, shared by the per-view and the chunked kernels so both compile the same
-// arithmetic (the same fused multiply-adds) and give the same bits. gi: the gradient value, as read
-// (or clipped: __fmul_rn, never fused into what follows). Returns the parameter's new value.
+// One element's update, shared by the per-view and the chunked kernels, in the CPU's order of
+// operations. Each operation is rounded on its own (the _rn intrinsics): a plain * and + in PTX
+// leave ptxas free to fuse them, and it fused the two kernels' copies of the same source
+// differently (29% of the parameters differed in their last bits on an H200). gi: the gradient
+// value, as read (or clipped: __fmul_rn). Returns the parameter's new value.
 __device__ inline float adamw_element(float* p, float gi, float* m, float* v, size_t i, float lr, float beta1,
                                       float beta2, float eps, float decay, float inv_c1, float inv_c2) {
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, gi));
+    const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(1.0f - beta2, gi), gi));
     m[i] = mi;
     v[i] = vi;
-    const float pi = decay * p[i] - lr * (mi * inv_c1) / (sqrtf(vi * inv_c2) + eps);
+    const float step = __fdiv_rn(__fmul_rn(lr, __fmul_rn(mi, inv_c1)), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, inv_c2)), eps));
+    const float pi = __fsub_rn(__fmul_rn(decay, p[i]), step);
     p[i] = pi;
     return pi;
 }
 
 __device__ inline float sgd_element(float* p, float gi, float* buf, size_t i, float lr, float momentum, float wd) {
-    float b = momentum * buf[i] + gi + wd * p[i];
+    const float b = __fadd_rn(__fadd_rn(__fmul_rn(momentum, buf[i]), gi), __fmul_rn(wd, p[i]));
     buf[i] = b;
-    const float pi = p[i] - lr * b;
+    const float pi = __fsub_rn(p[i], __fmul_rn(lr, b));
     p[i] = pi;
     return pi;
 }
