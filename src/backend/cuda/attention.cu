@@ -180,8 +180,11 @@ void attention_decode(float* out, float* kcache, float* vcache, const float* qkv
     decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, C);
     CUDA_CHECK(cudaGetLastError());
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    attention_decode_kernel<<<(unsigned)n * NH, 32, (size_t)T * sizeof(float), stream>>>(out, kcache, vcache, qkv, slot,
-                                                                                        pos, T, C, NH, scale);
+    // The scores' T floats and 4 more: the sum's loop over them is unrolled by 4, and compute-sanitizer
+    // saw its remainder read 12 bytes at once past T floats (the values past pos are never used).
+    const size_t scores_bytes = ((size_t)T + 4) * sizeof(float);
+    attention_decode_kernel<<<(unsigned)n * NH, 32, scores_bytes, stream>>>(out, kcache, vcache, qkv, slot, pos, T, C,
+                                                                             NH, scale);
     CUDA_CHECK(cudaGetLastError());
 }
 
