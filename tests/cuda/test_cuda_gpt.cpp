@@ -25,7 +25,11 @@ namespace {
 //   fp32 ulp can round to the neighbouring bf16 value (2^-8 apart) on one side: a few elements
 //   per tensor move by 0.4%. Attention's products take TF32 operands on both sides; the tensor
 //   cores' conversion may land one TF32 unit (2^-10) from the CPU's rounding, a smaller effect
-//   than bf16's. Loss 1e-4 relative, gradients 2e-2 of each tensor's largest value, curve 5e-3.
+//   than bf16's. Loss 1e-4 relative, gradients 2e-2 of each tensor's largest value, curve 2e-2:
+//   50 steps in bf16 amplify one flipped rounding. The CPU model alone, its 61k parameters with 100
+//   of them moved by one fp32 ulp (enough to flip a few bf16 roundings), moved its own curve by up
+//   to 1.5% (1.2% with flash attention) at steps 36-37; the GPU's curve was within 0.65% of the
+//   CPU's at every step on an H200, past the 5e-3 first set here at four steps of the 50.
 struct Tolerance {
     double loss, grad, curve;
 };
@@ -161,7 +165,7 @@ TEST_CASE("CudaGpt: forward, backward and 50 training steps match the CPU Gpt in
 
 TEST_CASE("CudaGpt: forward, backward and 50 training steps match the CPU Gpt in bf16", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3});
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 2e-2});
 }
 
 // Flash attention on both sides (the same tiles and bf16 rounding points; a P or dS an ulp apart
@@ -169,13 +173,13 @@ TEST_CASE("CudaGpt: forward, backward and 50 training steps match the CPU Gpt in
 // tolerances.
 TEST_CASE("CudaGpt: forward, backward and 50 training steps match the CPU Gpt with flash attention", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, true);
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 2e-2}, true);
 }
 
 TEST_CASE("CudaGpt in bf16 without cuBLASLt's epilogues (the fallback paths) matches the CPU Gpt", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, false, false);
-    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 5e-3}, true, false);
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 2e-2}, false, false);
+    compare_with_cpu(Precision::bf16, {1e-4, 2e-2, 2e-2}, true, false);
 }
 
 TEST_CASE("CudaGpt: a token outside the vocabulary is refused as on the CPU", "[cuda]") {
