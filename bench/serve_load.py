@@ -5,10 +5,11 @@ Shakespeare GPT's shape: 4 layers, 4 heads, 128 wide, block size 256; 2 steps, s
 depend on the weights) on the README as text, starts each server on 127.0.0.1 with a free port,
 sends a bounded number of requests, and stops the server with SIGTERM.
 
-  bench/serve_load.py [--requests N] [--tokens N] [--threads N] [--build DIR]
+  bench/serve_load.py [--requests N] [--tokens N] [--threads N] [--build DIR] [--device cpu|cuda]
 
---build: the build whose `dptrain serve` is measured (default: this checkout's build/; another
-build, before or after a change, beside it on the same machine).
+--build: the folder of the `dptrain` and `dptrain-data` measured (default: this checkout's build/;
+another build, before or after a change, beside it on the same machine).
+--device: where the server computes (`dptrain serve --device`); the training runs stay on the CPU.
 
 Each request: a 4-character prompt, max_tokens (default 64), temperature 0.8, its own seed.
 Reported per row: completed requests, failures, generated tokens per second over the row's wall
@@ -29,7 +30,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
-MPIRUN = ["mpirun", "--oversubscribe"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
+# Debian's Open MPI unpacked without its alternatives links has orterun alone.
+MPIRUN = [shutil.which("mpirun") or shutil.which("orterun") or "mpirun", "--oversubscribe"] + \
+    (["--allow-run-as-root"] if os.getuid() == 0 else [])
+DEVICE = "cpu"
 
 
 def train(work, steps, resume=False):
@@ -44,7 +48,7 @@ def train(work, steps, resume=False):
 def start(work, batch, threads, poll=0.0):
     p = subprocess.Popen([f"{BUILD}/dptrain", "serve", "--checkpoint", f"{work}/run", "--port", "0",
                           "--max-batch", str(batch), "--max-queue", "256", "--threads", str(threads),
-                          "--poll-seconds", str(poll)],
+                          "--poll-seconds", str(poll), "--device", DEVICE],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = p.stdout.readline()
     port = int(line.split("http://127.0.0.1:")[1].split()[0])
@@ -127,17 +131,18 @@ def rollout(work, threads, tokens):
 
 
 def main():
-    global BUILD
+    global BUILD, DEVICE
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=64, help="requests per row")
     ap.add_argument("--tokens", type=int, default=64, help="max_tokens of each request")
     ap.add_argument("--threads", type=int, default=1, help="the server's compute threads")
-    ap.add_argument("--build", default=BUILD, help="the build directory whose dptrain is measured")
+    ap.add_argument("--build", default=BUILD, help="the folder of the dptrain and dptrain-data measured")
+    ap.add_argument("--device", default=DEVICE, choices=("cpu", "cuda"), help="where the server computes")
     a = ap.parse_args()
-    BUILD = os.path.abspath(a.build)
+    BUILD, DEVICE = os.path.abspath(a.build), a.device
     work = tempfile.mkdtemp(prefix="dptrain-bench-")
     try:
-        subprocess.run([f"{ROOT}/build/dptrain-data", "text", "--input", f"{ROOT}/README.md", "--out", f"{work}/tok"],
+        subprocess.run([f"{BUILD}/dptrain-data", "text", "--input", f"{ROOT}/README.md", "--out", f"{work}/tok"],
                        check=True, stdout=subprocess.DEVNULL)
         train(work, 2)
         print(f"{'batching':<10} {'clients':>7} {'requests':>8} {'failed':>6} {'tok/s':>9} {'p50 s':>8} {'p99 s':>8}")

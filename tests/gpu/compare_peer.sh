@@ -10,8 +10,8 @@ echo "dptrain's tokens/s over PyTorch's, bf16 on the same GPU and shapes (matmul
 echo "attention; torch: PyTorch's unfused attention, torch-sdpa: its fused scaled_dot_product_attention):"
 found=0
 for run in gpt-124m-bf16 gpt-124m-bf16-flash; do
-  # "22.6k tok/s" in dptrain's step line, "123456 tokens/s" in the peer's: tokens per second.
-  dptrain=$(grep '^step' "$logs/$run.log" 2>/dev/null | tail -n1 | grep -o '[0-9.]*[kM]\? tok/s' |
+  # "22.6k tok/s" in dptrain's step lines ("step  8/12 ...", not the "step breakdown" after them), "123456 tokens/s" in the peer's: tokens per second.
+  dptrain=$(grep -E '^step +[0-9]+/' "$logs/$run.log" 2>/dev/null | tail -n1 | grep -o '[0-9.]*[kM]\? tok/s' |
     awk '{ v = $1; m = 1; if (v ~ /k$/) m = 1e3; if (v ~ /M$/) m = 1e6; sub(/[kM]$/, "", v); printf "%.0f", v * m }')
   if [ -z "$dptrain" ]; then
     echo "$run: no step line with tok/s in $logs/$run.log"

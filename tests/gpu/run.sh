@@ -408,6 +408,23 @@ awk -v m=\"\$m\" -v p=\"\$p\" 'BEGIN { d = (m - p) / m; if (d < 0) d = -d; exit 
 NOTE='^GPU memory' step gpt-124m-plan host 15 gpt-124m-fp32 "$(plan_check gpt-124m-fp32)"
 NOTE='^GPU memory' step gpt-124m-plan-bf16 host 15 gpt-124m-bf16 "$(plan_check gpt-124m-bf16)"
 
+# Block recomputation at GPT-2 124M's shape (bf16, flash attention, batch 8): its step time against
+# gpt-124m-bf16-flash's (the host step prints the ratio) and its GPU memory against the plan.
+NOTE='^step' \
+step gpt-124m-recompute GPU 150 gpt-data \
+  "rm -rf $W/g124r && $LAUNCH $B/dptrain $G124 --precision bf16 --attention flash --recompute block --run-dir $W/g124r"
+NOTE='^GPU memory' step gpt-124m-plan-recompute host 15 gpt-124m-recompute "$(plan_check gpt-124m-recompute)"
+NOTE='recompute' step recompute-cost host 15 gpt-124m-recompute \
+  "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-recompute.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+grep -h '^GPU memory' $W/logs/gpt-124m-bf16-flash.log $W/logs/gpt-124m-recompute.log; \
+awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"recompute block: %.1f ms a step against %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
+
+# dptrain serve on the GPU (--device cuda): bench/serve_load.py's rows (1, 8 and 32 clients, batching
+# on and off) and its rollout under load, with the machine's python3 as the clients.
+NOTE='rollout' step serve-gpu GPU 120 gpt-data \
+  "python3 bench/serve_load.py --build $B --device cuda --requests 32 --tokens 64"
+
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else
 # the toolkit's; listed as skipped where there is none.
