@@ -420,6 +420,23 @@ b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-recompute.log | tail -n1 | grep -
 grep -h '^GPU memory' $W/logs/gpt-124m-bf16-flash.log $W/logs/gpt-124m-recompute.log; \
 awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"recompute block: %.1f ms a step against %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
 
+# Gradient accumulation at GPT-2 124M's shape: the flash run's 8 windows a step as 2 micro-batches
+# of 4 (--grad-accum 2), its step time against gpt-124m-bf16-flash's.
+NOTE='^step' \
+step gpt-124m-accum GPU 150 gpt-data \
+  "rm -rf $W/g124a && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 4} --grad-accum 2 --precision bf16 \
+--attention flash --run-dir $W/g124a"
+NOTE='accum' step accum-cost host 15 gpt-124m-accum \
+  "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-accum.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"grad-accum 2 x 4: %.1f ms a step against 1 x 8: %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
+
+# Decoding at GPT-2 124M's shape on the GPU (generate --device cuda, the key/value cache, one
+# stream, greedy), from gpt-124m-bf16-flash's checkpoint: 256 new tokens, fp32 and bf16 weights.
+NOTE='tokens/s' step generate-124m-gpu GPU 60 gpt-124m-bf16-flash \
+  "set -o pipefail; for p in fp32 bf16; do $B/dptrain generate --checkpoint $W/g124bf --prompt 'The ' --tokens 256 --temperature 0 \
+--device cuda --precision \$p 2>&1 >/dev/null | sed \"s/^/\$p: /\" || exit 1; done"
+
 # dptrain serve on the GPU (--device cuda): bench/serve_load.py's rows (1, 8 and 32 clients, batching
 # on and off) and its rollout under load, with the machine's python3 as the clients.
 NOTE='rollout' step serve-gpu GPU 120 gpt-data \
