@@ -430,6 +430,17 @@ NOTE='accum' step accum-cost host 15 gpt-124m-accum \
   "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-accum.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"grad-accum 2 x 4: %.1f ms a step against 1 x 8: %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
+# The peer's cost of the same split: PyTorch (fused attention) with 2 micro-batches of 4 a step
+# against its 1 x 8 (torch-124m-bf16-sdpa), tokens/s.
+if [ $dry = 1 ] || [ "${status[torch-124m-bf16-sdpa]:-}" = PASS ]; then
+  NOTE='tokens/s' step torch-124m-accum GPU 120 - "$PY bench/gpt_pytorch.py ${T124/--batch 8/--batch 4} --accum 2 --attention sdpa"
+  NOTE='torch' step torch-accum-cost host 15 torch-124m-accum \
+    "a=\$(grep -o '[0-9]* tokens/s' $W/logs/torch-124m-bf16-sdpa.log | tail -n1 | cut -d' ' -f1); \
+b=\$(grep -o '[0-9]* tokens/s' $W/logs/torch-124m-accum.log | tail -n1 | cut -d' ' -f1); \
+awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"torch accum 2 x 4: %d tokens/s against 1 x 8: %d (%+.1f%% time a token)\\n\", b, a, 100 * (a / b - 1) }'"
+else
+  skipped torch-124m-accum GPU "no PyTorch run at 1 x 8 to compare with"
+fi
 
 # Decoding at GPT-2 124M's shape on the GPU (generate --device cuda, the key/value cache, one
 # stream, greedy), from gpt-124m-bf16-flash's checkpoint: 256 new tokens, fp32 and bf16 weights.

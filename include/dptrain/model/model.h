@@ -118,6 +118,10 @@ class Model {
     // From the next forward on, each op's time goes into *t by kind (--profile-ops, op_times.h);
     // null stops it once the timed work is done and counted (a GPU model waits for its stream).
     virtual void set_op_times(OpTimes* t) = 0;
+    // Returns once the work of the calls so far is done (a GPU model waits for its stream; the CPU
+    // models are done when a call returns). The trainer's phase times are the host's: a micro-batch's
+    // backward that was still running on the GPU was timed as the next micro-batch's forward.
+    virtual void finish() {}
     // Bytes of activations kept for backward, where the model knows them (0: not reported).
     virtual size_t activation_bytes() const { return 0; }
     // Bytes of the bf16 operands (--precision bf16: the rounded weights and matmul scratch); 0 in fp32.

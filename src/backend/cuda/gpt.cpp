@@ -194,6 +194,7 @@ void CudaGpt::unstage() {
 }
 
 void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
+void CudaGpt::finish() { CUDA_CHECK(cudaStreamSynchronize(ctx_->stream())); }
 
 bf16* CudaGpt::rounded_params() { return mm_->weights(); }
 

@@ -66,6 +66,7 @@ long CudaMlp::staged_batches() const { return input_->staged_hits(); }
 void CudaMlp::unstage() { input_->drain(); }
 
 void CudaMlp::set_op_times(OpTimes* t) { ev_->set(t); }
+void CudaMlp::finish() { CUDA_CHECK(cudaStreamSynchronize(ctx_->stream())); }
 
 bf16* CudaMlp::rounded_params() { return mm_->weights(); }
 

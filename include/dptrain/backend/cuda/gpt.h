@@ -51,6 +51,7 @@ class CudaGpt : public Model, public cuda::Resident {
     void stage(const ModelBatch& next) override;
     void unstage() override;
     void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
+    void finish() override;                   // waits for the model's stream
     long staged_batches() const override;
     float* device_params() override { return params_; }
     float* device_grads() override { return grads_; }
