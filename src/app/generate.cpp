@@ -126,8 +126,8 @@ int run_generate(int argc, const char* const* argv) {
         "seed", po::value(&seed)->default_value(1), "seed of the sampling")(
         "threads", po::value(&threads)->default_value(1), "compute threads")(
         "device", po::value(&device)->default_value("cpu"),
-        "where to decode with the key/value cache: cpu | cuda (this host's first GPU; not yet run on a GPU: check "
-        "it with tests/gpu/run.sh) | auto (cuda when a GPU is visible, else cpu)")(
+        "where to decode with the key/value cache: cpu | cuda (this host's first GPU) | auto (cuda when a GPU "
+        "is visible, else cpu)")(
         "precision", po::value(&precision)->default_value("fp32"),
         "the weights decoding reads: fp32 | bf16 (rounded once: half the bytes a token reads, products and sums "
         "still fp32; with the key/value cache)")(

@@ -88,7 +88,7 @@ ServeOptions parse(int argc, const char* const* argv, bool* help) {
         "port", po::value(&o.port)->default_value(8080), "port; 0 = any free one (the listening line names it)")(
         "max-batch", po::value(&o.max_batch)->default_value(8), "requests decoded together")(
         "device", po::value(&o.device)->default_value("cpu"),
-        "where to decode: cpu | cuda (this host's first GPU; not yet run on a GPU: check it with tests/gpu/run.sh) "
+        "where to decode: cpu | cuda (this host's first GPU) "
         "| auto (cuda when a GPU is visible, else cpu)")(
         "precision", po::value(&o.precision)->default_value("fp32"),
         "the weights decoding reads: fp32 | bf16 (rounded when a checkpoint loads: half the bytes a token reads, "

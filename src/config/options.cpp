@@ -350,7 +350,7 @@ void declare_run(Registry& r, Options& o) {
              "GPT attention: matmul (the T x T scores and softmax as matrices, kept for backward; products as "
              "--precision says) | flash (key tiles of 64 with a running softmax, nothing T x T kept, operands "
              "bf16 on the tensor cores and sums fp32; needs --precision bf16 and a head size of 16, 32, 64 or 128; "
-             "not yet run on a GPU: check it with tests/gpu/run.sh)");
+             "checked on a GPU by tests/gpu/run.sh)");
     r.choice<Recompute>("recompute", &Options::recompute, o, Recompute::none,
              "GPT activations backward recomputes instead of keeping them from the forward: none | attention "
              "(each layer's T x T softmax, or flash attention's statistics) | block (everything of a block but its "
