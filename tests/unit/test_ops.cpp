@@ -244,6 +244,18 @@ TEST_CASE("softmax cross-entropy: values and backward", "[ops]") {
         CHECK(std::isnan(st[0]));
         CHECK(st[2] == 30.0f);
         CHECK(st[4] == 30.0f);
+        // A row of -inf names index 0 (its loss is NaN); a row of one value is its own max.
+        std::vector<float> low(W, -INFINITY), one = {NAN, 2.5f};
+        cpu::softmax_crossentropy_forward(l.data(), st.data(), arg.data(), low.data(), t.data(), 1, W);
+        CHECK(arg[0] == 0);
+        CHECK(st[0] == -INFINITY);
+        std::vector<int> zero = {0, 0};
+        cpu::softmax_crossentropy_forward(l.data(), st.data(), arg.data(), one.data(), zero.data(), 2, 1);
+        CHECK(std::isnan(st[0]));
+        CHECK(st[2] == 2.5f);
+        CHECK(arg[0] == 0);
+        CHECK(arg[1] == 0);
+        CHECK(l[1] == Approx(0.0).margin(1e-6));
     }
 }
 

@@ -27,7 +27,7 @@ static float row_max(const float* z, int V) {
     float rest = -INFINITY;
 #pragma omp simd reduction(max : rest)
     for (int v = 1; v < V; ++v) rest = z[v] > rest ? z[v] : rest;
-    return (std::isnan(z[0]) || z[0] > rest) ? z[0] : rest;
+    return rest > z[0] ? rest : z[0];  // the scan's own comparison: a NaN z[0] stays
 }
 
 // Rows [first, last) of the forward: each row's max, 1 / sum of exp, argmax and loss.
