@@ -218,7 +218,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
         if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
         p_.clock.mark(Phase::backward, done);
         p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), last ? g.hook() : nullptr);
-        if (!last) p_.model.finish();  // its backward timed as backward (the last one's waits in the sum)
+        if (!last) p_.model.finish();  // timed as backward (the last one is waited for by backward_done)
         if (last && p_.faults.has(rank, done, Fault::Kind::term_in_backward)) raise(SIGTERM);
     }
     if (leave_out) {

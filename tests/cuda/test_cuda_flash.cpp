@@ -89,6 +89,8 @@ static void check_flash(int B, int T, int C, int NH, uint64_t seed) {
     cpu::flash_attention_backward(dinp_w.data(), delta_cpu_w.data(), dout_w.data(), inp.data(), out_w.data(),
                                   lse.data(), B, T, C, NH);
     CHECK(mismatches("dinp from the rounded dout and out", want_dinp, dinp_w, 1e-2, 1e-2) == 0);
+    // delta, each row's dout . out in fp32 (sums in another order): as lse, 1e-4 (1 + |x|).
+    CHECK(mismatches("delta from the rounded dout and out", want_delta, delta_cpu_w, 1e-4, 1e-4) == 0);
     DeviceBuffer<bf16> d_dinp16(std::vector<bf16>(n_inp, (bf16)0x7FC0));
     d_delta.set(std::vector<float>(n_stat, nan));
     cuda::flash_attention_backward_bf16(d_dinp16, d_delta, d_dout16, d_inp16, d_out16, d_lse, B, T, C, NH,

@@ -174,7 +174,7 @@ __global__ void attention_decode_kernel(float* out, const float* kcache, const f
 
 void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
                       int n, int T, int C, int NH, cudaStream_t stream) {
-    CUDA_REQUIRE(NH > 0 && C % NH == 0 && T > 0 && T <= 12288 && n >= 0);
+    CUDA_REQUIRE(NH > 0 && C % NH == 0 && T > 0 && T <= 12284 && n >= 0);
     if (n == 0) return;
     const long values = (long)n * C;
     decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, C);

@@ -355,8 +355,8 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 // Attention of n new positions against a key/value cache (incremental decoding), the twin of
 // cpu::attention_decode: qkv (n, 3C); row i is position pos[i] of cache slot slot[i] (slot and pos
 // on the device); every row's k and v are written into kcache and vcache (slots, T, C) first, then
-// row i attends to positions 0..pos[i] of its slot. out (n, C). fp32; T up to 12,288 (its scores
-// in shared memory).
+// row i attends to positions 0..pos[i] of its slot. out (n, C). fp32; T up to 12,284 (its scores
+// and 4 floats of slack in the 48 KiB of shared memory a block has without opting in).
 void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
                       int n, int T, int C, int NH, cudaStream_t stream);
 
