@@ -3,9 +3,10 @@
 # CUDA op tests against their CPU twins (build/cuda_tests) and the NCCL tests, the bf16 matmul and
 # the attention and decoding benchmarks (tests/gpu/bench_ops.cu), short MLP and GPT training runs on the CPU and
 # the GPU (compared, staged input checked, a GPU resume, greedy decoding on both), GPT-2
-# 124M-shaped throughput runs in bf16
-# and fp32 with one step profiled op by op, the PyTorch peer on the same shapes (ratios), and the
-# op tests under compute-sanitizer, then prints a summary table last.
+# 124M-shaped throughput runs in bf16 and fp32 with one step profiled op by op (with their GPU memory
+# against the plan, and the costs of --recompute block and --grad-accum), the PyTorch peer on the
+# same shapes (ratios), decoding at that shape and dptrain serve on the GPU (bench/serve_load.py),
+# and the op tests under compute-sanitizer, then prints a summary table last.
 # Under 6 minutes in all (GPU_CHECK_SECONDS, 330): every step has a time limit and the whole run a deadline.
 #   tests/gpu/run.sh            run it (logs in build/gpu-check/logs)
 #   tests/gpu/run.sh --dry-run  print every step's command without running any
@@ -14,8 +15,7 @@
 #                               tests/gpu/pack.sh put in DIR (unpacked into a private prefix)
 #                               instead of building
 #   ... --logs-to DIR           also write the summary (summary.txt) and every step's log
-#                               (gpu-check-logs.tgz) into DIR at the end; without it, into $OUT
-#                               when that is set (a lent machine's folder that comes back)
+#                               (gpu-check-logs.tgz) into DIR at the end
 # Not for: CI (no GPU there) or tracking performance over time.
 set -u
 caller=$PWD
@@ -34,8 +34,6 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown argument '$1' (use --dry-run, --prebuilt DIR, --logs-to DIR, or no argument)" >&2; exit 2 ;;
   esac
 done
-# A lent machine's $OUT comes back when the call ends: the logs are worth more there than a tail.
-[ -z "$logs_to" ] && [ -n "${OUT:-}" ] && [ $dry = 0 ] && logs_to=$OUT
 
 W=build/gpu-check
 B=build  # where the binaries are
@@ -51,7 +49,7 @@ if [ -n "$prebuilt" ]; then
     done
   fi
   L=$D/usr/lib/x86_64-linux-gnu
-  # NCCL, cuBLAS and the CUDA runtime are the machine's (too large to carry): the toolkit's lib
+  # NCCL, cuBLAS and the CUDA runtime are the machine's (too large to pack): the toolkit's lib
   # folders, then the CUDA wheels beside python3's PyTorch (nvidia/*/lib), wherever they hold one.
   cuda_dirs=$(
     for d in "${CUDA_HOME:-/usr/local/cuda}"/lib64 "${CUDA_HOME:-/usr/local/cuda}"/lib \
@@ -72,8 +70,7 @@ fi
 # PyTorch runs with the machine's own libraries, not the packed ones.
 PY="env LD_LIBRARY_PATH=$plain_ld python3"
 JOBS=$(nproc 2>/dev/null || echo 4)
-# The whole run: 330 s, so that one call (the machine's start, the carry, the unpack, this) leaves
-# time in a 15-minute lease for a second, shorter call on what failed.
+# The whole run: 330 s, so that a rerun of what failed fits beside it when GPU time is short.
 BUDGET=${GPU_CHECK_SECONDS:-330}
 # The toolkit: CUDA_HOME if set, else /usr/local/cuda, else wherever nvcc is on the PATH.
 if [ -z "${CUDA_HOME:-}" ]; then
@@ -111,7 +108,11 @@ say_what_runs_where() {
   echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
-  echo "ratios), racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and on"
+  echo "ratios), gpt-124m-recompute and gpt-124m-accum (--recompute block, and --grad-accum 2 of 4, at that"
+  echo "shape: their step time against the flash run's, and the GPU memory against the plan; torch-124m-accum the"
+  echo "peer's cost of the same split), generate-124m-gpu (decoding at that shape, fp32 and bf16 weights),"
+  echo "serve-gpu (bench/serve_load.py --device cuda: batching on and off, a rollout under load),"
+  echo "racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and on"
   echo "every op test, where installed)."
 }
 
@@ -414,11 +415,17 @@ NOTE='^step' \
 step gpt-124m-recompute GPU 150 gpt-data \
   "rm -rf $W/g124r && $LAUNCH $B/dptrain $G124 --precision bf16 --attention flash --recompute block --run-dir $W/g124r"
 NOTE='^GPU memory' step gpt-124m-plan-recompute host 15 gpt-124m-recompute "$(plan_check gpt-124m-recompute)"
-NOTE='recompute' step recompute-cost host 15 gpt-124m-recompute \
-  "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+# The cost steps compare with gpt-124m-bf16-flash: listed as skipped where it did not pass.
+flash_passed() { [ $dry = 1 ] || [ "${status[gpt-124m-bf16-flash]:-}" = PASS ]; }
+if flash_passed; then
+  NOTE='recompute' step recompute-cost host 15 gpt-124m-recompute \
+    "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-recompute.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 grep -h '^GPU memory' $W/logs/gpt-124m-bf16-flash.log $W/logs/gpt-124m-recompute.log; \
 awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"recompute block: %.1f ms a step against %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
+else
+  skipped recompute-cost host "gpt-124m-bf16-flash did not pass: nothing to compare with"
+fi
 
 # Gradient accumulation at GPT-2 124M's shape: the flash run's 8 windows a step as 2 micro-batches
 # of 4 (--grad-accum 2), its step time against gpt-124m-bf16-flash's.
@@ -426,10 +433,14 @@ NOTE='^step' \
 step gpt-124m-accum GPU 150 gpt-data \
   "rm -rf $W/g124a && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 4} --grad-accum 2 --precision bf16 \
 --attention flash --run-dir $W/g124a"
-NOTE='accum' step accum-cost host 15 gpt-124m-accum \
-  "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
+if flash_passed; then
+  NOTE='accum' step accum-cost host 15 gpt-124m-accum \
+    "a=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-bf16-flash.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 b=\$(grep -E '^step +[0-9]+/' $W/logs/gpt-124m-accum.log | tail -n1 | grep -o '[0-9.]* ms' | head -n1 | cut -d' ' -f1); \
 awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"grad-accum 2 x 4: %.1f ms a step against 1 x 8: %.1f (%+.1f%%)\\n\", b, a, 100 * (b / a - 1) }'"
+else
+  skipped accum-cost host "gpt-124m-bf16-flash did not pass: nothing to compare with"
+fi
 # The peer's cost of the same split: PyTorch (fused attention) with 2 micro-batches of 4 a step
 # against its 1 x 8 (torch-124m-bf16-sdpa), tokens/s.
 if [ $dry = 1 ] || [ "${status[torch-124m-bf16-sdpa]:-}" = PASS ]; then
@@ -440,6 +451,7 @@ b=\$(grep -o '[0-9]* tokens/s' $W/logs/torch-124m-accum.log | tail -n1 | cut -d'
 awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { if (!(a > 0 && b > 0)) exit 1; printf \"torch accum 2 x 4: %d tokens/s against 1 x 8: %d (%+.1f%% time a token)\\n\", b, a, 100 * (a / b - 1) }'"
 else
   skipped torch-124m-accum GPU "no PyTorch run at 1 x 8 to compare with"
+  skipped torch-accum-cost host "no PyTorch run at 1 x 8 to compare with"
 fi
 
 # Decoding at GPT-2 124M's shape on the GPU (generate --device cuda, the key/value cache, one
