@@ -6,13 +6,13 @@
 #   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA's own
 #          (cuBLAS, the runtime, NCCL: run.sh finds those on the GPU machine), found with ldd and
 #          dpkg -S, plus Open MPI's launcher, daemon and plugins;
-#   STAMP  the commit the binaries were built from.
+#   STAMP  the commit the binaries were built from; TREE the digests of its tracked files.
 # There: tests/gpu/run.sh --prebuilt build/gpu-pack unpacks the packages into a private prefix
 # (dpkg -x, never into /) and runs the same steps without building.
 #   tests/gpu/pack.sh          (as root on Debian 12, where apt-get download works)
 #   tests/gpu/pack.sh --check  exit 0 when build/gpu-pack was built from this tree as it is now
 #                              (STAMP = git describe --always --dirty), else 1 saying so: the GPU
-#                              machine has no .git to tell a stale pack by, and its time is short
+#                              machine may have no .git of this tree (run.sh compares TREE there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 P=build/gpu-pack
@@ -40,8 +40,10 @@ top=$PWD
   src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt)
 for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "$S/build/$b" "$P/bin/"; done
 strip "$P"/bin/*
-# Which source the binaries are: run.sh prints it, so a pack older than the tree shows.
+# Which source the binaries are: run.sh prints it, and compares the tree it runs in with the
+# tracked files' digests in TREE (the GPU machine may have no .git of this tree to ask).
 echo "$tree" >"$P/STAMP"
+git ls-files -z | xargs -0 sha256sum >"$P/TREE"
 
 # The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).
 libs=$(for b in "$P"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |

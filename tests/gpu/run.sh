@@ -191,7 +191,9 @@ step gpu-info GPU 20 - \
 if [ -n "$prebuilt" ]; then
   # Every library the binaries load is found (NCCL and cuBLAS are the machine's): the missing are named.
   NOTE='not found|built from' step build host 15 - \
-    "echo \"built from \$(cat $prebuilt/STAMP 2>/dev/null || echo unknown), tree at \$(git describe --always --dirty 2>/dev/null || echo unknown)\" && \
+    "changed=\$(sha256sum --quiet -c $prebuilt/TREE 2>/dev/null | sed 's/: .*//' | paste -sd' ' -); \
+echo \"built from \$(cat $prebuilt/STAMP 2>/dev/null || echo unknown); \$([ -f $prebuilt/TREE ] || echo 'no TREE: the tree not compared'; \
+[ -f $prebuilt/TREE ] && { [ -z \"\$changed\" ] && echo 'the tree as packed' || echo \"the tree differs in: \$changed\"; })\" && \
 ls -l $B && if ldd $B/* | grep 'not found'; then exit 1; fi"
 else
   NOTE='configure: missing|error' \
