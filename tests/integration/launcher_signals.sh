@@ -13,15 +13,18 @@ C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 10
 export DPTRAIN_STOP_GRACE=297
 
 # stop_launcher SIG RUN CMD...: starts CMD, sends SIG to it once the run has trained, and leaves
-# its exit status in $RC, its output in $WORK/out and the seconds from the signal to its end in $T.
+# its exit status in $RC, its output in $WORK/out, the seconds from the signal to its end in $T, and
+# in $WHEN when the first step record showed and the signal went, counted from the start.
 stop_launcher() {
-  local sig=$1 run=$2 pid t0; shift 2
+  local sig=$1 run=$2 pid t0 start=$SECONDS seen; shift 2
   "$@" >"$WORK/out" 2>&1 &
   pid=$!
   for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
   grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null || { kill -9 "$pid"; cat "$WORK/out"; fail "$run: no step within 30 s"; }
+  seen=$((SECONDS - start))
   sleep 0.5
   t0=$SECONDS
+  WHEN="first step record after $seen s, the signal after $((t0 - start)) s"
   kill -"$sig" "$pid"
   set +e
   wait "$pid"
@@ -32,7 +35,7 @@ stop_launcher() {
 # stopped RUN WHAT: exit 75 with the preemption lines and a valid checkpoint of the step it names.
 stopped() {
   local at
-  [ "$RC" = 75 ] || { cat "$WORK/out"; fail "$2: exit $RC, want 75"; }
+  [ "$RC" = 75 ] || { cat "$WORK/out"; fail "$2: exit $RC, want 75 ($WHEN)"; }
   grep -q "^exit 75: requeue the job with --resume auto to continue" "$WORK/out" || { cat "$WORK/out"; fail "$2: no exit-75 line"; }
   at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/out")
   [ -n "$at" ] || { cat "$WORK/out"; fail "$2: no 'stopped after step N' line"; }
