@@ -75,11 +75,13 @@ LDFLAGS  := $(if $(filter 1,$(DEBUG)),$(SAN))
 
 # The library: one folder per layer (docs/ARCHITECTURE.md). The device factory is chosen here, at
 # link time: src/backend/cuda/ defines it when CUDA is found, src/backend/no_cuda.cpp otherwise.
-LAYERS   := core config comm data model io train app backend backend/cpu
+LAYERS   := core config comm data model io train infer app backend backend/cpu
 LIB_SRCS := $(foreach d,$(LAYERS),$(wildcard src/$(d)/*.cpp))
-LIB_SRCS := $(filter-out src/app/main.cpp src/comm/nccl.cpp src/backend/no_cuda.cpp,$(LIB_SRCS)) \
-            $(if $(filter 1,$(HAVE_NCCL)),src/comm/nccl.cpp) \
-            $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/backend/cuda/*.cpp),$(wildcard src/backend/no_cuda.cpp))
+# NCCL likewise: src/comm/nccl.cpp where it is found, src/comm/no_nccl.cpp in a CUDA build without it.
+NO_CUDA  := src/backend/no_cuda.cpp src/backend/no_cuda_decoders.cpp
+LIB_SRCS := $(filter-out src/app/main.cpp src/app/serve_main.cpp src/comm/nccl.cpp src/comm/no_nccl.cpp $(NO_CUDA),$(LIB_SRCS)) \
+            $(if $(filter 1,$(HAVE_CUDA)),$(if $(filter 1,$(HAVE_NCCL)),src/comm/nccl.cpp,src/comm/no_nccl.cpp)) \
+            $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/backend/cuda/*.cpp),$(NO_CUDA))
 # The CUDA backend's kernels (.cu) join the library when CUDA is found.
 CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(wildcard src/backend/cuda/*.cu))
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
@@ -110,7 +112,7 @@ TESTS    := $(BUILD)/unit_tests $(BUILD)/mpi_tests $(if $(filter 1,$(HAVE_CUDA))
 # Objects reached through pattern rules (the tools, the fuzz targets) are kept, not deleted as
 # intermediates (make names each pattern rule's own target pattern here).
 .PRECIOUS: $(BUILD)/%.o $(BUILD)/fuzz/%.o
-all: $(BUILD)/dptrain $(TOOLS)
+all: $(BUILD)/dptrain $(BUILD)/dptrain-serve $(TOOLS)
 # The tests need Catch2, which only make test-deps installs.
 tests: $(if $(filter 0,$(HAVE_CATCH2)),no-catch2,$(TESTS))
 no-catch2:
@@ -134,6 +136,21 @@ $(TOOLS_LIB): $(TOOLS_LIB_OBJS)
 $(BUILD)/dptrain: $(BUILD)/src/app/main.o $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
 	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# dptrain-serve: the server without MPI. Its two readers of HDF5 (the checkpoint and its helpers)
+# are compiled again against the serial HDF5 and linked before the library, so the archive's
+# parallel ones are never taken; nothing on its link line brings MPI, so an MPI symbol reached
+# by mistake fails the link.
+SERIAL_H5_OBJS := $(BUILD)/serial/src/data/h5.o $(BUILD)/serial/src/io/checkpoint.o
+$(BUILD)/serial/%.o: %.cpp $(CONFIG)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX   $< (serial HDF5)")
+	$(Q)$(CXX) -Iinclude $(HDF5_SERIAL_CFLAGS) $(CXXFLAGS) -c $< -o $@
+SERVE_LDLIBS := $(HDF5_SERIAL_LIBS) -lboost_program_options $(BLAS_LIBS) $(HTTPLIB_LIBS) $(PCRE_LIBS) $(SP_LIBS) \
+                -lcrypto -lz -fopenmp -lpthread $(if $(filter 1,$(HAVE_CUDA)),$(CUDA_LIBS))
+$(BUILD)/dptrain-serve: $(BUILD)/src/app/serve_main.o $(SERIAL_H5_OBJS) $(LIB)
+	@$(if $(Q),echo "  LINK  $@")
+	$(Q)$(CXX) $(LDFLAGS) $^ -o $@ $(SERVE_LDLIBS)
 
 $(BUILD)/dptrain-%: $(BUILD)/src/tools/dptrain_%.o $(TOOLS_LIB) $(LIB)
 	@$(if $(Q),echo "  LINK  $@")
@@ -168,9 +185,9 @@ endif
 # are all the debug information ASan's reports use (file:line in each frame).
 FUZZ_SECONDS ?= 120
 FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/core/files.cpp \
-                src/core/json.cpp src/config/options.cpp src/config/option_checks.cpp \
+                src/core/json.cpp src/config/options.cpp src/config/choices.cpp src/config/option_checks.cpp \
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp src/data/shard_reads.cpp \
-                src/data/stage.cpp src/io/checkpoint.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
+                src/data/stage.cpp src/data/stage_sums.cpp src/io/checkpoint.cpp src/io/checkpoint_dir.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
                 src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp src/io/safetensors.cpp \
                 src/data/bpe.cpp src/data/sentencepiece.cpp src/core/utf8.cpp
 FUZZ_FLAGS   := -std=c++17 -gline-tables-only -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
@@ -244,7 +261,7 @@ comma := ,
 # make install: what `make` built, where packages put such files.
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-PROGRAMS := dptrain dptrain-data dptrain-bench dptrain-ckpt dptrain-report
+PROGRAMS := dptrain dptrain-serve dptrain-data dptrain-bench dptrain-ckpt dptrain-report
 BINDIR   := $(DESTDIR)$(PREFIX)/bin
 MANDIR   := $(DESTDIR)$(PREFIX)/share/man/man1
 COMPDIR  := $(DESTDIR)$(PREFIX)/share/bash-completion/completions

@@ -1,5 +1,5 @@
 // Whether a Decoder gives a sequence's rows the same logits batched as alone: one check for the
-// CPU's Gpt (tests/unit/test_decode.cpp) and the GPU's CudaGpt (tests/cuda/test_cuda_decode.cpp).
+// CPU's GptDecoder (tests/unit/test_decode.cpp) and the GPU's CudaGptDecoder (tests/cuda/test_cuda_decode.cpp).
 // Not for: how close the logits are to the whole-window forward's (those tests' own).
 #pragma once
 

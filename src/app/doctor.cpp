@@ -1,6 +1,5 @@
-// The doctor: each rank checks its own environment (launcher, MPI, GPUs, NCCL, libfabric
-// providers, HDF5, dataset readable and how fast, checkpoint directory writable and its free
-// space); rank 0 gathers the lines and prints them with a summary.
+// The doctor: each rank checks its environment (MPI, GPUs, NCCL, libfabric, HDF5, data, checkpoint
+// directory); rank 0 prints them with a summary. Not for: fixing anything it finds.
 #include "dptrain/app/doctor.h"
 
 #include "dptrain/backend/device.h"
@@ -54,7 +53,7 @@ std::string launcher() {
     return "none (a single process)";
 }
 
-// libfabric's providers, as fi_getinfo lists them.
+
 std::set<std::string> fabric_providers() {
     std::set<std::string> names;
     fi_info* info = nullptr;
@@ -66,7 +65,7 @@ std::set<std::string> fabric_providers() {
     return names;
 }
 
-// Reads the dataset's shard files for up to `seconds` and returns MB/s (page cache included).
+// MB/s, page cache included.
 double read_rate(const Dataset& d, double seconds) {
     std::vector<char> buf(8 << 20);
     size_t bytes = 0;
@@ -82,10 +81,8 @@ double read_rate(const Dataset& d, double seconds) {
     return dt > 0 ? bytes / dt / 1e6 : 0;
 }
 
-// Whether the run could write its checkpoints, without changing anything there: doctor may run
-// beside a job training in that directory (the run's own preparation removes temporary files a
-// killed writer left, which would be a live writer's here), and a directory it would create is
-// only looked for (its nearest existing parent must take a file).
+// Changes nothing: doctor may run beside a job training there, and the run's cleanup of a killed
+// writer's temporary files would remove a live writer's. A missing directory's parent must take a file.
 void check_checkpoint_dir(const std::string& dir, Findings& f) {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -109,7 +106,7 @@ void check(const Options& o, const Topology& t, Findings& f) {
                 t.num_nodes, t.num_nodes == 1 ? "" : "s", t.local_size));
     std::string why;
     int gpus = gpu_count(&why);
-    // What the run's --device makes of them: cuda needs a GPU per rank; cpu needs none.
+
     if (o.device == DeviceKind::cpu) {
         f.ok(strfmt("--device cpu: the CPU backend will train (%d GPU%s visible)", std::max(gpus, 0), gpus == 1 ? "" : "s"));
     } else if (gpus > 0) {
@@ -122,7 +119,7 @@ void check(const Options& o, const Topology& t, Findings& f) {
     } else {
         f.warn(strfmt("no GPU (%s): the CPU backend will train", why.c_str()));
     }
-    // The health of this rank's GPU (the local rank's CUDA device), from NVML.
+
     GpuHealth nvml;
     std::string nvml_why;
     if (nvml.open(&nvml_why)) {

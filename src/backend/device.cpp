@@ -13,10 +13,6 @@ std::string Device::describe(const GradientPath&) const {
     return strfmt("backend cpu, %d thread%s per rank", n, n == 1 ? "" : "s");
 }
 
-std::unique_ptr<Decoder> Device::make_decoder(const GptConfig& cfg, Precision weights) const {
-    return make_cpu_decoder(cfg, weights);
-}
-
 std::unique_ptr<Model> Device::make_model(const ModelSpec& spec) const {
     std::unique_ptr<Model> m;
     if (spec.kind == ModelKind::gpt) m = std::make_unique<Gpt>(spec.gpt, spec.batch);

@@ -1,25 +1,24 @@
 // Flat and hierarchical all-reduce over host memory, with the node's shared-memory window.
+// Not for: the sharded form (sharded_allreduce.cpp) or buckets (gradsync.cpp).
 #include "dptrain/comm/allreduce.h"
 
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
-#include "dptrain/model/model.h"
+#include "dptrain/core/flat.h"
 
 #include <algorithm>
 #include <cstring>
 
 namespace dptrain {
 
-// ---------------------------------------------------------------------------------------------
 // NodeWindow
 
 NodeWindow::NodeWindow(MPI_Comm node, size_t capacity, bool staged) : capacity_(capacity) {
-    // Each segment: capacity floats (+ capacity bf16), rounded up to a page, in pages of its owner.
+    // Whole pages, so each lies in its owner's pages.
     size_t bytes = capacity * (sizeof(float) + (staged ? sizeof(bf16) : 0));
     bytes = (bytes + 4095) / 4096 * 4096;
     if (bytes == 0) bytes = 4096;
-    // Open MPI backs it with a file in /dev/shm (osc_sm_backing_directory): a container's default
-    // of 64 MiB holds the gradients of a small model only.
+    // Open MPI backs it with a /dev/shm file: a container's 64 MiB default fits only a small model.
     const double MiB = 1048576.0;
     win_ = std::make_unique<SharedWindow>(
         node, bytes, /*own_pages=*/true, strfmt("the all-reduce's node-shared gradient buffer (%.1f MiB a rank)", bytes / MiB),
@@ -41,8 +40,8 @@ size_t NodeWindow::slice_begin(size_t offset, size_t count, int q) const {
     return offset + ((count * (size_t)q / (size_t)local_size()) & ~size_t(15));
 }
 
-// Element i's sum is ((s0 + s1) + s2) + ... in local rank order. Local rank 0 adds in place; the
-// others sum through a block on the stack (their own values are not first in the order).
+// ((s0 + s1) + s2) + ... in local rank order. Other ranks than 0 sum through a stack block, as
+// their own values are not first.
 void NodeWindow::sum_floats(size_t lo, size_t n) {
     const int L = local_size(), r = local_rank();
     float* mine = seg_[r] + lo;
@@ -73,7 +72,6 @@ void NodeWindow::sum_staged(size_t lo, size_t n) {
     for (int q = 1; q < local_size(); ++q) add_bf16(mine, stg_[q] + lo, n);
 }
 
-// ---------------------------------------------------------------------------------------------
 // AllreduceEngine
 
 AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity, size_t threshold_bytes,
@@ -88,7 +86,7 @@ AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_
         throw UserError(strfmt("--allreduce hierarchical needs the same number of ranks on every node (found %d to %d); "
                                "launch equal ranks per node or use --allreduce flat",
                                min_local, max_local));
-    // auto: the shared-memory path pays off only with several ranks per node to share it.
+    // auto: the window pays off only with several ranks per node.
     if (algo_ == Algo::automatic && (!equal || max_local == 1 || topo.spans_hosts)) algo_ = Algo::flat;
     if (algo_ != Algo::flat) topo.require_one_host("--allreduce hierarchical");
     if (algo_ != Algo::flat) {
@@ -98,7 +96,7 @@ AllreduceEngine::AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_
         own_.assign(std::max<size_t>(capacity, 1), 0.0f);
         buf_ = own_.data();
     }
-    if (algo_ != Algo::hierarchical && bf16_wire) wire_.assign(std::max<size_t>(capacity, 1), 0);  // flat bf16 staging
+    if (algo_ != Algo::hierarchical && bf16_wire) wire_.assign(std::max<size_t>(capacity, 1), 0);
 }
 
 AllreduceEngine::~AllreduceEngine() = default;
@@ -154,16 +152,14 @@ void AllreduceEngine::run_flat(size_t offset, size_t count, DType wire) {
     from_bf16(p, w, count);
 }
 
-// Walk-through (L ranks in the node, this one r; N nodes):
-//  1. sync: every rank's gradients for [offset, offset+count) are written (and, for bf16, staged).
-//  2. reduce-scatter in the node: rank r owns slice r and sums it from every rank's segment into
-//     its own, in local rank order (NodeWindow::sum_floats: deterministic, and the same sums as
-//     the sharded path's, which slices the range alike).
-//  3. across nodes (N > 1): the N ranks with local rank r all-reduce slice r (MPI).
-//  4. sync; all-gather in the node: rank r copies every other slice q from rank q's segment.
-//  5. sync: nobody reads rank r's segment any more, so its owner may write it again.
-// Only rank r writes slice r of any segment before step 4; in step 4 rank r writes the other
-// slices of its own segment, which no peer reads then. So no step races with another rank.
+// Walk-through (local rank r of L; N nodes):
+//  1. sync: every rank's gradients for the range are written (bf16: staged).
+//  2. rank r sums slice r from every segment in local rank order (sum_floats: deterministic, and
+//     the same sums as the sharded path's, which slices alike).
+//  3. N > 1: the ranks of local rank r all-reduce slice r across nodes.
+//  4. sync; rank r copies every other slice q from rank q's segment.
+//  5. sync: nobody reads rank r's segment any more, so it may be written again.
+// No race: before step 4 only rank r writes slice r; in step 4 no peer reads what r writes.
 void AllreduceEngine::run_hierarchical(size_t offset, size_t count, DType wire) {
     NodeWindow& w = *win_;
     const int L = w.local_size(), r = w.local_rank();
@@ -182,7 +178,7 @@ void AllreduceEngine::run_hierarchical(size_t offset, size_t count, DType wire) 
         w.sync();
         return;
     }
-    // bf16: stage my gradients as bf16; sum the bf16 slices in float32; publish the rounded sum.
+    // bf16: sum the staged slices in float32; publish the rounded sum.
     bf16* stage = w.staging(r);
     to_bf16(stage + offset, mine + offset, count);
     w.sync();

@@ -211,9 +211,26 @@ void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
 
 void MpiCommunicator::barrier() { MPI_CHECK(MPI_Barrier(comm_)); }
 
+std::string mpi_error_text(int rc) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int n = 0;
+    if (MPI_Error_string(rc, text, &n) != MPI_SUCCESS) return std::to_string(rc);
+    return strfmt("%d (%s)", rc, text);
+}
+
+static void abort_world(int code) {
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void mpi_abort_on_fatal() { set_job_abort(&abort_world); }
+
 void mpi_start(int* argc, char*** argv) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+    mpi_abort_on_fatal();
     mpi_errors_return(MPI_COMM_WORLD);
     int rank = 0, len = 0;
     char host[MPI_MAX_PROCESSOR_NAME];
@@ -232,7 +249,10 @@ void mpi_errors_return(MPI_Comm comm) {
     if (comm != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
 }
 
-void mpi_finish() { MPI_CHECK(MPI_Finalize()); }
+void mpi_finish() {
+    set_job_abort(nullptr);
+    MPI_CHECK(MPI_Finalize());
+}
 
 std::string mpi_library_version() {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -1,4 +1,4 @@
-// Buckets and the communication thread.
+// GradSync: buckets and the communication thread. Not for: one all-reduce's algorithm (allreduce.cpp).
 #include "dptrain/comm/gradsync.h"
 
 #include "dptrain/core/error.h"
@@ -96,9 +96,8 @@ double GradSync::finish() {
         launched_ = buckets_.size();
     }
     cv_.notify_all();
-    // Poll before sleeping: waking a sleeping thread costs tens of microseconds on virtual
-    // machines, as much as a small all-reduce. sched_yield hands the core to the communication
-    // thread when the two share it.
+    // Poll before sleeping: a wake costs tens of microseconds on VMs, a small all-reduce's worth.
+    // sched_yield hands the core over when the two threads share it.
     for (int i = 0; i < kSpinYields; ++i) {
         {
             std::lock_guard<std::mutex> g(mu_);

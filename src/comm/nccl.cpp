@@ -1,5 +1,8 @@
-// NcclCommunicator. Compiled only with NCCL (the Makefile adds it when configure finds NCCL).
+// NcclCommunicator, compiled only where configure finds NCCL.
+// Not for: builds without it (no_nccl.cpp).
 #include "dptrain/comm/nccl.h"
+
+#include <nccl.h>
 
 #include "dptrain/core/check.h"
 #include "dptrain/core/error.h"
@@ -46,8 +49,8 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, const si
         NCCL_CHECK(ncclReduceScatter(send, recv, counts[0], nccl_type(t), ncclSum, comm_, stream_));
         return;
     }
-    // A rank with no values takes no call (every rank skips the same ones: the counts are
-    // everyone's): a bucket of a sharded state has a few owners among many ranks.
+    // Empty blocks take no call, and every rank skips the same ones (the counts are everyone's):
+    // a sharded bucket has few owners among many ranks.
     const char* s = static_cast<const char*>(send);
     size_t at = 0;
     NCCL_CHECK(ncclGroupStart());
@@ -61,7 +64,7 @@ void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, const si
 }
 
 void NcclCommunicator::allgather(const void* send, void* recv, const size_t* counts, DType t) {
-    if (!send) {  // in place: NCCL's way is this rank's block at its place in recv
+    if (!send) {  // in place, NCCL's way: this rank's block at its place in recv
         size_t at = 0;
         for (int q = 0; q < rank_; ++q) at += counts[q];
         send = static_cast<const char*>(recv) + at * dtype_size(t);

@@ -1,11 +1,10 @@
-// The sharded optimizer's collectives on the AllreduceEngine (--shard-optimizer, ZeRO stage 1):
-// buckets reduce-scattered into their owners' shards, and the updated shards all-gathered, flat
-// (MPI over all ranks) or hierarchical (the node's shared window, then MPI across nodes).
-// Not for: the replicated all-reduce (allreduce.cpp), or which rank owns what (shard_span).
+// --shard-optimizer (ZeRO-1) collectives on the AllreduceEngine: reduce-scatter into owners' shards
+// and all-gather of the updated shards, flat or hierarchical. Not for: the replicated all-reduce
+// (allreduce.cpp) or which rank owns what (shard_span).
 #include "dptrain/comm/allreduce.h"
 
 #include "dptrain/core/error.h"
-#include "dptrain/model/model.h"
+#include "dptrain/core/flat.h"
 
 #include <algorithm>
 #include <cstring>
@@ -20,7 +19,7 @@ void AllreduceEngine::shard(size_t count, float* recv) {
     if (bf16_wire_) recv16_.assign(std::max<size_t>(1, shard_span(count, topo_.rank, W).size()), 0);
     counts_.assign((size_t)W, 0);  // gather_shards' block sizes
     if (!win_) return;
-    // Where every owner sits, for the pieces each rank gathers and the exchange across nodes.
+    // Every owner's (node, local rank).
     const int mine[2] = {topo_.node_index, topo_.local_rank};
     std::vector<int> all(2 * (size_t)W);
     world_.allgather(mine, sizeof mine, all.data());
@@ -42,11 +41,9 @@ void AllreduceEngine::shard(size_t count, float* recv) {
     }
 }
 
-// [offset, offset + count) may straddle the sharded range's end (the bucket with the control
-// floats): the part inside is summed into its owners' shards, the part after is all-reduced.
-// Buckets are smaller than shards, so a bucket mostly lies in one shard: one MPI_Reduce to each
-// owner of a piece of it (measured: Open MPI's reduce-scatter with one non-zero count took 6x
-// the time of an all-reduce of the same bytes; a reduce to the owner, less than the all-reduce).
+// The bucket with the control floats straddles the sharded range's end: the part after is
+// all-reduced. A bucket mostly lies in one shard, so one MPI_Reduce per owner: Open MPI's
+// reduce-scatter with one non-zero count cost several all-reduces (docs/BENCHMARKS.md).
 void AllreduceEngine::run_sharded(size_t offset, size_t count, DType wire) {
     const size_t end = offset + count, g_end = std::min(end, sharded_);
     const int W = topo_.size;
@@ -67,10 +64,8 @@ void AllreduceEngine::run_sharded(size_t offset, size_t count, DType wire) {
     if (g_end < end) run(g_end, end - g_end, wire);
 }
 
-// The node's sums of [a, b), part of the range [offset, offset + g) that the node's ranks summed
-// in slices (slice p in rank p's segment, and for bf16 rounded in its staging): into `to` as
-// float32, or with to = null into my own segment (or staging), where the exchange across nodes
-// sends them from.
+// The node's sums of [a, b) from the slices that hold them (slice p in rank p's segment or
+// staging): into `to`, or with to = null into my own segment, for the exchange across nodes.
 static void collect_node_sums(NodeWindow& w, size_t offset, size_t g, size_t a, size_t b, bool f32, float* to) {
     const int r = w.local_rank();
     for (int p = 0; p < w.local_size(); ++p) {
@@ -83,19 +78,14 @@ static void collect_node_sums(NodeWindow& w, size_t offset, size_t g, size_t a, 
     }
 }
 
-// Walk-through (L ranks in the node, this one r; N nodes; the bucket's sharded part [offset, e)):
-//  1. (bf16: stage my gradients) sync: every rank's gradients for the part are written.
-//  2. reduce-scatter in the node, as the replicated path does: rank r sums slice r of the part
-//     from every rank's segment in local rank order (bf16: and stages the rounded sums).
-//  3. sync. For each owner q of a piece [a, b) of the part whose local rank is r (on one node: q
-//     is r), rank r collects the node's sums of [a, b) from the slices that hold them:
-//     N = 1: straight into q's shard of the sums (recv);
-//     N > 1: into its own segment (or staging), then the N ranks of local rank r reduce [a, b)
-//            to q's node (MPI_Reduce on the cross communicator, in the same owner order on
-//            every node).
+// Walk-through (local rank r of L; N nodes; the sharded part [offset, e)):
+//  1. (bf16: stage my gradients) sync: every rank's part is written.
+//  2. rank r sums slice r from every segment in local rank order, as the replicated path does.
+//  3. sync. For each owner q of local rank r and its piece [a, b), rank r collects the node's
+//     sums of [a, b): N = 1, into q's recv; N > 1, into its own segment, then the ranks of
+//     local rank r MPI_Reduce it to q's node, in the same owner order on every node.
 //  4. sync: nobody reads rank r's segment any more.
-// Rank r writes its own segment alone: slice r in step 2, other ranges of the part in step 3,
-// where the peers read only their own slices of rank r's segment. So no step races.
+// No race: only rank r writes its segment, and in step 3 peers read only their own slices of it.
 void AllreduceEngine::run_sharded_hierarchical(size_t offset, size_t count, DType wire) {
     NodeWindow& w = *win_;
     const size_t end = offset + count, e = std::min(end, sharded_), g = e - offset;
@@ -145,11 +135,11 @@ void AllreduceEngine::gather_shards(float* buf) {
     world_.allgather(nullptr, buf, counts_.data(), DType::f32);
 }
 
-// 1. Across nodes (N > 1): the N ranks of local rank r all-gather their shards (in place).
-// 2. Rank r copies the shards of local rank r (all nodes') into its segment; sync.
-// 3. Rank r copies every other local rank's shards from that rank's segment; sync, so that no
-//    peer still reads rank r's segment when backward writes gradients into it again.
-// Every reduce-scatter ended with a sync, so no peer reads rank r's segment in step 2.
+// 1. N > 1: the ranks of local rank r all-gather their shards across nodes, in place.
+// 2. Rank r copies local rank r's shards (all nodes') into its segment; sync. (Safe: every
+//    reduce-scatter ended with a sync, so no peer still reads it.)
+// 3. Rank r copies the other local ranks' shards from their segments; sync, so no peer still
+//    reads rank r's segment when backward writes into it again.
 void AllreduceEngine::gather_shards_hierarchical(float* buf) {
     NodeWindow& w = *win_;
     const int L = w.local_size(), r = w.local_rank(), N = topo_.num_nodes, W = topo_.size;

@@ -1,6 +1,5 @@
-// SharedWindow: MPI_Win_allocate_shared, each peer's segment found once with
-// MPI_Win_shared_query, and one passive-target epoch for the window's lifetime so that
-// MPI_Win_sync orders memory.
+// SharedWindow: one passive-target epoch for the window's lifetime, so MPI_Win_sync orders memory.
+// Not for: what goes in it (allreduce.cpp, shards).
 #include "dptrain/comm/shared_window.h"
 
 #include "dptrain/core/check.h"
@@ -45,12 +44,10 @@ SharedWindow::SharedWindow(MPI_Comm node, size_t bytes, bool own_pages, const st
     MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
 }
 
-// Open MPI's shared windows are files in this directory, mapped by every rank of the node: the
-// value Open MPI uses (mpirun --mca, its environment variable or a parameter file alike), read
-// through MPI's tool interface; "" where that does not name it (another MPI).
+// Open MPI's backing directory as it resolved it (any source), through MPI_T; "" elsewhere.
 static std::string backing_directory() {
-    // At the process's own thread level: Open MPI takes MPI_T's as the process's (SINGLE made the
-    // gradient path's comm thread think it may not call MPI).
+    // At the process's own thread level: Open MPI adopts MPI_T's, and SINGLE stopped the comm
+    // thread from calling MPI.
     int level = MPI_THREAD_SINGLE, provided = 0, index = 0, count = 0;
     MPI_CHECK(MPI_Query_thread(&level));
     if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return "";
@@ -66,16 +63,15 @@ static std::string backing_directory() {
     return dir;
 }
 
-// Local rank 0 looks at the room once for the node, so that every rank of it decides alike: a
-// refusal then reaches the caller's agreement on every rank, instead of the allocation failing on
-// one rank while the others wait in it.
+// Local rank 0 decides for the node, so a refusal reaches every rank's agreement instead of the
+// allocation failing on one rank while the others wait.
+// Why: docs/NOTES.md, "Note [node window room]".
 void SharedWindow::check_room(size_t bytes, const std::string& what, const std::string& fix) const {
     const std::string dir = backing_directory();
     unsigned long long need = bytes, room = 0;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, node_));
-    need += (unsigned long long)size_ * 8192;  // each segment's page rounding and the window's own state
-    // Unknown (no directory named, or one Open MPI cannot write and so passes over for its session
-    // directory): no refusal here.
+    need += (unsigned long long)size_ * 8192;  // page rounding and the window's state
+    // Unknown (none named, or unwritable so Open MPI passes it over): no refusal.
     if (rank_ == 0) {
         const double free = dir.empty() || ::access(dir.c_str(), W_OK) != 0 ? -1 : free_bytes(dir);
         room = free >= 0 ? (unsigned long long)free : ~0ull;

@@ -1,4 +1,5 @@
 // Node-local and cross-node communicators, real or simulated, and the rank table.
+// Not for: moving data (communicator.cpp).
 #include "dptrain/comm/topology.h"
 
 #include "dptrain/comm/communicator.h"
@@ -38,10 +39,8 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
     MPI_CHECK(MPI_Comm_rank(t.node, &t.local_rank));
     MPI_CHECK(MPI_Comm_size(t.node, &t.local_size));
     if (t.simulated) {
-        // A simulated node's shared-memory window (the all-reduce's, --io memory's) needs its ranks
-        // on one host. Ranks placed across hosts (mpirun --map-by node, or more ranks a simulated
-        // node than a host holds) split one; every rank learns whether any did, and what makes a
-        // window refuses (require_one_host).
+        // A node window needs its ranks on one host; mpirun may place a simulated node's across
+        // hosts. Every rank learns whether any did; windows refuse then (require_one_host).
         MPI_Comm shm = MPI_COMM_NULL;
         int together = 0;
         MPI_CHECK(MPI_Comm_split_type(t.node, MPI_COMM_TYPE_SHARED, t.rank, MPI_INFO_NULL, &shm));
@@ -56,8 +55,7 @@ Topology Topology::create(MPI_Comm world, int ranks_per_node) {
         t.host_size = t.local_size;
     }
 
-    // Node index: number the nodes by their lowest world rank. Local rank 0 of each node is a
-    // leader; leaders count themselves with an exclusive scan in world order.
+    // Nodes numbered by their lowest world rank: an exclusive scan over the leaders (local rank 0).
     int leader = t.local_rank == 0 ? 1 : 0;
     int before = 0;
     MPI_CHECK(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, world));

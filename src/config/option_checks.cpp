@@ -1,6 +1,5 @@
-// The checks of the parsed options' values, each refusal one line that names the option and
-// what to give instead; and the values derived from them (--hidden's widths, the resume mode, the
-// paths under --run-dir). Not for: parsing (options.cpp) or checks that need MPI or the data.
+// Checks of the parsed options (each refusal names the option and what to give) and the values
+// derived from them. Not for: parsing (options.cpp) or checks that need MPI or the data.
 #include "dptrain/config/option_checks.h"
 
 #include "dptrain/core/error.h"
@@ -38,7 +37,6 @@ void need(bool ok, const std::string& msg) {
     if (!ok) throw UserError(msg);
 }
 
-// The model's and the data's options.
 void validate_model_and_data(Options& o) {
     need(!o.data.empty(), "--data is empty; give the dataset's directory (dptrain-data makes one: data/README.md)");
     need(o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 && o.n_embd % o.n_head == 0,
@@ -71,12 +69,10 @@ void validate_model_and_data(Options& o) {
          "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
 }
 
-// The schedule's and the optimizer's options.
 void validate_training(const Options& o) {
     need(o.steps > 0, strfmt("--steps %ld must be positive", o.steps));
-    // The optimizer computes in single precision: a value that is valid as a double but not as a
-    // float ended in a non-finite loss at step 2, with advice to lower --lr (1 - beta 0 made the
-    // bias correction infinite, an eps below the smallest normal float is flushed to 0).
+    // The optimizer computes in float: a value valid only as a double gives a non-finite loss and
+    // misleading advice. Why: docs/NOTES.md, "Note [option float checks]".
     const double float_max = std::numeric_limits<float>::max(), float_min = std::numeric_limits<float>::min();
     need(o.lr > 0 && o.lr <= float_max, strfmt("--lr %g must be positive and finite (as a float: below 3.4e38)", o.lr));
     need(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, strfmt("--min-lr-ratio %g must be in [0, 1]", o.min_lr_ratio));
@@ -89,8 +85,7 @@ void validate_training(const Options& o) {
          strfmt("--eps %g must be a normal float: in [1.2e-38, 3.4e38] (a smaller one is flushed to 0)", o.eps));
     need(o.weight_decay >= 0 && std::isfinite(o.weight_decay),
          strfmt("--weight-decay %g must be >= 0 and finite", o.weight_decay));
-    // AdamW multiplies each decayed weight by 1 - lr x weight-decay a step: at 1 or more it flips
-    // their signs and grows them (--weight-decay 300 --lr 0.01: loss 1.8 -> 13 in 3 steps).
+    // AdamW scales weights by 1 - lr x weight-decay: at 1 or more it flips and grows them.
     need(o.optimizer != Optimizer::Kind::adamw || o.lr * o.weight_decay < 1,
          strfmt("--lr %g x --weight-decay %g = %g: AdamW scales the weights by 1 - that each step, so it must be below "
                 "1 (usual: --weight-decay 0.1)",
@@ -100,12 +95,11 @@ void validate_training(const Options& o) {
     need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
     need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
     need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
-    // Above a million MiB the bucket's byte count leaves size_t's range as a double (1e14 gave the
-    // smallest buckets); one bucket of the whole gradient is any value above its size.
+    // Beyond this the byte count overflows size_t; any value above the gradient is one bucket.
     need(o.bucket_mb > 0 && o.bucket_mb <= 1e6, strfmt("--bucket-mb %g must be in (0, 1e6]", o.bucket_mb));
 }
 
-// Checkpoints, reliability and output; fills in the paths derived from --run-dir.
+// Also fills in the paths derived from --run-dir.
 void validate_output(Options& o) {
     need(o.eval_max >= 0, strfmt("--eval-max %ld must be >= 0", o.eval_max));
     need(o.peak_gflops >= 0 && std::isfinite(o.peak_gflops),
@@ -139,7 +133,6 @@ void validate_options(Options& o) {
     validate_output(o);
 }
 
-// --global-batch-tokens: the micro-batches per step that make it with this many ranks.
 void resolve_grad_accum(Options& o, int ranks) {
     if (o.global_batch_tokens <= 0) return;
     // Both given: one would silently replace the other.

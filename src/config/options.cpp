@@ -3,199 +3,27 @@
 // those checks live in the trainer.
 #include "dptrain/config/options.h"
 
+#include "registry.h"
+
 #include "dptrain/config/argv.h"
 #include "dptrain/config/option_checks.h"
-
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 
-#include <boost/program_options.hpp>
-
-#include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <limits>
-#include <map>
 #include <sstream>
-#include <type_traits>
-
-namespace po = boost::program_options;
 
 namespace dptrain {
 
+using config::Registry;
+namespace po = config::po;
+
 namespace {
-
-// The spellings of each typed option's values, in the order the error message lists them.
-template <typename E>
-struct Choice {
-    const char* name;
-    E value;
-};
-template <typename E>
-using Choices = std::vector<Choice<E>>;
-
-const Choices<ModelKind>& choices(ModelKind) {
-    static const Choices<ModelKind> c = {{"mlp", ModelKind::mlp}, {"gpt", ModelKind::gpt}};
-    return c;
-}
-const Choices<Activation>& choices(Activation) {
-    static const Choices<Activation> c = {{"relu", Activation::relu}, {"gelu", Activation::gelu}};
-    return c;
-}
-const Choices<Optimizer::Kind>& choices(Optimizer::Kind) {
-    static const Choices<Optimizer::Kind> c = {{"adamw", Optimizer::Kind::adamw}, {"sgd", Optimizer::Kind::sgd}};
-    return c;
-}
-const Choices<IoMode>& choices(IoMode) {
-    static const Choices<IoMode> c = {
-        {"direct", IoMode::direct}, {"memory", IoMode::memory}, {"collective", IoMode::collective}};
-    return c;
-}
-const Choices<AllreduceAlgo>& choices(AllreduceAlgo) {
-    static const Choices<AllreduceAlgo> c = {{"flat", AllreduceAlgo::flat},
-                                             {"hierarchical", AllreduceAlgo::hierarchical},
-                                             {"auto", AllreduceAlgo::automatic}};
-    return c;
-}
-const Choices<Overlap>& choices(Overlap) {
-    static const Choices<Overlap> c = {{"on", Overlap::on}, {"off", Overlap::off}, {"auto", Overlap::automatic}};
-    return c;
-}
-const Choices<DType>& choices(DType) {
-    static const Choices<DType> c = {{dtype_name(DType::f32), DType::f32}, {dtype_name(DType::bf16), DType::bf16}};
-    return c;
-}
-const Choices<OnNonfinite>& choices(OnNonfinite) {
-    static const Choices<OnNonfinite> c = {{"skip", OnNonfinite::skip}, {"stop", OnNonfinite::stop}};
-    return c;
-}
-const Choices<MetricsFormat>& choices(MetricsFormat) {
-    static const Choices<MetricsFormat> c = {{"jsonl", MetricsFormat::jsonl}, {"emf", MetricsFormat::emf}};
-    return c;
-}
-const Choices<ProgressMode>& choices(ProgressMode) {
-    static const Choices<ProgressMode> c = {
-        {"auto", ProgressMode::automatic}, {"tty", ProgressMode::tty}, {"plain", ProgressMode::plain}};
-    return c;
-}
-const Choices<GpuHealthMode>& choices(GpuHealthMode) {
-    static const Choices<GpuHealthMode> c = {
-        {"auto", GpuHealthMode::automatic}, {"on", GpuHealthMode::on}, {"off", GpuHealthMode::off}};
-    return c;
-}
-const Choices<DeviceKind>& choices(DeviceKind) {
-    static const Choices<DeviceKind> c = {
-        {"cpu", DeviceKind::cpu}, {"cuda", DeviceKind::cuda}, {"auto", DeviceKind::automatic}};
-    return c;
-}
-const Choices<Precision>& choices(Precision) {
-    static const Choices<Precision> c = {{"fp32", Precision::fp32}, {"bf16", Precision::bf16}};
-    return c;
-}
-const Choices<AttentionKind>& choices(AttentionKind) {
-    static const Choices<AttentionKind> c = {{"matmul", AttentionKind::matmul}, {"flash", AttentionKind::flash}};
-    return c;
-}
-const Choices<Recompute>& choices(Recompute) {
-    static const Choices<Recompute> c = {
-        {"none", Recompute::none}, {"attention", Recompute::attention}, {"block", Recompute::block}};
-    return c;
-}
-const Choices<GpuState>& choices(GpuState) {
-    static const Choices<GpuState> c = {
-        {"auto", GpuState::automatic}, {"device", GpuState::device}, {"host", GpuState::host}};
-    return c;
-}
-
-template <typename E>
-const char* spelling(E v) {
-    for (const Choice<E>& c : choices(E{}))
-        if (c.value == v) return c.name;
-    return "?";
-}
-
-// "--NAME 'TEXT' is unknown; use a, b or c" (`unknown` words the middle).
-template <typename E>
-E parse_choice(const char* option, const std::string& text, const char* unknown = "is unknown") {
-    const Choices<E>& cs = choices(E{});
-    std::string list;
-    for (size_t i = 0; i < cs.size(); ++i) {
-        if (cs[i].name == text) return cs[i].value;
-        list += i == 0 ? "" : i + 1 == cs.size() ? " or " : ", ";
-        list += cs[i].name;
-    }
-    throw UserError(strfmt("--%s '%s' %s; use %s", option, text.c_str(), unknown, list.c_str()));
-}
-
-// A value of an unsigned option: digits only, within 64 bits.
-unsigned long long parse_whole(const char* option, const std::string& text) {
-    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-    errno = 0;
-    const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
-    if (!digits || errno == ERANGE)
-        throw UserError(strfmt("--%s '%s' must be a whole number from 0 to %llu", option, text.c_str(),
-                               std::numeric_limits<unsigned long long>::max()));
-    return v;
-}
-
-// One declaration per option: registers it with Boost and keeps a printer for to_ini().
-struct Registry {
-    po::options_description desc;
-    std::vector<std::pair<std::string, std::function<std::string(const Options&)>>> printers;
-    std::map<std::string, std::string> values;  // a choice's spellings, space separated
-
-    explicit Registry(const char* title) : desc(title, 100, 50) {}
-
-    // A switch: `--name` alone means true; `--name false` and `name = false` in the INI work too.
-    void flag(const char* name, bool Options::*field, Options& o, const char* help) {
-        desc.add_options()(name, po::value<bool>(&(o.*field))->default_value(false)->implicit_value(true), help);
-        printers.emplace_back(name, [field](const Options& x) { return std::string(x.*field ? "true" : "false"); });
-    }
-
-    // One of a closed set of values (Choices), parsed into its type when the options are read.
-    template <typename E>
-    void choice(const char* name, E Options::*field, Options& o, E def, const char* help,
-                const char* unknown = "is unknown") {
-        Options* target = &o;
-        desc.add_options()(name,
-                           po::value<std::string>()->default_value(spelling(def))->notifier(
-                               [name, field, target, unknown](const std::string& v) {
-                                   target->*field = parse_choice<E>(name, v, unknown);
-                               }),
-                           help);
-        printers.emplace_back(name, [field](const Options& x) { return std::string(spelling(x.*field)); });
-        std::string& names = values[name];
-        for (const Choice<E>& c : choices(E{})) names += (names.empty() ? "" : " ") + std::string(c.name);
-    }
-
-    template <typename T>
-    void add(const char* name, T Options::*field, Options& o, T def, const char* help) {
-        if constexpr (std::is_unsigned_v<T>) {
-            // Boost reads "-1" into an unsigned type as its largest value, without a word.
-            Options* target = &o;
-            desc.add_options()(name,
-                               po::value<std::string>()->default_value(std::to_string(def))->notifier(
-                                   [name, field, target](const std::string& v) {
-                                       target->*field = static_cast<T>(parse_whole(name, v));
-                                   }),
-                               help);
-        } else {
-            desc.add_options()(name, po::value<T>(&(o.*field))->default_value(def), help);
-        }
-        printers.emplace_back(name, [field](const Options& x) {
-            std::ostringstream s;
-            s.precision(10);
-            s << x.*field;
-            return s.str();
-        });
-    }
-};
 
 // The options in --help's order, in three groups: the model and its data; the step (batch,
 // optimizer, schedule, communication); the run around it (checkpoints, faults, metrics, device).
-void declare_model_and_data(Registry& r, Options& o) {
+void declare_model_and_data(Registry<Options>& r, Options& o) {
     using S = std::string;
     r.choice<ModelKind>("model", &Options::model, o, ModelKind::mlp, "model kind: mlp (classifier on tabular shards) | gpt (language model "
              "on token shards)", "is not a model kind");
@@ -233,7 +61,7 @@ void declare_model_and_data(Registry& r, Options& o) {
                 "disk carries no meaning (rows sorted by label or by time would make biased batches)");
 }
 
-void declare_step(Registry& r, Options& o) {
+void declare_step(Registry<Options>& r, Options& o) {
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
     r.add<int>("batch-size", &Options::batch_size, o, 64,
                "samples per rank per micro-batch; the global batch is batch-size x ranks x --grad-accum");
@@ -283,7 +111,7 @@ void declare_step(Registry& r, Options& o) {
              "gradients on the GPU are summed in float32 by NCCL");
 }
 
-void declare_run(Registry& r, Options& o) {
+void declare_run(Registry<Options>& r, Options& o) {
     using S = std::string;
     r.add<S>("run-dir", &Options::run_dir, o, "runs/local", "where metrics and checkpoints go");
     r.add<S>("checkpoint-dir", &Options::checkpoint_dir, o, "",
@@ -375,7 +203,7 @@ void declare_run(Registry& r, Options& o) {
                 "rank 0's time went; on a GPU by CUDA events around each op; 0 = off");
 }
 
-void declare(Registry& r, Options& o) {
+void declare(Registry<Options>& r, Options& o) {
     declare_model_and_data(r, o);
     declare_step(r, o);
     declare_run(r, o);
@@ -397,7 +225,7 @@ std::string with_fix(const std::string& where, const po::error& e) {
 
 } // namespace
 
-static void make_registry(Registry& general, Registry& r, Options& o) {
+static void make_registry(Registry<Options>& general, Registry<Options>& r, Options& o) {
     general.desc.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
         "config", po::value<std::string>(&o.config)->default_value(""),
         "INI file of options (name = value, names as below without dashes); the command line wins");
@@ -406,8 +234,8 @@ static void make_registry(Registry& general, Registry& r, Options& o) {
 
 ParseResult parse_options(int argc, const char* const* argv) {
     ParseResult res;
-    Registry general("General");
-    Registry r("Training options");
+    Registry<Options> general("General");
+    Registry<Options> r("Training options");
     make_registry(general, r, res.opts);
     po::options_description all;
     all.add(general.desc).add(r.desc);
@@ -494,23 +322,6 @@ ParseResult parse_options(int argc, const char* const* argv) {
     return res;
 }
 
-const char* name_of(ModelKind v) { return spelling(v); }
-const char* name_of(Activation v) { return spelling(v); }
-const char* name_of(Optimizer::Kind v) { return spelling(v); }
-const char* name_of(IoMode v) { return spelling(v); }
-const char* name_of(AllreduceAlgo v) { return spelling(v); }
-const char* name_of(Overlap v) { return spelling(v); }
-const char* name_of(DType v) { return spelling(v); }
-const char* name_of(OnNonfinite v) { return spelling(v); }
-const char* name_of(MetricsFormat v) { return spelling(v); }
-const char* name_of(ProgressMode v) { return spelling(v); }
-const char* name_of(GpuHealthMode v) { return spelling(v); }
-const char* name_of(DeviceKind v) { return spelling(v); }
-const char* name_of(Precision v) { return spelling(v); }
-const char* name_of(AttentionKind v) { return spelling(v); }
-const char* name_of(Recompute v) { return spelling(v); }
-const char* name_of(GpuState v) { return spelling(v); }
-
 OptimizerSettings optimizer_settings(const Options& o) {
     OptimizerSettings s;
     s.kind = o.optimizer;
@@ -522,17 +333,13 @@ OptimizerSettings optimizer_settings(const Options& o) {
     return s;
 }
 
-IoMode parse_io_mode(const std::string& s) { return parse_choice<IoMode>("io", s); }
-Precision parse_precision(const std::string& s) { return parse_choice<Precision>("precision", s); }
-DeviceKind parse_device_kind(const std::string& s) { return parse_choice<DeviceKind>("device", s); }
-
 std::string option_listing() {
-    Registry general("General");
-    Registry r("Training options");
+    Registry<Options> general("General");
+    Registry<Options> r("Training options");
     Options scratch;
     make_registry(general, r, scratch);
     std::string out;
-    for (const Registry* reg : {&general, &r})
+    for (const Registry<Options>* reg : {&general, &r})
         for (const auto& opt : reg->desc.options()) {
             const std::string& name = opt->long_name();
             const auto v = reg->values.find(name);
@@ -542,8 +349,8 @@ std::string option_listing() {
 }
 
 std::string Options::to_ini() const {
-    Registry general("General");
-    Registry r("Training options");
+    Registry<Options> general("General");
+    Registry<Options> r("Training options");
     Options scratch;
     make_registry(general, r, scratch);
     std::string out;

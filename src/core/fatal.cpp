@@ -1,10 +1,8 @@
-// The fatal path of an MPI job: one line naming the cause, rank and host, then MPI_Abort so that
-// no other rank waits forever in a collective (DESIGN.md invariant 3).
-#include "dptrain/core/check.h"
+// The fatal path: one line, then the whole job ends, so no rank waits forever in a collective
+// (docs/ARCHITECTURE.md, "Errors and no hangs"). Not for: how (comm's set_job_abort; core knows no MPI).
 #include "dptrain/core/error.h"
 
-#include <mpi.h>
-
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,30 +10,26 @@
 
 namespace dptrain {
 
+namespace {
+std::atomic<JobAbort> job_abort{nullptr};
+}
+
+void set_job_abort(JobAbort abort) { job_abort.store(abort); }
+
 [[noreturn]] void abort_job(int code) {
     std::thread([code] {
         std::this_thread::sleep_for(std::chrono::seconds(10));
         std::_Exit(code);
     }).detach();
-    MPI_Abort(MPI_COMM_WORLD, code);
+    if (JobAbort a = job_abort.load()) a(code);
     std::_Exit(code);
 }
 
 [[noreturn]] void fatal(const std::string& what, int code) {
     std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
     std::fflush(stderr);
-    int up = 0, down = 0;
-    MPI_Initialized(&up);
-    MPI_Finalized(&down);
-    if (up && !down) abort_job(code);
+    if (job_abort.load()) abort_job(code);
     std::_Exit(code);
-}
-
-std::string mpi_error_text(int rc) {
-    char text[MPI_MAX_ERROR_STRING] = {};
-    int n = 0;
-    if (MPI_Error_string(rc, text, &n) != MPI_SUCCESS) return std::to_string(rc);
-    return strfmt("%d (%s)", rc, text);
 }
 
 } // namespace dptrain

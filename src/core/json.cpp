@@ -1,5 +1,5 @@
-// json_text and json_number: compact output, numbers rounded as the metrics have always been; and
-// parse_json, nlohmann-json's strict parser with a depth limit, its error turned into one line.
+// json_text, json_number (rounded as the metrics always were), and parse_json with a depth limit.
+// Not for: any document's schema.
 #include "dptrain/core/json.h"
 
 #include "dptrain/core/error.h"
@@ -23,7 +23,7 @@ Json json_number(double v, int digits) {
 
 namespace {
 
-// Bytes of the input that nlohmann quotes, or a member's name, kept printable: one line.
+// So the message stays one printable line.
 std::string printable(std::string s) {
     for (char& c : s)
         if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
@@ -31,8 +31,7 @@ std::string printable(std::string s) {
 }
 
 // "[json.exception.parse_error.101] parse error at line 3, column 7: syntax error while parsing
-// array - unexpected ..." -> "line 3 column 7: array - unexpected ..." ("column 7: ..." when the
-// text is one line).
+// array - ..." -> "line 3 column 7: array - ..." (no line for one-line text).
 std::string where_and_what(const nlohmann::json::parse_error& e, bool one_line) {
     std::string m = e.what();
     long line = 1, column = (long)e.byte;
@@ -50,9 +49,8 @@ std::string where_and_what(const nlohmann::json::parse_error& e, bool one_line) 
 } // namespace
 
 Json parse_json(const std::string& text) {
-    // The callback sees each value as it opens; refusing a deep one stops the parse there, before
-    // the tree grows (a body of 300,000 '[' made 30 MB of values before it was looked at). The top
-    // object's member being read is kept to name it.
+    // Refused as each value opens, before the tree grows (300,000 '[' made 30 MB of values);
+    // the top-level member is kept to name it.
     std::string member;
     auto depth_limit = [&member](int depth, Json::parse_event_t event, Json& parsed) {
         if (event == Json::parse_event_t::key && depth == 1) member = parsed.get<std::string>();
@@ -69,7 +67,7 @@ Json parse_json(const std::string& text) {
     } catch (const nlohmann::json::parse_error& e) {
         throw JsonError(where_and_what(e, text.find('\n') == std::string::npos));
     } catch (const nlohmann::json::exception& e) {
-        // A number too large for a double (found by fuzz_jsonl: "1e999" parses, 1e3750 overflows).
+        // Too large for a double (fuzz_jsonl found 1e3750).
         std::string what = e.what();
         const size_t close = what.find("] ");
         if (close != std::string::npos) what = what.substr(close + 2);

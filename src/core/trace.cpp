@@ -1,4 +1,4 @@
-// Chrome trace recording and writing.
+// Chrome trace recording and writing. Not for: merging ranks (tools/trace_merge.h).
 #include "dptrain/core/trace.h"
 
 #include "dptrain/core/error.h"
@@ -72,8 +72,7 @@ void Tracer::write(const std::string& path, int rank, const std::string& host) c
         for (const Event& e : comm_) base = std::min(base, e.t0);
         if (base == 1e300) base = 0;
     }
-    // Whole nanoseconds from the origin, written as microseconds with three decimals (a double's
-    // microseconds printed in full carry the binary fraction: 76.59400000000005).
+    // Whole nanoseconds as microseconds with three decimals: a double's carry binary fractions.
     auto ns = [base](double t) { return (long long)std::llround((t - base) * 1e9); };
     auto us = [](long long n) {
         const std::lldiv_t d = std::lldiv(n < 0 ? -n : n, 1000);

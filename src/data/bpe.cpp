@@ -1,4 +1,5 @@
 // GPT-2's byte-level BPE: the files, the table kept with the data, and encoding.
+// Not for: choosing a tokenizer (tokenizer.cpp).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "dptrain/data/bpe.h"
 
@@ -20,12 +21,10 @@ namespace dptrain {
 
 namespace {
 
-// GPT-2's pre-tokenizer (its encoder.py): contractions, letters, digits and other symbols each
-// with at most one leading space, then runs of whitespace (a run before a word leaves its last
-// space to the word).
+// GPT-2's encoder.py pre-tokenizer, verbatim: its ids depend on it.
 constexpr const char* kPattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr size_t kCacheMax = 1 << 18;  // pieces remembered; a corpus's words repeat
-constexpr size_t kCachedPieceMax = 256;  // longer pieces (rare, and costly to keep) are not remembered
+constexpr size_t kCachedPieceMax = 256;  // longer ones are rare and costly to keep
 constexpr size_t kScanPieceMax = 16;  // shorter pieces are merged by rescanning, longer ones by heap
 
 bool printable_byte(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
@@ -207,9 +206,8 @@ std::string Gpt2Bpe::table() const {
     return out;
 }
 
-// Written member by member, in id order: an ordered_json object looks for each new key among the
-// ones before it (export took 1.45 s for GPT-2's 50,257, growing with the square of the vocabulary;
-// docs/BENCHMARKS.md).
+// By hand: ordered_json's key lookup is quadratic in the vocabulary (docs/BENCHMARKS.md,
+// "Sampling over a GPT-2-sized vocabulary").
 std::string Gpt2Bpe::encoder_json() const {
     std::string out = "{";
     for (size_t id = 0; id < tokens_.size(); ++id)
@@ -237,7 +235,7 @@ void Gpt2Bpe::encode(const std::string& text, std::vector<int>* ids) const {
     const size_t n = text.size();
     size_t at = 0;
     while (at < n) {
-        // pcre2_jit_match skips pcre2_match's checks of its arguments, a tenth of the time a piece takes.
+        // pcre2_jit_match skips argument checks worth a tenth of a piece's time.
         const int rc = jit_ ? pcre2_jit_match(code, s, n, at, 0, md.get(), nullptr)
                             : pcre2_match(code, s, n, at, 0, md.get(), nullptr);
         if (rc == PCRE2_ERROR_NOMATCH) {  // only invalid bytes remain
@@ -257,8 +255,7 @@ void Gpt2Bpe::encode(const std::string& text, std::vector<int>* ids) const {
     }
 }
 
-// GPT-2's bpe(): merge every occurrence of the adjacent pair of lowest rank, left to right, until
-// no adjacent pair is a merge. Pieces of a few bytes (most of a text) are cached.
+// GPT-2's bpe(): merge the lowest-ranked adjacent pair everywhere until none is a merge.
 void Gpt2Bpe::encode_piece(const char* p, size_t n, std::vector<int>* ids) const {
     if (n == 1) {
         ids->push_back(byte_id_[(unsigned char)*p]);
@@ -283,8 +280,7 @@ void Gpt2Bpe::encode_piece(const char* p, size_t n, std::vector<int>* ids) const
     cache_.emplace(std::move(key), std::move(w));
 }
 
-// bpe() as GPT-2 wrote it: each round scans the word for its lowest-ranked pair. The fastest way
-// for the few bytes of most pieces; O(n^2) on a long one.
+// bpe() as GPT-2 wrote it: fastest for short pieces, O(n^2) on long ones.
 void Gpt2Bpe::scan_piece(const char* p, size_t n, std::vector<int>* out) const {
     std::vector<int>& w = *out;
     w.resize(n);
@@ -307,16 +303,10 @@ void Gpt2Bpe::scan_piece(const char* p, size_t n, std::vector<int>* out) const {
     }
 }
 
-// bpe()'s rounds without rescanning the word for each one (which costs O(n^2): 6 s for a 128 KB
-// word). The symbols form a linked list over the bytes' positions; a heap holds the adjacent pairs
-// that are merges, lowest rank first and, within a rank, leftmost first. A pair whose symbols have
-// since been merged into others is stale and skipped when it comes up. Pairs a merge makes wait
-// until its round's pair has been merged everywhere, as in bpe(), which looks for the next pair
-// only then: a table whose merges do not come after their parts' merges gives bpe()'s ids too.
-// O(n log n) for n bytes.
+// bpe() in O(n log n): a linked list of symbols, a heap of merge pairs. Pairs a merge makes wait
+// for the round's end, as in bpe(). Why: docs/NOTES.md, "Note [bpe heap merge]".
 void Gpt2Bpe::merge_piece(const char* p, size_t n, std::vector<int>* out) const {
-    // A thread's scratch for the short pieces of text (no allocation once warm); a long piece
-    // gets its own, freed after it.
+    // Short pieces reuse a thread's scratch; a long one's is freed after it.
     thread_local MergeScratch short_scratch;
     MergeScratch long_scratch;
     MergeScratch& m = n <= kCachedPieceMax ? short_scratch : long_scratch;

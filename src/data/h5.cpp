@@ -1,4 +1,5 @@
 // HDF5 helpers: handles, typed checks with user-facing messages, attributes.
+// Not for: any file's layout (shards, checkpoints).
 #include "dptrain/data/h5.h"
 
 #include "dptrain/core/error.h"
@@ -47,9 +48,8 @@ Hid open_file(const std::string& path, const std::string& hint, hid_t fapl) {
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw UserError(strfmt("%s: not an HDF5 file (or truncated before its header); %s", path.c_str(),
                                hint.c_str()));
-    // Read-only opens take no file lock: dptrain's files are complete once renamed into place, and
-    // Lustre mounted without flock support makes HDF5's lock fail ("Function not implemented").
-    // HDF5_USE_FILE_LOCKING in the environment still overrides this.
+    // No lock on read-only opens: Lustre without flock fails it, and our files are complete once
+    // renamed into place. HDF5_USE_FILE_LOCKING still overrides.
     Hid own;
     if (fapl == H5P_DEFAULT) {
         own = Hid(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -91,10 +91,9 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     double total = (double)H5Dget_storage_size(dataset.get());
     Hid space(H5Dget_space(dataset.get()), H5Sclose);
     total = std::max(total, (double)H5Sget_simple_extent_npoints(space.get()) * (double)H5Tget_size(type.get()));
-    if (chunk_bytes > (double)max_bytes) return 0;  // not even one chunk fits the budget: HDF5's default
+    if (chunk_bytes > (double)max_bytes) return 0;  // not one chunk fits: HDF5's default
     size_t bytes = (size_t)std::max(chunk_bytes, std::min(total, (double)max_bytes));
-    // About 100 hash slots per chunk the cache can hold, a prime, as HDF5's documentation advises;
-    // at most ~64k (HDF5 allocates and clears the slot array when the dataset opens).
+    // ~100 slots per chunk, a prime, as HDF5 advises; capped, as the array is cleared at open.
     size_t slots = std::max<size_t>(521, (size_t)(100.0 * (double)bytes / std::max(1.0, chunk_bytes)));
     slots = std::min<size_t>(slots, 65521);
     auto is_prime = [](size_t v) {
@@ -105,8 +104,7 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     while (!is_prime(slots)) ++slots;
     Hid dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(dapl.get(), slots, bytes, 1.0);
-    // Closed first: a dataset opened again while a handle to it is open shares that open object,
-    // whose chunk cache stays the one it was opened with (the new access list is ignored).
+    // Closed first: reopening while open shares the object and ignores the new cache settings.
     dataset.reset();
     hid_t d = H5Dopen2(file, name.c_str(), dapl.get());
     const bool sized = d >= 0;
@@ -114,9 +112,7 @@ size_t size_chunk_cache(hid_t file, Hid& dataset, const std::string& name, size_
     if (d < 0) throw UserError(strfmt("dataset %s cannot be opened again", name.c_str()));
     dataset = Hid(d, H5Dclose);
     if (!sized) return 0;
-    // A filtered (compressed) chunk is cached in the buffer its filter decompressed it into, which
-    // grows by doubling from the stored size: up to twice the chunk, where HDF5 counts the chunk's
-    // own size against the cache's limit.
+    // A decompressed chunk's buffer grows by doubling: up to twice what HDF5 counts against the limit.
     const size_t held = H5Pget_nfilters(dcpl.get()) > 0 ? 2 * bytes : bytes;
     return held + slots * sizeof(void*);
 }
@@ -231,7 +227,7 @@ static void write_attr(hid_t obj, const std::string& name, hid_t type, T v) {
     if (!a || H5Awrite(a.get(), type, &v) < 0) throw UserError(strfmt("cannot write attribute %s", name.c_str()));
 }
 
-// An attribute must hold exactly one value; reading an array into one value would overrun it.
+// Exactly one value: reading an array into one would overrun it.
 static void expect_scalar(hid_t attr, const std::string& name) {
     Hid space(H5Aget_space(attr), H5Sclose);
     if (H5Sget_simple_extent_npoints(space.get()) != 1)
@@ -287,8 +283,7 @@ std::string read_attr_str(hid_t obj, const std::string& name) {
     if (H5Tget_class(t.get()) != H5T_STRING) throw UserError(strfmt("attribute %s is not a string", name.c_str()));
     if (H5Tis_variable_str(t.get()) > 0) {
         char* s = nullptr;
-        // In the file's character set: h5py writes str attributes as variable-length UTF-8,
-        // which HDF5 will not convert to the ASCII of H5T_C_S1.
+        // h5py writes variable-length UTF-8, which HDF5 will not convert to H5T_C_S1's ASCII.
         Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
         H5Tset_size(mt.get(), H5T_VARIABLE);
         H5Tset_cset(mt.get(), H5Tget_cset(t.get()));
@@ -304,10 +299,10 @@ std::string read_attr_str(hid_t obj, const std::string& name) {
     return out;
 }
 
-constexpr size_t kAttrTextMax = 60000;  // bytes; HDF5's limit on an attribute in the header is 64 KiB
+constexpr size_t kAttrTextMax = 60000;  // under the header's 64 KiB
 
 void write_text(hid_t file, const std::string& name, const std::string& text) {
-    // A string attribute ends at its first NUL, so bytes (a SentencePiece model) go to a dataset.
+    // A string attribute ends at its first NUL: binary text goes to a dataset.
     if (text.size() <= kAttrTextMax && text.find('\0') == std::string::npos) return write_attr_str(file, name, text);
     write_dataset(file, "/" + name, Kind::u8, {(hsize_t)text.size()}, text.data());
 }

@@ -1,4 +1,5 @@
-// Prefetcher: reader k reads the (micro-)batches k, k+K, ... into the ring; next() hands them out in order.
+// Prefetcher: reader k reads (micro-)batches k, k+K, ... into the ring; next() hands them out in
+// order. Not for: which samples (sampler.cpp).
 #include "dptrain/data/prefetcher.h"
 
 #include "dptrain/core/clock.h"
@@ -35,7 +36,6 @@ Prefetcher::~Prefetcher() {
     for (auto& t : threads_) t.join();
 }
 
-// Micro-batch k (counted from first_) into its slot.
 void Prefetcher::read_batch(Dataset& data, long k, std::vector<long>& idx) {
     const long step = (first_ + k) / accum_;
     const int micro = (int)((first_ + k) % accum_);

@@ -1,4 +1,5 @@
 // SentencePiece through libsentencepiece: training, loading, encoding, and each piece's bytes.
+// Not for: choosing a tokenizer (tokenizer.cpp).
 #include "dptrain/data/sentencepiece.h"
 
 #include "dptrain/core/error.h"
@@ -20,20 +21,16 @@ struct SentencePieceModel::Impl {
 
 namespace {
 
-// The longest sentence the trainer is given: it drops any over its max_sentence_length (4,192
-// bytes by default), so a text of one long line (minified, or a dump without newlines) left it
-// nothing to learn from.
+// The trainer drops sentences over max_sentence_length, so a text of one long line left nothing.
 constexpr size_t kSentenceMax = 4096;
 
-// s[at] backed off to the start of the UTF-8 character holding it.
 size_t char_start(const std::string& s, size_t at) {
     while (at > 0 && at < s.size() && ((unsigned char)s[at] & 0xC0) == 0x80) --at;
     return at;
 }
 
-// The text's lines, for the trainer (it reads sentences, not a stream). A line over
-// kSentenceMax bytes comes in pieces, each cut after a space where one is in its second half,
-// else at a character's start.
+// The trainer reads sentences: a long line is cut after a space in its second half, else at a
+// character's start.
 class Lines : public sentencepiece::SentenceIterator {
   public:
     explicit Lines(const std::string& text) : text_(text) { Next(); }
@@ -66,7 +63,6 @@ class Lines : public sentencepiece::SentenceIterator {
     std::string line_;
 };
 
-// The first byte of s that does not begin a well-formed UTF-8 character, or npos.
 size_t bad_utf8(const std::string& s) {
     for (size_t i = 0; i < s.size();) {
         uint32_t cp;
@@ -87,7 +83,7 @@ std::shared_ptr<const SentencePieceModel> SentencePieceModel::from_bytes(const s
     try {
         const auto st = m->impl_->sp.LoadFromSerializedProto(model);
         if (!st.ok()) bad = st.ToString();
-    } catch (const std::exception& e) {  // the library's own checks throw (an empty piece: its trie's)
+    } catch (const std::exception& e) {  // the library's checks throw (e.g. an empty piece)
         bad = e.what();
     }
     if (!bad.empty())
@@ -113,10 +109,10 @@ std::shared_ptr<const SentencePieceModel> SentencePieceModel::from_bytes(const s
     return m;
 }
 
-// SentencePiece encodes a long text several times slower than the same text line by line (1 MB/s
-// against 4 on Tiny Shakespeare). Line by line gives the same ids when no piece holds a newline and
-// the normalizer adds nothing at a text's start (no dummy prefix): as for every model dptrain
-// trains. A model that splits these probes differently is encoded whole.
+// Line by line is several times faster and gives the same ids when no piece holds a newline and
+// there is no dummy prefix, as for every model dptrain trains; a model that splits these probes
+// differently is encoded whole. Measured: docs/BENCHMARKS.md, "Tokenizers: encoding speed
+// against their peers".
 bool SentencePieceModel::lines_encode_alone() {
     auto ids = [&](const std::string& s) {
         std::vector<int> v;
@@ -169,8 +165,7 @@ std::shared_ptr<const SentencePieceModel> SentencePieceModel::train(const std::s
         {"num_threads", std::to_string(threads)},
         {"minloglevel", "2"},  // training chatter off; errors come back as the status
     };
-    // The training part ends at a line's end in its second half, else (long lines) at a
-    // character's start.
+    // Cut at a line's end in its second half, else at a character's start.
     size_t end = train_bytes >= text.size() ? text.size() : text.rfind('\n', train_bytes);
     end = end == std::string::npos || end < train_bytes / 2 ? char_start(text, train_bytes)
                                                             : std::min(text.size(), end + 1);

@@ -1,6 +1,5 @@
-// ShardSet's reads: a batch's rows (pread runs on contiguous shards, one hyperslab union per
-// dataset otherwise, or copies from --io memory's node buffer), the labels cached at open, and
-// the node buffer's loading. Not for: finding, opening or checking shards (shards.cpp).
+// ShardSet's reads: a batch's rows, the labels cached at open, and loading --io memory's node
+// buffer. Not for: finding, opening or checking shards (shards.cpp).
 #include "dptrain/data/shards.h"
 
 #include "dptrain/comm/communicator.h"
@@ -37,11 +36,10 @@ void ShardSet::load_node_memory() {
     int* labels = reinterpret_cast<int*>(features + (size_t)total_ * D);
     copy->features = features;
     copy->labels = labels;
-    // Kept from here on, even when a read below fails: freeing the window is collective over the
-    // node, so it must wait until every rank of the node gives up together (the caller's all_ok).
+    // Kept even when a read below fails: freeing the window is collective over the node, so it
+    // waits until every rank gives up together (the caller's all_ok).
     node_copy_ = copy;
-    // This rank's share: global rows [lo, hi), read shard by shard as one contiguous run each, straight
-    // into the shared buffer (the sequential read this mode is for), then every label checked once.
+    // This rank's share, one sequential run per shard straight into the buffer; labels checked once.
     long lo = total_ * l / L, hi = total_ * (l + 1) / L;
     for (Shard& sh : shards_) {
         long a = std::max(lo, sh.first), b = std::min(hi, sh.first + sh.count);
@@ -71,10 +69,8 @@ void ShardSet::load_node_memory() {
     }
 }
 
-// Every label, when all of them fit, is read once at open and checked then: a bad label stops
-// the run at start-up instead of mid-training. Direct shards keep them (a row then costs one
-// pread instead of two); HDF5 shards (chunked, compressed or converted) read them again with
-// their rows.
+// Checked at open, when all fit, so a bad label stops start-up, not mid-training. Direct shards
+// keep them (one pread a row, not two); HDF5 shards read them again with their rows.
 void ShardSet::cache_labels() {
     if (total_ * 4 > kLabelCacheBytes) return;
     for (Shard& sh : shards_) {
@@ -97,7 +93,7 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     if (n > max_rows_) throw std::invalid_argument("ShardSet::read_rows: more rows than max_rows");
     if (node_copy_) {
         const size_t D = (size_t)dim_;
-        // Random rows: latency-bound, so the rows a few iterations ahead are prefetched.
+        // Random rows are latency-bound: prefetch a few ahead.
         const float* F = node_copy_->features;
         const int* Lb = node_copy_->labels;
         for (int i = 0; i < n; ++i) {
@@ -115,15 +111,14 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     for (int i = 0; i < n; ++i) order_.emplace_back(idx[i], i);
     std::sort(order_.begin(), order_.end());
     size_t k = 0;
-    // Collective reads visit every shard, in order, on every rank (a shard without rows here gets
-    // an empty read); the other modes only the shards that hold rows.
+    // Collective reads visit every shard in order on every rank, empty reads included.
     size_t next_shard = 0;
     while (k < order_.size() || (mode_ == IoMode::collective && next_shard < shards_.size())) {
         Shard* shp;
         if (mode_ == IoMode::collective) {
             shp = &shards_[next_shard++];
         } else {
-            // Shard of order_[k]: the last shard whose first row is <= the index.
+
             long gi = order_[k].first;
             auto it = std::upper_bound(shards_.begin(), shards_.end(), gi,
                                        [](long v, const Shard& s) { return v < s.first; });
@@ -134,7 +129,7 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
         while (k < order_.size() && order_[k].first < sh.first + sh.count) ++k;
         if (sh.fd >= 0) read_direct(sh, begin, k);
         else read_hdf5(sh, begin, k);
-        // Rows arrive packed in file order in xs_/ys_; check labels and place rows in batch order.
+        // Packed in file order in xs_/ys_: check labels, place in batch order.
         const size_t D = (size_t)dim_;
         for (size_t r = 0; r < k - begin; ++r) {
             auto [row, pos] = order_[begin + r];
@@ -147,7 +142,6 @@ void ShardSet::read_rows(const long* idx, int n, float* x, int* y) {
     }
 }
 
-// One pread per run of consecutive rows, for features and labels.
 void ShardSet::read_direct(Shard& sh, size_t begin, size_t end) {
     const size_t row_bytes = (size_t)dim_ * sizeof(float);
     for (size_t r = begin; r < end;) {
@@ -162,14 +156,13 @@ void ShardSet::read_direct(Shard& sh, size_t begin, size_t end) {
     }
 }
 
-// One H5Dread per dataset of the union of the runs' hyperslabs.
 void ShardSet::read_hdf5(Shard& sh, size_t begin, size_t end) {
     const hsize_t D = (hsize_t)dim_;
     hsize_t rows = end - begin;
     std::lock_guard<std::mutex> g(h5::lock());
     h5::Hid fspace(H5Dget_space(sh.features.get()), H5Sclose);
     h5::Hid lspace(H5Dget_space(sh.labels.get()), H5Sclose);
-    if (rows == 0) {  // a collective read with nothing for this rank: it still takes part
+    if (rows == 0) {  // a collective read must still take part
         hsize_t one[2] = {1, D};
         h5::Hid mf(H5Screate_simple(2, one, nullptr), H5Sclose), ml(H5Screate_simple(1, one, nullptr), H5Sclose);
         H5Sselect_none(fspace.get());

@@ -25,9 +25,8 @@ static std::string shard_name(const std::string& dir, const std::string& split, 
     return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), i, of);
 }
 
-// Direct reads need a contiguous, allocated, unfiltered dataset of the native type (the file
-// then holds the rows as plain little-endian arrays at a fixed offset). Anything else keeps the
-// HDF5 path. A file shorter than its datasets' extent is caught here as truncated.
+// Only a contiguous, allocated, unfiltered native dataset is a plain array at a fixed offset;
+// anything else keeps the HDF5 path. Why: docs/NOTES.md, "Note [direct reads]".
 static void setup_direct(const std::string& path, hid_t features, hid_t labels, hsize_t rows, hsize_t dim, int* fd,
                          long* features_at, long* labels_at) {
     auto plain = [](hid_t dset, hid_t native) {
@@ -52,10 +51,8 @@ static void setup_direct(const std::string& path, hid_t features, hid_t labels, 
     *labels_at = lo;
 }
 
-// float32 features and int32 labels are read as stored. HDF5 converts the other types dptrain
-// accepts as it reads them (what h5py writes by default from NumPy is float64 and int64):
-// float16 and float64 features round to float32; an integer label beyond int32 is clipped and then
-// refused as out of range. Returns what is converted ("float64 features, int64 labels"), or "".
+// Other types (h5py's defaults are float64 and int64) are converted by HDF5 as read; a label
+// beyond int32 is clipped, then refused as out of range. Returns what is converted, or "".
 static std::string conversions(hid_t features, hid_t labels, const std::string& path, const std::string& hint) {
     const h5::TypeInfo f = h5::type_of(features), l = h5::type_of(labels);
     if (f.cls != H5T_FLOAT || (f.size != 2 && f.size != 4 && f.size != 8))
@@ -77,9 +74,8 @@ ShardSet::~ShardSet() {
         if (sh.fd >= 0) ::close(sh.fd);
 }
 
-// A second reader shares what opening read and checked (every shard's layout and offsets, the
-// label caches, the node copy) and opens its own handles. Opening the set again would read every
-// shard's metadata and labels once more per reader thread, and hold the labels again.
+// Shares what opening read and checked (offsets, label caches, node copy); opening again would
+// reread every shard's metadata and labels per reader thread and hold the labels twice.
 std::unique_ptr<Dataset> ShardSet::reopen() const {
     if (mode_ == IoMode::collective) throw std::logic_error("ShardSet::reopen: collective reads have one reader");
     std::lock_guard<std::mutex> g(h5::lock());
@@ -88,7 +84,7 @@ std::unique_ptr<Dataset> ShardSet::reopen() const {
     s->split_ = split_;
     s->mode_ = mode_;
     s->comm_ = comm_;
-    s->node_copy_ = node_copy_;  // memory: the same node-shared rows
+    s->node_copy_ = node_copy_;
     s->total_ = total_;
     s->dim_ = dim_;
     s->classes_ = classes_;
@@ -121,8 +117,7 @@ ShardSet::Shard ShardSet::Shard::reopened(size_t n_shards) const {
     return c;
 }
 
-// HDF5 reads (chunked, compressed): a chunk cache sized to hold the shard's datasets instead of
-// HDF5's 1 MiB, within 256 MiB per reader for all shards together.
+// Instead of HDF5's 1 MiB: room for the shard's datasets, 256 MiB per reader over all shards.
 void ShardSet::Shard::size_chunk_caches(size_t n_shards) {
     const size_t budget = std::min<size_t>(64u << 20, (256u << 20) / n_shards);
     chunk_cache = h5::size_chunk_cache(file.get(), features, "/features", budget / 5 * 4) +
@@ -130,7 +125,7 @@ void ShardSet::Shard::size_chunk_caches(size_t n_shards) {
 }
 
 void ShardSet::bad_label(const Shard& sh, long row, int label) const {
-    // A wider integer beyond int32 arrives clipped to int32's end: its true value is not known here.
+    // A wider label beyond int32 arrives clipped: its true value is unknown here.
     const bool clipped = sh.label_dtype != "int32" && (label == INT32_MAX || label == INT32_MIN);
     const std::string value = clipped ? strfmt("is beyond int32 (%s %s label), so", sh.label_dtype[0] == 'i' ? "an" : "a",
                                                sh.label_dtype.c_str())
@@ -139,8 +134,7 @@ void ShardSet::bad_label(const Shard& sh, long row, int label) const {
                            sh.path.c_str(), row, value.c_str(), classes_));
 }
 
-// The command that rewrites a split's shards as float32/int32 shards of the same split, count and
-// classes, into a new directory (never over them): every shard in order, the first 4 named.
+// Rewrites the split as float32/int32 shards into a new directory, never over them.
 static std::string convert_command(const std::string& split, const std::vector<std::string>& paths,
                                    const std::string& classes) {
     std::string inputs;
@@ -170,9 +164,8 @@ std::string ShardSet::conversion_note_of_shards() const {
     }
     std::vector<std::string> paths;
     for (const Shard& sh : shards_) paths.push_back(sh.path);
-    // Chunked or compressed float32 training shards: a batch's random rows come from HDF5's chunk
-    // cache, a step about 4x as long as from the same rows stored contiguously (docs/BENCHMARKS.md).
-    // The evaluation reads in order, a chunk at a time.
+    // Random rows through the chunk cache cost ~4x a step (docs/BENCHMARKS.md); the evaluation
+    // reads in order, so only train is told.
     if (!first && chunked > 0 && mode_ == IoMode::direct && split_ == "train")
         return strfmt("note: %s: %d of %zu shards are chunked or compressed: HDF5 reads their rows through its chunk "
                       "cache, not by direct reads (slower per row); --io memory holds them decompressed in the node's "
@@ -282,7 +275,7 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
         s.xfer_ = h5::Hid(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
         H5Pset_dxpl_mpio(s.xfer_.get(), H5FD_MPIO_COLLECTIVE);
     }
-    // A shard that is not as dptrain reads it is rewritten into a new directory, never over itself.
+    // The hint converts into a new directory, never over the shard itself.
     for (const std::string& path : paths)
         s.add_shard(path,
                     strfmt("convert the split with %s (K: the shards' num_classes; it takes any float or integer "
@@ -300,7 +293,7 @@ ShardSet ShardSet::open(const std::string& dir, const std::string& split, int ma
     return s;
 }
 
-// Opens one shard and checks it, alone and against the shards before it.
+// Checks it alone and against the shards before it.
 void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t fapl, size_t n_shards) {
     Shard sh;
     sh.path = path;
@@ -323,14 +316,13 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
     if (fd.size() != 2)
         throw UserError(strfmt("%s: /features has %zu dimensions, expected 2 (samples, features); %s", sh.path.c_str(),
                                fd.size(), hint.c_str()));
-    // (N,) or (N, 1), as h5py writes a column: the reads select rows x 1 either way.
+    // (N, 1) is how h5py writes a column; reads select rows x 1 either way.
     if (!(ld.size() == 1 || (ld.size() == 2 && ld[1] == 1)) || ld[0] != fd[0])
         throw UserError(strfmt("%s: /labels shape does not match /features (%llu samples): expected (%llu,) or (%llu, "
                                "1); %s",
                                sh.path.c_str(), (unsigned long long)fd[0], (unsigned long long)fd[0],
                                (unsigned long long)fd[0], hint.c_str()));
-    // num_classes as any number type (h5py writes a Python int as int64, a float as float64): a
-    // whole number is taken as it is.
+    // Any number type: h5py writes a Python int as int64, a float as float64.
     double k = 0;
     try {
         k = h5::read_attr_f64(sh.file.get(), "num_classes");
@@ -348,13 +340,12 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
                                sh.path.c_str(), (unsigned long long)fd[1], classes, shards_[0].path.c_str(), dim_,
                                classes_));
     }
-    // A shard of no rows (h5py writes one as readily as any other: data/README.md lets N differ
-    // between shards) holds no sample to index: left out, and said (conversion_note).
+    // Legal (data/README.md lets N differ); left out, and said in conversion_note.
     if (fd[0] == 0) {
         empty_.push_back(sh.path);
         return;
     }
-    // A batch of rows is staged in memory: refuse a row width no batch could hold.
+    // A batch is staged in memory: refuse rows no batch could hold.
     if (fd[1] == 0 || (double)fd[1] * 4.0 * max_rows_ > (double)(1ull << 32))
         throw UserError(strfmt("%s: /features has %llu features per sample; a batch of %d such rows does not fit "
                                "in 4 GiB of host memory",
@@ -362,8 +353,8 @@ void ShardSet::add_shard(const std::string& path, const std::string& hint, hid_t
     if (mode_ != IoMode::collective)
         setup_direct(sh.path, sh.features.get(), sh.labels.get(), fd[0], fd[1], &sh.fd, &sh.features_at, &sh.labels_at);
     if (sh.fd >= 0) {
-        // Read by pread alone from here on: HDF5's handles are closed, since an open file holds
-        // its metadata cache (about half a MiB in HDF5 1.10): 600 MiB a rank for 1,024 shards.
+        // pread from here on: closed, as an open file holds ~0.5 MiB of HDF5 metadata cache
+        // (docs/BENCHMARKS.md, "Memory per shard: HDF5 handles closed after open").
         sh.labels.reset();
         sh.features.reset();
         sh.file.reset();

@@ -1,4 +1,5 @@
-// Tokenizers and token shards.
+// Token shards: opening and checking a split, and reading its windows. Not for: the tokenizers
+// (tokenizer.cpp) or tabular shards (shards.cpp).
 #include "dptrain/data/tokens.h"
 
 #include "dptrain/comm/communicator.h"
@@ -6,184 +7,17 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/core/rng.h"
-#include "dptrain/core/utf8.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
-#include <set>
-#include <sstream>
 
 namespace dptrain {
-
-// ---- UTF-8
-
-static std::vector<uint32_t> code_points(const std::string& s) {
-    std::vector<uint32_t> out;
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp;
-        if (!next_code_point(s, &i, &cp, /*strict=*/true))
-            throw UserError(strfmt("text is not valid UTF-8 at byte %zu: this tokenizer reads UTF-8 (for any bytes, make "
-                                   "the data with dptrain-data text --tokenizer byte or gpt2)",
-                                   i));
-        out.push_back(cp);
-    }
-    return out;
-}
-
-// ---- Tokenizer
-
-int Tokenizer::vocab_size() const {
-    return kind == "byte"            ? 256
-           : kind == "ids"           ? id_count
-           : kind == "gpt2"          ? bpe->size()
-           : kind == "sentencepiece" ? sp->size()
-                                     : (int)chars.size();
-}
-
-bool Tokenizer::same_as(const Tokenizer& o) const {
-    if (kind != o.kind || chars != o.chars || id_count != o.id_count) return false;
-    if (kind == "sentencepiece") return sp == o.sp || sp->bytes() == o.sp->bytes();
-    return kind != "gpt2" || bpe == o.bpe || bpe->table() == o.bpe->table();
-}
-
-std::vector<int> Tokenizer::encode(const std::string& utf8) const {
-    std::vector<int> ids;
-    if (kind == "gpt2") {
-        bpe->encode(utf8, &ids);
-        return ids;
-    }
-    if (kind == "sentencepiece") {
-        sp->encode(utf8, &ids);
-        return ids;
-    }
-    if (kind == "byte") {
-        for (unsigned char c : utf8) ids.push_back(c);
-        return ids;
-    }
-    if (kind == "ids") {
-        std::istringstream in(utf8);
-        std::string word;
-        while (in >> word) {
-            char* end = nullptr;
-            errno = 0;
-            const long v = std::strtol(word.c_str(), &end, 10);
-            if (errno != 0 || *end != '\0' || v < 0 || v >= id_count)
-                throw UserError(strfmt("'%s' is not a token id in [0, %d): this model was trained on pre-tokenized "
-                                       "ids, so give the prompt as ids (e.g. \"15496 11\")",
-                                       word.c_str(), id_count));
-            ids.push_back((int)v);
-        }
-        return ids;
-    }
-    for (uint32_t cp : code_points(utf8)) {
-        auto it = std::lower_bound(chars.begin(), chars.end(), cp);
-        if (it == chars.end() || *it != cp) {
-            // A control character is named by its code alone: written raw, a new line split the
-            // one-line message in two.
-            std::string ch;
-            append_utf8(ch, cp);
-            const bool control = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0);
-            throw UserError(strfmt("character %s%s%sU+%04X%s is not in the model's vocabulary of %zu characters",
-                                   control ? "" : "'", control ? "" : ch.c_str(), control ? "" : "' (", cp,
-                                   control ? " (a control character)" : ")", chars.size()));
-        }
-        ids.push_back((int)(it - chars.begin()));
-    }
-    return ids;
-}
-
-std::string Tokenizer::decode(const std::vector<int>& ids) const {
-    std::string out;
-    for (int id : ids) {
-        if (kind == "byte") out += (char)(unsigned char)id;
-        else if (kind == "gpt2") out += id >= 0 && id < bpe->size() ? bpe->bytes_of(id) : "";
-        else if (kind == "sentencepiece") out += id >= 0 && id < sp->size() ? sp->surface(id) : "";
-        else if (kind == "ids") out += " " + std::to_string(id);
-        else if (id >= 0 && id < (int)chars.size()) append_utf8(out, chars[id]);
-    }
-    return out;
-}
-
-std::string Tokenizer::table() const {
-    if (kind == "ids") return std::to_string(id_count);
-    if (kind == "gpt2") return bpe->table();
-    if (kind == "sentencepiece") return sp->bytes();
-    std::string out;
-    for (uint32_t cp : chars) append_utf8(out, cp);
-    return out;
-}
-
-int Tokenizer::bytes_of(int id) const {
-    if (kind == "ids") return 0;
-    // <|endoftext|> separates documents (dptrain-data puts it there); it is none of their text.
-    if (kind == "gpt2") return id >= 0 && id < bpe->size() && id != bpe->endoftext() ? (int)bpe->bytes_of(id).size() : 0;
-    if (kind == "sentencepiece") return id >= 0 && id < sp->size() ? (int)sp->surface(id).size() : 0;
-    if (kind == "byte" || id < 0 || id >= (int)chars.size()) return 1;
-    const uint32_t cp = chars[(size_t)id];
-    return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
-}
-
-Tokenizer Tokenizer::from(const std::string& kind, const std::string& table) {
-    Tokenizer t;
-    t.kind = kind;
-    if (kind == "char") {
-        // Read as it was written: a table stored before UTF-8 was read strictly may hold a
-        // surrogate or an overlong form, and its shards and checkpoints still load.
-        for (size_t i = 0; i < table.size();) {
-            uint32_t cp;
-            if (!next_code_point(table, &i, &cp, /*strict=*/false))
-                throw UserError(strfmt("the stored character table is not UTF-8 at byte %zu (a damaged file?)", i));
-            t.chars.push_back(cp);
-        }
-        if (!std::is_sorted(t.chars.begin(), t.chars.end()))
-            throw UserError("character vocabulary table is not in code-point order");
-    } else if (kind == "ids") {
-        char* end = nullptr;
-        const long n = std::strtol(table.c_str(), &end, 10);
-        if (table.empty() || *end != '\0' || n < 1 || n > INT32_MAX)
-            throw UserError(strfmt("tokenizer 'ids' needs its vocabulary size, not '%s'", table.c_str()));
-        t.id_count = (int)n;
-    } else if (kind == "gpt2") {
-        t.bpe = Gpt2Bpe::from_table(table);
-    } else if (kind == "sentencepiece") {
-        t.sp = SentencePieceModel::from_bytes(table, "the stored SentencePiece model");
-    } else if (kind != "byte") {
-        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2, sentencepiece or ids): a newer dptrain "
-                               "wrote it?",
-                               kind.c_str()));
-    }
-    return t;
-}
-
-Tokenizer Tokenizer::sentencepiece(std::shared_ptr<const SentencePieceModel> model) {
-    Tokenizer t;
-    t.kind = "sentencepiece";
-    t.sp = std::move(model);
-    return t;
-}
-
-Tokenizer Tokenizer::gpt2(const std::string& encoder_path, const std::string& merges_path) {
-    Tokenizer t;
-    t.kind = "gpt2";
-    t.bpe = Gpt2Bpe::load(encoder_path, merges_path);
-    return t;
-}
-
-Tokenizer Tokenizer::chars_of(const std::string& utf8) {
-    std::vector<uint32_t> cps = code_points(utf8);
-    std::set<uint32_t> seen(cps.begin(), cps.end());
-    Tokenizer t;
-    t.kind = "char";
-    t.chars.assign(seen.begin(), seen.end());
-    return t;
-}
 
 // ---- TokenShardSet
 
@@ -260,20 +94,77 @@ void TokenShardSet::load_node_memory() {
 // A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's
 // (first_table: the first shard's table as stored, which this sets when first is null) gives that
 // shard's tokenizer again, unparsed: a BPE's table is about 1 MB and a split may have 1000 shards.
-static Tokenizer shard_tokenizer(hid_t file, const std::string& path, const std::string& hint, const Tokenizer* first,
-                                 std::string* first_table, int* vocab) {
+static TokenizerPtr shard_tokenizer(hid_t file, const std::string& path, const std::string& hint,
+                                    const TokenizerPtr& first, std::string* first_table, int* vocab) {
     try {
         *vocab = (int)h5::read_attr_i64(file, "vocab_size");
-        const std::string kind = h5::read_attr_str(file, "tokenizer");
-        const std::string table = Tokenizer::has_table(kind) ? h5::read_text(file, "vocab")
-                                  : kind == "ids"            ? std::to_string(*vocab)
-                                                             : "";
+        const TokenizerKind kind = tokenizer_kind(h5::read_attr_str(file, "tokenizer"));
+        const std::string table = keeps_table(kind)          ? h5::read_text(file, "vocab")
+                                  : kind == TokenizerKind::ids ? std::to_string(*vocab)
+                                                               : "";
         if (!first) *first_table = table;
-        else if (first->kind == kind && *first_table == table) return *first;
-        return Tokenizer::from(kind, table);
+        else if (first->kind() == kind && *first_table == table) return first;
+        return tokenizer_from(kind, table);
     } catch (const UserError& e) {
         throw UserError(strfmt("%s: %s; %s", path.c_str(), e.what(), hint.c_str()));
     }
+}
+
+// Tabular shards given to the GPT: the fix is the model, not new shards.
+static void refuse_tabular(hid_t file, const std::string& path) {
+    if (H5Lexists(file, "/tokens", H5P_DEFAULT) <= 0 && H5Lexists(file, "/features", H5P_DEFAULT) > 0)
+        throw UserError(strfmt("%s holds tabular shards (datasets /features and /labels): train them with --model mlp "
+                               "(--model gpt reads /tokens)",
+                               path.c_str()));
+}
+
+// /tokens' bytes per token: unsigned 16 or 32 bits in either byte order. *native: stored in this
+// host's order, which pread can read (HDF5 converts another order as it reads).
+static int token_width(hid_t data, const std::string& path, const std::string& hint, bool* native) {
+    h5::Hid type(H5Dget_type(data), H5Tclose);
+    const bool unsigned_int = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
+    const bool u16 = unsigned_int && H5Tget_size(type.get()) == 2, u32 = unsigned_int && H5Tget_size(type.get()) == 4;
+    *native = H5Tequal(type.get(), u16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32) > 0;
+    if (!u16 && !u32)
+        throw UserError(strfmt("%s: dataset /tokens has dtype %s, expected uint16 or uint32; %s", path.c_str(),
+                               h5::type_of(data).name.c_str(), hint.c_str()));
+    return u16 ? 2 : 4;
+}
+
+static long token_count(hid_t data, const std::string& path, const std::string& hint) {
+    auto dims = h5::dims(data);
+    if (dims.size() != 1)
+        throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
+    return (long)dims[0];
+}
+
+// The vocab_size attribute must cover the tokenizer's ids and fit the token type.
+static void check_vocab_size(const Tokenizer& tok, int vocab, int width, const std::string& path) {
+    if (vocab < tok.vocab_size() || vocab > (width == 2 ? 65536 : INT32_MAX))
+        throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
+                               path.c_str(), vocab, tok.name(), tok.vocab_size()));
+}
+
+// A descriptor that reads the `bytes` of /tokens by pread at *at, for a native, contiguous,
+// unfiltered dataset whose file holds them; -1 when HDF5 must read them. Throws when the file is
+// shorter than its tokens.
+static int direct_fd(hid_t data, const std::string& path, long bytes, long* at) {
+    h5::Hid dcpl(H5Dget_create_plist(data), H5Pclose);
+    const haddr_t addr = H5Dget_offset(data);
+    if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 || addr == HADDR_UNDEF)
+        return -1;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)(addr + bytes)) {
+        *at = (long)addr;
+        return fd;
+    }
+    if (fd >= 0) {
+        ::close(fd);
+        throw UserError(strfmt("%s: truncated: its /tokens need %ld bytes past offset %ld", path.c_str(), bytes,
+                               (long)addr));
+    }
+    return -1;
 }
 
 TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
@@ -303,59 +194,29 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         Shard sh;
         sh.path = path;
         sh.file = h5::open_file(path, hint);
-        // Tabular shards given to the GPT: the fix is the model, not new shards.
-        if (H5Lexists(sh.file.get(), "/tokens", H5P_DEFAULT) <= 0 && H5Lexists(sh.file.get(), "/features", H5P_DEFAULT) > 0)
-            throw UserError(strfmt("%s holds tabular shards (datasets /features and /labels): train them with --model "
-                                   "mlp (--model gpt reads /tokens)",
-                                   path.c_str()));
+        refuse_tabular(sh.file.get(), path);
         sh.data = h5::open_dataset(sh.file.get(), path, "/tokens", hint);
-        h5::Hid type(H5Dget_type(sh.data.get()), H5Tclose);
-        // Unsigned 16 or 32 bits in either byte order: HDF5 converts another order as it reads, and
-        // only the native one is read by pread.
-        const bool unsigned_int = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
-        const bool u16 = unsigned_int && H5Tget_size(type.get()) == 2, u32 = unsigned_int && H5Tget_size(type.get()) == 4;
-        const bool native = H5Tequal(type.get(), u16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_UINT32) > 0;
-        if (!u16 && !u32)
-            throw UserError(strfmt("%s: dataset /tokens has dtype %s, expected uint16 or uint32; %s", path.c_str(),
-                                   h5::type_of(sh.data.get()).name.c_str(), hint.c_str()));
-        sh.width = u16 ? 2 : 4;
-        auto dims = h5::dims(sh.data.get());
-        if (dims.size() != 1)
-            throw UserError(strfmt("%s: /tokens has %zu dimensions, expected 1; %s", path.c_str(), dims.size(), hint.c_str()));
+        bool native = false;
+        sh.width = token_width(sh.data.get(), path, hint, &native);
+        const long tokens = token_count(sh.data.get(), path, hint);
         int vocab = 0;
-        Tokenizer tok =
-            shard_tokenizer(sh.file.get(), path, hint, s.shards_.empty() ? nullptr : &s.tok_, &first_table, &vocab);
-        if (vocab < tok.vocab_size() || vocab > (u16 ? 65536 : INT32_MAX))
-            throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
-                                   path.c_str(), vocab, tok.kind.c_str(), tok.vocab_size()));
+        TokenizerPtr tok = shard_tokenizer(sh.file.get(), path, hint, s.tok_, &first_table, &vocab);
+        check_vocab_size(*tok, vocab, sh.width, path);
         if (s.shards_.empty()) s.tok_ = tok;
-        else if (!tok.same_as(s.tok_))
+        else if (!tok->same_as(*s.tok_))
             throw UserError(strfmt("%s: its vocabulary differs from %s's; shards of one set must share it", path.c_str(),
                                    s.shards_[0].path.c_str()));
-        sh.tokens = (long)dims[0];
+        sh.tokens = tokens;
         sh.windows = sh.tokens > block_size ? (sh.tokens - block_size) / block_size : 0;
         sh.first = s.total_;
         sh.mem_at = mem_at;
         mem_at += (size_t)sh.tokens * sh.width;
         s.total_ += sh.windows;
         s.tokens_ += sh.tokens;
-        h5::Hid dcpl(H5Dget_create_plist(sh.data.get()), H5Pclose);
-        haddr_t at = H5Dget_offset(sh.data.get());
-        if (native && H5Pget_layout(dcpl.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(dcpl.get()) == 0 &&
-            at != HADDR_UNDEF) {
-            int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-            struct stat st;
-            if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= (off_t)(at + sh.tokens * sh.width)) {
-                sh.fd = fd;
-                sh.at = (long)at;
-                dcpl.reset();  // read by pread alone: HDF5's handles (and the file's metadata cache) closed
-                sh.data.reset();
-                sh.file.reset();
-            } else if (fd >= 0) {
-                ::close(fd);
-                throw UserError(strfmt("%s: truncated: its /tokens need %ld bytes past offset %ld", path.c_str(),
-                                       sh.tokens * sh.width, (long)at));
-            }
+        if (native) sh.fd = direct_fd(sh.data.get(), path, sh.tokens * sh.width, &sh.at);
+        if (sh.fd >= 0) {  // read by pread alone: HDF5's handles (and the file's metadata cache) closed
+            sh.data.reset();
+            sh.file.reset();
         }
         s.shards_.push_back(std::move(sh));
     }
@@ -401,7 +262,7 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
             read_stored(sh, start, W, raw_.data());
         }
         int* out = y + (size_t)i * W;
-        const uint32_t V = (uint32_t)tok_.vocab_size();
+        const uint32_t V = (uint32_t)tok_->vocab_size();
         uint32_t top = 0;
         if (sh.width == 2) {
             const uint16_t* p = reinterpret_cast<const uint16_t*>(raw_.data());
@@ -417,7 +278,7 @@ void TokenShardSet::read(const long* idx, int n, long epoch, float*, int* y) {
 bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
     if (memory_bytes() > max_bytes) return false;
     const long lo = tokens_ * part / parts, hi = tokens_ * (part + 1) / parts;
-    const uint32_t V = (uint32_t)tok_.vocab_size();
+    const uint32_t V = (uint32_t)tok_->vocab_size();
     constexpr long kBlock = 1 << 20;  // tokens per read
     std::vector<uint32_t> ids((size_t)kBlock);
     long first = 0;  // the shard's first token in the split
@@ -430,7 +291,7 @@ bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
                 if (ids[(size_t)k] >= V)
                     throw UserError(strfmt("%s: /tokens[%ld] = %u is outside the %s vocabulary of %u ids; the shard was "
                                            "not written with this tokenizer: make it again with dptrain-data text (or tokens)",
-                                           sh.path.c_str(), t - first + k, ids[(size_t)k], tok_.kind.c_str(), V));
+                                           sh.path.c_str(), t - first + k, ids[(size_t)k], tok_->name(), V));
         }
         first += sh.tokens;
     }
@@ -477,7 +338,7 @@ void TokenShardSet::bad_token(const Shard& sh, long start, int n, uint32_t V) co
         if (id >= V)
             throw UserError(strfmt("%s: /tokens[%ld] = %u is outside the %s vocabulary of %u ids; the shard was not "
                                    "written with this tokenizer: make it again with dptrain-data text",
-                                   sh.path.c_str(), start + k, id, tok_.kind.c_str(), V));
+                                   sh.path.c_str(), start + k, id, tok_->name(), V));
     }
     throw UserError(strfmt("%s: tokens %ld..%ld hold an id outside the vocabulary", sh.path.c_str(), start, start + n));
 }

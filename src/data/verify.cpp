@@ -74,7 +74,7 @@ std::string verify_values(const std::string& dir) {
             s.check_ids(0, 1, std::numeric_limits<double>::infinity());
             tokens[i] = s.num_tokens();
             shards[i++] = s.num_shards();
-            vocab = strfmt("%s vocabulary of %d", s.tokenizer().kind.c_str(), s.tokenizer().vocab_size());
+            vocab = strfmt("%s vocabulary of %d", s.tokenizer().name(), s.tokenizer().vocab_size());
         }
         return strfmt("tokens: %ld train + %ld val tokens in %d + %d shards: every id inside the %s", tokens[0],
                       tokens[1], shards[0], shards[1], vocab.c_str());

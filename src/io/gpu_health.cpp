@@ -1,6 +1,5 @@
-// NVML through dlopen. The few NVML types used are declared here as NVML's header defines them
-// (a device handle is an opaque pointer; the structs are plain and stable across NVML versions),
-// so no NVIDIA header or library is needed to build.
+// NVML through dlopen, its few types declared here (stable across versions), so building needs no
+// NVIDIA header or library. Not for: CUDA (backend/).
 #include "dptrain/io/gpu_health.h"
 
 #include "dptrain/core/error.h"

@@ -1,19 +1,16 @@
 // GPT-2 in Hugging Face's layout: names, orientation, config.json, and the checks of an import.
+// Not for: writing an export (hf_gpt2_export.cpp) or the safetensors format (safetensors.cpp).
 #include "dptrain/io/hf_gpt2.h"
 
 #include "dptrain/core/error.h"
-#include "dptrain/core/files.h"
 #include "dptrain/core/json.h"
 #include "dptrain/data/bpe.h"
-#include "dptrain/data/tokens.h"
+#include "dptrain/data/tokenizer.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -35,12 +32,6 @@ const Rename kBlock[] = {
     {"mlp.fc.weight", "mlp.c_fc.weight", true},  {"mlp.fc.bias", "mlp.c_fc.bias", false},
     {"mlp.proj.weight", "mlp.c_proj.weight", true}, {"mlp.proj.bias", "mlp.c_proj.bias", false},
 };
-
-// dst (cols, rows) = src (rows, cols) transposed.
-void transpose(const float* src, long rows, long cols, float* dst) {
-    for (long r = 0; r < rows; ++r)
-        for (long c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
-}
 
 bool is_dir(const std::string& p) {
     struct stat st;
@@ -65,29 +56,33 @@ std::string read_bytes(const std::string& path) {
     return ss.str();
 }
 
-// GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
-// not compute is refused by name.
-void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
-    Json c;
-    try {
-        c = parse_json(read_bytes(path));
-    } catch (const JsonError& e) {
-        throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
-    }
-    if (!c.is_object()) throw UserError(path + ": not a JSON object");
-    auto get_int = [&](const char* key, const char* alt, bool need) {
-        auto it = c.find(key);
-        if (it == c.end() && alt) it = c.find(alt);
-        if ((it == c.end() || it->is_null()) && !need) return 0;
-        if (it == c.end() || !it->is_number_integer() || it->get<long>() <= 0 || it->get<long>() > (1L << 30))
-            throw UserError(strfmt("%s: \"%s\" must be a positive integer", path.c_str(), key));
-        return it->get<int>();
-    };
-    auto text = [&](const char* key) {
-        auto it = c.find(key);
-        return it != c.end() && it->is_string() ? it->get<std::string>() : std::string();
-    };
-    const std::string type = text("model_type"), act = text("activation_function");
+// config.json's positive integer `key` (or `alt`, its older name); 0 when it is absent or null
+// and not `need`ed.
+int config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need) {
+    auto it = c.find(key);
+    if (it == c.end() && alt) it = c.find(alt);
+    if ((it == c.end() || it->is_null()) && !need) return 0;
+    if (it == c.end() || !it->is_number_integer() || it->get<long>() <= 0 || it->get<long>() > (1L << 30))
+        throw UserError(strfmt("%s: \"%s\" must be a positive integer", path.c_str(), key));
+    return it->get<int>();
+}
+
+std::string config_text(const Json& c, const char* key) {
+    auto it = c.find(key);
+    return it != c.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// One of GPT2Config's switches of the attention's arithmetic: at its GPT-2 value, or refused.
+void config_flag(const std::string& path, const Json& c, const char* key, bool gpt2, const char* what) {
+    auto it = c.find(key);
+    if (it != c.end() && it->is_boolean() && it->get<bool>() != gpt2)
+        throw UserError(strfmt("%s: %s is %s; dptrain's GPT %s", path.c_str(), key, gpt2 ? "false" : "true", what));
+}
+
+// The settings that change the arithmetic (model type, activation, LayerNorm's epsilon, the tied
+// head, the attention's switches) at the values dptrain's GPT computes, or refused.
+void check_arithmetic(const std::string& path, const Json& c) {
+    const std::string type = config_text(c, "model_type"), act = config_text(c, "activation_function");
     if (!type.empty() && type != "gpt2")
         throw UserError(strfmt("%s: model_type is \"%s\"; dptrain imports GPT-2 (\"gpt2\") models", path.c_str(),
                                type.c_str()));
@@ -100,33 +95,49 @@ void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
     auto tie = c.find("tie_word_embeddings");
     if (tie != c.end() && *tie == false)
         throw UserError(path + ": tie_word_embeddings is false; dptrain's LM head is the token embedding (tied)");
-    // GPT2Config's switches of the attention's arithmetic, at their GPT-2 values or refused.
-    auto flag = [&](const char* key, bool gpt2, const char* what) {
-        auto it = c.find(key);
-        if (it != c.end() && it->is_boolean() && it->get<bool>() != gpt2)
-            throw UserError(strfmt("%s: %s is %s; dptrain's GPT %s", path.c_str(), key, gpt2 ? "false" : "true", what));
-    };
-    flag("scale_attn_weights", true, "scales attention scores by 1/sqrt(head size), as GPT-2 does");
-    flag("scale_attn_by_inverse_layer_idx", false, "does not scale attention by 1/(layer + 1)");
-    flag("add_cross_attention", false, "has no cross-attention");
+    config_flag(path, c, "scale_attn_weights", true, "scales attention scores by 1/sqrt(head size), as GPT-2 does");
+    config_flag(path, c, "scale_attn_by_inverse_layer_idx", false, "does not scale attention by 1/(layer + 1)");
+    config_flag(path, c, "add_cross_attention", false, "has no cross-attention");
+}
+
+// The tokenizer an export named in its "dptrain" entry, when there is one.
+void read_named_tokenizer(const Json& c, TokenizerId* named) {
     auto ours = c.find("dptrain");
-    if (ours != c.end() && ours->is_object()) {
-        auto kind = ours->find("tokenizer"), vocab = ours->find("vocab");
-        if (kind != ours->end() && kind->is_string()) named->kind = kind->get<std::string>();
-        if (vocab != ours->end() && vocab->is_string()) named->table = vocab->get<std::string>();
+    if (ours == c.end() || !ours->is_object()) return;
+    auto kind = ours->find("tokenizer"), vocab = ours->find("vocab");
+    if (kind != ours->end() && kind->is_string()) named->kind = kind->get<std::string>();
+    if (vocab != ours->end() && vocab->is_string()) named->table = vocab->get<std::string>();
+}
+
+// GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
+// not compute is refused by name.
+void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
+    Json c;
+    try {
+        c = parse_json(read_bytes(path));
+    } catch (const JsonError& e) {
+        throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
     }
-    cfg->vocab_size = get_int("vocab_size", nullptr, true);
-    cfg->block_size = get_int("n_positions", "n_ctx", true);
-    cfg->n_embd = get_int("n_embd", nullptr, true);
-    cfg->n_layer = get_int("n_layer", nullptr, true);
-    cfg->n_head = get_int("n_head", nullptr, true);
-    const int inner = get_int("n_inner", nullptr, false);
+    if (!c.is_object()) throw UserError(path + ": not a JSON object");
+    check_arithmetic(path, c);
+    read_named_tokenizer(c, named);
+    cfg->vocab_size = config_int(path, c, "vocab_size", nullptr, true);
+    cfg->block_size = config_int(path, c, "n_positions", "n_ctx", true);
+    cfg->n_embd = config_int(path, c, "n_embd", nullptr, true);
+    cfg->n_layer = config_int(path, c, "n_layer", nullptr, true);
+    cfg->n_head = config_int(path, c, "n_head", nullptr, true);
+    const int inner = config_int(path, c, "n_inner", nullptr, false);
     if (inner != 0 && inner != 4 * cfg->n_embd)
         throw UserError(strfmt("%s: n_inner %d; dptrain's MLP is 4 x n_embd = %d wide", path.c_str(), inner,
                                4 * cfg->n_embd));
 }
 
 } // namespace
+
+void hf_gpt2_transpose(const float* src, long rows, long cols, float* dst) {
+    for (long r = 0; r < rows; ++r)
+        for (long c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
 
 std::string hf_gpt2_name(const std::string& ours, bool* transposed) {
     *transposed = false;
@@ -143,118 +154,6 @@ std::string hf_gpt2_name(const std::string& ours, bool* transposed) {
             }
     }
     throw std::invalid_argument("not a GPT parameter: " + ours);
-}
-
-namespace {
-
-// The tokenizer files of Hugging Face's layout: an export writes some (vocab.json and merges.txt,
-// or tokenizer.model), and any other left in the directory would be loaded with the new model.
-const char* const kTokenizerFiles[] = {"vocab.json",      "merges.txt",           "tokenizer.model",
-                                       "tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
-                                       "added_tokens.json", "generation_config.json"};
-
-// An export's directory: refused when it holds files (unless overwrite); with overwrite, the
-// tokenizer files the export will not write are removed. Returns their names.
-std::vector<std::string> clear_for_export(const std::string& dir, bool overwrite, const std::vector<std::string>& writes) {
-    std::vector<std::string> held, removed;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        held.push_back(it->path().filename().string());
-    if (held.empty()) return removed;
-    std::sort(held.begin(), held.end());
-    if (!overwrite) {
-        std::string some;
-        for (size_t i = 0; i < held.size() && i < 4; ++i) some += (i ? ", " : "") + held[i];
-        throw UserError(strfmt("--out %s already holds %zu file%s (%s%s); export into a new directory, or replace the "
-                               "model there with --overwrite",
-                               dir.c_str(), held.size(), held.size() == 1 ? "" : "s", some.c_str(),
-                               held.size() > 4 ? ", ..." : ""));
-    }
-    for (const char* name : kTokenizerFiles) {
-        if (std::find(writes.begin(), writes.end(), name) != writes.end()) continue;
-        if (std::find(held.begin(), held.end(), name) == held.end()) continue;
-        if (std::remove((dir + "/" + name).c_str()) != 0)
-            throw UserError(strfmt("--out %s: cannot remove the stale %s: %s", dir.c_str(), name, std::strerror(errno)));
-        removed.push_back(name);
-    }
-    return removed;
-}
-
-} // namespace
-
-std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype,
-                                        bool overwrite) {
-    GptConfig cfg;
-    if (!parse_gpt_signature(ck.model, &cfg))
-        throw UserError(strfmt("the checkpoint holds %s; export writes GPT-2's layout, for --model gpt checkpoints",
-                               ck.model.c_str()));
-    Gpt gpt(cfg, 0);
-    if (gpt.num_params() != ck.params.size())
-        throw UserError(strfmt("the checkpoint holds %zu parameters, but its model %s has %zu", ck.params.size(),
-                               ck.model.c_str(), gpt.num_params()));
-    std::vector<TensorOut> out;
-    for (const ParamView& v : gpt.layout().views) {
-        bool tr = false;
-        TensorOut t;
-        t.name = hf_gpt2_name(v.name, &tr);
-        const float* src = ck.params.data() + v.offset;
-        if (tr) {
-            t.shape = {v.shape[1], v.shape[0]};
-            t.data.resize(v.size);
-            transpose(src, v.shape[0], v.shape[1], t.data.data());
-        } else {
-            t.shape.assign(v.shape.begin(), v.shape.end());
-            t.data.assign(src, src + v.size);
-        }
-        out.push_back(std::move(t));
-    }
-    const bool bpe = ck.tokenizer == "gpt2", sp = ck.tokenizer == "sentencepiece";
-    make_directories(dir, "--out");
-    const std::vector<std::string> removed =
-        clear_for_export(dir, overwrite, bpe ? std::vector<std::string>{"vocab.json", "merges.txt"}
-                                         : sp ? std::vector<std::string>{"tokenizer.model"} : std::vector<std::string>{});
-    write_safetensors(dir + "/model.safetensors", out,
-                      {{"format", "pt"},
-                       {"dptrain.model", ck.model},
-                       {"dptrain.step", std::to_string(ck.step)},
-                       {"dptrain.tokenizer", ck.tokenizer}},
-                      dtype);
-    Json c = Json::object();
-    c["architectures"] = Json::array({"GPT2LMHeadModel"});
-    c["model_type"] = "gpt2";
-    c["vocab_size"] = cfg.vocab_size;
-    c["n_positions"] = cfg.block_size;
-    c["n_ctx"] = cfg.block_size;
-    c["n_embd"] = cfg.n_embd;
-    c["n_layer"] = cfg.n_layer;
-    c["n_head"] = cfg.n_head;
-    c["n_inner"] = nullptr;
-    c["activation_function"] = "gelu_new";
-    c["layer_norm_epsilon"] = 1e-5;
-    c["resid_pdrop"] = 0.0;
-    c["embd_pdrop"] = 0.0;
-    c["attn_pdrop"] = 0.0;
-    c["initializer_range"] = 0.02;
-    c["tie_word_embeddings"] = true;
-    c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
-    // GPT2Config's defaults name GPT-2's <|endoftext|> (50256), outside any other vocabulary: said.
-    const Tokenizer tok = bpe ? Tokenizer::from(ck.tokenizer, ck.vocab) : Tokenizer();
-    const int eot = bpe ? tok.bpe->endoftext() : -1;
-    c["bos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
-    c["eos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
-    // GPT-2's BPE leaves as the files Hugging Face's GPT2Tokenizer reads, a SentencePiece model as
-    // its tokenizer.model; the other tokenizers' tables are short text.
-    c["dptrain"] = {{"model", ck.model},
-                    {"step", ck.step},
-                    {"tokenizer", ck.tokenizer},
-                    {"vocab", bpe ? std::string("vocab.json, merges.txt") : sp ? std::string("tokenizer.model") : ck.vocab}};
-    if (bpe) {
-        write_file_atomically(dir + "/vocab.json", tok.bpe->encoder_json() + "\n");
-        write_file_atomically(dir + "/merges.txt", tok.bpe->merges_text());
-    }
-    if (sp) write_file_atomically(dir + "/tokenizer.model", ck.vocab);
-    write_file_atomically(dir + "/config.json", c.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
-    return removed;
 }
 
 HfGpt2 find_hf_gpt2(const std::string& path) {
@@ -347,10 +246,30 @@ TokenizerId tokenizer_beside(const HfGpt2& h) {
     const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
     const bool bpe_files = exists(vocab) && exists(merges);
     TokenizerId t = h.named;
-    if (t.kind.empty() && bpe_files) t.kind = "gpt2";
-    if (t.kind == "gpt2") t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
-    if (t.kind == "sentencepiece") t.table = exists(spm) ? read_bytes(spm) : std::string();
+    if (t.kind.empty() && bpe_files) t.kind = name_of(TokenizerKind::gpt2);
+    TokenizerKind kind;
+    if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // a kind named but not known: compared as written
+    if (kind == TokenizerKind::gpt2) t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
+    if (kind == TokenizerKind::sentencepiece) t.table = exists(spm) ? read_bytes(spm) : std::string();
     return t;
+}
+
+// How to make data with the tokenizer an export's directory holds, for a refusal's message: the
+// kinds whose tables are files there; "" for the others.
+std::string remake_hint(TokenizerKind kind, const std::string& dir) {
+    switch (kind) {
+    case TokenizerKind::gpt2:
+        return strfmt(" (dptrain-data text --tokenizer gpt2 --encoder %s/vocab.json --merges %s/merges.txt; from ids: "
+                      "dptrain-data tokens with the same --encoder and --merges)",
+                      dir.c_str(), dir.c_str());
+    case TokenizerKind::sentencepiece:
+        return strfmt(" (dptrain-data text --tokenizer sentencepiece --sp-model %s/tokenizer.model)", dir.c_str());
+    case TokenizerKind::byte:
+    case TokenizerKind::chars:
+    case TokenizerKind::ids:
+        break;
+    }
+    return "";
 }
 
 // The same vocabulary size can hold other tokens (a char table of another text; GPT-2's ids on
@@ -361,32 +280,30 @@ std::string check_tokenizer(const std::string& path, const HfGpt2& h, const Toke
     if (run.kind.empty()) return "";
     const TokenizerId theirs = tokenizer_beside(h);
     if (theirs.kind.empty() || (theirs.kind == run.kind && theirs.table == run.table)) return "";
-    if (run.kind == "ids")
+    TokenizerKind run_kind, their_kind;
+    const bool run_known = parse_tokenizer_kind(run.kind, &run_kind);
+    const bool their_known = parse_tokenizer_kind(theirs.kind, &their_kind);
+    if (run_known && run_kind == TokenizerKind::ids)
         return strfmt("the data's ids, which name no tokenizer, taken as the model's %s ids", theirs.kind.c_str());
-    if (theirs.kind == "ids")
+    if (their_known && their_kind == TokenizerKind::ids)
         return strfmt("the model's ids, which name no tokenizer, taken as the data's %s ids", run.kind.c_str());
-    const std::string how = theirs.kind == "gpt2"            ? strfmt(" (dptrain-data text --tokenizer gpt2 --encoder %s/vocab.json --merges %s/merges.txt; from ids: dptrain-data tokens with the same --encoder and --merges)", h.dir.c_str(), h.dir.c_str())
-                            : theirs.kind == "sentencepiece" ? strfmt(" (dptrain-data text --tokenizer sentencepiece --sp-model %s/tokenizer.model)", h.dir.c_str())
-                                                             : std::string();
+    const std::string how = their_known ? remake_hint(their_kind, h.dir) : std::string();
     throw UserError(strfmt("%s: the model was trained on %s tokens, the run's data holds %s tokens%s: its ids would "
                            "stand for other text; fine-tune on data tokenized with the model's own tokenizer%s",
                            path.c_str(), theirs.kind.c_str(), run.kind.c_str(),
                            theirs.kind == run.kind ? " of another table" : "", how.c_str()));
 }
 
-} // namespace
+// Where the tensors' names start: "" (GPT2Model's state) or "transformer." (GPT2LMHeadModel's).
+std::string tensor_prefix(const std::string& file, const Safetensors& st) {
+    if (st.find("wte.weight")) return "";
+    if (st.find("transformer.wte.weight")) return "transformer.";
+    throw UserError(file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
+}
 
-void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note,
-                    const TokenizerId& tokens) {
-    HfGpt2 h = find_hf_gpt2(path);
-    const Safetensors st = Safetensors::read_file(h.file);
-    if (st.find("wte.weight")) h.prefix = "";
-    else if (st.find("transformer.wte.weight")) h.prefix = "transformer.";
-    else throw UserError(h.file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
-    check_shapes(h.file, st, h, cfg);
-    const std::string taken = check_tokenizer(h.file, h, tokens);
-
-    const Gpt gpt(cfg, 0);
+// Every parameter of `gpt` from its tensor (transposed from Conv1D's orientation where it is one;
+// the position table cropped to the run's block size) into params. Returns the names read.
+std::set<std::string> copy_tensors(const HfGpt2& h, const Safetensors& st, const Gpt& gpt, float* params) {
     std::set<std::string> used;
     std::vector<float> tmp;
     for (const ParamView& v : gpt.layout().views) {
@@ -403,36 +320,66 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
                                    shape_text(want).c_str()));
         tmp.resize(t->count());
         st.to_float(*t, tmp.data());
-        if (tr) transpose(tmp.data(), want[0], want[1], params + v.offset);
+        if (tr) hf_gpt2_transpose(tmp.data(), want[0], want[1], params + v.offset);
         else std::copy(tmp.begin(), tmp.begin() + (long)v.size, params + v.offset);
         used.insert(name);
     }
-    // GPT2LMHeadModel's state also names the tied head and, in older files, the attention masks.
+    return used;
+}
+
+bool ends_with(const std::string& s, const std::string& end) {
+    return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// The tensors not read: GPT2LMHeadModel's state also names the tied head (taken when it equals
+// wte, the imported token embedding) and, in older files, the attention masks; anything else is
+// refused.
+void check_unused(const HfGpt2& h, const Safetensors& st, const std::set<std::string>& used, const float* wte,
+                  int n_layer) {
     const std::string head = "lm_head.weight";  // never under "transformer."
+    std::vector<float> tmp;
     for (const SafeTensor& t : st.tensors()) {
         if (used.count(t.name)) continue;
-        const auto ends = [&](const std::string& s) {
-            return t.name.size() >= s.size() && t.name.compare(t.name.size() - s.size(), s.size(), s) == 0;
-        };
-        if (ends(".attn.bias") || ends(".attn.masked_bias")) continue;
+        if (ends_with(t.name, ".attn.bias") || ends_with(t.name, ".attn.masked_bias")) continue;
         if (t.name == head && t.shape == st.find(h.prefix + "wte.weight")->shape) {
             tmp.resize(t.count());
             st.to_float(t, tmp.data());
-            if (std::equal(tmp.begin(), tmp.end(), params + gpt.layout().find("wte").offset)) continue;
+            if (std::equal(tmp.begin(), tmp.end(), wte)) continue;
             throw UserError(strfmt("%s: lm_head.weight differs from wte.weight; dptrain's LM head is the "
                                    "token embedding (tied), so an untied head cannot be imported",
                                    h.file.c_str()));
         }
-        throw UserError(strfmt("%s: tensor %s is not part of a GPT-2 of %d layers", h.file.c_str(),
-                               t.name.c_str(), cfg.n_layer));
+        throw UserError(strfmt("%s: tensor %s is not part of a GPT-2 of %d layers", h.file.c_str(), t.name.c_str(),
+                               n_layer));
     }
+}
+
+// What the import assumed or changed, "; "-separated ("" for nothing): the cropped position table,
+// a head count taken from the run, the tokenizer taken as the other side's.
+std::string import_note(const HfGpt2& h, const Safetensors& st, const GptConfig& cfg, const std::string& taken) {
+    std::string note;
     const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");
-    note->clear();
     if (wpe->shape[0] > cfg.block_size)
-        *note = strfmt("position table cropped from %lld to --block-size %d", (long long)wpe->shape[0], cfg.block_size);
+        note = strfmt("position table cropped from %lld to --block-size %d", (long long)wpe->shape[0], cfg.block_size);
     if (h.cfg.n_head == 0)
-        *note += strfmt("%sno config.json beside it: --n-head %d assumed", note->empty() ? "" : "; ", cfg.n_head);
-    if (!taken.empty()) *note += (note->empty() ? "" : "; ") + taken;
+        note += strfmt("%sno config.json beside it: --n-head %d assumed", note.empty() ? "" : "; ", cfg.n_head);
+    if (!taken.empty()) note += (note.empty() ? "" : "; ") + taken;
+    return note;
+}
+
+} // namespace
+
+void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note,
+                    const TokenizerId& tokens) {
+    HfGpt2 h = find_hf_gpt2(path);
+    const Safetensors st = Safetensors::read_file(h.file);
+    h.prefix = tensor_prefix(h.file, st);
+    check_shapes(h.file, st, h, cfg);
+    const std::string taken = check_tokenizer(h.file, h, tokens);
+    const Gpt gpt(cfg, 0);
+    const std::set<std::string> used = copy_tensors(h, st, gpt, params);
+    check_unused(h, st, used, params + gpt.layout().find("wte").offset, cfg.n_layer);
+    *note = import_note(h, st, cfg, taken);
 }
 
 } // namespace dptrain

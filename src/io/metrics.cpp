@@ -1,4 +1,5 @@
 // Step and eval lines, JSONL metrics.
+// Not for: deciding what is measured (the trainer).
 #include "dptrain/io/metrics.h"
 
 #include "dptrain/core/error.h"
@@ -62,7 +63,7 @@ PhaseSummary PhaseTimes::take_interval() {
     for (int p = 0; p < kStepPhases && n > 0; ++p) {
         double sum = 0;
         for (long i = 0; i < n; ++i) sum += scratch_[i] = ring_[p][i];
-        // p90 by the nearest-rank rule: the smallest value with at least 90% of the steps at or below it.
+        // p90 by the nearest-rank rule.
         long k = std::max(0L, (long)std::ceil(0.9 * n) - 1);
         std::nth_element(scratch_.begin(), scratch_.begin() + k, scratch_.begin() + n);
         s.mean_ms[p] = 1e3 * sum / n;
@@ -169,8 +170,7 @@ Json checkpoints_json(const CheckpointAcross& c) {
                 {"longest_waiter", c.longest_waiter}};
 }
 
-// Checkpoints as ms per step over the run (their cost spread over the steps), their share beside
-// the step's own time, and the totals; the wait is the other ranks' (they idle while rank 0 writes).
+// Spread over the steps, beside the step's time; the wait is the other ranks' while rank 0 writes.
 static std::string format_checkpoint_rows(const CheckpointAcross& c, long steps, double step_ms, size_t ranks) {
     if (c.count <= 0 || steps <= 0) return "";
     auto share = [&](double total_ms) {
@@ -251,7 +251,7 @@ void truncate_jsonl_after(const std::string& path, long step) {
     while (std::fgets(buf, sizeof buf, in)) {
         line += buf;
         if (line.empty() || line.back() != '\n') continue;
-        // A record's own "step" member decides; a line that does not parse (cut short) is dropped.
+        // A line cut short does not parse, and is dropped.
         const Json rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
         const Json* at = rec.is_object() && rec.contains("step") ? &rec["step"] : nullptr;
         if (!rec.is_discarded() && (!at || !at->is_number() || at->get<double>() <= (double)step)) kept += line;
@@ -294,8 +294,6 @@ Record& Record::object(const char* name, const Json& v) {
 
 std::string Record::json() const { return json_text(j_); }
 
-// The members, with "time" (wall-clock seconds since the epoch, to the millisecond: when the record
-// was written) right after "type", into `out`.
 static void members_with_time(const Json& j, long long epoch_ms, Json& out) {
     for (auto it = j.begin(); it != j.end(); ++it) {
         out[it.key()] = it.value();
@@ -330,10 +328,10 @@ Record step_record(const StepStats& s) {
     r.metric("ms_per_step", s.ms_per_step, "Milliseconds").metric("samples_per_s", s.samples_per_s, "Count/Second");
     r.metric("data_wait_pct", s.data_wait_pct, "Percent").metric("comm_exposed_pct", s.comm_pct, "Percent");
     r.metric("comm_total_pct", s.comm_total_pct, "Percent");
-    // A language model's; for the MLP the file keeps its 0, but CloudWatch gets no metric of it.
+    // The MLP's 0 stays in the file but is no CloudWatch metric.
     if (s.tokens_per_sample > 0) r.metric("tokens_per_s", s.samples_per_s * s.tokens_per_sample, "Count/Second");
     else r.value("tokens_per_s", 0);
-    // Unknown MFU stays -1 in the file (as before) but is not declared as a metric.
+    // Unknown: -1 in the file, as before, but not declared.
     if (s.mfu >= 0) r.metric("mfu", s.mfu);
     else r.value("mfu", -1);
     r.value("progress_pct", s.total > 0 ? 100.0 * s.step / s.total : 0);

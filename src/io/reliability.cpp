@@ -5,8 +5,6 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/files.h"
 
-#include <mpi.h>
-
 #include <sys/stat.h>
 
 #include <atomic>

@@ -1,5 +1,5 @@
-// TensorBoard's event files: protocol-buffer fields by hand (varints, fixed 32/64-bit, and
-// length-delimited), TFRecord framing, CRC-32C by table.
+// TensorBoard's event files: protobuf fields by hand, TFRecord framing, CRC-32C by table.
+// Not for: what is recorded (the reporter).
 #include "dptrain/io/tensorboard.h"
 
 #include "dptrain/core/error.h"
@@ -16,7 +16,7 @@ namespace dptrain {
 
 namespace {
 
-// The reflected CRC-32C table (polynomial 0x82F63B78), made once.
+// Reflected, polynomial 0x82F63B78.
 struct Crc32cTable {
     uint32_t t[256];
     Crc32cTable() {
@@ -38,7 +38,7 @@ void varint(std::string& out, uint64_t v) {
 }
 void key(std::string& out, int field, int wire) { varint(out, ((uint64_t)field << 3) | (uint64_t)wire); }
 template <typename T>
-void fixed(std::string& out, T v) {  // little-endian, as the wire format (and x86) has it
+void fixed(std::string& out, T v) {  // little-endian, as the wire format and x86 are
     char b[sizeof(T)];
     std::memcpy(b, &v, sizeof b);
     out.append(b, sizeof b);
@@ -108,7 +108,7 @@ std::string tb_session_start_event(double wall_time, long step) {
     key(log, 1, 0);
     varint(log, 1);
     std::string e = event_head(wall_time, step);
-    bytes_field(e, 7, log);  // Event.session_log (6 is the deprecated log_message, which nothing acts on)
+    bytes_field(e, 7, log);  // session_log is 7; 6 is the deprecated log_message
     return e;
 }
 
@@ -128,8 +128,7 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::open(const std::string& dir, const std::string& host, long start_step) {
     make_directories(dir, "--run-dir");
     const double now = wall_now();
-    // The newest event file's name: a run started in the same second (or with a clock behind the
-    // last run's) takes a later second, so that its file sorts, and is read, after it.
+    // A run in the same second (or with a clock behind) takes a later one, to sort after the last.
     std::string newest;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -152,7 +151,7 @@ void TensorBoardWriter::scalars(long step, const std::vector<std::pair<std::stri
     if (f_) put(tb_scalars_event(wall_now(), step, values));
 }
 
-// A failed write (a full disk) costs the charts, not the run: one warning, and no more events.
+// A failed write (a full disk) costs the charts, not the run: one warning, then no events.
 void TensorBoardWriter::put(const std::string& event) {
     const std::string r = tfrecord(event);
     if (std::fwrite(r.data(), 1, r.size(), f_) == r.size() && std::fflush(f_) == 0) return;

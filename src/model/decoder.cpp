@@ -1,44 +1,21 @@
-// The CPU's Decoder: a Gpt without training's activations, decoding on the caller's parameters
-// (or, with bf16 weights, on its own rounded copy of them).
+// What every device's decoder shares: the prompt runs that keep a row's bits the same alone or
+// batched, and the CPU's factory.
 #include "dptrain/model/decoder.h"
 
-#include "dptrain/core/bf16.h"
-
-#include <vector>
+#include "dptrain/model/gpt_decoder.h"
 
 namespace dptrain {
 
-namespace {
-
-class CpuDecoder : public Decoder {
-  public:
-    CpuDecoder(const GptConfig& cfg, Precision weights) : gpt_(cfg, 0) {
-        if (weights == Precision::bf16) {
-            w16_.resize(gpt_.num_params());
-            gpt_.set_decode_weights(w16_.data());
-        }
+void decode_prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs) {
+    runs.clear();
+    for (int begin = 0, end; begin < n; begin = end) {
+        for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
+        if (end - begin >= kDecodePromptRows) runs.emplace_back(begin, end);
     }
-    void reserve(int slots, int max_rows) override { gpt_.reserve_decode(slots, max_rows); }
-    void set_params(const float* params) override {
-        params_ = params;
-        if (!w16_.empty()) to_bf16(w16_.data(), params, w16_.size());
-    }
-    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
-                int n_out) override {
-        gpt_.decode(params_, tok, slot, pos, n, logits, out_rows, n_out);
-    }
-    std::string where() const override { return w16_.empty() ? "the CPU" : "the CPU, bf16 weights"; }
-
-  private:
-    Gpt gpt_;
-    const float* params_ = nullptr;
-    std::vector<bf16> w16_;  // with bf16 weights: params_ rounded, at the same offsets
-};
-
-} // namespace
+}
 
 std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights) {
-    return std::make_unique<CpuDecoder>(cfg, weights);
+    return std::make_unique<GptDecoder>(cfg, weights);
 }
 
 } // namespace dptrain

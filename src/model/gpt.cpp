@@ -1,5 +1,5 @@
 // GPT forward and backward over the CPU backend ops (llm.c's structure, one flat buffer).
-// Incremental decoding is gpt_decode.cpp's.
+// Incremental decoding is GptDecoder's (gpt_decoder.cpp).
 #include "dptrain/model/gpt.h"
 
 #include "dptrain/backend/cpu/ops.h"

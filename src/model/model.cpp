@@ -1,4 +1,4 @@
-// Parameter layout and the MLP's forward/backward. Layer l maps dims_[l] -> dims_[l+1] with
+// The bf16 operands and the MLP's forward/backward. Layer l maps dims_[l] -> dims_[l+1] with
 // weight fc{l}.weight (OC, C) and bias fc{l}.bias (OC).
 #include "dptrain/model/model.h"
 
@@ -10,32 +10,6 @@
 #include <cmath>
 
 namespace dptrain {
-
-void ParamLayout::add(const std::string& name, std::vector<int> shape, bool decay) {
-    ParamView v;
-    v.name = name;
-    v.shape = std::move(shape);
-    v.offset = total;
-    v.size = 1;
-    for (int d : v.shape) v.size *= (size_t)d;
-    v.decay = decay;
-    total += v.size;
-    views.push_back(v);
-}
-
-const ParamView& ParamLayout::find(const std::string& name) const {
-    for (auto& v : views)
-        if (v.name == name) return v;
-    throw std::out_of_range("no parameter named " + name);
-}
-
-Span shard_span(size_t total, int rank, int ranks) {
-    constexpr size_t kLine = 16;
-    const size_t lines = (total + kLine - 1) / kLine, R = (size_t)ranks, r = (size_t)rank;
-    // The first lines % R ranks take one line more.
-    auto start = [&](size_t k) { return std::min(total, kLine * (k * (lines / R) + std::min(k, lines % R))); };
-    return Span{start(r), start(r + 1)};
-}
 
 size_t Bf16Operands::bytes(size_t params, size_t activation, size_t gradient) {
     return (std::max<size_t>(params, 1) + std::max<size_t>(activation, 1) + std::max<size_t>(gradient, 1)) *

@@ -1,4 +1,5 @@
-// dptrain-ckpt: look into checkpoints, and hand them to other tools (the usage below says how).
+// dptrain-ckpt: looks into checkpoints and hands them to other tools (usage below).
+// Not for: writing checkpoints (io/checkpoint.cpp).
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/io/hf_gpt2.h"
@@ -116,8 +117,7 @@ int export_model(int argc, char** argv) {
     return 0;
 }
 
-// The model's configuration and parameters from a checkpoint (a file, or a run or checkpoint
-// directory) or from Hugging Face's layout (a directory with model.safetensors, or the file).
+// From a checkpoint (file or directory) or Hugging Face's layout (model.safetensors or its directory).
 void load_model(std::string path, GptConfig* cfg, std::vector<float>* params) {
     struct stat st;
     const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -173,7 +173,7 @@ int logits(int argc, char** argv) {
     }
     const int n = (int)ids.size(), T = cfg.block_size, V = cfg.vocab_size;
     if (n > T) throw po::error(strfmt("--tokens: %d ids, more than the block size %d", n, T));
-    // Padded after the end: causal attention keeps the padding from the positions read.
+    // Causal attention keeps the padding from the positions read.
     std::vector<int> window(T + 1, 0);
     std::copy(ids.begin(), ids.end(), window.begin());
     Gpt gpt(cfg, 1);

@@ -1,16 +1,5 @@
-// dptrain-data: makes datasets in dptrain's shard format (data/README.md).
-//   dptrain-data synth --out DIR [--train-samples N] [--val-samples M] [--features D] [--classes K]
-//                      [--shards S] [--seed X]
-//   dptrain-data text --input FILE|DIR|PATTERN ... --out DIR [--tokenizer byte|char|gpt2 --encoder F --merges F]
-//                     [--val-fraction F] [--shards S]
-//   [mpirun -np R] dptrain-data ingest --input FILE [--input FILE ...] --out DIR [--format F] [--shards S] ...
-//   dptrain-data tokens --input FILE [--input FILE ...] --vocab-size V|--encoder F --merges F --out DIR
-//                       [--format F] [--split S]
-//   dptrain-data verify DIR [--update-sums]
-// synth writes a learnable classification set: features ~ N(0, 1), labels = argmax of a fixed
-// random teacher network (D -> H tanh -> K) plus a little label noise. Every sample is a pure
-// function of (seed, index), so the data do not depend on the shard count. ingest converts users'
-// CSV / NumPy / HDF5 files (readers in ingest.h) and is the one subcommand that uses MPI.
+// dptrain-data: makes datasets in dptrain's shard format (data/README.md): synth, text, ingest
+// (the one subcommand under MPI), tokens, verify; usage in each --help.
 // Not for: reading shards (shards.h, tokens.h).
 #include "dptrain/core/check.h"
 #include "dptrain/comm/communicator.h"
@@ -44,6 +33,7 @@ using namespace dptrain;
 
 namespace {
 
+// synth's labels: argmax of a fixed random D -> H tanh -> K network, plus a little noise.
 struct Teacher {
     int D, H, K;
     std::vector<float> w1, w2;  // (H, D), (K, H)
@@ -70,7 +60,7 @@ struct Teacher {
     }
 };
 
-// Sample `index` of a stream (train = 0, val = 1).
+// A pure function of (seed, stream, index), so the data do not depend on the shard count.
 void make_sample(const Teacher& t, uint64_t seed, int stream, long index, float noise, float* x, int* y) {
     Rng r(stream_seed(seed ^ (0x5A5A5A5Aull * (stream + 1)), (uint64_t)index));
     for (int i = 0; i < t.D; ++i) x[i] = r.normal();
@@ -82,9 +72,7 @@ std::string shard_path(const std::string& dir, const std::string& split, int ind
     return strfmt("%s/%s-%05d-of-%05d.h5", dir.c_str(), split.c_str(), index, of);
 }
 
-// One tabular shard (data/README.md): /features float32 (rows, D), /labels int32 (rows) and the
-// root attribute num_classes; `generator` records what made it. synth and ingest both write
-// through here. Returns the file's size in bytes.
+// synth and ingest both write through here (format: data/README.md). Returns the file's size.
 uint64_t write_tabular_shard(const std::string& path, const float* x, const int32_t* y, long rows, int D, int K,
                              const std::string& generator) {
     {
@@ -198,8 +186,6 @@ int synth(int argc, char** argv) {
 
 // ---- ingest: users' CSV / NumPy / HDF5 files -> shards ----
 
-// The summary ingest prints: what was read and written, then the notes (what reading changed, a
-// missing validation split).
 void ingest_summary(const ingest::Table& table, int classes, const std::vector<ingest::ShardSpec>& plan,
                     const std::string& from, const std::string& out, unsigned long bytes, int ranks, bool both_splits) {
     long n_train = 0, n_val = 0;
@@ -246,16 +232,13 @@ see the same data and the same errors; rank 0 prepares --out; shard i, counting 
 first and then val, is written by rank i % (number of ranks); rank 0 prints the summary.
 )";
 
-// The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
+// MPI walk-through (each `agreed` is a collective on every rank):
 //   1. every rank parses the options;
-//   2. every rank reads and checks the whole input and plans the shards: the readers are
-//      deterministic, so all ranks hold the same table and plan (or fail alike);
-//   3. rank 0 prepares --out (creates it; refuses or removes old shards and their sums);
-//   4. rank r writes plan[i] for every i with i % size == r (train shards, then val); then
-//      rank 0 adds the new shards to a SHA256SUMS in --out;
-//   5. the bytes written are summed on rank 0, which prints the summary.
-// Reading on every rank costs each rank the input's memory but needs no scatter protocol; the
-// shards are what takes the time, and those are split.
+//   2. every rank reads the whole input and plans: deterministic, so all agree (or fail alike);
+//   3. rank 0 prepares --out (refuses or removes old shards and their sums);
+//   4. rank r writes plan[i] for i % size == r; rank 0 then adds them to SHA256SUMS;
+//   5. rank 0 sums the bytes written and prints the summary.
+// Reading everywhere costs memory but needs no scatter; the writing is what takes time.
 int ingest_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
@@ -326,7 +309,7 @@ int ingest_cmd(int argc, char** argv) {
     uint64_t bytes = 0;
     std::string generator = strfmt("dptrain-data ingest (%s: %s)", ingest::format_name(used), join(inputs).c_str());
     if (!agreed("ingest", [&] {
-            make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where ranks' nodes do not share it
+            make_directories(out, "--out");  // for nodes that do not share rank 0's filesystem
             for (size_t i = rank; i < plan.size(); i += size) {
                 const ingest::ShardSpec& sp = plan[i];
                 bytes += write_tabular_shard(shard_path(out, sp.split, sp.index, sp.of), &table.x[(size_t)sp.first * table.d],

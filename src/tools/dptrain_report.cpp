@@ -1,11 +1,6 @@
-// dptrain-report: after a run.
-//   dptrain-report trace OUT.json TRACE-rank00000.json TRACE-rank00001.json ...
-//       merges the per-rank Chrome traces of --trace into one file with a track per rank (open it
-//       in Perfetto or chrome://tracing).
-//   dptrain-report plot RUN_DIR|METRICS.jsonl [--out DIR]
-//       charts of a run's metrics.jsonl (loss, learning rate, throughput, time per phase), each
-//       as SVG and PNG. The charts themselves are drawn by plot.h; this file only picks the data.
-// Not for live monitoring: it reads the files as they are when it starts.
+// dptrain-report: after a run, `trace` merges the per-rank Chrome traces, `plot` charts
+// metrics.jsonl (drawn by plot.h; this file picks the data). Not for live monitoring: it reads the
+// files as they are when it starts.
 #include "dptrain/core/error.h"
 #include "dptrain/tools/cli.h"
 #include "dptrain/tools/json.h"
@@ -31,7 +26,6 @@ namespace po = boost::program_options;
 
 namespace {
 
-// The one usage text: printed by --help and after a bad command.
 const char* kUsage =
     "usage: dptrain-report trace OUT.json TRACE-rank*.json\n"
     "           merge the per-rank Chrome traces written by --trace into OUT.json\n"
@@ -54,10 +48,10 @@ int trace(int argc, char** argv) {
     return 0;
 }
 
-// What plot takes from metrics.jsonl. A missing optional field is NaN, which the chart skips.
+// A missing optional field is NaN, which the chart skips.
 struct StepRow {
     double step, loss, lr, samples_per_s, tokens_per_s;
-    std::vector<double> phase_ms;  // mean ms of each of RunMetrics::phases (NaN: not in this record)
+    std::vector<double> phase_ms;  // per RunMetrics::phases
 };
 
 struct EvalRow {
@@ -65,8 +59,8 @@ struct EvalRow {
 };
 
 struct RunMetrics {
-    std::vector<std::string> phases;  // in the order they first appear in the file
-    std::vector<StepRow> steps;       // increasing step (see the rollback in read_metrics)
+    std::vector<std::string> phases;  // in order of first appearance
+    std::vector<StepRow> steps;       // increasing step (the rollback in read_metrics)
     std::vector<EvalRow> evals;       // sorted by step
 };
 
@@ -78,7 +72,7 @@ double required_number(const Json& v, const char* key, const std::string& path, 
     return x->get<double>();
 }
 
-// The same, where null stands for a value that was not finite (dptrain writes a NaN loss so).
+// null: not finite (how dptrain writes a NaN loss).
 double number_or_null(const Json& v, const char* key, const std::string& path, const JsonRecord& r,
                       const std::string& type) {
     const Json* x = json_member(v, key);
@@ -110,27 +104,24 @@ RunMetrics read_metrics(const std::string& path) {
                     row.phase_ms[k] = json_number_or(p.value(), "mean_ms", nan);
                 }
             }
-            // A resumed run starts again from its last checkpoint, so the records the first attempt
-            // wrote past that step describe a timeline that was thrown away: the newer record wins,
-            // and the line keeps going forwards instead of zigzagging over the repeated steps.
+            // A resume repeats steps after its checkpoint; the first attempt's are a discarded
+            // timeline, so the newer record wins and the line does not zigzag.
             while (!m.steps.empty() && m.steps.back().step >= row.step) m.steps.pop_back();
             while (!m.evals.empty() && m.evals.back().step >= row.step) m.evals.pop_back();
             m.steps.push_back(row);
         } else if (type == "eval") {
             m.evals.push_back({required_number(v, "step", path, r, type), number_or_null(v, "val_loss", path, r, type)});
         }
-        // Other records (run, summary, health, ...) carry nothing these charts show.
     }
     if (m.steps.empty()) throw UserError(strfmt("%s: no step records", path.c_str()));
-    // Evaluations follow their step record, so after the rollback above they are in order too,
-    // unless the file was assembled by hand: sort them to be sure the line does not double back.
+    // In order after the rollback, unless the file was assembled by hand.
     std::stable_sort(m.evals.begin(), m.evals.end(), [](const EvalRow& a, const EvalRow& b) { return a.step < b.step; });
     for (StepRow& row : m.steps) row.phase_ms.resize(m.phases.size(), nan);
     return m;
 }
 
 struct NamedChart {
-    std::string file;  // base name in the output directory
+    std::string file;  // base name
     Chart chart;
 };
 
@@ -167,7 +158,7 @@ std::vector<NamedChart> charts_of(const RunMetrics& m) {
     out[1].chart.y_from_zero = true;
     out[1].chart.series.push_back(lr);
 
-    // Language models report tokens/s; for the others tokens_per_s is 0 and samples/s is the rate.
+    // tokens_per_s is 0 for the MLP.
     out[2].file = "throughput";
     out[2].chart.title = "throughput";
     out[2].chart.x_title = "step";
@@ -175,8 +166,7 @@ std::vector<NamedChart> charts_of(const RunMetrics& m) {
     out[2].chart.y_from_zero = true;
     out[2].chart.series.push_back(any_tokens ? tokens : samples);
 
-    // One line per phase rather than stacked areas: with --overlap the all-reduce runs during the
-    // backward pass, so the phase times do not add up to the step time and a stack would lie.
+    // Lines, not a stack: with --overlap the phases overlap and do not add up to the step.
     out[3].file = "phases";
     out[3].chart.title = "time per step by phase";
     out[3].chart.x_title = "step";
@@ -204,8 +194,7 @@ void make_dirs(const std::string& dir) {
     make_directories(dir, "--out");
 }
 
-// --describe: one JSON line per chart, what it draws (for scripts, and the tests: the SVG holds
-// glyph outlines, not text).
+// --describe: a JSON line per chart, for scripts and tests, as the SVG holds glyphs, not text.
 void describe(const std::vector<NamedChart>& charts) {
     for (const NamedChart& c : charts) {
         Json series = Json::array();

@@ -119,11 +119,11 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
     auto va = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "val", o.block_size, o.seed, false));
     if (!va->tokenizer().same_as(tr->tokenizer())) {
         const Tokenizer &a = tr->tokenizer(), &b = va->tokenizer();
-        const bool same_size = a.kind == b.kind && a.vocab_size() == b.vocab_size();
+        const bool same_size = a.kind() == b.kind() && a.vocab_size() == b.vocab_size();
         throw UserError(strfmt("--data %s: the train shards hold %s tokens of %d ids, the val shards %s tokens of %d%s; "
                                "make the val split again with the train split's settings (dptrain-data text or tokens "
                                "--split val, with its --vocab-size, --encoder and --merges, or --sp-model)",
-                               o.data.c_str(), a.kind.c_str(), a.vocab_size(), b.kind.c_str(), b.vocab_size(),
+                               o.data.c_str(), a.name(), a.vocab_size(), b.name(), b.vocab_size(),
                                same_size ? " (another table of that size)" : ""));
     }
     // Every id checked once per node before training, the node's ranks each reading a share; a
@@ -170,7 +170,7 @@ std::string LanguageModelTask::describe() const {
     return strfmt("%ld training tokens in %d shard%s (%ld windows of %d + 1), %ld validation windows, %s "
                   "vocabulary of %d",
                   tokens_->num_tokens(), tokens_->num_shards(), tokens_->num_shards() == 1 ? "" : "s",
-                  tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.kind.c_str(),
+                  tokens_->num_samples(), block_size_, val_tokens_->num_samples(), tok.name(),
                   tok.vocab_size()) +
            (tokens_->coverage_note().empty() ? "" : "\n" + tokens_->coverage_note()) +
            (unchecked_.empty()
@@ -195,7 +195,7 @@ double LanguageModelTask::target_bytes(const int* y, int n) const {
     return bytes;
 }
 
-std::string LanguageModelTask::tokenizer_kind() const { return tokens_->tokenizer().kind; }
+std::string LanguageModelTask::tokenizer_kind() const { return tokens_->tokenizer().name(); }
 
 std::string LanguageModelTask::tokenizer_table() const { return tokens_->tokenizer().table(); }
 

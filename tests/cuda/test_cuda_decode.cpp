@@ -1,5 +1,5 @@
 // Incremental decoding on the GPU against its CPU twins: cuda::encoder_decode and
-// cuda::attention_decode, and CudaGpt::decode against Gpt::decode, over a sequence of calls that
+// cuda::attention_decode, and CudaGptDecoder against GptDecoder, over a sequence of calls that
 // fill two cache slots (a prompt, then one position a call, the two slots in one call, a slot
 // started afresh); every output, the caches and the logits compared with the CPU's.
 #include "../decode_batching.h"
@@ -7,8 +7,10 @@
 
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/gpt_decoder.h"
 #include "dptrain/core/error.h"
 #include "dptrain/model/gpt.h"
+#include "dptrain/model/gpt_decoder.h"
 
 #include <catch2/catch.hpp>
 
@@ -87,7 +89,7 @@ TEST_CASE("cuda encoder_decode matches the CPU bit for bit", "[cuda]") {
     CHECK(cudatest::bit_mismatches("encoder_decode", d_out.get(), out) == 0);  // one add a value
 }
 
-TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refuses what the CPU refuses", "[cuda]") {
+TEST_CASE("CudaGptDecoder gives GptDecoder's logits, call after call, and refuses what the CPU refuses", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     GptConfig cfg;
     cfg.vocab_size = 67;
@@ -95,14 +97,15 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
     cfg.n_layer = 2;
     cfg.n_head = 4;
     cfg.n_embd = 48;
-    Gpt cpu_model(cfg, 1);
-    CudaGpt gpu_model(cfg, 0, 0);  // made for decoding alone, as generate and serve make it
-    std::vector<float> params(cpu_model.num_params());
-    cpu_model.init(params.data(), 42);
+    GptDecoder cpu_model(cfg);
+    CudaGptDecoder gpu_model(cfg, 0);  // as generate and serve make it
+    std::vector<float> params(Gpt(cfg, 0).num_params());
+    Gpt(cfg, 0).init(params.data(), 42);
     const int slots = 2, rows = 16;
-    cpu_model.reserve_decode(slots, rows);
-    gpu_model.reserve_decode(slots, rows);
-    gpu_model.upload_params(params.data());
+    cpu_model.reserve(slots, rows);
+    gpu_model.reserve(slots, rows);
+    cpu_model.set_params(params.data());
+    gpu_model.set_params(params.data());
     const int V = cfg.vocab_size;
     uint64_t seed = 4300;
     int bad = 0, calls = 0;
@@ -116,7 +119,7 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
         const int* out_rows = n > 2 ? last.data() : nullptr;
         const int m = out_rows ? 1 : n;
         std::vector<float> want((size_t)m * V), got((size_t)m * V, -1.0f);
-        cpu_model.decode(params.data(), tok.data(), slot.data(), pos.data(), n, want.data(), out_rows, out_rows ? 1 : 0);
+        cpu_model.decode(tok.data(), slot.data(), pos.data(), n, want.data(), out_rows, out_rows ? 1 : 0);
         gpu_model.decode(tok.data(), slot.data(), pos.data(), n, got.data(), out_rows, out_rows ? 1 : 0);
         // Two layers of fp32 GEMMs (cuBLAS against OpenBLAS: other summation orders, ~1e-6
         // relative each), LayerNorms and the attention's softmax (attention_decode's tolerance):
@@ -137,11 +140,11 @@ TEST_CASE("CudaGpt::decode gives Gpt::decode's logits, call after call, and refu
 
 // As on the CPU (tests/unit/test_decode.cpp, the same check): a sequence's logits are the same
 // bits alone and batched with other sequences' rows, its prompt among short or long ones. Short
-// runs go through matmul_forward_rows, a prompt of Gpt::kDecodePromptRows or more through one
+// runs go through matmul_forward_rows, a prompt of kDecodePromptRows or more through one
 // cuBLAS call of its own. 264 wide (not a multiple of the warp's 32 lanes) and 515 tokens: wider
 // than the CPU test's 36, whose sums might fit one cuBLAS tile whatever the rows; whether one
 // cuBLAS product over all of a call's rows fails this test is still to be seen on a GPU.
-TEST_CASE("CudaGpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[cuda]") {
+TEST_CASE("CudaGptDecoder: a row's logits are the same bits alone or among other sequences' rows", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     auto differ = [](int prompt, int fellow, int T) {
         GptConfig c;
@@ -160,11 +163,11 @@ TEST_CASE("CudaGpt::decode: a row's logits are the same bits alone or among othe
     };
     SECTION("a prompt of 3, beside prompts of 2") { CHECK(differ(3, 2, 16) == 0); }
     SECTION("a long prompt, beside long ones") {
-        const int prompt = Gpt::kDecodePromptRows + 5;
-        CHECK(differ(prompt, Gpt::kDecodePromptRows, prompt + 8) == 0);
+        const int prompt = kDecodePromptRows + 5;
+        CHECK(differ(prompt, kDecodePromptRows, prompt + 8) == 0);
     }
     SECTION("a long prompt, beside short ones") {
-        const int prompt = Gpt::kDecodePromptRows;
+        const int prompt = kDecodePromptRows;
         CHECK(differ(prompt, 3, prompt + 8) == 0);
     }
 }
@@ -173,11 +176,11 @@ TEST_CASE("CudaGpt::decode: a row's logits are the same bits alone or among othe
 // other summation orders on the same rounded weights) for a prompt long enough for its cuBLAS
 // call on the widened matrices, then a token a call; a second parameter set rounded anew (a
 // rollout); batched as alone.
-TEST_CASE("CudaGpt::decode with bf16 weights: the CPU's bf16 logits, batched as alone", "[cuda]") {
+TEST_CASE("CudaGptDecoder with bf16 weights: the CPU's bf16 logits, batched as alone", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     GptConfig c;
     c.vocab_size = 515;
-    c.block_size = Gpt::kDecodePromptRows + 8;
+    c.block_size = kDecodePromptRows + 8;
     c.n_layer = 2;
     c.n_head = 4;
     c.n_embd = 264;
@@ -197,7 +200,7 @@ TEST_CASE("CudaGpt::decode with bf16 weights: the CPU's bf16 logits, batched as 
         cpu16->set_params(p.data());
         std::vector<int> tok(T), slot(T, 0), pos(T);
         for (int t = 0; t < T; ++t) tok[t] = (t * 5 + (int)seed) % V, pos[t] = t;
-        for (int t = 0, n = Gpt::kDecodePromptRows + 1; t < T; t += n, n = 1) {
+        for (int t = 0, n = kDecodePromptRows + 1; t < T; t += n, n = 1) {
             std::vector<float> want((size_t)n * V), got((size_t)n * V, -1.0f);
             cpu16->decode(&tok[t], slot.data(), &pos[t], n, want.data());
             gpu->decode(&tok[t], slot.data(), &pos[t], n, got.data());
@@ -209,12 +212,13 @@ TEST_CASE("CudaGpt::decode with bf16 weights: the CPU's bf16 logits, batched as 
     Gpt(c, 1).init(p.data(), 13);
     const auto d = make_cuda_decoder(c, 0, Precision::bf16);
     d->set_params(p.data());
-    CHECK(decode_batching::rows_batched_differently(*d, V, T, Gpt::kDecodePromptRows, 3) == 0);
+    CHECK(decode_batching::rows_batched_differently(*d, V, T, kDecodePromptRows, 3) == 0);
 }
 
-// A CudaGpt made for decoding (max_batch 0) holds the parameters and no training buffers: it
-// refuses a forward, stages nothing, and takes less device memory than one made for a window.
-TEST_CASE("CudaGpt made for decoding alone refuses to train and takes less memory", "[cuda]") {
+// Decoding is CudaGptDecoder's alone: a CudaGpt refuses to be made without a batch, and the decoder
+// (parameters and cache, no training buffers) takes less device memory than a model made for one
+// window.
+TEST_CASE("CudaGptDecoder takes less memory than training's model, which needs a batch", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     GptConfig cfg;
     cfg.vocab_size = 64;
@@ -222,6 +226,7 @@ TEST_CASE("CudaGpt made for decoding alone refuses to train and takes less memor
     cfg.n_layer = 2;
     cfg.n_head = 4;
     cfg.n_embd = 64;
+    CHECK_THROWS_AS(CudaGpt(cfg, 0, 0), std::invalid_argument);
     auto used = [] {
         size_t free_bytes = 0, total = 0;
         REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
@@ -230,16 +235,9 @@ TEST_CASE("CudaGpt made for decoding alone refuses to train and takes less memor
     const size_t before = used();
     size_t decoding = 0, training = 0;
     {
-        CudaGpt m(cfg, 0, 0);
+        CudaGptDecoder d(cfg, 0);
+        d.reserve(1, 1);
         decoding = used() - before;
-        std::vector<int> tok((size_t)cfg.block_size + 1, 1);
-        ModelBatch in;
-        in.B = 1;
-        in.tokens = tok.data();
-        in.stride = cfg.block_size + 1;
-        CHECK_THROWS_AS(m.forward(nullptr, in, nullptr), std::logic_error);
-        m.stage(in);
-        CHECK(m.staged_batches() == 0);
     }
     {
         CudaGpt m(cfg, 1, 0);

@@ -8,11 +8,11 @@ source "$(dirname "$0")/lib.bash"
 command -v help2man >/dev/null || fail "help2man missing (make deps installs it)"
 DEST=$WORK/dest
 P=$DEST/usr
-programs="dptrain dptrain-data dptrain-bench dptrain-ckpt dptrain-report"
+programs="dptrain dptrain-serve dptrain-data dptrain-bench dptrain-ckpt dptrain-report"
 
 make -s -C "$ROOT" install DESTDIR="$DEST" PREFIX=/usr >"$WORK/install.out" 2>&1 \
   || { cat "$WORK/install.out"; fail "make install DESTDIR=$DEST PREFIX=/usr failed"; }
-grep -q "^installed dptrain .* under $DEST/usr: bin/{dptrain,dptrain-data," "$WORK/install.out" \
+grep -q "^installed dptrain .* under $DEST/usr: bin/{dptrain,dptrain-serve,dptrain-data," "$WORK/install.out" \
   || { cat "$WORK/install.out"; fail "make install did not say what it installed where"; }
 for p in $programs; do
   [ -x "$P/bin/$p" ] || fail "$P/bin/$p not installed"
@@ -26,6 +26,7 @@ done
 grep -qF -- '\fB\-\-batch\-size\fR' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks --batch-size"
 grep -q '^\.SH "DPTRAIN GENERATE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the generate section"
 grep -q '^\.SH "DPTRAIN SERVE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the serve section"
+grep -qF -- '\fB\-\-max\-batch\fR' "$P/share/man/man1/dptrain-serve.1" || fail "dptrain-serve.1 lacks --max-batch"
 for s in SYNTH TEXT TOKENS INGEST VERIFY; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"
 done
@@ -68,6 +69,7 @@ complete_line() {  # complete_line WORDS...: the last word is the one being comp
 [ "$(complete_line dptrain gen)" = "generate" ] || fail "dptrain gen TAB: '$(complete_line dptrain gen)'"
 complete_line dptrain generate --tem | matches -x -- "--temperature" || fail "dptrain generate --tem TAB: '$(complete_line dptrain generate --tem)'"
 [ "$(complete_line dptrain serve --max-ba)" = "--max-batch" ] || fail "dptrain serve --max-ba TAB: '$(complete_line dptrain serve --max-ba)'"
+[ "$(complete_line dptrain-serve --max-ba)" = "--max-batch" ] || fail "dptrain-serve --max-ba TAB: '$(complete_line dptrain-serve --max-ba)'"
 [ "$(complete_line dptrain-data '')" = "ingest synth text tokens verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
 [ "$(complete_line dptrain-data text --tok)" = "--tokenizer" ] || fail "dptrain-data text --tok TAB: '$(complete_line dptrain-data text --tok)'"
 [ "$(complete_line dptrain-ckpt '')" = "diff export info logits --help --version" ] || fail "dptrain-ckpt TAB: '$(complete_line dptrain-ckpt '')'"

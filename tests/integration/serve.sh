@@ -4,6 +4,8 @@
 #      sent events), stop strings, 3 x 8 concurrent requests each equal to its answer alone and
 #      decoded together (fewer model calls than tokens), /metrics; with --precision bf16 the greedy
 #      completion and the concurrent requests again, against generate --precision bf16
+#   1b. dptrain-serve, the server as a program of its own, loads no MPI library and answers as
+#      dptrain serve does
 #   2. every bad request gets its status and names the field; a full queue answers 429; --api-key;
 #      a slow sender is cut off and a reader that leaves mid-stream is dropped
 #   3. rollout under load: a corrupt newer checkpoint is skipped with one line, a complete newer
@@ -28,10 +30,12 @@ train 1 "${G[@]}" --steps 100 --run-dir "$WORK/run"
 PIDS=()
 # Each server killed is also waited for, quietly: bash would otherwise report "Killed" for each.
 trap '{ for p in "${PIDS[@]}"; do kill -9 "$p" && wait "$p" || true; done; } 2>/dev/null; rm -rf "$WORK"' EXIT
-# start NAME ARGS...: dptrain serve on a free port, in the background; URL and PID set once it listens.
+# start NAME ARGS...: dptrain serve (or what SERVE names) on a free port, in the background; URL and
+# PID set once it listens.
+SERVE=("$BIN/dptrain" serve)
 start() {
   local name=$1; shift
-  "$BIN/dptrain" serve --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  "${SERVE[@]}" --port 0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PID=$!
   PIDS+=("$PID")
   for _ in $(seq 100); do
@@ -91,6 +95,20 @@ set -e
 grep -q "^dptrain: error: serve: cannot listen on 127.0.0.1:${URL##*:} (in use" "$WORK/e.err" \
   || { cat "$WORK/e.err"; fail "a port in use: no clear line"; }
 echo "ok: a port in use: $(cat "$WORK/e.err")"
+
+# 1b. dptrain-serve: no MPI library among what it loads, and the same answers.
+if ldd "$BIN/dptrain-serve" | matches -i 'libmpi|libopen-rte|libopen-pal'; then
+  ldd "$BIN/dptrain-serve"; fail "dptrain-serve loads an MPI library (above)"
+fi
+SERVE=("$BIN/dptrain-serve")
+main_url=$URL main_pid=$PID
+start alone --checkpoint "$WORK/run/checkpoints/ckpt-00000100.h5" --max-body 4096 --read-timeout 1 --max-tokens 100000 --poll-seconds 0
+grep -q "^serve: listening on http://127.0.0.1:[0-9]* | gpt V=.* | step 100 | .*ckpt-00000100.h5 | batch 8, queue 64 | on the CPU$" \
+  "$WORK/alone.out" || { cat "$WORK/alone.out"; fail "dptrain-serve: no listening line"; }
+"$PY" "$CLIENT" api "$URL" "$WORK/gen.out" "The " 24
+echo "ok: dptrain-serve (no MPI library loaded) answers as dptrain serve"
+SERVE=("$BIN/dptrain" serve)
+URL=$main_url PID=$main_pid
 
 # 2. Bad requests, a full queue, the key, slow clients.
 "$PY" "$CLIENT" bad "$URL" 32
@@ -328,3 +346,4 @@ assert "".join(p["text"] for p in pieces) == "at sat." and pieces[-1]["finish_re
 print("ok: <|endoftext|> ends an answer, whole and streamed: 'at sat.', finish_reason stop")
 PY
 echo "ok: GPT-2's <|endoftext|> ends generate's text and the server's answers"
+

@@ -123,7 +123,7 @@ def api(url, expected_file, prompt, n):
     if status != 200 or r["choices"][0]["finish_reason"] != "stop" or r["choices"][0]["text"] != expected[:expected.find(stop)]:
         fail(f"stop {stop!r}: {r}")
     # Batching: 8 requests at once, each the text it gets alone; two of them prompts of the whole
-    # block (32), whose first call is one product of their own (Gpt::kDecodePromptRows).
+    # block (32), whose first call is one product of their own (kDecodePromptRows).
     prompts = [prompt, "the ", "and ", "a", "in the", "to be", ("the end of the day and " * 2)[:32],
                ("we were in the land of " * 2)[:32]]
     alone = {}

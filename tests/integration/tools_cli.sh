@@ -15,8 +15,8 @@ expect_one_line() {
   [ "$(wc -l <"$WORK/err.txt")" = 1 ] || { cat "$WORK/err.txt"; fail "$*: $(wc -l <"$WORK/err.txt") lines on stderr, want 1"; }
   grep -qE "$pattern" "$WORK/err.txt" || { cat "$WORK/err.txt"; fail "$*: stderr does not match '$pattern'"; }
 }
-# Every subcommand dptrain's main dispatches has a usage line in dptrain --help.
-subs=$(sed -n 's/.*std::string(argv\[1\]) == "\([a-z]*\)".*/\1/p' "$ROOT/src/app/main.cpp" | sort -u)
+# Every subcommand in dptrain's table of them (kCommands) has a usage line in dptrain --help.
+subs=$(sed -n 's/^ *{"\([a-z]*\)", \(true\|false\), .*/\1/p' "$ROOT/src/app/main.cpp" | sort -u)
 [ "$(wc -w <<<"$subs")" -ge 5 ] || fail "found only '$subs' as dptrain's subcommands in src/app/main.cpp"
 help=$("$BIN/dptrain" --help)
 for sub in $subs; do

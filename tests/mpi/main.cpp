@@ -4,10 +4,13 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "dptrain/comm/communicator.h"
+
 #include <mpi.h>
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
+    dptrain::mpi_abort_on_fatal();  // a fatal error on one rank ends them all, as in dptrain
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     Catch::Session session;

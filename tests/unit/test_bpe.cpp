@@ -201,26 +201,31 @@ TEST_CASE("gpt2 BPE: any bytes round-trip, invalid UTF-8 and emoji included", "[
 
 TEST_CASE("gpt2 tokenizer: the stored table gives the same tokenizer back", "[bpe]") {
     const TinyVocab v;
-    Tokenizer t;
-    t.kind = "gpt2";
-    t.bpe = v.bpe();
-    const Tokenizer back = Tokenizer::from("gpt2", t.table());
+    const Gpt2Tokenizer t(v.bpe());
+    const TokenizerPtr p = tokenizer_from("gpt2", t.table());
+    REQUIRE(p->kind() == TokenizerKind::gpt2);
+    const Gpt2Tokenizer& back = static_cast<const Gpt2Tokenizer&>(*p);
     CHECK(back.same_as(t));
     CHECK(back.vocab_size() == 267);
     CHECK(back.encode("hello world, don't") == t.encode("hello world, don't"));
     CHECK(back.decode(back.encode("h\xC3\xA9llo")) == "h\xC3\xA9llo");
     CHECK(back.bytes_of(259) == 5);
-    CHECK(nlohmann::json::parse(back.bpe->encoder_json()) == nlohmann::json::parse(v.encoder()));
-    CHECK(back.bpe->merges_text() == v.merges_text());
+    CHECK(nlohmann::json::parse(back.bpe().encoder_json()) == nlohmann::json::parse(v.encoder()));
+    CHECK(back.bpe().merges_text() == v.merges_text());
+    // What an export writes for Hugging Face's GPT2Tokenizer: the two files.
+    const std::vector<TokenizerFile> files = back.hf_files();
+    REQUIRE(files.size() == 2);
+    CHECK(files[0].name == "vocab.json");
+    CHECK(files[0].bytes == back.bpe().encoder_json() + "\n");
+    CHECK(files[1].name == "merges.txt");
+    CHECK(files[1].bytes == v.merges_text());
     // A tokenizer from other merges differs.
     TinyVocab w;
     w.merges.pop_back();
-    Tokenizer other;
-    other.kind = "gpt2";
-    other.bpe = w.bpe();
-    CHECK_FALSE(other.same_as(t));
-    CHECK_THROWS_WITH(Tokenizer::from("gpt2", "gpt2-bpe 1\n300\nĠ\n"), Catch::Contains("truncated"));
-    CHECK_THROWS_WITH(Tokenizer::from("gpt2", "bpe\n"), Catch::Contains("damaged"));
+    CHECK_FALSE(make_gpt2_tokenizer(w.bpe())->same_as(t));
+    CHECK_FALSE(make_byte_tokenizer()->same_as(t));
+    CHECK_THROWS_WITH(tokenizer_from("gpt2", "gpt2-bpe 1\n300\nĠ\n"), Catch::Contains("truncated"));
+    CHECK_THROWS_WITH(tokenizer_from("gpt2", "bpe\n"), Catch::Contains("damaged"));
 }
 
 TEST_CASE("gpt2 tokenizer: bits per byte count <|endoftext|> as no bytes of text", "[bpe]") {
@@ -228,13 +233,22 @@ TEST_CASE("gpt2 tokenizer: bits per byte count <|endoftext|> as no bytes of text
     // per byte about 1.5% low on documents of 900 bytes.
     TinyVocab v;
     v.extra = {"<|endoftext|>"};
-    Tokenizer t;
-    t.kind = "gpt2";
-    t.bpe = v.bpe();
-    REQUIRE(t.bpe->endoftext() == 267);
+    const Gpt2Tokenizer t(v.bpe());
+    REQUIRE(t.bpe().endoftext() == 267);
+    CHECK(t.end_of_text() == 267);
     CHECK(t.bytes_of(267) == 0);
     CHECK(t.bytes_of(259) == 5);  // hello
     CHECK(TinyVocab().bpe()->endoftext() == -1);
+}
+
+TEST_CASE("gpt2 tokenizer: a corpus is cut only at a newline between visible characters", "[bpe]") {
+    // GPT-2's pre-tokenizer groups a run of white space with the newline: "x \n" cut after the
+    // newline would encode differently.
+    const Gpt2Tokenizer t(TinyVocab().bpe());
+    const std::string text = "x \ny\nz";
+    CHECK(t.next_cut(text, 1) == 5);
+    CHECK(make_byte_tokenizer()->next_cut(text, 1) == 3);
+    CHECK(t.next_cut("x \ny", 1) == 4);  // none: the end
 }
 
 TEST_CASE("gpt2 BPE: bad encoder.json and vocab.bpe get one line naming the entry", "[bpe]") {

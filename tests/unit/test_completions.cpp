@@ -5,8 +5,8 @@
 // parameters are installed (a GPU's copy) requests and stats are still answered.
 #include "helpers.h"
 
-#include "dptrain/app/completions.h"
-#include "dptrain/app/serve_api.h"
+#include "dptrain/infer/completions.h"
+#include "dptrain/infer/serve_api.h"
 #include "dptrain/core/error.h"
 #include "dptrain/backend/cpu/ops.h"
 
@@ -28,8 +28,8 @@ InferenceModel tiny_model(uint64_t seed, long step, int T = 16) {
     InferenceModel m;
     m.path = "model-" + std::to_string(step);
     m.step = step;
-    m.tok = Tokenizer::chars_of(kChars);
-    m.cfg.vocab_size = m.tok.vocab_size();
+    m.tok = make_char_tokenizer(kChars);
+    m.cfg.vocab_size = m.tok->vocab_size();
     m.cfg.block_size = T;
     m.cfg.n_layer = 2;
     m.cfg.n_head = 2;

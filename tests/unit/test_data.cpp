@@ -688,14 +688,49 @@ TEST_CASE("Shards read by pread hold no HDF5 file open; HDF5-path shards keep th
 }
 
 TEST_CASE("Tokenizer::bytes_of: the UTF-8 length of what an id decodes to", "[tokens]") {
-    const Tokenizer byte = Tokenizer::from("byte", "");
-    CHECK(byte.bytes_of(0) == 1);
-    CHECK(byte.bytes_of(255) == 1);
+    const TokenizerPtr byte = tokenizer_from("byte", "");
+    CHECK(byte->bytes_of(0) == 1);
+    CHECK(byte->bytes_of(255) == 1);
     // a (1 byte), e-acute (2), euro sign (3), mathematical italic e (4), in code-point order
-    const Tokenizer chars = Tokenizer::chars_of("a\xC3\xA9\xE2\x82\xAC\xF0\x9D\x91\x92");
-    REQUIRE(chars.vocab_size() == 4);
-    for (int id = 0; id < 4; ++id) CHECK(chars.bytes_of(id) == id + 1);
-    CHECK(chars.decode({0, 1, 2, 3}).size() == 10);
+    const auto chars = make_char_tokenizer("a\xC3\xA9\xE2\x82\xAC\xF0\x9D\x91\x92");
+    REQUIRE(chars->vocab_size() == 4);
+    for (int id = 0; id < 4; ++id) CHECK(chars->bytes_of(id) == id + 1);
+    CHECK(chars->bytes_of(4) == 1);  // outside the vocabulary: counted as one byte, as ever
+    CHECK(chars->decode({0, 1, 2, 3}).size() == 10);
+    CHECK(tokenizer_from("char", chars->table())->same_as(*chars));
+}
+
+TEST_CASE("tokenizer kinds: the names files store, and back", "[tokens]") {
+    // Shards, checkpoints and exports hold these names (and checksums cover them): never renamed.
+    const std::pair<TokenizerKind, const char*> names[] = {{TokenizerKind::byte, "byte"},
+                                                           {TokenizerKind::chars, "char"},
+                                                           {TokenizerKind::ids, "ids"},
+                                                           {TokenizerKind::gpt2, "gpt2"},
+                                                           {TokenizerKind::sentencepiece, "sentencepiece"}};
+    for (const auto& [kind, name] : names) {
+        CHECK(std::string(name_of(kind)) == name);
+        CHECK(tokenizer_kind(name) == kind);
+        CHECK(keeps_table(kind) == (kind != TokenizerKind::byte && kind != TokenizerKind::ids));
+    }
+    TokenizerKind k;
+    CHECK_FALSE(parse_tokenizer_kind("chars", &k));
+    const char* unknown = "tokenizer 'wordpiece' is unknown (byte, char, gpt2, sentencepiece or ids): a newer dptrain "
+                          "wrote it?";
+    CHECK_THROWS_WITH(tokenizer_kind("wordpiece"), unknown);
+    CHECK_THROWS_WITH(tokenizer_from("wordpiece", ""), unknown);
+    // byte: ids past 255 (a padded vocabulary's) wrap; text of any bytes.
+    const TokenizerPtr byte = tokenizer_from("byte", "");
+    CHECK(byte->kind() == TokenizerKind::byte);
+    CHECK(byte->decode({65, 256 + 66}) == "AB");
+    CHECK(byte->encode("\xFF\n") == std::vector<int>{255, 10});
+    CHECK(byte->end_of_text() == -1);
+    CHECK((byte->reads_text() && !byte->needs_utf8() && byte->hf_files().empty()));
+    CHECK(make_char_tokenizer("ab")->needs_utf8());
+    // Where dptrain-data may cut a corpus between ranks: after a newline.
+    const std::string text = "ab\ncd\nef";
+    CHECK(byte->next_cut(text, 1) == 3);
+    CHECK(byte->next_cut(text, 4) == 6);
+    CHECK(byte->next_cut(text, 7) == text.size());
 }
 
 TEST_CASE("sha256_hex and sha256_file give FIPS 180-4's digests", "[stage]") {
@@ -838,16 +873,16 @@ TEST_CASE("UTF-8: well-formed means the shortest form, no surrogates, at most U+
     CHECK(reads("\xF4\x90\x80\x80") == -1);
     CHECK(reads("\xF5\x80\x80\x80") == -1);
     // So the char tokenizer refuses them as it refuses any other bytes that are not UTF-8.
-    CHECK_THROWS_WITH(Tokenizer::chars_of("ab\xC0\xAF"), Catch::Contains("not valid UTF-8 at byte 2"));
+    CHECK_THROWS_WITH(make_char_tokenizer("ab\xC0\xAF"), Catch::Contains("not valid UTF-8 at byte 2"));
     // A table stored before (a surrogate in it) still loads, and decodes to its bytes.
-    const Tokenizer old = Tokenizer::from("char", "a\xED\xA0\x80");
-    CHECK(old.vocab_size() == 2);
-    CHECK(old.decode({1, 0}) == "\xED\xA0\x80" "a");
+    const TokenizerPtr old = tokenizer_from("char", "a\xED\xA0\x80");
+    CHECK(old->vocab_size() == 2);
+    CHECK(old->decode({1, 0}) == "\xED\xA0\x80" "a");
 }
 
 TEST_CASE("char tokenizer: a character outside the vocabulary is named on one line", "[tokens]") {
-    const Tokenizer t = Tokenizer::chars_of("abc");
-    CHECK_THROWS_WITH(t.encode("ab\nc"),
+    const auto t = make_char_tokenizer("abc");
+    CHECK_THROWS_WITH(t->encode("ab\nc"),
                       "character U+000A (a control character) is not in the model's vocabulary of 3 characters");
-    CHECK_THROWS_WITH(t.encode("abz"), "character 'z' (U+007A) is not in the model's vocabulary of 3 characters");
+    CHECK_THROWS_WITH(t->encode("abz"), "character 'z' (U+007A) is not in the model's vocabulary of 3 characters");
 }

@@ -1,4 +1,4 @@
-// Incremental decoding: attention_decode against attention_forward, and Gpt::decode (key/value
+// Incremental decoding: attention_decode against attention_forward, and GptDecoder (key/value
 // cache) against the whole-window forward: the same logits up to rounding, position by position,
 // for a prompt at once or one token at a time, for sequences sharing a call; and greedy decoding
 // that picks exactly the tokens of recomputing the window, for several prompts and lengths up to
@@ -11,6 +11,7 @@
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
+#include "dptrain/model/gpt_decoder.h"
 
 #include <catch2/catch.hpp>
 
@@ -87,39 +88,41 @@ TEST_CASE("attention_decode: a prompt at once and one row at a time equal attent
     CHECK(max_diff(got.data(), want.data(), got.size()) < 1e-5);
 }
 
-TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, position by position", "[gpt]") {
-    // A window long enough that the whole prompt is one product (Gpt::kDecodePromptRows).
-    const int V = 23, T = Gpt::kDecodePromptRows + 8;
+TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, position by position", "[gpt]") {
+    // A window long enough that the whole prompt is one product (kDecodePromptRows).
+    const int V = 23, T = kDecodePromptRows + 8;
     Gpt g(config(V, T), 1);
     const auto p = params_of(g, 5);
     std::vector<int> tokens(T);
     for (int t = 0; t < T; ++t) tokens[t] = (t * 7 + 3) % V;
     const auto want = window_logits(g, p.data(), tokens);
-    g.reserve_decode(2, T);
+    GptDecoder d(g.config());
+    d.reserve(2, T);
+    d.set_params(p.data());
     std::vector<float> got((size_t)T * V);
     std::vector<int> slot(T, 0), pos(T);
     std::iota(pos.begin(), pos.end(), 0);
     SECTION("the whole prompt in one call") {
-        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, got.data());
+        d.decode(tokens.data(), slot.data(), pos.data(), T, got.data());
         CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
         // Only some rows' logits: the last and row 3, in that order.
         const int rows[2] = {T - 1, 3};
         std::vector<float> two(2 * (size_t)V);
-        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
+        d.decode(tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
         CHECK(max_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
         CHECK(max_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
         // More rows asked for than the call has, or a row outside it: refused.
         std::vector<int> many(T + 1, 0);
         std::vector<float> big((size_t)(T + 1) * V);
-        CHECK_THROWS_AS(g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, big.data(), many.data(), T + 1),
+        CHECK_THROWS_AS(d.decode(tokens.data(), slot.data(), pos.data(), T, big.data(), many.data(), T + 1),
                         std::invalid_argument);
         const int outside = T;
-        CHECK_THROWS_AS(g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, two.data(), &outside, 1),
+        CHECK_THROWS_AS(d.decode(tokens.data(), slot.data(), pos.data(), T, two.data(), &outside, 1),
                         std::invalid_argument);
     }
     SECTION("a prompt of 5, then one token a call") {
-        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), 5, got.data());
-        for (int t = 5; t < T; ++t) g.decode(p.data(), &tokens[t], &slot[t], &pos[t], 1, got.data() + (size_t)t * V);
+        d.decode(tokens.data(), slot.data(), pos.data(), 5, got.data());
+        for (int t = 5; t < T; ++t) d.decode(&tokens[t], &slot[t], &pos[t], 1, got.data() + (size_t)t * V);
         CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
     }
     SECTION("two sequences in one call, each at its own position") {
@@ -127,12 +130,12 @@ TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, pos
         for (int t = 0; t < T; ++t) other[t] = (t * 5 + 1) % V;
         const auto want2 = window_logits(g, p.data(), other);
         std::vector<float> got2((size_t)T * V);
-        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), 3, got.data());  // slot 0: positions 0..2
+        d.decode(tokens.data(), slot.data(), pos.data(), 3, got.data());  // slot 0: positions 0..2
         for (int t = 3; t < T; ++t) {
             // Row 0: slot 0 at position t; row 1: slot 1 at position t - 3.
             const int tok[2] = {tokens[t], other[t - 3]}, sl[2] = {0, 1}, ps[2] = {t, t - 3};
             float row[2 * 23];
-            g.decode(p.data(), tok, sl, ps, 2, row);
+            d.decode(tok, sl, ps, 2, row);
             std::copy(row, row + V, got.begin() + (size_t)t * V);
             std::copy(row + V, row + 2 * V, got2.begin() + (size_t)(t - 3) * V);
         }
@@ -140,19 +143,21 @@ TEST_CASE("Gpt::decode: the key/value cache gives the whole window's logits, pos
         CHECK(max_diff(got2.data(), want2.data(), (size_t)(T - 3) * V) < 2e-5);
     }
     SECTION("position 0 starts a slot afresh") {
-        g.decode(p.data(), tokens.data(), slot.data(), pos.data(), T, got.data());
+        d.decode(tokens.data(), slot.data(), pos.data(), T, got.data());
         std::vector<int> other(T, 2);
-        g.decode(p.data(), other.data(), slot.data(), pos.data(), 4, got.data());
+        d.decode(other.data(), slot.data(), pos.data(), 4, got.data());
         const auto want2 = window_logits(g, p.data(), std::vector<int>(4, 2));
         CHECK(max_diff(got.data(), want2.data(), want2.size()) < 2e-5);
     }
 }
 
-TEST_CASE("Gpt::decode: greedy decoding picks exactly the tokens of recomputing the window", "[gpt]") {
+TEST_CASE("GptDecoder: greedy decoding picks exactly the tokens of recomputing the window", "[gpt]") {
     const int V = 29, T = 24;
     Gpt g(config(V, T), 1);
     const auto p = params_of(g, 9);
-    g.reserve_decode(1, T);
+    GptDecoder d(g.config());
+    d.reserve(1, T);
+    d.set_params(p.data());
     std::vector<float> logits((size_t)T * V);
     std::vector<int> slot(T, 0), pos(T);
     std::iota(pos.begin(), pos.end(), 0);
@@ -168,13 +173,13 @@ TEST_CASE("Gpt::decode: greedy decoding picks exactly the tokens of recomputing 
         }
         // The cache: the prompt once, then one position per token.
         std::vector<int> b = prompt;
-        g.decode(p.data(), b.data(), slot.data(), pos.data(), prompt_len, logits.data());
+        d.decode(b.data(), slot.data(), pos.data(), prompt_len, logits.data());
         const float* z = logits.data() + (size_t)(prompt_len - 1) * V;
         while ((int)b.size() < T) {
             b.push_back((int)(std::max_element(z, z + V) - z));
             if ((int)b.size() == T) break;
             const int at = (int)b.size() - 1;
-            g.decode(p.data(), &b[at], &slot[0], &pos[at], 1, logits.data());
+            d.decode(&b[at], &slot[0], &pos[at], 1, logits.data());
             z = logits.data();
         }
         INFO("prompt of " << prompt_len);
@@ -199,15 +204,15 @@ long rows_batched_differently(int prompt, int fellow, int T) {
 
 } // namespace
 
-TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other sequences' rows", "[gpt]") {
+TEST_CASE("GptDecoder: a row's logits are the same bits alone or among other sequences' rows", "[gpt]") {
     SECTION("a prompt of 3, beside prompts of 2") { CHECK(rows_batched_differently(3, 2, 16) == 0); }
-    // Prompts long enough for decode's one product a prompt (Gpt::kDecodePromptRows).
+    // Prompts long enough for decode's one product a prompt (kDecodePromptRows).
     SECTION("a long prompt, beside long ones") {
-        const int prompt = Gpt::kDecodePromptRows + 5;
-        CHECK(rows_batched_differently(prompt, Gpt::kDecodePromptRows, prompt + 8) == 0);
+        const int prompt = kDecodePromptRows + 5;
+        CHECK(rows_batched_differently(prompt, kDecodePromptRows, prompt + 8) == 0);
     }
     SECTION("a long prompt, beside short ones") {
-        const int prompt = Gpt::kDecodePromptRows;
+        const int prompt = kDecodePromptRows;
         CHECK(rows_batched_differently(prompt, 3, prompt + 8) == 0);
     }
 }
@@ -219,8 +224,8 @@ TEST_CASE("Gpt::decode: a row's logits are the same bits alone or among other se
 // as the logits' bf16 weight). Two parameter sets through one decoder: set_params rounds anew (a
 // rollout). A decoder that read the fp32 matrices, rounded the biases or kept the first set's
 // weights fails it.
-TEST_CASE("Gpt::decode with bf16 weights: the fp32 decode of the rounded matrices, batched as alone", "[gpt]") {
-    const GptConfig c = config(31, Gpt::kDecodePromptRows + 8);
+TEST_CASE("GptDecoder with bf16 weights: the fp32 decode of the rounded matrices, batched as alone", "[gpt]") {
+    const GptConfig c = config(31, kDecodePromptRows + 8);
     const int V = c.vocab_size, T = c.block_size;
     const Gpt g(c, 1);
     const auto d16 = make_cpu_decoder(c, Precision::bf16), ref = make_cpu_decoder(c), fp32 = make_cpu_decoder(c);
@@ -241,7 +246,7 @@ TEST_CASE("Gpt::decode with bf16 weights: the fp32 decode of the rounded matrice
         for (int t = 0; t < T; ++t) tok[t] = (t * 5 + (int)seed) % V, pos[t] = t;
         long differ = 0, from_fp32 = 0;
         std::vector<float> a((size_t)T * V), b((size_t)T * V), z((size_t)T * V);
-        for (int t = 0, n = Gpt::kDecodePromptRows + 1; t < T; t += n, n = 1) {  // a prompt, then a token a call
+        for (int t = 0, n = kDecodePromptRows + 1; t < T; t += n, n = 1) {  // a prompt, then a token a call
             d16->decode(&tok[t], slot.data(), &pos[t], n, a.data());
             ref->decode(&tok[t], slot.data(), &pos[t], n, b.data());
             fp32->decode(&tok[t], slot.data(), &pos[t], n, z.data());
@@ -254,10 +259,10 @@ TEST_CASE("Gpt::decode with bf16 weights: the fp32 decode of the rounded matrice
     }
     // Batched as alone, a long prompt among short ones (rows by the bf16 kernel, the long prompt by
     // sgemm on the widened matrices).
-    GptConfig wide = config(31, Gpt::kDecodePromptRows + 8);
+    GptConfig wide = config(31, kDecodePromptRows + 8);
     wide.n_embd = 36;
     const auto p = params_of(Gpt(wide, 1), 13);
     const auto d = make_cpu_decoder(wide, Precision::bf16);
     d->set_params(p.data());
-    CHECK(decode_batching::rows_batched_differently(*d, V, wide.block_size, Gpt::kDecodePromptRows, 3) == 0);
+    CHECK(decode_batching::rows_batched_differently(*d, V, wide.block_size, kDecodePromptRows, 3) == 0);
 }

@@ -477,7 +477,12 @@ TEST_CASE("token files: one line naming the file and what is wrong", "[ingest][t
 }
 
 TEST_CASE("Tokenizer ids: prompts and samples as ids, the vocabulary size as its table", "[tokens]") {
-    const Tokenizer t = Tokenizer::from("ids", "50257");
+    const TokenizerPtr p = tokenizer_from("ids", "50257");
+    const Tokenizer& t = *p;
+    CHECK(t.kind() == TokenizerKind::ids);
+    CHECK(std::string(t.name()) == "ids");
+    CHECK_FALSE(t.reads_text());
+    CHECK_FALSE(t.has_table());  // the shards' vocab_size attribute holds it
     CHECK(t.vocab_size() == 50257);
     CHECK(t.table() == "50257");
     CHECK(t.encode("15496 11\n995") == std::vector<int>{15496, 11, 995});
@@ -485,7 +490,9 @@ TEST_CASE("Tokenizer ids: prompts and samples as ids, the vocabulary size as its
     CHECK(t.bytes_of(5) == 0);  // no text: no bits per byte
     CHECK_THROWS_WITH(t.encode("15496 hello"), Catch::Contains("'hello' is not a token id in [0, 50257)"));
     CHECK_THROWS_WITH(t.encode("50257"), Catch::Contains("'50257' is not a token id"));
-    CHECK_THROWS_WITH(Tokenizer::from("ids", "many"), Catch::Contains("needs its vocabulary size"));
-    CHECK(t.same_as(Tokenizer::from("ids", "50257")));
-    CHECK_FALSE(t.same_as(Tokenizer::from("ids", "50304")));
+    CHECK_THROWS_WITH(tokenizer_from("ids", "many"), Catch::Contains("needs its vocabulary size"));
+    CHECK(t.same_as(*tokenizer_from("ids", "50257")));
+    CHECK(t.same_as(*make_ids_tokenizer(50257)));
+    CHECK_FALSE(t.same_as(*tokenizer_from("ids", "50304")));
+    CHECK_FALSE(t.same_as(*make_byte_tokenizer()));
 }

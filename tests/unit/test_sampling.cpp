@@ -4,7 +4,7 @@
 // each probability, the tolerance is 0.006), top-k and the nucleus draw only from their sets, and
 // the nucleus over a flat vocabulary (more tokens than the first sorted prefix holds) is the set a
 // whole sort gives.
-#include "dptrain/app/inference.h"
+#include "dptrain/infer/inference.h"
 
 #include <catch2/catch.hpp>
 

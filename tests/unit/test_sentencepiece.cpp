@@ -28,8 +28,8 @@ std::string sentences(int n, uint64_t seed) {
 }
 
 const Tokenizer& trained() {
-    static const Tokenizer t = Tokenizer::sentencepiece(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 400, "bpe", 1));
-    return t;
+    static const TokenizerPtr t = make_sentencepiece_tokenizer(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 400, "bpe", 1));
+    return *t;
 }
 
 } // namespace
@@ -55,10 +55,10 @@ TEST_CASE("sentencepiece: a text of one long line trains a model (the trainer dr
     std::string one_line = sentences(3000, 1);
     for (char& c : one_line)
         if (c == '\n') c = ' ';
-    const Tokenizer t = Tokenizer::sentencepiece(SentencePieceModel::train(one_line, SIZE_MAX, 400, "bpe", 1));
+    const auto t = make_sentencepiece_tokenizer(SentencePieceModel::train(one_line, SIZE_MAX, 400, "bpe", 1));
     const std::string text = sentences(200, 3);
-    CHECK(t.decode(t.encode(text)) == text);
-    CHECK(t.encode(text).size() * 2 < text.size());  // its words were learned
+    CHECK(t->decode(t->encode(text)) == text);
+    CHECK(t->encode(text).size() * 2 < text.size());  // its words were learned
     // No spaces at all, three bytes a character, and the training part cut inside a character:
     // the pieces are cut at characters' starts.
     std::string kana;
@@ -67,23 +67,28 @@ TEST_CASE("sentencepiece: a text of one long line trains a model (the trainer dr
         const char* syllables[] = {"\xE3\x81\x8B", "\xE3\x81\x84", "\xE3\x81\x97", "\xE3\x81\xA6", "\xE3\x82\x93"};
         kana += syllables[i % 7 == 0 ? rng.next() % 5 : i % 3];
     }
-    const Tokenizer k = Tokenizer::sentencepiece(SentencePieceModel::train(kana, 100001, 300, "bpe", 1));
-    CHECK(k.decode(k.encode(kana.substr(0, 3000))) == kana.substr(0, 3000));
-    CHECK(k.encode(kana.substr(0, 3000)).size() < 1000 / 2);  // pieces longer than a character
+    const auto k = make_sentencepiece_tokenizer(SentencePieceModel::train(kana, 100001, 300, "bpe", 1));
+    CHECK(k->decode(k->encode(kana.substr(0, 3000))) == kana.substr(0, 3000));
+    CHECK(k->encode(kana.substr(0, 3000)).size() < 1000 / 2);  // pieces longer than a character
 }
 
 TEST_CASE("sentencepiece: the stored model gives the same tokenizer back", "[sentencepiece]") {
     const Tokenizer& t = trained();
-    const Tokenizer back = Tokenizer::from("sentencepiece", t.table());
-    CHECK(back.same_as(t));
-    CHECK(back.encode("the rank falls") == t.encode("the rank falls"));
-    const Tokenizer unigram = Tokenizer::sentencepiece(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 320, "unigram", 1));
-    CHECK_FALSE(unigram.same_as(t));
-    CHECK(unigram.decode(unigram.encode("the GPU, and  then\n")) == "the GPU, and  then\n");
+    const TokenizerPtr back = tokenizer_from("sentencepiece", t.table());
+    CHECK(back->same_as(t));
+    CHECK(back->encode("the rank falls") == t.encode("the rank falls"));
+    // What an export writes for Hugging Face: the model, as tokenizer.model.
+    const std::vector<TokenizerFile> files = back->hf_files();
+    REQUIRE(files.size() == 1);
+    CHECK(files[0].name == "tokenizer.model");
+    CHECK(files[0].bytes == t.table());
+    const auto unigram = make_sentencepiece_tokenizer(SentencePieceModel::train(sentences(3000, 1), SIZE_MAX, 320, "unigram", 1));
+    CHECK_FALSE(unigram->same_as(t));
+    CHECK(unigram->decode(unigram->encode("the GPU, and  then\n")) == "the GPU, and  then\n");
 }
 
 TEST_CASE("sentencepiece: a bad model or bad text gets one line", "[sentencepiece]") {
-    CHECK_THROWS_WITH(Tokenizer::from("sentencepiece", "not a model"), Catch::Contains("not a SentencePiece model"));
+    CHECK_THROWS_WITH(tokenizer_from("sentencepiece", "not a model"), Catch::Contains("not a SentencePiece model"));
     // A well-formed message whose second piece is empty: the library's trie throws its own
     // exception, which must become the same one line (fuzz_sentencepiece found it).
     const std::string empty_piece("\x0a\x0e\x0a\x05<unk>\x15\0\0\0\0\x18\x02\x0a\x0c\x0a\x03\0 00>\x15\0\0\0\0\x18\x0a",

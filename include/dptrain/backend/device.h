@@ -10,7 +10,6 @@
 #include "dptrain/comm/topology.h"
 #include "dptrain/comm/types.h"
 #include "dptrain/config/options.h"
-#include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
 #include "dptrain/model/model.h"
 #include "dptrain/model/optim.h"
@@ -68,9 +67,6 @@ class Device {
     virtual const char* op_timing() const { return "wall clock around each op"; }
 
     virtual std::unique_ptr<Model> make_model(const ModelSpec& spec) const;
-    // Incremental decoding (generate, serve) of a GPT of this shape, here; with bf16 weights, from a
-    // bf16 copy of the products' weights (make_cpu_decoder, make_cuda_decoder).
-    virtual std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg, Precision weights) const;
     // Collective over topo.world. The parameters and optimizer state stay in `params` and `opt`
     // (the host's, as checkpoints hold them); a GPU path copies them with upload_state and
     // download_state. Throws UserError (the same on every rank) for a combination it cannot train.

@@ -1,13 +1,11 @@
-// All-reduce algorithms over host memory, chosen by --allreduce flat|hierarchical|auto:
-//   flat          MPI_Allreduce over all ranks;
-//   hierarchical  inside each node through an MPI-3 shared-memory window (each rank sums its 1/L
-//                 slice straight from its peers' buffers), then across nodes among the ranks of
-//                 equal local rank (MPI), then every rank copies the other slices back;
-//   auto          hierarchical for messages of at least `threshold` bytes, flat below, when the
-//                 topology allows (equal ranks per node, more than one rank per node).
-// The engine owns the gradient buffer: for the shared-memory paths it lives in the node's window,
-// so backward writes straight into memory the peers can read (no copy in or out).
+// Host-memory all-reduce for --allreduce flat|hierarchical|auto, and its sharded (ZeRO-1) form.
 // Not for: buckets and overlap (gradsync.h), device memory (NCCL).
+//   flat          MPI_Allreduce over all ranks;
+//   hierarchical  1. each rank sums its 1/L slice straight from its node peers' window segments;
+//                 2. ranks of equal local rank all-reduce that slice across nodes (MPI);
+//                 3. every rank copies the other slices back from the window;
+//   auto          hierarchical from `threshold` bytes where the topology allows, flat below.
+// The gradient buffer lives in the node's window, so backward writes where peers read: no copies.
 #pragma once
 
 #include "dptrain/core/bf16.h"
@@ -21,9 +19,7 @@
 
 namespace dptrain {
 
-// The gradients' window: each rank of the node owns a float32 segment of `capacity` elements and
-// (staged: for bf16 on the wire) a bf16 staging segment of the same count, and reads its peers'
-// segments directly.
+// Per node rank: a float32 segment of `capacity`, and (staged) a bf16 one for bf16 on the wire.
 class NodeWindow {
   public:
     NodeWindow(MPI_Comm node, size_t capacity, bool staged);  // collective over node
@@ -33,14 +29,12 @@ class NodeWindow {
     size_t capacity() const { return capacity_; }
     int local_rank() const { return win_->local_rank(); }
     int local_size() const { return win_->local_size(); }
-    void sync() { win_->sync(); }  // SharedWindow::sync
-    // Where local rank q's slice of the range [offset, offset + count) begins (q = local_size():
-    // where the range ends). Slices are cut on 16-float (64-byte) multiples from the range's start,
-    // so where the range starts on a cache line two ranks never write one line.
+    void sync() { win_->sync(); }
+    // Local rank q's slice start (q = local_size(): the end). Cut on 16-float multiples so two
+    // ranks never write one cache line.
     size_t slice_begin(size_t offset, size_t count, int q) const;
-    // My segment's [lo, lo + n) = the sum over the node's ranks of their segments' [lo, lo + n)
-    // (sum_floats), or of their staging's (sum_staged), added in local rank order whichever rank
-    // sums: the result does not depend on which rank owns the slice.
+    // My segment's [lo, lo + n) = the node's sum, added in local rank order so the bits do not
+    // depend on which rank owns the slice.
     void sum_floats(size_t lo, size_t n);
     void sum_staged(size_t lo, size_t n);
 
@@ -55,50 +49,38 @@ class AllreduceEngine {
   public:
     using Algo = AllreduceAlgo;
 
-    // Collective over topo.world. Throws UserError (the same on every rank) when hierarchical is
-    // asked of nodes with unequal rank counts. threshold_bytes: auto's switch point (messages of
-    // at least this size go hierarchical). bf16_wire: run() may be asked for bf16 on the wire;
-    // false leaves out the bf16 staging (half the gradients' bytes again, per path).
+    // Collective over topo.world. Throws the same UserError on every rank for hierarchical on
+    // unequal nodes. bf16_wire false saves the bf16 staging's memory.
     AllreduceEngine(AllreduceAlgo algo, const Topology& topo, size_t capacity,
                     size_t threshold_bytes = kDefaultThreshold, bool bf16_wire = true);
     ~AllreduceEngine();
 
-    // Where gradients go: capacity floats, zeroed, in the node's window when a shared-memory
-    // path may be used.
+    // Capacity floats, zeroed; in the node's window when a shared-memory path may be used.
     float* buffer() const { return buf_; }
     size_t capacity() const { return capacity_; }
-    // buffer()[offset, offset + count) = its sum over all ranks, identical bytes on every rank.
-    // wire = bf16 halves the bytes moved; sums are accumulated in float32 and rounded to bf16
-    // for transfer (the result every rank gets is the bf16-rounded sum, widened to float32).
+    // buffer()[offset, offset + count) = the sum over ranks, the same bytes on every rank. bf16
+    // wire: float32 sums, rounded to bf16 for transfer; every rank gets the rounded sum.
     void run(size_t offset, size_t count, DType wire);
-    // Sharded optimizer state (--shard-optimizer, ZeRO stage 1). Collective over topo.world: the
-    // buffer's first `count` floats are owned in shards, rank r's being shard_span(count, r, W).
-    // From here on run() reduce-scatters that range: each rank receives the sum of its shard's
-    // part into `recv` (the shard's floats), and floats from `count` on (the control floats) are
-    // all-reduced as before. The buffer's own floats in the range are scratch after run().
-    // Flat: one MPI_Reduce to each owner of a piece of the range. Hierarchical (where run() would
-    // go hierarchical): the node reduce-scatters the range through its window, each element
-    // summed in local rank order as the replicated path sums it, then across nodes the ranks of
-    // equal local rank reduce each piece to its owner (the walk-through in sharded_allreduce.cpp).
+    // --shard-optimizer (ZeRO-1); collective. From here on run() reduce-scatters buf[0, count):
+    // rank r gets its shard_span's sums in `recv`; floats from `count` on are still all-reduced;
+    // the buffer's range is scratch after run(). Hierarchical sums in local rank order as the
+    // replicated path does (the walk-through in sharded_allreduce.cpp).
     void shard(size_t count, float* recv);
-    // In place: every rank's shard of buf[0, count) (each updated by its owner) to every rank:
-    // MPI_Allgatherv (flat), or across nodes among the ranks of equal local rank and then through
-    // the node's window (hierarchical).
+    // In place: each owner's updated shard to every rank.
     void gather_shards(float* buf);
-    // "hierarchical (2 nodes x 2 ranks)" or "auto: hierarchical from 64 KiB, flat below".
+    // e.g. "auto: hierarchical from 64 KiB, flat below"
     std::string describe() const;
     Algo algo() const { return algo_; }
-    // The path run() takes for a message of `count` elements: "flat" or "hierarchical".
-    const char* path_for(size_t count, DType wire) const;
+    const char* path_for(size_t count, DType wire) const;  // "flat" or "hierarchical"
     int world_size() const { return topo_.size; }
 
-    // Measured crossover (docs/BENCHMARKS.md): the shared-memory path wins from 4 KiB on.
+    // The measured crossover (docs/BENCHMARKS.md).
     static constexpr size_t kDefaultThreshold = 4 << 10;
 
   private:
     void run_flat(size_t offset, size_t count, DType wire);
     void run_hierarchical(size_t offset, size_t count, DType wire);
-    bool windowed(size_t count, DType wire) const;  // run() takes the shared-memory path
+    bool windowed(size_t count, DType wire) const;
     void run_sharded(size_t offset, size_t count, DType wire);
     void run_sharded_hierarchical(size_t offset, size_t count, DType wire);
     void gather_shards_hierarchical(float* buf);
@@ -111,13 +93,12 @@ class AllreduceEngine {
     std::vector<float> own_;  // the buffer when there is no window
     std::vector<bf16> wire_;  // flat bf16 staging
     float* buf_ = nullptr;
-    size_t sharded_ = 0;        // the sharded range [0, sharded_); 0: not sharded
+    size_t sharded_ = 0;        // [0, sharded_); 0: not sharded
     bool bf16_wire_;
     float* recv_ = nullptr;     // this rank's shard of the sums
-    std::vector<bf16> recv16_;  // its bf16 staging
+    std::vector<bf16> recv16_;
     std::vector<size_t> counts_;
-    // Hierarchical sharding: each world rank's node and local rank; the world rank at (node n,
-    // local rank l) is owner_at_[n * L + l]; the cross communicator's blocks of the all-gather.
+    // Hierarchical sharding: world rank at (node n, local l) = owner_at_[n * L + l].
     std::vector<int> node_of_, local_of_, owner_at_;
     std::vector<size_t> cross_counts_, cross_displs_;
 };

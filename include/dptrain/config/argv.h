@@ -1,6 +1,5 @@
-// How dptrain's programs read a command line of options alone (Boost.Program_options), in one
-// place: option names whole, and no stray words. Not for: declaring options (each program's own),
-// or the tools' subcommands with positional arguments (tools/cli.h, with the same style).
+// How dptrain's programs read a command line of options alone: names whole, no stray words.
+// Not for: declaring options, or subcommands with positional arguments (tools/cli.h).
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -9,15 +8,13 @@
 
 namespace dptrain {
 
-// Boost's default style, less its guessing: it took a prefix for the one option it starts
-// (--batch for --batch-size; --ranks for --ranks-per-node, where `plan` has a --ranks of its own),
-// which the INI file refuses. An option is named whole.
+// Without guessing: a prefix (--ranks for --ranks-per-node, where `plan` has its own --ranks)
+// took the option it starts, which the INI file refuses.
 constexpr int kWholeOptionNames = boost::program_options::command_line_style::default_style &
                                   ~boost::program_options::command_line_style::allow_guessing;
 
-// argv (argv[0] the program's or subcommand's name) against desc. A word that is no option's value
-// (a mistyped subcommand, an INI file given without --config) was dropped and the program ran
-// without it: it is refused by name, `hint` after it. Throws po::error.
+// A stray word (a mistyped subcommand, an INI file without --config) was silently dropped: it
+// is refused by name, `hint` after it. Throws po::error.
 inline boost::program_options::parsed_options parse_argv(int argc, const char* const* argv,
                                                          const boost::program_options::options_description& desc,
                                                          const std::string& hint) {

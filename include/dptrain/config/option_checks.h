@@ -5,12 +5,10 @@
 
 namespace dptrain {
 
-// Throws UserError naming the first option whose value is out of range or conflicts with another;
-// fills in what the values imply (hidden_sizes, resume_mode, the checkpoint and metrics paths).
+// Throws UserError naming the first bad option; fills in what the values imply.
 void validate_options(Options& o);
 
-// --global-batch-tokens: sets grad_accum to the micro-batches a step needs on this many ranks;
-// throws UserError when it is given with --grad-accum, or does not divide into micro-batches.
+// --global-batch-tokens into grad_accum for this many ranks; throws UserError.
 void resolve_grad_accum(Options& o, int ranks);
 
 } // namespace dptrain

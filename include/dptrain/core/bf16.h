@@ -1,5 +1,4 @@
-// bfloat16 on the wire: conversions between float32 and bf16 (the top 16 bits of a float32,
-// rounded to nearest even). Sums are always accumulated in float32; only transfers are bf16.
+// bfloat16 on the wire: conversions only, since sums always accumulate in float32.
 // Not for: arithmetic in bf16.
 #pragma once
 
@@ -26,7 +25,6 @@ inline float bf16_to_float(bf16 h) {
     return f;
 }
 
-// Bulk conversions (vectorizable loops).
 void to_bf16(bf16* __restrict dst, const float* __restrict src, size_t n);
 void from_bf16(float* __restrict dst, const bf16* __restrict src, size_t n);
 // dst[i] += src[i] (float accumulator, bf16 addend).

@@ -1,5 +1,5 @@
-// The one clock that every timing in dptrain reads: monotonic seconds (steady_clock), comparable
-// only within one process.
+// The one clock every timing reads: monotonic seconds, comparable only within one process.
+// Not for: wall-clock timestamps.
 #pragma once
 
 #include <chrono>

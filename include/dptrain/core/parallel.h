@@ -6,20 +6,13 @@
 
 namespace dptrain {
 
-// Work (in simple float operations) below which a loop runs in the calling thread. Starting an
-// OpenMP team costs 1-4 us on every call, even a team of one: libgomp sets up the team and its
-// closing barrier makes a futex call. That is what 16-32k additions take, and an MLP's
-// micro-batch of 32 rows makes a dozen such loops smaller than that. Measured in
-// docs/BENCHMARKS.md ("OpenMP teams on small loops").
+// Float operations below which a loop stays in the calling thread: an OpenMP team costs about as
+// much as 16-32k additions. Measured: docs/BENCHMARKS.md ("OpenMP teams on small loops").
 constexpr long kParallelGrain = 32768;
 
-// body(begin, end) over [0, n), as `#pragma omp parallel for schedule(static)` splits it: one
-// contiguous range per thread, in order. The whole range goes to the caller when n * cost (cost:
-// the work of one item) is below kParallelGrain, when one thread is set, or inside a parallel
-// region already. Every body here writes each item's results alone, so the split never changes
-// a result. Keep a body's loops in a function of its own that the lambda calls: GCC 12 left
-// `#pragma omp simd` written inside a lambda unvectorised (seen in objdump: ReLU's backward a
-// branchy scalar loop, 20% of an MLP step in perf).
+// As `omp parallel for schedule(static)`; cost: one item's work. A body must write each item's
+// results alone, so the split never changes a result. Keep a body's loops in a function the
+// lambda calls: GCC ignores `omp simd` inside a lambda (same section of docs/BENCHMARKS.md).
 template <class Body>
 void parallel_for(long n, long cost, Body&& body) {
     if (n <= 0) return;

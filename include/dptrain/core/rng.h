@@ -1,7 +1,5 @@
-// Counter-based random numbers: every stream is a pure function of (seed, stream id), so results
-// do not depend on thread count, rank count or how far another stream has advanced. That is what
-// makes the sample order world-size independent and a resume exact.
-// Not for: cryptography.
+// Counter-based random streams, pure functions of (seed, id), so the sample order is world-size
+// independent and a resume exact. Not for: cryptography.
 #pragma once
 
 #include <cmath>
@@ -16,18 +14,18 @@ inline uint64_t splitmix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// Seed of stream `id` derived from a base seed (e.g. id = epoch, id = sample index).
+// e.g. id = epoch, or sample index
 inline uint64_t stream_seed(uint64_t seed, uint64_t id) { return splitmix64(splitmix64(seed) ^ (id * 0xD1B54A32D192ED03ull)); }
 
 struct Rng {
     uint64_t state;
     explicit Rng(uint64_t seed) : state(seed) {}
     uint64_t next() { return splitmix64(state++); }
-    // Uniform in [0, 1) with 24 random bits, exact in float.
+    // 24 bits: exact in float.
     float uniform() { return (next() >> 40) * (1.0f / 16777216.0f); }
-    // Uniform integer in [0, n), n > 0 (multiply-shift; bias < n / 2^64).
+    // Multiply-shift; bias < n / 2^64.
     uint64_t below(uint64_t n) { return (uint64_t)(((unsigned __int128)next() * n) >> 64); }
-    // Standard normal by Box-Muller (one value per call; simple over fast).
+    // Box-Muller, one value a call: simple over fast.
     float normal() {
         double u1 = ((next() >> 11) + 1.0) * (1.0 / 9007199254740993.0);  // (0, 1]
         double u2 = (next() >> 11) * (1.0 / 9007199254740992.0);

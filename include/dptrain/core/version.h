@@ -1,6 +1,5 @@
-// The version the build stamps in (git describe, from the Makefile), for the start-up banner and
-// --version. What the build has besides (CUDA, NCCL, BLAS) is the Device factory's to say
-// (backend/device.h: build_features).
+// The version the build stamps in (git describe), for the banner and --version.
+// Not for: the build's features (backend/device.h: build_features).
 #pragma once
 
 #ifndef DPTRAIN_VERSION

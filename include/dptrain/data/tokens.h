@@ -1,11 +1,10 @@
-// Language-model data: token shards (`/tokens` uint16 or uint32, 1-D, with the vocabulary in the
-// file's attributes), the tokenizers that made them, and the windows a rank trains on.
-// Not for: tabular data (shards.h) or the model.
+// Language-model data: token shards (`/tokens` uint16 or uint32, 1-D, with the tokenizer that
+// made them in the file's attributes) and the windows a rank trains on.
+// Not for: tabular data (shards.h), the tokenizers themselves (tokenizer.h) or the model.
 #pragma once
 
-#include "dptrain/data/bpe.h"
-#include "dptrain/data/sentencepiece.h"
 #include "dptrain/data/shards.h"
+#include "dptrain/data/tokenizer.h"
 
 #include <cstdint>
 #include <memory>
@@ -13,46 +12,6 @@
 #include <vector>
 
 namespace dptrain {
-
-// Byte level (256 ids, id = byte), character level (ids for the Unicode characters of the
-// training text, in code-point order), gpt2 (GPT-2's byte-level BPE from the user's encoder.json
-// and vocab.bpe; bpe.h), sentencepiece (a SentencePiece model trained on the text or the user's;
-// sentencepiece.h), or ids: data tokenized elsewhere with a declared vocabulary size and no text,
-// so prompts and samples are written as ids.
-struct Tokenizer {
-    std::string kind = "byte";  // byte | char | gpt2 | sentencepiece | ids
-    std::vector<uint32_t> chars;  // char: the code point of each id
-    int id_count = 0;             // ids: the vocabulary size
-    std::shared_ptr<const Gpt2Bpe> bpe;  // gpt2
-    std::shared_ptr<const SentencePieceModel> sp;  // sentencepiece
-    int vocab_size() const;
-    // The id that ends a document (GPT-2's <|endoftext|>), which decoding stops at; -1: none.
-    int end_of_text() const { return kind == "gpt2" && bpe ? bpe->endoftext() : -1; }
-    bool same_as(const Tokenizer& o) const;
-    // The bytes of text token `id` stands for (byte: 1; char: 1 to 4; gpt2: its bytes, but 0 for
-    // <|endoftext|>, a separator; ids: 0, unknown): what bits per byte divides by.
-    int bytes_of(int id) const;
-    // Throws UserError naming a character the vocabulary lacks. ids: the text is the ids written
-    // out ("15496 11 995"), each below the vocabulary size. gpt2: any bytes.
-    std::vector<int> encode(const std::string& utf8) const;
-    // ids: " 15496 11 995", each id after a space. gpt2: the bytes (a piece of a character may
-    // end the text).
-    std::string decode(const std::vector<int>& ids) const;
-    // How the tokenizer is stored in shards and checkpoints, and back: char: its characters as
-    // UTF-8 text; ids: the vocabulary size in decimal; gpt2: Gpt2Bpe::table() (about 1 MB, so
-    // the files keep it with h5::write_text); sentencepiece: the model's bytes; byte: empty.
-    std::string table() const;
-    static Tokenizer from(const std::string& kind, const std::string& table);
-    // A character-level vocabulary from text.
-    static Tokenizer chars_of(const std::string& utf8);
-    // GPT-2's BPE from its files (encoder.json or vocab.json; vocab.bpe or merges.txt).
-    static Tokenizer gpt2(const std::string& encoder_path, const std::string& merges_path);
-    // A SentencePiece model: a user's .model file, or one trained on `text` (SentencePieceModel::train).
-    static Tokenizer sentencepiece(std::shared_ptr<const SentencePieceModel> model);
-    // Whether the files keep a table for this kind (char, gpt2, sentencepiece).
-    static bool has_table(const std::string& kind) { return kind == "char" || kind == "gpt2" || kind == "sentencepiece"; }
-    bool has_table() const { return has_table(kind); }
-};
 
 // The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1
 // tokens starting at k*T + shift, where shift (0 <= shift < T) is drawn per epoch from the seed
@@ -74,7 +33,7 @@ class TokenShardSet : public Dataset {
     int num_shards() const override { return (int)shards_.size(); }
     const std::string& shard_path(int i) const override { return shards_[i].path; }
     std::unique_ptr<Dataset> reopen() const override;
-    const Tokenizer& tokenizer() const { return tok_; }
+    const Tokenizer& tokenizer() const { return *tok_; }
     long num_tokens() const { return tokens_; }
     IoMode mode() const { return mode_; }
     const std::string& dir() const { return dir_; }
@@ -112,7 +71,7 @@ class TokenShardSet : public Dataset {
     void read_ids(const Shard& sh, long t0, long n, uint32_t* out) const;
     std::string dir_, split_;
     std::vector<Shard> shards_;
-    Tokenizer tok_;
+    TokenizerPtr tok_;  // shared by reopen()'s readers
     long total_ = 0, tokens_ = 0;
     int T_ = 0;
     uint64_t seed_ = 0;

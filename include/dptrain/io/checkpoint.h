@@ -42,7 +42,7 @@ struct CheckpointState {
     std::string model;      // model signature; a resume must match it
     std::string optimizer;  // adamw | sgd
     std::string options;    // the resolved options as INI text
-    std::string tokenizer;  // language models: byte | char | gpt2 | ids ("" otherwise)
+    std::string tokenizer;  // language models: name_of(TokenizerKind) ("" otherwise)
     std::string vocab;      // the tokenizer's table (Tokenizer::table(); kept with h5::write_text)
     std::vector<float> params, opt_m, opt_v;
 };

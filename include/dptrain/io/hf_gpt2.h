@@ -17,6 +17,8 @@ namespace dptrain {
 // "h.1.attn.c_attn.weight"), and whether its matrix is stored transposed there (Conv1D keeps
 // (in, out) where dptrain keeps (out, in)).
 std::string hf_gpt2_name(const std::string& ours, bool* transposed);
+// dst (cols, rows) = src (rows, cols): a matrix between dptrain's orientation and Conv1D's.
+void hf_gpt2_transpose(const float* src, long rows, long cols, float* dst);
 
 // Writes DIR/model.safetensors (every parameter in GPT-2's names, float32 or bf16; the metadata
 // name dptrain's model, step and tokenizer) and DIR/config.json (GPT2LMHeadModel's settings, and

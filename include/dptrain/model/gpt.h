@@ -4,13 +4,11 @@
 // Parameters live in one flat buffer, grouped by layer (wte, wpe, h0.*, h1.*, ..., lnf.*), so
 // gradient buckets follow backward's order: lnf, then the last layer down to the first, then
 // the embeddings. Activations are allocated once for (max_batch, T).
-// Not for: data, sampling strategy (generate.cpp) or anything MPI.
+// Not for: decoding (gpt_decoder.h), data, or anything MPI.
 #pragma once
 
-#include "dptrain/core/bf16.h"
 #include "dptrain/model/model.h"
 
-#include <utility>
 #include <vector>
 
 namespace dptrain {
@@ -57,35 +55,6 @@ class Gpt : public Model {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
 
-    // Incremental decoding (generate, serve): a key/value cache for `slots` sequences of up to T
-    // positions in every layer, and scratch for up to max_rows rows a call; allocated here, once.
-    void reserve_decode(int slots, int max_rows);
-    // The forward of n rows: row i is token tok[i] at position pos[i] of cache slot slot[i], and its
-    // keys and values join the cache. A slot's rows come in position order, each after every
-    // earlier position of that slot (in an earlier call or earlier in this one); position 0 starts
-    // the slot afresh. logits (n, V); with out_rows, only those rows' (n_out, V) (a prompt needs its
-    // last). fp32: forward()'s model, each position computed once instead of once per window (equal
-    // to forward's logits up to rounding). A row's logits are the same bits whatever other rows
-    // share the call, so a request decodes alike alone and batched, as long as its prompt's rows
-    // come together (decode_product says why).
-    void decode(const float* params, const int* tok, const int* slot, const int* pos, int n, float* logits,
-                const int* out_rows = nullptr, int n_out = 0);
-    int decode_slots() const { return dec_slots_; }
-    // decode's weights in bf16 (the whole parameter buffer rounded, at the same offsets; kept by
-    // the caller), or null (the default) for the fp32 parameters decode is given. Rows go through
-    // matmul_forward_rows on half the bytes; a prompt's run (decode_product) through sgemm on the
-    // matrix widened into scratch allocated here. Only the products read the copy: biases,
-    // LayerNorms, wpe and the token embedding's lookup read the fp32 parameters (wte is both the
-    // lookup and the logits' weight), so the answers are those of fp32 parameters whose matrices
-    // are rounded to bf16 where wte is bf16-exact already, and near them otherwise.
-    void set_decode_weights(const bf16* weights);
-    // A run of at least this many consecutive rows of one slot (a prompt) is multiplied by one
-    // sgemm of its own; shorter runs row by row (decode_product).
-    static constexpr int kDecodePromptRows = 32;
-    // Those runs among n rows of the given slots, as [begin, end) row ranges in order (runs is
-    // cleared first): decode's and its GPU twin's.
-    static void prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs);
-
     void set_precision(Precision p) override;
     void set_op_times(OpTimes* t) override { ops_ = t; }
     // Bytes of the activations this model keeps for backward (and backward's scratch), as
@@ -124,13 +93,6 @@ class Gpt : public Model {
     void block_forward(const float* params, int l, const float* residual, int B);
     // --recompute: what backward needs of layer l that the forward did not keep.
     void recompute_layer(const float* params, int l, const float* residual, int B);
-    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows, weight and bias at offsets w
-    // and b of the parameters (or of dec_w16_ for the weight), by the runs of dec_prompts_.
-    void decode_product(float* out, const float* inp, const float* params, size_t w, size_t b, int n, int C,
-                        int OC);
-    // The logits (m, V) of m rows of the final LayerNorm's output, one row at a time.
-    void decode_logits(float* logits, const float* rows, const float* params, int m) const;
-
     GptConfig cfg_;
     int max_batch_;
     ParamLayout layout_;
@@ -147,13 +109,6 @@ class Gpt : public Model {
     int last_B_ = 0;
     // Backward scratch, reused by every layer.
     std::vector<float> dres_, dbig_, dsmall_, datt_, datty_, delta_;
-    // Decoding: keys and values (L, slots, T, C) each; per-call scratch for max_rows rows.
-    std::vector<float> kcache_, vcache_, dec_x_, dec_ln_, dec_qkv_, dec_y_, dec_fc_, dec_mean_, dec_rstd_;
-    int dec_slots_ = 0, dec_rows_ = 0;
-    // decode's runs of kDecodePromptRows or more rows of one slot: [begin, end) row ranges.
-    std::vector<std::pair<int, int>> dec_prompts_;
-    const bf16* dec_w16_ = nullptr;  // set_decode_weights'
-    std::vector<float> dec_wide_;    // with it: a layer's largest matrix (4C x C), widened for sgemm
     Bf16Operands bf_;  // --precision bf16
     OpTimes* ops_ = nullptr;  // --profile-ops
     void mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,

@@ -1,9 +1,10 @@
-// Parameter layout (one flat buffer, named views) and the MLP classifier's forward/backward over
-// the backend ops. The model does not own parameters or gradients: callers hand in the flat
+// The Model interface and the MLP classifier's forward/backward over the backend ops (the flat
+// buffer's layout is core/flat.h). The model does not own parameters or gradients: callers hand in the flat
 // buffers, so they can live wherever communication wants them (host, shared window, device).
 // Not for: talking to other ranks or reading data.
 #pragma once
 
+#include "dptrain/core/flat.h"
 #include "dptrain/model/op_times.h"
 
 #include <cstdint>
@@ -11,33 +12,6 @@
 #include <vector>
 
 namespace dptrain {
-
-struct ParamView {
-    std::string name;        // "fc0.weight"
-    std::vector<int> shape;  // (OC, C) or (OC)
-    size_t offset = 0;       // in floats, into the flat buffer
-    size_t size = 0;         // in floats
-    bool decay = false;      // weight decay applies (matrices, not biases)
-};
-
-struct ParamLayout {
-    std::vector<ParamView> views;
-    size_t total = 0;
-    void add(const std::string& name, std::vector<int> shape, bool decay);
-    const ParamView& find(const std::string& name) const;
-};
-
-// A range [begin, end) of the flat buffer, in floats.
-struct Span {
-    size_t begin = 0, end = 0;
-    size_t size() const { return end - begin; }
-};
-
-// Rank r's shard of a flat buffer of `total` floats owned by `ranks` ranks (the sharded optimizer
-// state): contiguous, in rank order, covering [0, total), cut at multiples of 16 floats (64-byte
-// lines) with sizes that differ by less than 32 floats (a line, and the last one's partial line).
-// A shard may be empty (tiny buffers).
-Span shard_span(size_t total, int rank, int ranks);
 
 enum class Activation { relu, gelu };
 
@@ -66,14 +40,6 @@ class Bf16Operands {
 
   private:
     std::vector<float> w_, a_, g_;
-};
-
-// Told by backward as gradients become final: grads_ready_from(o) means every gradient at flat
-// offset >= o is written for this step (backward runs last layer first, i.e. high offsets first).
-// Gradient communication uses it to start early (gradsync.h).
-struct GradHook {
-    virtual ~GradHook() = default;
-    virtual void grads_ready_from(size_t offset) = 0;
 };
 
 // What a model reads from a batch: MLP features and labels, or GPT token windows.

@@ -1,6 +1,5 @@
-// dptrain-data's subcommands that make token shards (token_commands.cpp: text and tokens), and the
-// helpers every subcommand of dptrain-data shares (data_out.cpp). The tool's main (and synth,
-// ingest, verify) stay in src/tools/dptrain_data.cpp.
+// dptrain-data's token subcommands (text, tokens) and the helpers all its subcommands share.
+// Not for: the tool's main, synth, ingest or verify (src/tools/dptrain_data.cpp).
 #pragma once
 
 #include "dptrain/comm/communicator.h"
@@ -13,8 +12,7 @@
 
 namespace dptrain {
 
-// MPI for one subcommand that runs under mpirun (ingest, text, tokens): started when made,
-// finalized when it goes, on every return path.
+// Finalizes MPI on every return path.
 class MpiScope {
   public:
     MpiScope() { mpi_start(nullptr, nullptr); }
@@ -23,31 +21,23 @@ class MpiScope {
     MpiScope& operator=(const MpiScope&) = delete;
 };
 
-// Parses a subcommand's options; for --help prints the options and `epilogue` (when `print`:
-// under mpirun only rank 0 does) and returns true.
+// true for --help, after printing (print: false on ranks other than 0).
 bool parse_or_help(int argc, char** argv, const boost::program_options::options_description& desc,
                    const char* epilogue = "", bool print = true);
 
-// Before any shard is written (under mpirun: by rank 0): --out exists and holds no shards of the
-// splits about to be written (they would mix with ours, and they may be the user's only copy), or
-// with --overwrite those shards are removed, and their lines from a SHA256SUMS there.
+// Rank 0, before any write: old shards of these splits are refused (they would mix with ours and
+// may be the user's only copy), or with --overwrite removed with their SHA256SUMS lines.
 void prepare_out(const std::string& out, const std::vector<std::string>& splits, bool overwrite);
-// After every shard is written (by rank 0): a SHA256SUMS in --out gets lines for the splits' new
-// shards, so that it lists the whole set again without vouching for the files it did not write.
+// Rank 0, after: adds the new shards' lines, vouching for no file it did not write.
 void complete_sums(const std::string& out, const std::vector<std::string>& splits);
 
-// Runs `step` on every rank of MPI_COMM_WORLD and agrees on the outcome: when it threw anywhere,
-// the lowest failing rank prints its one line and every rank returns false (the caller finalizes
-// and exits 2), so a bad input ends the whole job cleanly instead of leaving ranks waiting in the
-// next collective. `cmd` names the subcommand in the hint for a bad option.
+// As all_ok over the world: a bad input ends every rank (exit 2) instead of leaving ranks waiting
+// in the next collective. cmd: for a bad option's hint.
 bool agreed(const char* cmd, const std::function<void()>& step);
 
-// The strings joined by single spaces.
-std::string join(const std::vector<std::string>& v);
+std::string join(const std::vector<std::string>& v);  // by single spaces
 
-// dptrain-data text: token shards from text files, through one of the tokenizers.
 int text_cmd(int argc, char** argv);
-// dptrain-data tokens: token shards from ids tokenized elsewhere (nanoGPT, llm.c, .npy, HDF5).
-int tokens_cmd(int argc, char** argv);
+int tokens_cmd(int argc, char** argv);  // ids tokenized elsewhere
 
 } // namespace dptrain

@@ -1,4 +1,4 @@
-// A text corpus of many files (text_files.cpp), for dptrain-data text.
+// A text corpus of many files, for dptrain-data text. Not for: tokenizing it.
 #pragma once
 
 #include <string>
@@ -6,18 +6,14 @@
 
 namespace dptrain {
 
-// --input values: files, directories (every regular file beneath, hidden ones left out) and glob
-// patterns, each directory's and pattern's files in sorted order. Throws UserError naming an input
-// that gives no file.
+// Files, directories (hidden files left out) and globs, in sorted order, so the corpus is the
+// same on every run. Throws UserError naming an input that gives no file.
 std::vector<std::string> text_files(const std::vector<std::string>& inputs);
 
-// The files' text, one after the other; with several files and `newlines`, each ends in a newline
-// (one is added where a file lacks it, so that the last line of one does not run into the first
-// of the next). `ends`, when given, receives where each file's text ends.
+// newlines: a missing final newline is added, so one file's last line does not join the next's.
 std::string read_texts(const std::vector<std::string>& files, bool newlines = true, std::vector<size_t>* ends = nullptr);
 
-// Throws UserError naming the file, the line and the byte where `data` (read_texts' result, with its
-// `ends`) first is not UTF-8, and the fix; `tokenizer` names the tokenizer that needs UTF-8.
+// Names the file, line and byte of the first invalid UTF-8, and the fix.
 void check_utf8(const std::vector<std::string>& files, const std::string& data, const std::vector<size_t>& ends,
                 const std::string& tokenizer);
 

@@ -1,10 +1,6 @@
-// Causal multi-head self-attention with the two products of each (batch, head) as sgemm calls:
-// scores = Q K^T / sqrt(hs) over the full T x T (twice the causal work, at sgemm speed, which
-// beat per-position dot-product loops ~3x), a causal softmax per row (entries past t set to 0,
-// so the second product is causal too), out = att V. OpenMP over (batch, head); the small
-// products run single-threaded inside. Backward mirrors it. With tf32 (--precision bf16) every
-// product's operands are rounded to TF32 first (10 mantissa bits, as the GPU's tensor cores take
-// them), into per-thread scratch allocated once; the softmax and all sums stay fp32.
+// Causal multi-head self-attention with each (batch, head)'s products as sgemm calls over the full
+// T x T (zeros past t keep it causal; measured faster than causal loops: docs/GPU.md, "Note [CPU
+// twin choices]"), OpenMP over (batch, head). tf32: operands rounded to TF32 into per-thread scratch.
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/parallel.h"
 #include "dptrain/core/fastmath.h"
@@ -19,8 +15,7 @@
 
 namespace dptrain::cpu {
 
-// 10 explicit mantissa bits, to nearest even (the 13 bits below are dropped); NaN and infinity
-// stay as they are, and a value past TF32's largest rounds to infinity.
+// 10 mantissa bits, nearest even; NaN and infinity kept, a value past TF32's largest to infinity.
 static inline float tf32(float x) {
     uint32_t u;
     std::memcpy(&u, &x, sizeof u);
@@ -39,17 +34,15 @@ static void round_rows(float* dst, const float* src, int rows, int cols, long ld
         for (int c = 0; c < cols; ++c) dst[(long)r * cols + c] = tf32(src[r * ld + c]);
 }
 
-// This thread's scratch for the TF32 operands of one (batch, head): kept, grown when a larger
-// shape comes, so a run allocates it once.
+// This thread's TF32 scratch, kept and grown, so a run allocates it once.
 static float* tf32_scratch(size_t n) {
     thread_local std::vector<float> s;
     if (s.size() < n) s.resize(n);
     return s.data();
 }
 
-// Row t of the scores, softmax over its first t + 1 entries, zero past them. Vector loops: the
-// max and the sum are SIMD reductions (lane-wise partial sums, so the order differs from a
-// scalar loop by rounding alone) and exp is fastmath.h's, not glibc's scalar call.
+// Row t of the scores: softmax over its first t + 1 entries, zeros past them. SIMD max and sum
+// (lane-wise partials: order differs from a scalar loop by rounding alone), fastmath.h's exp.
 static void causal_softmax_row(float* row, int t, int T) {
     float maxv = row[0];
 #pragma omp simd reduction(max : maxv)
@@ -160,8 +153,7 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
         }
 }
 
-// Rows [first, last) of attention_decode's (row, head) pairs: the scores of row i's query against
-// its slot's first pos[i] + 1 keys, their softmax, and the weighted sum of the values.
+// attention_decode's (row, head) pairs [first, last): scores over 0..pos[i], softmax, sum of values.
 static void decode_heads(float* out, const float* kcache, const float* vcache, const float* qkv, const int* slot,
                          const int* pos, int T, int C, int NH, long first, long last) {
     const int hs = C / NH;
@@ -173,8 +165,7 @@ static void decode_heads(float* out, const float* kcache, const float* vcache, c
         const float* q = qkv + (size_t)i * 3 * C + h * hs;
         const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
         const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
-        // Each position's hs-term dot product as a SIMD reduction; then the row's softmax as the
-        // training forward's (causal_softmax_row over the first p + 1 scores).
+        // SIMD dot products, then the training forward's causal_softmax_row over p + 1 scores.
         for (int j = 0; j <= p; ++j) {
             float d = 0.0f;
 #pragma omp simd reduction(+ : d)

@@ -1,9 +1,6 @@
-// Softmax + cross-entropy over rows of logits, computed stably (max subtracted, log-sum-exp),
-// without keeping the probabilities: forward keeps two floats a row (the max and 1 / sum) and
-// backward recomputes each probability from them, in place over the logits if asked. At GPT-2's
-// vocabulary that saves a (B*T, V) buffer and three of its passes per step. The loops over V are
-// SIMD (the max and the sum as lane-wise reductions, exp as fastmath.h's): at V = 50,257, forward
-// and backward of one 256-token window took 79 ms with glibc's scalar expf, 10 ms so.
+// Softmax cross-entropy over rows of logits, stably (max subtracted, log-sum-exp), keeping two
+// floats a row instead of the probabilities, which backward recomputes (in place if asked). SIMD
+// loops over V with fastmath.h's exp (docs/GPU.md, "Note [CPU twin choices]").
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/fastmath.h"
 #include "dptrain/core/parallel.h"
@@ -19,10 +16,9 @@ static int first_of(const float* z, int V, float maxv) {
     return 0;
 }
 
-// A row's max as a scan from z[0] takes it: a NaN only at index 0 (then it is the max), skipped
-// anywhere else. The lanes scan from -inf, where a NaN never wins a comparison, and z[0] joins
-// last by the same rule. (Started from z[0] itself, the SIMD reduction dropped a NaN there: GCC
-// combines its lanes with a max that keeps the number, on AVX2 and AVX-512 builds alike.)
+// A row's max as a scan from z[0] takes it: a NaN counts only at index 0. The lanes start from
+// -inf and z[0] joins last: a reduction started at z[0] loses a NaN there (GCC's lane max keeps
+// the number; Note [CPU twin choices]).
 static float row_max(const float* z, int V) {
     float rest = -INFINITY;
 #pragma omp simd reduction(max : rest)

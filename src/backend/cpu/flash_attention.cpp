@@ -1,15 +1,6 @@
-// Causal self-attention in key tiles of 64 with a running softmax (FlashAttention-2's schedule):
-// the CPU twin of src/cuda/flash_attention.cu, tile for tile. q, k, v and dout are rounded to bf16
-// once; each tile's scores S = q k^T * scale are fp32; per query a running maximum m and sum l;
-// the output is rescaled by exp(m_old - m_new) and gains bf16(P) v; out = O / l and lse = m + log l.
-// Backward recomputes P = exp(S - lse) per tile (no T x T matrix kept): delta = rowsum(dout *
-// out), dS = P * (dP - delta), and dV += bf16(P)^T dout, dK += bf16(dS)^T q, dQ += bf16(dS) k, with
-// the scale applied to dK and dQ at the end. Each product is one sgemm over a (64 x 64) tile pair
-// on the rounded operands (exact products, fp32 sums), so the only differences from the GPU are the
-// order of fp32 sums, exp and log against CUDA's (an ulp), and so now and then a P or dS rounded to
-// the neighbouring bf16 value. The exp arguments and the rescalings are fused multiply-adds
-// (std::fma), as the kernels write them. OpenMP over (batch, head); per-thread scratch allocated
-// once.
+// Causal self-attention in key tiles of 64 with a running softmax: the CPU twin of
+// src/backend/cuda/flash_attention.cu, tile for tile, one sgemm per tile pair on bf16-rounded
+// operands, with the kernels' fmas (std::fma). Differences: docs/GPU.md, "Flash attention".
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/bf16.h"
 

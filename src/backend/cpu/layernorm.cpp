@@ -1,6 +1,5 @@
-// LayerNorm forward/backward (row-wise over C), rows over the OpenMP threads when there are enough
-// of them (core/parallel.h); the weight and bias gradients are column sums, columns over the
-// threads and rows in order (deterministic).
+// LayerNorm forward/backward (row-wise over C), rows over the OpenMP threads (core/parallel.h); the
+// weight and bias gradients sum rows in order, columns over the threads: deterministic.
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/parallel.h"
 

@@ -1,6 +1,5 @@
-// matmul_forward / matmul_backward through OpenBLAS sgemm (row-major), and the bf16 rounding of
-// their operands. The bias gradient sums
-// rows in order, so results do not depend on the thread count.
+// matmul_forward / matmul_backward through OpenBLAS (row-major), and the bf16 rounding of their
+// operands. The bias gradient sums rows in order: results independent of the thread count.
 #include "dptrain/backend/cpu/ops.h"
 
 #include "dptrain/core/bf16.h"
@@ -47,10 +46,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
         parallel_for(B, OC, [=](long first, long last) { fill_bias_rows(out, bias, OC, first, last); });
         beta = 1.0f;
     }
-    // One or two rows (a forward of one or two samples; decoding has matmul_forward_rows): one
-    // matrix-vector product a row. sgemm packs the whole weight for every call: 2.9-6.7x slower for
-    // one row and 1.6-3.5x for two, on shapes from 128x128 to 768x50257 (dptrain-bench matmul;
-    // BENCHMARKS.md, "Decoding: one row a product").
+    // One or two rows: sgemv a row, since sgemm packs the whole weight every call (several times
+    // slower; docs/GPU.md, "Note [CPU twin choices]").
     if (B <= 2) {
         for (int b = 0; b < B; ++b)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C, inp + (long)b * C, 1, beta,

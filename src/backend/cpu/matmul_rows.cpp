@@ -1,8 +1,6 @@
-// matmul_forward_rows: out = inp @ weight^T + bias with each output a dot product of its own, in
-// an order fixed by C alone, so a row's result is the same whatever rows share the call (decoding).
-// The weights may be bf16, widened exactly as they are read (half the bytes a decoded token reads):
-// the same bits as the fp32 form on the widened weights.
-// Not for training's products, which OpenBLAS's sgemm computes faster at every size used there.
+// matmul_forward_rows: out = inp @ weight^T + bias, each output a dot product in an order fixed by
+// C alone, so a row's result does not depend on the call's other rows (decoding); fp32 or bf16
+// weights. Choices measured: docs/GPU.md, "Note [matmul_rows order]". Not for training (sgemm).
 #include "dptrain/backend/cpu/ops.h"
 
 #include "dptrain/core/parallel.h"
@@ -21,14 +19,13 @@ namespace {
 inline float value(float w) { return w; }
 inline float value(bf16 w) { return bf16_to_float(w); }
 
-// Eight running sums a dot product: lane l adds the products of elements c with c % 8 == l, in
-// order of c; the lanes are then added in one fixed tree, the last C % 8 products after them, and
-// the bias last. Every output is computed by this sequence, in a tile of eight or alone.
+// Eight running sums a dot product (lane l: elements c % 8 == l, in order of c), added in one
+// fixed tree, then the C % 8 tail, then the bias: the same sequence in a tile of eight or alone.
 #if defined(__AVX2__) && defined(__FMA__)
 using Lanes = __m256;
 inline Lanes zero() { return _mm256_setzero_ps(); }
 inline Lanes load(const float* p) { return _mm256_loadu_ps(p); }
-// Eight bf16 values widened to floats: each one's 16 bits moved to the top of a 32-bit lane.
+// Eight bf16 values widened: each one's 16 bits moved to the top of a 32-bit lane.
 inline Lanes load(const bf16* p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
@@ -65,10 +62,8 @@ inline float finish(Lanes acc, const float* x, const W* w, int c, int C, float b
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-// finish() for eight outputs whose C is a multiple of 8, with the same additions: two rounds of
-// hadd add lanes (0+1, 2+3, ...) then the pairs ((0+1)+(2+3), (4+5)+(6+7)), and the 128-bit
-// halves' sum adds those two, which is finish's tree; then the bias. One store instead of eight
-// round trips through memory, which cost as much as the products at C = 128.
+// finish() for eight outputs with C % 8 == 0, the same additions: two hadd rounds then the 128-bit
+// halves' sum is finish's tree. One store instead of eight round trips through memory.
 inline void finish8(float* out, const Lanes* acc, const float* bias) {
     const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
     const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
@@ -78,15 +73,9 @@ inline void finish8(float* out, const Lanes* acc, const float* bias) {
 }
 #endif
 
-// One row of inp against NO rows of weight: NO sums in registers, each input load used NO times.
-// With `next` (the weight rows of the tile after this one), those are fetched into the cache at the
-// pace this tile reads its own: the NO rows are one contiguous block, and so is the next, but
-// read as NO short streams (a row of 768 bf16 is 24 cache lines) the hardware's prefetchers keep
-// few of them ahead, and decoding one row waits on memory. Measured on a GPT-2-shaped model
-// (docs/BENCHMARKS.md, "Decoding with bf16 weights"): bf16 weights 1.24-1.39x faster with it; fp32
-// ones, whose rows are twice as long and which on 2 threads already read at about the memory's
-// bandwidth, no faster (medians a little lower, within the runs' spread), so only the bf16 form
-// fetches ahead.
+// One row of inp against NO weight rows: NO sums in registers, each input load used NO times.
+// With `next` (bf16 only), the next tile's rows are prefetched at this tile's pace: read as NO short
+// streams they outrun the hardware prefetchers (docs/GPU.md, "Note [matmul_rows order]").
 template <int NO, class W>
 void tile(float* out, const float* x, const W* w, const float* bias, int C, const W* next = nullptr) {
     Lanes acc[NO];
@@ -113,8 +102,8 @@ void tile(float* out, const float* x, const W* w, const float* bias, int C, cons
     for (int o = 0; o < NO; ++o) out[o] = finish(acc[o], x, w + (long)o * C, c, C, bias ? bias[o] : 0.0f);
 }
 
-// Every row against outputs [o0, o1): eight weight rows at a time (in L1, or L2 for the widest
-// inputs, while the input rows pass by), the last (o1 - o0) % 8 one at a time.
+// Every row against outputs [o0, o1): eight weight rows at a time (cache-resident while the input
+// rows pass), the last (o1 - o0) % 8 one at a time.
 template <class W>
 void outputs(float* out, const float* inp, const W* weight, const float* bias, int B, int C, int OC, long o0,
              long o1) {
@@ -131,15 +120,8 @@ void outputs(float* out, const float* inp, const W* weight, const float* bias, i
 template <class W>
 void rows(float* out, const float* inp, const W* weight, const float* bias, int B, int C, int OC) {
     if (B <= 0 || OC <= 0) return;
-    // Blocks of 64 outputs over the threads: each output is one thread's, whole. One input row
-    // against eight weight rows: eight independent sums, each input load used eight times; it beat
-    // tiles of several rows (2x4, 3x4, 4x2, 4x3, 5x2, 6x2, 8x1) at 8 and 32 rows in
-    // dptrain-bench matmul, whose scalar finishes cost as much as the products at C = 128.
-    // A block's cost counts one 8-lane FMA as one of parallel_for's simple operations (a weight
-    // tuned by measurement, not a unit): counted in flops (16 times that), one row of a 128-wide
-    // model took a team and ran 2.3x slower on 2 threads than on 1 (dptrain-bench matmul --threads
-    // 1 and 2); counted so, 2 threads were never slower beyond noise, and a row of 768 -> 2304 still
-    // goes to the team (docs/BENCHMARKS.md, "serve --threads").
+    // Blocks of 64 outputs, each one thread's, whole. The cost weight (one 8-lane FMA per simple
+    // operation) is tuned so one narrow row stays on one thread: Note [matmul_rows order].
     constexpr long kOutBlock = 64;
     const long blocks = (OC + kOutBlock - 1) / kOutBlock;
     parallel_for(blocks, (long)B * C * kOutBlock / 8, [=](long first, long last) {

@@ -27,9 +27,8 @@ void set_threads(int n) {
     if (n < 1) n = 1;
     openblas_set_num_threads(n);
     omp_set_num_threads(n);
-    // Flush denormals to zero in every compute thread: optimizer moments of parameters whose
-    // gradient stays zero decay geometrically into the denormal range, where each operation costs
-    // ~100 cycles (seen: AdamW 3x slower after ~1000 steps). Values below 1e-38 do not matter here.
+    // Flush denormals in every compute thread: moments of zero-gradient parameters decay into
+    // them, ~100 cycles an operation. Why: docs/GPU.md, "Note [CPU twin choices]".
     flush_denormals();
 #pragma omp parallel
     flush_denormals();

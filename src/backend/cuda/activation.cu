@@ -1,7 +1,6 @@
-// ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward:
-// elementwise grid-stride kernels, the CUDA twins of src/cpu/activation.cpp. GELU's bf16 forms
-// write their outputs rounded to bf16, for the matmul that takes them: the forward from the fc
-// matmul's fp32 output, keeping that input rounded too; the backward from the input so kept.
+// ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward: grid-stride
+// twins of src/backend/cpu/activation.cpp; GELU's bf16 forms keep fc's output rounded for backward.
+// Not for: GELU fused into a GEMM (matmul.cu's epilogues).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -42,8 +41,7 @@ __global__ void gelu_forward_keep_kernel(uint16_t* pre, uint16_t* out, const flo
     }
 }
 
-// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored); In:
-// float, or uint16_t (bf16, widened exactly, so the result is the fp32 form's on those values).
+// Out: float, or uint16_t (bf16, rounded as stored); In: float, or uint16_t (bf16, widened).
 template <class Out, class In>
 __global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout, long N) {
     GRID_STRIDE(i, N) {

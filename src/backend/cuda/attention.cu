@@ -1,12 +1,6 @@
-// Causal multi-head self-attention, the CUDA twin of src/cpu/attention.cpp and built the same way:
-// scores = Q K^T / sqrt(hs) over the full T x T with cuBLAS, a causal softmax per row (entries
-// past t set to 0, which makes the second product causal too), out = att V with cuBLAS. The heads
-// of one sequence are one strided-batched GEMM (head h starts h*hs floats into a row), so q, k, v
-// are read in place from inp (B,T,3C) with no permute and no scratch; one call per sequence.
-// With tf32 (--precision bf16) the GEMMs take TF32 operands on the tensor cores, fp32 sums. The
-// CPU twin rounds its operands to nearest even; the tensor cores' conversion is cuBLAS's own (it
-// may truncate), so the two can differ by one TF32 unit in an operand.
-// Not for: long sequences (att is T x T per head: a flash-attention kernel is the later step).
+// Causal multi-head self-attention, the CUDA twin of src/backend/cpu/attention.cpp: full T x T
+// scores by strided-batched cuBLAS GEMMs reading q, k, v in place, a causal softmax kernel (zeros
+// past t make the second product causal), out = att V. Not for: long T (flash_attention.cu).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -53,8 +47,8 @@ __global__ void causal_softmax_backward_kernel(float* datt, const float* att, lo
 
 static unsigned row_blocks(long rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-// Strided-batched GEMM over the NH heads of one sequence (column-major arguments, as cuBLAS):
-// plain fp32, or with TF32 operands on the tensor cores and fp32 sums.
+// Strided-batched GEMM over one sequence's NH heads (column-major arguments): fp32, or TF32
+// operands with fp32 sums, whose conversion is cuBLAS's own (docs/GPU.md, "Mixed precision").
 static void heads_gemm(cublasHandle_t h, bool tf32, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                        float alpha, const float* A, int lda, long sa, const float* Bm, int ldb, long sb, float* Cm,
                        int ldc, long sc, int NH) {
@@ -137,10 +131,8 @@ __global__ void decode_cache_kernel(float* kcache, float* vcache, const float* q
     vcache[at] = qkv[(size_t)i * 3 * C + 2 * C + c];
 }
 
-// One warp a (row, head), as the CPU twin's loop body: each lane scores positions j = lane, lane +
-// 32, ... (an hs-term dot product in order; the CPU's adds in SIMD lanes), the softmax over
-// 0..pos, then lane c of the head sums weight * value over the positions in order. The scores
-// live in shared memory (T floats).
+// One warp a (row, head), as the CPU twin's loop body: lane scores j = lane, lane + 32, ... (an
+// hs-term dot in order), the softmax over 0..pos, then lane c sums weight * value in order.
 __global__ void attention_decode_kernel(float* out, const float* kcache, const float* vcache, const float* qkv,
                                         const int* slot, const int* pos, int T, int C, int NH, float scale) {
     extern __shared__ float scores[];
@@ -180,8 +172,8 @@ void attention_decode(float* out, float* kcache, float* vcache, const float* qkv
     decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, C);
     CUDA_CHECK(cudaGetLastError());
     const float scale = 1.0f / sqrtf((float)(C / NH));
-    // The scores' T floats and 4 more: the sum's loop over them is unrolled by 4, and compute-sanitizer
-    // saw its remainder read 12 bytes at once past T floats (the values past pos are never used).
+    // 4 floats of slack: the unrolled sum's remainder reads up to 12 bytes past T (compute-sanitizer
+    // caught it; values past pos are never used).
     const size_t scores_bytes = ((size_t)T + 4) * sizeof(float);
     attention_decode_kernel<<<(unsigned)n * NH, 32, scores_bytes, stream>>>(out, kcache, vcache, qkv, slot, pos, T, C,
                                                                              NH, scale);

@@ -1,6 +1,5 @@
-// Private to src/backend/cuda: the library headers that CUDA_CHECK / CUBLAS_CHECK (core/check.h)
-// need, the launch-precondition check, the launch-size helper and the warp reduction the kernels
-// share. Not for: user-facing errors (UserError).
+// Private to src/backend/cuda: what the kernels share (library headers for CUDA_CHECK, launch
+// preconditions and sizes, warp reductions, bf16 bits). Not for: user-facing errors (UserError).
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
@@ -12,8 +11,8 @@
 
 #include <cstdint>
 
-// CUDA_REQUIRE(C % NH == 0): a launcher's precondition on its arguments. A caller bug, not a user
-// error (options are validated before any op runs), so fatal like the checks above.
+// A launcher's precondition on its arguments: a caller bug, not a user error (options are
+// validated before any op runs), so fatal.
 #define CUDA_REQUIRE(cond)                                                                          \
     do {                                                                                            \
         if (!(cond))                                                                                \
@@ -23,12 +22,11 @@
 
 namespace dptrain::cuda {
 
-// Context's cuBLASLt algorithm cache (src/cuda/matmul.cu): made and freed with the Context.
+// Context's cuBLASLt algorithm cache (matmul.cu).
 LtPlans* lt_plans_create();
 void lt_plans_destroy(LtPlans* plans);
 
-// Blocks for a grid-stride loop over n elements: enough to fill the device several times over,
-// never more than the grid allows (the loop covers the rest).
+// Blocks for a grid-stride loop over n: enough to fill the device, capped (the loop does the rest).
 inline unsigned grid_for(long n, int threads) {
     long blocks = (n + threads - 1) / threads;
     if (blocks > 65535L * 32) blocks = 65535L * 32;
@@ -39,8 +37,7 @@ inline unsigned grid_for(long n, int threads) {
 inline bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 #ifdef __CUDACC__
-// Sum / max over the 32 lanes of a warp; every lane gets the result. The butterfly order is
-// fixed, so the result is the same on every run.
+// Over the 32 lanes, every lane gets the result; the butterfly order is fixed: same on every run.
 __device__ inline float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
@@ -50,8 +47,8 @@ __device__ inline float warp_max(float x) {
     return x;
 }
 
-// A float rounded to bf16, nearest even, as dptrain::to_bf16 (bf16.cpp) rounds it; written on the
-// bits rather than with __float2bfloat16_rn so that NaN payloads come out identical too.
+// Rounded to bf16 as dptrain::to_bf16 does, on the bits rather than __float2bfloat16_rn so that
+// NaN payloads match too.
 __device__ inline uint16_t bf16_bits(float x) {
     uint32_t u = __float_as_uint(x);
     uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;

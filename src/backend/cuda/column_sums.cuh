@@ -1,15 +1,6 @@
-// Private to src/cuda: column sums over the rows of an (N, C) array, the reduction behind the bias
-// gradients (matmul_backward; in bf16 only where cuBLASLt has no bias-gradient epilogue) and
-// LayerNorm's weight and bias gradients: out_k[c] += sum over rows of term_k(row, c), for K sums at
-// once. Deterministic without float atomics, and parallel over rows as well as columns: the rows
-// are cut into N / kChunkRows chunks (rounded up, at most kMaxChunks) of ceil(N / chunks) rows (the
-// last may be shorter), a first kernel sums each chunk's rows of 32 columns in a fixed order into a
-// partial per chunk, a second adds the partials in chunk order. The chunking depends only on N, so
-// a shape gives the same bits on every run and every GPU. With one block per 32 columns only (the
-// first form), C = 768 kept 24 blocks busy on a 132-SM GPU.
-// Scratch: column_sums_scratch(N, C, K) = K * chunks(N) * C floats from Context::reduction_scratch.
-// accumulate false: out_k[c] = the sums instead of += (what adding onto zeros gives), so a
-// gradient's first writer needs no zeroing pass before it; with N = 0 the sums are 0.
+// Private to src/backend/cuda: column sums over the rows of an (N, C) array (out_k[c] += sum of
+// term_k(row, c), K = 1 or 2) for the bias and LayerNorm gradients, parallel over rows and without
+// atomics; the chunking depends on N alone, so the same bits on every run and GPU (docs/GPU.md).
 #pragma once
 
 #include "check.h"
@@ -25,8 +16,7 @@ inline long column_chunks(long N) {
     return chunks < 1 ? 1 : (chunks > kMaxChunks ? kMaxChunks : chunks);
 }
 
-// Terms: a functor with `__device__ void operator()(long row, int c, float* acc) const` adding
-// its K terms of (row, c) to acc[0..K-1].
+// Terms: `__device__ void operator()(long row, int c, float* acc) const` adds its K terms to acc.
 template <int K, class Terms>
 __global__ void column_partials_kernel(float* partial, Terms terms, long N, int C, long rows_per_chunk) {
     __shared__ float part[K][kRowLanes][32];
@@ -60,8 +50,8 @@ __global__ void column_finish_kernel(float* out0, float* out1, const float* part
     }
 }
 
-// out0 (and out1 when K = 2) += the column sums of terms over N rows of C columns, on `stream`
-// (accumulate false: = them).
+// out0 (and out1 when K = 2) += the column sums of terms over N rows of C columns (accumulate
+// false: =). Scratch: column_sums_scratch(N, C, K) floats of the context's reduction scratch.
 template <int K, class Terms>
 void column_sums(float* out0, float* out1, Terms terms, long N, int C, Context& ctx, cudaStream_t stream,
                  bool accumulate = true) {

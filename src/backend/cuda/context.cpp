@@ -1,6 +1,6 @@
 // Devices for the CUDA backend: how many this process sees (and why none), binding a rank to its
 // GPU, and the per-device Context (stream + cuBLAS handle + cuBLAS workspace).
-// Not for: kernels (src/cuda/*.cu) or communicators (nccl_comm.cpp).
+// Not for: kernels (*.cu) or communicators (nccl_comm.cpp).
 #include "dptrain/backend/cuda/ops.h"
 #include "dptrain/backend/gpu_sizes.h"
 

@@ -1,13 +1,6 @@
-// Softmax + cross-entropy over rows of logits, the CUDA twin of src/cpu/crossentropy.cpp: one
-// block per row, max subtracted, exponentials summed in double as the CPU does (a 50k-entry
-// vocabulary summed in float would differ from it by ~1e-6 relative). The probabilities are never
-// stored: at GPT-2 124M with B = 8 that is 1.65 GB of device memory and four of its passes less
-// per step (forward reads the logits once, taking the max and the sum together, and writes two
-// floats a row; backward reads them once and writes the gradient). The bf16 forms read the logits
-// as bf16 (the classifier matmul's output, rounded as it was stored: half the bytes on every pass)
-// and widen them exactly, so they compute what the fp32 forms compute on the widened values. Each
-// thread reads chunks of 8 entries, in 16-byte loads where the rows are aligned (below).
-// Not for: fusing with the classifier matmul.
+// Softmax cross-entropy over rows of logits, the CUDA twin of src/backend/cpu/crossentropy.cpp:
+// one block per row, one read, exp sums in double as the CPU (float would miss it by ~1e-6 at 50k).
+// Why this shape: docs/GPU.md, "The loss keeps no probabilities". Not for: fusing with the matmul.
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -24,8 +17,8 @@ __device__ inline double warp_sum_double(double x) {
     return x;
 }
 
-// Block-wide sum (blockDim.x a multiple of 32): warps reduce, then warp results in warp order.
-// Every thread gets the result; the trailing barrier lets the caller reuse `scratch`.
+// Block-wide sum (blockDim.x a multiple of 32) in warp order; every thread gets it, and the
+// trailing barrier lets the caller reuse `scratch`.
 __device__ double block_sum(double x, double* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     x = warp_sum_double(x);
@@ -36,9 +29,8 @@ __device__ double block_sum(double x, double* scratch) {
     return x;
 }
 
-// (value, index) pairs as the CPU's scan finds them: the larger value wins, and of equal values
-// the smaller index (the first maximum). The CPU never takes a NaN, except at index 0 where its
-// scan starts (then the row's max is that NaN): only thread 0 can hold a NaN, and it wins.
+// (value, index) pairs as the CPU's scan finds them: larger value wins, ties to the smaller index.
+// The CPU takes a NaN only at index 0, where its scan starts: only thread 0 can hold one, and it wins.
 __device__ inline void arg_max_merge(float& m, int& i, float om, int oi) {
     if (i == 0 && m != m) return;
     if ((oi == 0 && om != om) || om > m || (om == m && oi < i)) {
@@ -64,12 +56,9 @@ __device__ void block_arg_max(float& m, int& i, float* fscratch, int* iscratch) 
     __syncthreads();
 }
 
-// A row is read in chunks of 8 consecutive entries, chunk k by thread k mod blockDim.x, in the
-// same order in every form (so the bf16 forms compute what the fp32 forms compute on the widened
-// values, bit for bit). Where the rows are 16-byte aligned and `stride` is a multiple of 8 (the
-// bf16 logits GPT trains with: rows of a multiple of 64 values), a chunk below V is one or two
-// 16-byte loads and stores; a row's last chunk, when V is not a multiple of 8, and every chunk
-// elsewhere, is read and written value by value (so nothing at V or past it is touched).
+// Chunk k of 8 entries is read by thread k mod blockDim.x in every form, so the bf16 forms are
+// the fp32 forms' bits. 16-byte loads and stores where rows are aligned and `stride` % 8 == 0;
+// otherwise, and in a row's partial last chunk, value by value: nothing at V or past it is touched.
 constexpr int kChunk = 8;
 
 inline bool chunks_load_whole(const void* rows, int stride) {
@@ -104,8 +93,7 @@ __device__ inline void load_chunk(float* x, const In* z, int v0, int V, bool who
     }
 }
 
-// Entries v0 .. v0 + 7 of row d (stored rounded for bf16): a whole chunk below V in 16-byte
-// stores where the rows allow, else one by one, never at V or past it (the padding stays as it is).
+// Entries v0 .. v0 + 7 of row d, rounded for bf16; never at V or past it (padding stays).
 template <class Out>
 __device__ inline void store_chunk(Out* d, const float* g, int v0, int V, bool whole) {
     if (whole && v0 + kChunk <= V) {
@@ -124,13 +112,9 @@ __device__ inline void store_chunk(Out* d, const float* g, int v0, int V, bool w
     }
 }
 
-// One block per row and one read of it: each thread keeps the max of its entries (and where it
-// is) and the sum of exp(z - that max) in double, rescaled when its max grows; then the block's
-// max, and each thread's sum rescaled to it and summed. The CPU sums exp(z - max) against the
-// row's max in a second pass: the same sum in other roundings (see the [cuda] test). An entry of
-// -inf adds nothing (exp(-inf - max) = 0 for any finite max); a NaN makes the sum NaN, as there,
-// and so does a row of -inf only (exp(-inf + inf) there).
-// Nothing (B, V) is written. In: float, or uint16_t (bf16 bits).
+// Each thread keeps its max (and where) and sum of exp(z - max) in double, rescaled when its max
+// grows; the block then rescales each sum to the row's max: the CPU's sum in other roundings.
+// -inf adds nothing; a NaN, or a row of only -inf, makes the sum NaN, as on the CPU.
 template <class In>
 __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats, int* argmax, const In* logits,
                                                     const int* targets, int V, int stride, bool whole) {
@@ -139,9 +123,8 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     __shared__ double dscratch[32];
     const long b = blockIdx.x;
     const In* z = logits + b * stride;
-    // As the CPU: the scan starts from entry 0 (thread 0's first), so a row of -inf still names
-    // index 0 and a NaN there is the max; every other entry replaces the pair only when strictly
-    // larger (never a NaN).
+    // As the CPU: the scan starts at entry 0 (thread 0's), so a row of -inf names index 0 and a NaN
+    // there is the max; any other entry wins only when strictly larger (never a NaN).
     float maxv = -INFINITY;
     int arg = INT_MAX;
     double sum = 0.0;  // of exp(z - maxv) over this thread's entries
@@ -166,8 +149,7 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     }
     const float own = maxv;
     block_arg_max(maxv, arg, fscratch, iscratch);
-    // Each thread's sum against the row's max (exact in double: both maxima are floats); a thread
-    // with nothing to add (no entries, or only -inf) adds 0.
+    // Each thread's sum against the row's max (exact in double: both maxima are floats); 0 if empty.
     sum = block_sum(sum != 0.0 ? sum * exp((double)own - (double)maxv) : 0.0, dscratch);
     if (maxv == -INFINITY) sum = NAN;  // every entry -inf
     if (threadIdx.x == 0) {
@@ -178,11 +160,9 @@ __global__ void softmax_crossentropy_forward_kernel(float* losses, float* stats,
     }
 }
 
-// One block per row, in the forward's chunks. The probability is the forward's, expf(z - max) *
-// (1 / sum), recomputed; __fmul_rn keeps each product rounded on its own (no fused
-// multiply-subtract), as the CPU: p * scale, then minus scale at the target. A chunk is read whole
-// before it is written, so dlogits may be logits. Out and In: float, or uint16_t for the bf16
-// form (rounded as it is stored; widened as it is read).
+// One block per row, in the forward's chunks. p = expf(z - max) * (1 / sum), each product rounded
+// on its own (__fmul_rn: no fused multiply-subtract), as the CPU. A chunk is read whole before it
+// is written, so dlogits may be logits.
 template <class Out, class In>
 __global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const In* logits, const float* stats,
                                                      const int* targets, float scale, int V, int stride, bool whole) {
@@ -202,7 +182,6 @@ __global__ void softmax_crossentropy_backward_kernel(Out* dlogits, const In* log
     }
 }
 
-// One launcher for each direction's forms (In, Out: float, or bf16 bits; rows `stride` apart).
 template <class In>
 static void forward_launch(float* losses, float* stats, int* argmax, const In* logits, const int* targets, int B,
                            int V, int stride, cudaStream_t stream) {

@@ -1,8 +1,6 @@
-// Opens cuBLAS and cuBLASLt on first use and resolves the functions the backend calls
-// (cublas_library.h says why they are not linked). The libraries are the major version the backend
-// was compiled against, found as the dynamic loader finds any library: LD_LIBRARY_PATH, then the
-// executable's run path (CUDA_HOME/lib64), then the system's.
-// Not for: choosing among several CUDA versions at run time.
+// Opens cuBLAS and cuBLASLt (the major version built against) on first use, found as the loader
+// finds any library (LD_LIBRARY_PATH, run path, system), and resolves the backend's functions.
+// Why not linked: cublas_library.h. Not for: choosing among CUDA versions at run time.
 #define DPTRAIN_CUBLAS_LOADER
 #include "cublas_library.h"
 

@@ -1,11 +1,6 @@
-// Private to src/backend/cuda: cuBLAS and cuBLASLt, opened with dlopen when the first CUDA context
-// is made rather than linked. Loading libcublasLt runs about half a second of its static
-// initialisers in every process that links it, GPU or not: every rank of a CPU run, every tool and
-// test paid that at start. Now only a process that makes a cuda::Context does.
-// The ops call cuBLAS by its own names (cublasSgemm, cublasLtMatmul): each name used below is a
-// macro, as cublas_v2.h's own cublasSgemm -> cublasSgemm_v2 are, onto the table of resolved
-// functions. A function not in the lists is a link error, not a silent bypass of the loader.
-// Not for: anything outside the CUDA backend (the tools, the CPU path never load cuBLAS).
+// Private to src/backend/cuda: cuBLAS and cuBLASLt opened with dlopen by the first cuda::Context, so
+// other processes skip libcublasLt's static initialisers (docs/GPU.md, "What exists"); each name used
+// is a macro onto the loaded table, one not listed fails to link. Not for: code outside the backend.
 #pragma once
 
 #include <cublasLt.h>
@@ -17,8 +12,7 @@
 #define DPTRAIN_CUBLAS_FUNCTIONS(X)                                                                 \
     X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetWorkspace_v2)           \
     X(cublasSetMathMode) X(cublasGetStatusString) X(cublasSgemm_v2) X(cublasSgemmStridedBatched)
-// These two have C++ overloads in NVIDIA's cublas_api.h (a cudaDataType compute type, converted
-// inline), so their exported C functions' types are written out below.
+// C++ overloads in cublas_api.h (a cudaDataType compute type), so their C types are written out.
 #define DPTRAIN_CUBLAS_OVERLOADED(X) X(cublasGemmEx) X(cublasGemmStridedBatchedEx)
 #define DPTRAIN_CUBLASLT_FUNCTIONS(X)                                                               \
     X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulDescCreate)              \
@@ -49,14 +43,13 @@ struct CublasApi {
 #undef DPTRAIN_CUBLAS_POINTER
 #undef DPTRAIN_CUBLAS_TYPED_POINTER
 };
-// The written-out types are the exported functions' own: the casts (unevaluated, so nothing is
-// linked) pick the overload of exactly that type, and fail to compile when none has it.
+// The written-out types are the exported ones: the unevaluated casts pick exactly that overload.
 static_assert(std::is_same_v<decltype(static_cast<cublasGemmEx_t>(&::cublasGemmEx)), cublasGemmEx_t>);
 static_assert(std::is_same_v<decltype(static_cast<cublasGemmStridedBatchedEx_t>(&::cublasGemmStridedBatchedEx)),
                              cublasGemmStridedBatchedEx_t>);
 
-// The table, loaded on the first call (thread-safe, once per process). A library or function
-// that cannot be found ends the job with one line naming it and the fix.
+// Loaded on first call (thread-safe, once); a missing library or function ends the job with one
+// line naming it and the fix.
 const CublasApi& cublas_api();
 
 } // namespace dptrain::cuda

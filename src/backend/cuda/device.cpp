@@ -12,10 +12,9 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 
-#include <cblas.h>
-#ifdef DPTRAIN_HAVE_NCCL
 #include "dptrain/comm/nccl.h"
-#endif
+
+#include <cblas.h>
 
 #include <memory>
 
@@ -149,7 +148,6 @@ class CudaBuildDevice : public Device {
     const char* op_timing() const override;
 
     std::unique_ptr<Model> make_model(const ModelSpec& spec) const override;
-    std::unique_ptr<Decoder> make_decoder(const GptConfig& cfg, Precision weights) const override;
 
     // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
     // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
@@ -184,11 +182,6 @@ const char* CudaBuildDevice::op_timing() const {
     return gpu_ < 0 ? Device::op_timing() : "GPU time between CUDA events around each op on the model's stream";
 }
 
-std::unique_ptr<Decoder> CudaBuildDevice::make_decoder(const GptConfig& cfg, Precision weights) const {
-    if (gpu_ < 0) return Device::make_decoder(cfg, weights);
-    return make_cuda_decoder(cfg, gpu_, weights);
-}
-
 std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {
     if (gpu_ < 0) return Device::make_model(spec);
     std::unique_ptr<Model> m;
@@ -203,13 +196,11 @@ std::unique_ptr<GradientPath> CudaBuildDevice::make_gradients(Model& model, floa
     int all_gpu = gpu_ >= 0 && spec.gpu_state != GpuState::host ? 1 : 0;
     MpiCommunicator(topo.world).allreduce(&all_gpu, 1, ReduceOp::min);
     std::string note;
-#ifndef DPTRAIN_HAVE_NCCL
-    if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic) {
+    if (all_gpu && topo.size > 1 && spec.gpu_state == GpuState::automatic && nccl_library_version().empty()) {
         all_gpu = 0;
         note = "--gpu-state auto: this build has no NCCL to sum gradients on the GPUs: parameters and optimizer "
                "stay on the host";
     }
-#endif
     auto* resident = dynamic_cast<cuda::Resident*>(&model);  // every model make_model puts on a GPU
     if (!all_gpu || !resident) return make_host_gradients(model.layout(), params, opt, spec, topo, note);
     return std::make_unique<DeviceGradients>(*resident, model.layout(), params, opt, spec, topo);
@@ -256,13 +247,7 @@ std::unique_ptr<Device> make_device(DeviceKind want, const Topology& topo) {
 
 int gpu_count(std::string* why) { return cuda::device_count(why); }
 
-std::string nccl_version() {
-#ifdef DPTRAIN_HAVE_NCCL
-    return nccl_library_version();
-#else
-    return "";
-#endif
-}
+std::string nccl_version() { return nccl_library_version(); }
 
 std::string build_features() {
     int v = 0;

@@ -8,9 +8,7 @@
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/clock.h"
-#ifdef DPTRAIN_HAVE_NCCL
 #include "dptrain/comm/nccl.h"
-#endif
 
 #include <algorithm>
 #include <climits>
@@ -19,10 +17,6 @@
 #include <sched.h>
 
 namespace dptrain {
-
-#ifndef DPTRAIN_HAVE_NCCL
-class NcclCommunicator {};  // never made without NCCL; complete so the unique_ptr can be destroyed
-#endif
 
 DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const Hyper& hyper, const Sum& how)
     : model_(model), layout_(layout), hyper_(hyper) {
@@ -80,7 +74,9 @@ void DeviceStep::agree(const Sum& how) {
 
 void DeviceStep::make_communicators(const Sum& how) {
     const Topology* topo = how.topo;
-#ifdef DPTRAIN_HAVE_NCCL
+    if (world_size_ > 1 && nccl_library_version().empty())
+        throw UserError("--gpu-state device: this build has no NCCL, which several ranks need to sum gradients on "
+                        "their GPUs; use --gpu-state host, or build where NCCL is installed");
     const bool one = how.nccl_for_one;
     if (topo && hierarchical_) {
         // The node's communicator first, on every node at once, then the cross-node ones.
@@ -92,12 +88,6 @@ void DeviceStep::make_communicators(const Sum& how) {
         nccl_ = std::make_unique<NcclCommunicator>(topo->world);
         comm_ = nccl_.get();
     }
-#else
-    (void)topo;
-    if (world_size_ > 1)
-        throw UserError("--gpu-state device: this build has no NCCL, which several ranks need to sum gradients on "
-                        "their GPUs; use --gpu-state host, or build where NCCL is installed");
-#endif
 }
 
 // The optimizer state (this rank's shard of it), the update's chunks, the norm's scratch, and an
@@ -216,18 +206,13 @@ void DeviceStep::wait_backward() {
 // Bucket b's sum, queued on NCCL's stream behind an event at this point of the model's stream.
 // Every rank launches the buckets in the same order (backward's), so the collectives match.
 void DeviceStep::launch(size_t b) {
-#ifdef DPTRAIN_HAVE_NCCL
     CUDA_CHECK(cudaEventRecord(bucket_ready_[b], model_.context().stream()));
     CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), bucket_ready_[b], 0));
     if (sharded_) reduce_to_owners(b);
     else sum(model_.device_grads() + buckets_[b].begin, buckets_[b].end - buckets_[b].begin);
-#else
-    (void)b;
-#endif
 }
 
 void DeviceStep::sum(float* g, size_t n) {
-#ifdef DPTRAIN_HAVE_NCCL
     if (!hierarchical_) return nccl_->allreduce_sum(g, n, DType::f32);
     // L blocks, one per local rank: each rank sums its block over the node, then over the nodes
     // with the ranks that own the same block there, then the node gathers them. The values past
@@ -243,10 +228,6 @@ void DeviceStep::sum(float* g, size_t n) {
         if (node_) node_->allreduce_sum(g + body, n - body, DType::f32);
         if (cross_) cross_->allreduce_sum(g + body, n - body, DType::f32);
     }
-#else
-    (void)g;
-    (void)n;
-#endif
 }
 
 // Bucket b's values summed into their owners' buffers alone, in place: one NCCL reduce per owner
@@ -254,22 +235,17 @@ void DeviceStep::sum(float* g, size_t n) {
 // other ranks' copies of those values are left part-summed; nothing reads them (the norm and the
 // update read this rank's shard, and the all-gather overwrites the parameters, not the gradients).
 void DeviceStep::reduce_to_owners(size_t b) {
-#ifdef DPTRAIN_HAVE_NCCL
     const std::vector<size_t>& counts = owner_counts_[b];
     float* g = model_.device_grads() + buckets_[b].begin;
     size_t mine = 0;  // this rank's piece starts after the pieces of the ranks before it
     for (int q = 0; q < nccl_->rank(); ++q) mine += counts[(size_t)q];
     nccl_->reduce_scatter_sum(g, g + mine, counts.data(), DType::f32);
-#else
-    (void)b;
-#endif
 }
 
 // After the sharded update (queued on the model's stream): every rank's shard of the parameters to
 // every rank, in place, on NCCL's stream behind an event; the model's stream waits for it, and the
 // host polls NCCL's errors until it is done (a failed peer ends the job).
 void DeviceStep::gather_params() {
-#ifdef DPTRAIN_HAVE_NCCL
     cudaStream_t s = model_.context().stream();
     CUDA_CHECK(cudaEventRecord(updated_, s));
     CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), updated_, 0));
@@ -277,12 +253,10 @@ void DeviceStep::gather_params() {
     CUDA_CHECK(cudaEventRecord(reduced_, comm_->stream()));
     CUDA_CHECK(cudaStreamWaitEvent(s, reduced_, 0));
     wait_sums();
-#endif
 }
 
 // Until every sum queued is done, polling each communicator's errors (they share one stream).
 void DeviceStep::wait_sums() {
-#ifdef DPTRAIN_HAVE_NCCL
     for (;;) {
         bool idle = true;
         for (NcclCommunicator* c : {nccl_.get(), node_.get(), cross_.get()})
@@ -290,7 +264,6 @@ void DeviceStep::wait_sums() {
         if (idle) return;
         sched_yield();
     }
-#endif
 }
 
 void DeviceStep::grads_ready_from(size_t offset) {
@@ -300,7 +273,6 @@ void DeviceStep::grads_ready_from(size_t offset) {
 
 double DeviceStep::allreduce() {
     if (!comm_) return 0.0;
-#ifdef DPTRAIN_HAVE_NCCL
     cudaStream_t s = model_.context().stream();
     double t0 = now_seconds();
     // The buckets backward did not start, then the model's stream waits for all the sums. The
@@ -314,9 +286,6 @@ double DeviceStep::allreduce() {
     double t = now_seconds() - t0;
     comm_seconds_ += t;
     return t;
-#else
-    return 0.0;
-#endif
 }
 
 double DeviceStep::norm() {

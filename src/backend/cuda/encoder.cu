@@ -1,12 +1,6 @@
-// Token + position embedding, forward and backward, the CUDA twin of src/cpu/encoder.cpp.
-// The backward is a scatter into the token table where a token may repeat many times in a batch.
-// Float atomics would make the sums depend on thread timing, so instead the positions are sorted
-// by token (CUB's stable radix sort, in the context's reduction scratch) and each row of dwte is
-// owned by one block, at the token's first sorted place, that adds every occurrence, in position
-// order, onto the row's current value: the CPU's order, so the result is bit-identical to it and
-// the same on every run. Work and reads grow with B*T (the form before scanned the earlier
-// positions for each one: up to (B*T)^2 / 2 token reads, 2 billion at B = 64, T = 1024).
-// Not for: more than 2^31 - 1 positions a batch.
+// Token + position embedding, forward and backward: the CUDA twin of src/backend/cpu/encoder.cpp.
+// Backward sorts positions by token so each dwte row is one block's, summed in the CPU's order: bit
+// for bit, no atomics (docs/GPU.md, "What exists"). Not for: more than 2^31 - 1 positions a batch.
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -38,10 +32,8 @@ __global__ void encoder_decode_kernel(float* out, const int* tok, const int* pos
     }
 }
 
-// The token table's gradient: the positions sorted by their token (a stable radix sort of the
-// pairs (token, position), whose input is in position order, so each token's positions come out
-// ascending), then one block per sorted place; the first place of each token owns the token's row
-// and adds the token's rows of dout onto it, in that order.
+// The sort's input: (token, position) pairs in position order, so the stable sort keeps each
+// token's positions ascending; the token's first sorted place then owns its row.
 __global__ void encoder_gather_kernel(int* tok, int* pos, const int* inp, int stride, int T, long BT) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < BT; i += (long)gridDim.x * blockDim.x) {
         tok[i] = token_at(inp, i, T, stride);
@@ -111,8 +103,7 @@ void encoder_forward(float* out, const int* inp, int stride, const float* wte, c
     CUDA_CHECK(cudaGetLastError());
 }
 
-// CUB's temporary storage for sorting BT pairs (a host-side size query; it depends on BT and the
-// device only).
+// CUB's temporary storage for sorting BT pairs (a host-side query; depends on BT and the device).
 static size_t sort_temp_bytes(long BT) {
     size_t bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const int*)nullptr, (int*)nullptr, (const int*)nullptr,
@@ -120,8 +111,8 @@ static size_t sort_temp_bytes(long BT) {
     return bytes;
 }
 
-// The sort's room in the context's reduction scratch: the tokens and positions, in and sorted
-// (ints_bytes, rounded up to 256 bytes), then CUB's temporary storage; in floats.
+// The sort's room in the reduction scratch: tokens and positions, in and sorted (rounded up to
+// 256 bytes), then CUB's storage; in floats.
 static size_t ints_bytes(long BT) { return ((size_t)4 * BT * sizeof(int) + 255) / 256 * 256; }
 static size_t scratch_floats(long BT, size_t temp_bytes) {
     return (ints_bytes(BT) + temp_bytes + sizeof(float) - 1) / sizeof(float);

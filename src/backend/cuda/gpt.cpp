@@ -18,8 +18,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
       mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
       ev_(std::make_unique<cuda::OpEvents>()) {
-    if (max_batch < 0) throw std::invalid_argument("CudaGpt: negative max_batch");
-    const bool decode_only = max_batch == 0;  // parameters alone: no gradients, no input slots
+    if (max_batch < 1) throw std::invalid_argument("CudaGpt: max_batch must be positive (decoding: CudaGptDecoder)");
     const ParamLayout& lay = host_.layout();
     wte_ = lay.find("wte").offset;
     wpe_ = lay.find("wpe").offset;
@@ -38,7 +37,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     // small gets one message with the whole need, then allocated; freed again if any fails. The
     // activations whose size depends on the precision come after, from set_precision.
     const std::vector<std::pair<void**, size_t>> plan = {
-        {(void**)&params_, P}, {(void**)&grads_, decode_only ? 0 : P}, {(void**)&targets_, BT},
+        {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
         {(void**)&encoded_, BTC}, {(void**)&ln1_mean_, Lk * BT},
         {(void**)&ln1_rstd_, Lk * BT},
         {(void**)&att_, La * ATT}, {(void**)&lse_, La * STAT}, {(void**)&residual2_, Lk * BTC},
@@ -72,21 +71,15 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double GiB = 1073741824.0;
-    std::string what =
-        decode_only ? strfmt("GPT on GPU %d needs %.2f GiB of device memory for its parameters, and %.2f GiB of "
-                             "%.2f GiB are free",
-                             device, need / GiB, (double)free_bytes / GiB, (double)total_bytes / GiB)
-                    : strfmt("GPT on GPU %d needs %.2f GiB of device memory (%.2f GiB of it activations for "
-                             "--batch-size %d x --block-size %d), and %.2f GiB of %.2f GiB are free",
-                             device, need / GiB, (need - 8.0 * (double)P) / GiB, max_batch, T,
-                             (double)free_bytes / GiB, (double)total_bytes / GiB);
-    if (need > (double)free_bytes)
-        throw UserError(what + (decode_only ? "; decode on the CPU (--device cpu)" : "; lower --batch-size (or the "
-                                                                                      "model size)"));
+    const std::string what = strfmt("GPT on GPU %d needs %.2f GiB of device memory (%.2f GiB of it activations for "
+                                    "--batch-size %d x --block-size %d), and %.2f GiB of %.2f GiB are free",
+                                    device, need / GiB, (need - 8.0 * (double)P) / GiB, max_batch, T,
+                                    (double)free_bytes / GiB, (double)total_bytes / GiB);
+    if (need > (double)free_bytes) throw UserError(what + "; lower --batch-size (or the model size)");
     try {
         for (auto& [where, n] : plan) *where = dev(n, what, allocs_);
         const size_t row_bytes = (size_t)(T + 1) * sizeof(int);
-        if (!decode_only) input_ = std::make_unique<cuda::InputSlots>(&row_bytes, 1, max_batch);
+        input_ = std::make_unique<cuda::InputSlots>(&row_bytes, 1, max_batch);
     } catch (...) {
         for (void* p : allocs_) cudaFree(p);
         allocs_.clear();
@@ -94,10 +87,9 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     }
     // The widest column sums of backward (fc's bias gradient, 4C; LayerNorm's two, C each) and the
     // embedding backward's sort, reserved now so that no step grows it.
-    if (!decode_only)
-        ctx_->reduction_scratch(std::max({cuda::column_sums_scratch((long)BT, 4 * C, 1),
-                                          cuda::column_sums_scratch((long)BT, C, 2),
-                                          cuda::encoder_backward_scratch((long)BT)}));
+    ctx_->reduction_scratch(std::max({cuda::column_sums_scratch((long)BT, 4 * C, 1),
+                                      cuda::column_sums_scratch((long)BT, C, 2),
+                                      cuda::encoder_backward_scratch((long)BT)}));
     host_targets_.resize(BT);
     host_losses_.resize(BT);
     host_argmax_.resize(BT);
@@ -187,10 +179,10 @@ void CudaGpt::set_precision(Precision p) {
 // attention, qkv's outputs), in buffers of half the bytes (slot()).
 using cuda::as_bf16;
 
-long CudaGpt::staged_batches() const { return input_ ? input_->staged_hits() : 0; }
+long CudaGpt::staged_batches() const { return input_->staged_hits(); }
 
 void CudaGpt::unstage() {
-    if (input_) input_->drain();  // none in a model made for decoding
+    input_->drain();
 }
 
 void CudaGpt::set_op_times(OpTimes* t) { ev_->set(t); }
@@ -215,14 +207,8 @@ void CudaGpt::release() {
     free16();
     for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
-    for (void* p : dec_allocs_) cudaFree(p);
-    for (void* p : w16_allocs_) cudaFree(p);
     kept_.clear();
     allocs_.clear();
-    dec_allocs_.clear();
-    w16_allocs_.clear();
-    dec_w16_ = nullptr;
-    dec_wide_ = nullptr;
 }
 
 float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into) {

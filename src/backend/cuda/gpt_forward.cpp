@@ -2,7 +2,7 @@
 // stream), cut as the CPU's is: the blocks one at a time from their ln1 output to GELU's
 // (block_forward), which backward runs again under --recompute block, and the attention alone
 // (attention_fwd), which it runs again under --recompute attention.
-// Not for: backward (gpt.cpp) or incremental decoding (gpt_decode.cpp).
+// Not for: backward (gpt.cpp) or incremental decoding (gpt_decoder.cpp).
 #include "dptrain/backend/cuda/gpt.h"
 
 #include "check.h"
@@ -155,7 +155,6 @@ void CudaGpt::recompute_layer(int l, const float* residual, int B) {
 
 double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct) {
     const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size;
-    if (max_batch_ == 0) throw std::logic_error("CudaGpt::forward: a model made for decoding alone (max_batch 0)");
     if (B > max_batch_) throw std::invalid_argument("CudaGpt::forward: batch larger than max_batch");
     if (B == 0) {
         last_B_ = 0;

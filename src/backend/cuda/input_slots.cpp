@@ -1,4 +1,4 @@
-// cuda::InputSlots (src/cuda/operands.h): the batches' two device slots, the input stream and the
+// cuda::InputSlots (operands.h): the batches' two device slots, the input stream and the
 // events that order them against the compute stream.
 #include "operands.h"
 

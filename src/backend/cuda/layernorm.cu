@@ -1,14 +1,6 @@
-// LayerNorm forward/backward over rows of C, the CUDA twin of src/cpu/layernorm.cpp: one warp per
-// row (llm.c's layout: C of a few hundred to a few thousand fits a warp's loop well), and the
-// weight/bias gradients as column sums in a fixed order (column_sums.cuh; no float atomics: the
-// same every run).
-// The bf16 forms write the same outputs rounded to bf16, for a matmul that takes them as they are:
-// forward its output, backward (besides dinp) a rounded copy of dinp as it leaves it; backward also
-// reads dout as bf16, as the bf16 matmuls' backward writes it.
-// The forward also runs with the residual add before it (residual_layernorm_forward): each lane
-// adds, stores and sums its values of the row, then reads them back as the plain forward reads its
-// input, so both compute the same bits.
-// Not for: C much larger than ~8k (a block per row would be better).
+// LayerNorm forward/backward, the CUDA twin of src/backend/cpu/layernorm.cpp: a warp per row (llm.c's
+// layout), weight/bias gradients as fixed-order column sums; bf16 forms and the fused residual add
+// give the plain forms' bits. Not for: C much larger than ~8k (a block per row would be better).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -19,9 +11,8 @@ namespace dptrain::cuda {
 constexpr int kRowsPerBlock = 8;  // warps per block, one row each
 constexpr float kEps = 1e-5f;     // as the CPU
 
-// Out: float, or uint16_t for the bf16 form (the same values, rounded as they are stored). With
-// add (else null): the row is inp + add, stored to res first (each lane reads back only what it
-// stored itself, so no synchronization is needed).
+// Out: float, or uint16_t (bf16, rounded as stored). With add (else null) the row is inp + add,
+// stored to res first; each lane reads back only its own stores, so no sync is needed.
 template <class Out>
 __global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, float* res, const float* inp,
                                          const float* add, const float* weight, const float* bias, long N, int C) {
@@ -59,8 +50,7 @@ __global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, flo
 }
 
 // dx += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = dy * weight; with dinp16
-// (else null) dx's new value also rounded to bf16 there. Dy: float, or uint16_t (bf16, widened
-// exactly as it is read).
+// (else null) dx's new value also rounded there. Dy: float, or uint16_t (bf16).
 template <class Dy>
 __global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, const Dy* dout, const float* inp,
                                                 const float* weight, const float* mean, const float* rstd, long N,
@@ -91,8 +81,7 @@ __global__ void layernorm_backward_input_kernel(float* dinp, uint16_t* dinp16, c
     }
 }
 
-// dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c]: two column sums in
-// column_sums' fixed order (no float atomics: the same every run).
+// dweight[c] += sum_i norm[i][c] * dout[i][c], dbias[c] += sum_i dout[i][c].
 template <class Dy> struct LayerNormParamTerms {
     const Dy* dout;
     const float *inp, *mean, *rstd;

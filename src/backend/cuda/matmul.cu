@@ -1,11 +1,6 @@
-// matmul_forward / matmul_backward in fp32 and their bf16 forms through cuBLAS, plus the
-// float -> bf16 conversion that feeds it. cuBLAS is column-major: a row-major (R, K) matrix is
-// its column-major transpose, so out = inp @ W^T becomes out^T = W @ inp^T (llm.c's mapping).
-// The bf16 forward adds its bias in cuBLASLt's epilogue where cuBLASLt offers an algorithm (one
-// write of the output instead of a fill, a read and a write), the bf16 weight-gradient GEMM sums
-// the bias gradient in its own (dout read once instead of twice), and the GPT's fc GEMM and the
-// dinp GEMM after GELU take GELU's forward and backward into theirs; everything else does these in
-// separate passes. Not for: choosing precision (the caller converts).
+// matmul_forward / matmul_backward in fp32 and bf16 through cuBLAS and cuBLASLt, and to_bf16.
+// A row-major (R, K) matrix is cuBLAS's column-major transpose: out = inp @ W^T becomes
+// out^T = W @ inp^T (llm.c's mapping). Not for: choosing precision (the caller converts).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -19,15 +14,13 @@
 
 namespace dptrain::cuda {
 
-// out (B, OC) rows set to bias: the GEMM then accumulates onto it with beta = 1, the same
-// order of operations as the CPU (out = bias; out += inp @ W^T).
+// out rows set to bias; the GEMM then adds onto it (beta 1): the CPU's order of operations.
 __global__ void fill_bias_kernel(float* out, const float* bias, long n, int OC) {
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
         out[i] = bias[i % OC];
 }
 
-// dbias (OC) += column sums of dout (B, OC), in column_sums' fixed order (no float atomics: the
-// same result on every run).
+// dbias (OC) += column sums of dout (B, OC), in column_sums' fixed order.
 template <class T>
 struct BiasTerms {
     const T* dout;
@@ -45,8 +38,7 @@ static void bias_gradient(float* dbias, const T* dout, int B, int OC, Context& c
     column_sums<1>(dbias, nullptr, BiasTerms<T>{dout, OC}, B, OC, ctx, stream, accumulate);
 }
 
-// The weight and bias gradients of no rows where the caller asked for them written (accumulate
-// false): 0. Added to (accumulate true), they stay as they are.
+// No rows: gradients to be written (accumulate false) become 0; added-to ones stay.
 static void no_rows(float* dweight, float* dbias, int C, int OC, bool accumulate, cudaStream_t stream) {
     if (accumulate || OC <= 0) return;
     if (C > 0) CUDA_CHECK(cudaMemsetAsync(dweight, 0, (size_t)OC * C * sizeof(float), stream));
@@ -59,8 +51,7 @@ __global__ void to_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
         dst[i] = bf16_bits(src[i]);
 }
 
-// The start of a forward GEMM: out is filled with the bias (the GEMM then adds onto it, beta 1,
-// as the CPU does) or left for the GEMM to overwrite (beta 0); the handle is bound to the stream.
+// Fills out with the bias (beta 1, as the CPU) or leaves it to be overwritten (beta 0).
 static float begin_forward(float* out, const float* bias, int B, int OC, Context& ctx, cudaStream_t stream) {
     ctx.bind_blas(stream);
     if (!bias) return 0.0f;
@@ -87,27 +78,14 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     if (dinp)
         CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, C, dout, OC, &zero,
                                  dinp, C));
-    // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta = 1 accumulates as the CPU does (0:
-    // written, dweight not read).
+    // dweight^T (C, OC) += inp^T (C, B) @ dout (B, OC); beta 0 writes it without reading it.
     CUBLAS_CHECK(cublasSgemm(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_T, C, OC, B, &one, inp, C, dout, OC, &beta, dweight,
                              C));
     if (dbias) bias_gradient(dbias, dout, B, OC, ctx, stream, accumulate);
 }
 
-// ---- cuBLASLt's epilogues: the bias, its gradient, GELU and GELU's gradient --------------------
-// Four descriptors (bf16 x bf16 summed in fp32), one per kind of GEMM:
-// - bias: the forward (the weight transposed, epilogue BIAS: out = acc + bias, fp32 or bf16 out);
-// - bgrad: the weight-gradient GEMM (dout transposed, fp32 dweight accumulated with beta = 1, or
-//   written with beta = 0,
-//   epilogue BGRADB: the bias gradient, the column sums of dout, written to a vector of its own);
-// - gelu: the forward with GELU after it (GELU_AUX_BIAS: pre = acc + bias, rounded to bf16, into
-//   the auxiliary matrix, and out = GELU(acc + bias), rounded to bf16);
-// - dgelu: dinp = dout @ W of the matmul that took GELU's output (epilogue DGELU: each value times
-//   GELU's derivative at pre, read from the auxiliary matrix, rounded to bf16 as it is stored).
-// Per GEMM, shape and operand alignment, the algorithm cuBLASLt's heuristic picked, or the note
-// that it had none (then the separate passes run). A plan is made the first time its key is seen
-// (the first step, the first evaluation batch, a short last batch); after that a GEMM looks it up
-// and allocates nothing.
+// ---- cuBLASLt's epilogues: bias, bias gradient, GELU, GELU's gradient ----------------------------
+// Why and how: docs/GPU.md, "Note [cuBLASLt plans]".
 enum class LtKind { bias, bgrad, gelu, dgelu };
 
 struct LtKey {
@@ -169,8 +147,7 @@ void lt_plans_destroy(LtPlans* p) {
     delete p;
 }
 
-// The largest power of two up to 256 that divides the address: cuBLASLt's heuristic filters its
-// algorithms by the operands' alignment.
+// The largest power of two up to 256 dividing the address: the heuristic filters by alignment.
 static int alignment(const void* p) {
     uintptr_t a = (uintptr_t)p;
     int align = 1;
@@ -178,12 +155,10 @@ static int alignment(const void* p) {
     return align;
 }
 
-// GELU's input, the auxiliary matrix of the gelu and dgelu epilogues, has the output's layout:
-// (OC, B) for the forward, (C, B) for dinp; its leading dimension in values.
+// GELU's input (the aux matrix) has the output's layout: (OC, B) forward, (C, B) for dinp.
 static int64_t aux_ld(const LtKey& key) { return key.kind == LtKind::gelu ? key.OC : key.C; }
 
-// The pointers a GEMM's epilogue reads or writes, set on its kind's descriptor before the
-// heuristic (which checks their alignment) and before each call (the descriptor is shared).
+// Set on the shared descriptor before the heuristic (it checks their alignment) and each call.
 static void lt_bind(cublasLtMatmulDesc_t desc, const LtKey& key, const void* bias, const void* aux) {
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -195,8 +170,7 @@ static void lt_bind(cublasLtMatmulDesc_t desc, const LtKey& key, const void* bia
     }
 }
 
-// The plan for key (bias: the bias, or the bias gradient's vector; aux: GELU's input; each null
-// where the kind has none, and its alignment in the key).
+// bias: the bias or its gradient's vector; aux: GELU's input; each null where the kind has none.
 static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const void* aux) {
     LtPlans& lp = *ctx.lt_plans();
     for (LtPlan& p : lp.plans)
@@ -204,10 +178,8 @@ static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const v
     LtPlan p{key, false, nullptr, nullptr, nullptr, {}};
     const int B = key.B, C = key.C, OC = key.OC;
     const cudaDataType_t out_type = key.out16 ? CUDA_R_16BF : CUDA_R_32F;
-    // Column-major, as cuBLAS sees the row-major buffers. Forward (bias, gelu): the weight (C, OC)
-    // used transposed, the input (C, B), the output (OC, B), fp32 or bf16 (rounded from the fp32
-    // sum plus the bias). Weight gradient: the input (C, B), dout (OC, B) used transposed, dweight
-    // (C, OC). dinp (dgelu): the weight (C, OC), dout (OC, B), dinp (C, B) in bf16.
+    // Column-major views. Forward: W (C, OC) transposed, inp (C, B), out (OC, B). Weight gradient:
+    // inp (C, B), dout (OC, B) transposed, dweight (C, OC). dgelu: W (C, OC), dout (OC, B), dinp (C, B).
     if (key.kind == LtKind::bgrad) {
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, C, B, C));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, OC, B, OC));
@@ -221,9 +193,8 @@ static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const v
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, C, B, C));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out_type, OC, B, OC));
     }
-    // The bias and aux pointers are part of what the heuristic checks (their alignment); 16 bytes
-    // at least, else the separate passes, as some epilogue kernels load them in 16-byte vectors.
-    // The auxiliary matrix's leading dimension must be a multiple of 8 (cuBLASLt's rule).
+    // Bias and aux need 16-byte alignment (some epilogue kernels load 16-byte vectors) and aux's ld
+    // a multiple of 8 (cuBLASLt's rule); otherwise the separate passes run.
     const bool bias_ok = !bias || key.align[3] >= 16;
     const bool aux_ok = !aux || (key.align[4] >= 16 && aux_ld(key) % 8 == 0);
     if (bias_ok && aux_ok) {
@@ -247,11 +218,8 @@ static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const v
         int n = 0;
         cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, p.a, p.b, p.d, p.d, pref, 1, &found, &n);
         cublasLtMatmulPreferenceDestroy(pref);
-        // No algorithm (not supported for this shape, alignment or output type, or any other
-        // refusal of the heuristic) is an answer, not an error: the separate pass, always valid.
-        // Some combinations here are not in cuBLASLt's documented tables (an fp32 bias with a bf16
-        // output), so the algorithm found is checked against the whole descriptor too
-        // (cublasLtMatmulAlgoCheck), and with the workspace it needs within ours.
+        // No algorithm is an answer, not an error. Some combinations are undocumented (fp32 bias,
+        // bf16 output), so the pick is also checked whole, with its workspace within ours.
         if (rc == CUBLAS_STATUS_SUCCESS && n > 0 && found.state == CUBLAS_STATUS_SUCCESS) {
             cublasLtMatmulHeuristicResult_t checked = {};
             rc = cublasLtMatmulAlgoCheck(ctx.lt(), desc, p.a, p.b, p.d, p.d, &found.algo, &checked);
@@ -266,18 +234,14 @@ static LtPlan& lt_plan(Context& ctx, const LtKey& key, const void* bias, const v
     return lp.plans.back();
 }
 
-// What a plan is, for messages: its epilogue, output type and shape.
 static std::string lt_what(const LtKey& k) {
     static const char* const kinds[] = {"bias", "bias gradient", "bias and GELU", "GELU's backward"};
     return strfmt("the %s epilogue, %s output, B=%d C=%d OC=%d", kinds[(int)k.kind], k.out16 ? "bf16" : "fp32", k.B,
                   k.C, k.OC);
 }
 
-// A cuBLASLt call's status: true if it ran. A refusal of the plan's algorithm at the call (not
-// supported, or a value it does not take; nothing queued then) marks the plan unusable, says so
-// once per plan and process on stderr, and returns false, so the caller runs the unfused form,
-// which computes the same thing (the counters and bench_ops show which ran); any other status is
-// fatal.
+// True if it ran. A decline (nothing queued) disables the plan with one warning and returns false:
+// the caller runs the unfused form. Other errors are fatal.
 static bool lt_ran(cublasStatus_t rc, LtPlan& p) {
     if (rc == CUBLAS_STATUS_SUCCESS) return true;
     if (rc != CUBLAS_STATUS_NOT_SUPPORTED && rc != CUBLAS_STATUS_INVALID_VALUE && rc != CUBLAS_STATUS_ARCH_MISMATCH)
@@ -289,10 +253,8 @@ static bool lt_ran(cublasStatus_t rc, LtPlan& p) {
     return false;
 }
 
-// The bf16 GEMM with the bias in the epilogue, into fp32 or bf16 (out16) outputs, and with GELU
-// after it where pre (GELU's input, bf16; out16 then) is given; false (nothing queued) where
-// cuBLASLt has no algorithm for it, or the epilogues are off, or the stream is not the context's
-// (whose workspace it uses).
+// The bias (and GELU, where pre is given) in the epilogue, fp32 or bf16 out. False, with nothing
+// queued, where there is no plan, the epilogues are off, or the stream is not the context's.
 static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const bf16* weight, const float* bias,
                                    int B, int C, int OC, Context& ctx, cudaStream_t stream, bf16* pre = nullptr) {
     if (!bias || !ctx.epilogues() || stream != ctx.stream()) return false;
@@ -309,9 +271,7 @@ static bool matmul_forward_bf16_lt(void* out, bool out16, const bf16* inp, const
                   p);
 }
 
-// dpre (B, C) bf16 = (dout @ weight) times GELU's derivative at pre (B, C, bf16), in one GEMM
-// (epilogue DGELU); false (nothing queued) where cuBLASLt has no algorithm, or the epilogues are
-// off, or the stream is not the context's.
+// dpre (B, C) bf16 = (dout @ weight) * GELU'(pre) in one GEMM (DGELU); false as above.
 static bool matmul_dinp_dgelu_lt(bf16* dpre, const bf16* dout, const bf16* weight, const bf16* pre, int B, int C,
                                  int OC, Context& ctx, cudaStream_t stream) {
     if (!ctx.epilogues() || stream != ctx.stream()) return false;
@@ -327,11 +287,8 @@ static bool matmul_dinp_dgelu_lt(bf16* dpre, const bf16* dout, const bf16* weigh
                   p);
 }
 
-// The bf16 weight-gradient GEMM (dweight += inp^T dout; accumulate false: =) with the bias gradient
-// in the epilogue: cuBLASLt writes the column sums of dout into the context's reduction scratch,
-// and a small pass adds them onto dbias (dbias +=, or =, as on the column-sum path). False (nothing
-// queued) where cuBLASLt has no algorithm, or the epilogues are off, or the stream is not the
-// context's.
+// dweight += inp^T dout (=: !accumulate); the epilogue's bias gradient goes to reduction scratch,
+// then onto dbias. False as above.
 static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int B,
                                        int C, int OC, Context& ctx, cudaStream_t stream, bool accumulate) {
     if (!dbias || !ctx.epilogues() || stream != ctx.stream()) return false;
@@ -353,12 +310,10 @@ static bool matmul_weight_grad_bf16_lt(float* dweight, float* dbias, const bf16*
     return true;
 }
 
-// The bf16 forward with the bias as a separate pass (filled first, the GEMM adding onto it).
 static void gemm_bf16_separate_bias(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C,
                                     int OC, Context& ctx, cudaStream_t stream) {
     float one = 1.0f, beta = begin_forward(out, bias, B, OC, ctx, stream);
-    // The fp32 mapping with bf16 operands: bf16 x bf16 products are exact in fp32 and summed in
-    // fp32 (CUBLAS_COMPUTE_32F), so the only precision lost is the rounding of the inputs.
+    // bf16 x bf16 products are exact in fp32 and summed in fp32: only the inputs' rounding is lost.
     CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_T, CUBLAS_OP_N, OC, B, C, &one, weight, CUDA_R_16BF, C, inp,
                               CUDA_R_16BF, C, &beta, out, CUDA_R_32F, OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
@@ -374,8 +329,7 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const 
     gemm_bf16_separate_bias(out, inp, weight, bias, B, C, OC, ctx, stream);
 }
 
-// Both backward forms: dinp of type dinp_type (fp32, or bf16 rounded by cuBLAS as it stores its
-// fp32 sums), or null.
+// dinp as fp32, or bf16 rounded by cuBLAS as it stores its fp32 sums, or null.
 static void backward_bf16(void* dinp, cudaDataType_t dinp_type, float* dweight, float* dbias, const bf16* dout,
                           const bf16* inp, const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream,
                           int ld, bool accumulate) {
@@ -384,12 +338,10 @@ static void backward_bf16(void* dinp, cudaDataType_t dinp_type, float* dweight, 
     CUDA_REQUIRE(ld >= OC && (ld == OC || !dbias));
     float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
     ctx.bind_blas(stream);
-    // The fp32 mapping of matmul_backward with bf16 operands and fp32 sums.
     if (dinp)
         CUBLAS_CHECK(cublasGemmEx(ctx.blas(), CUBLAS_OP_N, CUBLAS_OP_N, C, B, OC, &one, weight, CUDA_R_16BF, C, dout,
                                   CUDA_R_16BF, ld, &zero, dinp, dinp_type, C, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    // dweight, and the bias gradient in the same GEMM's epilogue where cuBLASLt has an algorithm
-    // (dout read once), else column sums in a pass of their own.
+    // The bias gradient in the weight GEMM's epilogue where possible (dout read once).
     if (dbias) {
         const bool fused = matmul_weight_grad_bf16_lt(dweight, dbias, dout, inp, B, C, OC, ctx, stream, accumulate);
         ctx.count_bias_grad(fused);
@@ -426,8 +378,7 @@ void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, con
                                   CUBLAS_GEMM_DEFAULT));
         return;
     }
-    // cuBLASLt's bf16 output with an fp32 bias; else its fp32 output with the bias (or the separate
-    // pass) into the staging, then rounded: one more pass over the output. Counted once each way.
+    // cuBLASLt's bf16 output; else fp32 (fused or separate bias) into staging, then rounded.
     const bool direct = matmul_forward_bf16_lt(out, true, inp, weight, bias, B, C, OC, ctx, stream);
     bool fused = direct;
     if (!direct) {
@@ -458,8 +409,7 @@ void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const b
     if (B <= 0) return no_rows(dweight, dbias, C, OC, accumulate, stream);
     const bool fused = matmul_dinp_dgelu_lt(dpre, dout, weight, pre, B, C, OC, ctx, stream);
     ctx.count_dgelu_gemm(fused);
-    // dweight and dbias as matmul_backward_bf16 sums them; dinp there only where the epilogue did
-    // not take GELU's backward (into the staging, then gelu_backward_bf16).
+    // dweight and dbias as matmul_backward_bf16; dinp only where the epilogue did not take it.
     matmul_backward_bf16(fused ? nullptr : staging, dweight, dbias, dout, inp, weight, B, C, OC, ctx, stream, 0,
                          accumulate);
     if (!fused) gelu_backward_bf16(dpre, pre, staging, (long)B * C, stream);

@@ -1,11 +1,6 @@
-// matmul_forward_rows, the CUDA twin of src/backend/cpu/matmul_rows.cpp: out = inp @ weight^T +
-// bias with each output a dot product whose order of additions is fixed by C alone, so a row's
-// result is the same bits whatever rows share the call (decoding: a request alone or batched).
-// cuBLAS picks its kernel, its tiling and its split of the sum by the call's row count, so the
-// same row can come out of a 1-row and a 9-row product with other low bits. The weights may be
-// bf16, widened exactly as they are read: the fp32 form's bits on the widened weights, from half
-// the bytes (decoding with --precision bf16); from_bf16 widens a matrix for a prompt's cuBLAS call.
-// Not for: training's products or a prompt's rows taken together (cuBLAS, matmul.cu).
+// matmul_forward_rows, the CUDA twin of src/backend/cpu/matmul_rows.cpp: each output's additions
+// in an order fixed by C alone, so a row's bits do not depend on the call's other rows (cuBLAS picks
+// kernel and split by row count); bf16 weights widened as read. Not for: training or prompts (cuBLAS).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -14,16 +9,13 @@ namespace dptrain::cuda {
 
 namespace {
 
-// Four warps a block: a 768-wide output (attproj, fcproj) still spreads over 192 blocks, more than
-// an H200's 132 SMs.
+// Four warps a block: a 768-wide output still spreads over 192 blocks, more than an H200's SMs.
 constexpr int kWarps = 4;       // warps a block, one output column each
 constexpr int kRowsAtOnce = 8;  // rows a warp sums side by side: each weight value read once for 8
 
-// Warp w of block b computes column o = b * kWarps + w for every row. Lane l adds the products of
-// elements c = l, l + 32, l + 64, ... in that order (FMAs into one running sum), the 32 lanes are
-// added by warp_sum's fixed butterfly, and the bias last: the same operations for a row whatever
-// B is and whichever other rows share its group of kRowsAtOnce. Loads of 32 consecutive floats a
-// warp (one 128-byte line); a row of inp is read by every warp of the grid, from L1 or L2.
+// Warp w of block b computes column b * kWarps + w for every row. Lane l adds elements l, l + 32,
+// ... in order (one FMA chain), warp_sum's fixed butterfly adds the lanes, then the bias: the same
+// operations for a row whatever B and its group of kRowsAtOnce. Loads are one 128-byte line a warp.
 template <class W>
 __global__ void matmul_forward_rows_kernel(float* out, const float* inp, const W* weight, const float* bias, int B,
                                            int C, int OC) {
@@ -38,8 +30,8 @@ __global__ void matmul_forward_rows_kernel(float* out, const float* inp, const W
         float acc[kRowsAtOnce];
 #pragma unroll
         for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = 0.0f;
-        // Unrolled so that several loads of w are in flight before their FMAs (decoding's products
-        // wait on memory); each acc[r] still adds its products in order of c.
+        // Unrolled so several loads of w are in flight (decoding waits on memory); each acc[r]
+        // still adds in order of c.
 #pragma unroll 4
         for (int c = lane; c < C; c += 32) {
             const float wv = as_float(w[c]);

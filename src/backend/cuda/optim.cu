@@ -1,8 +1,6 @@
-// AdamW and SGD-with-momentum updates on device buffers, the CUDA twins of adamw_update and
-// sgd_momentum_update (optim.h / optim.cpp): the bias corrections are computed on the host with
-// the CPU's own expressions, so both sides start from the same scalars.
-// Also the gradient norm's sum of squares and the clipping scale, the twins of global_norm and
-// clip_grad_norm. Not for: the learning-rate schedule or deciding whether to clip (the host does).
+// AdamW and SGD-momentum updates on device buffers, the gradient norm's sum of squares and the
+// clipping scale: the CUDA twins of optim.h's. Not for: the learning-rate schedule or deciding
+// whether to clip (the host does). Rounding: docs/GPU.md, "Note [update rounding]".
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -13,11 +11,9 @@
 
 namespace dptrain::cuda {
 
-// One element's update, shared by the per-view and the chunked kernels, in the CPU's order of
-// operations. Each operation is rounded on its own (the _rn intrinsics): a plain * and + in PTX
-// leave ptxas free to fuse them, and it fused the two kernels' copies of the same source
-// differently (29% of the parameters differed in their last bits on an H200). gi: the gradient
-// value, as read (or clipped: __fmul_rn). Returns the parameter's new value.
+// One element's update in the CPU's order, every operation rounded on its own (_rn intrinsics):
+// otherwise ptxas fuses the two kernels' copies differently (Note [update rounding]). gi: the
+// gradient as read or clipped. Returns the new parameter.
 __device__ inline float adamw_element(float* p, float gi, float* m, float* v, size_t i, float lr, float beta1,
                                       float beta2, float eps, float decay, float inv_c1, float inv_c2) {
     const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, gi));
@@ -50,11 +46,9 @@ __global__ void sgd_momentum_kernel(float* p, const float* g, float* buf, size_t
         sgd_element(p, g[i], buf, i, lr, momentum, wd);
 }
 
-// Chunked: one block per chunk of at most kUpdateChunk values of one view, decayed or not.
-// decay_off is 1 - lr * 0 from the host, as the per-view update computes it for a view without
-// decay (a literal 1 here could let the compiler drop the product and fuse differently).
-// The gradient times gscale, each product rounded on its own, as scale() stores it (times 1: g).
-// p16 (or null): each new value also rounded to bf16 there, as to_bf16 rounds it.
+// A block per chunk (<= kUpdateChunk values of one view). decay_off is 1 - lr * 0 from the host,
+// as the per-view update computes it (a literal 1 could change the fusing). g times gscale rounded
+// as scale() stores it; p16 (or null) gets each new value rounded to bf16.
 __global__ void adamw_chunks_kernel(float* p, uint16_t* p16, const float* g, float* m, float* v,
                                     const UpdateChunk* chunks, float lr, float beta1, float beta2, float eps,
                                     float decay, float decay_off, float inv_c1, float inv_c2, float gscale) {
@@ -107,7 +101,7 @@ void adamw_update_chunks(float* p, const float* g, float* m, float* v, const Upd
                          float lr, float beta1, float beta2, float eps, float wd, long t, float gscale,
                          cudaStream_t stream, bf16* p16) {
     if (n_chunks <= 0) return;
-    // The per-view update's scalars, computed the same way.
+    // The per-view update's scalars, computed the same way (bias corrections as the CPU's).
     const float inv_c1 = 1.0f / (1.0f - std::pow(beta1, (float)t));
     const float inv_c2 = 1.0f / (1.0f - std::pow(beta2, (float)t));
     const float decay = 1.0f - lr * wd, no_wd = 0.0f, decay_off = 1.0f - lr * no_wd;
@@ -123,17 +117,14 @@ void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const Upda
     CUDA_CHECK(cudaGetLastError());
 }
 
-// The norm's sum of squares: kNormBlocks blocks, each over one contiguous chunk of `per` values (a
-// multiple of 8, so every chunk starts 16-byte aligned where x does), its threads reading it in
-// 16-byte pieces where x is so aligned (four values a load, four loads issued before their sums), in
-// double; a fixed shared-memory tree adds the threads' sums, and
-// sum_partials the chunks' sums the same way. The order depends on n and x's alignment alone.
-// (One block per chunk of the CPU's 64, the form before, kept 64 SMs busy with a few KiB of loads
-// in flight each: under 1 TB/s by that count, over 0.5 ms a step at GPT-2 124M.)
+// kNormBlocks blocks, each over a contiguous chunk of `per` values (a multiple of 8, so chunks stay
+// 16-byte aligned where x is), read in 16-byte pieces, four loads in flight, summed in double by a
+// fixed tree; then sum_partials likewise. The order depends on n and x's alignment alone.
+// Why so many blocks: docs/GPU.md, "Where the state lives".
 constexpr int kNormThreads = 256;
 
-// The block's values of x (one per thread) summed by a fixed tree; every thread gets the sum. Once
-// per kernel: a second call would need a barrier before it (part is rewritten).
+// A fixed tree over the block's values; every thread gets the sum. Once per kernel (part is
+// rewritten without a barrier before it).
 __device__ double block_tree_sum(double x, double* part) {
     part[threadIdx.x] = x;
     __syncthreads();

@@ -14,7 +14,7 @@
 #include "dptrain/model/decoder.h"
 #include "dptrain/tools/cli.h"
 #include "dptrain/tools/text_files.h"
-#include "dptrain/train/inference_model.h"
+#include "dptrain/infer/inference_model.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -179,7 +179,7 @@ int bench_decode(int argc, char** argv) {
     const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
     DecodeBench b = parse_decode(argc, argv);
     const InferenceModel m = model_for(b);
-    const std::vector<int> text_ids = text_tokens(b, m.tok);
+    const std::vector<int> text_ids = text_tokens(b, *m.tok);
     if (rank != 0) return 0;
     cpu::set_threads(b.threads);
     std::vector<int> prompt(b.prompt_tokens);

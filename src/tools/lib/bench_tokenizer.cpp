@@ -7,7 +7,7 @@
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
-#include "dptrain/data/tokens.h"
+#include "dptrain/data/tokenizer.h"
 #include "dptrain/tools/cli.h"
 
 #include <algorithm>
@@ -23,19 +23,19 @@ namespace {
 
 // Loads with `make` and encodes `text` twice (cold, then warm) and decodes it, best of `repeats`;
 // prints one row per measure.
-void measure(const std::string& name, const std::function<Tokenizer()>& make, const std::string& text, int repeats) {
+void measure(const std::string& name, const std::function<TokenizerPtr()>& make, const std::string& text, int repeats) {
     const double mb = text.size() / 1e6;
     double load_s = 1e30, cold_s = 1e30, warm_s = 1e30, decode_s = 1e30;
     std::vector<int> ids;
     for (int r = 0; r < repeats; ++r) {
         const double t0 = now_seconds();
-        const Tokenizer tok = make();
+        const TokenizerPtr tok = make();
         const double t1 = now_seconds();
-        ids = tok.encode(text);
+        ids = tok->encode(text);
         const double t2 = now_seconds();
-        ids = tok.encode(text);
+        ids = tok->encode(text);
         const double t3 = now_seconds();
-        const std::string back = tok.decode(ids);
+        const std::string back = tok->decode(ids);
         const double t4 = now_seconds();
         if (back != text) throw UserError(name + ": the decoded text differs from the input: a tokenizer bug");
         load_s = std::min(load_s, t1 - t0), cold_s = std::min(cold_s, t2 - t1);
@@ -68,9 +68,9 @@ int bench_tokenizer(int argc, char** argv) {
     if (!in) throw UserError(strfmt("--input %s: cannot read", input.c_str()));
     const std::string text = all.str();
     std::printf("# dptrain-bench tokenizer: %s (%.2f MB), best of %d\n", input.c_str(), text.size() / 1e6, repeats);
-    if (!encoder.empty()) measure("gpt2 (GPT-2's BPE)", [&] { return Tokenizer::gpt2(encoder, merges); }, text, repeats);
+    if (!encoder.empty()) measure("gpt2 (GPT-2's BPE)", [&]() -> TokenizerPtr { return make_gpt2_tokenizer(encoder, merges); }, text, repeats);
     if (!sp_model.empty())
-        measure("sentencepiece " + sp_model, [&] { return Tokenizer::sentencepiece(SentencePieceModel::load(sp_model)); },
+        measure("sentencepiece " + sp_model, [&]() -> TokenizerPtr { return make_sentencepiece_tokenizer(SentencePieceModel::load(sp_model)); },
                 text, repeats);
     return 0;
 }

@@ -1,11 +1,11 @@
 // The readers behind `dptrain-data ingest`: CSV, .npy pairs, .npz (through npy.h and zip.h) and
-// HDF5, each ending in one checked Table, plus the shard plan. Errors name the file, the line or
-// row, and the fix, because the user's own export is what has to change.
-// Not for: writing shards or MPI (src/tools/dptrain_data.cpp).
+// HDF5, each ending in one checked Table. Errors name the file, the line or row, and the fix,
+// because the user's own export is what has to change.
+// Not for: choosing a reader, classes or the shard plan (ingest_plan.cpp); writing shards or MPI
+// (src/tools/dptrain_data.cpp).
 #include "dptrain/tools/ingest.h"
 
 #include "dptrain/core/error.h"
-#include "dptrain/core/files.h"
 #include "dptrain/data/h5.h"
 #include "dptrain/tools/npy.h"
 #include "dptrain/tools/zip.h"
@@ -24,14 +24,6 @@ namespace dptrain::ingest {
 namespace {
 
 const char* const kLabelsAre = "labels must be class numbers 0, 1, ..., K-1";
-
-std::string lower_ext(const std::string& path) {
-    size_t slash = path.find_last_of('/'), dot = path.find_last_of('.');
-    if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
-    std::string e = path.substr(dot + 1);
-    for (char& c : e) c = (char)std::tolower((unsigned char)c);
-    return e;
-}
 
 std::string shape_str(const std::vector<uint64_t>& s) {
     std::string out = "(";
@@ -110,142 +102,191 @@ bool parse_double(const std::string& s, double* v) {
     return end == s.c_str() + s.size();
 }
 
+const char* const kCsvHow = "export one row per sample, e.g. df.to_csv(FILE, index=False)";
+
+// One CSV file being read: what its first row settled (delimiter, columns, header, the label's
+// and the row names' columns) and the values so far.
+struct Csv {
+    std::string path;
+    int label_column = -1;
+    bool no_header = false;
+    char delim = 0;
+    size_t ncols = 0, first_line = 0;  // 0 until the first non-blank line
+    int lc = 0, index_column = -1;     // the label's column; a column of row names left out, or -1
+    bool trailing = false;             // every line ends in a delimiter
+    std::vector<std::string> fields, names;  // the line being read; the header's names, if any
+    std::vector<float> x;
+    std::vector<int64_t> y;
+    std::string note;
+};
+
+std::string read_whole(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UserError(strfmt("%s: cannot open it: %s; check the --input path", path.c_str(), std::strerror(errno)));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The line at *pos without its "\r\n" or "\n"; *pos moves past it.
+std::string next_line(const std::string& text, size_t* pos) {
+    size_t nl = text.find('\n', *pos);
+    if (nl == std::string::npos) nl = text.size();
+    std::string line = text.substr(*pos, nl - *pos);
+    *pos = nl + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return line;
+}
+
+// Commas, else tabs, else semicolons, by the first line that has one.
+char guess_delimiter(const std::string& line) {
+    if (line.find(',') != std::string::npos) return ',';
+    if (line.find('\t') != std::string::npos) return '\t';
+    if (line.find(';') != std::string::npos) return ';';
+    return ',';
+}
+
+// The line's fields into c->fields.
+void split_row(Csv* c, const std::string& line) {
+    split_fields(line, c->delim, &c->fields);
+    // A delimiter at the end of every line (some writers put one): an empty last field, left
+    // out. The first line decides; a later line without it then has a field too few.
+    if (!c->ncols) c->trailing = c->fields.size() >= 3 && c->fields.back().empty();
+    if (c->trailing && !c->fields.empty() && c->fields.back().empty()) c->fields.pop_back();
+}
+
+// Whether the first row is column names. An empty field is a missing value, not a column name
+// (pandas' index column has none). "0,1,...,C-1" is pandas' header for a frame made from an array
+// (",0,1,...,C-2" with its index): read as data it would add a sample labelled C-1, and real rows
+// are hardly ever exactly that; *numeric_names says it was taken so.
+bool is_header(const std::vector<std::string>& fields, bool* numeric_names) {
+    bool header = false, pandas = true, pandas_indexed = fields[0].empty();
+    double v;
+    for (size_t c = 0; c < fields.size(); ++c) {
+        header |= !fields[c].empty() && !parse_double(fields[c], &v);
+        pandas &= fields[c] == std::to_string(c);
+        if (c > 0) pandas_indexed &= fields[c] == std::to_string(c - 1);
+    }
+    *numeric_names = !header && (pandas || pandas_indexed) && fields.size() >= 3;
+    return header || *numeric_names;
+}
+
+// Keeps the header's names; notes what reading it left out.
+void take_header(Csv* c, const std::string& line, bool numeric_names) {
+    c->names = c->fields;
+    // All numbers, taken as pandas' column names: said, since it is a row's worth of data.
+    if (numeric_names)
+        c->note = "its first line, " + line.substr(0, 40) + (line.size() > 40 ? "..." : "") +
+                  ", is pandas' column names for an array (0, 1, 2, ...), not a sample: left out; pass "
+                  "--no-header if it is one";
+    // A first column without a name holds row names: pandas' index (to_csv writes it unless
+    // index=False; read back it is "Unnamed: 0") or R's write.csv row names. As a feature it would
+    // tell the model each row's position (the order of a sorted or time-ordered file): left out,
+    // and said so.
+    if (!c->fields[0].empty() && c->fields[0] != "Unnamed: 0") return;
+    if (c->lc == 0)
+        throw UserError(strfmt("%s: --label-column 0 is the first column, which has no name: row names (pandas' "
+                               "index), not labels; give the label column's index",
+                               c->path.c_str()));
+    c->index_column = 0;
+    c->note += std::string(c->note.empty() ? "" : "; ") +
+               "its first column, unnamed, is row names (pandas' index): left out; write the file with "
+               "df.to_csv(FILE, index=False) to say so";
+}
+
+// The first non-blank line sets the columns and the label's; returns whether it is a header,
+// left out of the data.
+bool take_first_row(Csv* c, const std::string& line, long line_no) {
+    c->ncols = c->fields.size();
+    c->first_line = line_no;
+    if (c->ncols < 2)
+        throw UserError(strfmt("%s: line %ld has one column; need the features and a label column, separated by commas",
+                               c->path.c_str(), line_no));
+    c->lc = c->label_column < 0 ? (int)c->ncols + c->label_column : c->label_column;
+    if (c->lc < 0 || c->lc >= (int)c->ncols)
+        throw UserError(strfmt("%s: --label-column %d is outside the %zu columns (0..%zu, or -1 for the last)",
+                               c->path.c_str(), c->label_column, c->ncols, c->ncols - 1));
+    bool numeric_names = false;
+    if (!is_header(c->fields, &numeric_names) || c->no_header) return false;
+    take_header(c, line, numeric_names);
+    return true;
+}
+
+// A label field: an integer in [0, INT32_MAX]; `col` names the field.
+int64_t csv_label(const Csv& c, const std::string& f, const std::string& col) {
+    const char* path = c.path.c_str();
+    double v;
+    if (!parse_double(f, &v))
+        throw UserError(strfmt("%s: %s: label '%s' is not a number; %s (map names to numbers first)", path, col.c_str(),
+                               f.c_str(), kLabelsAre));
+    if (!std::isfinite(v) || v != std::floor(v))
+        throw UserError(strfmt("%s: %s: label '%s' is not an integer; %s (or pick the label column with "
+                               "--label-column)",
+                               path, col.c_str(), f.c_str(), kLabelsAre));
+    if (v < 0) throw UserError(strfmt("%s: %s: label %s is negative; %s", path, col.c_str(), f.c_str(), kLabelsAre));
+    if (v > std::numeric_limits<int32_t>::max())
+        throw UserError(strfmt("%s: %s: label %s does not fit int32; %s", path, col.c_str(), f.c_str(), kLabelsAre));
+    return (int64_t)v;
+}
+
+// A feature field: a number that is finite as float32; `col` names the field.
+float csv_feature(const Csv& c, const std::string& f, const std::string& col, long line_no) {
+    const char* path = c.path.c_str();
+    double v;
+    if (f.empty())
+        throw UserError(strfmt("%s: %s is empty (a missing value); fill in or drop missing values first", path,
+                               col.c_str()));
+    if (!parse_double(f, &v))
+        throw UserError(strfmt("%s: %s: '%s' is not a number; every feature must be numeric (encode categories as "
+                               "numbers%s)",
+                               path, col.c_str(), f.c_str(),
+                               line_no == (long)c.first_line && c.no_header ? ", or drop --no-header if this is a header"
+                                                                            : ""));
+    float fv = (float)v;  // rounded to nearest, like numpy's astype(np.float32)
+    if (!std::isfinite(fv))
+        throw UserError(strfmt("%s: %s: '%s' is %s; fill in or drop missing values first", path, col.c_str(), f.c_str(),
+                               std::isnan(fv) ? "not a number (nan)" : "infinite or beyond float32 range"));
+    return fv;
+}
+
+// A data row's label and features, appended to c->y and c->x.
+void take_row(Csv* c, long line_no) {
+    if (c->fields.size() != c->ncols)
+        throw UserError(strfmt("%s: line %ld has %zu fields, but line %zu has %zu; every row needs the same number of "
+                               "columns (a missing value or a stray '%c'?)",
+                               c->path.c_str(), line_no, c->fields.size(), c->first_line, c->ncols, c->delim));
+    for (size_t i = 0; i < c->ncols; ++i) {
+        if ((int)i == c->index_column) continue;
+        const std::string& f = c->fields[i];
+        std::string col = strfmt("line %ld, field %zu%s", line_no, i + 1,
+                                 c->names.empty() ? "" : (" (\"" + c->names[i] + "\")").c_str());
+        if ((int)i == c->lc) c->y.push_back(csv_label(*c, f, col));
+        else c->x.push_back(csv_feature(*c, f, col, line_no));
+    }
+}
+
 } // namespace
 
 Table read_csv(const std::string& path, int label_column, bool no_header) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UserError(strfmt("%s: cannot open it: %s; check the --input path", path.c_str(), std::strerror(errno)));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string how = "export one row per sample, e.g. df.to_csv(FILE, index=False)";
-    if (text.empty()) throw UserError(strfmt("%s: the file is empty; %s", path.c_str(), how.c_str()));
+    const std::string text = read_whole(path);
+    if (text.empty()) throw UserError(strfmt("%s: the file is empty; %s", path.c_str(), kCsvHow));
     size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a UTF-8 byte-order mark (Excel)
-
-    std::vector<std::string> fields, names;
-    std::vector<float> x;
-    std::vector<int64_t> y;
-    char delim = 0;
-    size_t ncols = 0, first_line = 0;
-    int lc = 0, index_column = -1;  // the label's column; a column of row names left out, or -1
-    bool trailing = false;          // every line ends in a delimiter
-    std::string note;
-    long line_no = 0;
-    while (pos < text.size()) {
-        size_t nl = text.find('\n', pos);
-        if (nl == std::string::npos) nl = text.size();
-        std::string line = text.substr(pos, nl - pos);
-        pos = nl + 1;
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
+    Csv c;
+    c.path = path;
+    c.label_column = label_column;
+    c.no_header = no_header;
+    for (long line_no = 1; pos < text.size(); ++line_no) {
+        const std::string line = next_line(text, &pos);
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
-        if (!delim) {
-            delim = line.find(',') != std::string::npos    ? ','
-                    : line.find('\t') != std::string::npos ? '\t'
-                    : line.find(';') != std::string::npos  ? ';'
-                                                           : ',';
-        }
-        split_fields(line, delim, &fields);
-        // A delimiter at the end of every line (some writers put one): an empty last field, left
-        // out. The first line decides; a later line without it then has a field too few.
-        if (!ncols) trailing = fields.size() >= 3 && fields.back().empty();
-        if (trailing && !fields.empty() && fields.back().empty()) fields.pop_back();
-        double v;
-        if (!ncols) {
-            ncols = fields.size();
-            first_line = line_no;
-            if (ncols < 2)
-                throw UserError(strfmt("%s: line %ld has one column; need the features and a label column, separated by "
-                                       "commas",
-                                       path.c_str(), line_no));
-            lc = label_column < 0 ? (int)ncols + label_column : label_column;
-            if (lc < 0 || lc >= (int)ncols)
-                throw UserError(strfmt("%s: --label-column %d is outside the %zu columns (0..%zu, or -1 for the last)",
-                                       path.c_str(), label_column, ncols, ncols - 1));
-            bool header = false;
-            // An empty field is a missing value, not a column name (pandas' index column has none).
-            // "0,1,...,C-1" is pandas' header for a frame made from an array (",0,1,...,C-2" with
-            // its index): read as data it would add a sample labelled C-1, and real rows are hardly
-            // ever exactly that.
-            bool pandas = true, pandas_indexed = fields[0].empty();
-            for (size_t c = 0; c < ncols; ++c) {
-                header |= !fields[c].empty() && !parse_double(fields[c], &v);
-                pandas &= fields[c] == std::to_string(c);
-                if (c > 0) pandas_indexed &= fields[c] == std::to_string(c - 1);
-            }
-            // All numbers, taken as pandas' column names: said, since it is a row's worth of data.
-            const bool numeric_names = !header && (pandas || pandas_indexed) && ncols >= 3;
-            header |= numeric_names;
-            if (header && !no_header) {
-                names = fields;
-                if (numeric_names)
-                    note = "its first line, " + line.substr(0, 40) + (line.size() > 40 ? "..." : "") +
-                           ", is pandas' column names for an array (0, 1, 2, ...), not a sample: left out; pass "
-                           "--no-header if it is one";
-                // A first column without a name holds row names: pandas' index (to_csv writes it
-                // unless index=False; read back it is "Unnamed: 0") or R's write.csv row names. As
-                // a feature it would tell the model each row's position (the order of a sorted or
-                // time-ordered file): left out, and said so.
-                if (fields[0].empty() || fields[0] == "Unnamed: 0") {
-                    if (lc == 0)
-                        throw UserError(strfmt("%s: --label-column 0 is the first column, which has no name: row names "
-                                               "(pandas' index), not labels; give the label column's index",
-                                               path.c_str()));
-                    index_column = 0;
-                    note += std::string(note.empty() ? "" : "; ") +
-                            "its first column, unnamed, is row names (pandas' index): left out; write the file with "
-                            "df.to_csv(FILE, index=False) to say so";
-                }
-                continue;
-            }
-        }
-        if (fields.size() != ncols)
-            throw UserError(strfmt("%s: line %ld has %zu fields, but line %zu has %zu; every row needs the same number of "
-                                   "columns (a missing value or a stray '%c'?)",
-                                   path.c_str(), line_no, fields.size(), first_line, ncols, delim));
-        for (size_t c = 0; c < ncols; ++c) {
-            if ((int)c == index_column) continue;
-            const std::string& f = fields[c];
-            std::string col = strfmt("line %ld, field %zu%s", line_no, c + 1,
-                                     names.empty() ? "" : (" (\"" + names[c] + "\")").c_str());
-            bool num = parse_double(f, &v);
-            if ((int)c == lc) {
-                if (!num)
-                    throw UserError(strfmt("%s: %s: label '%s' is not a number; %s (map names to numbers first)",
-                                           path.c_str(), col.c_str(), f.c_str(), kLabelsAre));
-                if (!std::isfinite(v) || v != std::floor(v))
-                    throw UserError(strfmt("%s: %s: label '%s' is not an integer; %s (or pick the label column with "
-                                           "--label-column)",
-                                           path.c_str(), col.c_str(), f.c_str(), kLabelsAre));
-                if (v < 0)
-                    throw UserError(strfmt("%s: %s: label %s is negative; %s", path.c_str(), col.c_str(), f.c_str(), kLabelsAre));
-                if (v > std::numeric_limits<int32_t>::max())
-                    throw UserError(strfmt("%s: %s: label %s does not fit int32; %s", path.c_str(), col.c_str(), f.c_str(),
-                                           kLabelsAre));
-                y.push_back((int64_t)v);
-                continue;
-            }
-            if (f.empty())
-                throw UserError(strfmt("%s: %s is empty (a missing value); fill in or drop missing values first",
-                                       path.c_str(), col.c_str()));
-            if (!num)
-                throw UserError(strfmt("%s: %s: '%s' is not a number; every feature must be numeric (encode categories "
-                                       "as numbers%s)",
-                                       path.c_str(), col.c_str(), f.c_str(),
-                                       line_no == (long)first_line && no_header ? ", or drop --no-header if this is a header"
-                                                                                : ""));
-            float fv = (float)v;  // rounded to nearest, like numpy's astype(np.float32)
-            if (!std::isfinite(fv))
-                throw UserError(strfmt("%s: %s: '%s' is %s; fill in or drop missing values first", path.c_str(),
-                                       col.c_str(), f.c_str(),
-                                       std::isnan(fv) ? "not a number (nan)" : "infinite or beyond float32 range"));
-            x.push_back(fv);
-        }
+        if (!c.delim) c.delim = guess_delimiter(line);
+        split_row(&c, line);
+        if (!c.ncols && take_first_row(&c, line, line_no)) continue;
+        take_row(&c, line_no);
     }
-    if (!ncols) throw UserError(strfmt("%s: the file has only blank lines; %s", path.c_str(), how.c_str()));
-    if (y.empty())
-        throw UserError(strfmt("%s: no data rows after the header on line %zu; %s", path.c_str(), first_line, how.c_str()));
-    long n = (long)y.size();
-    Table t = make_table(path, std::move(x), n, (int)ncols - 1 - (index_column >= 0 ? 1 : 0), path, y);
-    if (!note.empty()) t.notes.push_back(path + ": " + note);
+    if (!c.ncols) throw UserError(strfmt("%s: the file has only blank lines; %s", path.c_str(), kCsvHow));
+    if (c.y.empty())
+        throw UserError(strfmt("%s: no data rows after the header on line %zu; %s", path.c_str(), c.first_line, kCsvHow));
+    long n = (long)c.y.size();
+    Table t = make_table(path, std::move(c.x), n, (int)c.ncols - 1 - (c.index_column >= 0 ? 1 : 0), path, c.y);
+    if (!c.note.empty()) t.notes.push_back(path + ": " + c.note);
     return t;
 }
 
@@ -380,47 +421,7 @@ Table read_hdf5(const std::string& path, const std::string& features_name, const
     return make_table(fwhere, std::move(x), n, d, lwhere, y);
 }
 
-// ---- Formats, inputs, classes, shards ----
-
-const char* format_name(Format f) {
-    switch (f) {
-    case Format::automatic: return "auto";
-    case Format::csv: return "csv";
-    case Format::npy: return "npy";
-    case Format::npz: return "npz";
-    case Format::hdf5: return "hdf5";
-    }
-    return "?";
-}
-
-Format parse_format(const std::string& s) {
-    if (s == "auto") return Format::automatic;
-    if (s == "csv") return Format::csv;
-    if (s == "npy") return Format::npy;
-    if (s == "npz") return Format::npz;
-    if (s == "hdf5" || s == "h5") return Format::hdf5;
-    throw UserError(strfmt("--format '%s' is unknown; use auto, csv, npy, npz or hdf5", s.c_str()));
-}
-
-Format detect_format(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UserError(strfmt("%s: cannot open it: %s; check the --input path", path.c_str(), std::strerror(errno)));
-    char buf[4096];
-    in.read(buf, sizeof buf);
-    std::string head(buf, (size_t)in.gcount());
-    if (head.compare(0, 6, "\x93NUMPY") == 0) return Format::npy;
-    if (head.compare(0, 4, std::string("PK\x03\x04", 4)) == 0 || head.compare(0, 4, std::string("PK\x05\x06", 4)) == 0)
-        return Format::npz;
-    if (head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) return Format::hdf5;
-    // No known signature: trust the name, so a damaged x.npy is reported as a bad .npy file.
-    std::string e = lower_ext(path);
-    if (e == "npy") return Format::npy;
-    if (e == "npz") return Format::npz;
-    if (e == "h5" || e == "hdf5" || e == "hdf" || e == "he5") return Format::hdf5;
-    if (e == "csv" || e == "tsv" || e == "txt" || head.find('\0') == std::string::npos) return Format::csv;
-    throw UserError(strfmt("%s: cannot tell its format (not CSV text, and no .npy, .npz or HDF5 signature); pass --format",
-                           path.c_str()));
-}
+// ---- Table ----
 
 int32_t Table::max_label() const { return y.empty() ? -1 : *std::max_element(y.begin(), y.end()); }
 
@@ -437,125 +438,6 @@ void Table::append(Table&& t, const std::string& path) {
     y.insert(y.end(), t.y.begin(), t.y.end());
     notes.insert(notes.end(), t.notes.begin(), t.notes.end());
     n += t.n;
-}
-
-Table read_inputs(const std::vector<std::string>& inputs, const Options& o, Format* used) {
-    if (inputs.empty())
-        throw UserError("ingest: give the data with --input FILE (see " + runnable("dptrain-data") + " ingest --help)");
-    Format fmt = o.format;
-    if (fmt == Format::automatic) {
-        fmt = detect_format(inputs[0]);
-        for (const std::string& p : inputs) {
-            Format f = detect_format(p);
-            if (f != fmt)
-                throw UserError(strfmt("%s: looks like %s, but %s looks like %s; convert inputs of one format per run (or "
-                                       "pass --format)",
-                                       p.c_str(), format_name(f), inputs[0].c_str(), format_name(fmt)));
-        }
-    }
-    *used = fmt;
-    Table all;
-    if (fmt == Format::npy) {
-        if (inputs.size() % 2 != 0)
-            throw UserError(strfmt("%s: a .npy file holds one array; give features and labels as a pair: "
-                                   "--input features.npy --input labels.npy (%zu .npy files given)",
-                                   inputs.back().c_str(), inputs.size()));
-        for (size_t i = 0; i < inputs.size(); i += 2) all.append(read_npy_pair(inputs[i], inputs[i + 1]), inputs[i]);
-        return all;
-    }
-    for (const std::string& p : inputs) {
-        if (fmt == Format::csv) {
-            all.append(read_csv(p, o.label_column, o.no_header), p);
-        } else if (fmt == Format::npz) {
-            std::vector<std::string> fn = o.features_name.empty() ? std::vector<std::string>{"x", "features"}
-                                                                  : std::vector<std::string>{o.features_name};
-            std::vector<std::string> ln = o.labels_name.empty() ? std::vector<std::string>{"y", "labels"}
-                                                                : std::vector<std::string>{o.labels_name};
-            all.append(read_npz(p, fn, ln), p);
-        } else {
-            all.append(read_hdf5(p, o.features_name.empty() ? "/features" : o.features_name,
-                                 o.labels_name.empty() ? "/labels" : o.labels_name),
-                       p);
-        }
-    }
-    return all;
-}
-
-// Up to this many classes, max label + 1 is taken as it is.
-constexpr long kFewClasses = 10000;
-
-int resolve_classes(const Table& t, int requested, const std::string& what) {
-    int32_t top = t.max_label();
-    if (requested > 0) {
-        if (requested < 2) throw UserError(strfmt("--num-classes %d: a classifier needs at least 2 classes", requested));
-        if (top >= requested) {
-            long row = std::find(t.y.begin(), t.y.end(), top) - t.y.begin();
-            throw UserError(strfmt("%s: label %d (sample %ld) is not below --num-classes %d; raise --num-classes or fix "
-                                   "the labels",
-                                   what.c_str(), top, row, requested));
-        }
-        return requested;
-    }
-    if (top < 1)
-        throw UserError(strfmt("%s: every label is 0, so there is one class; pass --num-classes K with the data's number "
-                               "of classes",
-                               what.c_str()));
-    if (top == std::numeric_limits<int32_t>::max())
-        throw UserError(strfmt("%s: label %d leaves no class count that fits int32; is it the label column? (choose it "
-                               "with --label-column)",
-                               what.c_str(), top));
-    // Labels far above their number of values are rarely classes (an id or a price taken for the
-    // label): each class is an output of the model, so a wrong guess would cost its memory.
-    const long classes = (long)top + 1;
-    if (classes > kFewClasses) {
-        std::vector<int32_t> values(t.y);
-        std::sort(values.begin(), values.end());
-        const long distinct = std::unique(values.begin(), values.end()) - values.begin();
-        if (classes > 100 * distinct)
-            throw UserError(strfmt("%s: the labels run up to %d, which makes %ld classes, but only %ld distinct values "
-                                   "occur; is it the label column? (choose it with --label-column) If %ld classes is "
-                                   "right, say so with --num-classes %ld",
-                                   what.c_str(), top, classes, distinct, classes, classes));
-    }
-    return (int)classes;
-}
-
-void shard_range(long n, int shards, int s, long* first, long* rows) {
-    long base = n / shards, extra = n % shards;
-    *first = base * s + std::min<long>(s, extra);
-    *rows = base + (s < extra ? 1 : 0);
-}
-
-std::vector<ShardSpec> plan_shards(long n, int shards, double val_fraction, const std::string& split) {
-    if (shards < 1) throw UserError(strfmt("--shards %d: need at least 1", shards));
-    if (!split.empty() && split != "train" && split != "val")
-        throw UserError(strfmt("--split '%s' is unknown; use train or val (or leave it out for both, by --val-fraction)",
-                               split.c_str()));
-    if (split.empty() && !(val_fraction >= 0 && val_fraction < 1))
-        throw UserError(strfmt("--val-fraction %g is outside [0, 1)", val_fraction));
-    long n_val = 0;
-    if (split == "val") n_val = n;
-    else if (split.empty() && val_fraction > 0) n_val = std::max(1L, (long)std::llround((double)n * val_fraction));
-    long n_train = n - n_val;
-    std::vector<ShardSpec> plan;
-    auto add = [&](const std::string& name, long rows_total, long offset, int count) {
-        if (rows_total < count)
-            throw UserError(strfmt("%ld %s samples cannot fill --shards %d (a shard may not be empty); lower --shards%s",
-                                   rows_total, name.c_str(), count, split.empty() ? " or --val-fraction" : ""));
-        for (int s = 0; s < count; ++s) {
-            ShardSpec sp;
-            sp.split = name;
-            sp.index = s;
-            sp.of = count;
-            shard_range(rows_total, count, s, &sp.first, &sp.rows);
-            sp.first += offset;
-            plan.push_back(sp);
-        }
-    };
-    if (split != "val") add("train", n_train, 0, shards);
-    if (split == "val") add("val", n_val, 0, shards);
-    else if (n_val > 0) add("val", n_val, n_train, 1);
-    return plan;
 }
 
 } // namespace dptrain::ingest

@@ -148,6 +148,134 @@ bool plain_number(char kind, int size) {
     return kind == 'b' && size == 1;
 }
 
+// The header dict's text; *offset becomes where the array's data starts.
+std::string header_text(const std::string& bytes, const std::string& where, size_t* offset) {
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
+        std::string size = bytes.size() < 10 ? strfmt(", and is only %zu bytes", bytes.size()) : "";
+        throw UserError(strfmt("%s: not a .npy file (it does not start with \\x93NUMPY%s); %s", where.c_str(),
+                               size.c_str(), kResave));
+    }
+    int major = (unsigned char)bytes[6], minor = (unsigned char)bytes[7];
+    if (major < 1 || major > 3 || minor != 0)
+        throw UserError(strfmt("%s: .npy version %d.%d is not supported (1.0, 2.0 and 3.0 are); %s", where.c_str(), major,
+                               minor, kResave));
+    // Version 1.0 stores the header length in 2 bytes; 2.0 and 3.0 (3.0: UTF-8 header) in 4.
+    size_t len_bytes = major == 1 ? 2 : 4, start = 8 + len_bytes;
+    if (bytes.size() < start) throw UserError(strfmt("%s: truncated inside the .npy header; %s", where.c_str(), kResave));
+    size_t hlen = 0;
+    for (size_t i = 0; i < len_bytes; ++i) hlen |= (size_t)(unsigned char)bytes[8 + i] << (8 * i);
+    if (bytes.size() - start < hlen)
+        throw UserError(strfmt("%s: truncated: the .npy header says %zu bytes but only %zu follow; %s", where.c_str(), hlen,
+                               bytes.size() - start, kResave));
+    *offset = start + hlen;
+    return bytes.substr(start, hlen);
+}
+
+// What the header dict says besides a.descr and a.shape.
+struct HeaderFlags {
+    bool fortran = false, structured = false;
+};
+
+// 'shape': a tuple of dimensions, "()" for a scalar.
+void read_shape(Lexer& lx, std::vector<uint64_t>* shape) {
+    lx.expect('(');
+    while (!lx.eat(')')) {
+        shape->push_back(lx.integer());
+        if (!lx.eat(',')) {
+            lx.expect(')');
+            break;
+        }
+    }
+}
+
+// One key's value into a (descr, shape) or *flags; unknown keys are refused.
+void read_entry(Lexer& lx, const std::string& key, Array* a, HeaderFlags* flags) {
+    if (key == "descr") {
+        if (lx.at_quote()) {
+            a->descr = lx.str();
+        } else {
+            lx.skip_brackets();
+            flags->structured = true;
+        }
+    } else if (key == "fortran_order") {
+        std::string w = lx.word();
+        if (w != "True" && w != "False") lx.fail("fortran_order is not True or False");
+        flags->fortran = w == "True";
+    } else if (key == "shape") {
+        read_shape(lx, &a->shape);
+    } else {
+        lx.fail("unknown key '" + key + "'");
+    }
+}
+
+// The dict {'descr': ..., 'fortran_order': ..., 'shape': ...}, each key once or more, all three
+// needed.
+HeaderFlags read_dict(Lexer& lx, Array* a) {
+    HeaderFlags flags;
+    bool have_descr = false, have_order = false, have_shape = false;
+    lx.expect('{');
+    while (!lx.eat('}')) {
+        std::string key = lx.str();
+        lx.expect(':');
+        read_entry(lx, key, a, &flags);
+        have_descr |= key == "descr";
+        have_order |= key == "fortran_order";
+        have_shape |= key == "shape";
+        if (!lx.eat(',')) {
+            lx.expect('}');
+            break;
+        }
+    }
+    if (!have_descr || !have_order || !have_shape) lx.fail("'descr', 'fortran_order' or 'shape' missing");
+    return flags;
+}
+
+// Sets a->kind and a->itemsize from a->descr (a byte-order character, a kind letter, the item
+// size in bytes: "<f4", "|u1") and refuses what cannot be read by copying little-endian bytes.
+void check_dtype(Array* a, const HeaderFlags& flags) {
+    const char* where = a->where.c_str();
+    if (flags.structured)
+        throw UserError(strfmt("%s: structured dtype (named fields) is not supported; save each field as its own plain "
+                               "array (np.save(f, arr['name']))",
+                               where));
+    const std::string& d = a->descr;
+    char order = !d.empty() && std::strchr("<>|=", d[0]) ? d[0] : '=';
+    size_t k = std::strchr("<>|=", d.empty() ? 'x' : d[0]) ? 1 : 0;
+    a->kind = k < d.size() ? d[k] : 0;
+    a->itemsize = std::atoi(d.c_str() + std::min(k + 1, d.size()));
+    if (!plain_number(a->kind, a->itemsize)) {
+        std::string hint = a->kind == 'c' ? "keep the real part: np.save(f, arr.real.astype(np.float32))"
+                           : a->kind == 'f' ? "convert it: np.save(f, arr.astype(np.float64))"
+                                            : "convert it to numbers first (arr.astype(np.float32) for features, "
+                                              "arr.astype(np.int64) for labels)";
+        throw UserError(strfmt("%s: dtype %s ('%s') is not supported (float16/32/64, int, uint and bool are); %s", where,
+                               dtype_name(*a).c_str(), d.c_str(), hint.c_str()));
+    }
+    if (order == '>' && a->itemsize > 1)
+        throw UserError(strfmt("%s: the array is big-endian ('%s'); save it little-endian: "
+                               "np.save(f, arr.astype(arr.dtype.newbyteorder('<')))",
+                               where, d.c_str()));
+    // One dimension is laid out the same in either order; beyond that the rows would be columns.
+    if (flags.fortran && a->shape.size() > 1)
+        throw UserError(strfmt("%s: fortran_order is True (column-major); save it in C order: "
+                               "np.save(f, np.ascontiguousarray(arr))",
+                               where));
+}
+
+// Refuses a shape whose elements overflow a count or outrun the `bytes` after the header.
+void check_size(const Array& a, const Lexer& lx, const std::string& bytes) {
+    uint64_t n = 1;
+    for (uint64_t dim : a.shape) {
+        if (dim != 0 && n > std::numeric_limits<uint64_t>::max() / dim) lx.fail("shape too large");
+        n *= dim;
+    }
+    uint64_t have = bytes.size() - a.offset;
+    if (n > have / (uint64_t)a.itemsize)
+        throw UserError(strfmt("%s: truncated: the shape needs %llu elements of %d bytes but only %llu bytes follow the "
+                               "header; %s",
+                               a.where.c_str(), (unsigned long long)n, a.itemsize, (unsigned long long)have, kResave));
+}
+
 } // namespace
 
 uint64_t Array::count() const {
@@ -177,102 +305,11 @@ std::string dtype_name(const Array& a) {
 Array parse(std::string bytes, const std::string& where) {
     Array a;
     a.where = where;
-    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
-        std::string size = bytes.size() < 10 ? strfmt(", and is only %zu bytes", bytes.size()) : "";
-        throw UserError(strfmt("%s: not a .npy file (it does not start with \\x93NUMPY%s); %s", where.c_str(),
-                               size.c_str(), kResave));
-    }
-    int major = (unsigned char)bytes[6], minor = (unsigned char)bytes[7];
-    if (major < 1 || major > 3 || minor != 0)
-        throw UserError(strfmt("%s: .npy version %d.%d is not supported (1.0, 2.0 and 3.0 are); %s", where.c_str(), major,
-                               minor, kResave));
-    // Version 1.0 stores the header length in 2 bytes; 2.0 and 3.0 (3.0: UTF-8 header) in 4.
-    size_t len_bytes = major == 1 ? 2 : 4, start = 8 + len_bytes;
-    if (bytes.size() < start) throw UserError(strfmt("%s: truncated inside the .npy header; %s", where.c_str(), kResave));
-    size_t hlen = 0;
-    for (size_t i = 0; i < len_bytes; ++i) hlen |= (size_t)(unsigned char)bytes[8 + i] << (8 * i);
-    if (bytes.size() - start < hlen)
-        throw UserError(strfmt("%s: truncated: the .npy header says %zu bytes but only %zu follow; %s", where.c_str(), hlen,
-                               bytes.size() - start, kResave));
-    std::string header = bytes.substr(start, hlen);
-    a.offset = start + hlen;
-
+    const std::string header = header_text(bytes, where, &a.offset);
     Lexer lx(header, where);
-    bool have_descr = false, have_order = false, have_shape = false, fortran = false, structured = false;
-    lx.expect('{');
-    while (!lx.eat('}')) {
-        std::string key = lx.str();
-        lx.expect(':');
-        if (key == "descr") {
-            have_descr = true;
-            if (lx.at_quote()) {
-                a.descr = lx.str();
-            } else {
-                lx.skip_brackets();
-                structured = true;
-            }
-        } else if (key == "fortran_order") {
-            std::string w = lx.word();
-            if (w != "True" && w != "False") lx.fail("fortran_order is not True or False");
-            fortran = w == "True";
-            have_order = true;
-        } else if (key == "shape") {
-            lx.expect('(');
-            while (!lx.eat(')')) {
-                a.shape.push_back(lx.integer());
-                if (!lx.eat(',')) {
-                    lx.expect(')');
-                    break;
-                }
-            }
-            have_shape = true;
-        } else {
-            lx.fail("unknown key '" + key + "'");
-        }
-        if (!lx.eat(',')) {
-            lx.expect('}');
-            break;
-        }
-    }
-    if (!have_descr || !have_order || !have_shape) lx.fail("'descr', 'fortran_order' or 'shape' missing");
-
-    if (structured)
-        throw UserError(strfmt("%s: structured dtype (named fields) is not supported; save each field as its own plain "
-                               "array (np.save(f, arr['name']))",
-                               where.c_str()));
-    // descr: a byte-order character, a kind letter, the item size in bytes ("<f4", "|u1").
-    std::string d = a.descr;
-    char order = !d.empty() && std::strchr("<>|=", d[0]) ? d[0] : '=';
-    size_t k = std::strchr("<>|=", d.empty() ? 'x' : d[0]) ? 1 : 0;
-    a.kind = k < d.size() ? d[k] : 0;
-    a.itemsize = std::atoi(d.c_str() + std::min(k + 1, d.size()));
-    if (!plain_number(a.kind, a.itemsize)) {
-        std::string hint = a.kind == 'c' ? "keep the real part: np.save(f, arr.real.astype(np.float32))"
-                           : a.kind == 'f' ? "convert it: np.save(f, arr.astype(np.float64))"
-                                           : "convert it to numbers first (arr.astype(np.float32) for features, "
-                                             "arr.astype(np.int64) for labels)";
-        throw UserError(strfmt("%s: dtype %s ('%s') is not supported (float16/32/64, int, uint and bool are); %s",
-                               where.c_str(), dtype_name(a).c_str(), d.c_str(), hint.c_str()));
-    }
-    if (order == '>' && a.itemsize > 1)
-        throw UserError(strfmt("%s: the array is big-endian ('%s'); save it little-endian: "
-                               "np.save(f, arr.astype(arr.dtype.newbyteorder('<')))",
-                               where.c_str(), d.c_str()));
-    // One dimension is laid out the same in either order; beyond that the rows would be columns.
-    if (fortran && a.shape.size() > 1)
-        throw UserError(strfmt("%s: fortran_order is True (column-major); save it in C order: "
-                               "np.save(f, np.ascontiguousarray(arr))",
-                               where.c_str()));
-    uint64_t n = 1;
-    for (uint64_t dim : a.shape) {
-        if (dim != 0 && n > std::numeric_limits<uint64_t>::max() / dim) lx.fail("shape too large");
-        n *= dim;
-    }
-    uint64_t have = bytes.size() - a.offset;
-    if (n > have / (uint64_t)a.itemsize)
-        throw UserError(strfmt("%s: truncated: the shape needs %llu elements of %d bytes but only %llu bytes follow the "
-                               "header; %s",
-                               where.c_str(), (unsigned long long)n, a.itemsize, (unsigned long long)have, kResave));
+    const HeaderFlags flags = read_dict(lx, &a);
+    check_dtype(&a, flags);
+    check_size(a, lx, bytes);
     a.bytes = std::move(bytes);
     return a;
 }

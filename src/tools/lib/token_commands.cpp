@@ -36,75 +36,101 @@ void write_tokens(const std::string& path, const std::vector<Id>& ids, size_t be
         h5::write_dataset(f.get(), "/tokens", h5::Kind::u32, {n}, v.data());
     }
     h5::write_attr_i64(f.get(), "vocab_size", tok.vocab_size());
-    h5::write_attr_str(f.get(), "tokenizer", tok.kind);
+    h5::write_attr_str(f.get(), "tokenizer", tok.name());
     if (tok.has_table()) h5::write_text(f.get(), "vocab", tok.table());
     h5::write_attr_str(f.get(), "source", source);
 }
 
-// What --tokenizer and its options ask for.
-struct TextTokenizer {
-    std::string kind, encoder, merges, sp_model, sp_type;
-    int vocab_size = 0;
-};
-
-// The tokenizer, its files checked before any text is read. char and a SentencePiece model to
-// train are made from the text later (make_tokenizer).
-Tokenizer check_tokenizer(const TextTokenizer& o) {
-    if (o.kind != "byte" && o.kind != "char" && o.kind != "gpt2" && o.kind != "sentencepiece")
-        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2 or sentencepiece", o.kind.c_str()));
-    if (o.kind != "gpt2" && (!o.encoder.empty() || !o.merges.empty()))
-        throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
-    if (o.kind != "sentencepiece" && (!o.sp_model.empty() || o.vocab_size != 0))
-        throw UserError("text: --sp-model and --vocab-size belong to --tokenizer sentencepiece");
-    Tokenizer t;
-    t.kind = o.kind;
-    if (o.kind == "gpt2") {
-        if (o.encoder.empty() || o.merges.empty())
-            throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
-                            "(Hugging Face's vocab.json and merges.txt are the same files)");
-        return Tokenizer::gpt2(o.encoder, o.merges);
-    }
-    if (o.kind != "sentencepiece") return t;
-    if (!o.sp_model.empty() && o.vocab_size != 0)
-        throw UserError("text: give --sp-model (a model of your own) or --vocab-size (train one here), not both");
-    if (!o.sp_model.empty()) return Tokenizer::sentencepiece(SentencePieceModel::load(o.sp_model));
-    if (o.vocab_size < 260 || o.vocab_size > 1000000)
-        throw UserError(strfmt("text: --vocab-size %d: a SentencePiece model trained here needs 260 to 1000000 pieces "
-                               "(its 256 byte pieces and more; 1024 to 32768 are usual)",
-                               o.vocab_size));
-    if (o.sp_type != "bpe" && o.sp_type != "unigram")
-        throw UserError(strfmt("text: --sp-type '%s' is unknown; use bpe or unigram", o.sp_type.c_str()));
-    return t;
+// Rank `rank` of `size`'s shards of ids: training shard s of train_shards (ids [0, n_train) cut
+// evenly) when s % size == rank, then the validation shard (the rest, when `val`) by rank
+// train_shards % size.
+template <typename Id>
+void write_shards(const std::string& out, const std::vector<Id>& ids, size_t n_train, int train_shards, bool val,
+                  const Tokenizer& tok, const std::string& source, int rank, int size) {
+    make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
+    for (int s = rank; s < train_shards; s += size)
+        write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, train_shards), ids, n_train * s / train_shards,
+                     n_train * (s + 1) / train_shards, tok, source);
+    if (val && train_shards % size == rank)
+        write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
 }
 
-// The tokenizer of `data` whose first `train_bytes` are the training text: char takes its
-// characters from all of it; a SentencePiece model is trained on the training text alone, so the
-// validation text stays unseen.
-Tokenizer make_tokenizer(Tokenizer t, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
-    if (t.kind == "char") return Tokenizer::chars_of(data);
-    if (t.kind != "sentencepiece" || t.sp) return t;
+// Rank 0 alone: --out made ready before the shards, SHA256SUMS completed after them.
+void prepare_on_rank0(const std::string& out, const std::vector<std::string>& splits, bool overwrite, int rank) {
+    if (rank == 0) prepare_out(out, splits, overwrite);
+}
+void sums_on_rank0(const std::string& out, const std::vector<std::string>& splits, int rank) {
+    if (rank == 0) complete_sums(out, splits);
+}
+
+// What --tokenizer and its options ask for.
+struct TextTokenizer {
+    std::string name, encoder, merges, sp_model, sp_type;  // name: --tokenizer as given
+    int vocab_size = 0;
+    TokenizerKind kind = TokenizerKind::chars;  // name's, once check_tokenizer has read it
+};
+
+// Reads o->name into o->kind and returns the tokenizer, its files checked before any text is
+// read; null for the kinds made from the text later (make_tokenizer): char, and a SentencePiece
+// model to train.
+TokenizerPtr check_tokenizer(TextTokenizer* o) {
+    // ids are made by `tokens` alone: text has no vocabulary size to declare.
+    if (!parse_tokenizer_kind(o->name, &o->kind) || o->kind == TokenizerKind::ids)
+        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2 or sentencepiece", o->name.c_str()));
+    const TokenizerKind kind = o->kind;
+    if (kind != TokenizerKind::gpt2 && (!o->encoder.empty() || !o->merges.empty()))
+        throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
+    if (kind != TokenizerKind::sentencepiece && (!o->sp_model.empty() || o->vocab_size != 0))
+        throw UserError("text: --sp-model and --vocab-size belong to --tokenizer sentencepiece");
+    switch (kind) {
+    case TokenizerKind::byte:
+        return make_byte_tokenizer();
+    case TokenizerKind::gpt2:
+        if (o->encoder.empty() || o->merges.empty())
+            throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
+                            "(Hugging Face's vocab.json and merges.txt are the same files)");
+        return make_gpt2_tokenizer(o->encoder, o->merges);
+    case TokenizerKind::sentencepiece:
+        if (!o->sp_model.empty() && o->vocab_size != 0)
+            throw UserError("text: give --sp-model (a model of your own) or --vocab-size (train one here), not both");
+        if (!o->sp_model.empty()) return make_sentencepiece_tokenizer(SentencePieceModel::load(o->sp_model));
+        if (o->vocab_size < 260 || o->vocab_size > 1000000)
+            throw UserError(strfmt("text: --vocab-size %d: a SentencePiece model trained here needs 260 to 1000000 "
+                                   "pieces (its 256 byte pieces and more; 1024 to 32768 are usual)",
+                                   o->vocab_size));
+        if (o->sp_type != "bpe" && o->sp_type != "unigram")
+            throw UserError(strfmt("text: --sp-type '%s' is unknown; use bpe or unigram", o->sp_type.c_str()));
+        return nullptr;
+    case TokenizerKind::chars:
+    case TokenizerKind::ids:
+        break;
+    }
+    return nullptr;
+}
+
+// The tokenizer of `data` whose first `train_bytes` are the training text (`tok`, when
+// check_tokenizer gave one): char takes its characters from all of it; a SentencePiece model is
+// trained on the training text alone, so the validation text stays unseen.
+TokenizerPtr make_tokenizer(TokenizerPtr tok, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
+    if (tok) return tok;
+    if (o.kind == TokenizerKind::chars) return make_char_tokenizer(data);
     const int threads = std::max(1, (int)std::thread::hardware_concurrency());
-    return Tokenizer::sentencepiece(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
+    return make_sentencepiece_tokenizer(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
 }
 
 // Where the text may be cut into `parts` pieces that encode alone to the ids the whole would
-// give: at file ends when each file is a document (<|endoftext|> after it); else after a newline,
-// and for gpt2 only a newline between two visible ASCII characters (there GPT-2's pre-tokenizer
-// always splits: a longer run of white space would group differently when cut); a SentencePiece
-// model that does not encode line by line is not cut. Returns parts + 1 offsets.
+// give: at file ends when each file is a document (<|endoftext|> after it); else where the
+// tokenizer allows (Tokenizer::next_cut: after a newline, for gpt2 only between two visible ASCII
+// characters; a SentencePiece model that does not encode line by line is not cut). Returns
+// parts + 1 offsets.
 std::vector<size_t> chunk_cuts(const std::string& data, const std::vector<size_t>& ends, bool per_file,
                                const Tokenizer& tok, int parts) {
-    auto visible = [&](size_t i) { return data[i] > ' ' && data[i] < 0x7F; };
-    const bool gpt2 = tok.kind == "gpt2";
-    const bool whole = tok.kind == "sentencepiece" && !tok.sp->lines_alone();
     std::vector<size_t> cuts((size_t)parts + 1, data.size());
     cuts[0] = 0;
     for (int r = 1; r < parts; ++r) {
         size_t p = std::max(cuts[(size_t)r - 1], data.size() / parts * r);
-        if (whole) p = data.size();
-        else if (per_file) p = *std::lower_bound(ends.begin(), ends.end(), p);
-        else
-            while (p < data.size() && !(p >= 2 && data[p - 1] == '\n' && (!gpt2 || (visible(p - 2) && visible(p))))) ++p;
+        if (per_file) p = *std::lower_bound(ends.begin(), ends.end(), p);
+        else p = tok.next_cut(data, p);
         cuts[(size_t)r] = p;
     }
     return cuts;
@@ -120,7 +146,7 @@ void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, s
     // A file belongs to the chunk its end falls in; an empty first file (its end 0) to the first.
     for (size_t at = begin, f = 0; f < ends.size(); ++f)
         if ((ends[f] > begin || begin == 0) && ends[f] <= end) {
-            tok.bpe->encode(data.substr(at, ends[f] - at), ids);
+            tok.encode_into(data.substr(at, ends[f] - at), ids);
             ids->push_back(eot);
             at = ends[f];
         }
@@ -142,14 +168,14 @@ std::vector<int> gather_ids(const std::vector<int>& mine, long* total) {
 }
 
 // Rank 0's trained SentencePiece model to every rank (collective).
-void share_model(Tokenizer* tok) {
+void share_model(TokenizerPtr* tok) {
     MpiCommunicator world(MPI_COMM_WORLD);
-    std::string model = world.rank() == 0 && tok->sp ? tok->sp->bytes() : "";
+    std::string model = world.rank() == 0 && *tok ? (*tok)->table() : "";  // sentencepiece: the model's bytes
     long n = (long)model.size();
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD));
     model.resize((size_t)n);
     MPI_CHECK(MPI_Bcast(model.data(), (int)n, MPI_BYTE, 0, MPI_COMM_WORLD));
-    if (world.rank() != 0) *tok = Tokenizer::sentencepiece(SentencePieceModel::from_bytes(model, "rank 0's model"));
+    if (world.rank() != 0) *tok = make_sentencepiece_tokenizer(SentencePieceModel::from_bytes(model, "rank 0's model"));
 }
 
 // text's options and where they go.
@@ -171,7 +197,7 @@ po::options_description text_options(TextArgs* a) {
         "directory's and pattern's sorted by name, and joined with a newline after any file that lacks one (gpt2: "
         "each file is a document, followed by <|endoftext|>)")(
         "out", po::value(&a->out)->default_value("data/text"), "output directory")(
-        "tokenizer", po::value(&a->tt.kind)->default_value("char"),
+        "tokenizer", po::value(&a->tt.name)->default_value(name_of(TokenizerKind::chars)),
         "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
         "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
         "encoder", po::value(&a->tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
@@ -185,6 +211,59 @@ po::options_description text_options(TextArgs* a) {
         "shards", po::value(&a->shards)->default_value(1), "training shards (validation: 1)")(
         "overwrite", po::bool_switch(&a->overwrite), "replace the shards already in --out");
     return desc;
+}
+
+// What text's steps hand on, in the order they are made.
+struct TextRun {
+    TextArgs a;
+    TokenizerPtr tok;  // null until made from the text (step 2) for char and a model to train
+    std::vector<std::string> files;
+    std::vector<size_t> ends;  // each file's end in data
+    std::string data, source;
+    int eot = -1;  // appended after each file when >= 0
+    long total = 0;  // ids over all ranks
+    size_t n_val = 0, n_train = 0;
+};
+
+// Step 1: the options, the tokenizer's files, and all the text. Returns whether --help was asked.
+bool read_text_step(TextRun* r, int argc, char** argv, const po::options_description& desc, bool rank0) {
+    TextArgs& a = r->a;
+    if (parse_or_help(argc, argv, desc, "", rank0)) return true;
+    if (a.inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
+    if (!a.vocab.empty()) a.tt.name = a.vocab;
+    r->tok = check_tokenizer(&a.tt);
+    if (!(a.val_fraction > 0 && a.val_fraction < 1) || a.shards < 1)
+        throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
+    r->files = text_files(a.inputs);
+    // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other tokenizers
+    // join the files with newlines.
+    r->eot = r->tok && r->files.size() > 1 ? r->tok->end_of_text() : -1;
+    r->data = read_texts(r->files, r->eot < 0, &r->ends);
+    // char and a SentencePiece model to train (no tokenizer yet) read characters too.
+    if (!r->tok || r->tok->needs_utf8()) check_utf8(r->files, r->data, r->ends, name_of(a.tt.kind));
+    r->source = r->files.size() == 1 ? r->files[0]
+                                     : strfmt("%zu files: %s ... %s", r->files.size(), r->files.front().c_str(),
+                                              r->files.back().c_str());
+    return false;
+}
+
+// Step 4's checks: enough tokens for the shards, and few enough for one run.
+void check_text_counts(const TextRun& r) {
+    if (r.total > INT_MAX)
+        throw UserError(strfmt("text: %ld tokens, more than one run takes (2^31); make several --out sets of fewer "
+                               "files and give dptrain their shards together",
+                               r.total));
+    if (r.n_train < (size_t)r.a.shards * 2 || r.n_val < 2)
+        throw UserError(strfmt("text: --input %s holds only %ld tokens: too little for %d shards and a validation split",
+                               r.source.c_str(), r.total, r.a.shards));
+}
+
+void print_text_summary(const TextRun& r, int size) {
+    const std::string joined = r.eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", r.eot) : "";
+    std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
+                "%zu validation tokens, in %s (%d rank%s)\n",
+                r.total, r.source.c_str(), joined.c_str(), r.tok->name(), r.tok->vocab_size(), r.n_train, r.a.shards,
+                r.a.shards == 1 ? "" : "s", r.n_val, r.a.out.c_str(), size, size == 1 ? "" : "s");
 }
 
 } // namespace
@@ -202,86 +281,41 @@ int text_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    TextArgs a;
-    const po::options_description desc = text_options(&a);
+    TextRun r;
+    const po::options_description desc = text_options(&r.a);
     bool help = false;
-    Tokenizer tok;
-    std::vector<std::string> files;
-    std::vector<size_t> ends;
-    std::string data, source;
-    int eot = -1;
     // 1.
-    if (!agreed("text", [&] {
-            help = parse_or_help(argc, argv, desc, "", rank == 0);
-            if (help) return;
-            if (a.inputs.empty()) throw UserError("text: give the text with --input FILE, DIR or PATTERN");
-            if (!a.vocab.empty()) a.tt.kind = a.vocab;
-            tok = check_tokenizer(a.tt);
-            if (!(a.val_fraction > 0 && a.val_fraction < 1) || a.shards < 1)
-                throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
-            files = text_files(a.inputs);
-            // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other
-            // tokenizers join the files with newlines.
-            eot = tok.kind == "gpt2" && files.size() > 1 ? tok.bpe->id_of("<|endoftext|>") : -1;
-            data = read_texts(files, eot < 0, &ends);
-            if (tok.kind == "char" || tok.kind == "sentencepiece") check_utf8(files, data, ends, tok.kind);
-            source = files.size() == 1 ? files[0]
-                                       : strfmt("%zu files: %s ... %s", files.size(), files.front().c_str(),
-                                                files.back().c_str());
-        }))
-        return 2;
+    if (!agreed("text", [&] { help = read_text_step(&r, argc, argv, desc, rank == 0); })) return 2;
     if (help) return 0;
     // 2.
-    const bool train_sp = tok.kind == "sentencepiece" && !tok.sp;
+    const bool train_sp = !r.tok && r.a.tt.kind == TokenizerKind::sentencepiece;
+    const size_t train_bytes = (size_t)(r.data.size() * (1 - r.a.val_fraction));
     if (!agreed("text", [&] {
-            if (rank == 0 || !train_sp)
-                tok = make_tokenizer(tok, a.tt, data, (size_t)(data.size() * (1 - a.val_fraction)));
+            if (rank == 0 || !train_sp) r.tok = make_tokenizer(r.tok, r.a.tt, r.data, train_bytes);
         }))
         return 2;
-    if (train_sp) share_model(&tok);
+    if (train_sp) share_model(&r.tok);
     // 3.
     std::vector<int> mine;
     if (!agreed("text", [&] {
-            const std::vector<size_t> cuts = chunk_cuts(data, ends, eot >= 0, tok, size);
-            encode_range(tok, data, cuts[(size_t)rank], cuts[(size_t)rank + 1], ends, eot, &mine);
+            const std::vector<size_t> cuts = chunk_cuts(r.data, r.ends, r.eot >= 0, *r.tok, size);
+            encode_range(*r.tok, r.data, cuts[(size_t)rank], cuts[(size_t)rank + 1], r.ends, r.eot, &mine);
         }))
         return 2;
-    long total = 0;
-    const std::vector<int> ids = gather_ids(mine, &total);
+    const std::vector<int> ids = gather_ids(mine, &r.total);
     // 4.
-    const size_t n_val = (size_t)(total * a.val_fraction), n_train = (size_t)total - n_val;
+    r.n_val = (size_t)(r.total * r.a.val_fraction);
+    r.n_train = (size_t)r.total - r.n_val;
+    const std::vector<std::string> splits = {"train", "val"};
     if (!agreed("text", [&] {
-            if (total > INT_MAX)
-                throw UserError(strfmt("text: %ld tokens, more than one run takes (2^31); make several --out sets of "
-                                       "fewer files and give dptrain their shards together",
-                                       total));
-            if (n_train < (size_t)a.shards * 2 || n_val < 2)
-                throw UserError(strfmt("text: --input %s holds only %ld tokens: too little for %d shards and a "
-                                       "validation split",
-                                       source.c_str(), total, a.shards));
-            if (rank == 0) prepare_out(a.out, {"train", "val"}, a.overwrite);
+            check_text_counts(r);
+            prepare_on_rank0(r.a.out, splits, r.a.overwrite, rank);
         }))
         return 2;
-    if (!agreed("text", [&] {
-            const char* dir = a.out.c_str();
-            make_directories(a.out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
-            for (int s = rank; s < a.shards; s += size)
-                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", dir, s, a.shards), ids, n_train * s / a.shards,
-                             n_train * (s + 1) / a.shards, tok, source);
-            if (a.shards % size == rank)
-                write_tokens(strfmt("%s/val-00000-of-00001.h5", dir), ids, n_train, ids.size(), tok, source);
-        }))
+    if (!agreed("text", [&] { write_shards(r.a.out, ids, r.n_train, r.a.shards, true, *r.tok, r.source, rank, size); }))
         return 2;
-    if (!agreed("text", [&] {
-            if (rank == 0) complete_sums(a.out, {"train", "val"});
-        }))
-        return 2;
-    const std::string joined = eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", eot) : "";
-    if (rank == 0)
-        std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
-                    "%zu validation tokens, in %s (%d rank%s)\n",
-                    total, source.c_str(), joined.c_str(), tok.kind.c_str(), tok.vocab_size(), n_train, a.shards,
-                    a.shards == 1 ? "" : "s", n_val, a.out.c_str(), size, size == 1 ? "" : "s");
+    if (!agreed("text", [&] { sums_on_rank0(r.a.out, splits, rank); })) return 2;
+    if (rank == 0) print_text_summary(r, size);
     return 0;
 }
 
@@ -309,21 +343,100 @@ Under mpirun every rank reads all the files and the ranks write the shards in tu
 
 // The tokenizer of ids made elsewhere: GPT-2's BPE from its files, or bare ids of vocab_size
 // (which GPT-2's files set when it is 0).
-Tokenizer ids_tokenizer(const std::string& encoder, const std::string& merges, long* vocab_size) {
+TokenizerPtr tokenizer_of_ids(const std::string& encoder, const std::string& merges, long* vocab_size) {
     if (!encoder.empty() || !merges.empty()) {
         if (encoder.empty() || merges.empty())
             throw UserError("tokens: GPT-2's BPE needs both files: --encoder encoder.json --merges vocab.bpe");
-        Tokenizer tok = Tokenizer::gpt2(encoder, merges);
-        if (*vocab_size != 0 && *vocab_size != tok.vocab_size())
+        TokenizerPtr tok = make_gpt2_tokenizer(encoder, merges);
+        if (*vocab_size != 0 && *vocab_size != tok->vocab_size())
             throw UserError(strfmt("tokens: --vocab-size %ld, but --encoder %s holds %d tokens; leave --vocab-size out",
-                                   *vocab_size, encoder.c_str(), tok.vocab_size()));
-        *vocab_size = tok.vocab_size();
+                                   *vocab_size, encoder.c_str(), tok->vocab_size()));
+        *vocab_size = tok->vocab_size();
         return tok;
     }
     if (*vocab_size < 2 || *vocab_size > INT32_MAX)
         throw UserError("tokens: give the tokenizer's vocabulary size with --vocab-size V (GPT-2's BPE: 50257), or "
                         "its files with --encoder and --merges");
-    return Tokenizer::from("ids", std::to_string(*vocab_size));
+    return make_ids_tokenizer((int)*vocab_size);
+}
+
+// tokens' options.
+struct TokensArgs {
+    std::vector<std::string> inputs;
+    std::string out, format, split, dataset, encoder, merges;
+    long vocab_size = 0;
+    double val_fraction = 0.1;
+    int shards = 1;
+    bool overwrite = false;
+};
+
+po::options_description tokens_options(TokensArgs* a) {
+    po::options_description desc("dptrain-data tokens: token shards from ids tokenized elsewhere", 100, 50);
+    desc.add_options()("help,h", "print this help")("input", po::value(&a->inputs), "token file; repeat for several")(
+        "out", po::value(&a->out)->default_value(""), "output directory")(
+        "format", po::value(&a->format)->default_value("auto"), "auto | nanogpt | llmc | npy | hdf5")(
+        "dataset", po::value(&a->dataset)->default_value("/tokens"), "hdf5: the dataset of ids")(
+        "vocab-size", po::value(&a->vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
+        "encoder", po::value(&a->encoder), "GPT-2's encoder.json (or vocab.json): the ids are GPT-2's BPE")(
+        "merges", po::value(&a->merges), "GPT-2's vocab.bpe (or merges.txt), with --encoder")(
+        "split", po::value(&a->split)->default_value(""), "train | val: every id to that split (default: both)")(
+        "val-fraction", po::value(&a->val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
+        "shards", po::value(&a->shards)->default_value(1), "shards of the training split")(
+        "overwrite", po::bool_switch(&a->overwrite), "replace the shards already in --out");
+    return desc;
+}
+
+// What tokens' first step reads and decides.
+struct TokensRun {
+    TokensArgs a;
+    TokenizerPtr tok;
+    std::vector<uint32_t> ids;  // 4 bytes an id, the only copy once read (it was 3: 6.6x a .bin's size)
+    std::string used;           // the inputs' formats, as read
+    size_t n_val = 0, n_train = 0;
+};
+
+// Every --input in order into r->ids; r->used names their formats.
+void read_token_inputs(TokensRun* r) {
+    const token_files::Format f = token_files::parse_format(r->a.format);
+    for (const std::string& in : r->a.inputs) {
+        token_files::Format got = f;
+        std::vector<uint32_t> part = token_files::read(in, f, r->a.vocab_size, &got, r->a.dataset);
+        if (r->ids.empty()) r->ids = std::move(part);  // one file, the usual case: no copy
+        else r->ids.insert(r->ids.end(), part.begin(), part.end());
+        r->used += std::string(r->used.empty() ? "" : ", ") + token_files::format_name(got);
+    }
+}
+
+// The ids' split into training and validation, refused when a shard would hold fewer than 2.
+void split_ids(TokensRun* r) {
+    const TokensArgs& a = r->a;
+    const size_t n = r->ids.size();
+    r->n_val = a.split == "val" ? n : a.split == "train" ? 0 : (size_t)(n * a.val_fraction);
+    r->n_train = n - r->n_val;
+    if ((r->n_train > 0 && r->n_train < (size_t)a.shards * 2) || (r->n_val > 0 && r->n_val < 2) || n < 2)
+        throw UserError(strfmt("tokens: %zu ids in %s: too few for %s", n,
+                               a.inputs.size() == 1 ? a.inputs[0].c_str() : "the inputs",
+                               a.split == "val" ? "a validation split (2 or more)"
+                               : a.split == "train"
+                                   ? strfmt("%d training shards (2 ids a shard or more)", a.shards).c_str()
+                                   : strfmt("%d training shards and a validation split", a.shards).c_str()));
+}
+
+// Step 1: the options, the tokenizer, every id read and checked, the split. Returns whether
+// --help was asked.
+bool read_ids_step(TokensRun* r, int argc, char** argv, const po::options_description& desc, bool rank0) {
+    TokensArgs& a = r->a;
+    if (parse_or_help(argc, argv, desc, kTokensHelp, rank0)) return true;
+    if (a.inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
+    if (a.out.empty()) throw UserError("tokens: give the output directory with --out DIR");
+    r->tok = tokenizer_of_ids(a.encoder, a.merges, &a.vocab_size);
+    if (!a.split.empty() && a.split != "train" && a.split != "val")
+        throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", a.split.c_str()));
+    if ((a.split.empty() && !(a.val_fraction > 0 && a.val_fraction < 1)) || a.shards < 1)
+        throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
+    read_token_inputs(r);
+    split_ids(r);
+    return false;
 }
 
 } // namespace
@@ -335,84 +448,28 @@ int tokens_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
     const int rank = world.rank(), size = world.size();
-    std::vector<std::string> inputs;
-    std::string out, format, split, dataset, encoder, merges;
-    long vocab_size = 0;
-    double val_fraction;
-    int shards;
-    bool overwrite = false;
-    po::options_description desc("dptrain-data tokens: token shards from ids tokenized elsewhere", 100, 50);
-    desc.add_options()("help,h", "print this help")("input", po::value(&inputs), "token file; repeat for several")(
-        "out", po::value(&out)->default_value(""), "output directory")(
-        "format", po::value(&format)->default_value("auto"), "auto | nanogpt | llmc | npy | hdf5")(
-        "dataset", po::value(&dataset)->default_value("/tokens"), "hdf5: the dataset of ids")(
-        "vocab-size", po::value(&vocab_size)->default_value(0), "the tokenizer's vocabulary size (GPT-2: 50257)")(
-        "encoder", po::value(&encoder), "GPT-2's encoder.json (or vocab.json): the ids are GPT-2's BPE")(
-        "merges", po::value(&merges), "GPT-2's vocab.bpe (or merges.txt), with --encoder")(
-        "split", po::value(&split)->default_value(""), "train | val: every id to that split (default: both)")(
-        "val-fraction", po::value(&val_fraction)->default_value(0.1), "the ids' tail kept for validation")(
-        "shards", po::value(&shards)->default_value(1), "shards of the training split")(
-        "overwrite", po::bool_switch(&overwrite), "replace the shards already in --out");
+    TokensRun r;
+    const po::options_description desc = tokens_options(&r.a);
     bool help = false;
-    Tokenizer tok;
-    std::vector<uint32_t> ids;  // 4 bytes an id, the only copy once read (it was 3: 6.6x a .bin's size)
-    std::string used;
-    size_t n_val = 0, n_train = 0;
-    if (!agreed("tokens", [&] {
-            help = parse_or_help(argc, argv, desc, kTokensHelp, rank == 0);
-            if (help) return;
-            if (inputs.empty()) throw UserError("tokens: give the token files with --input FILE");
-            if (out.empty()) throw UserError("tokens: give the output directory with --out DIR");
-            tok = ids_tokenizer(encoder, merges, &vocab_size);
-            if (!split.empty() && split != "train" && split != "val")
-                throw UserError(strfmt("tokens: --split '%s' is unknown; use train or val", split.c_str()));
-            if ((split.empty() && !(val_fraction > 0 && val_fraction < 1)) || shards < 1)
-                throw UserError("tokens: --val-fraction must be in (0, 1) and --shards >= 1");
-            const token_files::Format f = token_files::parse_format(format);
-            for (const std::string& in : inputs) {
-                token_files::Format got = f;
-                std::vector<uint32_t> part = token_files::read(in, f, vocab_size, &got, dataset);
-                if (ids.empty()) ids = std::move(part);  // one file, the usual case: no copy
-                else ids.insert(ids.end(), part.begin(), part.end());
-                used += std::string(used.empty() ? "" : ", ") + token_files::format_name(got);
-            }
-            n_val = split == "val" ? ids.size() : split == "train" ? 0 : (size_t)(ids.size() * val_fraction);
-            n_train = ids.size() - n_val;
-            if ((n_train > 0 && n_train < (size_t)shards * 2) || (n_val > 0 && n_val < 2) || ids.size() < 2)
-                throw UserError(strfmt("tokens: %zu ids in %s: too few for %s", ids.size(), inputs.size() == 1 ? inputs[0].c_str() : "the inputs",
-                                       split == "val" ? "a validation split (2 or more)"
-                                       : split == "train" ? strfmt("%d training shards (2 ids a shard or more)", shards).c_str()
-                                                          : strfmt("%d training shards and a validation split", shards).c_str()));
-        }))
-        return 2;
+    if (!agreed("tokens", [&] { help = read_ids_step(&r, argc, argv, desc, rank == 0); })) return 2;
     if (help) return 0;
-    const int train_shards = n_train > 0 ? shards : 0;
+    const TokensArgs& a = r.a;
+    const int train_shards = r.n_train > 0 ? a.shards : 0;
     std::vector<std::string> splits;
-    if (n_train > 0) splits.push_back("train");
-    if (n_val > 0) splits.push_back("val");
+    if (r.n_train > 0) splits.push_back("train");
+    if (r.n_val > 0) splits.push_back("val");
+    if (!agreed("tokens", [&] { prepare_on_rank0(a.out, splits, a.overwrite, rank); })) return 2;
+    const std::string source = join(a.inputs);
     if (!agreed("tokens", [&] {
-            if (rank == 0) prepare_out(out, splits, overwrite);
+            write_shards(a.out, r.ids, r.n_train, train_shards, r.n_val > 0, *r.tok, source, rank, size);
         }))
         return 2;
-    const std::string source = join(inputs);
-    if (!agreed("tokens", [&] {
-            make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
-            for (int sh = rank; sh < train_shards; sh += size)
-                write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), sh, train_shards), ids,
-                             n_train * sh / train_shards, n_train * (sh + 1) / train_shards, tok, source);
-            if (n_val > 0 && train_shards % size == rank)
-                write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
-        }))
-        return 2;
-    if (!agreed("tokens", [&] {
-            if (rank == 0) complete_sums(out, splits);
-        }))
-        return 2;
+    if (!agreed("tokens", [&] { sums_on_rank0(a.out, splits, rank); })) return 2;
     if (rank == 0)
         std::printf("dptrain-data tokens: %zu ids (%s vocabulary %ld) from %s (%s) -> %zu training ids in %d shard%s, %zu "
                     "validation ids, in %s\n",
-                    ids.size(), tok.kind.c_str(), vocab_size, source.c_str(), used.c_str(), n_train, train_shards,
-                    train_shards == 1 ? "" : "s", n_val, out.c_str());
+                    r.ids.size(), r.tok->name(), a.vocab_size, source.c_str(), r.used.c_str(), r.n_train, train_shards,
+                    train_shards == 1 ? "" : "s", r.n_val, a.out.c_str());
     return 0;
 }
 

@@ -9,7 +9,6 @@
 
 #include "dptrain/backend/cuda/ops.h"
 #include "dptrain/backend/gpu_sizes.h"
-#include "dptrain/model/decoder.h"
 #include "dptrain/model/gpt.h"
 
 #include <memory>
@@ -27,8 +26,7 @@ class CudaGpt : public Model, public cuda::Resident {
   public:
     // The same network as Gpt(cfg, max_batch), on CUDA device `device`, in `precision` (allocated
     // for it from the start: bf16 keeps several activations at half the bytes; set_precision may
-    // change it later). max_batch 0: for decoding alone (reserve_decode, upload_params, decode):
-    // the parameters on the device, no gradients, activations or input slots; forward refuses.
+    // change it later). max_batch >= 1 (decoding is CudaGptDecoder's).
     CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision = Precision::fp32);
     ~CudaGpt() override;
 
@@ -58,27 +56,6 @@ class CudaGpt : public Model, public cuda::Resident {
     cuda::Context& context() override { return *ctx_; }
     bf16* rounded_params() override;
     void set_rounded_current(bool current) override;
-
-    // Incremental decoding, the twin of Gpt::reserve_decode and Gpt::decode (gpt_decode.cpp): a
-    // key/value cache on the device for `slots` sequences of up to T positions in every layer, and
-    // room for max_rows rows a call, allocated here, once; fp32 (the CPU twin's model) whatever
-    // the training precision.
-    void reserve_decode(int slots, int max_rows);
-    // The host's parameters to the device, for decode (a forward copies its own); with bf16
-    // decoding weights, rounded into their copy too.
-    void upload_params(const float* params);
-    // Decoding reads its products' weights from a bf16 copy (Gpt::set_decode_weights' twin: rows
-    // through matmul_forward_rows on half the bytes, a prompt's cuBLAS call on the matrix widened
-    // into scratch), made at each upload_params (so for a decoder, which uploads its parameters:
-    // the last forward's are not rounded). Allocates the copy and the scratch here, once.
-    void set_decode_weights(Precision weights);
-    // Gpt::decode's contract, on the parameters on the device (upload_params', or the last
-    // forward's); tok, slot, pos, out_rows and logits in host memory, checked and refused as on
-    // the CPU before anything is queued. As on the CPU, a row's logits are the same bits whatever
-    // other rows share the call, as long as a prompt's rows come together (decode_product).
-    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
-                int n_out = 0);
-    int decode_slots() const { return dec_slots_; }
 
   private:
     // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);
@@ -117,10 +94,6 @@ class CudaGpt : public Model, public cuda::Resident {
                        const float* rstd, bool rounded_next, long BT, bool adds);
     void mlp_backward(int l, int B, bool adds);
     void attention_bwd(int l, int B, const float* residual, bool adds);
-    // out (n, OC) = inp (n, C) @ weight^T + bias for decode's n rows on the device, weight and bias
-    // at offsets w and b of the parameters (or of dec_w16_ for the weight), by the runs of
-    // dec_prompts_ (Gpt::decode_product's rule).
-    void decode_product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC);
     Gpt host_;             // layout, init, signature, FLOPs: the CPU twin's (no activations)
     GptConfig cfg_;
     int max_batch_;
@@ -173,23 +146,6 @@ class CudaGpt : public Model, public cuda::Resident {
     // Host staging, allocated once.
     std::vector<int> host_targets_, host_argmax_;
     std::vector<float> host_losses_;
-    // Incremental decoding (reserve_decode): the key and value caches (L, slots, T, C), each row's
-    // state (max_rows, C) (qkv 3C, fc 4C, logits V), LayerNorm's statistics, and the rows' tokens,
-    // slots and positions (3 * max_rows ints, the host's copy staged in dec_ints_).
-    std::vector<void*> dec_allocs_;
-    float *dec_k_ = nullptr, *dec_v_ = nullptr, *dec_x_ = nullptr, *dec_ln_ = nullptr, *dec_qkv_ = nullptr,
-          *dec_y_ = nullptr, *dec_fc_ = nullptr, *dec_mean_ = nullptr, *dec_rstd_ = nullptr, *dec_logits_ = nullptr;
-    int* dec_rows_dev_ = nullptr;
-    std::vector<int> dec_ints_;
-    int dec_slots_ = 0, dec_rows_ = 0;
-    std::vector<std::pair<int, int>> dec_prompts_;  // Gpt::prompt_runs of the call's rows
-    bf16* dec_w16_ = nullptr;     // set_decode_weights(bf16): the parameters rounded (num_params)
-    float* dec_wide_ = nullptr;   // and a layer's largest matrix widened for cuBLAS (4C x C)
-    std::vector<void*> w16_allocs_;
 };
-
-// The GPU's Decoder (gpt_decode.cpp): a CudaGpt on `device`, its parameters uploaded by set_params
-// (and with bf16 weights rounded into their copy there).
-std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device, Precision weights = Precision::fp32);
 
 } // namespace dptrain

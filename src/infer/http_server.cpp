@@ -1,6 +1,6 @@
-// DeadlineServer (http_server.h): httplib's request handling over a stream of our own, whose reads
-// share one deadline per request.
-#include "dptrain/app/http_server.h"
+// DeadlineServer (http_server.h): httplib's request handling over our own stream, whose reads share
+// one deadline per request. Not for: routes or the API (serve.cpp).
+#include "dptrain/infer/http_server.h"
 
 #include <netdb.h>
 #include <poll.h>
@@ -19,11 +19,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Each connection holds a thread of the server's pool while it is read. A client that sends
-// nothing, or its headers a byte at a time, held one for the keep-alive wait (5 s) or the whole
-// --read-timeout (10 s): 85 such clients kept /healthz waiting 4.5-7.5 s (Kubernetes' probes give
-// up after 1 s). A request line and headers (a few hundred bytes, one packet) get 2 s, and a new
-// connection's first byte 1 s.
+// A connection holds a pool thread while it is read, so silent or byte-a-time clients starved the
+// probes. Why: docs/NOTES.md, "Note [request deadlines]".
 constexpr double kHeaderSeconds = 2.0, kFirstByteSeconds = 1.0;
 
 // Waits up to ms for events on sock; false on a timeout or an error.
@@ -37,9 +34,8 @@ bool wait_for(socket_t sock, short events, long ms) {
     return r > 0;
 }
 
-// One connection. Reads are buffered (httplib reads a request line a byte at a time) and bounded
-// by the request's deadline, set at its first read and cleared once it has arrived (or its answer
-// is written): the next request on the connection sets it again.
+// Buffered, since httplib reads a request line a byte at a time. The deadline is armed at a
+// request's first read and cleared once it has arrived or been answered.
 class RequestStream : public httplib::Stream {
   public:
     RequestStream(socket_t sock, double request_seconds, long write_ms)
@@ -52,19 +48,17 @@ class RequestStream : public httplib::Stream {
     ssize_t read(char* ptr, size_t size) override {
         if (pos_ == end_) {
             if (!armed_) {
-                // The request line and headers first, within kHeaderSeconds (or the whole
-                // request's time, when shorter); the body gets the rest of it once they are in
-                // (body_next). A connection thread is held for as long as this allows.
+                // Headers within kHeaderSeconds; body_next() then gives the body the rest.
                 armed_at_ = Clock::now();
                 deadline_ = armed_at_ + std::min(request_, header_);
                 armed_ = true;
             }
             if (!wait_for(sock_, POLLIN, left_ms())) {
-                // poll counts whole milliseconds: a wait that ran out may end a moment early.
+                // poll counts whole milliseconds: a timeout may end a moment early.
                 expired_ = left_ms() < 5;
                 return -1;
             }
-            if (size >= sizeof buf_) return receive(ptr, size);  // a body's large reads: no copy
+            if (size >= sizeof buf_) return receive(ptr, size);  // large body reads: no copy
             const ssize_t n = receive(buf_, sizeof buf_);
             if (n <= 0) return n;
             pos_ = 0;
@@ -88,16 +82,14 @@ class RequestStream : public httplib::Stream {
     socket_t socket() const override { return sock_; }
 
     void disarm() { armed_ = expired_ = false; }
-    // The headers are in: the body may take until the request's own deadline.
     void body_next() {
         if (armed_) deadline_ = armed_at_ + request_;
     }
-    // The request's deadline passed before it arrived whole.
     bool timed_out() const { return armed_ && (expired_ || Clock::now() >= deadline_); }
-    bool routed = false;  // the request was parsed and reached routing (DeadlineServer::request_routed)
-    bool close = false;   // the connection ends after this answer (DeadlineServer::close_after)
-    bool buffered() const { return pos_ < end_; }  // bytes read ahead: a next (pipelined) request
-    // The client has closed (or reset) its side; bytes it sent ahead (a next request) say it has not.
+    bool routed = false;
+    bool close = false;
+    bool buffered() const { return pos_ < end_; }  // a pipelined next request
+    // Bytes sent ahead (a next request) mean it has not closed.
     bool peer_closed() const {
         if (pos_ < end_) return false;
         pollfd p{sock_, POLLIN | POLLRDHUP, 0};
@@ -143,8 +135,7 @@ class RequestStream : public httplib::Stream {
     size_t pos_ = 0, end_ = 0;
 };
 
-// The stream of the connection this thread is serving (handlers run on it).
-thread_local RequestStream* t_stream = nullptr;
+thread_local RequestStream* t_stream = nullptr;  // handlers run on the connection's thread
 
 } // namespace
 
@@ -171,8 +162,7 @@ void DeadlineServer::close_after() {
 
 bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_out(); }
 
-// A connection's next request: its first byte within keep_alive_seconds, looked for in 10 ms
-// slices so that a stopping server closes its idle connections at once.
+// In 10 ms slices, so a stopping server closes its idle connections at once.
 bool DeadlineServer::wait_for_request(socket_t sock, bool first) const {
     const double wait = first ? std::min(keep_alive_seconds_, kFirstByteSeconds) : keep_alive_seconds_;
     const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
@@ -183,7 +173,7 @@ bool DeadlineServer::wait_for_request(socket_t sock, bool first) const {
     return false;
 }
 
-// httplib's own loop over a connection's requests (keep-alive), on our stream.
+// httplib's keep-alive loop, on our stream.
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
     RequestStream strm(sock, request_seconds_, (long)write_timeout_sec_ * 1000 + (long)write_timeout_usec_ / 1000);
     t_stream = &strm;
@@ -193,11 +183,10 @@ bool DeadlineServer::process_and_close_socket(socket_t sock) {
         bool closed = false;
         strm.routed = strm.close = false;
         ok = process_request(strm, left == 1, closed, nullptr);
-        // A request that could not be parsed, or did not arrive in time, ends the connection after
-        // its one answer: what follows on it cannot be told apart from the rest of that request,
-        // and answering it as requests of its own would put answers and requests out of step.
+        // After an unparsed or late request, what follows cannot be told from its rest: answering
+        // it as requests would put answers and requests out of step. Close.
         const bool cut = !strm.routed || strm.timed_out() || strm.close;
-        strm.disarm();  // its answer is written
+        strm.disarm();  // answered
         if (!ok || closed || cut) break;
     }
     t_stream = nullptr;

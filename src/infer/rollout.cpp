@@ -1,6 +1,6 @@
-// CheckpointWatcher (rollout.h): the newest complete checkpoint of a run's directory, offered to
-// the completion engine as it appears.
-#include "dptrain/app/rollout.h"
+// CheckpointWatcher (rollout.h): offers a run's newest complete checkpoint as it appears.
+// Not for: swapping it in (completions.cpp).
+#include "dptrain/infer/rollout.h"
 
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
@@ -16,8 +16,7 @@ namespace dptrain {
 
 namespace {
 
-// A file as it is now: a file of that name written later (a rename gives a new inode) is looked
-// at afresh.
+// A rename gives a new inode, so a rewritten file is looked at afresh.
 std::string key_of(const std::string& path) {
     struct stat st;
     return stat(path.c_str(), &st) == 0 ? path + strfmt(":%llu:%lld.%09ld", (unsigned long long)st.st_ino,
@@ -76,7 +75,7 @@ void CheckpointWatcher::look() {
 bool CheckpointWatcher::offer(const std::string& path) {
     try {
         InferenceModel m = load_inference_model(path);
-        if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() || !m.tok.same_as(engine_.tokenizer()))
+        if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() || !m.tok->same_as(engine_.tokenizer()))
             throw UserError(strfmt("%s holds another model or tokenizer (%s)", path.c_str(),
                                    Gpt(m.cfg, 0).signature().c_str()));
         current_ = path;

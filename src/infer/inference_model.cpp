@@ -1,5 +1,5 @@
 // A checkpoint loaded for inference (inference_model.h): the model rebuilt from its stored options.
-#include "dptrain/train/inference_model.h"
+#include "dptrain/infer/inference_model.h"
 
 #include "dptrain/config/options.h"
 #include "dptrain/core/error.h"
@@ -37,8 +37,8 @@ InferenceModel load_inference_model(const std::string& path) {
         throw UserError(strfmt("%s: not a language model checkpoint (%s); generate and serve need a --model gpt run",
                                m.path.c_str(), ck.model.c_str()));
     const Options o = stored_options(ck.options);
-    m.tok = Tokenizer::from(ck.tokenizer, ck.vocab);
-    m.cfg.vocab_size = o.vocab_size > 0 ? o.vocab_size : m.tok.vocab_size();
+    m.tok = tokenizer_from(ck.tokenizer, ck.vocab);
+    m.cfg.vocab_size = o.vocab_size > 0 ? o.vocab_size : m.tok->vocab_size();
     m.cfg.block_size = o.block_size;
     m.cfg.n_layer = o.n_layer;
     m.cfg.n_head = o.n_head;

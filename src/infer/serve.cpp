@@ -1,24 +1,17 @@
-// dptrain serve: an HTTP server (cpp-httplib) with the OpenAI-style completions API over the
-// completion engine, health probes, Prometheus metrics, and rollout: given a run's checkpoint
-// directory it serves each newer complete checkpoint once the requests on the old one finish.
-// Threads: the listener and its pool (one per connection), the decoding thread (the engine), the
-// checkpoint watcher, and the signal thread (SIGTERM/SIGINT: stop taking requests, finish those in
-// flight, stop). Not for: the API's rules and bodies (serve_api.cpp), decoding (completions.cpp) or
-// watching the checkpoints (rollout.cpp).
-#include "dptrain/app/serve.h"
+// dptrain serve: the HTTP server (cpp-httplib) over the completion engine: routes, probes, metrics,
+// rollout and the stop. Not for: the API's rules and bodies (serve_api.cpp), decoding
+// (completions.cpp) or watching checkpoints (rollout.cpp).
+#include "dptrain/infer/serve.h"
 
-#include "dptrain/app/http_server.h"
-#include "dptrain/app/rollout.h"
-#include "dptrain/app/serve_api.h"
-#include "dptrain/backend/cpu/ops.h"
-#include "dptrain/backend/device.h"
-#include "dptrain/config/argv.h"
+#include "dptrain/backend/decoders.h"
+#include "dptrain/config/infer_options.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
-#include "dptrain/io/checkpoint.h"
+#include "dptrain/infer/http_server.h"
+#include "dptrain/infer/rollout.h"
+#include "dptrain/infer/serve_api.h"
 
-#include <boost/program_options.hpp>
 #include <httplib.h>
 
 #include <pthread.h>
@@ -36,15 +29,13 @@
 #include <iostream>
 #include <type_traits>
 
-namespace po = boost::program_options;
 
 namespace dptrain {
 
 namespace {
 
-// A handler's exception as a 500: cpp-httplib hands it over as std::exception_ptr from 0.11 (Debian
-// 12), as std::exception& before (0.10, Ubuntu 22.04's); a template, so that only the branch of
-// the version built against is compiled.
+// httplib passes std::exception_ptr from 0.11, std::exception& before (Ubuntu 22.04's 0.10): a
+// template so only the built-against branch compiles.
 template <typename Server, typename Fail>
 void on_exception(Server& http, Fail fail) {
     using Handler = typename Server::ExceptionHandler;
@@ -66,83 +57,6 @@ void on_exception(Server& http, Fail fail) {
     }
 }
 
-// The server's connection threads: a decoding or waiting request holds one until it is answered.
-constexpr int kMaxConnections = 512;
-
-struct ServeOptions {
-    std::string checkpoint, host, api_key, name, device = "cpu", precision = "fp32";
-    int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512, threads = 1;
-    long max_body = 1 << 20;
-    double poll = 10, read_timeout = 10;
-    bool log_requests = false;
-};
-
-ServeOptions parse(int argc, const char* const* argv, bool* help) {
-    ServeOptions o;
-    po::options_description d("dptrain serve: the OpenAI-style completions API over a GPT checkpoint", 100, 50);
-    d.add_options()("help,h", "print this help")(
-        "checkpoint", po::value(&o.checkpoint)->default_value(""),
-        "a checkpoint file, or a run (or checkpoint) directory: its newest complete checkpoint, and each newer "
-        "one as it appears")("host", po::value(&o.host)->default_value("127.0.0.1"),
-                             "address to listen on (0.0.0.0: every interface)")(
-        "port", po::value(&o.port)->default_value(8080), "port; 0 = any free one (the listening line names it)")(
-        "max-batch", po::value(&o.max_batch)->default_value(8), "requests decoded together")(
-        "device", po::value(&o.device)->default_value("cpu"),
-        "where to decode: cpu | cuda (this host's first GPU) "
-        "| auto (cuda when a GPU is visible, else cpu)")(
-        "precision", po::value(&o.precision)->default_value("fp32"),
-        "the weights decoding reads: fp32 | bf16 (rounded when a checkpoint loads: half the bytes a token reads, "
-        "products and sums still fp32)")(
-        "max-queue", po::value(&o.max_queue)->default_value(64),
-        "requests waiting beyond those; more get 429 (--max-batch + --max-queue <= 504)")(
-        "max-tokens", po::value(&o.max_tokens)->default_value(512), "the largest max_tokens a request may ask")(
-        "max-body", po::value(&o.max_body)->default_value(1 << 20), "the largest request body in bytes; more get 413")(
-        "api-key", po::value(&o.api_key)->default_value(""),
-        "require \"Authorization: Bearer KEY\" on /v1/ (default: $DPTRAIN_API_KEY; unset: no key)")(
-        "served-model-name", po::value(&o.name)->default_value("dptrain"), "the model's name in the API")(
-        "poll-seconds", po::value(&o.poll)->default_value(10.0),
-        "how often to look for a newer checkpoint in a directory; 0 = never")(
-        "read-timeout", po::value(&o.read_timeout)->default_value(10.0),
-        "seconds a client may take to send a whole request (its line, headers and body)")("threads", po::value(&o.threads)->default_value(1),
-                                                          "compute threads of the model")(
-        "log-requests", po::bool_switch(&o.log_requests), "one line per request on stderr");
-    po::variables_map vm;
-    try {
-        po::store(parse_argv(argc, argv, d, "serve takes options alone"), vm);
-        po::notify(vm);
-    } catch (const po::error& e) {
-        throw UserError(std::string(e.what()) + "; see " + runnable("dptrain") + " serve --help");
-    }
-    *help = vm.count("help") > 0;
-    if (*help) std::cout << d;
-    if (o.api_key.empty() && std::getenv("DPTRAIN_API_KEY")) o.api_key = std::getenv("DPTRAIN_API_KEY");
-    return o;
-}
-
-void validate(const ServeOptions& o) {
-    if (o.checkpoint.empty()) throw UserError("serve: give the model with --checkpoint PATH (a file or a run directory)");
-    if (o.port < 0 || o.port > 65535) throw UserError(strfmt("serve: --port %d must be in 0..65535", o.port));
-    if (o.max_batch < 1 || o.max_batch > 256)
-        throw UserError(strfmt("serve: --max-batch %d must be in 1..256", o.max_batch));
-    // Each request decoding or waiting holds a connection thread until it is answered; the pool has
-    // kMaxConnections of them, 8 kept for probes and refusals. A queue longer than the pool allowed
-    // (once 100000) kept connections past it waiting for a thread, unseen and never refused.
-    const int most = kMaxConnections - 8 - o.max_batch;
-    if (o.max_queue < 0 || o.max_queue > most)
-        throw UserError(strfmt("serve: --max-queue %d must be in 0..%d with --max-batch %d (%d requests at most, "
-                               "decoding and waiting: a connection thread each)",
-                               o.max_queue, most, o.max_batch, kMaxConnections - 8));
-    if (o.max_tokens < 1) throw UserError(strfmt("serve: --max-tokens %d must be >= 1", o.max_tokens));
-    if (o.max_body < 64) throw UserError(strfmt("serve: --max-body %ld must be >= 64 bytes", o.max_body));
-    if (!(o.poll >= 0) || !std::isfinite(o.poll))
-        throw UserError(strfmt("serve: --poll-seconds %g must be >= 0 and finite (0: never)", o.poll));
-    if (!(o.read_timeout > 0) || !std::isfinite(o.read_timeout))
-        throw UserError(strfmt("serve: --read-timeout %g must be positive and finite", o.read_timeout));
-    if (o.threads < 1) throw UserError(strfmt("serve: --threads %d must be >= 1", o.threads));
-    parse_device_kind(o.device);  // "--device 'x' is unknown; use ..." before the model loads
-    parse_precision(o.precision);
-}
-
 struct Server {
     const ServeOptions& o;
     CompletionEngine& engine;
@@ -150,32 +64,28 @@ struct Server {
     Histogram latency{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
     Histogram first_token{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
     std::atomic<bool> draining{false};
-    // Completions taken whose response is not yet written (its content provider's release counts
-    // it down, sent or not): a stop waits for them, since httplib ends chunked responses at stop.
+    // Taken, response not yet written (the provider's release counts down): a stop waits for
+    // these, since httplib ends chunked responses at stop.
     std::atomic<long> inflight{0};
     std::atomic<uint64_t> serial{0};
     long started = (long)std::time(nullptr);
-    DeadlineServer http;  // each request whole within --read-timeout
-    int listen_fd = -1;  // the listening socket, for listen_backlog()
+    DeadlineServer http;
+    int listen_fd = -1;
 
     Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e), http(o_.read_timeout) {
-        // httplib's own options set SO_REUSEPORT, with which a second server binds the same port
-        // and the kernel splits the connections between the two models, silently. SO_REUSEADDR
-        // alone still lets a restarted server bind while the old connections linger in TIME_WAIT.
+        // Not httplib's SO_REUSEPORT: a second server would bind the same port and silently get
+        // half the connections. SO_REUSEADDR still allows a restart during TIME_WAIT.
         http.set_socket_options([this](int sock) {
             const int yes = 1;
             setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
             listen_fd = sock;
         });
     }
-    // The connections served at once: every slot and queue place, and a few for probes and refusals
-    // (at most kMaxConnections: validate).
+    // Every slot and queue place, plus a few for probes and refusals (<= kServeConnections).
     size_t connections() const { return (size_t)o.max_batch + o.max_queue + 8; }
-    // After the bind: httplib (Debian's build, a library) listens with a backlog of 5. A burst of
-    // more clients connecting at once than that (32 in bench/serve_load.py) overflowed it, and each
-    // dropped SYN cost its client the kernel's 1 s retransmission (p99 latency 1.06 s where p50 was
-    // 0.09 s). listen() again on the socket sets a new backlog: as many connections as the pool
-    // serves; the kernel caps it at net.core.somaxconn.
+    // httplib listens with a backlog of 5; a burst past it loses SYNs to 1 s retransmits. A second
+    // listen() raises it. Measured: docs/BENCHMARKS.md, "Decoding: each row's product alone, and
+    // the listen backlog".
     void listen_backlog() {
         if (listen_fd < 0 || ::listen(listen_fd, (int)connections()) != 0)
             std::fprintf(stderr, "serve: warning: the listen backlog stays at 5 (%s): bursts of connections will wait\n",
@@ -195,17 +105,15 @@ struct Server {
         if (c.first_token_at > 0) first_token.observe(c.first_token_at - c.queued_at);
     }
 
-    // The body, read here rather than by httplib: its own read refuses a form-encoded body (what
-    // `curl -d` sends) over 8 KiB, and would parse a multipart one into parts. Empty when it is
-    // refused (res then holds the error).
+    // Read here, not by httplib: its read refuses a form-encoded body (`curl -d`) over 8 KiB and
+    // splits multipart ones. Empty when refused (res holds the error).
     std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
         std::string body;
         if (req.is_multipart_form_data()) {
             fail(res, 415, "the body must be JSON (Content-Type: application/json), not multipart form data", "body");
             return "";
         }
-        // httplib holds a body with a Content-Length to --max-body itself, but not a chunked one:
-        // that one is held here, as it arrives.
+        // httplib limits only a Content-Length body to --max-body; a chunked one is held here.
         bool over = false;
         if (!reader([&](const char* data, size_t n) {
                 if (body.size() + n > (size_t)o.max_body) return !(over = true);
@@ -214,7 +122,7 @@ struct Server {
             })) {
             over = over || res.status == 413;
             const bool late = !over && DeadlineServer::request_timed_out();
-            if (!over) res.set_header("Connection", "close");  // the rest of it may still come: closed
+            if (!over) res.set_header("Connection", "close");  // the rest may still come
             fail(res, over ? 413 : late ? 408 : 400,
                  over   ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
                  : late ? strfmt("the body did not arrive whole within %g s (--read-timeout)", o.read_timeout)
@@ -239,7 +147,7 @@ struct Server {
             fail(res, e.status, e.message, e.param);
             return count(e.status);
         }
-        ++inflight;  // before submit: a stop that drains the engine then waits for this answer too
+        ++inflight;  // before submit, so a stop that drains the engine waits for this answer too
         const CompletionEngine::Submitted s = engine.submit(c);
         if (s != CompletionEngine::Submitted::ok) {
             --inflight;
@@ -251,9 +159,7 @@ struct Server {
         }
         const std::string id = strfmt("cmpl-%lx%06llx", started, (unsigned long long)n);
         const long created = (long)std::time(nullptr);
-        // A stream's 200 goes out before its first token; a whole answer's status is known at its end
-        // (499 when its client left before it: counted as 200 at submission, client timeouts were
-        // never seen in the counts).
+        // A whole answer is counted at its end, so a client that left shows as 499, not 200.
         if (stream) {
             count(200);
             answer_streamed(res, c, id, created);
@@ -262,10 +168,8 @@ struct Server {
         }
     }
 
-    // The answer as one JSON body. Waits for it, looking every 0.2 s whether the client still
-    // waits: one that gave up (a timeout, a retry) is cancelled, not decoded to max_tokens for
-    // nobody. The provider's release counts the request out of inflight, once it is written.
-    // Returns the status.
+    // Checks every 0.2 s that the client still waits: one that gave up is cancelled, not decoded
+    // to max_tokens for nobody. Returns the status.
     int answer_whole(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
                      long created) {
         std::string text, piece;
@@ -292,15 +196,14 @@ struct Server {
         return 200;
     }
 
-    // The answer as server-sent events, a piece at a time; [DONE] after the last.
+    // Server-sent events; [DONE] after the last.
     void answer_streamed(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
                          long created) {
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider(
             "text/event-stream",
             [this, c, id, created](size_t, httplib::DataSink& sink) {
-                // Waiting for a piece (queued, or between tokens), the client is looked at every
-                // 0.2 s: one that left gives its place in the queue up at once.
+                // A client that left while waiting gives its queue place up at once.
                 std::string piece;
                 Completion::Got got;
                 while ((got = c->next_for(&piece, 0.2)) == Completion::Got::nothing_yet)
@@ -313,10 +216,10 @@ struct Server {
                     more ? "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n"
                          : "data: " + completion_body(id, created, o.name, *c, "", true, true) + "\n\ndata: [DONE]\n\n";
                 if (!sink.write(event.data(), event.size())) {
-                    c->cancelled = true;  // the client went away: the engine drops the request
+                    c->cancelled = true;
                     return false;
                 }
-                if (!more) {  // (not a search for "[DONE]": the answer's own text may hold it)
+                if (!more) {  // not a search for "[DONE]": the text may hold it
                     observe(*c);
                     sink.done();
                 }
@@ -328,7 +231,7 @@ struct Server {
             });
     }
 
-    // "Bearer KEY", the scheme's name in any case (RFC 9110: it is case-insensitive).
+    // RFC 9110: the scheme name is case-insensitive.
     bool authorized(const std::string& header) const {
         const std::string scheme = "bearer ";
         if (header.size() != scheme.size() + o.api_key.size()) return false;
@@ -337,7 +240,6 @@ struct Server {
         return header.compare(scheme.size(), std::string::npos, o.api_key) == 0;
     }
 
-    // Before routing: the body's size, the key, and whether requests are still taken.
     httplib::Server::HandlerResponse gate(const httplib::Request& req, httplib::Response& res) {
         const bool api = req.path.rfind("/v1/", 0) == 0;
         if (api && !o.api_key.empty() && !authorized(req.get_header_value("Authorization"))) {
@@ -345,9 +247,8 @@ struct Server {
             if (req.path == "/v1/completions") count(401);
             return httplib::Server::HandlerResponse::Handled;
         }
-        // A POST's body has a length or comes chunked; without either, or with a length that is
-        // no number, it was waited for until --read-timeout. Refused at once, the connection
-        // closed (what follows on it cannot be told from the body).
+        // Without a usable length httplib would wait to --read-timeout. Refused at once and closed:
+        // what follows cannot be told from the body.
         const std::string length_text = req.get_header_value("Content-Length");
         const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
         if (req.method == "POST" && !chunked &&
@@ -395,11 +296,10 @@ struct Server {
             r.set_content(metrics_text(engine.stats(), counters, latency, first_token),
                           "text/plain; version=0.0.4");
         });
-        // Every other error (no route, a body over the limit while read, a request httplib could not
-        // parse) gets the same JSON shape.
+        // Every other error gets the same JSON shape.
         http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
             if (DeadlineServer::request_timed_out() || DeadlineServer::request_unparsed())
-                r.set_header("Connection", "close");  // and it is closed (http_server.cpp)
+                r.set_header("Connection", "close");  // http_server.cpp closes it
             if (!r.body.empty()) return;
             if (DeadlineServer::request_timed_out())
                 fail(r, 408, strfmt("the request did not arrive whole within %g s (--read-timeout)", o.read_timeout));
@@ -424,29 +324,27 @@ struct Server {
 
 } // namespace
 
-int run_serve(int argc, const char* const* argv) {
-    // SIGTERM and SIGINT go to the signal thread alone: blocked first, before any thread starts
-    // (OpenMP's too), so every later thread inherits the mask. (Until here a library's handler has
-    // them: PSM's, loaded with MPI, exits 1.)
+int run_serve(int argc, const char* const* argv, const std::string& program) {
+    // Blocked before any thread (OpenMP's too) starts, so all inherit the mask and only the signal
+    // thread sees SIGTERM/SIGINT (otherwise PSM's handler, loaded with MPI, exits 1).
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-    bool help = false;
-    const ServeOptions o = parse(argc, argv, &help);
-    if (help) return 0;
-    validate(o);
-    // No cpu::set_threads here: the decoding thread sets its own (CompletionEngine). A team started
-    // on this thread would leave an idle pool that libgomp counts against the CPUs, and with more
-    // pooled threads than CPUs its teams stop spinning and sleep: batched decoding at --threads 2
-    // ran at 8.4k tokens/s against 14.0-14.3k without it (bench/serve_load.py, 8 clients).
+    const InferenceParse<ServeOptions> parsed = parse_serve_options(argc, argv, program);
+    if (!parsed.help_text.empty()) {
+        std::fputs(parsed.help_text.c_str(), stdout);
+        return 0;
+    }
+    const ServeOptions& o = parsed.opts;
+    // No cpu::set_threads here: an idle team on this thread makes libgomp throttle the decoding
+    // thread's. Why: docs/BENCHMARKS.md, "serve --threads: the decoding thread's own".
     InferenceModel model = load_inference_model(o.checkpoint);
     const std::string path = model.path;
     const long step = model.step;
     const std::string signature = Gpt(model.cfg, 0).signature();
-    const std::unique_ptr<Device> device = make_device(parse_device_kind(o.device), Topology{});
-    std::unique_ptr<Decoder> decoder = device->make_decoder(model.cfg, parse_precision(o.precision));
+    std::unique_ptr<Decoder> decoder = make_decoder(o.device, model.cfg, o.precision);
     const std::string where = decoder->where();
     CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder), o.threads);
     Server server(o, engine);
@@ -459,18 +357,18 @@ int run_serve(int argc, const char* const* argv) {
                                o.host.c_str(), o.port));
     server.listen_backlog();
     CheckpointWatcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
+    // The stop's sequence. Why: docs/NOTES.md, "Note [serve stop]".
     std::atomic<bool> signalled{false}, listen_returned{false};
     std::thread signals([&] {
         int sig = 0;
         sigwait(&sigs, &sig);
-        if (server.draining.exchange(true)) return;  // woken by the shutdown below
+        if (server.draining.exchange(true)) return;  // woken by the end of listen, below
         signalled = true;
         const EngineStats s = engine.stats();
         std::fprintf(stderr, "serve: %s: finishing %ld running and %ld queued requests, then stopping (a second "
                              "signal stops at once)\n",
                      sig == SIGINT ? "SIGINT" : "SIGTERM", s.active, s.queued);
-        // A second signal (^C twice, an operator who will not wait for long answers): out now.
-        std::thread([sigs] {
+        std::thread([sigs] {  // a second signal: out now
             int again = 0;
             sigwait(&sigs, &again);
             std::fprintf(stderr, "serve: a second %s: stopping at once, answers in progress cut off\n",
@@ -479,10 +377,9 @@ int run_serve(int argc, const char* const* argv) {
             std::_Exit(1);
         }).detach();
         engine.drain();
-        // The answers are complete; their last bytes may still be on the way to the clients.
+        // Answers complete; their last bytes may still be on the way.
         for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        // A signal that came before the server listens: httplib's stop() does nothing until it
-        // runs, and it would then listen on for good, refusing every request.
+        // stop() before listen runs does nothing, and it would then listen for good.
         while (!server.http.is_running() && !listen_returned) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         server.http.stop();
     });
@@ -492,7 +389,7 @@ int run_serve(int argc, const char* const* argv) {
     std::fflush(stdout);
     const bool ok = server.http.listen_after_bind();
     listen_returned = true;
-    if (!server.draining.exchange(true)) pthread_kill(signals.native_handle(), SIGTERM);  // wake it to end
+    if (!server.draining.exchange(true)) pthread_kill(signals.native_handle(), SIGTERM);  // wake it
     signals.join();
     std::fprintf(stderr, "serve: stopped%s\n", signalled ? " after finishing every request" : "");
     return ok || signalled ? 0 : 1;

@@ -1,5 +1,5 @@
-// Token choice (inference.h): shared by generate and serve.
-#include "dptrain/app/inference.h"
+// Token choice (inference.h), shared by generate and serve. Not for: decoding (model/decoder.h).
+#include "dptrain/infer/inference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +15,8 @@ int TokenPicker::pick(const float* z) {
     if (temperature_ == 0) return (int)(std::max_element(z, z + V_) - z);
     float top = k_ == V_ ? *std::max_element(z, z + V_) : 0.0f;  // top-k: the first of the sorted k
     if (k_ == V_ && top_p_ >= 1.0) {
-        // Every token may be drawn: the draw goes through them in id order, O(V). (Sorting the whole
-        // vocabulary first, as the other cases need their prefix, made 164 tokens/s at GPT-2's
-        // 50,257 ids where top-k 50 made 8,247: bench/sampling.sh, docs/BENCHMARKS.md.)
+        // Drawn in id order, O(V): sorting the whole vocabulary was 19x slower (docs/BENCHMARKS.md,
+        // "Sampling over a GPT-2-sized vocabulary").
         double sum = 0;
         for (int i = 0; i < V_; ++i) sum += probs_[i] = (float)std::exp((z[i] - top) / temperature_);
         const double u = rng_.uniform() * sum;
@@ -30,9 +29,8 @@ int TokenPicker::pick(const float* z) {
         }
         return last;
     }
-    // The k most likely, or for the nucleus over the whole vocabulary as many of the most likely as
-    // reach top_p: sorted in prefixes of growing length (each a pass over the vocabulary that keeps
-    // its m largest), not the whole vocabulary.
+    // Sorted in growing prefixes (each one pass keeping the m largest) until top_k or top_p is
+    // met, not the whole vocabulary.
     std::iota(order_.begin(), order_.end(), 0);
     const auto larger = [&](int a, int b) { return z[a] > z[b]; };
     double sum = 0;
@@ -50,7 +48,7 @@ int TokenPicker::pick(const float* z) {
         if (m == k_ || part >= top_p_ * sum) break;
         m = (int)std::min<long>(k_, 4L * m);
     }
-    // Nucleus: the fewest most likely tokens whose probabilities reach top_p.
+
     int n = m;
     if (top_p_ < 1.0) {
         double acc = 0;

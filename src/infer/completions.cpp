@@ -1,13 +1,11 @@
-// The completion engine (completions.h). One decoding thread owns the model; the HTTP threads only
+// The completion engine (completions.h). One decoding thread owns the model; HTTP threads only
 // queue requests and read answers. Each step:
-//   1. under the lock: drop cancelled sequences, swap in an offered model when none runs (its
-//      parameters installed with the lock released), admit queued requests into free slots (not
-//      while a model is offered: they wait for the new one)
-//   2. without it: one Decoder::decode call for every running sequence, rows = the positions its cache
-//      lacks (a new prompt: all of them; then one a step), logits of each sequence's last row
-//   3. each sequence picks its token and hands the text a reader may have to its Completion
-//   4. under the lock: finished sequences free their slots; counters
-#include "dptrain/app/completions.h"
+//   1. locked: drop cancelled sequences; with no sequence running, swap in an offered model;
+//      admit queued requests to free slots (none while a model is offered)
+//   2. unlocked: one decode call, each sequence's uncached positions as rows, its last row's logits
+//   3. each sequence picks its token and hands the reader's text to its Completion
+//   4. locked: finished sequences free their slots
+#include "dptrain/infer/completions.h"
 
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/clock.h"
@@ -20,14 +18,13 @@ namespace dptrain {
 
 namespace {
 
-// The end of the last complete UTF-8 character in s[from, upto): a byte-level tokenizer may have
-// given half of one, which must not reach a JSON writer before its other half.
+// A byte-level tokenizer may give half a character, which must not reach the JSON writer alone.
 size_t complete_utf8(const std::string& s, size_t from, size_t upto) {
     size_t start = upto;
     for (int back = 0; back < 4 && start > from; ++back) {
         const unsigned char b = (unsigned char)s[start - 1];
         --start;
-        if ((b & 0xC0) != 0x80) {  // the last character's first byte
+        if ((b & 0xC0) != 0x80) {  // a lead byte
             const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
             return start + len <= upto ? upto : start;
         }
@@ -57,15 +54,15 @@ Completion::Got Completion::next_for(std::string* text, double seconds) {
 struct CompletionEngine::Running {
     std::shared_ptr<Completion> c;
     int slot = 0;
-    std::vector<int> context;  // the window: prompt and answer so far, at most T tokens
-    int cached = 0;            // positions of context already in the slot's cache
+    std::vector<int> context;  // at most T tokens
+    int cached = 0;            // positions of context in the slot's cache
     TokenPicker picker;
-    std::string text;   // the answer so far
-    size_t sent = 0;    // bytes of text handed to the reader
+    std::string text;
+    size_t sent = 0;    // bytes handed to the reader
     size_t longest_stop = 0;
     int generated = 0;
     bool finished = false;
-    long model_step = 0;  // every token of the answer comes from this model
+    long model_step = 0;
 
     Running(std::shared_ptr<Completion> c_, int slot_, int V)
         : c(std::move(c_)), slot(slot_), context(c->prompt), picker(V, c->temperature, c->top_k, c->top_p, c->seed) {
@@ -113,7 +110,7 @@ CompletionEngine::Submitted CompletionEngine::submit(const std::shared_ptr<Compl
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (draining_) return Submitted::draining;
-        drop_cancelled_locked();  // a client that left no longer holds a place
+        drop_cancelled_locked();  // so a client that left holds no place
         if ((long)queue_.size() >= (long)queue_cap_ + free_slots_locked()) return Submitted::queue_full;
         c->queued_at = now_seconds();
         queue_.push_back(c);
@@ -164,10 +161,8 @@ EngineStats CompletionEngine::stats() const {
     return s;
 }
 
-// Called with every slot free. The parameters are installed with the lock released: a GPU decoder
-// copies them to the device (half a GiB for GPT-2 small), and submit, stats and the probes must not
-// wait for that. Nothing decodes meanwhile: only this thread admits requests and decodes, and no
-// slot runs. A model offered meanwhile is swapped in next.
+// Every slot free. Installed unlocked, as a GPU copy takes long: safe since only this thread
+// admits and decodes. Why: docs/NOTES.md, "Note [model swap]".
 void CompletionEngine::swap(std::unique_lock<std::mutex>& lk) {
     std::unique_ptr<InferenceModel> next = std::move(offered_);
     lk.unlock();
@@ -195,15 +190,13 @@ void CompletionEngine::admit_locked() {
             c->started_at = now_seconds();
             c->model_step = stats_.model_step;
         }
-        running_[s] = std::make_unique<Running>(std::move(c), s, drawable_ids(cfg_, tok_));
+        running_[s] = std::make_unique<Running>(std::move(c), s, drawable_ids(cfg_, *tok_));
         running_[s]->model_step = stats_.model_step;
     }
 }
 
 void CompletionEngine::run() {
-    // OpenMP's thread count is this thread's own setting (a new thread starts from the default,
-    // every core), and OpenBLAS's OpenMP build takes it from the calling thread: set here, where the
-    // decoding runs, not only by whoever made the engine.
+    // OpenMP's (and so OpenBLAS's) thread count is per thread: set where the decoding runs.
     if (threads_ > 0) cpu::set_threads(threads_);
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -252,7 +245,7 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
     stepped_.clear();
     for (Running* r : batch) {
         const int need = (int)r->context.size() - r->cached;
-        // A second long prompt in one step waits for the next (the rows reserved hold one).
+        // The reserved rows hold one whole prompt: a second waits a step.
         if (!stepped_.empty() && (int)rows_tok_.size() + need > budget) continue;
         for (int i = r->cached; i < (int)r->context.size(); ++i) {
             rows_tok_.push_back(r->context[i]);
@@ -266,7 +259,7 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
     decoder_->decode(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(), logits_.data(),
                      out_rows_.data(), (int)out_rows_.size());
     {
-        // Counted before the readers hear of the tokens.
+        // Before the readers hear of the tokens, so counts never lag what a client saw.
         std::lock_guard<std::mutex> lk(mu_);
         ++stats_.steps;
         stats_.rows += (long)rows_tok_.size();
@@ -281,12 +274,11 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
 
 void CompletionEngine::emit(Running& r, int token) {
     const int T = cfg_.block_size;
-    // The end of a document (GPT-2's <|endoftext|>) ends the answer, without its text, as
-    // OpenAI's API and vLLM do: finish_reason "stop".
-    const bool ended = token == tok_.end_of_text();
+    // <|endoftext|> ends the answer without its text, finish "stop", as OpenAI and vLLM do.
+    const bool ended = token == tok_->end_of_text();
     ++r.generated;
     r.context.push_back(token);
-    if (!ended) r.text += tok_.decode({token});
+    if (!ended) r.text += tok_->decode({token});
     size_t end = r.text.size(), cut = std::string::npos;
     const size_t from = r.sent > r.longest_stop ? r.sent - r.longest_stop : 0;
     for (const std::string& s : r.c->stop) cut = std::min(cut, r.text.find(s, from));
@@ -301,14 +293,14 @@ void CompletionEngine::emit(Running& r, int token) {
     }
     size_t upto = end;
     if (!finish) {
-        // Held back: what could be the start of a stop string, and half a character.
+        // Hold back what may start a stop string, and half a character.
         const size_t hold = r.longest_stop > 0 ? r.longest_stop - 1 : 0;
         upto = end - std::min(hold, end - r.sent);
         upto = std::max(r.sent, complete_utf8(r.text, r.sent, upto));
     }
     std::string piece = r.text.substr(r.sent, upto - r.sent);
     r.sent = upto;
-    // A full window keeps its newest half, recomputed from position 0 (as generate does).
+    // A full window keeps its newest half, recomputed from position 0, as generate does.
     if (!finish && (int)r.context.size() > T) {
         const int keep = std::max(1, T / 2);
         r.context.erase(r.context.begin(), r.context.end() - keep);

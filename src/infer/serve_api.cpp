@@ -1,5 +1,5 @@
-// The completions API's bodies and rules (serve_api.h).
-#include "dptrain/app/serve_api.h"
+// The completions API's bodies and rules (serve_api.h). Not for: sockets (serve.cpp).
+#include "dptrain/infer/serve_api.h"
 
 #include "dptrain/core/error.h"
 #include "dptrain/core/json.h"
@@ -43,8 +43,8 @@ std::vector<int> prompt_tokens(const Json& j, const CompletionEngine& engine) {
     if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];  // ["text"]: one prompt
     if (p->is_string()) {
         if (p->get<std::string>().empty()) refuse("prompt", "prompt must not be empty");
-        // No tokenizer's token spans 256 bytes: a longer text is over the context however it
-        // splits, and is refused before the work of tokenizing it.
+        // No token spans 256 bytes, so a longer text is over the context however it splits:
+        // refused before tokenizing it.
         if (p->get<std::string>().size() > (size_t)T * 256)
             refuse("prompt", strfmt("prompt has %zu bytes, more than the model's context of %d tokens can hold",
                                     p->get<std::string>().size(), T));
@@ -128,8 +128,8 @@ std::shared_ptr<Completion> parse_completion_request(const std::string& body, co
         refuse(e.member, std::string("the body is not valid JSON (") + e.what() + ")");
     }
     if (!j.is_object()) refuse("", "the body must be a JSON object");
-    // The message names a wrong model by its first bytes, or by its type: writing a value back out
-    // recurses through it, and a body of nested arrays would end that on the stack.
+    // Named by its first bytes or its type: dumping a value recurses, and nested arrays would
+    // overflow the stack.
     auto model = j.find("model");
     if (model != j.end() && !model->is_null() && !model->is_string())
         refuse("model", strfmt("model must be a string (not %s); GET /v1/models lists \"%s\"", model->type_name(),
