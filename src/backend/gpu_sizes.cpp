@@ -1,5 +1,5 @@
-// The CUDA models' device bytes by formula (gpu_sizes.h): each term names the buffer of
-// src/backend/cuda/gpt.cpp (the constructor's list, kept_plan, set_precision) or mlp.cpp it sizes.
+// The CUDA models' device bytes by formula (gpu_sizes.h); the GPT's activations from its one
+// buffer list (model/gpt_buffers.h).
 #include "dptrain/backend/gpu_sizes.h"
 
 #include <algorithm>
@@ -7,27 +7,7 @@
 namespace dptrain {
 
 size_t gpu_gpt_activation_bytes(const GptConfig& cfg, int max_batch, Precision p) {
-    const size_t T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head, V = cfg.vocab_size;
-    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
-    // --recompute: one slot, shared by every layer, of what backward recomputes (kept_layers()).
-    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : L;
-    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : L;
-    const bool flash = cfg.flash_attention, half = p == Precision::bf16, flash16 = half && flash;
-    const size_t ATT = flash ? 0 : (size_t)max_batch * NH * T * T, STAT = flash ? (size_t)max_batch * NH * T : 0;
-    // The constructor's, 4 bytes each whatever the precision: targets, encoded, ln1's statistics,
-    // att, lse, residual2, ln2's statistics, residual3, lnf's statistics, ce_stats, argmax,
-    // losses, scratch, dres, dbig, dsmall, datt, datty, delta.
-    size_t four = BT + BTC + 2 * Lk * BT + La * (ATT + STAT) + Lk * BTC + 2 * Lk * BT + L * BTC + 2 * BT + 2 * BT +
-                  BT + BT + BTC + BTC + 4 * BTC + BTC + ATT + BTC + STAT;
-    size_t two = 0;
-    // kept_plan: atty (fp32; none under bf16 flash, whose rounded copy is atty16), ln1, ln2, lnf,
-    // fch, fch_gelu and the logits (bf16: 2 bytes), qkv (2 bytes under bf16 flash only).
-    four += flash16 ? 0 : Lk * BTC;
-    (half ? two : four) += Lk * BTC + Lk * BTC + BTC + 4 * Lk * BTC + 4 * Lk * BTC + BT * gpu_logits_stride(V, p);
-    (flash16 ? two : four) += 3 * Lk * BTC;
-    // set_precision's bf16 buffers: attention's output rounded (atty16) and fc's output gradient.
-    if (half) two += Lk * BTC + 4 * BTC;
-    return 4 * four + 2 * two;
+    return buffer_bytes(gpt_buffers(cfg, max_batch, p, BufferDevice::gpu));
 }
 
 size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {

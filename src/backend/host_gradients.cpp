@@ -52,7 +52,7 @@ class HostGradients : public GradientPath {
     }
 
     float* grads() override;
-    float* control() override;
+    float* control_floats() override;
     void begin_step(long step) override;
     void poison() override;
     GradHook* hook() override;
@@ -105,7 +105,7 @@ void HostGradients::shard_state(const Topology& topo) {
 
 float* HostGradients::grads() { return sync_->grads(); }
 
-float* HostGradients::control() { return sync_->control(); }
+float* HostGradients::control_floats() { return sync_->control(); }
 
 void HostGradients::begin_step(long step) {
     step_ = step;

@@ -2,6 +2,8 @@
 // Incremental decoding is GptDecoder's (gpt_decoder.cpp).
 #include "dptrain/model/gpt.h"
 
+#include "dptrain/model/gpt_buffers.h"
+
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/rng.h"
@@ -10,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
+#include <utility>
 
 namespace dptrain {
 
@@ -49,43 +53,28 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     lnfw_ = add("lnf.weight", {C}, false);
     lnfb_ = add("lnf.bias", {C}, false);
 
-    // max_batch 0: the layout, init and signature only (no activations; CudaGpt's host twin).
+    // max_batch 0: the layout, init and signature only (no activations: a decoder's or CudaGpt's).
     if (max_batch < 0) throw std::invalid_argument("Gpt: negative max_batch");
-    const size_t BT = (size_t)max_batch * T, BTC = BT * C, Ls = (size_t)L;
-    // Per layer, or one slot shared by every layer where backward recomputes them (kept()).
-    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : Ls;
-    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : Ls;
-    encoded_.resize(BTC);
-    ln1_.resize(Lk * BTC);
-    ln1_mean_.resize(Lk * BT);
-    ln1_rstd_.resize(Lk * BT);
-    qkv_.resize(Lk * 3 * BTC);
-    atty_.resize(Lk * BTC);
-    const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
-    if (cfg.flash_attention) lse_.resize(La * STAT);
-    else att_.resize(La * ATT);
-    residual2_.resize(Lk * BTC);
-    ln2_.resize(Lk * BTC);
-    ln2_mean_.resize(Lk * BT);
-    ln2_rstd_.resize(Lk * BT);
-    fch_.resize(Lk * 4 * BTC);
-    fch_gelu_.resize(Lk * 4 * BTC);
-    residual3_.resize(Ls * BTC);  // each block's output: the next one's input, always kept
-    lnf_.resize(BTC);
-    lnf_mean_.resize(BT);
-    lnf_rstd_.resize(BT);
-    logits_.resize(BT * V);
-    ce_stats_.resize(2 * BT);
-    argmax_.resize(BT);
-    losses_.resize(BT);
-    scratch_.resize(BTC);
-    targets_.resize(BT);
-    dres_.resize(BTC);
-    dbig_.resize(4 * BTC);  // dfc, then (dfc done with) dqkv
-    dsmall_.resize(BTC);
-    if (cfg.flash_attention) delta_.resize(STAT);
-    else datt_.resize(ATT);
-    datty_.resize(BTC);
+    for (const GptBuffer& b : gpt_buffers(cfg, max_batch, Precision::fp32, BufferDevice::cpu)) buffer(b.name, b.count);
+}
+
+// Buffer `name` of gpt_buffers, sized to n values.
+void Gpt::buffer(const char* name, size_t n) {
+    using F = std::vector<float> Gpt::*;
+    static const std::pair<const char*, F> floats[] = {
+        {"encoded", &Gpt::encoded_}, {"ln1", &Gpt::ln1_}, {"ln1_mean", &Gpt::ln1_mean_}, {"ln1_rstd", &Gpt::ln1_rstd_},
+        {"qkv", &Gpt::qkv_}, {"atty", &Gpt::atty_}, {"att", &Gpt::att_}, {"lse", &Gpt::lse_},
+        {"residual2", &Gpt::residual2_}, {"ln2", &Gpt::ln2_}, {"ln2_mean", &Gpt::ln2_mean_},
+        {"ln2_rstd", &Gpt::ln2_rstd_}, {"fch", &Gpt::fch_}, {"fch_gelu", &Gpt::fch_gelu_},
+        {"residual3", &Gpt::residual3_}, {"lnf", &Gpt::lnf_}, {"lnf_mean", &Gpt::lnf_mean_},
+        {"lnf_rstd", &Gpt::lnf_rstd_}, {"logits", &Gpt::logits_}, {"ce_stats", &Gpt::ce_stats_},
+        {"losses", &Gpt::losses_}, {"scratch", &Gpt::scratch_}, {"dres", &Gpt::dres_}, {"dbig", &Gpt::dbig_},
+        {"dsmall", &Gpt::dsmall_}, {"datt", &Gpt::datt_}, {"datty", &Gpt::datty_}, {"delta", &Gpt::delta_}};
+    for (const auto& [field_name, field] : floats)
+        if (std::strcmp(field_name, name) == 0) return (this->*field).resize(n);
+    if (std::strcmp(name, "targets") == 0) return targets_.resize(n);
+    if (std::strcmp(name, "argmax") == 0) return argmax_.resize(n);
+    throw std::logic_error(std::string("Gpt: no field for buffer ") + name);
 }
 
 size_t Gpt::activation_bytes() const {
@@ -99,16 +88,7 @@ size_t Gpt::activation_bytes() const {
 }
 
 size_t Gpt::activation_bytes(const GptConfig& cfg, int max_batch) {
-    const size_t T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head, V = cfg.vocab_size;
-    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
-    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : L;
-    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : L;
-    const size_t ATT = (size_t)max_batch * NH * T * T, STAT = (size_t)max_batch * NH * T;
-    // Per kept layer: ln1, qkv (3), atty, residual2, ln2, fch and GELU's (4 + 4): 15 BTC, 4 BT stats.
-    size_t floats = Lk * (15 * BTC + 4 * BT) + La * (cfg.flash_attention ? STAT : ATT) + L * BTC;
-    floats += BTC + BTC + 2 * BT + BT * V + 2 * BT + BT + BTC;  // encoded, lnf (+ stats), logits, ce, losses, scratch
-    floats += BTC + 4 * BTC + BTC + BTC + (cfg.flash_attention ? STAT : ATT);  // dres, dbig, dsmall, datty, delta/datt
-    return floats * sizeof(float) + 2 * BT * sizeof(int);  // targets, argmax
+    return buffer_bytes(gpt_buffers(cfg, max_batch, Precision::fp32, BufferDevice::cpu));
 }
 
 size_t Gpt::count_params(const GptConfig& cfg) {

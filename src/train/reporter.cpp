@@ -8,6 +8,7 @@
 #include "dptrain/core/trace.h"
 #include "dptrain/core/version.h"
 #include "dptrain/data/prefetcher.h"
+#include "dptrain/io/reliability.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -384,5 +385,50 @@ void Reporter::write_rank_records(const StepBreakdown& bd, long step) {
         jsonl_.write_rank(rec, r, hosts_[r]);
     }
 }
+
+void Reporter::memory(const RunSummary& s) {
+    const double MiB = 1048576.0;
+    if (s.peak_most.first > 0)
+        print(strfmt("memory: peak resident %.1f MiB on rank %d, the most%s; %.1f MiB on rank %d, the least\n",
+                     s.peak_most.first / MiB, s.peak_most.second,
+                     s.host_planned ? strfmt(" (planned %.1f MiB%s)", s.host_planned / MiB,
+                                             s.on_gpu ? " in the host's memory" : "")
+                                          .c_str()
+                                    : "",
+                     s.peak_least.first / MiB, s.peak_least.second));
+    if (s.on_gpu)
+        print(strfmt("GPU memory: %.1f MiB allocated by the run on rank %d's GPU, the most (planned %.1f MiB on the "
+                     "GPU)\n",
+                     s.gpu_most.first / MiB, s.gpu_most.second, s.gpu_planned / MiB));
+}
+
+void Reporter::finished(const RunSummary& s) {
+    if (s.code == kExitNonfinite) return;  // nonfinite() said it
+    if (s.code == kExitPreempted) {
+        // Only a preemption notice asks for a requeue; SIGTERM (scancel, a time limit, a deleted
+        // pod) ends the job on purpose, and a launcher that requeued it would undo that.
+        const char* what = s.usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
+                                  : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)";
+        const char* then = s.usr1 ? "requeue the job with --resume auto to continue"
+                                  : "stopped with a checkpoint; run again with --resume auto to continue from it";
+        stopped_by(s.usr1 ? "SIGUSR1" : "SIGTERM");
+        print(strfmt("%s; stopped after step %ld with a checkpoint\ncheckpoint: %s\nexit %d: %s\n", what, s.done,
+                     s.checkpoint.c_str(), kExitPreempted, then));
+        return;
+    }
+    // The last evaluation, with its step where it is not the last step's (--stop-after, a stop).
+    std::string tail;
+    if (s.last_eval)
+        tail = strfmt(" | val loss %.4f | val accuracy %.2f%%%s", s.last_eval->loss, 100.0 * s.last_eval->accuracy,
+                      s.last_eval->step == s.done ? "" : strfmt(" (at step %ld)", s.last_eval->step).c_str());
+    if (s.skipped) tail += strfmt(" | %ld non-finite steps skipped", s.skipped);
+    if (s.staged >= 0)
+        tail += strfmt(" | %ld of %ld batches copied to the GPU during the step before", s.staged, s.end - s.start);
+    // Three significant digits at least: a short run's "in 0.0 s" said nothing.
+    print(strfmt("done: steps %ld..%ld in %.*f s | train loss %.4f (last interval)%s\n", s.start + 1, s.end,
+                 s.seconds < 1 ? 3 : s.seconds < 10 ? 2 : 1, s.seconds, s.final_loss, tail.c_str()));
+    print(strfmt("checkpoint: %s\nmetrics: %s\n", s.checkpoint.c_str(), s.metrics.c_str()));
+}
+
 
 } // namespace dptrain

@@ -8,11 +8,12 @@
 // sums of its shard alone, norm() adds the shards' squares, and update() steps the shard and
 // all-gathers the parameters.
 // and download_state before a checkpoint, upload_state once the starting point is known.
-// Not for: deciding when to step or skip (the loop does, from norm() and the control floats).
+// Not for: deciding when to step or skip (the loop does, from norm() and the agreed StepControl).
 #pragma once
 
 #include "dptrain/model/model.h"
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -23,11 +24,26 @@ namespace dptrain {
 class Optimizer;
 class Tracer;
 
-// Floats summed over the ranks together with the gradients, at no extra collective on the host
-// path: [0] > 0 when any rank was asked to stop (a signal), [1] non-finite when any rank's loss was,
-// [2] > 0 when the stop was a launcher's preemption notice (SIGUSR1) on any rank, [3] > 0 when any
-// rank left this step's forward or backward out for a stop (then no rank applies the step).
+// What every rank must decide alike about a step, agreed at no extra collective: packed into
+// floats that reduce() sums over the ranks with the gradients (the host path sends them in the
+// first bucket), each flag read back as "on any rank".
+struct StepControl {
+    bool stop = false;       // asked to stop (a signal)
+    bool nonfinite = false;  // the loss was not finite
+    bool preempted = false;  // the stop was a launcher's preemption notice (SIGUSR1)
+    bool left_out = false;   // this step's forward or backward was left out for a stop: no rank applies it
+};
 constexpr size_t kControlFloats = 4;
+// A non-finite loss is carried as NaN, which any sum keeps; the others as counts above 0.
+inline void pack(const StepControl& c, float* f) {
+    f[0] = c.stop ? 1.0f : 0.0f;
+    f[1] = c.nonfinite ? NAN : 0.0f;
+    f[2] = c.preempted ? 1.0f : 0.0f;
+    f[3] = c.left_out ? 1.0f : 0.0f;
+}
+inline StepControl unpack(const float* summed) {
+    return StepControl{summed[0] > 0.0f, !std::isfinite(summed[1]), summed[2] > 0.0f, summed[3] > 0.0f};
+}
 
 class GradientPath {
   public:
@@ -35,8 +51,11 @@ class GradientPath {
 
     // The host buffer backward adds gradients into (a resident GPU model does not touch it).
     virtual float* grads() = 0;
-    // kControlFloats floats, summed over the ranks by reduce(); write them after begin_step().
-    virtual float* control() = 0;
+    // This rank's control, summed with the gradients by reduce(): set after begin_step() and
+    // whenever it changes before backward (whose first bucket carries it).
+    void set_control(const StepControl& mine) { pack(mine, control_floats()); }
+    // After reduce(): what the ranks decided together.
+    StepControl agreed_control() { return unpack(control_floats()); }
     // A new step (1-based, for the trace): the host path zeroes its gradients; nothing may be in
     // flight.
     virtual void begin_step(long step) = 0;
@@ -76,6 +95,10 @@ class GradientPath {
     virtual size_t traced_per_step() const = 0;
     // Host memory copied to or from a GPU every step (page-locked by Device::pin).
     virtual std::vector<std::pair<void*, size_t>> host_buffers() = 0;
+
+  protected:
+    // The kControlFloats floats reduce() sums with the gradients.
+    virtual float* control_floats() = 0;
 };
 
 } // namespace dptrain

@@ -85,6 +85,7 @@ class Gpt : public Model {
     }
 
   private:
+    void buffer(const char* name, size_t n);  // gpt_buffers' buffer `name`, sized to n values
     // Where layer l's activations live: their own slot, or with --recompute block the one slot all
     // layers share (and with attention or block recomputation, the one slot of the softmax).
     size_t kept(int l) const { return cfg_.recompute == Recompute::block ? 0 : (size_t)l; }
@@ -99,9 +100,9 @@ class Gpt : public Model {
     size_t wte_, wpe_, lnfw_, lnfb_;
     std::vector<LayerViews> lv_;
 
-    // Activations, allocated once. Per layer (index l): ln1, qkv, atty, att (or, with flash
-    // attention, lse), residual2, ln2, fch, fch_gelu, residual3 and the LayerNorm statistics.
-    // Shapes in gpt.cpp.
+    // Activations, allocated once from gpt_buffers (which gives their sizes). Per layer (index l):
+    // ln1, qkv, atty, att (or, with flash attention, lse), residual2, ln2, fch, fch_gelu, residual3
+    // and the LayerNorm statistics.
     std::vector<float> encoded_, ln1_, ln1_mean_, ln1_rstd_, qkv_, atty_, att_, residual2_, ln2_, ln2_mean_,
         ln2_rstd_, fch_, fch_gelu_, residual3_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, scratch_, lse_,
         ce_stats_;  // the loss's max and 1 / sum per row: backward writes dlogits over logits_

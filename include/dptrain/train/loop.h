@@ -18,6 +18,7 @@
 #include "dptrain/model/optim.h"
 #include "dptrain/train/checkpoints.h"
 #include "dptrain/train/evaluator.h"
+#include "dptrain/train/faults.h"
 #include "dptrain/train/reporter.h"
 #include "dptrain/train/step_clock.h"
 #include "dptrain/train/task.h"
@@ -56,7 +57,8 @@ struct LoopParts {
 
 class StepLoop {
   public:
-    explicit StepLoop(const LoopParts& parts) : p_(parts) {}
+    explicit StepLoop(const LoopParts& parts)
+        : p_(parts), faults_(parts.faults, parts.topo.rank, parts.grads, parts.clock) {}
     // Collective over the world: trains steps start_step + 1 up to --steps (or --stop-after of
     // them). Returns the exit code: kExitOk, kExitPreempted (a rank was signalled: stopped with a
     // checkpoint) or kExitNonfinite (--on-nonfinite stop).
@@ -65,12 +67,19 @@ class StepLoop {
   private:
     // What a step leaves for the loop to decide on; the same on every rank but `loss`.
     struct Step {
-        bool finite = true, stop_requested = false, nonfinite_loss = false;
-        bool preempted = false;  // the stop was a launcher's preemption notice (SIGUSR1), not an end
-        bool abandoned = false;  // a stop came before this step's backward: nothing of it was applied
-        double loss = 0;  // this rank's share of the step's mean loss (its loss sum / global terms)
+        StepControl agreed;  // what the ranks decided together (a stop, a step left out, ...)
+        bool finite = true;  // loss and gradient norm finite: the update was applied
+        double loss = 0;     // this rank's share of the step's mean loss (its loss sum / global terms)
         int global_n = 0;
         std::string bad_input;  // a non-finite step: where a non-finite input is, if any
+    };
+    // This rank's forward and backward passes of one step.
+    struct Compute {
+        StepControl mine;
+        double loss_sum = 0;
+        int global_n = 0;
+        const Batch* last = nullptr;  // the last micro-batch read
+        std::string found;            // the first non-finite input of the earlier micro-batches
     };
     // Since the last step line.
     struct Interval {
@@ -78,17 +87,25 @@ class StepLoop {
         long first = 0, steps = 0, samples = 0;
     };
 
+    void prepare(long start, long end);
     int train(Prefetcher& pf, long start, long end);
     Step step(Prefetcher& pf, long step);
-    void inject_before_step(long done);
+    Compute compute(Prefetcher& pf, long done, bool profiled);
+    bool note_stop(StepControl& mine);
+    void apply();
+    int left_out(long s, long start, bool preempted);
+    void account(Prefetcher& pf, const Step& st, long done, long start, long end);
+    bool evaluate(long done, bool* usr1);
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
     double trace_origin();
     void checkpoint(long done, bool final_one);
     std::string find_nonfinite(const Batch& b);
     std::string first_nonfinite(const std::string& mine);
     int finish(int code, long start, long done, long end);
+    RunSummary summarize(int code, long start, long done, long end);
 
     const LoopParts p_;
+    StepFaults faults_;
     Interval iv_;
     double t_run_ = 0, last_norm_ = 0, last_lr_ = 0, final_loss_ = 0;
     long skipped_ = 0;

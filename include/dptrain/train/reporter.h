@@ -13,7 +13,9 @@
 #include "dptrain/io/tensorboard.h"
 #include "dptrain/model/op_times.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dptrain {
@@ -38,6 +40,25 @@ struct RunFacts {
     std::string initialized_from;  // --init-from, with what the import says ("" when not used)
     std::string memory_plan;       // plan_table's (memory_plan.h), "" when not planned
     long start_step = 0, start_epoch = 0;
+};
+
+// What a run did, gathered at its end (collectives, StepLoop::summarize) for the Reporter to say.
+struct RunSummary {
+    int code = 0;  // kExitOk, kExitPreempted (a stop signal: checkpoint written) or kExitNonfinite
+    long start = 0, done = 0, end = 0;  // the steps it began after, finished, and was to end at
+    double seconds = 0;
+    bool usr1 = false;  // the stop was a preemption notice (SIGUSR1), not SIGTERM
+    double final_loss = 0;  // the last step line's training loss
+    std::optional<EvalStats> last_eval;
+    long skipped = 0;  // non-finite steps skipped
+    long staged = -1;  // batches copied to the GPU during the step before; -1: a model that never stages
+    std::string checkpoint, metrics;  // the newest checkpoint's path, the metrics file
+    // The peak resident bytes of the ranks that used the most and the least (value, rank), beside
+    // the plan's host total; on_gpu: the step ran on the GPUs, whose most allocated is beside the
+    // plan's GPU part.
+    std::pair<double, int> peak_most{0, 0}, peak_least{0, 0}, gpu_most{0, 0};
+    size_t host_planned = 0, gpu_planned = 0;
+    bool on_gpu = false;
 };
 
 class Reporter {
@@ -77,6 +98,11 @@ class Reporter {
     void op_times(long step, const OpTimes& t, const char* how_timed);
     // Rank 0: the whole run's step breakdown (gather_breakdown's) and its summary record.
     void run_breakdown(const StepBreakdown& whole, long done, double seconds);
+    // Rank 0: the run's peak memory beside its plan (host, and GPU where the step ran there).
+    void memory(const RunSummary& s);
+    // Rank 0: the run's closing lines: how it ended, where its checkpoint and metrics are (a stop
+    // also writes RUN_DIR/stopped-by).
+    void finished(const RunSummary& s);
     // A non-finite step: stop (one error line on stderr) or skip (a warning).
     // `input`: where a non-finite input value is (StepLoop::nonfinite_input), or "".
     void nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input);

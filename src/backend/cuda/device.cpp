@@ -34,7 +34,7 @@ class DeviceGradients : public GradientPath {
     }
 
     float* grads() override;
-    float* control() override;
+    float* control_floats() override;
     void begin_step(long) override;
     void poison() override;
     // No bucket may start before the poison lands, so a poisoned step's sums all start in reduce().
@@ -69,7 +69,7 @@ class DeviceGradients : public GradientPath {
 
 float* DeviceGradients::grads() { return nullptr; }  // backward keeps them on the device
 
-float* DeviceGradients::control() { return control_; }
+float* DeviceGradients::control_floats() { return control_; }
 
 // The step's first backward writes each gradient whole (its first writer's), the micro-batches
 // after it add to them (--grad-accum).

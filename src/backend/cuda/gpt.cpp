@@ -8,6 +8,8 @@
 #include "dptrain/core/error.h"
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,35 +28,21 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     lnfb_ = lay.find("lnf.bias").offset;
     lv_ = host_.layer_views();
     const int T = cfg.block_size, C = cfg.n_embd, NH = cfg.n_head;
-    const size_t P = lay.total, L = (size_t)cfg.n_layer;
-    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
-    // --recompute: the activations backward recomputes have one slot, shared by every layer.
-    const size_t Lk = kept_layers(), La = kept_att_layers();
-    // Flash attention keeps each query's log-sum-exp instead of the T x T softmax.
+    const size_t P = lay.total;
+    const size_t BT = (size_t)max_batch * T;
     const bool flash = cfg.flash_attention;
-    const size_t ATT = flash ? 0 : (size_t)max_batch * NH * T * T, STAT = flash ? (size_t)max_batch * NH * T : 0;
     // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
     // small gets one message with the whole need, then allocated; freed again if any fails. The
     // activations whose size depends on the precision come after, from set_precision.
-    const std::vector<std::pair<void**, size_t>> plan = {
-        {(void**)&params_, P}, {(void**)&grads_, P}, {(void**)&targets_, BT},
-        {(void**)&encoded_, BTC}, {(void**)&ln1_mean_, Lk * BT},
-        {(void**)&ln1_rstd_, Lk * BT},
-        {(void**)&att_, La * ATT}, {(void**)&lse_, La * STAT}, {(void**)&residual2_, Lk * BTC},
-        {(void**)&ln2_mean_, Lk * BT}, {(void**)&ln2_rstd_, Lk * BT},
-        {(void**)&residual3_, L * BTC},
-        {(void**)&lnf_mean_, BT}, {(void**)&lnf_rstd_, BT},
-        {(void**)&ce_stats_, 2 * BT}, {(void**)&argmax_, BT},
-        {(void**)&losses_, BT}, {(void**)&scratch_, BTC}, {(void**)&dres_, BTC}, {(void**)&dbig_, 4 * BTC},
-        {(void**)&dsmall_, BTC}, {(void**)&datt_, ATT}, {(void**)&datty_, BTC},
-        {(void**)&delta_, STAT}};
+    std::vector<std::pair<void**, size_t>> plan = {{(void**)&params_, P}, {(void**)&grads_, P}};
+    for (const GptBuffer& b : gpt_buffers(cfg, max_batch, precision, BufferDevice::gpu))
+        if (!b.by_precision) plan.push_back({field(b.name), b.count});
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
-    // The kept activations at the precision asked for, and in bf16 its operand room, attention's
-    // output rounded and dfc's bf16 buffer (set_precision allocates those, checking again).
+    // The kept activations at the precision asked for, and in bf16 its operand room (set_precision
+    // allocates those, checking again).
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
-    if (precision == Precision::bf16)
-        need += 2.0 * (double)(Lk * BTC + 4 * BTC) + (double)cuda::Matmuls::bytes(P, 0, grad);
+    if (precision == Precision::bf16) need += (double)cuda::Matmuls::bytes(P, 0, grad);
     for (auto& [where, n] : plan) {
         need += 4.0 * (double)n;
         if (where != (void**)&params_ && where != (void**)&grads_) fixed_activation_bytes_ += 4 * n;
@@ -101,51 +89,53 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     }
 }
 
-// The activations set_precision allocates: the inputs of matmuls (and GELU's), and the logits,
-// which bf16 keeps rounded, at half the bytes; qkv only with flash attention (matmul attention
-// reads it as fp32). Attention's output in fp32 only where it is read so: in bf16 with flash
-// attention only its rounded copy (atty16_) is kept, which both the projection and flash
-// attention's backward take.
-std::vector<CudaGpt::Kept> CudaGpt::kept_plan(Precision p) {
-    const size_t BT = (size_t)max_batch_ * cfg_.block_size, BTC = BT * cfg_.n_embd, L = kept_layers();
-    const bool half = p == Precision::bf16, flash16 = half && cfg_.flash_attention;
-    return {{&atty_, flash16 ? 0 : L * BTC, false},
-            {&ln1_, L * BTC, half},
-            {&ln2_, L * BTC, half},
-            {&lnf_, BTC, half},
-            {&fch_, 4 * L * BTC, half},
-            {&fch_gelu_, 4 * L * BTC, half},
-            {&qkv_, 3 * L * BTC, half && cfg_.flash_attention},
-            {&logits_, BT * logits_stride(p), half}};
+// The device field of each buffer gpt_buffers lists.
+void** CudaGpt::field(const char* name) {
+    const std::pair<const char*, void**> fields[] = {
+        {"targets", (void**)&targets_}, {"encoded", (void**)&encoded_}, {"ln1", (void**)&ln1_},
+        {"ln1_mean", (void**)&ln1_mean_}, {"ln1_rstd", (void**)&ln1_rstd_}, {"qkv", (void**)&qkv_},
+        {"atty", (void**)&atty_}, {"att", (void**)&att_}, {"lse", (void**)&lse_}, {"residual2", (void**)&residual2_},
+        {"ln2", (void**)&ln2_}, {"ln2_mean", (void**)&ln2_mean_}, {"ln2_rstd", (void**)&ln2_rstd_},
+        {"fch", (void**)&fch_}, {"fch_gelu", (void**)&fch_gelu_}, {"residual3", (void**)&residual3_},
+        {"lnf", (void**)&lnf_}, {"lnf_mean", (void**)&lnf_mean_}, {"lnf_rstd", (void**)&lnf_rstd_},
+        {"logits", (void**)&logits_}, {"ce_stats", (void**)&ce_stats_}, {"argmax", (void**)&argmax_},
+        {"losses", (void**)&losses_}, {"scratch", (void**)&scratch_}, {"dres", (void**)&dres_},
+        {"dbig", (void**)&dbig_}, {"dsmall", (void**)&dsmall_}, {"datt", (void**)&datt_}, {"datty", (void**)&datty_},
+        {"delta", (void**)&delta_}, {"atty16", (void**)&atty16_}, {"dfc16", (void**)&dfc16_}};
+    for (const auto& [n, f] : fields)
+        if (std::strcmp(n, name) == 0) return f;
+    throw std::logic_error(std::string("CudaGpt: no field for buffer ") + name);
 }
 
-double CudaGpt::kept_bytes(Precision p) {
-    double bytes = 0.0;
-    for (const Kept& k : kept_plan(p)) bytes += (k.half ? 2.0 : 4.0) * (double)k.n;
-    return bytes;
+std::vector<GptBuffer> CudaGpt::kept_plan(Precision p) const {
+    std::vector<GptBuffer> kept;
+    for (const GptBuffer& b : gpt_buffers(cfg_, max_batch_, p, BufferDevice::gpu))
+        if (b.by_precision) kept.push_back(b);
+    return kept;
 }
+
+double CudaGpt::kept_bytes(Precision p) const { return (double)buffer_bytes(kept_plan(p)); }
 
 void CudaGpt::set_precision(Precision p) {
     if (precision_set_ && p == precision_) return;  // allocated for it already
-    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd, L = kept_layers();
+    const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     // Everything that depends on the precision is freed first, so the check below sees it free.
     precision_set_ = false;
     kept_activation_bytes_ = 0;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
     mm_->set(Precision::fp32, 0, 0, 0);
-    free16();
     for (void* q : kept_) cudaFree(q);
     kept_.clear();
-    for (const Kept& k : kept_plan(p)) *k.where = nullptr;
-    // The kept activations at this precision; bf16 adds the weights' and output gradients'
-    // rounding scratch, attention's output rounded (forward rounds it once, backward takes it as it
-    // is) and fc's output gradient in bf16 (GELU's backward writes it, fc's backward takes it). No
-    // activation scratch: every other matmul input is written as bf16 by its producer.
+    for (const GptBuffer& k : kept_plan(p)) *field(k.name) = nullptr;
+    // The kept activations at this precision (bf16's at 2 bytes a value, with attention's output
+    // rounded and fc's output gradient in bf16), and bf16's rounding scratch of the weights and
+    // output gradients. No activation scratch: every other matmul input is written as bf16 by its
+    // producer.
     const bool bf = p == Precision::bf16;
-    const double GiB = 1073741824.0, bf16_buffers = bf ? 2.0 * (double)(L * BT * C + 4 * BT * C) : 0.0;
+    const double GiB = 1073741824.0;
     const double matmuls = bf ? (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) : 0.0;
-    const double need = kept_bytes(p) + bf16_buffers + matmuls;
+    const double need = kept_bytes(p) + matmuls;
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::string what =
@@ -155,24 +145,12 @@ void CudaGpt::set_precision(Precision p) {
                (double)free_bytes / GiB);
     if (need > (double)free_bytes)
         throw UserError(what + (bf ? "; lower --batch-size or use --precision fp32" : "; lower --batch-size"));
-    for (const Kept& k : kept_plan(p)) *k.where = dev(k.half ? (k.n + 1) / 2 : k.n, what, kept_);
-    if (bf) {
-        for (auto [where, n] : {std::pair<bf16**, size_t>{&atty16_, L * BT * C}, {&dfc16_, 4 * BT * C}}) {
-            cudaError_t rc = cudaMalloc(where, std::max<size_t>(n, 1) * sizeof(bf16));
-            if (rc == cudaErrorMemoryAllocation) {
-                cudaGetLastError();  // not sticky: the error is the user's to fix
-                *where = nullptr;
-                free16();
-                throw UserError(what + ", but an allocation failed (fragmented, or shared with another process?); "
-                                       "lower --batch-size or use --precision fp32");
-            }
-            CUDA_CHECK(rc);
-        }
-        mm_->set(p, host_.num_params(), 0, grad);
-    }
+    for (const GptBuffer& k : kept_plan(p))
+        *field(k.name) = dev((k.count * (size_t)k.value_bytes + 3) / 4, what, kept_);
+    if (bf) mm_->set(p, host_.num_params(), 0, grad);
     precision_ = p;
     precision_set_ = true;
-    kept_activation_bytes_ = (size_t)(kept_bytes(p) + bf16_buffers);
+    kept_activation_bytes_ = (size_t)kept_bytes(p);
 }
 
 // bf16: the activations kept rounded (LayerNorm's, GELU's, fc's, the logits and, under flash
@@ -194,17 +172,9 @@ void CudaGpt::set_rounded_current(bool current) { mm_->set_current(current); }
 
 CudaGpt::~CudaGpt() { release(); }
 
-void CudaGpt::free16() {
-    for (bf16** p : {&atty16_, &dfc16_}) {
-        if (*p) cudaFree(*p);
-        *p = nullptr;
-    }
-}
-
 void CudaGpt::release() {
     input_.reset();
     mm_.reset();
-    free16();
     for (void* p : kept_) cudaFree(p);
     for (void* p : allocs_) cudaFree(p);
     kept_.clear();

@@ -28,14 +28,6 @@ void CudaGpt::stage(const ModelBatch& in) {
     input_->stage(&rows, in.B);
 }
 
-size_t CudaGpt::kept_layers() const {
-    return cfg_.n_layer > 0 && cfg_.recompute == Recompute::block ? 1 : (size_t)cfg_.n_layer;
-}
-
-size_t CudaGpt::kept_att_layers() const {
-    return cfg_.n_layer > 0 && cfg_.recompute != Recompute::none ? 1 : (size_t)cfg_.n_layer;
-}
-
 // LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into their
 // own bf16 buffer (as_bf16), where that matmul and its backward take it.
 void CudaGpt::layernorm_fwd(float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b, long BT) {

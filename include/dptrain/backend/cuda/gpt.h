@@ -9,6 +9,7 @@
 
 #include "dptrain/backend/cuda/ops.h"
 #include "dptrain/backend/gpu_sizes.h"
+#include "dptrain/model/gpt_buffers.h"
 #include "dptrain/model/gpt.h"
 
 #include <memory>
@@ -70,11 +71,9 @@ class CudaGpt : public Model, public cuda::Resident {
     // --recompute, as Gpt::kept and Gpt::kept_att: the slot of layer l's activations (block: the
     // one slot every layer shares, backward recomputing the block first) and of its attention's
     // softmax or statistics (attention and block: one shared slot, recomputed before their
-    // backward); kept_layers() and kept_att_layers() slots are allocated.
+    // backward); gpt_buffers sizes their slots.
     size_t kept(int l) const { return cfg_.recompute == Recompute::block ? 0 : (size_t)l; }
     size_t kept_att(int l) const { return cfg_.recompute == Recompute::none ? (size_t)l : 0; }
-    size_t kept_layers() const;
-    size_t kept_att_layers() const;
     // forward's parts, on B windows (forward.cpp's order): a LayerNorm (bf16: out rounded), the
     // residual add with the LayerNorm after it, a matmul (bf16: its input already rounded), one
     // block from its ln1 output (slot kept(l)) to GELU's, layer l's attention into out (bf16 with
@@ -111,13 +110,11 @@ class CudaGpt : public Model, public cuda::Resident {
     using LayerViews = Gpt::LayerViews;
     std::vector<LayerViews> lv_;  // host_'s
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
-    struct Kept {
-        float** where;
-        size_t n;   // values in all
-        bool half;  // held as bf16
-    };
-    std::vector<Kept> kept_plan(Precision p);
-    double kept_bytes(Precision p);
+    // The device field that holds buffer `name` of gpt_buffers (its address, for allocation).
+    void** field(const char* name);
+    // set_precision's buffers (gpt_buffers' by_precision ones) and their bytes.
+    std::vector<GptBuffer> kept_plan(Precision p) const;
+    double kept_bytes(Precision p) const;
     // The logits' row stride in values (gpu_logits_stride; the padding is neither written by the
     // GEMMs nor read by the loss).
     int logits_stride(Precision p) const { return (int)gpu_logits_stride((size_t)cfg_.vocab_size, p); }
@@ -139,7 +136,6 @@ class CudaGpt : public Model, public cuda::Resident {
     int* argmax_ = nullptr;  // the accuracy count's argmax per row, at evaluation
     bf16* atty16_ = nullptr;  // bf16: attention's output rounded for its projection, kept for backward
     bf16* dfc16_ = nullptr;   // bf16: fc's output gradient (B, T, 4C), from GELU's backward
-    void free16();            // frees atty16_ and dfc16_
     float *dres_ = nullptr, *dbig_ = nullptr, *dsmall_ = nullptr, *datt_ = nullptr,
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;
