@@ -54,13 +54,13 @@ size_t largest_shard(size_t P, int W) {
     return most;
 }
 
-// The plan's rows for micro-batch B, without budget or verdict.
-std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
+// The model's rows for micro-batch B: parameters, gradients, optimizer state, activations, the
+// bf16 operands and a GPU's workspace.
+void model_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow>& out) {
     const ModelSpec& s = f.spec;
     const size_t P = model_params(s), F = sizeof(float);
     const size_t moments = o.optimizer == OptimizerKind::adamw ? 2 : 1;
     const int rows = model_rows(s, B, f.eval_rows);
-    std::vector<MemoryRow> out;
     out.push_back({"parameters", P * F, "float32", false, true, true});
     out.push_back({"gradients", (P + kControlFloats) * F, "float32, summed in place", false, true});
     if (o.shard_optimizer) {
@@ -85,6 +85,13 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
                        f.gpu ? "--precision bf16: the matmuls' copies at 2 bytes a value" : "--precision bf16", false,
                        true});
     if (f.gpu) out.push_back({"cuBLAS workspace", gpu_blas_workspace_bytes(), "the model's stream", false, true});
+}
+
+// The rows of what moves the data and the gradients around the model: communication buffers, the
+// input ring, the sample order, readers' caches, the node's copy, evaluation, checkpoints, runtime.
+void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow>& out) {
+    const size_t P = model_params(f.spec), F = sizeof(float);
+    const size_t moments = o.optimizer == OptimizerKind::adamw ? 2 : 1;
     // With --grad-dtype bf16, the engine's bf16 staging of the whole buffer: the node window's (the
     // shared-memory path) and the flat path's (auto has both); and a sharded state's bf16 receive
     // buffer. Float32 on the wire needs none of them.
@@ -132,6 +139,13 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
         out.push_back({"checkpoint scratch", largest_shard(P, f.ranks) * F, "rank 0: each rank's shard as it arrives",
                        true});
     out.push_back({"runtime", f.runtime, "libraries, MPI, HDF5: measured before the run allocates", false});
+}
+
+// The plan's rows for micro-batch B, without budget or verdict.
+std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
+    std::vector<MemoryRow> out;
+    model_rows(o, f, B, out);
+    run_rows(o, f, B, out);
     return out;
 }
 

@@ -149,6 +149,13 @@ void Reporter::banner(const RunFacts& f) {
     tty_ = rank_ == 0 && (o_.progress == ProgressMode::tty ||
                           (o_.progress == ProgressMode::automatic && output_is_terminal()));
     const std::string table = topo_.table();  // collective
+    banner_machine(f, table);
+    banner_model(f);
+    banner_start(f);
+}
+
+// The build, where it computes, the ranks, the data and how it is read, GPU health.
+void Reporter::banner_machine(const RunFacts& f, const std::string& table) {
     print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), f.backend.c_str()));
     // One calm line when the machine has no GPU (or --device auto left it), not a failure per part.
     if (!f.device_note.empty()) print(strfmt("--device %s: %s\n", name_of(o_.device), f.device_note.c_str()));
@@ -165,6 +172,10 @@ void Reporter::banner(const RunFacts& f) {
         print("GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n");
     else if (o_.gpu_health != GpuHealthMode::off && f.no_gpu.empty() && f.device_note.empty())
         print(strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
+}
+
+// The model, its batch and memory, and how its gradients are summed.
+void Reporter::banner_model(const RunFacts& f) {
     const std::string per_rank = o_.grad_accum > 1 ? strfmt("%d per rank x %d micro-batches", o_.batch_size, o_.grad_accum)
                                                    : strfmt("%d per rank", o_.batch_size);
     print(strfmt("model %s: %zu parameters | %s matmuls%s | optimizer %s | global batch %ld (%s) | %ld steps per "
@@ -176,10 +187,15 @@ void Reporter::banner(const RunFacts& f) {
         const std::string unused = ignored_options(o_);
         if (!unused.empty()) print("note: " + unused + "\n");
     }
-    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt) print(activation_line(f.activation_bytes, o_, f.model, f.on_gpu) + "\n");
+    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt)
+        print(activation_line(f.activation_bytes, o_, f.model, f.on_gpu) + "\n");
     if (!f.memory_plan.empty()) print(f.memory_plan);
     print(strfmt("gradients: %s\n", f.gradients.c_str()));
     for (const std::string& n : f.gradient_notes) print(n + "\n");
+}
+
+// The MFU's peak, and where the weights come from.
+void Reporter::banner_start(const RunFacts& f) {
     if (f.peak_gflops > 0)
         print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W_,
                      W_ == 1 ? "" : "s", f.peak_gflops / W_,

@@ -108,6 +108,9 @@ class Reporter {
     void nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input);
 
   private:
+    void banner_machine(const RunFacts& f, const std::string& table);
+    void banner_model(const RunFacts& f);
+    void banner_start(const RunFacts& f);
     void warn_bottleneck(const StepStats& st, const StepBreakdown& bd);
     std::vector<double> gather_gpu_health();
     void write_gpu_records(const std::vector<double>& all, long step, const StepStats& st);
