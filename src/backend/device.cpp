@@ -1,5 +1,5 @@
-// The CPU device: the models of src/model on the CPU ops, the host gradient path, sgemm's measured
-// peak. Every build has it; the CUDA build's device (backend/cuda/device.cpp) extends it.
+// The CPU device: src/model's models, the host gradient path, sgemm's measured peak. Every build
+// has it; backend/cuda/device.cpp extends it. Not for: choosing the device (make_device).
 #include "dptrain/backend/device.h"
 
 #include "dptrain/backend/cpu/ops.h"

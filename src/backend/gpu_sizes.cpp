@@ -1,5 +1,5 @@
-// The CUDA models' device bytes by formula (gpu_sizes.h); the GPT's activations from its one
-// buffer list (model/gpt_buffers.h).
+// The CUDA models' device bytes by formula (gpu_sizes.h), the GPT's from its buffer list.
+// Not for: allocating.
 #include "dptrain/backend/gpu_sizes.h"
 
 #include <algorithm>
@@ -12,7 +12,7 @@ size_t gpu_gpt_activation_bytes(const GptConfig& cfg, int max_batch, Precision p
 
 size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
     if (p != Precision::bf16) return 0;
-    // cuda::Matmuls::bytes(P, 0, grad): the widest output gradient is (B*T, max(4C, the padded V)).
+    // cuda::Matmuls::bytes(P, 0, grad): the widest output gradient is (B*T, max(4C, padded V)).
     const size_t BT = (size_t)max_batch * cfg.block_size;
     const size_t grad = BT * std::max<size_t>(4 * (size_t)cfg.n_embd, gpu_logits_stride(cfg.vocab_size, p));
     return 2 * (Gpt::count_params(cfg) + grad);

@@ -1,11 +1,6 @@
-// The host gradient path: gradients in the AllreduceEngine's buffer (the node's shared window where
-// the hierarchical all-reduce may run), summed in GradSync's buckets (on a communication thread
-// during backward when a core is free for it), clipped and applied by the Optimizer to the host
-// parameters. The control floats ride in the first bucket, after the gradients.
-// With the optimizer state sharded (ZeRO stage 1), the buckets are reduce-scattered instead (by the
-// same engine, flat or through the node's window): each rank receives the sums of its shard of the
-// buffer, clips and steps that shard with its shard of the state, and the parameters are
-// all-gathered; the norm adds the shards' squares in rank order.
+// The host gradient path: GradSync's buckets over the AllreduceEngine's buffer (sharded: reduce-
+// scattered, then the parameters all-gathered), the Optimizer on the host parameters. The control
+// floats ride in the first bucket. Not for: GPU-resident state (backend/cuda/device_step.cpp).
 #include "dptrain/backend/device.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -34,8 +29,7 @@ class HostGradients : public GradientPath {
                                                     AllreduceEngine::kDefaultThreshold, spec.wire == DType::bf16);
         if (spec.shard_optimizer) shard_state(topo);
         // The communication thread calls MPI while the main thread does not: SERIALIZED suffices.
-        // auto: a communication thread only pays when it has a core of its own; sharing the
-        // compute threads' cores it slowed 2 ranks on 2 cores by 8% of the step (BENCHMARKS.md).
+        // auto: only with a core of its own. Why: docs/BENCHMARKS.md, "Step time: 1 rank against 2 ranks".
         const bool thread_level_ok = mpi_thread_level() >= MPI_THREAD_SERIALIZED;
         bool bound = false;
         const int cores = cpu::usable_cores(&bound);
@@ -82,8 +76,7 @@ class HostGradients : public GradientPath {
     std::unique_ptr<AllreduceEngine> engine_;  // owns the gradient buffer
     std::unique_ptr<GradSync> sync_;
     std::vector<std::string> notes_;
-    // Sharded state: this rank's shard of the buffer, its summed gradients, every rank's sum of
-    // squares (for the norm), and the all-gathers' seconds since the last take.
+    // Sharded: this rank's shard, its summed gradients, every rank's squares, the all-gathers' wait.
     Span shard_;
     std::vector<float> shard_grads_;
     std::vector<double> squares_;

@@ -33,8 +33,7 @@ using stage_files::list_files;
 using stage_files::parallel_for;
 using stage_files::write_text;
 
-// ---------------------------------------------------------------------------------------------
-// Listing, copying, checking
+// ---- Listing, copying, checking ----
 
 namespace {
 
@@ -56,7 +55,7 @@ void list_into(const std::string& root, const std::string& rel, std::vector<Entr
     closedir(d);
 }
 
-// Temporary files of a copy that was interrupted (the caller holds the lock, so none is in use).
+// An interrupted copy's temporary files (the caller holds the lock: none is in use).
 void remove_stale_temporaries(const std::string& dir) {
     DIR* d = opendir(dir.c_str());
     if (!d) return;
@@ -92,8 +91,7 @@ std::string human_bytes(double b) {
     return b >= 1073741824.0 ? strfmt("%.2f GiB", b / 1073741824.0) : strfmt("%.1f MiB", b / 1048576.0);
 }
 
-// Copies src to dst through DIR/.stage-tmp-NAME: written, flushed to disk, given the source's
-// modification time, then renamed over dst.
+// Through DIR/.stage-tmp-NAME: written, flushed, given the source's mtime, renamed over dst.
 void copy_file(const std::string& src, const std::string& dst, std::vector<char>& buf,
                const std::function<void()>& alive) {
     size_t slash = dst.rfind('/');
@@ -140,9 +138,8 @@ void copy_file(const std::string& src, const std::string& dst, std::vector<char>
     if (std::rename(tmp.c_str(), dst.c_str()) != 0) fail("renaming the copy to");
 }
 
-// One stager per destination: an exclusive lock on DEST/.stage-lock, held while this object lives.
-// While another stager holds it (copying to the same directory), alive() is called every 0.1 s:
-// the wait moves as that copy does, which that stager's own watchdog watches.
+// An exclusive lock on DEST/.stage-lock while this object lives. While another stager holds it,
+// alive() is called every 0.1 s: that stager's own watchdog watches its copy.
 struct DirLock {
     int fd = -1;
     DirLock(const std::string& dir, const std::function<void()>& alive) {
@@ -169,8 +166,7 @@ struct DirLock {
 
 } // namespace
 
-// ---------------------------------------------------------------------------------------------
-// What staging and SHA256SUMS share (stage_files.h)
+// ---- What staging and SHA256SUMS share (stage_files.h) ----
 
 namespace stage_files {
 
@@ -235,8 +231,8 @@ namespace {
                            dest.c_str()));
 }
 
-// Whether dest holds a complete copy of the source (its manifest, a completion mark and every
-// file's size); refuses a destination with files staging did not put there.
+// Manifest, completion mark and every file's size; refuses a destination with files staging did
+// not put there.
 bool copy_is_complete(const std::string& dest, const std::vector<Entry>& local, const std::vector<Entry>& source,
                       const std::string& manifest) {
     struct stat st;
@@ -249,17 +245,16 @@ bool copy_is_complete(const std::string& dest, const std::vector<Entry>& local, 
            read_text(dest + "/.stage-manifest") == manifest;
 }
 
-// What to copy: files missing in dest, or of another size or time (a copy carries its source's
-// modification time: another time means another file, even of the same size, as a dataset
-// regenerated with the same shape). Files no longer in the source go. Refuses when dest lacks
-// the space for what is to come.
+// Files missing, or of another size or mtime (a copy carries its source's mtime, so another mtime
+// means a regenerated file even at the same size). Files gone from the source go. Refuses when
+// dest lacks the space.
 std::vector<const Entry*> plan_copy(const std::string& src, const std::string& dest, const std::vector<Entry>& source,
                                     const std::vector<Entry>& local, StageResult& r) {
     std::map<std::string, const Entry*> have;
     for (const Entry& e : local) have[e.path] = &e;
     std::vector<const Entry*> pending;
     std::map<std::string, bool> wanted;
-    double replaced = 0;  // bytes of the files that pending ones overwrite
+    double replaced = 0;  // bytes that pending files overwrite
     for (const Entry& e : source) {
         wanted[e.path] = true;
         auto it = have.find(e.path);
@@ -280,7 +275,7 @@ std::vector<const Entry*> plan_copy(const std::string& src, const std::string& d
     return pending;
 }
 
-// Every file of the source is in dest with its size, and nothing else.
+// Every source file is in dest with its size, and nothing else.
 void verify_copy(const std::string& src, const std::string& dest, const std::vector<Entry>& source) {
     std::vector<Entry> got = list_files(dest);
     bool same = got.size() == source.size();
@@ -296,7 +291,7 @@ void verify_copy(const std::string& src, const std::string& dest, const std::vec
 StageResult stage_directory(const std::string& src_in, const std::string& dest_in, int streams, bool check,
                             const std::function<void(const std::string&)>& say, bool (*give_up)(),
                             const std::function<void()>& alive) {
-    // Watched from here (a source filesystem that hangs usually does so at the first stat or open).
+    // Watched from here: a hanging source filesystem usually hangs at the first stat or open.
     if (alive) alive();
     std::string src = src_in, dest = dest_in;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
@@ -310,8 +305,8 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
         throw UserError(strfmt("%s: staging would copy the directory onto itself; give a --stage-dir on node-local "
                                "storage, apart from --data",
                                dest.c_str()));
-    // A directory of other files, never staged to (no lock, no manifest), is refused before the lock
-    // file is made in it (copy_is_complete refuses it again, under the lock, should a stager start).
+    // A directory of other files is refused before the lock file is made in it (and again under
+    // the lock by copy_is_complete).
     if (!list_files(dest).empty() && stat((dest + "/.stage-lock").c_str(), &dst) != 0 &&
         stat((dest + "/.stage-manifest").c_str(), &dst) != 0)
         refuse_foreign(dest);
@@ -334,8 +329,7 @@ StageResult stage_directory(const std::string& src_in, const std::string& dest_i
         return r;
     }
     ::unlink((dest + "/.stage-complete").c_str());
-    // The directory is marked as staging's before anything is copied, so that the next run may
-    // complete an interrupted copy (and remove what is not in the source).
+    // Marked as staging's before copying, so the next run may complete an interrupted copy.
     write_text(dest + "/.stage-manifest", manifest);
     const std::vector<const Entry*> pending = plan_copy(src, dest, source, local, r);
     say(strfmt("copying %ld of %ld files (%s of %s) from %s to %s, %d streams", r.copied_files, r.files,

@@ -1,6 +1,5 @@
-// SHA-256 sums: hashing files (OpenSSL's libcrypto, EVP: its SHA extensions where the CPU has
-// them) and reading, checking, writing and editing a directory's SHA256SUMS (`sha256sum`'s format).
-// Not for: copying a dataset (stage.cpp).
+// SHA-256 (OpenSSL EVP, with the CPU's SHA extensions) and a directory's SHA256SUMS in sha256sum's
+// format: read, checked, written, edited. Not for: copying a dataset (stage.cpp).
 #include "dptrain/data/stage.h"
 
 #include "dptrain/core/error.h"
@@ -26,7 +25,7 @@ using stage_files::write_text;
 
 namespace {
 
-// One digest in progress; freed however the caller leaves.
+// Freed however the caller leaves.
 class Sha256 {
   public:
     Sha256() : ctx_(EVP_MD_CTX_new()) {
@@ -99,8 +98,7 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
                                    dir.c_str(), n, runnable("dptrain").c_str(), dir.c_str()));
         std::string name = line.substr(66);
         if (name.compare(0, 2, "./") == 0) name = name.substr(2);
-        // A name inside the directory: checking (and, when staging, removing a bad copy) must
-        // never reach a file elsewhere.
+        // Checking (and removing a bad staged copy) must never reach a file outside the directory.
         const std::string padded = "/" + name + "/";
         if (name.empty() || name[0] == '/' || padded.find("/../") != std::string::npos)
             throw UserError(strfmt("%s/SHA256SUMS:%d: '%s' is not a file inside %s (empty, absolute or with ..); "
@@ -114,7 +112,7 @@ std::vector<std::pair<std::string, std::string>> read_sums(const std::string& di
 
 long check_sums(const std::string& dir, int streams, bool remove_bad, int part, int parts, bool (*give_up)(),
                 const std::function<void()>& alive) {
-    // This caller's share: entries part, part + parts, ... of the manifest.
+    // Entries part, part + parts, ...
     const auto all = read_sums(dir);
     std::vector<std::pair<std::string, std::string>> want;
     for (size_t i = (size_t)part; i < all.size(); i += (size_t)parts) want.push_back(all[i]);

@@ -21,9 +21,8 @@ namespace dptrain {
 
 // ---- TokenShardSet
 
-// A second reader shares what opening read and checked (the tokenizer, every shard's length and
-// offset, the node copy) and opens its own handles: opening the set again would read every shard's
-// vocabulary once more per reader thread (about 1 MB a shard for GPT-2's).
+// A second reader shares what opening read and checked and opens its own handles: opening again
+// would re-read every shard's vocabulary per reader thread (about 1 MB a shard for GPT-2's).
 std::unique_ptr<Dataset> TokenShardSet::reopen() const {
     std::lock_guard<std::mutex> g(h5::lock());
     std::unique_ptr<TokenShardSet> s(new TokenShardSet());
@@ -37,7 +36,7 @@ std::unique_ptr<Dataset> TokenShardSet::reopen() const {
     s->shift_ = shift_;
     s->mode_ = mode_;
     s->node_ = node_;
-    s->node_copy_ = node_copy_;  // memory: the same node-shared tokens
+    s->node_copy_ = node_copy_;
     for (const Shard& sh : shards_) {
         Shard c;
         c.path = sh.path;
@@ -80,7 +79,7 @@ void TokenShardSet::load_node_memory() {
     auto copy = node_memory(node_, memory_bytes(), strfmt("the tokens of %s/%s", dir_.c_str(), split_.c_str()));
     // Kept from here on, even when a read below fails: freeing is collective over the node.
     node_copy_ = copy;
-    // This rank's share: tokens [lo, hi) of all shards' tokens in order, each shard's piece in one read.
+    // This rank's share of all shards' tokens in order, each shard's piece in one read.
     long lo = tokens_ * l / L, hi = tokens_ * (l + 1) / L, first = 0;
     for (Shard& sh : shards_) {
         long a = std::max(lo, first), b = std::min(hi, first + sh.tokens);
@@ -91,9 +90,8 @@ void TokenShardSet::load_node_memory() {
     }
 }
 
-// A shard's tokenizer and its vocab_size attribute. A table equal to the first shard's
-// (first_table: the first shard's table as stored, which this sets when first is null) gives that
-// shard's tokenizer again, unparsed: a BPE's table is about 1 MB and a split may have 1000 shards.
+// A table equal to the first shard's (first_table, set here when first is null) reuses that
+// tokenizer unparsed: a BPE table is ~1 MB and a split may have 1000 shards.
 static TokenizerPtr shard_tokenizer(hid_t file, const std::string& path, const std::string& hint,
                                     const TokenizerPtr& first, std::string* first_table, int* vocab) {
     try {
@@ -118,8 +116,7 @@ static void refuse_tabular(hid_t file, const std::string& path) {
                                path.c_str()));
 }
 
-// /tokens' bytes per token: unsigned 16 or 32 bits in either byte order. *native: stored in this
-// host's order, which pread can read (HDF5 converts another order as it reads).
+// Unsigned 16 or 32 bits in either byte order. *native: this host's order, which pread can read.
 static int token_width(hid_t data, const std::string& path, const std::string& hint, bool* native) {
     h5::Hid type(H5Dget_type(data), H5Tclose);
     const bool unsigned_int = H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE;
@@ -138,16 +135,15 @@ static long token_count(hid_t data, const std::string& path, const std::string& 
     return (long)dims[0];
 }
 
-// The vocab_size attribute must cover the tokenizer's ids and fit the token type.
+// Must cover the tokenizer's ids and fit the token type.
 static void check_vocab_size(const Tokenizer& tok, int vocab, int width, const std::string& path) {
     if (vocab < tok.vocab_size() || vocab > (width == 2 ? 65536 : INT32_MAX))
         throw UserError(strfmt("%s: vocab_size %d does not fit the %s tokenizer's %d ids or the token type",
                                path.c_str(), vocab, tok.name(), tok.vocab_size()));
 }
 
-// A descriptor that reads the `bytes` of /tokens by pread at *at, for a native, contiguous,
-// unfiltered dataset whose file holds them; -1 when HDF5 must read them. Throws when the file is
-// shorter than its tokens.
+// pread descriptor for a native, contiguous, unfiltered /tokens at *at; -1 when HDF5 must read.
+// Throws when the file is shorter than its tokens.
 static int direct_fd(hid_t data, const std::string& path, long bytes, long* at) {
     h5::Hid dcpl(H5Dget_create_plist(data), H5Pclose);
     const haddr_t addr = H5Dget_offset(data);
@@ -172,7 +168,7 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
     if (mode == IoMode::collective)
         throw UserError("--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or "
                         "memory");
-    // Into a new directory: --out naming this one would meet its shards, and --overwrite deletes them.
+    // Into a new directory: --out here would meet its shards, and --overwrite deletes them.
     const std::string tool = runnable("dptrain-data");
     const std::string hint = strfmt("make token shards in a new directory: from text with `%s text --input FILE --out "
                                     "NEW_DIR`, from ids (.bin, .npy, .h5) with `%s tokens --input FILE --vocab-size V "
@@ -214,7 +210,7 @@ TokenShardSet TokenShardSet::open(const std::string& dir, const std::string& spl
         s.total_ += sh.windows;
         s.tokens_ += sh.tokens;
         if (native) sh.fd = direct_fd(sh.data.get(), path, sh.tokens * sh.width, &sh.at);
-        if (sh.fd >= 0) {  // read by pread alone: HDF5's handles (and the file's metadata cache) closed
+        if (sh.fd >= 0) {  // pread alone: HDF5's handles and metadata cache closed
             sh.data.reset();
             sh.file.reset();
         }
@@ -298,8 +294,7 @@ bool TokenShardSet::check_ids(int part, int parts, double max_bytes) {
     return true;
 }
 
-// Tokens [t0, t0 + n) of `sh` in their stored width: one pread (contiguous shards) or one HDF5
-// hyperslab read.
+// In their stored width: one pread (contiguous) or one HDF5 hyperslab read.
 void TokenShardSet::read_stored(const Shard& sh, long t0, long n, void* dst) const {
     if (sh.fd >= 0) {
         read_fully(sh.fd, dst, (size_t)n * sh.width, sh.at + t0 * sh.width, sh.path);
@@ -316,8 +311,8 @@ void TokenShardSet::read_stored(const Shard& sh, long t0, long n, void* dst) con
                                t0 + n));
 }
 
-// Tokens [t0, t0 + n) of `sh` as uint32: read in the stored width into the back of `out`, then
-// widened in place from the front (element k is read before anything overwrites it).
+// Read in the stored width into the back of `out`, then widened in place from the front (element
+// k is read before anything overwrites it).
 void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) const {
     unsigned char* raw = reinterpret_cast<unsigned char*>(out) + (size_t)n * (4 - sh.width);
     read_stored(sh, t0, n, raw);
@@ -329,8 +324,7 @@ void TokenShardSet::read_ids(const Shard& sh, long t0, long n, uint32_t* out) co
         }
 }
 
-// Names the first id of tokens [start, start + n) of `sh`, just read into raw_, outside the
-// vocabulary: the model would index past its embedding table.
+// Names the first id outside the vocabulary: the model would index past its embedding table.
 void TokenShardSet::bad_token(const Shard& sh, long start, int n, uint32_t V) const {
     for (int k = 0; k < n; ++k) {
         const uint32_t id = sh.width == 2 ? reinterpret_cast<const uint16_t*>(raw_.data())[k]

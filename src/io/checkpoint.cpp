@@ -21,7 +21,7 @@
 
 namespace dptrain {
 
-// Checksum of the file from `from` to its end, and its size.
+// Checksum from `from` to the end, and the size.
 static uint64_t file_checksum(int fd, size_t from, size_t* size) {
     struct stat st;
     if (fstat(fd, &st) != 0) return 0;
@@ -41,7 +41,7 @@ static uint64_t file_checksum(int fd, size_t from, size_t* size) {
 static const char kMagicWord[] = "DPTRAIN-CHECKPOINT";
 static const int kFormat = 1;
 
-// Writes the header of a finished checkpoint file: magic, size, checksum of the HDF5 part.
+// Magic, size, checksum of the HDF5 part.
 static void write_header(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDWR);
     if (fd < 0) throw UserError(strfmt("cannot reopen %s: %s", path.c_str(), std::strerror(errno)));
@@ -56,8 +56,7 @@ static void write_header(const std::string& path) {
     if (w != (ssize_t)sizeof header) throw UserError(strfmt("cannot write the header: %s (disk full?)", std::strerror(err)));
 }
 
-// Throws UserError unless the header matches the file's size and checksum. A header naming a later
-// format (with a size and checksum that verify: a whole file, not a damaged digit) throws
+// Throws UserError unless size and checksum match. A later format on a file that verifies throws
 // CheckpointFormatError; any other format number is damage.
 static void verify_header(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDONLY);
@@ -96,7 +95,7 @@ static void fsync_path(const std::string& path, bool dir) {
     if (rc != 0) throw UserError(strfmt("%s: fsync failed: %s (disk full?)", path.c_str(), std::strerror(err)));
 }
 
-// The root attributes as one string, for their checksum (the tensors carry their own).
+// For their checksum (the tensors carry their own).
 static std::string meta_text(const CheckpointState& s) {
     return strfmt("step=%ld epoch=%ld offset=%ld batch=%ld seed=%llu world=%d model=%s optimizer=%s\n", s.step, s.epoch,
                   s.epoch_offset, s.global_batch, (unsigned long long)s.seed, s.world_size, s.model.c_str(),
@@ -105,9 +104,8 @@ static std::string meta_text(const CheckpointState& s) {
            (s.train_samples > 0 ? strfmt("\ntrain_samples=%ld", s.train_samples) : std::string());  // older: absent
 }
 
-// The updates count has a checksum of its own, outside meta_text's: an older dptrain, which knows
-// no such attribute, then still verifies the file (with the count in meta_text it read every new
-// checkpoint as damaged, and a roll-back to it set them all aside).
+// The updates count has its own checksum, outside meta_text's, so older dptrains still verify new
+// files (else a roll-back of the binary set every new checkpoint aside as damaged).
 static uint64_t updates_checksum(long updates) {
     const std::string t = strfmt("updates=%ld", updates);
     return checksum64(t.data(), t.size());
@@ -126,7 +124,7 @@ TensorPieces TensorPieces::whole(const float* v, size_t n) {
     return t;
 }
 
-// The tensor's pieces into dataset `name`, checksummed as they go (the same sum as the whole).
+// Checksummed as they go (the same sum as the whole).
 static void write_checked(hid_t file, const std::string& name, const TensorPieces& t) {
     h5::Hid d = h5::create_dataset(file, name, h5::Kind::f32, (hsize_t)t.size);
     Checksum64 sum;
@@ -204,7 +202,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
 
     auto all = list_checkpoints(dir);
     for (size_t i = (size_t)keep; i < all.size(); ++i)
-        if (all[i] != path) std::remove(all[i].c_str());  // never the one just written, whatever is newer
+        if (all[i] != path) std::remove(all[i].c_str());  // never the one just written
     return path;
 }
 

@@ -32,7 +32,6 @@ static std::string lock_holder(int fd) {
     return "a process that has not written its name yet";
 }
 
-// DIR/.lock, made with DIR when missing.
 static int open_lock_file(const std::string& dir) {
     make_directories(dir, "--checkpoint-dir");
     const std::string path = dir + "/.lock";
@@ -43,7 +42,7 @@ static int open_lock_file(const std::string& dir) {
     return fd;
 }
 
-// "PID HOST UNIX_TIME" of this process into the lock it holds.
+// "PID HOST UNIX_TIME" into the lock held.
 static void sign_lock(int fd, const std::string& path) {
     char host[128] = "?";
     gethostname(host, sizeof host - 1);
@@ -79,7 +78,7 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
             return -1;
         }
         const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (give_up && give_up()) {  // no reason to wait on: the run ends
+        if (give_up && give_up()) {  // the run ends
             const std::string who = lock_holder(fd);
             ::close(fd);
             throw StopRequested(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "
@@ -126,9 +125,8 @@ void prepare_checkpoint_dir(const std::string& dir) {
     }
 }
 
-// Only the name checkpoint_path writes (8 digits or more, no sign, no spaces, no other zeros) is
-// a checkpoint: a hand copy named "ckpt-10.h5" is not taken for one, so it can neither be resumed
-// from as the newest nor make rotation delete the real ones.
+// Only checkpoint_path's exact names count: a hand copy "ckpt-10.h5" must neither be resumed from
+// as the newest nor make the rotation delete the real ones.
 long checkpoint_step(const std::string& path) {
     const size_t slash = path.rfind('/');
     const std::string name = path.substr(slash == std::string::npos ? 0 : slash + 1);
@@ -163,7 +161,7 @@ bool load_latest(const std::string& dir, CheckpointState* out, std::string* path
             *path = p;
             return true;
         } catch (const CheckpointFormatError&) {
-            throw;  // not damaged: falling back to an older one would lose the newer run's work
+            throw;  // not damaged: an older one would lose the newer run's work
         } catch (const UserError& e) {
             damaged->push_back(e.what());
         }

@@ -56,8 +56,7 @@ std::string read_bytes(const std::string& path) {
     return ss.str();
 }
 
-// config.json's positive integer `key` (or `alt`, its older name); 0 when it is absent or null
-// and not `need`ed.
+// Positive integer `key` (or `alt`, its older name); 0 when absent or null and not `need`ed.
 int config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need) {
     auto it = c.find(key);
     if (it == c.end() && alt) it = c.find(alt);
@@ -72,15 +71,14 @@ std::string config_text(const Json& c, const char* key) {
     return it != c.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// One of GPT2Config's switches of the attention's arithmetic: at its GPT-2 value, or refused.
+// At its GPT-2 value, or refused.
 void config_flag(const std::string& path, const Json& c, const char* key, bool gpt2, const char* what) {
     auto it = c.find(key);
     if (it != c.end() && it->is_boolean() && it->get<bool>() != gpt2)
         throw UserError(strfmt("%s: %s is %s; dptrain's GPT %s", path.c_str(), key, gpt2 ? "false" : "true", what));
 }
 
-// The settings that change the arithmetic (model type, activation, LayerNorm's epsilon, the tied
-// head, the attention's switches) at the values dptrain's GPT computes, or refused.
+// Settings that change the arithmetic must be at the values dptrain's GPT computes, or refused.
 void check_arithmetic(const std::string& path, const Json& c) {
     const std::string type = config_text(c, "model_type"), act = config_text(c, "activation_function");
     if (!type.empty() && type != "gpt2")
@@ -100,7 +98,6 @@ void check_arithmetic(const std::string& path, const Json& c) {
     config_flag(path, c, "add_cross_attention", false, "has no cross-attention");
 }
 
-// The tokenizer an export named in its "dptrain" entry, when there is one.
 void read_named_tokenizer(const Json& c, TokenizerId* named) {
     auto ours = c.find("dptrain");
     if (ours == c.end() || !ours->is_object()) return;
@@ -109,8 +106,7 @@ void read_named_tokenizer(const Json& c, TokenizerId* named) {
     if (vocab != ours->end() && vocab->is_string()) named->table = vocab->get<std::string>();
 }
 
-// GPT2Config's settings that shape the model or change its arithmetic; anything dptrain's GPT does
-// not compute is refused by name.
+// Anything dptrain's GPT does not compute is refused by name.
 void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
     Json c;
     try {
@@ -189,8 +185,8 @@ HfGpt2 find_hf_gpt2(const std::string& path) {
 
 namespace {
 
-// config.json against the tensors beside it: a directory whose files disagree (an edited config,
-// another export's) is refused as such, before it is compared with a run.
+// A directory whose files disagree (an edited config, another export's) is refused as such,
+// before it is compared with a run.
 void check_config(const std::string& path, const HfGpt2& h, const SafeTensor& wte, const SafeTensor& wpe, int layers) {
     if (h.config_file.empty()) return;
     const GptConfig& f = h.cfg;
@@ -209,7 +205,6 @@ void check_config(const std::string& path, const HfGpt2& h, const SafeTensor& wt
                                h.config_file.c_str(), odd.c_str(), path.c_str()));
 }
 
-// The file's shapes against the run's.
 void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, const GptConfig& run) {
     const SafeTensor* wte = st.find(h.prefix + "wte.weight");
     const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");
@@ -239,23 +234,21 @@ void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, con
                                where, (long long)wpe->shape[0], run.block_size, (long long)wpe->shape[0]));
 }
 
-// The tokenizer beside the weights, as a TokenizerId: config.json's "dptrain" entry (its table
-// from the files it names for gpt2 and sentencepiece), else GPT-2's vocab.json and merges.txt
-// (a Hugging Face GPT-2); kind "" when the directory names none.
+// config.json's "dptrain" entry (tables from its named files for gpt2 and sentencepiece), else
+// GPT-2's vocab.json and merges.txt; kind "" when the directory names none.
 TokenizerId tokenizer_beside(const HfGpt2& h) {
     const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
     const bool bpe_files = exists(vocab) && exists(merges);
     TokenizerId t = h.named;
     if (t.kind.empty() && bpe_files) t.kind = name_of(TokenizerKind::gpt2);
     TokenizerKind kind;
-    if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // a kind named but not known: compared as written
+    if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // unknown kind: compared as written
     if (kind == TokenizerKind::gpt2) t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
     if (kind == TokenizerKind::sentencepiece) t.table = exists(spm) ? read_bytes(spm) : std::string();
     return t;
 }
 
-// How to make data with the tokenizer an export's directory holds, for a refusal's message: the
-// kinds whose tables are files there; "" for the others.
+// For a refusal: how to make data with the directory's tokenizer; "" when it has no files.
 std::string remake_hint(TokenizerKind kind, const std::string& dir) {
     switch (kind) {
     case TokenizerKind::gpt2:
@@ -272,10 +265,9 @@ std::string remake_hint(TokenizerKind kind, const std::string& dir) {
     return "";
 }
 
-// The same vocabulary size can hold other tokens (a char table of another text; GPT-2's ids on
-// SentencePiece's): a run that would train the weights on ids of another meaning is refused. Ids
-// without a tokenizer (`dptrain-data tokens --vocab-size`, nanoGPT's .bin files) on either side
-// are taken as the other side's, with a note (returned; "" otherwise).
+// The same vocabulary size can hold other tokens (a char table of another text): weights trained
+// on ids of another meaning are refused. Bare ids on either side are taken as the other side's,
+// with a note (returned; "" otherwise).
 std::string check_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
     if (run.kind.empty()) return "";
     const TokenizerId theirs = tokenizer_beside(h);
@@ -294,15 +286,15 @@ std::string check_tokenizer(const std::string& path, const HfGpt2& h, const Toke
                            theirs.kind == run.kind ? " of another table" : "", how.c_str()));
 }
 
-// Where the tensors' names start: "" (GPT2Model's state) or "transformer." (GPT2LMHeadModel's).
+// "" (GPT2Model's state) or "transformer." (GPT2LMHeadModel's).
 std::string tensor_prefix(const std::string& file, const Safetensors& st) {
     if (st.find("wte.weight")) return "";
     if (st.find("transformer.wte.weight")) return "transformer.";
     throw UserError(file + ": no tensor wte.weight; not a GPT-2 in Hugging Face's layout");
 }
 
-// Every parameter of `gpt` from its tensor (transposed from Conv1D's orientation where it is one;
-// the position table cropped to the run's block size) into params. Returns the names read.
+// Transposed from Conv1D where it is one; the position table cropped to the run's block size.
+// Returns the names read.
 std::set<std::string> copy_tensors(const HfGpt2& h, const Safetensors& st, const Gpt& gpt, float* params) {
     std::set<std::string> used;
     std::vector<float> tmp;
@@ -331,9 +323,8 @@ bool ends_with(const std::string& s, const std::string& end) {
     return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
 
-// The tensors not read: GPT2LMHeadModel's state also names the tied head (taken when it equals
-// wte, the imported token embedding) and, in older files, the attention masks; anything else is
-// refused.
+// Tensors not read: GPT2LMHeadModel's tied head (taken when it equals wte) and older files'
+// attention masks; anything else is refused.
 void check_unused(const HfGpt2& h, const Safetensors& st, const std::set<std::string>& used, const float* wte,
                   int n_layer) {
     const std::string head = "lm_head.weight";  // never under "transformer."
@@ -354,8 +345,8 @@ void check_unused(const HfGpt2& h, const Safetensors& st, const std::set<std::st
     }
 }
 
-// What the import assumed or changed, "; "-separated ("" for nothing): the cropped position table,
-// a head count taken from the run, the tokenizer taken as the other side's.
+// "; "-separated: a cropped position table, a head count taken from the run, a tokenizer taken as
+// the other side's.
 std::string import_note(const HfGpt2& h, const Safetensors& st, const GptConfig& cfg, const std::string& taken) {
     std::string note;
     const SafeTensor* wpe = st.find(h.prefix + "wpe.weight");

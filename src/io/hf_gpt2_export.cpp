@@ -18,14 +18,13 @@ namespace dptrain {
 
 namespace {
 
-// The tokenizer files of Hugging Face's layout: an export writes some (vocab.json and merges.txt,
-// or tokenizer.model), and any other left in the directory would be loaded with the new model.
+// Any such file left in the directory would be loaded with the new model.
 const char* const kTokenizerFiles[] = {"vocab.json",      "merges.txt",           "tokenizer.model",
                                        "tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
                                        "added_tokens.json", "generation_config.json"};
 
-// An export's directory: refused when it holds files (unless overwrite); with overwrite, the
-// tokenizer files the export will not write are removed. Returns their names.
+// Refused when it holds files, unless overwrite; then the tokenizer files this export will not
+// write are removed. Returns their names.
 std::vector<std::string> clear_for_export(const std::string& dir, bool overwrite, const std::vector<std::string>& writes) {
     std::vector<std::string> held, removed;
     std::error_code ec;
@@ -79,9 +78,8 @@ std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::st
         }
         out.push_back(std::move(t));
     }
-    // The tokenizer's own files (GPT-2's BPE as the files Hugging Face's GPT2Tokenizer reads, a
-    // SentencePiece model as its tokenizer.model); a kind this dptrain does not know is exported
-    // as it is stored, its table in config.json, as are the short tables of char and ids.
+    // GPT2Tokenizer's files for gpt2, tokenizer.model for SentencePiece; other kinds (char, ids,
+    // one unknown here) as stored, their table in config.json.
     TokenizerKind kind;
     const TokenizerPtr tok = parse_tokenizer_kind(ck.tokenizer, &kind) ? tokenizer_from(kind, ck.vocab) : nullptr;
     const std::vector<TokenizerFile> files = tok ? tok->hf_files() : std::vector<TokenizerFile>{};
@@ -113,11 +111,11 @@ std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::st
     c["initializer_range"] = 0.02;
     c["tie_word_embeddings"] = true;
     c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
-    // GPT2Config's defaults name GPT-2's <|endoftext|> (50256), outside any other vocabulary: said.
+    // GPT2Config's defaults name <|endoftext|> (50256), outside any other vocabulary: said.
     const int eot = tok ? tok->end_of_text() : -1;
     c["bos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
     c["eos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);
-    // "vocab": the files that hold the table ("vocab.json, merges.txt"), else the table itself.
+    // The files that hold the table, else the table itself.
     std::string vocab;
     for (const std::string& name : writes) vocab += (vocab.empty() ? "" : ", ") + name;
     c["dptrain"] = {{"model", ck.model},

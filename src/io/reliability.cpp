@@ -1,4 +1,5 @@
 // Signals, the watchdog and fault injection.
+// Not for: checkpoint files (checkpoint.cpp) or the training loop.
 #include "dptrain/io/reliability.h"
 
 #include "dptrain/core/error.h"
@@ -18,14 +19,13 @@
 
 namespace dptrain {
 
-// Lock-free, so the handlers may use it; atomic, because a signal may be handled on any of the
-// process's threads (readers, the checkpoint writer, OpenMP's, MPI's), two at once.
+// Lock-free, so handlers may use it; atomic, since any thread (readers, the checkpoint writer,
+// OpenMP's, MPI's) may take a signal, two at once.
 static std::atomic<int> g_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free flag");
 
-// A preemption notice stays once given: under Slurm's --signal=USR1@120 the time limit's SIGTERM
-// can arrive while the notice's checkpoint is written, and the job is still to be requeued (the
-// batch scripts requeue by the signal in RUN_DIR/stopped-by).
+// A preemption notice sticks: under --signal=USR1@120 the time limit's SIGTERM can arrive during
+// the notice's checkpoint, and the job must still be requeued (stopped-by says SIGUSR1).
 static void on_signal(int sig) {
     if (sig == SIGUSR1) {
         g_signal.store(SIGUSR1);
@@ -78,9 +78,8 @@ void Watchdog::stop() {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     if (!beat_thread_.joinable()) return;
-    // The heartbeat writer ends at once, unless a write of its file does not return (the shared
-    // filesystem stopped answering): joining it would hang the end of a finished run, so after 2 s
-    // it is left behind (it holds only `beat_`), and the process's exit ends it.
+    // A heartbeat write that never returns (a dead shared filesystem) must not hang a finished
+    // run's end: after 2 s the writer is left behind (it holds only `beat_`) for exit to end.
     std::unique_lock<std::mutex> g(beat_->mu);
     beat_->stop = true;
     beat_->cv.notify_all();
@@ -128,10 +127,9 @@ void Watchdog::heartbeats(const std::string& dir, const std::string& host, bool 
     }
 }
 
-// The heartbeat writer: its own thread, so that a slow shared filesystem delays only the
-// heartbeat, and the file keeps being written while the watchdog waits for the launcher. It reads
-// this object's step and phase only while b->stop is unset (stop() sets it before it may leave the
-// thread behind); after that it touches only `b`.
+// Its own thread, so a slow shared filesystem delays only the heartbeat, which goes on while the
+// watchdog waits for the launcher. Reads this object only while b->stop is unset (stop() sets it
+// before it may leave the thread behind); then touches only `b`.
 void Watchdog::beat(std::shared_ptr<Beat> b, std::string tmp, std::string path, double tick) {
     std::unique_lock<std::mutex> g(b->mu);
     while (!b->cv.wait_for(g, std::chrono::duration<double>(tick), [&] { return b->stop; })) {
@@ -181,8 +179,7 @@ void Watchdog::run() {
     const auto tick = std::chrono::duration<double>(tick_);
     std::unique_lock<std::mutex> g(mu_);
     while (!cv_.wait_for(g, tick, [&] { return stop_; })) {
-        // Every phase is watched, the set-up before step 1 and the end after the last step (its
-        // collectives, the last checkpoint's write) included.
+        // Every phase is watched, set-up and the run's end included.
         const Phase p = (Phase)phase_.load(std::memory_order_relaxed);
         const double waited = now_seconds() - since_.load(std::memory_order_relaxed);
         const double extra = extra_.load(std::memory_order_relaxed);
@@ -195,10 +192,9 @@ void Watchdog::run() {
                          waited, timeout_, extra > 0 ? strfmt(" + --lock-wait %g", extra).c_str() : "")
                 : strfmt("step %ld stuck in %s for %.1f s (--step-timeout %g)", step_.load(), phase_name(p), waited,
                          timeout_);
-        g.unlock();  // nothing below holds the lock: stop() and the heartbeat thread go on
+        g.unlock();  // so stop() and the heartbeat thread go on
         if (waiting_for_peers) {
-            // The heartbeat files are on the shared filesystem, which a lost network may have taken
-            // down too: they are read on a thread of their own, given 2 s.
+            // The heartbeat files may have gone with the network: read on their own thread, 2 s.
             std::string peers;
             if (hb_nodes_.size() > 1) {
                 auto box = std::make_shared<std::pair<std::mutex, std::string>>();
@@ -221,10 +217,9 @@ void Watchdog::run() {
         }
         std::fprintf(stderr, "dptrain: error: %s (%s)\n", what.c_str(), process_identity().c_str());
         std::fflush(stderr);
-        // A rank stuck on its own aborts the job. A rank left waiting for its peers first gives the
-        // launcher time to end the job: when the peers are unreachable (a node or link lost),
-        // MPI_Abort and even this process's exit make mpirun wait on them, while the launcher's own
-        // failure detection (mpirun's daemon keepalive, Slurm's node health) ends the job cleanly.
+        // A rank waiting for unreachable peers would leave mpirun waiting on them even after
+        // MPI_Abort, so it first gives the launcher's own failure detection (daemon keepalive,
+        // Slurm's node health) time to end the job cleanly.
         if (waiting_for_peers) std::this_thread::sleep_for(std::chrono::seconds(30));
         abort_job(kExitFatal);
     }

@@ -1,5 +1,5 @@
 // GPT forward and backward over the CPU backend ops (llm.c's structure, one flat buffer).
-// Incremental decoding is GptDecoder's (gpt_decoder.cpp).
+// Not for: incremental decoding (gpt_decoder.cpp).
 #include "dptrain/model/gpt.h"
 
 #include "dptrain/model/gpt_buffers.h"
@@ -53,12 +53,11 @@ Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch)
     lnfw_ = add("lnf.weight", {C}, false);
     lnfb_ = add("lnf.bias", {C}, false);
 
-    // max_batch 0: the layout, init and signature only (no activations: a decoder's or CudaGpt's).
+    // max_batch 0: no activations (a decoder's or CudaGpt's host_).
     if (max_batch < 0) throw std::invalid_argument("Gpt: negative max_batch");
     for (const GptBuffer& b : gpt_buffers(cfg, max_batch, Precision::fp32, BufferDevice::cpu)) buffer(b.name, b.count);
 }
 
-// Buffer `name` of gpt_buffers, sized to n values.
 void Gpt::buffer(const char* name, size_t n) {
     using F = std::vector<float> Gpt::*;
     static const std::pair<const char*, F> floats[] = {
@@ -98,8 +97,7 @@ size_t Gpt::count_params(const GptConfig& cfg) {
     return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-// The matmul operands' sizes: every weight, the widest activation (B*T, 4C) and the widest
-// output gradient (B*T, max(4C, V)).
+// Every weight, the widest activation (B*T, 4C) and output gradient (B*T, max(4C, V)).
 static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad) {
     const size_t BT = (size_t)max_batch * cfg.block_size, C = (size_t)cfg.n_embd;
     *act = BT * 4 * C;
@@ -124,8 +122,7 @@ void Gpt::set_precision(Precision p) {
     bf_.reserve(layout_.total, act, grad);
 }
 
-// The model's matmuls (not attention's, which round to TF32 themselves): fp32, or on bf16-rounded
-// operands (--precision bf16), and with out16 the output rounded too, as a bf16 output is stored.
+// The model's matmuls (attention rounds to TF32 itself); out16: the output rounded, as bf16 stores it.
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
                      int OC, bool out16) {
     timed(ops_, OpKind::matmul, [&] {
@@ -135,8 +132,7 @@ void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w
     });
 }
 
-// dinp16: in bf16, dinp rounded too, as a bf16 input gradient is stored (for an op that reads it
-// as bf16: LayerNorm's backward, flash attention's).
+// dinp16: in bf16 dinp rounded too, for LayerNorm's or flash attention's backward.
 void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                       const float* params, size_t w, int BT, int C, int OC, bool dinp16) {
     timed(ops_, OpKind::matmul, [&] {
@@ -211,15 +207,14 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
     timed(ops_, OpKind::encoder,
           [&] { cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, params + wpe_, B, T, C); });
-    // Each residual add runs with the LayerNorm after it (ln2, the next block's ln1, the final one):
-    // one op, as on the GPU, where that saves a pass. The first LayerNorm has no add before it.
+    // Each residual add runs with the LayerNorm after it, one op as on the GPU (where it saves a pass).
     auto residual_layernorm = [&](float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
                                   size_t w, size_t bias) {
         timed(ops_, OpKind::layernorm, [&] {
             cpu::residual_layernorm_forward(res, out, mean, rstd, a, b, params + w, params + bias, BT, C);
         });
     };
-    timed(ops_, OpKind::layernorm, [&] {  // the first LayerNorm: layer 0's, or with no layers the final one
+    timed(ops_, OpKind::layernorm, [&] {  // layer 0's, or with no layers the final one
         if (L > 0)
             cpu::layernorm_forward(ln1_.data(), ln1_mean_.data(), ln1_rstd_.data(), encoded_.data(),
                                    params + lv_[0].ln1w, params + lv_[0].ln1b, BT, C);
@@ -244,7 +239,7 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
                                lnfb_);
         residual = res3;
     }
-    // bf16 keeps the logits rounded, as stored in bf16 (PyTorch's autocast too); the loss reads them so.
+    // bf16 keeps the logits rounded (as autocast); the loss reads them so.
     mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V, true);
     timed(ops_, OpKind::crossentropy, [&] {
         cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
@@ -258,9 +253,7 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     return sum;
 }
 
-// One block from its ln1 output (kept(l)) to GELU's output: qkv, attention, the projection, the
-// residual add with ln2, fc and GELU. Flash: bf16 operands, lse kept; else the T x T softmax kept,
-// and with bf16 TF32 operands.
+// From ln1's output (kept(l)) to GELU's. Flash: lse kept; else the softmax (TF32 operands in bf16).
 void Gpt::block_forward(const float* params, int l, const float* residual, int B) {
     const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
     const long BT = (long)B * T;
@@ -277,8 +270,7 @@ void Gpt::block_forward(const float* params, int l, const float* residual, int B
     timed(ops_, OpKind::attention, [&] {
         if (cfg_.flash_attention) {
             cpu::flash_attention_forward(atty, lse_.data() + a * sSTAT, qkv, B, T, C, NH);
-            // bf16 keeps the output rounded, as stored in bf16: the projection takes it so, and
-            // flash attention's backward (FlashAttention-2's delta from the bf16 output).
+            // Rounded for the projection and for backward's delta (FlashAttention-2's).
             if (bf_.on()) cpu::round_bf16(atty, atty, (long)BTC);
         } else cpu::attention_forward(atty, att_.data() + a * sATT, qkv, B, T, C, NH, bf_.on());
     });
@@ -288,8 +280,7 @@ void Gpt::block_forward(const float* params, int l, const float* residual, int B
                                         ln2_rstd_.data() + k * sBT, residual, scratch_.data(), params + v.ln2w,
                                         params + v.ln2b, BT, C);
     });
-    // GELU of fc's fp32 output; bf16 then keeps that output (GELU's input, 4x the stream's width)
-    // rounded for backward, as stored in bf16 (GELU's output is rounded as fcproj's operand).
+    // GELU of fc's fp32 output, which bf16 then keeps rounded for backward (docs/GPU.md, "Mixed precision").
     mm_forward(params, fch, ln2, v.fcw, params + v.fcb, (int)BT, C, 4 * C);
     timed(ops_, OpKind::activation, [&] {
         cpu::gelu_forward(fch_gelu_.data() + k * 4 * sBTC, fch, 4 * (long)BTC);
@@ -297,9 +288,8 @@ void Gpt::block_forward(const float* params, int l, const float* residual, int B
     });
 }
 
-// block: the block's forward again from its kept input (ln1 as the forward's LayerNorm made it from
-// that input). attention: the softmax (flash: its statistics) again from the kept q, k, v, the
-// output into scratch (the kept output, bf16-rounded with flash, stays as the projection saw it).
+// block: from the kept input, ln1 included. attention: the output into scratch, so the kept one
+// stays as the projection saw it.
 void Gpt::recompute_layer(const float* params, int l, const float* residual, int B) {
     const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
     const long BT = (long)B * T;
@@ -335,9 +325,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         cpu::softmax_crossentropy_backward(dlogits, logits_.data(), ce_stats_.data(), targets_.data(), scale, (int)BT, V);
     });
     float* dlnf = dsmall_.data();
-    // bf16: every LayerNorm backward takes its dout rounded (a bf16 matmul's input gradient, as
-    // stored in bf16; PyTorch's autocast hands the fp32 LayerNorm the same), and with flash
-    // attention so does attention's backward.
+    // bf16: LayerNorm's (and flash attention's) backward take dout rounded, as autocast does.
     mm_backward(dlnf, grads + wte_, nullptr, dlogits, lnf_.data(), params, wte_, (int)BT, C, V, true);
     float* dres = dres_.data();
     timed(ops_, OpKind::other, [&] { std::memset(dres, 0, BTC * sizeof(float)); });
@@ -359,7 +347,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
         const float* ln2 = ln2_.data() + k * sBTC;
         const float* fch = fch_.data() + k * 4 * sBTC;
         const float* fchg = fch_gelu_.data() + k * 4 * sBTC;
-        // dres = d residual3 = d fcproj (residual3 = residual2 + fcproj) and, below, d residual2.
+        // dres = d residual3 = d fcproj and, below, d residual2.
         float* dfc = dbig_.data();
         mm_backward(dfc, grads + v.fcprojw, grads + v.fcprojb, dres, fchg, params, v.fcprojw, (int)BT, 4 * C, C);
         timed(ops_, OpKind::activation, [&] { cpu::gelu_backward(dfc, fch, dfc, 4 * (long)BTC); });
@@ -369,7 +357,7 @@ void Gpt::backward(float* grads, const float* params, const ModelBatch& in, floa
             cpu::layernorm_backward(dres, grads + v.ln2w, grads + v.ln2b, dln, res2, params + v.ln2w,
                                     ln2_mean_.data() + k * sBT, ln2_rstd_.data() + k * sBT, BT, C);
         });
-        // dres = d residual2 = d attproj (residual2 = residual + attproj) and d residual so far.
+        // dres = d residual2 = d attproj, and d residual so far.
         float* datty = datty_.data();
         mm_backward(datty, grads + v.attprojw, grads + v.attprojb, dres, atty, params, v.attprojw, (int)BT, C, C,
                     cfg_.flash_attention);

@@ -1,4 +1,5 @@
 // The GPT's buffer list (gpt_buffers.h).
+// Not for: allocating (Gpt and CudaGpt do, from it).
 #include "dptrain/model/gpt_buffers.h"
 
 namespace dptrain {
@@ -22,8 +23,7 @@ std::vector<GptBuffer> gpt_buffers(const GptConfig& cfg, int max_batch, Precisio
         {"ln1_mean", Lk * BT, 4, true, false},
         {"ln1_rstd", Lk * BT, 4, true, false},
         {"qkv", Lk * 3 * BTC, qkv, true, by_p},
-        // Attention's output in fp32 where it is read so: on the GPU in bf16 with flash attention
-        // only its rounded copy (atty16) is kept.
+        // On the GPU in bf16 with flash attention only the rounded copy (atty16) is kept.
         {"atty", half == 2 && flash ? 0 : Lk * BTC, 4, true, by_p},
         {"att", La * ATT, 4, true, false},
         {"lse", La * STAT, 4, true, false},
@@ -49,7 +49,7 @@ std::vector<GptBuffer> gpt_buffers(const GptConfig& cfg, int max_batch, Precisio
         {"datty", BTC, 4, false, false},
         {"delta", STAT, 4, false, false},
     };
-    if (half == 2) {  // bf16 on the GPU: attention's output rounded for its projection, and fc's gradient
+    if (half == 2) {  // bf16 on the GPU: attention's output rounded, and fc's gradient
         b.push_back({"atty16", Lk * BTC, 2, true, true});
         b.push_back({"dfc16", 4 * BTC, 2, false, true});
     }

@@ -1,5 +1,5 @@
-// GptDecoder: the key/value cache and one forward of n rows of any sequences a call, on fp32
-// weights or a bf16 copy of them. The CPU twin of src/backend/cuda/gpt_decoder.cpp.
+// GptDecoder: the key/value cache and one forward of n rows of any sequences a call; the CPU twin
+// of src/backend/cuda/gpt_decoder.cpp.
 // Not for: training's forward and backward (gpt.cpp).
 #include "dptrain/model/gpt_decoder.h"
 
@@ -49,10 +49,8 @@ void GptDecoder::set_params(const float* params) {
     if (!w16_.empty()) to_bf16(w16_.data(), params, w16_.size());
 }
 
-// Rows go through matmul_forward_rows (the same bits whatever rows share the call), a prompt's
-// run through one sgemm of its own (docs/SERVING.md, "Note [decode products]"). With bf16
-// weights: rows through the bf16 form of matmul_forward_rows, a prompt's sgemm on the matrix
-// widened once a call.
+// Rows through matmul_forward_rows, a prompt's run through one sgemm of its own (bf16: on the
+// matrix widened once a call). Why: docs/SERVING.md, "Note [decode products]".
 void GptDecoder::product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC) {
     const float *weight = params_ + w, *bias = params_ + b;
     const bf16* w16 = w16_.empty() ? nullptr : w16_.data() + w;

@@ -63,8 +63,7 @@ std::string Mlp::signature() const {
                   act_ == Activation::relu ? "relu" : "gelu");
 }
 
-// Forward, the weights' gradients and the inputs' gradients: 2 d_l d_{l+1} each per layer, but
-// backward computes no gradient of the data (the first layer's input).
+// 2 d_l d_{l+1} per layer each for forward, weight and input gradients, but no data gradient.
 double Mlp::flops_per_sample() const {
     double f = 0;
     for (size_t l = 0; l + 1 < dims_.size(); ++l) f += 2.0 * dims_[l] * dims_[l + 1];
@@ -113,8 +112,7 @@ size_t Mlp::activation_bytes() const {
 size_t Mlp::activation_bytes(const std::vector<int>& dims, int max_batch) {
     const size_t B = (size_t)max_batch, L = dims.size() - 1;
     const size_t widest = (size_t)*std::max_element(dims.begin(), dims.end());
-    // per layer: the output before its activation, and after it (hidden layers); then the loss's
-    // two stats and the losses per row, backward's two scratch buffers, the argmax per row.
+    // per layer: before and after the activation; the loss's stats, losses, two scratch, argmax.
     size_t floats = 2 * B + B + 2 * B * widest;
     for (size_t l = 0; l < L; ++l) floats += B * dims[l + 1] + (l + 1 < L ? B * dims[l + 1] : 0);
     return floats * sizeof(float) + B * sizeof(int);

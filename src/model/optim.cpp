@@ -1,6 +1,5 @@
-// AdamW, SGD with momentum, LR schedule and clipping. Elementwise loops, on OpenMP threads when
-// long enough (core/parallel.h); the norm sums in a fixed order so every rank computes the same
-// value bit for bit.
+// AdamW, SGD with momentum, LR schedule and clipping on the host, in OpenMP loops. Not for: the
+// GPU's updates (backend/cuda/optim.cu).
 #include "dptrain/model/optim.h"
 
 #include "dptrain/core/parallel.h"
@@ -20,7 +19,7 @@ double LrSchedule::at(long step) const {
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-// The elementwise loops over [begin, end), for parallel_for (core/parallel.h).
+// Over [begin, end), for parallel_for.
 static void adamw_range(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v,
                         long begin, long end, float lr, float beta1, float beta2, float eps, float decay,
                         float inv_c1, float inv_c2) {
@@ -82,8 +81,7 @@ void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float l
 }
 
 double sum_squares(const float* g, size_t n) {
-    // A fixed number of contiguous blocks, each summed in 8 interleaved lanes and then in order:
-    // the result depends on n alone, not on the thread count, so every rank clips identically.
+    // Blocks fixed by n alone, not the thread count: every rank clips identically.
     constexpr size_t kBlocks = 64;
     double part[kBlocks];
     size_t per = (n + kBlocks - 1) / kBlocks;
@@ -119,8 +117,7 @@ Optimizer::Optimizer(const OptimizerSettings& s, const ParamLayout& layout, Span
       v_(s.kind == Kind::adamw ? shard.size() : 0, 0.0f) {}
 
 void Optimizer::step(float* params, const float* grads, double lr, long t) {
-    // Each view's part inside the shard, at its offset from the shard's start: a shard may begin
-    // or end inside a view, and the weight decay stays the view's.
+    // A shard may begin or end inside a view; the weight decay stays the view's.
     for (const ParamView& pv : layout_.views) {
         const size_t begin = std::max(pv.offset, shard_.begin), end = std::min(pv.offset + pv.size, shard_.end);
         if (begin >= end) continue;

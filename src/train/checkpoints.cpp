@@ -1,4 +1,5 @@
-// Checkpoints: resume (find on rank 0, share with every rank) and save.
+// Checkpoints: resume (find on rank 0, share with every rank) and save, with the directory's lock.
+// Not for: the file format and its atomic write (io/checkpoint.cpp).
 #include "dptrain/train/checkpoints.h"
 
 #include "dptrain/core/error.h"
@@ -19,9 +20,8 @@ Checkpoints::Checkpoints(const Options& o, int rank, RunIdentity id) : o_(o), ra
     if (rank == 0 && o.async_checkpoint) async_ = std::make_unique<AsyncCheckpointer>();
 }
 
-// --resume auto: the newest checkpoint that verifies. Damaged newer ones are moved aside (kept for
-// a look, out of the way of new checkpoints and their rotation); when every one is damaged the run
-// refuses, rather than start again from step 1 and rotate them away.
+// --resume auto: the newest that verifies; damaged newer ones are moved aside. All damaged: refuse,
+// rather than restart at step 1 and rotate them away.
 void Checkpoints::resume_latest() {
     const std::string& dir = o_.checkpoint_dir;
     const std::vector<std::string> all = list_checkpoints(dir);
@@ -40,11 +40,9 @@ void Checkpoints::resume_latest() {
                      damaged[i].c_str(), set_aside(all[i]).c_str(), resumed_from_.c_str());
 }
 
-// --resume PATH: the checkpoints of later steps in --checkpoint-dir are of a branch this run
-// leaves (a roll-back past a loss spike, say). Left there, they would outlive this run's own in
-// the rotation (it keeps the highest steps) and be what --resume auto picks after a requeue:
-// they are moved aside, not deleted. When PATH was --checkpoint-dir itself (or its run
-// directory), the later ones are those its newest-that-verifies choice skipped: damaged.
+// --resume PATH: later checkpoints belong to the branch this run leaves. Left in place the rotation
+// (highest steps first) and --resume auto after a requeue would prefer them: moved aside. When PATH
+// was --checkpoint-dir itself, the later ones were skipped as damaged.
 void Checkpoints::set_aside_later(bool skipped_as_damaged) {
     for (const std::string& p : list_checkpoints(o_.checkpoint_dir)) {
         if (checkpoint_step(p) <= found_.step) continue;
@@ -57,10 +55,8 @@ void Checkpoints::set_aside_later(bool skipped_as_damaged) {
     }
 }
 
-// The options that shape the trajectory beyond the model and the data (the learning-rate schedule,
-// the optimizer's settings, the arithmetic) and differ from the checkpoint's run: allowed (a run
-// extended with a larger --steps, a clip tightened after a spike), but the run then no longer
-// continues as the checkpoint's would have, which is said.
+// Schedule, optimizer or arithmetic options changed since the checkpoint: allowed (a longer run, a
+// tighter clip after a spike), but said, since the run no longer continues as it would have.
 void Checkpoints::note_option_changes() const {
     const std::string now = o_.to_ini();
     std::string changed;
@@ -75,9 +71,8 @@ void Checkpoints::note_option_changes() const {
                     changed.c_str());
 }
 
-// A step's samples follow from the seed, the step and the training set's size: on a set grown or
-// shrunk since the checkpoint (re-made, shards added) the run goes on in that set's order, from
-// another place in its epochs. Allowed (adding data to a run is a choice), but said.
+// Samples follow from seed, step and set size: on a re-made set the run continues in the new set's
+// order from another place in its epochs. Allowed, but said.
 void Checkpoints::note_data_change() const {
     const long was = found_.train_samples, is = id_.train_samples, G = id_.global_batch, S = found_.step;
     if (was <= 0 || was == is) return;
@@ -97,14 +92,13 @@ Checkpoints::~Checkpoints() {
 void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     if (rank_ != 0) return;
     bool newest_of_checkpoint_dir = false;
-    // Before anything in the directory is touched: a previous run's processes (a requeued job's
-    // predecessor not yet gone) may still be writing or rotating checkpoints there.
+    // Before anything there is touched: a requeued job's predecessor may still be writing.
     lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait, preemption_requested);  // a stop: exit 75
     dir_id_ = file_id(o_.checkpoint_dir);
     prepare_checkpoint_dir(o_.checkpoint_dir);
     if (o_.resume_mode == ResumeMode::none) {
-        // A fresh run next to another run's checkpoints would rotate its own away (they sort
-        // by step) and leave --resume auto to pick a stranger's: refuse unless told.
+        // A fresh run beside another run's checkpoints would rotate its own away and leave --resume
+        // auto a stranger's: refuse unless told.
         auto old = list_checkpoints(o_.checkpoint_dir);
         if (!old.empty() && !o_.overwrite_checkpoints)
             throw UserError(strfmt("--checkpoint-dir %s already holds %zu checkpoints (newest %s); continue that run "
@@ -115,11 +109,10 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     } else if (o_.resume_mode == ResumeMode::latest) {
         resume_latest();
     } else {
-        // A file, or a run or checkpoint directory for its newest complete checkpoint.
         resumed_from_ = o_.resume;
         try {
             found_ = load_checkpoint_or_newest(&resumed_from_, "--resume");
-            // A directory was given (the path now names its newest good file), and it is this run's.
+            // A directory of this run was given (the path now names its newest good file).
             std::error_code ec;
             newest_of_checkpoint_dir = resumed_from_ != o_.resume &&
                                        std::filesystem::equivalent(std::filesystem::path(resumed_from_).parent_path(),
@@ -136,7 +129,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
         note_data_change();
         if (o_.resume_mode == ResumeMode::path) set_aside_later(newest_of_checkpoint_dir);
     } else if (!o_.init_from.empty()) {
-        // A fine-tuning job that is requeued resumes from its own checkpoints (above) instead.
+        // A requeued fine-tuning job resumes from its own checkpoints (above) instead.
         GptConfig cfg;
         if (!parse_gpt_signature(id_.model, &cfg)) throw UserError("--init-from is for --model gpt");
         found_.params.assign(params.size(), 0.0f);
@@ -179,8 +172,7 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
                                "%ld ranks x --grad-accum %d); %s",
                                from, C, G, o_.batch_size, W, o_.grad_accum, keep.c_str()));
     }
-    // The same vocabulary size (so the same model shape) can hold another tokenizer's ids: char
-    // tables follow their text's characters.
+    // The same vocabulary size can hold another tokenizer's ids (char tables follow their text).
     if (!ck.tokenizer.empty() && (ck.tokenizer != id_.tokenizer || ck.vocab != id_.vocab))
         throw UserError(strfmt("%s: checkpoint was trained on %s tokens, --data %s holds %s tokens%s: its ids would "
                                "stand for other text; resume on data made with the checkpoint's tokenizer (its run had "
@@ -192,7 +184,7 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
         throw UserError(strfmt("%s: checkpoint was trained with --seed %llu, this run has --seed %lu; resume with "
                                "the same seed so the sample order continues",
                                from, (unsigned long long)ck.seed, o_.seed));
-    // The sample order also depends on --shuffle-block (checkpoints from before the option: 1).
+    // Sample order depends on --shuffle-block too (older checkpoints: 1).
     const std::string block = ini_value(ck.options, "shuffle-block");
     const long ck_block = block.empty() ? 1 : std::atol(block.c_str());
     if (ck_block != o_.shuffle_block)
@@ -210,11 +202,10 @@ void Checkpoints::check_found(const std::vector<float>& params, Optimizer& opt) 
 }
 
 long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Optimizer& opt) {
-    // hdr[2]: the file resumed from is this run's own checkpoint of that step (in --checkpoint-dir,
-    // under its name), so a stop before the first step has nothing new to write.
+    // hdr[2]: resumed from this run's own file of that step ("Note [stop mid-step]").
     std::error_code ec;
     const bool own = have_ && std::filesystem::equivalent(resumed_from_, checkpoint_path(o_.checkpoint_dir, found_.step), ec);
-    // hdr[3]: the updates the state holds (a checkpoint from before they were kept: its step).
+    // hdr[3]: the updates the state holds (older checkpoints: the step).
     long hdr[4] = {have_ ? 1L : init_ ? 2L : 0L, have_ ? found_.step : 0L, own ? 1L : 0L,
                    have_ ? (found_.updates >= 0 ? found_.updates : found_.step) : 0L};
     world.broadcast(hdr, sizeof hdr, 0);
@@ -222,15 +213,14 @@ long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Opti
     updates_at_start_ = hdr[3];
     if (holds_start_ && rank_ == 0) last_ = resumed_from_;
     if (hdr[0] == 0) return 0;
-    if (hdr[0] == 2) {  // --init-from: the weights; the optimizer state starts at zero
+    if (hdr[0] == 2) {  // --init-from: weights only; optimizer state starts at zero
         if (rank_ == 0) std::copy(found_.params.begin(), found_.params.end(), params.begin());
         found_ = CheckpointState();
         world.broadcast(params.data(), params.size() * sizeof(float), 0);
         return 0;
     }
     if (o_.shard_optimizer) {
-        // Each rank's shard of the whole state the checkpoint holds (written on any number of
-        // ranks, sharded or not).
+        // Each rank's shard of the whole state (written on any rank count, sharded or not).
         if (rank_ == 0) std::copy(found_.params.begin(), found_.params.end(), params.begin());
         world.broadcast(params.data(), params.size() * sizeof(float), 0);
         const std::vector<size_t> counts = shard_counts(opt.full_m(), world.size());
@@ -240,11 +230,11 @@ long Checkpoints::share(MpiCommunicator& world, std::vector<float>& params, Opti
         return hdr[1];
     }
     if (rank_ == 0) {
-        // Into the buffers as they are (find checked the sizes): the gradient path holds them.
+        // In place (find checked the sizes): the gradient path holds these buffers.
         std::copy(found_.params.begin(), found_.params.end(), params.begin());
         std::copy(found_.opt_m.begin(), found_.opt_m.end(), opt.m().begin());
         std::copy(found_.opt_v.begin(), found_.opt_v.end(), opt.v().begin());
-        found_ = CheckpointState();  // its tensors are in place now
+        found_ = CheckpointState();
     }
     world.broadcast(params.data(), params.size() * sizeof(float), 0);
     world.broadcast(opt.m().data(), opt.m().size() * sizeof(float), 0);
@@ -258,9 +248,8 @@ std::vector<size_t> Checkpoints::shard_counts(size_t total, int ranks) {
     return counts;
 }
 
-// Synchronous checkpoints are written from the live buffers, a sharded state shard by shard as
-// each rank sends it (rank 0 holds one shard's scratch, never a whole copy). Asynchronous ones are
-// copied (a sharded state gathered) first, for the background thread to write while training goes on.
+// Synchronous: from the live buffers, a sharded state shard by shard as each rank sends it (never a
+// whole copy on rank 0). Asynchronous: copied (gathered) first for the background thread.
 void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sampler& sampler,
                        const std::vector<float>& params, Optimizer& opt, bool final_one, bool corrupt) {
     if (rank_ != 0) {
@@ -308,15 +297,12 @@ void Checkpoints::save(MpiCommunicator& world, long step, long updates, const Sa
     }
 }
 
-// The checkpoint directory deleted or replaced during the run (a user cleaning up a job they
-// thought dead) took the lock with it: writing there then made the directory again, unlocked, and a
-// new run could take it and find this run's checkpoints as its own. The lock is taken again before
-// the write; held by another run by then, this run stops here rather than write into its directory.
+// A directory deleted mid-run took our lock with it.
+// Why: docs/NOTES.md, "Note [checkpoint dir lost]".
 bool Checkpoints::lock_lost() const { return lock_fd_ >= 0 && !holds_checkpoint_lock(o_.checkpoint_dir, lock_fd_); }
 
 void Checkpoints::keep_lock(long step) {
     if (!lock_lost()) return;
-    // Only the lock deleted, or the whole directory (made again since, or not).
     const bool dir_gone = file_id(o_.checkpoint_dir) != dir_id_;
     ::close(lock_fd_);
     lock_fd_ = -1;
@@ -342,23 +328,22 @@ void Checkpoints::keep_lock(long step) {
 }
 
 bool Checkpoints::dir_kept(MpiCommunicator& world) {
-    // A background write first: deleted under it, it is written again (finish_async).
+    // A background write first: deleted under it, it is written again.
     if (rank_ == 0 && async_) wait();
     int kept = rank_ != 0 || !lock_lost() ? 1 : 0;
     world.broadcast(&kept, sizeof kept, 0);
     return kept != 0;
 }
 
-// A write's error without its "the previous checkpoints are intact": untrue of a deleted directory.
+// Without "the previous checkpoints are intact": untrue of a deleted directory.
 static std::string write_error(const UserError& e) {
     std::string m = e.what();
     const size_t at = m.find("; the previous checkpoints are intact");
     return at == std::string::npos ? m : m.substr(0, at);
 }
 
-// A synchronous write from the live buffers. The directory deleted under it (the file it wrote
-// gone): the lock is taken again and the checkpoint written once more where the state is all
-// here; a sharded state's other shards were sent once, so that run stops, saying so.
+// Deleted under the write: relocked and written again unless sharded
+// ("Note [checkpoint dir lost]").
 std::string Checkpoints::write_sync(MpiCommunicator& world, const CheckpointState& s, const std::vector<float>& params,
                                     Optimizer& opt) {
     auto pieces = [&](const std::vector<float>& mine, size_t full) {
@@ -380,8 +365,7 @@ std::string Checkpoints::write_sync(MpiCommunicator& world, const CheckpointStat
                            TensorPieces::whole(opt.v().data(), opt.v().size()));
 }
 
-// The background write in flight ended, and its state free for the next. One that failed because
-// the directory was deleted under it is lost, said once; the run goes on.
+// Ends the write in flight; one lost to a deleted directory is said once, and the run goes on.
 CheckpointState& Checkpoints::next_async() {
     try {
         return async_->next();
@@ -394,8 +378,8 @@ CheckpointState& Checkpoints::next_async() {
     return async_->next();
 }
 
-// Rank 0: a sharded tensor of `total` floats as the writer's pieces: its own shard, then each
-// other rank's, received into one shard's scratch when the writer asks for it.
+// Rank 0: a sharded tensor as the writer's pieces: its own shard, then each other rank's,
+// received into one shard's scratch when the writer asks.
 TensorPieces Checkpoints::shard_pieces(MpiCommunicator& world, const std::vector<float>& mine, size_t total) {
     const int W = world.size();
     if (shard_scratch_.size() < shard_span(total, 0, W).size()) shard_scratch_.resize(shard_span(total, 0, W).size());
@@ -417,8 +401,7 @@ TensorPieces Checkpoints::shard_pieces(MpiCommunicator& world, const std::vector
     return t;
 }
 
-// Collective: every rank's shard of the optimizer state into rank 0's checkpoint (s, null on the
-// other ranks), whole.
+// Collective: every rank's optimizer shard into rank 0's s (null on other ranks).
 void Checkpoints::gather_state(MpiCommunicator& world, Optimizer& opt, CheckpointState* s) {
     const std::vector<size_t> counts = shard_counts(opt.full_m(), world.size());
     if (s) {
@@ -438,8 +421,7 @@ void Checkpoints::wait() {
     }
 }
 
-// The background write of `step` to its end. Failed because the directory was deleted under it:
-// its state is still the writer's, so it is written again into the directory made again.
+// Failed on a deleted directory: the writer still holds the state, so it is written again.
 void Checkpoints::finish_async(long step) {
     try {
         async_->wait();

@@ -1,4 +1,5 @@
 // Evaluator: forward passes of Task::eval_rows samples, the sums added over the ranks.
+// Not for: when to evaluate (the loop).
 #include "dptrain/train/evaluator.h"
 
 #include "dptrain/io/reliability.h"
@@ -17,8 +18,8 @@ Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, lon
     y_.resize((size_t)rows * task.val().ints_per_sample());
 }
 
-// Training stops at a non-finite input; a validation one would only move the loss, unseen (a NaN
-// feature through a ReLU is a 0): said once, naming the row, on the rank that read it.
+// A non-finite validation input would only move the loss, unseen (a NaN through a ReLU is 0):
+// said once, naming the row.
 void Evaluator::warn_nonfinite(int n) {
     const int F = task_.val().floats_per_sample();
     for (long i = 0; F > 0 && i < (long)n * F; ++i)
@@ -37,8 +38,8 @@ std::optional<EvalStats> Evaluator::run(long step, const float* params) {
     const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
     const int rank = world_.rank(), W = world_.size(), rows = (int)idx_.size();
     const long lo = N * rank / W, hi = N * (rank + 1) / W;
-    // Every rank goes through as many batches as the largest share has, its last ones empty where
-    // its share is smaller: the stop check before each is a collective.
+    // Every rank runs the largest share's batch count (its extra ones empty): the stop check before
+    // each is a collective.
     const long batches = ((N + W - 1) / W + rows - 1) / rows;
     double sums[4] = {0, 0, 0, 0};  // loss, correct, samples, bytes of text predicted
     for (long b = 0; b < batches; ++b) {

@@ -21,21 +21,20 @@ int StepLoop::run(long start) {
     }
     const int rank = p_.topo.rank;
     updates_ = p_.ckpt.updates_at_start();
-    long io_fail = -1;  // the 0-based step whose read fails, when injected on this rank
+    long io_fail = -1;  // the 0-based step whose read fails (injected)
     for (long s = start; s < end; ++s)
         if (p_.faults.has(rank, s + 1, Fault::Kind::io_error)) io_fail = s;
     Prefetcher pf(p_.task.readers(o.io_threads), p_.sampler, rank, p_.topo.size, o.batch_size,
                   Prefetcher::slots_for(o.prefetch, o.grad_accum, o.io_threads), start, end, io_fail,
                   o.io == IoMode::collective, p_.faults.slow_read_from(rank), o.grad_accum);
-    // On a GPU the batches (and a host path's parameters and gradients) are copied every step:
-    // page-locked, released before the ring is freed.
+    // On a GPU these are copied every step: page-locked, released before the ring is freed.
     std::vector<std::pair<void*, size_t>> regions = pf.buffers();
     for (auto& r : p_.grads.host_buffers()) regions.push_back(r);
     std::unique_ptr<Pinned> pinned = p_.device.pin(regions);
     if (pinned && !pinned->note.empty()) p_.report.print(strfmt("note: %s\n", pinned->note.c_str()));
-    p_.grads.upload_state();  // the starting point, fresh or resumed, to where the step runs
-    // However the loop ends, a batch being staged to the GPU has arrived before the ring's memory
-    // is unpinned and freed (declared after both, so destroyed first).
+    p_.grads.upload_state();
+    // A batch being staged to the GPU must arrive before the ring is unpinned and freed: declared
+    // after both, so destroyed first, however the loop ends.
     struct Unstage {
         Model& m;
         ~Unstage() { m.unstage(); }
@@ -44,12 +43,10 @@ int StepLoop::run(long start) {
     return train(pf, start, end);
 }
 
-// The trace, the notes on options that leave a part of the run out, and the clocks.
 void StepLoop::prepare(long start, long end) {
     const Options& o = p_.o;
     if (!o.trace.empty()) {
-        // About 8 events a step (phases, evaluation, checkpoint), 3 more (data, forward, backward)
-        // for each micro-batch after the first, plus the buckets; capped.
+        // ~8 events a step, 3 more per extra micro-batch, plus the buckets; capped.
         const size_t per_step = 8 + 3 * (size_t)(o.grad_accum - 1) + p_.grads.traced_per_step();
         p_.clock.tracer().enable(std::min<size_t>(4u << 20, (size_t)(end - start) * per_step + 64));
         p_.grads.set_tracer(&p_.clock.tracer());
@@ -64,7 +61,7 @@ void StepLoop::prepare(long start, long end) {
     if (o.profile_ops > 0 && (o.profile_ops <= start || o.profile_ops > end))
         p_.report.print(strfmt("note: --profile-ops %ld: that step is not in this run (steps %ld..%ld); no op times\n",
                                o.profile_ops, start + 1, end));
-    // A stop before the first step then writes nothing: the checkpoint of `start` is there.
+    // A stop before the first step writes nothing ("Note [stop mid-step]").
     last_saved_ = p_.ckpt.holds_start() ? start : -1;
     t_run_ = now_seconds();
     iv_ = Interval();
@@ -91,7 +88,7 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
             ++iv_.steps;
         }
         account(pf, st, done, start, end);
-        const double t_other = now_seconds();  // evaluation and checkpoints are left out of the step's rate
+        const double t_other = now_seconds();  // left out of the step's rate
         // A stop goes to its checkpoint first: an evaluation can outlast the launcher's grace.
         bool usr1 = st.agreed.preempted;
         const bool stop = st.agreed.stop || !evaluate(done, &usr1);
@@ -106,12 +103,12 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
     return finish(kExitOk, start, done, end);
 }
 
-// Optimizer step s (0-based): this rank's forward and backward passes, their sum over the ranks,
-// and the update, or nothing where the ranks agreed to leave the step out or it was not finite.
+// Optimizer step s (0-based): compute, the sum over the ranks, and the update, unless the ranks
+// agreed to leave it out or it was not finite.
 StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     const long done = s + 1;
     GradientPath& g = p_.grads;
-    const bool profiled = done == p_.o.profile_ops && p_.topo.rank == 0;  // rank 0 prints the last micro-batch's
+    const bool profiled = done == p_.o.profile_ops && p_.topo.rank == 0;
     const Compute c = compute(pf, done, profiled);
     g.backward_done();
     if (profiled && !c.mine.left_out) {
@@ -132,14 +129,13 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
     last_norm_ = g.norm();
     st.finite = std::isfinite(last_norm_) && !st.agreed.nonfinite;
     if (!st.finite) st.bad_input = first_nonfinite(c.found.empty() ? find_nonfinite(*c.last) : c.found);
-    pf.release();  // after the look at the batch above: the reader refills its slot from here on
+    pf.release();  // after the look above: the reader may refill the slot
     last_lr_ = p_.sched.at(s);
     st.loss = c.loss_sum / ((double)st.global_n * p_.model.terms_per_sample());
     if (st.finite) apply();
     return st;
 }
 
-// The stop signal as this rank has it, into its control; true when it asks to stop.
 bool StepLoop::note_stop(StepControl& mine) {
     mine.stop = preemption_requested();
     mine.preempted = preemption_signal() == SIGUSR1;
@@ -147,18 +143,15 @@ bool StepLoop::note_stop(StepControl& mine) {
     return mine.stop;
 }
 
-// The forward and backward of each of the step's --grad-accum micro-batches, their gradients summed
-// into one buffer (the last one's backward alone starts buckets). A stop signal that has arrived
-// before a forward, or during it, leaves the rest of this rank's compute out: the sum still runs
-// (it is the agreement), and its control tells every rank not to apply the step, so a long step
-// does not delay the checkpoint.
+// Each --grad-accum micro-batch into one buffer (only the last backward starts buckets). A stop
+// before backward leaves the rest out; the sum still runs: docs/NOTES.md, "Note [stop mid-step]".
 StepLoop::Compute StepLoop::compute(Prefetcher& pf, long done, bool profiled) {
     const int N = p_.o.grad_accum;
     GradientPath& g = p_.grads;
     Compute c;
     for (int k = 0; k < N; ++k) {
         if (k > 0) {
-            pf.release();  // the micro-batch before: its gradients are in the buffer
+            pf.release();  // its gradients are in the buffer
             p_.clock.mark(Phase::data, done);
         }
         c.last = &pf.next();
@@ -177,17 +170,16 @@ StepLoop::Compute StepLoop::compute(Prefetcher& pf, long done, bool profiled) {
         c.loss_sum += loss;
         faults_.at(FaultPoint::forward_done, done, k, N);
         c.mine.nonfinite = c.mine.nonfinite || !std::isfinite(loss);
-        // A micro-batch is handed back before the step's sum shows whether it was finite, so its
-        // inputs are looked at now (a NaN can leave the loss finite, e.g. through a ReLU, and show
-        // only in the gradient). The last one is looked at after the sum.
+        // Handed back before the sum shows finiteness, so its inputs are checked now (a NaN can
+        // leave the loss finite, e.g. through a ReLU). The last one is checked after the sum.
         if (!last && c.found.empty()) c.found = find_nonfinite(*c.last);
         if ((c.mine.left_out = note_stop(c.mine))) break;  // before backward: its first bucket carries it
         faults_.at(FaultPoint::backward_start, done, k, N);
-        // The next batch, when the reader has it: a GPU model copies it while this backward runs.
+        // A GPU model copies the next batch while this backward runs.
         if (const Batch* nb = pf.peek()) p_.model.stage(p_.task.batch(nb->x.data(), nb->y.data(), nb->n));
         p_.clock.mark(Phase::backward, done);
         p_.model.backward(g.grads(), p_.params.data(), in, (float)(1.0 / terms), last ? g.hook() : nullptr);
-        if (!last) p_.model.finish();  // timed as backward (the last one is waited for by backward_done)
+        if (!last) p_.model.finish();  // timed as backward
         faults_.at(FaultPoint::backward_done, done, k, N);
     }
     if (c.mine.left_out) {
@@ -197,24 +189,21 @@ StepLoop::Compute StepLoop::compute(Prefetcher& pf, long done, bool profiled) {
     return c;
 }
 
-// The step's update (clipping and the optimizer). The update's count from 1, as PyTorch's: a step
-// skipped as non-finite updated nothing, and counting it would correct the moments' bias for an
-// update they never had.
+// Updates are counted from 1, as PyTorch's, skipping non-finite steps: counting those would
+// bias-correct the moments for updates they never had.
 void StepLoop::apply() {
     const double gathered = p_.grads.update(last_norm_, last_lr_, ++updates_);
-    // With --shard-optimizer, the parameters' all-gather after the update: communication the step
-    // waits for, counted with the all-reduce's phase as the step line counts it.
+    // --shard-optimizer's all-gather: communication the step waits for, counted as all-reduce.
     iv_.exposed += gathered;
     p_.clock.times().move((int)Phase::optimizer - (int)Phase::data, (int)Phase::allreduce - (int)Phase::data,
                           gathered);
 }
 
-// A step the ranks left out for a stop (0-based s): nothing of it was applied, so the checkpoint
-// is of the step before it (written now unless it is there already). Returns the exit code.
+// Step s + 1 (s is 0-based) was left out, nothing applied: the checkpoint is of step s
+// ("Note [stop mid-step]"). Returns the exit code.
 int StepLoop::left_out(long s, long start, bool preempted) {
-    p_.clock.drop_step();  // the breakdown's steps are the ones done
+    p_.clock.drop_step();  // the breakdown counts only steps done
     preempted_ = preempted;
-    // The stop came during that checkpoint (and its directory was not deleted since).
     const bool written = last_saved_ == s && p_.ckpt.dir_kept(p_.world);
     p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of step %ld%s\n",
                            s + 1, s,
@@ -223,16 +212,14 @@ int StepLoop::left_out(long s, long start, bool preempted) {
     return kExitPreempted;
 }
 
-// A finished step into the interval: its step line when due, the first step's warm-up left out of
-// the rates, and between lines the progress line on a terminal.
+// The step line when due, else the progress line on a terminal; the first step is warm-up.
 void StepLoop::account(Prefetcher& pf, const Step& st, long done, long start, long end) {
     iv_.samples += st.global_n;
     const double t_end = p_.clock.end_step();
     const bool line = done % p_.o.log_every == 0 || done == end || st.agreed.stop;
     if (line) step_line(pf, t_end, done, start, end);
     if (done == start + 1 && !line) {
-        // The run's first step is its warm-up: the rates and shares of the first step line start
-        // after it (its loss still counts), and so does the run's breakdown (below).
+        // Warm-up is left out of the first line's rates and the run's breakdown; its loss counts.
         pf.take_wait_seconds();
         p_.grads.take_comm_seconds();
         iv_.t0 = t_end;
@@ -247,8 +234,7 @@ void StepLoop::account(Prefetcher& pf, const Step& st, long done, long start, lo
     }
 }
 
-// The evaluation due after step `done`, if any; false when a stop signal cut it short (*usr1 then
-// says whether that was a preemption notice).
+// False when a stop signal cut the evaluation short (*usr1: whether it was a preemption notice).
 bool StepLoop::evaluate(long done, bool* usr1) {
     const Options& o = p_.o;
     if (!((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps)) return true;
@@ -265,9 +251,8 @@ bool StepLoop::evaluate(long done, bool* usr1) {
     return false;
 }
 
-// Collective: one origin for every rank's trace. After a barrier, the earliest clock reading of the
-// ranks on this host: one monotonic clock serves a machine, so its ranks line up exactly; hosts
-// line up within the barrier's exit skew.
+// Collective: one trace origin for every rank, the earliest reading on this host after a barrier:
+// one monotonic clock per machine lines its ranks up exactly; hosts within the barrier's exit skew.
 double StepLoop::trace_origin() {
     p_.world.barrier();
     const double mine = now_seconds();
@@ -280,8 +265,7 @@ double StepLoop::trace_origin() {
     return origin;
 }
 
-// Collective: the interval's rates, shares and mean loss over the ranks, and its step line.
-// The loss: each rank's shares of the steps' global mean losses add up to the global means.
+// Collective: the interval's step line. Each rank's shares of the global mean losses add up.
 void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long end) {
     const double dt = t - iv_.t0 - iv_.other;
     double shares[3] = {pf.take_wait_seconds() / dt, iv_.exposed / dt, p_.grads.take_comm_seconds() / dt};
@@ -302,8 +286,7 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     st.data_wait_pct = 100.0 * shares[0];
     st.comm_pct = 100.0 * shares[1];
     st.comm_total_pct = 100.0 * shares[2];
-    // The time left is to --steps, as the line's share is; a run that --stop-after ends sooner says
-    // when it stops too.
+    // ETA is to --steps, as the line's share is; --stop-after also says when it stops.
     const double per_step = (t - t_run_) / (double)(done - start);
     st.eta_s = per_step * (double)(p_.o.steps - done);
     if (end < p_.o.steps) st.stop_in_s = per_step * (double)(end - done);
@@ -313,8 +296,7 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     iv_.first = done;
 }
 
-// The first non-finite input value of micro-batch b on this rank, as "rank R: SHARD row K,
-// feature J = nan"; "" when all are finite.
+// "rank R: SHARD row K, feature J = nan" for the first non-finite input of b; "" when all finite.
 std::string StepLoop::find_nonfinite(const Batch& b) {
     const int F = p_.task.train().floats_per_sample();
     long at = -1;
@@ -328,10 +310,10 @@ std::string StepLoop::find_nonfinite(const Batch& b) {
                   (double)b.x[(size_t)at]);
 }
 
-// After a non-finite step (every rank takes it, together): `mine` (find_nonfinite's) of the lowest
-// rank that has one; "" when every rank's inputs were finite (the model or the learning rate made it).
+// After a non-finite step, on every rank: the lowest rank's finding; "" when every input was finite
+// (the model or the learning rate made it).
 std::string StepLoop::first_nonfinite(const std::string& mine) {
-    // max_loc picks the highest value: the lowest rank holding one scores highest.
+    // max_loc takes the highest: the lowest rank holding one scores highest.
     const int rank = p_.topo.rank, W = p_.topo.size;
     const auto who = p_.world.max_loc(!mine.empty() ? (double)(W - rank) : 0.0);
     if (who.first <= 0) return "";
@@ -341,10 +323,8 @@ std::string StepLoop::first_nonfinite(const std::string& mine) {
     return text;
 }
 
-// Rank 0 writes the checkpoint of `done` from the host state (every replica is identical; with the
-// optimizer state sharded, every rank brings its shard to the host, and save gathers them). The
-// other ranks wait for a synchronous write here, in a phase of its own: waiting in the next step's
-// all-reduce instead, they would count it as communication.
+// Rank 0 writes from the host state (replicas are identical; sharded optimizer state is gathered).
+// Other ranks wait in a phase of their own: in the next all-reduce it would count as communication.
 void StepLoop::checkpoint(long done, bool final_one) {
     const double t0 = now_seconds();
     last_saved_ = done;
@@ -357,7 +337,7 @@ void StepLoop::checkpoint(long done, bool final_one) {
     if (p_.o.async_checkpoint) return;
     p_.clock.mark(Phase::checkpoint_wait, done);
     p_.world.barrier();
-    // From the first one, measured: what a stop signal costs, for the grace before SIGKILL.
+    // Measured once: what a stop costs, for the grace before SIGKILL.
     if (!stop_budget_said_ && !final_one) {
         const PhaseSummary run = p_.clock.times().run();  // this rank's mean step so far
         double step_ms = 0;

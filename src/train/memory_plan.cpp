@@ -1,4 +1,5 @@
 // The parts of a rank's memory, each sized as the code that allocates it sizes it.
+// Not for: allocating anything.
 #include "dptrain/train/memory_plan.h"
 
 #include "dptrain/backend/gpu_sizes.h"
@@ -29,12 +30,11 @@ size_t model_params(const ModelSpec& s) {
     return s.kind == ModelKind::gpt ? Gpt::count_params(s.gpt) : Mlp::count_params(mlp_dims(s));
 }
 
-// The rows the model is sized for at micro-batch B: a GPT's B windows; the MLP's larger of B and
-// the evaluator's rows (one model serves both).
+// A GPT's B windows; the MLP's larger of B and the evaluator's rows (one model serves both).
 int model_rows(const ModelSpec& s, int B, int eval_rows) { return s.kind == ModelKind::gpt ? B : std::max(B, eval_rows); }
 
-// The activations and bf16 operands as the model that will run allocates them: on a GPU (gpu) the
-// CUDA model's sizes, which keep bf16 values at 2 bytes where the CPU twin keeps them as floats.
+// As the model that will run allocates them: on a GPU, the CUDA sizes (bf16 at 2 bytes where the
+// CPU twin keeps floats).
 size_t model_activations(const ModelSpec& s, int rows, bool gpu) {
     if (s.kind == ModelKind::mlp) return Mlp::activation_bytes(mlp_dims(s), rows);  // the same on a GPU
     return gpu ? gpu_gpt_activation_bytes(s.gpt, rows, s.precision) : Gpt::activation_bytes(s.gpt, rows);
@@ -47,15 +47,14 @@ size_t model_operands(const ModelSpec& s, int rows, bool gpu) {
                : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
 }
 
-// The largest shard of P floats over W ranks (rank 0's, or one line less).
+// Rank 0's shard of P floats over W ranks (the largest).
 size_t largest_shard(size_t P, int W) {
     size_t most = 0;
     for (int r = 0; r < W; ++r) most = std::max(most, shard_span(P, r, W).size());
     return most;
 }
 
-// The model's rows for micro-batch B: parameters, gradients, optimizer state, activations, the
-// bf16 operands and a GPU's workspace.
+// Parameters, gradients, optimizer state, activations, bf16 operands and a GPU's workspace.
 void model_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow>& out) {
     const ModelSpec& s = f.spec;
     const size_t P = model_params(s), F = sizeof(float);
@@ -64,9 +63,8 @@ void model_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryR
     out.push_back({"parameters", P * F, "float32", false, true, true});
     out.push_back({"gradients", (P + kControlFloats) * F, "float32, summed in place", false, true});
     if (o.shard_optimizer) {
-        // The state's shard lives where the step runs (a GPU-resident step keeps it on the GPU); the
-        // host path also receives its shard's sums into a buffer of their own (the GPU step reduces
-        // them in place).
+        // The shard lives where the step runs; the host path also receives its shard's sums into
+        // a buffer of their own (the GPU step reduces in place).
         const size_t shard = largest_shard(P, f.ranks);
         out.push_back({"optimizer state", moments * shard * F, strfmt("%s, sharded: 1/%d", name_of(o.optimizer), f.ranks),
                        false, true, true});
@@ -87,14 +85,13 @@ void model_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryR
     if (f.gpu) out.push_back({"cuBLAS workspace", gpu_blas_workspace_bytes(), "the model's stream", false, true});
 }
 
-// The rows of what moves the data and the gradients around the model: communication buffers, the
-// input ring, the sample order, readers' caches, the node's copy, evaluation, checkpoints, runtime.
+// Communication buffers, input ring, sample order, readers' caches, node copy, evaluation,
+// checkpoints, runtime.
 void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow>& out) {
     const size_t P = model_params(f.spec), F = sizeof(float);
     const size_t moments = o.optimizer == OptimizerKind::adamw ? 2 : 1;
-    // With --grad-dtype bf16, the engine's bf16 staging of the whole buffer: the node window's (the
-    // shared-memory path) and the flat path's (auto has both); and a sharded state's bf16 receive
-    // buffer. Float32 on the wire needs none of them.
+    // --grad-dtype bf16: the engine's bf16 staging (node window's and flat path's; auto has both)
+    // and a sharded state's bf16 receive buffer. Float32 on the wire needs none.
     const int L = f.local_ranks;
     const bool window = o.allreduce != AllreduceAlgo::flat && L > 1;
     const bool flat = o.allreduce != AllreduceAlgo::hierarchical || L == 1;
@@ -106,10 +103,8 @@ void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow
                    : window && flat    ? "bf16 staging: the node window's and the flat path's"
                                        : "bf16 staging",
                    false});
-    // The shared-memory all-reduce reads the node's other ranks' gradient pages (its slice of each
-    // to sum, their slices to copy back; sharded: their slices of its shard, then the parameters
-    // they publish): shared, so not more memory of the node, but counted in this rank's resident
-    // size.
+    // The shared-memory all-reduce maps the node's other ranks' gradient pages: not more node
+    // memory, but counted in this rank's resident size.
     if (window)
         out.push_back({"peers' window pages", 2 * (P + kControlFloats) * F * (size_t)(L - 1) / (size_t)L,
                        strfmt("read from the node's other %d rank%s (shared memory)", L - 1, L == 2 ? "" : "s"), false});
@@ -122,8 +117,8 @@ void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow
     if (f.reader_bytes > 0)
         out.push_back({"readers' caches", f.reader_bytes,
                        "labels read at open; HDF5-read shards' files and chunk caches (shared by the readers)", false});
-    // Shared by the node's ranks: a rank's share counts (the node's memory holds one copy), though
-    // each rank's resident size grows to all of it as it reads.
+    // One copy per node, so a rank's share counts, though each rank's resident size grows to all
+    // of it as it reads.
     if (f.node_copy_bytes > 0)
         out.push_back({"node copy of the data", f.node_copy_bytes / (size_t)std::max(1, L),
                        strfmt("--io memory: this rank's share of the copy its node's %d rank%s", L,
@@ -131,8 +126,8 @@ void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow
                        false});
     out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
                    strfmt("%d rows", f.eval_rows), false});
-    // Rank 0: an asynchronous checkpoint's copy of everything; a synchronous one writes the live
-    // buffers, receiving a sharded state one shard at a time.
+    // Rank 0: an async checkpoint copies everything; a sync one writes the live buffers, a sharded
+    // state one shard at a time.
     if (o.async_checkpoint)
         out.push_back({"checkpoint copy", (P + moments * P) * F, "rank 0: for the background write", true});
     else if (o.shard_optimizer)
@@ -141,7 +136,7 @@ void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow
     out.push_back({"runtime", f.runtime, "libraries, MPI, HDF5: measured before the run allocates", false});
 }
 
-// The plan's rows for micro-batch B, without budget or verdict.
+// Without budget or verdict.
 std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     std::vector<MemoryRow> out;
     model_rows(o, f, B, out);
@@ -149,8 +144,7 @@ std::vector<MemoryRow> rows_for(const Options& o, const PlanFacts& f, int B) {
     return out;
 }
 
-// Which memory a total counts: every row (a host-resident step), the GPU's, or the host's beside a
-// GPU-resident step.
+// Which rows a total counts: all (host-resident step), the GPU's, or the host's beside a GPU step.
 enum class Where { all, gpu, host };
 
 size_t total_of(const std::vector<MemoryRow>& rows, Where w) {
@@ -207,7 +201,7 @@ MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, cons
 }
 
 size_t measure_runtime() {
-    h5::init();  // HDF5 allocates its state on first use: the libraries' share, not the run's
+    h5::init();  // HDF5 allocates on first use: the libraries' share, not the run's
     return resident_bytes();
 }
 

@@ -1,4 +1,5 @@
 // The Reporter: rank 0's lines and records, and the GPU health readings behind them.
+// Not for: deciding anything about training.
 #include "dptrain/train/reporter.h"
 
 #include "dptrain/backend/device.h"
@@ -25,8 +26,8 @@ namespace {
 
 double mib(size_t bytes) { return bytes / 1048576.0; }
 
-// The GPT's activation bytes per rank, and what the other --recompute choice would keep, by the
-// sizes of the model that runs (on a GPU the CUDA model's, which keep bf16 values at 2 bytes).
+// Activation bytes per rank, and what the other --recompute choice would keep, by the running
+// model's sizes (CUDA keeps bf16 values at 2 bytes).
 std::string activation_line(size_t bytes, const Options& o, const std::string& signature, bool on_gpu) {
     GptConfig cfg;
     if (!parse_gpt_signature(signature, &cfg)) return strfmt("activations: %.1f MiB per rank", mib(bytes));
@@ -46,9 +47,8 @@ std::string activation_line(size_t bytes, const Options& o, const std::string& s
 
 constexpr int kGpuVals = 5;  // per rank: util %, memory used MiB, memory total MiB, temperature C, power W
 
-// Whether rank 0's output reaches a terminal. Under mpirun, a rank's stdout is a pseudo-terminal
-// that the launcher forwards wherever its own output goes, so it is the launcher's stdout
-// (the parent process's) that tells.
+// Under mpirun a rank's stdout is a pseudo-terminal forwarded wherever the launcher's goes, so the
+// parent's stdout tells whether output reaches a terminal.
 bool output_is_terminal() {
     const char* term = std::getenv("TERM");
     if (!isatty(1) || (term && std::strcmp(term, "dumb") == 0)) return false;
@@ -61,8 +61,7 @@ bool output_is_terminal() {
     return std::strncmp(link, "/dev/pts/", 9) == 0 || std::strncmp(link, "/dev/tty", 8) == 0;
 }
 
-// What TensorBoard shows of a step line: the metrics record's values, and each phase's share of the
-// step (mean over ranks).
+// The metrics record's values, and each phase's share of the step (mean over ranks).
 std::vector<std::pair<std::string, float>> tensorboard_scalars(const StepStats& st, const StepBreakdown& bd) {
     std::vector<std::pair<std::string, float>> v = {{"train/loss", (float)st.loss},
                                                     {"train/lr", (float)st.lr},
@@ -87,7 +86,7 @@ Reporter::Reporter(const Options& o, const Topology& topo)
 
 void Reporter::print(const std::string& s) {
     if (rank_ != 0) return;
-    if (status_shown_) std::fputs("\r\x1b[K", stdout);  // the in-place progress line goes first
+    if (status_shown_) std::fputs("\r\x1b[K", stdout);  // clear the progress line
     status_shown_ = false;
     std::fputs(s.c_str(), stdout);
     std::fflush(stdout);
@@ -111,9 +110,8 @@ void Reporter::agree_gpu_health() {
 }
 
 void Reporter::open_metrics(long start_step) {
-    // Each rank writes its trace at the end: a path it cannot write stops the run here, before it
-    // trains, not after. The probe neither empties a file already there (until this run's end it
-    // is an earlier run's trace) nor leaves one it made (a run that fails later leaves no empty trace).
+    // An unwritable trace path stops the run before it trains, not at its end. The probe neither
+    // empties an earlier run's trace nor leaves an empty file behind.
     if (!o_.trace.empty()) {
         const std::string path = Tracer::rank_path(o_.trace, topo_.rank, start_step);
         const size_t slash = path.rfind('/');
@@ -125,11 +123,10 @@ void Reporter::open_metrics(long start_step) {
         if (!there) std::remove(path.c_str());
     }
     if (rank_ != 0) return;
-    std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's: this one has not stopped
-    // A resumed run's file goes on from its checkpoint: the records past it are of a timeline thrown
-    // away. EMF files are only appended to: the CloudWatch agent tails them, and a file rewritten
-    // under it is read again from its start (every record shipped twice); dptrain-report takes the
-    // newer record of a repeated step.
+    std::remove((o_.run_dir + "/stopped-by").c_str());  // an earlier run's
+    // A resumed run drops records past its checkpoint (a discarded timeline). EMF is append-only:
+    // the CloudWatch agent re-ships a rewritten file from the start; dptrain-report keeps the newer
+    // record of a repeated step.
     if (start_step > 0 && o_.metrics_format != MetricsFormat::emf) truncate_jsonl_after(o_.metrics, start_step);
     std::string job = o_.job_name;
     const char* slurm_job = std::getenv("SLURM_JOB_ID");
@@ -154,10 +151,9 @@ void Reporter::banner(const RunFacts& f) {
     banner_start(f);
 }
 
-// The build, where it computes, the ranks, the data and how it is read, GPU health.
 void Reporter::banner_machine(const RunFacts& f, const std::string& table) {
     print(strfmt("dptrain %s | %s | %s\n", DPTRAIN_VERSION, build_features().c_str(), f.backend.c_str()));
-    // One calm line when the machine has no GPU (or --device auto left it), not a failure per part.
+    // One calm line when the machine has no GPU, not a failure per part.
     if (!f.device_note.empty()) print(strfmt("--device %s: %s\n", name_of(o_.device), f.device_note.c_str()));
     else if (!f.no_gpu.empty()) print(strfmt("no GPU here: %s; the CPU backend trains\n", f.no_gpu.c_str()));
     print(table);
@@ -167,14 +163,13 @@ void Reporter::banner_machine(const RunFacts& f, const std::string& table) {
                  o_.io_threads == 1 ? "" : "s", slots, o_.grad_accum > 1 ? "micro-" : "",
                  o_.io == IoMode::collective ? " (collective reads run in the training thread: no prefetch)" : ""));
     if (!f.io_note.empty()) print(f.io_note + "\n");
-    // Without a GPU anywhere the line above says it all; GPU health off is news only beside one.
+    // GPU health off is news only beside a GPU.
     if (gpu_health_)
         print("GPU health: NVML, every rank's GPU at each step line (metrics: \"gpu\" records)\n");
     else if (o_.gpu_health != GpuHealthMode::off && f.no_gpu.empty() && f.device_note.empty())
         print(strfmt("GPU health: off (%s)\n", gpu_health_note_.c_str()));
 }
 
-// The model, its batch and memory, and how its gradients are summed.
 void Reporter::banner_model(const RunFacts& f) {
     const std::string per_rank = o_.grad_accum > 1 ? strfmt("%d per rank x %d micro-batches", o_.batch_size, o_.grad_accum)
                                                    : strfmt("%d per rank", o_.batch_size);
@@ -194,7 +189,6 @@ void Reporter::banner_model(const RunFacts& f) {
     for (const std::string& n : f.gradient_notes) print(n + "\n");
 }
 
-// The MFU's peak, and where the weights come from.
 void Reporter::banner_start(const RunFacts& f) {
     if (f.peak_gflops > 0)
         print(strfmt("MFU peak: %d rank%s x %.1f GFLOP/s %s; model %.3g GFLOP per %s (forward + backward)\n", W_,
@@ -252,7 +246,7 @@ void Reporter::eval_line(const EvalStats& e) {
 }
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {
-    // With --grad-accum the last micro-batch alone is timed: a step does the table's work A times.
+    // With --grad-accum only the last micro-batch is timed: a step does this A times.
     const std::string which = o_.grad_accum > 1 ? strfmt("step %ld's last micro-batch (of %d)", step, o_.grad_accum)
                                                 : strfmt("step %ld", step);
     print(strfmt("ops of %s on rank 0, forward + backward (%s):\n%s", which.c_str(), how_timed, t.table().c_str()));
@@ -275,12 +269,12 @@ void write_stopped_by(const std::string& run_dir, const char* signal) {
 }
 
 void Reporter::stop_budget(long step, double checkpoint_s, double step_s) {
-    // Up to two steps: a signal that lands after a step's all-reduce is acted on after the next.
+    // Up to two steps: a signal after a step's all-reduce is acted on after the next.
     const double need = checkpoint_s + 2.0 * step_s;
-    constexpr double kSlurmKillWait = 30.0;  // Slurm's default KillWait, and Kubernetes' default grace
+    constexpr double kSlurmKillWait = 30.0;  // also Kubernetes' default grace
     jsonl_.write(Record("stop_budget").integer("step", step).metric("checkpoint_s", checkpoint_s, "Seconds").metric("step_s", step_s, "Seconds")
                      .metric("stop_needs_s", need, "Seconds"));
-    if (need < 1.0) return;  // news only when a stop takes a while
+    if (need < 1.0) return;
     print(strfmt("stop budget: a checkpoint takes %.2f s to write and a step %.1f ms, so a stop signal (SIGTERM, "
                  "SIGUSR1) needs up to %.1f s to checkpoint and exit 75%s\n",
                  checkpoint_s, 1e3 * step_s, need,
@@ -291,7 +285,7 @@ void Reporter::stop_budget(long step, double checkpoint_s, double step_s) {
 }
 
 void Reporter::run_breakdown(const StepBreakdown& whole, long done, double seconds) {
-    if (rank_ != 0 || whole.steps <= 0) return;  // the breakdown and the hosts are rank 0's
+    if (rank_ != 0 || whole.steps <= 0) return;
     print(format_breakdown(whole, hosts_));
     jsonl_.write(Record("summary").integer("step", done).integer("steps", whole.steps)
                      .integer("warmup_steps", whole.left_out)
@@ -308,8 +302,8 @@ void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long 
         return;
     }
     if (rank_ != 0) return;
-    // A bad input comes back at the same step on a resume (the sample order is deterministic):
-    // a lower learning rate would not help.
+    // The sample order is deterministic, so a resume meets the bad input again: a lower
+    // learning rate would not help.
     const std::string fix = input.empty()
                                 ? "Resume from the last checkpoint with a lower --lr, or pass --on-nonfinite skip to "
                                   "skip such steps"
@@ -321,7 +315,6 @@ void Reporter::nonfinite(long step, bool loss, double norm, bool stopping, long 
     std::fflush(stderr);
 }
 
-// From the second step line on: a warning naming the bottleneck, by BottleneckRule.
 void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
     const BottleneckRule::Verdict v = bottleneck_.observe(st.data_wait_pct, st.comm_pct, W_);
     const PhaseAcross& d = bd.phase[0];
@@ -342,8 +335,8 @@ void Reporter::warn_bottleneck(const StepStats& st, const StepBreakdown& bd) {
     }
 }
 
-// Every rank's GPU reading at a step line, gathered on rank 0: kGpuVals values per rank, util < 0
-// where a rank has no GPU. Empty when GPU health is off (every rank agrees).
+// Gathered on rank 0: kGpuVals per rank, util < 0 where a rank has no GPU. Empty when GPU health
+// is off (every rank agrees).
 std::vector<double> Reporter::gather_gpu_health() {
     if (!gpu_health_) return {};
     double mine[kGpuVals] = {-1, 0, 0, 0, 0};
@@ -357,8 +350,8 @@ std::vector<double> Reporter::gather_gpu_health() {
     return all;
 }
 
-// Rank 0: a "gpu" record per rank, and once per run a warning when a GPU idles (under 50%) while
-// its job waits for data or for the network.
+// Rank 0: a "gpu" record per rank; once per run, a warning when a GPU idles (under 50%) waiting
+// for data or the network.
 void Reporter::write_gpu_records(const std::vector<double>& all, long step, const StepStats& st) {
     if (all.empty()) return;
     int idlest = -1;
@@ -372,7 +365,7 @@ void Reporter::write_gpu_records(const std::vector<double>& all, long step, cons
         rec.value("gpu_mem_total_mib", v[2]).metric("gpu_temp_c", v[3]).metric("gpu_power_w", v[4]);
         jsonl_.write_rank(rec.text("host", hosts_[r]).integer("rank_id", r), r, hosts_[r]);
     }
-    // The warnings need the GPU to be the one training: on the CPU backend it idles by design.
+    // On the CPU backend the GPU idles by design.
     if (idlest < 0 || !facts_.on_gpu || step - facts_.start_step <= o_.log_every) return;
     const double util = all[(size_t)idlest * kGpuVals];
     if (util >= 50.0) return;
@@ -390,7 +383,7 @@ void Reporter::write_gpu_records(const std::vector<double>& all, long step, cons
     }
 }
 
-// EMF: each rank's mean phase times over the interval, with rank and node as dimensions.
+// EMF: each rank's mean phase times, with rank and node as dimensions.
 void Reporter::write_rank_records(const StepBreakdown& bd, long step) {
     static const char* names[kStepPhases] = {"data_ms", "forward_ms", "backward_ms", "allreduce_ms", "optimizer_ms"};
     for (int r = 0; r < W_; ++r) {
@@ -421,8 +414,7 @@ void Reporter::memory(const RunSummary& s) {
 void Reporter::finished(const RunSummary& s) {
     if (s.code == kExitNonfinite) return;  // nonfinite() said it
     if (s.code == kExitPreempted) {
-        // Only a preemption notice asks for a requeue; SIGTERM (scancel, a time limit, a deleted
-        // pod) ends the job on purpose, and a launcher that requeued it would undo that.
+        // Only a preemption notice asks for a requeue: SIGTERM ends the job on purpose.
         const char* what = s.usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
                                   : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)";
         const char* then = s.usr1 ? "requeue the job with --resume auto to continue"
@@ -432,7 +424,7 @@ void Reporter::finished(const RunSummary& s) {
                      s.checkpoint.c_str(), kExitPreempted, then));
         return;
     }
-    // The last evaluation, with its step where it is not the last step's (--stop-after, a stop).
+    // With its step where it is not the last step's (--stop-after, a stop).
     std::string tail;
     if (s.last_eval)
         tail = strfmt(" | val loss %.4f | val accuracy %.2f%%%s", s.last_eval->loss, 100.0 * s.last_eval->accuracy,
@@ -440,7 +432,7 @@ void Reporter::finished(const RunSummary& s) {
     if (s.skipped) tail += strfmt(" | %ld non-finite steps skipped", s.skipped);
     if (s.staged >= 0)
         tail += strfmt(" | %ld of %ld batches copied to the GPU during the step before", s.staged, s.end - s.start);
-    // Three significant digits at least: a short run's "in 0.0 s" said nothing.
+    // Three significant digits at least, so a short run is not "0.0 s".
     print(strfmt("done: steps %ld..%ld in %.*f s | train loss %.4f (last interval)%s\n", s.start + 1, s.end,
                  s.seconds < 1 ? 3 : s.seconds < 10 ? 2 : 1, s.seconds, s.final_loss, tail.c_str()));
     print(strfmt("checkpoint: %s\nmetrics: %s\n", s.checkpoint.c_str(), s.metrics.c_str()));

@@ -1,6 +1,5 @@
-// The end of a run: the collectives that gather what it did (the breakdown, the ranks' peak
-// memory, the GPUs'), the trace, the last checkpoint's write, then the Reporter's closing lines.
-// Not for: the wording of those lines (reporter.cpp formats a RunSummary).
+// The end of a run: the collectives that gather what it did (breakdown, peak memory), the trace,
+// the last checkpoint's write, then the closing lines. Not for: their wording (reporter.cpp).
 #include "dptrain/train/loop.h"
 
 #include "dptrain/core/clock.h"
@@ -24,20 +23,18 @@ RunSummary StepLoop::summarize(int code, long start, long done, long end) {
     s.skipped = skipped_;
     s.staged = p_.model.staged_batches();
     s.metrics = p_.o.metrics;
-    // With the step on the GPU (parameters, gradients and state there), the plan's GPU-only rows are
-    // not in the host's memory (the host keeps its own parameters and state).
+    // With the step on the GPU, the plan's GPU-only rows are not in host memory.
     int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
     p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
     s.on_gpu = on_gpu;
-    // The peak resident memory of the ranks that used the most and the least (rank 0 also holds
-    // the checkpoint's copy), beside the plan's host total.
+    // Ranks with the most and least peak resident memory (rank 0 holds the checkpoint's copy too).
     const double mine = (double)peak_resident_bytes();
     s.peak_most = p_.world.max_loc(mine);
     s.peak_least = p_.world.max_loc(-mine);
     s.peak_least.first = -s.peak_least.first;
     s.host_planned = on_gpu ? p_.planned_host_bytes : p_.planned_bytes;
-    // What the run allocated on each GPU, the most of them beside the plan's GPU part (cuBLAS's
-    // workspace, NCCL's buffers and the input slots are not in the plan).
+    // The most any GPU allocated, beside the plan's GPU part (cuBLAS's workspace, NCCL's buffers
+    // and the input slots are not planned).
     if (on_gpu) {
         const size_t now = p_.device.gpu_memory_used();
         s.gpu_most = p_.world.max_loc(now > p_.gpu_used_at_start ? (double)(now - p_.gpu_used_at_start) : 0.0);
@@ -65,7 +62,7 @@ int StepLoop::finish(int code, long start, long done, long end) {
         }
     }
     p_.ckpt.wait();
-    // From here the other ranks only wait for rank 0 (its last background write, its lines).
+    // From here other ranks only wait for rank 0 (its last background write, its lines).
     if (p_.topo.rank != 0) p_.clock.watchdog().waiting(true);
     s.seconds = now_seconds() - t_run_;
     s.checkpoint = p_.ckpt.last();

@@ -1,11 +1,11 @@
 // StepClock: the watchdog's phase, the trace's events and the phase times from one mark.
+// Not for: printing them (reporter.cpp).
 #include "dptrain/train/step_clock.h"
 
 #include "dptrain/core/clock.h"
 
 namespace dptrain {
 
-// The phases from Phase::data to Phase::optimizer are the parts of a step the breakdown times.
 static_assert((int)Phase::optimizer - (int)Phase::data + 1 == kStepPhases, "step phases and Phase disagree");
 
 void StepClock::mark(Phase p, long step, bool restart) {
@@ -28,7 +28,7 @@ double StepClock::end_step() {
     if (part_ >= 0) times_.add(part_, t - part_t0_);
     part_ = -1;
     times_.end_step();
-    tracer_.close();  // the step's last phase ends with it, not at the next mark (after a step line's collectives)
+    tracer_.close();  // ends the last phase here, not after a step line's collectives
     return t;
 }
 

@@ -1,4 +1,5 @@
 // The two tasks: tabular shards for the MLP, token shards for the GPT.
+// Not for: reading shards (data/) or the models.
 #include "dptrain/train/task.h"
 
 #include "dptrain/core/clock.h"
@@ -105,11 +106,11 @@ class LanguageModelTask : public Task {
     std::string load_node_memory() override;
 
   private:
-    // A node reads at most this much of a split at start-up to check its token ids.
+    // Most of a split a node reads at start-up to check its ids.
     static constexpr double kIdCheckBytes = 4.0 * (1ull << 30);
     TokenShardSet *tokens_ = nullptr, *val_tokens_ = nullptr;
     int block_size_, batch_size_;
-    std::vector<std::string> unchecked_;  // splits whose ids are checked only as windows are read
+    std::vector<std::string> unchecked_;  // checked only as windows are read
 };
 
 LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
@@ -126,8 +127,7 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
                                o.data.c_str(), a.name(), a.vocab_size(), b.name(), b.vocab_size(),
                                same_size ? " (another table of that size)" : ""));
     }
-    // Every id checked once per node before training, the node's ranks each reading a share; a
-    // split too large for that is checked as its windows are read.
+    // Once per node before training, the node's ranks each a share; too large: as windows are read.
     for (TokenShardSet* set : {tr.get(), va.get()})
         if (!set->check_ids(topo.local_rank, topo.local_size, kIdCheckBytes)) unchecked_.push_back(set->split());
     tokens_ = tr.get();
@@ -185,7 +185,7 @@ const char* LanguageModelTask::unit() const { return "window"; }
 
 int LanguageModelTask::tokens_per_sample() const { return block_size_; }
 
-// A window is T + 1 tokens: the model predicts tokens 1..T of it.
+// The model predicts tokens 1..T of each T + 1 window.
 double LanguageModelTask::target_bytes(const int* y, int n) const {
     const Tokenizer& tok = tokens_->tokenizer();
     const int W = block_size_ + 1;

@@ -1,23 +1,20 @@
-// run_training: the set-up phases, then the step loop. Set-up runs in phases that every rank
-// finishes before the next one starts (all_ok): a user error in one of them ends the job with one
-// message and exit code 2 on every rank. The order of the phases is the order of their
-// collectives, the same on every rank:
-//   1. stage the data to node-local storage (--stage-dir), check it against SHA256SUMS (--verify-data)
+// run_training: the set-up phases, then the step loop (loop.cpp); not the step itself.
+// Each phase ends in all_ok on every rank, so a user error anywhere exits 2 everywhere with one
+// message. Phase order is collective order, the same on every rank:
+//   1. stage --data to --stage-dir; 1b. --verify-data against SHA256SUMS
 //   2. every rank has the same options (checksums compared)
-//   3. local: threads, GPU health, the device; 3b. the MFU peak, summed over the ranks, before the
-//      run allocates (then what the process holds is measured: the plan's runtime row);
+//   3. local: threads, GPU health, the device; 3b. the MFU peak, summed, before the run allocates;
 //      3c. local: the data, the model, the optimizer, the sampler
 //   4. every rank sees the same dataset
 //   5. the gradient path (GPU health agreed first; the shared window or NCCL made together)
 //   6. --io memory: the node's copy of the training split; the extra readers
-//   7. local: the memory plan (the start-up table)
+//   7. local: the memory plan
 //   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
 //  10. rank 0 opens the metrics file; 11. the banner; 12. node heartbeats
-// The stop signals' handlers come first: a stop signal during set-up ends every rank with exit 75
-// after the phase it arrived in (staging, the manifest's check and the lock wait stop at once).
-// The watchdog watches staging and --verify-data while they move (each piece copied or hashed
-// restarts it), the rest of set-up with --step-timeout plus --lock-wait, then every step. After set-up, any error is fatal (MPI_Abort),
-// since other ranks may be inside a collective.
+// Stop handlers come first: a stop signal in set-up exits 75 after its phase. The watchdog
+// restarts per piece in staging and --verify-data, gives the rest of set-up --step-timeout plus
+// --lock-wait, then watches every step. After set-up any error is fatal (MPI_Abort): peers may be
+// inside a collective.
 #include "dptrain/train/trainer.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -48,7 +45,6 @@ namespace dptrain {
 
 namespace {
 
-// The run's parts, made by the set-up phases in order (the numbers above).
 struct Setup {
     const Options& o;
     const Topology& topo;
@@ -58,24 +54,22 @@ struct Setup {
     std::unique_ptr<Device> device;
     std::unique_ptr<Task> task;
     std::unique_ptr<Model> model;
-    std::vector<float> params;  // the host parameters; with a GPU-resident step, current at checkpoints
+    std::vector<float> params;  // with a GPU-resident step, current only at checkpoints
     std::unique_ptr<Optimizer> opt;
     std::unique_ptr<Sampler> sampler;
     LrSchedule sched;
     std::unique_ptr<GradientPath> grads;
     std::unique_ptr<Checkpoints> ckpt;
     std::string io_note;
-    MemoryPlan plan;        // this rank's memory, planned, and its table
-    size_t gpu_used_at_start = 0;  // this rank's GPU memory in use before the model (0 on the CPU)
+    MemoryPlan plan;
+    size_t gpu_used_at_start = 0;  // before the model (0 on the CPU)
     std::string plan_text;
     double peak_gflops = 0;  // summed over the ranks
     long start_step = 0;
 
     Setup(const Options& o_, const Topology& t) : o(o_), topo(t), world(t.world), report(o_, t) {}
 
-    // 2. Ranks launched with different options (per-node scripts, MPMD) would issue mismatched
-    // collectives and hang: a checksum of every resolved option is compared before any other
-    // collective.
+    // 2. Different options (per-node scripts, MPMD) would mismatch collectives and hang.
     void check_same_options() {
         const std::string ini = o.to_ini();
         unsigned long h[2] = {(unsigned long)checksum64(ini.data(), ini.size()), 0};
@@ -86,7 +80,6 @@ struct Setup {
                             "give every rank the same command line and --config");
     }
 
-    // 3. Local on every rank: the device, and the threads it computes with.
     void open_device() {
         report.open_gpu_health();
         cpu::set_threads(compute_threads());
@@ -94,15 +87,13 @@ struct Setup {
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
     }
 
-    // 3b. Collective: the MFU denominator. Every rank measures at once (so shared cores and memory
-    // are counted as they will be used), and the peaks add up. Before the run allocates: the
-    // measurement's matrices, freed after it, then stay below the run's peak memory.
+    // 3b. All ranks at once, so shared cores count as the run will use them; before the run
+    // allocates, so the measurement's freed matrices stay below the run's peak.
     void measure_peak() {
         peak_gflops = o.peak_gflops > 0 ? o.peak_gflops : device->peak_gflops();
         world.allreduce(&peak_gflops, 1, ReduceOp::sum);
     }
 
-    // 3c. Local on every rank: the data, the model and its state.
     void make_local() {
         task = Task::open(o, topo);
         model = device->make_model(task->model_spec(o));
@@ -124,10 +115,8 @@ struct Setup {
                         task->tokenizer_table()});
     }
 
-    // Bound by the launcher (mpirun binds each rank to cores): what it was given. Unbound: the
-    // host's cores shared among all its ranks (simulated nodes share them too: sized by the
-    // simulated node, 4 one-rank nodes on 2 cores ran 8 threads and took 14x as long). --threads
-    // overrides both.
+    // Bound by the launcher: what it gave. Unbound: the host's cores split among all its ranks
+    // (simulated nodes included, lest they oversubscribe).
     int compute_threads() const {
         if (o.threads > 0) return o.threads;
         bool bound = false;
@@ -135,8 +124,7 @@ struct Setup {
         return bound ? cores : std::max(1, cores / topo.host_size);
     }
 
-    // 4. Every rank must see the same dataset (a node with stale shards would silently train on
-    // other data): its sizes compared before the collectives that depend on them.
+    // 4. A node with stale shards would silently train on other data.
     void check_same_data() {
         const Dataset& tr = task->train();
         long lo[3] = {tr.num_samples(), (long)tr.floats_per_sample() + tr.ints_per_sample(), task->val().num_samples()};
@@ -149,7 +137,6 @@ struct Setup {
                                    o.data.c_str(), lo[0], hi[0]));
     }
 
-    // 5. Collective.
     void make_gradients() {
         report.agree_gpu_health();
         GradientSpec g;
@@ -164,9 +151,8 @@ struct Setup {
         grads = device->make_gradients(*model, params.data(), *opt, g, topo);
     }
 
-    // 6. --io memory: the node's ranks load the training split into one shared buffer, each a
-    // share; the all_ok around this is the barrier before anyone reads. The extra readers of
-    // --io-threads come after, so that they share the loaded copy.
+    // 6. Each of the node's ranks loads a share; the all_ok around this is the barrier before any
+    // read. Extra readers come after, to share the copy.
     void load_data() {
         if (o.io == IoMode::memory) topo.require_one_host("--io memory");
         const std::string note = task->load_node_memory();
@@ -174,13 +160,12 @@ struct Setup {
         task->readers(o.io_threads);
     }
 
-    // 7. Local: what this rank's parts take, from the model's shape (the start-up table, and the
-    // end's peak beside it). `runtime`: what the process held before the run allocated.
+    // 7. `runtime`: what the process held before the run allocated.
     void plan_memory_use(size_t runtime) {
         PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
         f.gpu = device->gpu() >= 0;
         std::string from;
-        const size_t budget = device->gpu() < 0 ? host_budget(topo.host_size, &from) : 0;  // the host's memory
+        const size_t budget = device->gpu() < 0 ? host_budget(topo.host_size, &from) : 0;
         plan = plan_memory(o, f, budget, from);
         plan_text = plan_table(plan, o, f);
     }
@@ -213,8 +198,7 @@ struct Setup {
         return f;
     }
 
-    // 12. With more than one host: node heartbeats beside the checkpoints, so that a rank that
-    // times out waiting for its peers can name the node that went silent (reliability.h).
+    // 12. So that a rank timing out on its peers can name the node that went silent.
     void start_heartbeats(Watchdog& watchdog) {
         std::vector<std::string> nodes;
         for (const std::string& h : world.allgather_text(topo.host))
@@ -223,12 +207,8 @@ struct Setup {
     }
 };
 
-// 1. --stage-dir: local rank 0 of every node copies --data to node-local storage; the node's other
-// ranks wait in the collective. Every rank then reads the copy. Rank 0 reports its node's copy
-// and the slowest node's time.
-// all_ok, with this rank's wait for the others (once its own part is done, or has failed) marked
-// for the watchdog: the rank stuck in a phase (rank 0 reading a checkpoint) names itself first,
-// and the ranks that wait for it say that they wait.
+// all_ok, with this rank's wait for the others marked for the watchdog: the rank stuck in a phase
+// (rank 0 reading a checkpoint) names itself first, and the waiting ranks say that they wait.
 template <typename Fn>
 bool agreed(Watchdog& dog, MPI_Comm w, Fn&& fn) {
     struct Done {
@@ -244,16 +224,18 @@ bool agreed(Watchdog& dog, MPI_Comm w, Fn&& fn) {
     });
 }
 
-// Leaves the watchdog unwatched when it goes, however the watched work before it ended.
+// Unwatched on leaving scope, however the watched work ended.
 struct Unwatch {
     Watchdog& dog;
     ~Unwatch() { dog.allow(kUnwatched); }
 };
 
+// 1. --stage-dir: local rank 0 of each node copies --data to node-local storage while the node's
+// other ranks wait in the collective; every rank then reads the copy.
 bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan& faults) {
     std::string src = o.data;
     while (src.size() > 1 && src.back() == '/') src.pop_back();
-    // The copy is named after the dataset directory's own name ("." or ".." resolved first).
+    // Named after the dataset directory's own name ("." or ".." resolved first).
     char* real = realpath(src.c_str(), nullptr);
     std::string name = real ? real : src;
     std::free(real);
@@ -261,10 +243,8 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
     if (name.empty() || name == "." || name == "..") name = "data";
     const std::string dest = o.stage_dir + "/" + name;
     StageResult r;
-    // A copy is watched while it moves: its copier's watchdog starts again at every piece, so a copy
-    // of any size passes and one that stops for --step-timeout (a filesystem that hangs) ends the
-    // job naming the rank. The ranks that wait for their node's copy, and a copier done before
-    // the other nodes' (waiting in the collective), are not watched meanwhile.
+    // The copier's watchdog restarts at every piece: a copy of any size passes, a stalled one names
+    // the rank. Waiting ranks are unwatched (docs/RELIABILITY.md, "Failures").
     dog.allow(kUnwatched);
     const bool hang = faults.has(topo.rank, 1, Fault::Kind::stage_hang);
     const bool slow = faults.has(topo.rank, 1, Fault::Kind::stage_slow);
@@ -275,8 +255,7 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
     };
     const bool ok = all_ok(topo.world, [&] {
         if (topo.local_rank != 0) return;
-        // However the copy ends (done, failed, stopped), the wait for the other nodes' is unwatched:
-        // a failed copy's error is printed once every node has agreed.
+        // However the copy ends, the wait for other nodes is unwatched.
         const Unwatch unwatch{dog};
         try {
             r = stage_directory(
@@ -284,16 +263,15 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
                 [&](const std::string& s) {
                     if (topo.rank == 0) std::printf("stage: %s\n", s.c_str());
                 },
-                preemption_requested,  // a stop signal: exit 75 (run_training)
+                preemption_requested,  // exit 75 (run_training)
                 alive);
         } catch (const StopRequested& e) {
-            throw StopRequested("--stage-dir " + o.stage_dir + ": " + e.what());  // the option the copy came from
+            throw StopRequested("--stage-dir " + o.stage_dir + ": " + e.what());
         } catch (const UserError& e) {
             throw UserError("--stage-dir " + o.stage_dir + ": " + e.what());
         }
     });
     if (!ok) return false;
-    // Which nodes copied and which reused a copy, and the slowest copy's report.
     MpiCommunicator world(topo.world);
     long counts[2] = {topo.local_rank == 0 && !r.reused ? 1L : 0L, topo.local_rank == 0 && r.reused ? 1L : 0L};
     world.allreduce(counts, 2, ReduceOp::sum);
@@ -312,10 +290,8 @@ bool stage_data(Options& o, const Topology& topo, Watchdog& dog, const FaultPlan
     return true;
 }
 
-// 1b. --verify-data: --data (or the staged copy) against its SHA256SUMS, the files of the manifest
-// shared among each node's ranks (every node checks what it reads). Watched as staging is: each
-// rank's hashing restarts the watchdog at every piece, so a filesystem that stops answering ends
-// the job naming the rank; a rank done with its share waits for the others unwatched.
+// 1b. --verify-data: the manifest's files shared among each node's ranks (every node checks what
+// it reads), watched as staging is.
 bool verify_data(const Options& o, const Topology& topo, Watchdog& dog) {
     const double t0 = now_seconds();
     long hashed = 0;
@@ -337,16 +313,15 @@ bool verify_data(const Options& o, const Topology& topo, Watchdog& dog) {
     return true;
 }
 
-// After each set-up phase, every rank: exit 2 when it failed anywhere, exit 75 when a stop signal
-// reached any rank (SIGUSR1 before training asks for a requeue just the same: nothing has trained
-// since the last checkpoint, so there is nothing to save), else 0: go on.
+// After each set-up phase, every rank: exit 2 when it failed anywhere, 75 when a stop signal
+// reached any rank (SIGUSR1 too: nothing trained since the last checkpoint, nothing to save).
 int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
     int sig = preemption_signal();
     MpiCommunicator(w).allreduce(&sig, 1, ReduceOp::max);
     if (sig == 0) return ok ? kExitOk : kExitUser;
     if (rank == 0) {
         const bool usr1 = sig == SIGUSR1;
-        write_stopped_by(run_dir, usr1 ? "SIGUSR1" : "SIGTERM");  // for the batch scripts, as a stop in training
+        write_stopped_by(run_dir, usr1 ? "SIGUSR1" : "SIGTERM");  // for the batch scripts
         std::printf("%s during set-up, before any step: nothing trained since the last checkpoint\nexit %d: %s\n",
                     usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
                          : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)",
@@ -360,9 +335,8 @@ int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
 } // namespace
 
 int run_training(const Options& opts_in, const Topology& topo) {
-    // First: a stop signal during set-up (staging, the wait for the checkpoint directory's lock,
-    // loading) ends the run with exit 75 at the next phase, not by the signal's default action,
-    // whose exit code no launcher requeues.
+    // First, so a stop in set-up exits 75 rather than by the signal's default action, whose exit
+    // code no launcher requeues.
     install_preemption_handlers();
     Options opts = opts_in;
     const MPI_Comm w = topo.world;
@@ -375,9 +349,6 @@ int run_training(const Options& opts_in, const Topology& topo) {
             faults.check_fires(topo.size, opts.steps);
         })))
         return code;
-    // The watchdog from here: a copy to --stage-dir that stops moving (stage_data), then a shard
-    // that never answers, a device or NCCL that hangs. The rest of set-up as a whole gets
-    // --step-timeout plus --lock-wait, for the checkpoint directory's lock.
     StepClock clock(opts.step_timeout);
     if (!opts.stage_dir.empty() && !go_on(stage_data(opts, topo, clock.watchdog(), faults))) return code;
     if (opts.verify_data && !go_on(verify_data(opts, topo, clock.watchdog()))) return code;
@@ -385,12 +356,11 @@ int run_training(const Options& opts_in, const Topology& topo) {
     clock.watchdog().allow(opts.lock_wait);
     Watchdog& dog = clock.watchdog();
     Setup s(opts, topo);
-    s.faults = faults;  // parsed (and checked) once, above
+    s.faults = faults;
     if (!go_on(agreed(dog, w, [&] { s.check_same_options(); })) || !go_on(agreed(dog, w, [&] { s.open_device(); })))
         return code;
     s.measure_peak();
-    // What the process holds before the run allocates: the libraries, with the buffers the
-    // measurement's sgemm touched.
+    // Before the run allocates: the libraries and the measurement's sgemm buffers.
     const size_t runtime = measure_runtime();
     if (!go_on(agreed(dog, w, [&] { s.make_local(); })) || !go_on(agreed(dog, w, [&] { s.check_same_data(); })) ||
         !go_on(agreed(dog, w, [&] { s.make_gradients(); })) || !go_on(agreed(dog, w, [&] { s.load_data(); })))

@@ -16,7 +16,7 @@
 // With "decode": decoding's products, matmul_forward_rows against cuBLAS (bench_decode).
 // Run by tests/gpu/run.sh on a GPU.
 // Not for: correctness (tests/cuda) or whole training steps. Built standalone with nvcc from the
-// few sources it needs (no MPI on a bare GPU machine), so it brings its own fatal() below.
+// few sources it needs (no MPI on a bare GPU machine), with a fatal() of its own below.
 #include "dptrain/backend/cuda/ops.h"
 #include "dptrain/core/error.h"
 
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-// The library's fatal() ends an MPI job (fatal.cpp needs mpi.h); here a plain exit is right.
+// Named as bench_ops (the library's fatal() speaks as dptrain); a plain exit.
 [[noreturn]] void dptrain::fatal(const std::string& what, int code) {
     std::fprintf(stderr, "bench_ops: error: %s\n", what.c_str());
     std::exit(code);

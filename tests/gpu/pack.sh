@@ -37,7 +37,7 @@ make -C "$S" -j"$(nproc)" CUDA=1 ARCH_FLAGS=-march=x86-64-v3 all build/cuda_test
 top=$PWD
 (cd "$S" && /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$top/$P/bin/bench_ops" \
   tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu \
-  src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt)
+  src/backend/cuda/flash_attention.cu src/backend/cuda/flash_attention_backward.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt)
 for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "$S/build/$b" "$P/bin/"; done
 strip "$P"/bin/*
 # Which source the binaries are: run.sh prints it, and compares the tree it runs in with the

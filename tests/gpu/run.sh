@@ -215,7 +215,7 @@ if [ -n "$prebuilt" ]; then
 else
   step bench-build host 150 - \
     "mkdir -p $W && $NVCC -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o $W/bench_ops \
-tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt"
+tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu src/backend/cuda/flash_attention.cu src/backend/cuda/flash_attention_backward.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt"
   BENCH=$W/bench_ops
 fi
 
@@ -306,7 +306,7 @@ step gpt-resume-gpu GPU 90 gpt-train-gpu \
 $LAUNCH $B/dptrain $GPT_ARGS --device cuda --run-dir $W/gpt-res --resume auto && \
 $B/dptrain-ckpt diff $W/gpt-gpu/checkpoints/ckpt-00000050.h5 $W/gpt-res/checkpoints/ckpt-00000050.h5 --tol 1e-5"
 
-# Incremental decoding on the GPU (CudaGpt::decode through generate --device cuda) against the
+# Incremental decoding on the GPU (CudaGptDecoder through generate --device cuda) against the
 # CPU's, greedy, 150 tokens from the GPU run's checkpoint (past the block size, so the window
 # slides): the same text. A near-tie of two logits could pick another token; the [cuda] test
 # compares the logits themselves.

@@ -1,8 +1,5 @@
-// Which device computes, decided in one place: the Device factory. make_device() is defined once
-// per build, chosen at link time: by src/backend/cuda/device.cpp in builds with CUDA (a GPU per
-// rank when --device asks for one and the host has them, with NCCL or without), and by
-// src/backend/no_cuda.cpp otherwise. Callers hold a Device and never ask which one it is: it makes
-// the model, the gradient path, page-locks what the GPU copies, and knows its peak.
+// Which device computes, decided in one place: callers hold a Device, never ask which, and get from
+// it the model, the gradient path, page-locking and the peak. make_device is chosen at link time.
 // Not for: the ops (backend/cpu, backend/cuda) or the step loop (train).
 #pragma once
 
@@ -21,19 +18,17 @@
 
 namespace dptrain {
 
-// The model to make: an MLP classifier or a GPT, at a matmul precision.
 struct ModelSpec {
     ModelKind kind = ModelKind::mlp;
     int in = 0, classes = 0;  // MLP: features in, classes out
     std::vector<int> hidden;  // MLP: hidden widths
     Activation activation = Activation::relu;
-    int max_rows = 1;  // MLP: rows of the largest batch (training or evaluation)
+    int max_rows = 1;  // MLP: rows of the largest batch
     GptConfig gpt;     // GPT
     int batch = 1;     // GPT: windows per batch
     Precision precision = Precision::fp32;
 };
 
-// How gradients are summed over the ranks and applied.
 struct GradientSpec {
     AllreduceAlgo algo = AllreduceAlgo::automatic;
     double bucket_mb = 4.0;
@@ -42,11 +37,10 @@ struct GradientSpec {
     GpuState gpu_state = GpuState::automatic;
     double grad_clip = 0.0;  // the global norm clipped to; 0: no clipping
     OptimizerSettings optimizer;
-    bool shard_optimizer = false;  // each rank keeps the optimizer's shard_span of the state (host path)
+    bool shard_optimizer = false;  // each rank keeps its shard_span of the state
 };
 
-// Host memory page-locked for a GPU's copies, released when destroyed. note: why some of it could
-// not be locked (the copies still work, slower), "" when all of it was.
+// Page-locked host memory, released when destroyed. note: why some could not be (copies slower), or "".
 struct Pinned {
     virtual ~Pinned() = default;
     std::string note;
@@ -59,7 +53,7 @@ class Device {
 
     // The CUDA device this rank computes on, -1 for the CPU.
     virtual int gpu() const { return -1; }
-    // Why --device auto (or this build) left the model on the CPU; "" otherwise.
+    // Why the model is on the CPU against --device auto or this build; "" otherwise.
     const std::string& note() const { return note_; }
     // The banner's backend text, e.g. "backend cpu, 2 threads per rank".
     virtual std::string describe(const GradientPath& grads) const;
@@ -67,40 +61,34 @@ class Device {
     virtual const char* op_timing() const { return "wall clock around each op"; }
 
     virtual std::unique_ptr<Model> make_model(const ModelSpec& spec) const;
-    // Collective over topo.world. The parameters and optimizer state stay in `params` and `opt`
-    // (the host's, as checkpoints hold them); a GPU path copies them with upload_state and
-    // download_state. Throws UserError (the same on every rank) for a combination it cannot train.
+    // Collective over topo.world. params and opt stay the host's (checkpoints'); UserError, the
+    // same on every rank, for a combination it cannot train.
     virtual std::unique_ptr<GradientPath> make_gradients(Model& model, float* params, Optimizer& opt,
                                                          const GradientSpec& spec, const Topology& topo) const;
-    // Page-locks host regions the GPU copies every step; null where nothing needs it (the CPU).
+    // Page-locks what the GPU copies every step; null on the CPU.
     virtual std::unique_ptr<Pinned> pin(const std::vector<std::pair<void*, size_t>>& regions) const;
-    // This rank's peak GFLOP/s for MFU, measured (sgemm on the CPU); 0 where it cannot be measured
-    // (a GPU's peak depends on the precision: --peak-gflops gives it).
+    // Peak GFLOP/s for MFU, measured by sgemm on the CPU; 0 on a GPU (--peak-gflops gives it).
     virtual double peak_gflops() const;
-    // Bytes in use on this rank's GPU now (cudaMemGetInfo's total less free: every process's, this
-    // one's context included); 0 on the CPU. The trainer takes it before the model is made and at
-    // the run's end, so the difference is what the run allocated there, beside the plan's.
+    // Bytes in use on this rank's GPU, every process's (total less free); 0 on the CPU.
     virtual size_t gpu_memory_used() const { return 0; }
 
   private:
     std::string note_;
 };
 
-// The host gradient path (host_gradients.cpp), which every device can fall back to. `note`, when
-// given, is the first of its notes (why the state is not on a GPU).
+// The host gradient path, every device's fallback; `note`: why the state is not on a GPU.
 std::unique_ptr<GradientPath> make_host_gradients(const ParamLayout& layout, float* params, Optimizer& opt,
                                                   const GradientSpec& spec, const Topology& topo,
                                                   const std::string& note = "");
 
-// ---- Defined once per build (src/backend/cuda/device.cpp, or src/backend/no_cuda.cpp) ---------
+// ---- Defined once per build: src/backend/cuda/device.cpp, or src/backend/no_cuda.cpp
 
-// The device for --device: cpu, cuda (an error without a GPU for this rank) or auto (a GPU when
-// this rank's host has one for it, else the CPU with a note). Not collective.
+// --device cpu, cuda (an error without a GPU for this rank) or auto (else the CPU, with a note).
+// Not collective.
 std::unique_ptr<Device> make_device(DeviceKind want, const Topology& topo);
-// "CUDA 13.0 | NCCL 2.28.9 | OpenBLAS 0.3.21 ... | OpenMP" ("no CUDA | no NCCL | ..." in a
-// build without them): what the build has, for banners; whether a GPU is present is said apart.
+// What the build has, for banners: "CUDA 13.0 | NCCL 2.28.9 | OpenBLAS ..." or "no CUDA | ...".
 std::string build_features();
-// CUDA devices visible to this process; -1 in a build without CUDA. *why: the reason for none.
+// CUDA devices visible; -1 in a build without CUDA. *why: the reason for none.
 int gpu_count(std::string* why);
 // NCCL's version ("2.21.5"), "" in a build without NCCL.
 std::string nccl_version();

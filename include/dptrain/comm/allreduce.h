@@ -59,12 +59,11 @@ class AllreduceEngine {
     float* buffer() const { return buf_; }
     size_t capacity() const { return capacity_; }
     // buffer()[offset, offset + count) = the sum over ranks, the same bytes on every rank. bf16
-    // wire: float32 sums, rounded to bf16 for transfer; every rank gets the rounded sum.
+    // wire: float32 sums rounded for transfer; every rank gets the rounded sum.
     void run(size_t offset, size_t count, DType wire);
-    // --shard-optimizer (ZeRO-1); collective. From here on run() reduce-scatters buf[0, count):
-    // rank r gets its shard_span's sums in `recv`; floats from `count` on are still all-reduced;
-    // the buffer's range is scratch after run(). Hierarchical sums in local rank order as the
-    // replicated path does (the walk-through in sharded_allreduce.cpp).
+    // --shard-optimizer (ZeRO-1); collective. From here run() reduce-scatters buf[0, count) into
+    // `recv` (rank r's shard_span), all-reduces the rest, and leaves that range as scratch.
+    // Hierarchical keeps local rank order (sharded_allreduce.cpp's walk-through).
     void shard(size_t count, float* recv);
     // In place: each owner's updated shard to every rank.
     void gather_shards(float* buf);

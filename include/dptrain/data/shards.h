@@ -25,9 +25,8 @@ void read_fully(int fd, void* dst, size_t bytes, long at, const std::string& pat
 constexpr const char* kOpenAgainHint = "it was readable when the run opened it: is the filesystem unavailable, or "
                                        "the process out of file descriptors (`ulimit -n`; or lower --io-threads)?";
 
-// --io memory's node-shared buffer, at segment(0); collective over `node`. Refuses over half the
-// node's memory with a UserError naming `what`; every rank computes the same need, so all refuse
-// together (no rank left in the collective).
+// --io memory's node-shared buffer, at segment(0); collective over `node`. Over half the node's
+// memory, every rank refuses alike (same need computed), so none is left in the collective.
 std::shared_ptr<SharedWindow> node_memory(MPI_Comm node, double bytes, const std::string& what);
 
 // One split: /features float32 (N, D), /labels int32 (N), attribute num_classes (data/README.md).
@@ -54,17 +53,14 @@ class ShardSet : public Dataset {
     size_t held_bytes() const override;
 
     static constexpr long kLabelCacheBytes = 64l << 20;  // all shards' labels together
-    // x (n, D), y (n), in idx order. Contiguous shards: one pread per run of rows, since HDF5's
-    // scattered read copies a 64 KiB sieve buffer per row (docs/ARCHITECTURE.md). Others: one
-    // H5Dread per shard, the runs as one hyperslab.
+    // x (n, D), y (n), in idx order. Contiguous shards: one pread per run of rows (HDF5's scattered
+    // read copies a 64 KiB sieve per row: docs/ARCHITECTURE.md, "Data path"); others one hyperslab.
     void read_rows(const long* idx, int n, float* x, int* y);
     bool direct() const;  // every shard is read with pread
-    // A banner line when HDF5 converts values or reads chunks where --io direct would pread, or
-    // shards have no rows; empty otherwise.
+    // A banner line when HDF5 converts or reads chunks where pread could, or shards are empty.
     std::string conversion_note() const;
     IoMode mode() const { return mode_; }
-    // Collective over the node. Every rank must have loaded its share before any read: the caller
-    // agrees across ranks afterwards (all_ok).
+    // Collective over the node; the caller agrees (all_ok) before any rank reads.
     void load_node_memory();
     double memory_bytes() const override { return (double)total_ * bytes_per_sample(); }
     double bytes_per_sample() const { return 4.0 * dim_ + 4.0; }

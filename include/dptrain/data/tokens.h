@@ -13,14 +13,13 @@
 
 namespace dptrain {
 
-// The training windows of one split: each shard of n tokens gives (n - T) / T windows of T + 1
-// tokens starting at k*T + shift, where shift (0 <= shift < T) is drawn per epoch from the seed
-// (the validation split uses shift 0), so epochs see different cuts of the text. Sample i is a
-// window index over all shards in order, so the Sampler's world-size independence carries over.
+// A split's training windows: each shard of n tokens gives (n - T) / T windows of T + 1 tokens at
+// k*T + shift, shift drawn per epoch from the seed (0 for validation) so epochs see different cuts.
+// Sample i indexes windows over all shards in order: the Sampler's world-size independence holds.
 class TokenShardSet : public Dataset {
   public:
-    // Checks every shard (dtype, rank, vocabulary attributes, agreement, enough tokens). mode memory:
-    // `node` is the node's communicator for load_node_memory (direct and memory only).
+    // Checks every shard (dtype, rank, vocabulary attributes, agreement, enough tokens). `node`:
+    // the node's communicator, for load_node_memory.
     static TokenShardSet open(const std::string& dir, const std::string& split, int block_size, uint64_t seed,
                               bool shift_per_epoch, IoMode mode = IoMode::direct, MPI_Comm node = MPI_COMM_NULL);
     TokenShardSet(TokenShardSet&&) = default;
@@ -38,21 +37,17 @@ class TokenShardSet : public Dataset {
     IoMode mode() const { return mode_; }
     const std::string& dir() const { return dir_; }
     const std::string& split() const { return split_; }
-    // A note when the windows cover under 3/4 of the split's tokens (each shard leaves up to two
-    // block sizes unread: many small shards lose much of the text), else "".
+    // A note when windows cover under 3/4 of the tokens (each shard leaves up to two blocks
+    // unread), else "".
     std::string coverage_note() const;
-    // --io memory: allocates the node-shared buffer (collective over the node's communicator) and
-    // loads this rank's share of every shard's tokens, in their stored width, one read per shard
-    // piece. As ShardSet::load_node_memory: every rank of the node must have loaded its share
-    // before any reads (the caller agrees across ranks afterwards), and reopen() shares the copy.
+    // --io memory: collective over the node; loads this rank's share into the node-shared buffer.
+    // As ShardSet::load_node_memory, the caller agrees before any rank reads; reopen() shares it.
     void load_node_memory();
     double memory_bytes() const override;
     size_t held_bytes() const override;  // HDF5-read shards' files and chunk caches
-    // Checks every token id against the vocabulary: part `part` of `parts` equal pieces of all the
-    // shards' tokens (the ranks of a node share the work; no communication). Throws UserError
-    // naming the shard, offset and id of the first bad one in the piece. Returns false, reading
-    // nothing, when the split holds more than max_bytes of tokens (then ids are checked as
-    // windows are read).
+    // Checks ids in piece `part` of `parts` of all tokens (a node's ranks share the work, without
+    // communicating); throws UserError naming shard, offset and id. False, reading nothing, over
+    // max_bytes: then ids are checked as windows are read.
     bool check_ids(int part, int parts, double max_bytes);
 
   private:
@@ -63,7 +58,7 @@ class TokenShardSet : public Dataset {
         int fd = -1;  // >= 0: direct reads at `at`
         long at = 0;
         int width = 2;  // bytes per token
-        size_t mem_at = 0;  // --io memory: where its tokens start in the node-shared buffer
+        size_t mem_at = 0;  // --io memory: offset in the node-shared buffer
     };
     TokenShardSet() = default;
     [[noreturn]] void bad_token(const Shard& sh, long start, int n, uint32_t V) const;
@@ -78,7 +73,7 @@ class TokenShardSet : public Dataset {
     bool shift_ = true;
     IoMode mode_ = IoMode::direct;
     MPI_Comm node_ = MPI_COMM_NULL;
-    std::shared_ptr<SharedWindow> node_copy_;  // --io memory, once loaded (its segment 0)
+    std::shared_ptr<SharedWindow> node_copy_;  // --io memory, once loaded
     std::vector<unsigned char> raw_;  // one window's bytes, reused
 };
 

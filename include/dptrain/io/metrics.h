@@ -1,5 +1,5 @@
-// What a run reports: wall-clock timers, the fixed-width step and eval lines of rank 0, and the
-// JSON-lines metrics file beside them. Not for: deciding what is measured (the trainer does).
+// What a run reports: timers, rank 0's fixed-width step and eval lines, and the JSON-lines
+// metrics file. Not for: deciding what is measured (the trainer does).
 #pragma once
 
 #include "dptrain/comm/communicator.h"
@@ -40,9 +40,8 @@ struct EvalStats {
 constexpr int kStepPhases = 5;
 extern const char* const kStepPhaseNames[kStepPhases];  // data forward backward allreduce optimizer
 
-// This rank's per-phase step times: interval (exact, from a ring) and run (p90 from a log-spaced
-// histogram, within 5%). Nothing allocates after reserve(): it runs every step. Checkpoints are
-// kept beside the phases, not in a step.
+// Per-phase step times: interval (exact) and run (p90 from a log-spaced histogram, within 5%).
+// Nothing allocates after reserve(): it runs every step. Checkpoints sit beside the phases.
 struct PhaseSummary {
     long steps = 0;
     long left_out = 0;  // run(): warm-up steps left out (forget_warmup)
@@ -57,14 +56,14 @@ class PhaseTimes {
     // For communication inside another phase's span.
     void move(int from, int to, double seconds) { cur_[from] -= seconds, cur_[to] += seconds; }
     void end_step();
-    // A step a stop left out: nothing of it was applied.
+    // A step a stop left out.
     void drop_step() { std::fill(cur_, cur_ + kStepPhases, 0.0); }
     // wait: another rank's write, not ours.
     void add_checkpoint(bool wait, double seconds) { (wait ? ckpt_wait_s_ : ckpt_s_) += seconds; }
     void count_checkpoint() { ++checkpoints_; }
     PhaseSummary take_interval();  // and starts the next interval
     PhaseSummary run() const;
-    // Drops the first step: first touches, thread start and start-up skew make it cost several steps.
+    // First touches, thread start and start-up skew make the first step cost several.
     void forget_warmup();
 
     static constexpr int kBins = 200;  // 1 us .. 10^4 s, 20 bins per decade
@@ -106,8 +105,8 @@ Json checkpoints_json(const CheckpointAcross& c);
 // The end-of-run table.
 std::string format_breakdown(const StepBreakdown& b, const std::vector<std::string>& hosts);
 
-// Warns once per run of a phase over its threshold at two step lines in a row: one interval of a
-// short step can be scheduling noise, where a real bottleneck stays.
+// Warns once per run of a phase over its threshold at two step lines in a row: one interval can be
+// scheduling noise.
 class BottleneckRule {
   public:
     static constexpr double kDataPct = 5.0, kCommPct = 25.0;

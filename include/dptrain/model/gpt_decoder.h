@@ -1,5 +1,4 @@
-// The CPU's Decoder for a GPT: incremental decoding with a key/value cache over the same parameter
-// views and CPU ops as training's Gpt, and nothing of training (no activations, no gradients).
+// The CPU's Decoder for a GPT: a key/value cache over Gpt's parameter views and CPU ops.
 // Not for: training (model/gpt.h), or choosing the rows of a call (infer/completions.cpp).
 #pragma once
 
@@ -14,24 +13,20 @@ namespace dptrain {
 
 class GptDecoder : public Decoder {
   public:
-    // weights bf16: the products read a bf16 copy of the weights, rounded at each set_params (half
-    // the bytes a token reads); biases, LayerNorms, wpe and the token lookup stay fp32.
+    // weights bf16: the products read a copy rounded at each set_params; the rest stays fp32.
     explicit GptDecoder(const GptConfig& cfg, Precision weights = Precision::fp32);
 
     void reserve(int slots, int max_rows) override;
     void set_params(const float* params) override;  // the caller's buffer, kept (not copied)
-    // Row i is token tok[i] at position pos[i] of cache slot slot[i]; its keys and values join the
-    // cache. fp32: Gpt::forward's model, each position computed once instead of once per window.
-    // A row's logits are the same bits whatever other rows share the call (product() says why).
+    // Decoder's contract; in fp32 Gpt::forward's model, each position computed once.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) override;
     std::string where() const override { return w16_.empty() ? "the CPU" : "the CPU, bf16 weights"; }
 
   private:
-    // out (n, OC) = inp (n, C) @ weight^T + bias, weight and bias at offsets w and b of the
-    // parameters (or of w16_ for the weight), by the runs of prompts_.
+    // out (n, OC) = inp (n, C) @ weight^T + bias at offsets w and b, by the runs of prompts_.
     void product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC);
-    // The logits (m, V) of m rows of the final LayerNorm's output, one row at a time.
+    // logits (m, V) of m rows of the final LayerNorm's output, one row at a time.
     void head(float* logits, const float* rows, int m) const;
 
     GptConfig cfg_;

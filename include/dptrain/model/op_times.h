@@ -1,9 +1,6 @@
-// Where a model's forward and backward spend their time, by kind of op (--profile-ops STEP): the
-// models add each op's time while an OpTimes is set on them (Model::set_op_times). On the CPU an
-// op's time is the wall clock around it; on a GPU it is the time between CUDA events recorded
-// around it on the model's stream, read after the step's backward, so it holds the op's kernels
-// and any gap between them. Not for: the step's other phases (the step breakdown times data,
-// all-reduce and optimizer) or timing every step (the events cost a synchronisation).
+// Forward's and backward's time by kind of op (--profile-ops STEP): wall clock on the CPU, CUDA
+// events around the op on a GPU (its kernels and any gap). Not for: the step's other phases, or
+// every step (the events cost a synchronisation).
 #pragma once
 
 #include <chrono>
@@ -23,7 +20,7 @@ class OpTimes {
     double seconds(OpKind k) const { return seconds_[(int)k]; }
     long calls(OpKind k) const { return calls_[(int)k]; }
     double total() const;
-    // One line per kind that ran, longest first: name, ms, share of the total, calls; then the total.
+    // A line per kind that ran, longest first (name, ms, share, calls), then the total.
     std::string table() const;
 
   private:
@@ -31,7 +28,7 @@ class OpTimes {
     long calls_[(int)OpKind::count] = {};
 };
 
-// Runs op() and, when t is set, adds its wall-clock time to t under k (the CPU models' ops).
+// Runs op(), adding its wall-clock time to t under k when t is set (the CPU models).
 template <class Op>
 void timed(OpTimes* t, OpKind k, Op&& op) {
     if (!t) return op();

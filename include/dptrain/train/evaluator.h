@@ -1,6 +1,5 @@
-// Evaluation on the validation split: mean loss and accuracy per loss term (a sample, or a token of
-// a window) over the first --eval-max validation samples (all: 0), split evenly over the ranks and
-// summed. Buffers are allocated once. Not for: when to evaluate (the step loop).
+// Evaluation: mean loss and accuracy per loss term over the first --eval-max validation samples
+// (0: all), split over the ranks and summed. Not for: when to evaluate (the step loop).
 #pragma once
 
 #include "dptrain/comm/communicator.h"
@@ -16,10 +15,8 @@ namespace dptrain {
 class Evaluator {
   public:
     Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max);
-    // Collective over the world: the model at `params` on the validation samples. Empty when a
-    // stop signal reached a rank meanwhile (the ranks agree before each batch: a stop waits for one
-    // batch, not a whole evaluation, and the checkpoint comes within the launcher's grace); the
-    // signal is then stop_signal() on every rank.
+    // Collective. Empty when a stop reached any rank: the ranks agree before each batch, so a stop
+    // waits one batch, not a whole evaluation; stop_signal() then holds it on every rank.
     std::optional<EvalStats> run(long step, const float* params);
     int stop_signal() const { return stop_signal_; }
 

@@ -1,7 +1,6 @@
-// --inject-fault's actions during training, for tests: one hook object the step loop calls at
-// named points of a step, so that the loop reads as the algorithm and a run without faults does
-// nothing at each. Not for: parsing the plan (io/reliability.h) or the readers' faults (the
-// Prefetcher takes those).
+// --inject-fault's actions during training, for tests: one hook the loop calls at named points, so
+// the loop reads as the algorithm and a run without faults does nothing. Not for: parsing the plan
+// (io/reliability.h) or the readers' faults (the Prefetcher's).
 #pragma once
 
 #include "dptrain/backend/gradient_path.h"
@@ -10,7 +9,6 @@
 
 namespace dptrain {
 
-// Where in a step the loop calls the hook.
 enum class FaultPoint {
     step_start,        // kill (SIGKILL), hang (for ever, in the forward phase)
     forward_done,      // slow (20 ms a micro-batch); term-in-forward (SIGTERM, first micro-batch)

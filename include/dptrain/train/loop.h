@@ -1,9 +1,7 @@
-// The step loop, as DESIGN.md draws one training step:
-//   wait for the batch -> forward -> backward (the gradient path starts buckets as layers finish)
-//   -> all-reduce -> norm -> update, or skip a non-finite step -> step line, evaluation and
-//   checkpoint at their intervals -> stop at the end, on a signal, or on a non-finite step.
-// Every decision after the all-reduce is taken from values every rank holds alike (the summed
-// gradients and control floats), so the ranks stay in step without another collective.
+// The step loop: batch -> forward -> backward (buckets start as layers finish) -> all-reduce ->
+// norm -> update or skip -> step line, evaluation, checkpoint -> stop at the end, on a signal or a
+// non-finite step. Every decision after the all-reduce uses values every rank holds alike (summed
+// gradients and control floats), so ranks stay in step without another collective.
 // Not for: setting anything up (trainer.cpp makes the parts; a test may make its own).
 #pragma once
 
@@ -46,10 +44,9 @@ struct LoopParts {
     Reporter& report;
     Evaluator& eval;
     Checkpoints& ckpt;
-    double peak_gflops = 0;  // summed over the ranks, for MFU; 0: unknown
-    size_t planned_bytes = 0;  // the memory plan's total, said beside the measured peak; 0: none
-    // With the step on a GPU: the plan's part there and the host's beside it, and the GPU's memory
-    // in use before the model was made (Device::gpu_memory_used), for the end's measured lines.
+    double peak_gflops = 0;  // summed over the ranks; 0: unknown
+    size_t planned_bytes = 0;  // 0: none
+    // A GPU step: the plan's GPU and host parts, and the GPU memory in use before the model.
     size_t planned_gpu_bytes = 0;
     size_t planned_host_bytes = 0;
     size_t gpu_used_at_start = 0;
@@ -59,21 +56,19 @@ class StepLoop {
   public:
     explicit StepLoop(const LoopParts& parts)
         : p_(parts), faults_(parts.faults, parts.topo.rank, parts.grads, parts.clock) {}
-    // Collective over the world: trains steps start_step + 1 up to --steps (or --stop-after of
-    // them). Returns the exit code: kExitOk, kExitPreempted (a rank was signalled: stopped with a
-    // checkpoint) or kExitNonfinite (--on-nonfinite stop).
+    // Collective: trains steps start_step + 1 up to --steps (or --stop-after). Returns kExitOk,
+    // kExitPreempted (stopped with a checkpoint) or kExitNonfinite.
     int run(long start_step);
 
   private:
-    // What a step leaves for the loop to decide on; the same on every rank but `loss`.
+    // The same on every rank but `loss`.
     struct Step {
-        StepControl agreed;  // what the ranks decided together (a stop, a step left out, ...)
-        bool finite = true;  // loss and gradient norm finite: the update was applied
-        double loss = 0;     // this rank's share of the step's mean loss (its loss sum / global terms)
+        StepControl agreed;  // decided by the ranks together
+        bool finite = true;  // the update was applied
+        double loss = 0;     // this rank's share of the step's mean loss
         int global_n = 0;
-        std::string bad_input;  // a non-finite step: where a non-finite input is, if any
+        std::string bad_input;  // where a non-finite input is, if any
     };
-    // This rank's forward and backward passes of one step.
     struct Compute {
         StepControl mine;
         double loss_sum = 0;
@@ -109,11 +104,11 @@ class StepLoop {
     Interval iv_;
     double t_run_ = 0, last_norm_ = 0, last_lr_ = 0, final_loss_ = 0;
     long skipped_ = 0;
-    long updates_ = 0;  // optimizer updates applied: AdamW's bias correction counts these, not steps
+    long updates_ = 0;  // bias correction counts updates, not steps
     bool evaluated_ = false;
-    bool preempted_ = false;  // stopped by SIGUSR1 (a preemption notice) rather than SIGTERM
-    bool stop_budget_said_ = false;  // the time a stop signal needs, printed after the first checkpoint
-    long last_saved_ = -1;  // the step of the newest checkpoint in --checkpoint-dir (this run's, or the one it resumed from)
+    bool preempted_ = false;  // SIGUSR1 rather than SIGTERM
+    bool stop_budget_said_ = false;
+    long last_saved_ = -1;  // newest checkpoint's step in --checkpoint-dir (ours or resumed from)
     EvalStats last_eval_;
     OpTimes op_times_;
 };

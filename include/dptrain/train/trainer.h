@@ -1,7 +1,6 @@
 // The trainer: the set-up phases every rank runs in one order (trainer.cpp lists them), then the
-// step loop (loop.h). The components it puts together have a header each in this folder: the
-// task (what is trained on), checkpoints (resume and save), the reporter (what is printed and
-// recorded), the step clock (phases, watchdog, trace), the evaluator and the loop.
+// step loop (loop.h). Not for: the parts it assembles (task, checkpoints, reporter, step clock,
+// evaluator: a header each in this folder).
 #pragma once
 
 #include "dptrain/comm/topology.h"
@@ -9,10 +8,8 @@
 
 namespace dptrain {
 
-// Collective over topo.world. Returns the process exit code: 0 when training finished, 2 when
-// set-up failed with a user error (printed once), 4 after a non-finite step with --on-nonfinite
-// stop, 75 when a rank was signalled (stopped with a checkpoint). Errors after set-up end the job
-// through fatal().
+// Collective over topo.world. Returns the exit code: 0 done, 2 set-up user error (printed once),
+// 4 non-finite with --on-nonfinite stop, 75 signalled (checkpoint written). Later errors: fatal().
 int run_training(const Options& opts, const Topology& topo);
 
 } // namespace dptrain

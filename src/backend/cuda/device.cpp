@@ -1,7 +1,5 @@
-// The Device factory of builds with CUDA: --device decides here whether this rank computes on its
-// host's GPU (bind_device) or on the CPU, --gpu-state whether the step keeps its state on the GPU
-// (DeviceStep behind the GradientPath interface) or on the host, and a build without NCCL falls
-// back to the host there. The one place outside the kernels that knows CUDA and NCCL exist.
+// The Device factory of builds with CUDA: --device picks this rank's GPU or the CPU, --gpu-state
+// the DeviceStep or the host path. The one place outside the kernels that knows CUDA and NCCL exist.
 #include "dptrain/backend/device.h"
 
 #include "check.h"
@@ -22,8 +20,7 @@ namespace dptrain {
 
 namespace {
 
-// The step on the GPU's own buffers: a DeviceStep, with the control floats summed over the ranks
-// beside it (NCCL sums the gradients; the two floats go through MPI).
+// A DeviceStep; the control floats are summed beside it over MPI.
 class DeviceGradients : public GradientPath {
   public:
     DeviceGradients(cuda::Resident& model, const ParamLayout& layout, float* params, Optimizer& opt,
@@ -71,8 +68,6 @@ float* DeviceGradients::grads() { return nullptr; }  // backward keeps them on t
 
 float* DeviceGradients::control_floats() { return control_; }
 
-// The step's first backward writes each gradient whole (its first writer's), the micro-batches
-// after it add to them (--grad-accum).
 void DeviceGradients::begin_step(long) { model_.begin_gradients(); }
 
 void DeviceGradients::poison() { poisoned_ = true; }
@@ -137,8 +132,8 @@ struct PinnedRegions : Pinned {
     std::vector<std::unique_ptr<cuda::PinnedHost>> regions;
 };
 
-// Every rank of a CUDA build holds this device, on a GPU or (gpu < 0) on the CPU, so that all of
-// them take part in make_gradients' agreement.
+// Every rank of a CUDA build holds one, on a GPU or the CPU (gpu < 0), so all of them take part in
+// make_gradients' agreement.
 class CudaBuildDevice : public Device {
   public:
     CudaBuildDevice(int gpu, std::string note);
@@ -149,18 +144,14 @@ class CudaBuildDevice : public Device {
 
     std::unique_ptr<Model> make_model(const ModelSpec& spec) const override;
 
-    // --gpu-state device or auto: when every rank trains on a GPU, the step runs on the model's
-    // device buffers (all ranks decide together: NCCL's set-up in DeviceStep is collective).
-    // Several ranks need NCCL for it: auto falls back to the host path without it, device refuses
-    // (DeviceStep says so).
+    // The device path when every rank is on a GPU, decided together (NCCL's set-up is collective).
+    // Without NCCL for several ranks, auto takes the host path and device refuses.
     std::unique_ptr<GradientPath> make_gradients(Model& model, float* params, Optimizer& opt, const GradientSpec& spec,
                                                  const Topology& topo) const override;
 
-    // The batches (and, with host-resident state, the parameters and gradients) are copied to and
-    // from the GPU every step: page-locked, they move by DMA at full speed.
+    // What is copied every step moves by DMA at full speed once page-locked.
     std::unique_ptr<Pinned> pin(const std::vector<std::pair<void*, size_t>>& regions) const override;
 
-    // A GPU's peak depends on the precision and the part: --peak-gflops gives it.
     double peak_gflops() const override;
     size_t gpu_memory_used() const override;
 

@@ -1,7 +1,5 @@
-// DeviceStep: all-reduce (NCCL), norm, clipping and optimizer update of a GPU-resident run, on the
-// model's device buffers. The update computes what Optimizer::step computes view by view (weight
-// decay on the views that take it), in one launch over the views cut into chunks, and the clipping
-// mirrors clip_grad_norm, with the CUDA twins of their ops.
+// DeviceStep: NCCL sums, norm, clipping and update of a GPU-resident run (device_step.h). The update
+// is Optimizer::step's, view by view, in one launch. Not for: the kernels (optim.cu).
 #include "dptrain/backend/cuda/device_step.h"
 
 #include "check.h"
@@ -25,9 +23,8 @@ DeviceStep::DeviceStep(cuda::Resident& model, const ParamLayout& layout, const H
     allocate_state(how.bucket_mb);
 }
 
-// Every rank decides together before any NCCL communicator is made (that is collective): the
-// optimizer state (or its shard) beside the model's buffers must fit on every GPU (one clear line
-// when it does not), and hierarchical needs equal nodes.
+// Every rank decides together before any (collective) NCCL set-up: the state fits on every GPU,
+// and hierarchical has equal nodes. A refusal on one rank then ends the job with one line.
 void DeviceStep::agree(const Sum& how) {
     const Topology* topo = how.topo;
     const size_t P = layout_.total;
@@ -41,15 +38,15 @@ void DeviceStep::agree(const Sum& how) {
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const bool fits = need + (1 << 20) <= (double)free_bytes;
     const char* state = hyper_.kind == Optimizer::Kind::adamw ? "AdamW" : "SGD";
-    // [0], [1] the largest and smallest node (hierarchical needs them equal, so that each
-    // cross-node group has one rank per node), [2] the lowest rank whose GPU lacks the room.
+    // [0], [1] the largest and smallest node (hierarchical's cross groups need one rank per node),
+    // [2] the lowest rank whose GPU lacks the room.
     int agreed[3] = {1, -1, fits ? INT_MAX : 0};
     if (topo) {
         world_size_ = topo->size;
         num_nodes_ = topo->num_nodes;
         local_size_ = topo->local_size;
         world_ = topo->world;
-        // Sharded, the sums go to each shard's owner over the world (NCCL's own rings and trees).
+        // Sharded, the sums go to the owners over the world.
         hierarchical_ = how.algo == AllreduceAlgo::hierarchical && !sharded_;
         agreed[0] = topo->local_size;
         agreed[1] = -topo->local_size;
@@ -79,7 +76,7 @@ void DeviceStep::make_communicators(const Sum& how) {
                         "their GPUs; use --gpu-state host, or build where NCCL is installed");
     const bool one = how.nccl_for_one;
     if (topo && hierarchical_) {
-        // The node's communicator first, on every node at once, then the cross-node ones.
+        // The node's communicator first on every node, then the cross-node ones: the same order everywhere.
         if (local_size_ > 1 || one) node_ = std::make_unique<NcclCommunicator>(topo->node);
         if (num_nodes_ > 1 || one)
             cross_ = std::make_unique<NcclCommunicator>(topo->cross, node_ ? node_->stream() : nullptr);
@@ -90,15 +87,11 @@ void DeviceStep::make_communicators(const Sum& how) {
     }
 }
 
-// The optimizer state (this rank's shard of it), the update's chunks, the norm's scratch, and an
-// event per bucket.
 void DeviceStep::allocate_state(double bucket_mb) {
     const size_t P = layout_.total, n = shard_.size();
     CUDA_CHECK(cudaMalloc(&m_, std::max<size_t>(n, 1) * sizeof(float)));
     if (hyper_.kind == Optimizer::Kind::adamw) CUDA_CHECK(cudaMalloc(&v_, std::max<size_t>(n, 1) * sizeof(float)));
-    // The update runs in one launch over the views (their parts in the shard) cut into chunks
-    // (cuda::update_chunks), at offsets from the shard's start: the update is handed the
-    // parameters and gradients from there, and the state, which holds the shard alone.
+    // The views' parts in the shard, at offsets from its start: the state holds the shard alone.
     std::vector<cuda::UpdateChunk> views;
     for (const ParamView& pv : layout_.views) {
         const size_t b = std::max(pv.offset, shard_.begin), e = std::min(pv.offset + pv.size, shard_.end);
@@ -108,8 +101,7 @@ void DeviceStep::allocate_state(double bucket_mb) {
     n_chunks_ = (int)chunks.size();
     size_t covered = 0;  // the chunks back to back from 0 to the shard's end: each written once
     for (const cuda::UpdateChunk& c : chunks) covered = c.offset == covered ? covered + c.size : n + 1;
-    // The bf16 copy is written by an update of every parameter; after one of a part, the other
-    // ranks' parameters arrive in fp32 and the next forward rounds them all.
+    // Only an update of every parameter writes the bf16 copy: other ranks' shards arrive in fp32.
     whole_ = covered == n && n == P;
     CUDA_CHECK(cudaMalloc(&chunks_, std::max<size_t>(chunks.size(), 1) * sizeof(cuda::UpdateChunk)));
     if (!chunks.empty()) {  // on the model's stream, where the update reads it, and done before it returns
@@ -128,8 +120,7 @@ void DeviceStep::allocate_state(double bucket_mb) {
     bucket_ready_.resize(buckets_.size(), nullptr);
     for (auto& e : bucket_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     if (!sharded_) return;
-    // Each bucket's values by owner: the shards are consecutive in rank order, so a bucket's
-    // owners' pieces are too, and each rank's piece starts where the ones before it end.
+    // Each bucket's values by owner: shards are consecutive in rank order, so a bucket's pieces are too.
     const int W = world_size_;
     shard_counts_.assign((size_t)W, 0);
     squares_.assign((size_t)W, 0.0);
@@ -161,7 +152,6 @@ DeviceStep::~DeviceStep() {
         if (p) cudaFree(p);
 }
 
-// The host optimizer must hold the state of the parameters this step keeps it for.
 static void check_shard(const Optimizer& opt, Span mine) {
     const Span held = opt.shard();
     if (held.begin != mine.begin || held.end != mine.end)
@@ -203,8 +193,8 @@ void DeviceStep::wait_backward() {
     CUDA_CHECK(cudaEventSynchronize(grads_ready_));
 }
 
-// Bucket b's sum, queued on NCCL's stream behind an event at this point of the model's stream.
-// Every rank launches the buckets in the same order (backward's), so the collectives match.
+// Queued on NCCL's stream behind an event on the model's. Every rank launches buckets in backward's
+// order, so the collectives match.
 void DeviceStep::launch(size_t b) {
     CUDA_CHECK(cudaEventRecord(bucket_ready_[b], model_.context().stream()));
     CUDA_CHECK(cudaStreamWaitEvent(comm_->stream(), bucket_ready_[b], 0));
@@ -214,10 +204,8 @@ void DeviceStep::launch(size_t b) {
 
 void DeviceStep::sum(float* g, size_t n) {
     if (!hierarchical_) return nccl_->allreduce_sum(g, n, DType::f32);
-    // L blocks, one per local rank: each rank sums its block over the node, then over the nodes
-    // with the ranks that own the same block there, then the node gathers them. The values past
-    // the L blocks (fewer than 32 L) are summed in the node, then across the nodes.
-    // Blocks are multiples of 32 values (128 bytes), which NCCL moves fastest.
+    // L blocks of a multiple of 32 values (128 bytes, NCCL's fastest): reduce-scatter in the node,
+    // all-reduce of this rank's block across nodes, all-gather; the tail in the node, then across.
     const size_t L = node_ ? (size_t)node_->size() : 1, block = (n / L) & ~size_t(31), body = block * L;
     if (block > 0) {
         if (node_) node_->reduce_scatter_block(g, block, DType::f32);
@@ -230,10 +218,8 @@ void DeviceStep::sum(float* g, size_t n) {
     }
 }
 
-// Bucket b's values summed into their owners' buffers alone, in place: one NCCL reduce per owner
-// of a piece of it, grouped (NcclCommunicator::reduce_scatter_sum with the owners' counts). The
-// other ranks' copies of those values are left part-summed; nothing reads them (the norm and the
-// update read this rank's shard, and the all-gather overwrites the parameters, not the gradients).
+// One grouped NCCL reduce per owner of a piece, in place. Non-owners' copies are left part-summed:
+// nothing reads them (norm and update read this rank's shard).
 void DeviceStep::reduce_to_owners(size_t b) {
     const std::vector<size_t>& counts = owner_counts_[b];
     float* g = model_.device_grads() + buckets_[b].begin;
@@ -242,9 +228,8 @@ void DeviceStep::reduce_to_owners(size_t b) {
     nccl_->reduce_scatter_sum(g, g + mine, counts.data(), DType::f32);
 }
 
-// After the sharded update (queued on the model's stream): every rank's shard of the parameters to
-// every rank, in place, on NCCL's stream behind an event; the model's stream waits for it, and the
-// host polls NCCL's errors until it is done (a failed peer ends the job).
+// On NCCL's stream behind the update's event; the model's stream waits for it, and the host polls
+// NCCL's errors until done (a failed peer ends the job).
 void DeviceStep::gather_params() {
     cudaStream_t s = model_.context().stream();
     CUDA_CHECK(cudaEventRecord(updated_, s));
@@ -275,9 +260,7 @@ double DeviceStep::allreduce() {
     if (!comm_) return 0.0;
     cudaStream_t s = model_.context().stream();
     double t0 = now_seconds();
-    // The buckets backward did not start, then the model's stream waits for all the sums. The
-    // host waits too (polling NCCL's errors, so a failed peer ends the job), because the step's
-    // decisions need the summed gradient's norm anyway.
+    // The host waits too (polling NCCL's errors): the step's decisions need the summed norm anyway.
     while (launched_ < buckets_.size()) launch(launched_++);
     launched_ = 0;
     CUDA_CHECK(cudaEventRecord(reduced_, comm_->stream()));
@@ -294,7 +277,7 @@ double DeviceStep::norm() {
     CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_, sizeof(double), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     if (!sharded_ || world_ == MPI_COMM_NULL || world_size_ == 1) return std::sqrt(*norm_host_);
-    // Added in rank order, as the host path adds them: every rank computes the same norm.
+    // Added in rank order, as the host path: every rank computes the same norm.
     MpiCommunicator(world_).allgather(norm_host_, sizeof(double), squares_.data());
     double sum = 0.0;
     for (double q : squares_) sum += q;
@@ -305,12 +288,9 @@ double DeviceStep::update(double norm, double max_norm, double lr, long t) {
     cudaStream_t s = model_.context().stream();
     float* p = model_.device_params() + shard_.begin;  // the chunks' offsets are from the shard's start
     float* g = model_.device_grads() + shard_.begin;
-    // Clipping as clip_grad_norm's factor, taken by the update as it reads each gradient (the bits
-    // of scaling first, without a pass of its own over the gradients).
+    // clip_grad_norm's factor, applied as each gradient is read: scaling's bits, without its pass.
     const float gscale = max_norm > 0 && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
-    // Every view in one launch, each as the per-view update would update it (the same bits). In
-    // bf16 the update also writes each new value rounded into the model's copy, which the next
-    // forward would otherwise make in a pass of its own (at GPT-2 124M, 0.5 GB less a step).
+    // In bf16 the update also writes the model's rounded copy, saving the next forward's pass.
     const float wd = (float)hyper_.weight_decay;
     bf16* p16 = whole_ ? model_.rounded_params() : nullptr;
     if (hyper_.kind == Optimizer::Kind::adamw)

@@ -1,6 +1,5 @@
-// CudaGpt: the Gpt (src/model/gpt.cpp) with each CPU op replaced by its CUDA twin, in the same
-// order on one stream, so results match the CPU within the ops' tolerances. Here: the device
-// buffers (sized for --precision and --recompute) and backward; forward is in gpt_forward.cpp.
+// CudaGpt's device buffers (sized for --precision and --recompute) and backward: Gpt's ops as CUDA
+// twins, in the CPU's order on one stream. Not for: forward (gpt_forward.cpp).
 #include "dptrain/backend/cuda/gpt.h"
 
 #include "check.h"
@@ -31,15 +30,12 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     const size_t P = lay.total;
     const size_t BT = (size_t)max_batch * T;
     const bool flash = cfg.flash_attention;
-    // Every device buffer with its size in values (4 bytes each), counted first so that a GPU too
-    // small gets one message with the whole need, then allocated; freed again if any fails. The
-    // activations whose size depends on the precision come after, from set_precision.
+    // Counted first, so a GPU too small gets one message with the whole need.
     std::vector<std::pair<void**, size_t>> plan = {{(void**)&params_, P}, {(void**)&grads_, P}};
     for (const GptBuffer& b : gpt_buffers(cfg, max_batch, precision, BufferDevice::gpu))
         if (!b.by_precision) plan.push_back({field(b.name), b.count});
     const size_t token_rows = (size_t)max_batch * (T + 1);  // two slots of them (InputSlots)
-    // The kept activations at the precision asked for, and in bf16 its operand room (set_precision
-    // allocates those, checking again).
+    // set_precision's share too, so one message names the whole need (it checks again).
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
     double need = 4.0 * 2.0 * (double)token_rows + kept_bytes(precision);
     if (precision == Precision::bf16) need += (double)cuda::Matmuls::bytes(P, 0, grad);
@@ -73,8 +69,8 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         allocs_.clear();
         throw;
     }
-    // The widest column sums of backward (fc's bias gradient, 4C; LayerNorm's two, C each) and the
-    // embedding backward's sort, reserved now so that no step grows it.
+    // The widest column sums (fc's bias, 4C; LayerNorm's two) and the embedding's sort, reserved
+    // now: growing it later waits for the device.
     ctx_->reduction_scratch(std::max({cuda::column_sums_scratch((long)BT, 4 * C, 1),
                                       cuda::column_sums_scratch((long)BT, C, 2),
                                       cuda::encoder_backward_scratch((long)BT)}));
@@ -89,7 +85,6 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
     }
 }
 
-// The device field of each buffer gpt_buffers lists.
 void** CudaGpt::field(const char* name) {
     const std::pair<const char*, void**> fields[] = {
         {"targets", (void**)&targets_}, {"encoded", (void**)&encoded_}, {"ln1", (void**)&ln1_},
@@ -117,10 +112,10 @@ std::vector<GptBuffer> CudaGpt::kept_plan(Precision p) const {
 double CudaGpt::kept_bytes(Precision p) const { return (double)buffer_bytes(kept_plan(p)); }
 
 void CudaGpt::set_precision(Precision p) {
-    if (precision_set_ && p == precision_) return;  // allocated for it already
+    if (precision_set_ && p == precision_) return;
     const size_t BT = (size_t)max_batch_ * cfg_.block_size, C = (size_t)cfg_.n_embd;
     const size_t grad = BT * std::max<size_t>(4 * C, (size_t)logits_stride(Precision::bf16));
-    // Everything that depends on the precision is freed first, so the check below sees it free.
+    // Freed first, so the check below counts that memory free.
     precision_set_ = false;
     kept_activation_bytes_ = 0;
     last_B_ = -1;  // a backward now would read new buffers: it refuses without a forward first
@@ -128,10 +123,7 @@ void CudaGpt::set_precision(Precision p) {
     for (void* q : kept_) cudaFree(q);
     kept_.clear();
     for (const GptBuffer& k : kept_plan(p)) *field(k.name) = nullptr;
-    // The kept activations at this precision (bf16's at 2 bytes a value, with attention's output
-    // rounded and fc's output gradient in bf16), and bf16's rounding scratch of the weights and
-    // output gradients. No activation scratch: every other matmul input is written as bf16 by its
-    // producer.
+    // No activation scratch: in bf16 every matmul input is written as bf16 by its producer.
     const bool bf = p == Precision::bf16;
     const double GiB = 1073741824.0;
     const double matmuls = bf ? (double)cuda::Matmuls::bytes(host_.num_params(), 0, grad) : 0.0;
@@ -153,8 +145,6 @@ void CudaGpt::set_precision(Precision p) {
     kept_activation_bytes_ = (size_t)kept_bytes(p);
 }
 
-// bf16: the activations kept rounded (LayerNorm's, GELU's, fc's, the logits and, under flash
-// attention, qkv's outputs), in buffers of half the bytes (slot()).
 using cuda::as_bf16;
 
 long CudaGpt::staged_batches() const { return input_->staged_hits(); }
@@ -185,7 +175,7 @@ float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into)
     void* p = nullptr;
     cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
     if (rc == cudaErrorMemoryAllocation) {
-        cudaGetLastError();  // clear it: the error is the user's to fix, not a broken device
+        cudaGetLastError();  // clear it: the user's to fix, not a broken device
         throw UserError(what + ", but an allocation of " + strfmt("%.2f GiB", 4.0 * (double)n / 1073741824.0) +
                         " failed (fragmented, or shared with another process?); lower --batch-size");
     }
@@ -194,11 +184,8 @@ float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into)
     return static_cast<float*>(p);
 }
 
-// A LayerNorm's backward into dres_ (which it adds to), its weight and bias gradients at dw and db.
-// In bf16 every LayerNorm backward takes its dout as bf16 (each is a matmul's input gradient,
-// written rounded by that matmul's backward into dsmall_), as PyTorch's autocast hands a bf16
-// linear's input gradient to the fp32 LayerNorm before it; rounded_next: dres_ also written
-// rounded into the gradient scratch, where the projection's backward after it takes it.
+// Adds into dres_. In bf16 dout is bf16 (its matmul's backward rounded it, as autocast does);
+// rounded_next: dres_ also rounded into the gradient scratch for the projection's backward next.
 void CudaGpt::layernorm_bwd(float* dw, float* db, const float* dout, const float* inp, size_t w, const float* mean,
                             const float* rstd, bool rounded_next, long BT, bool adds) {
     const int C = cfg_.n_embd;
@@ -215,8 +202,7 @@ void CudaGpt::layernorm_bwd(float* dw, float* db, const float* dout, const float
     });
 }
 
-// Layer l's MLP backward, from dres_ (d residual3, and in bf16 its rounding in the gradient
-// scratch): fcproj's, GELU's, fc's, then ln2's LayerNorm, which adds d residual2 into dres_.
+// From dres_ (d residual3; in bf16 rounded in the gradient scratch) to d residual2 added into dres_.
 void CudaGpt::mlp_backward(int l, int B, bool adds) {
     const int T = cfg_.block_size, C = cfg_.n_embd;
     const long BT = (long)B * T;
@@ -230,9 +216,8 @@ void CudaGpt::mlp_backward(int l, int B, bool adds) {
     const float* fch = slot(fch_, k, 4 * sBTC, bf);
     const float* fchg = slot(fch_gelu_, k, 4 * sBTC, bf);
     bf16* dres16 = bf ? mm_->grad_scratch(BTC) : nullptr;
-    // bf16: fcproj's backward and GELU's as one op (timed as matmul), dfc written rounded into its
-    // own buffer (dres16 is still being read); one GEMM does both where cuBLASLt has the epilogue,
-    // else dinp goes through dbig_ in fp32 first, as the CPU computes it.
+    // bf16: fcproj's and GELU's backward as one op; dfc16 has its own buffer since dres16 is still
+    // being read. Why: docs/GPU.md, "Note [CudaGpt scratch]".
     float* dfc = dbig_;
     bf16* dfc16 = dfc16_;
     if (bf) {
@@ -258,9 +243,7 @@ void CudaGpt::mlp_backward(int l, int B, bool adds) {
                   ln2_rstd_ + k * sBT, true, BT, adds);
 }
 
-// Layer l's attention backward, from dres_ (d residual2): the projection's, attention's (its
-// softmax or statistics recomputed first under --recompute attention), qkv's, then ln1's
-// LayerNorm, which adds d residual (the block's input) into dres_.
+// From dres_ (d residual2) to d residual (the block's input) added into dres_.
 void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
     const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
     const long BT = (long)B * T;
@@ -277,8 +260,7 @@ void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
     const float* atty = flash16 ? nullptr : atty_ + k * sBTC;  // under flash16 only atty16_ is kept
     bf16* atty16 = bf ? atty16_ + k * sBTC : nullptr;
     bf16* dres16 = bf ? mm_->grad_scratch(BTC) : nullptr;
-    // datty: under flash16 written rounded (flash attention's backward takes it as bf16), else fp32
-    // (matmul attention's backward takes it so).
+    // datty: rounded under flash16, as flash attention's backward takes it; else fp32.
     ev_->timed(OpKind::matmul, s, [&] {
         if (flash16)
             mm_->backward_rounded_out16(as_bf16(datty_), G + v.attprojw, G + v.attprojb, dres16, atty16, v.attprojw,
@@ -290,15 +272,13 @@ void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
             mm_->backward(datty_, G + v.attprojw, G + v.attprojb, dres_, atty, P, v.attprojw, (int)BT, C, C, *ctx_, s,
                           adds);
     });
-    // --recompute attention: the softmax (flash: its statistics) again from the kept q, k, v, into
-    // the shared slot, before attention's backward reads it (the output goes to scratch_).
+    // Before attention's backward reads the shared slot.
     if (cfg_.recompute == Recompute::attention) recompute_layer(l, residual, B);
-    // dqkv: with flash attention in bf16 (the trainer allows no other) written rounded, straight
-    // into the gradient scratch; otherwise into dbig_, as the CPU does (dfc is done with).
+    // dqkv: under flash16 rounded into the gradient scratch; else into dbig_ (dfc is done with).
     bf16* dqkv16 = flash16 ? mm_->grad_scratch(3 * BTC) : nullptr;
     float* dqkv = dbig_;
     ev_->timed(OpKind::attention, s, [&] {
-        if (flash16)  // from q, k, v and the output as forward rounded them, and datty rounded
+        if (flash16)
             cuda::flash_attention_backward_bf16(dqkv16, delta_, as_bf16(datty_), as_bf16(qkv), atty16,
                                                 lse_ + a * sSTAT, B, T, C, NH, s);
         else if (cfg_.flash_attention)
@@ -306,8 +286,8 @@ void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
         else
             cuda::attention_backward(dqkv, datt_, datty_, qkv, att_ + a * sATT, B, T, C, NH, bf, *ctx_, s);
     });
-    // bf16: dln written rounded, for LayerNorm's backward; matmul attention's dqkv (fp32) rounded
-    // into the gradient scratch first (free again: the projection's backward took dres16).
+    // bf16: matmul attention's dqkv rounded into the gradient scratch, free again once the
+    // projection's backward took dres16.
     float* dln = dsmall_;
     ev_->timed(OpKind::matmul, s, [&] {
         if (bf) {
@@ -318,7 +298,7 @@ void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
         } else
             mm_->backward(dln, G + v.qkvw, G + v.qkvb, dqkv, ln1, P, v.qkvw, (int)BT, C, 3 * C, *ctx_, s, adds);
     });
-    // The first layer's dres goes to the encoder's backward, in fp32.
+    // Layer 0's dres goes to the encoder's backward, in fp32: not rounded.
     layernorm_bwd(G + v.ln1w, G + v.ln1b, dln, residual, v.ln1w, ln1_mean_ + k * sBT, ln1_rstd_ + k * sBT, l > 0,
                   BT, adds);
 }
@@ -326,7 +306,7 @@ void CudaGpt::attention_bwd(int l, int B, const float* residual, bool adds) {
 void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float scale, GradHook* hook) {
     const int B = in.B, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size;
     if (B != last_B_) throw std::logic_error("CudaGpt::backward without the matching forward");
-    const bool adds = backward_adds();  // a later micro-batch of the step: add to the device's gradients
+    const bool adds = backward_adds();  // a step's later micro-batch: add
     if (B == 0) {
         if (resident_ && !adds)
             CUDA_CHECK(cudaMemsetAsync(grads_, 0, host_.num_params() * sizeof(float), ctx_->stream()));
@@ -337,20 +317,15 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     const size_t BTC = (size_t)BT * C, sBTC = (size_t)max_batch_ * T * C;
     const float* P = params_;
     float* G = grads_;
-    // bf16: the matmul inputs as forward rounded and kept them (slot()'s bf16 buffers, atty16_).
     const bool bf = mm_->is_bf16();
     cudaStream_t s = ctx_->stream();
-    // Every gradient's first writer writes it (accumulate `adds`, false but for a step's later
-    // micro-batches: no zeroing pass over all of them, and the weight-gradient GEMMs do not read
-    // them, 8 bytes a parameter less, 1 GB a step at 124M), except wpe's, which only the encoder's
-    // backward adds to: zeroed here. wte's is written by the classifier's backward and added to by
-    // the encoder's.
+    // Each gradient's first writer writes it (no zeroing pass; docs/GPU.md, "What exists"), but
+    // wpe's, which only the encoder adds to. wte's first writer is the classifier's backward.
     if (!adds)
         ev_->timed(OpKind::other, s,
                    [&] { CUDA_CHECK(cudaMemsetAsync(G + wpe_, 0, (size_t)T * C * sizeof(float), s)); });
-    // dlogits: in fp32 over the logits in place (each element reads its own logit first); in
-    // bf16 written rounded, straight into the matmuls' gradient scratch (as are the LayerNorms'
-    // below; GELU's goes to a buffer of its own).
+    // dlogits: fp32 in place over the logits (each element reads its own first); bf16 rounded into
+    // the gradient scratch.
     float* dlogits = logits_;
     const int Vs = logits_stride(precision_);  // dlogits16's rows as the logits'
     bf16* dlogits16 = bf ? mm_->grad_scratch((size_t)BT * Vs) : nullptr;
@@ -370,14 +345,12 @@ void CudaGpt::backward(float* grads, const float*, const ModelBatch& in, float s
     ev_->timed(OpKind::other, s, [&] { CUDA_CHECK(cudaMemsetAsync(dres_, 0, BTC * sizeof(float), s)); });
     const float* last = L > 0 ? residual3_ + (L - 1) * sBTC : encoded_;
     layernorm_bwd(G + lnfw_, G + lnfb_, dlnf, last, lnfw_, lnf_mean_, lnf_rstd_, L > 0, BT, adds);
-    // Resident: the hook hears of each finished layer as its work is queued (as Gpt::backward
-    // tells it), so gradient sums can start on the GPU while backward goes on.
+    // Resident: the hook hears of each layer as its work is queued, so sums overlap backward.
     if (resident_ && hook) hook->grads_ready_from(lnfw_);
     for (int l = L - 1; l >= 0; --l) {
         const float* residual = l == 0 ? encoded_ : residual3_ + (l - 1) * sBTC;
-        // --recompute block: the block's activations again, from its kept input, into the shared
-        // slot (dbig_ and scratch_ are free here; dres_ and, in bf16, its rounding in the gradient
-        // scratch are live, and the block's forward touches neither).
+        // Here dbig_ and scratch_ are free, and the block's forward touches neither dres_ nor the
+        // gradient scratch (Note [CudaGpt scratch]).
         if (cfg_.recompute == Recompute::block) recompute_layer(l, residual, B);
         mlp_backward(l, B, adds);
         attention_bwd(l, B, residual, adds);

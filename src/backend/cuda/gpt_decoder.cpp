@@ -1,5 +1,4 @@
-// CudaGptDecoder: the twin of GptDecoder (src/model/gpt_decoder.cpp), the same ops in the same
-// order on n rows, with the key/value cache on the device.
+// CudaGptDecoder: GptDecoder's ops (src/model/gpt_decoder.cpp) in the same order on the device.
 // Not for: training (gpt.cpp), or choosing which rows to decode.
 #include "dptrain/backend/cuda/gpt_decoder.h"
 
@@ -81,7 +80,7 @@ void CudaGptDecoder::reserve(int slots, int max_rows) {
     CUDA_CHECK(cudaSetDevice(device_));
     free_cache();  // a reservation that fails half way leaves none
     const size_t T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, V = cfg_.vocab_size, R = max_rows;
-    // The cache is what grows with the sequences served at once: a failed allocation names it.
+    // The cache grows with the sequences served at once: a failed allocation names it.
     const std::string need = strfmt("decoding %d sequence%s at once on the GPU needs a key/value cache of %.2f GiB "
                                     "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
                                     "cpu), or serve fewer sequences at once (serve's --max-batch)",
@@ -102,8 +101,7 @@ void CudaGptDecoder::reserve(int slots, int max_rows) {
         free_cache();
         throw;
     }
-    // The caches start at zero, as the CPU twin's; on the decoder's stream (which does not wait for
-    // the legacy default stream), finished before returning.
+    // Zeroed as the CPU twin's, on the decoder's stream (it does not wait for the legacy default one).
     cudaStream_t s = ctx_->stream();
     CUDA_CHECK(cudaMemsetAsync(k_, 0, L * slots * T * C * sizeof(float), s));
     CUDA_CHECK(cudaMemsetAsync(v_, 0, L * slots * T * C * sizeof(float), s));
@@ -124,9 +122,8 @@ void CudaGptDecoder::set_params(const float* params) {
 
 std::string CudaGptDecoder::where() const { return strfmt("GPU %d%s", device_, w16_ ? ", bf16 weights" : ""); }
 
-// GptDecoder::product's rule on the device: cuBLAS's bits for a row depend on its call's row count,
-// so a prompt's run is one call of its own and every other row goes through matmul_forward_rows,
-// whose order is fixed by C alone (docs/SERVING.md, "Note [decode products]").
+// A prompt's run is one cuBLAS call of its own, other rows go through matmul_forward_rows: a row's
+// bits stay its own. Why: docs/SERVING.md, "Note [decode products]".
 void CudaGptDecoder::product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC) {
     cudaStream_t s = ctx_->stream();
     const float *weight = params_ + w, *bias = params_ + b;
@@ -192,7 +189,7 @@ void CudaGptDecoder::decode(const int* tok, const int* slot, const int* pos, int
         cuda::residual_forward(x, x, ln, nC, s);
     }
     cuda::layernorm_forward(ln, mean_, rstd_, x, P + lnfw_, P + lnfb_, n, C, s);
-    // The rows whose logits are wanted (a prompt needs its last), gathered into y as on the CPU.
+    // The rows whose logits are wanted, gathered into y as on the CPU.
     const float* rows = ln;
     int m = n;
     if (out_rows) {
@@ -202,7 +199,7 @@ void CudaGptDecoder::decode(const int* tok, const int* slot, const int* pos, int
         rows = y;
         m = n_out;
     }
-    // Row by row, as on the CPU, so that asking for fewer rows' logits does not change theirs.
+    // Row by row, so that asking for fewer rows' logits does not change theirs.
     if (w16_) cuda::matmul_forward_rows(logits_, rows, w16_ + wte_, nullptr, m, C, V, s);
     else cuda::matmul_forward_rows(logits_, rows, P + wte_, nullptr, m, C, V, s);
     CUDA_CHECK(cudaMemcpyAsync(logits, logits_, (size_t)m * V * sizeof(float), cudaMemcpyDeviceToHost, s));

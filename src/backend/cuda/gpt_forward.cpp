@@ -1,7 +1,5 @@
-// CudaGpt's forward (Gpt::forward's ops, each replaced by its CUDA twin, in the same order on one
-// stream), cut as the CPU's is: the blocks one at a time from their ln1 output to GELU's
-// (block_forward), which backward runs again under --recompute block, and the attention alone
-// (attention_fwd), which it runs again under --recompute attention.
+// CudaGpt's forward: Gpt::forward's ops as CUDA twins in the same order on one stream, cut as the
+// CPU's so --recompute can rerun block_forward or attention_fwd.
 // Not for: backward (gpt.cpp) or incremental decoding (gpt_decoder.cpp).
 #include "dptrain/backend/cuda/gpt.h"
 
@@ -13,7 +11,6 @@ namespace dptrain {
 
 using cuda::as_bf16;
 
-// The batch's token windows: B rows of T + 1 tokens, in.stride apart.
 static cuda::InputSlots::Part token_part(const ModelBatch& in, int T) {
     cuda::InputSlots::Part p;
     p.src = in.tokens;
@@ -28,8 +25,7 @@ void CudaGpt::stage(const ModelBatch& in) {
     input_->stage(&rows, in.B);
 }
 
-// LayerNorm and GELU feed only the next matmul: in bf16 they write its input rounded, into their
-// own bf16 buffer (as_bf16), where that matmul and its backward take it.
+// In bf16 out is the next matmul's input, written rounded for it and its backward.
 void CudaGpt::layernorm_fwd(float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b, long BT) {
     const int C = cfg_.n_embd;
     const float* P = params_;
@@ -40,8 +36,7 @@ void CudaGpt::layernorm_fwd(float* out, float* mean, float* rstd, const float* i
     });
 }
 
-// Each residual add runs with the LayerNorm after it (ln2, the next block's ln1, the final one),
-// as on the CPU: the LayerNorm's first pass takes the sums as they are computed.
+// Each residual add runs inside the LayerNorm after it, as on the CPU: one pass saved.
 void CudaGpt::residual_layernorm_fwd(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
                                      size_t w, size_t bias, long BT) {
     const int C = cfg_.n_embd;
@@ -62,10 +57,7 @@ void CudaGpt::matmul_fwd(float* out, const float* inp, size_t w, const float* bi
     });
 }
 
-// Layer l's attention from its qkv (slot kept(l)). Flash: bf16 operands, lse kept (slot
-// kept_att(l)); else the T x T softmax kept there, and with bf16 TF32 operands. Under flash in
-// bf16 the output is written only rounded, into out16, as it is stored: the projection and both
-// backwards take it so.
+// Flash in bf16 writes the output only rounded, into out16: the projection and backward take it so.
 void CudaGpt::attention_fwd(int l, int B, float* out, bf16* out16) {
     const int T = cfg_.block_size, C = cfg_.n_embd, NH = cfg_.n_head;
     const size_t sBTC = (size_t)max_batch_ * T * C;
@@ -82,8 +74,7 @@ void CudaGpt::attention_fwd(int l, int B, float* out, bf16* out16) {
     });
 }
 
-// One block from its ln1 output (slot kept(l)) to GELU's output: qkv, attention, the projection, the
-// residual add with ln2, fc and GELU, each kept in slot kept(l).
+// From ln1's output to GELU's, each kept in slot kept(l).
 void CudaGpt::block_forward(int l, const float* residual, int B) {
     const int T = cfg_.block_size, C = cfg_.n_embd;
     const long BT = (long)B * T;
@@ -99,9 +90,8 @@ void CudaGpt::block_forward(int l, const float* residual, int B) {
     float* ln2 = slot(ln2_, k, sBTC, bf);
     float* fch = slot(fch_, k, 4 * sBTC, bf);
     float* fchg = slot(fch_gelu_, k, 4 * sBTC, bf);
-    // Flash attention rounds q, k and v to bf16 as it loads them: in bf16 the qkv matmul writes
-    // them rounded (qkv's buffer is bf16 then), half the bytes for both to move; dbig_, free in
-    // forward (and at the top of a layer's backward), is the staging that may need with a bias.
+    // Flash rounds q, k, v as it loads them, so the qkv matmul writes them rounded; dbig_ is free
+    // here for the staging that may need. Why: docs/GPU.md, "Note [CudaGpt scratch]".
     if (flash16)
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->forward_rounded_out16(as_bf16(qkv), as_bf16(ln1), v.qkvw, P + v.qkvb, (int)BT, C, 3 * C, dbig_, *ctx_,
@@ -117,9 +107,8 @@ void CudaGpt::block_forward(int l, const float* residual, int B) {
     });
     residual_layernorm_fwd(residual2_ + k * sBTC, ln2, ln2_mean_ + k * sBT, ln2_rstd_ + k * sBT, residual, scratch_,
                            v.ln2w, v.ln2b, BT);
-    // bf16: fc and GELU as one op (timed as matmul): GELU of fc's fp32 output, rounded for fcproj,
-    // and that output kept rounded for GELU's backward, as the CPU computes them; one GEMM writes
-    // both where cuBLASLt has the epilogue (else dbig_ holds the fp32 output on the way).
+    // bf16: fc and GELU as one op: GELU of fc's fp32 output, both kept rounded, as the CPU does
+    // (docs/GPU.md, "GELU in the GEMM").
     if (bf) {
         ev_->timed(OpKind::matmul, s, [&] {
             mm_->forward_rounded_gelu(as_bf16(fch), as_bf16(fchg), as_bf16(ln2), v.fcw, P + v.fcb, (int)BT, C, 4 * C,
@@ -131,10 +120,8 @@ void CudaGpt::block_forward(int l, const float* residual, int B) {
     }
 }
 
-// block: the block's forward again from its kept input (ln1 as the forward's LayerNorm made it
-// from that input: residual_layernorm_forward is the add then layernorm_forward, bit for bit).
-// attention: the softmax (flash: its statistics) again from the kept q, k, v, the output into
-// scratch_ (free in backward; the kept output stays as the projection saw it).
+// block: ln1 again from the kept input (the fused add-LayerNorm's bits). attention: the output into
+// scratch_, so the kept one stays as the projection saw it.
 void CudaGpt::recompute_layer(int l, const float* residual, int B) {
     const long BT = (long)B * cfg_.block_size;
     if (cfg_.recompute == Recompute::block) {
@@ -153,8 +140,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         return 0.0;
     }
     if (in.stride < T + 1) throw std::invalid_argument("CudaGpt::forward: token rows shorter than T + 1");
-    // The same checks, in the same order, and messages as Gpt::forward (targets first, then
-    // inputs), on the host before anything is queued.
+    // Gpt::forward's checks, order and messages, before anything is queued.
     for (int pass = 0; pass < 2; ++pass)
         for (int b = 0; b < B; ++b)
             for (int t = 0; t < T; ++t) {
@@ -172,8 +158,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         });
         mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
     }
-    // Rows of T + 1 tokens, at the device's stride: staged during the last step, or copied now;
-    // the targets are the rows' last T tokens, packed on the device.
+    // Staged during the last step, or copied now; the targets packed on the device.
     const cuda::InputSlots::Part rows = token_part(in, T);
     ev_->timed(OpKind::copy, s, [&] { tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]); });
     ev_->timed(OpKind::copy, s, [&] {
@@ -181,10 +166,10 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
                                      (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
     });
     const float* P = params_;
-    if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });  // the weights' rounding
+    if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });
     ev_->timed(OpKind::encoder, s,
                [&] { cuda::encoder_forward(encoded_, tokens_, T + 1, P + wte_, P + wpe_, B, T, C, s); });
-    CUDA_REQUIRE(precision_set_);  // the kept activations are sized for mm_'s precision (set_precision)
+    CUDA_REQUIRE(precision_set_);  // the kept activations are sized for mm_'s precision
     const bool bf = mm_->is_bf16();
     if (L > 0) layernorm_fwd(ln1_, ln1_mean_, ln1_rstd_, encoded_, lv_[0].ln1w, lv_[0].ln1b, BT);
     else layernorm_fwd(lnf_, lnf_mean_, lnf_rstd_, encoded_, lnfw_, lnfb_, BT);
@@ -205,15 +190,12 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
     return head_forward(B, correct);
 }
 
-// The classifier over the final LayerNorm's output, the loss per position (and, for evaluation,
-// each row's argmax), read back to the host and summed there.
+// Classifier and loss; the losses (and argmax) read back and summed on the host.
 double CudaGpt::head_forward(int B, long* correct) {
     const int T = cfg_.block_size, C = cfg_.n_embd, V = cfg_.vocab_size;
     const long BT = (long)B * T;
     cudaStream_t s = ctx_->stream();
-    // bf16: the logits written rounded (as the CPU keeps them, and PyTorch's autocast), in rows of
-    // logits_stride values, and the loss reads them so: half the bytes of the largest activation,
-    // on each of its passes.
+    // bf16: logits rounded (as the CPU and autocast keep them), rows of logits_stride values.
     const int Vs = logits_stride(precision_);
     const bool bf = mm_->is_bf16();
     if (bf)
@@ -232,7 +214,7 @@ double CudaGpt::head_forward(int B, long* correct) {
     ev_->timed(OpKind::copy, s, [&] {
         CUDA_CHECK(
             cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
-        if (correct)  // each row's argmax (the first largest logit, as the CPU), 4 bytes a row
+        if (correct)  // 4 bytes a row instead of the logits
             CUDA_CHECK(cudaMemcpyAsync(host_argmax_.data(), argmax_, (size_t)BT * sizeof(int),
                                        cudaMemcpyDeviceToHost, s));
     });

@@ -1,5 +1,5 @@
-// CudaMlp: the Mlp's forward and backward (src/model/model.cpp) with each CPU op replaced by its CUDA
-// twin, in the same order on one stream, so results match the CPU within the ops' tolerances.
+// CudaMlp: Mlp's forward and backward (src/model/model.cpp) with the ops' CUDA twins, in the same
+// order on one stream. Not for: the optimizer step (device_step.cpp).
 #include "dptrain/backend/cuda/mlp.h"
 
 #include "check.h"
@@ -17,7 +17,7 @@ CudaMlp::CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, i
     const size_t P = host_.num_params(), Bm = (size_t)max_batch;
     int L = (int)dims_.size() - 1;
     int widest = *std::max_element(dims_.begin(), dims_.end());
-    try {  // a failed allocation frees the earlier ones (no destructor runs for a partial object)
+    try {  // no destructor runs for a partial object
         params_ = dev(P);
         grads_ = dev(P);
         for (int l = 0; l < L; ++l) {
@@ -46,7 +46,7 @@ void CudaMlp::set_precision(Precision p) {
     mm_->set(p, host_.num_params(), (size_t)host_.max_batch() * widest, (size_t)host_.max_batch() * widest);
 }
 
-// The batch's rows: features (B, in) and labels (B), both packed.
+// Features (B, in) and labels (B), packed.
 static void batch_parts(const ModelBatch& in, int features, cuda::InputSlots::Part* parts) {
     parts[0].src = in.x;
     parts[0].pitch = parts[0].width = (size_t)features * sizeof(float);
@@ -96,7 +96,7 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
         });
         mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
     }
-    // The batch: staged during the last step, or copied now.
+    // Staged during the last step, or copied now.
     cuda::InputSlots::Part parts[2];
     batch_parts(in, dims_[0], parts);
     void* const* batch = nullptr;
@@ -137,14 +137,13 @@ double CudaMlp::forward(const float* params, const ModelBatch& in, long* correct
 }
 
 void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float scale, GradHook* hook) {
-    // The parameters on the device are those of the forward just run (the caller's contract).
     const int B = in.B, L = (int)dims_.size() - 1;
     const size_t P = host_.num_params();
     cudaStream_t s = ctx_->stream();
     const auto& views = host_.layout().views;
     float* dout = dbuf_a_;
     float* dnext = dbuf_b_;
-    const bool adds = backward_adds();  // a later micro-batch of the step: add to the device's gradients
+    const bool adds = backward_adds();  // a step's later micro-batch: add
     ev_->timed(OpKind::crossentropy, s, [&] {
         cuda::softmax_crossentropy_backward(dout, pre_[L - 1], ce_stats_, y_, scale, B, dims_.back(), s);
     });
@@ -152,13 +151,11 @@ void CudaMlp::backward(float* grads, const float*, const ModelBatch& in, float s
         const float* inp = l == 0 ? x_ : post_[l - 1];
         float* dinp = l == 0 ? nullptr : dnext;
         ev_->timed(OpKind::matmul, s, [&] {
-            // Written, not added to (each layer's weight and bias have no other writer), but for a
-            // step's later micro-batches: no zeroing pass over the gradients first, and the
-            // weight-gradient GEMM does not read them.
+            // Each layer's weight and bias have no other writer: written, no zeroing pass first.
             mm_->backward(dinp, grads_ + views[2 * l].offset, grads_ + views[2 * l + 1].offset, dout, inp, params_,
                           views[2 * l].offset, B, dims_[l], dims_[l + 1], *ctx_, s, adds);
         });
-        // Resident: layer l's gradients are queued; the hook may start their sum (as Mlp does).
+        // Resident: layer l's gradients are queued; their sum may start.
         if (resident_ && hook) hook->grads_ready_from(views[2 * l].offset);
         if (l > 0) {
             long n = (long)B * dims_[l];

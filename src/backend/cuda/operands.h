@@ -1,6 +1,5 @@
-// Private to src/backend/cuda: what CudaMlp and CudaGpt share around their ops: Matmuls (either
-// precision; docs/GPU.md, "Mixed precision"), HostGradients, InputSlots (the batches' way in) and
-// OpEvents (--profile-ops). Not for: attention's internal products (attention.cu).
+// Private to src/backend/cuda: what CudaMlp and CudaGpt share around their ops (matmuls in either
+// precision, gradients' way back, batches' way in, op timing). Not for: attention's own products.
 #pragma once
 
 #include "check.h"
@@ -17,8 +16,8 @@ namespace dptrain::cuda {
 inline bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
 inline const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
 
-// The models' matmuls in either precision. bf16: weights rounded once per forward, activations and
-// output gradients just before their GEMM, unless kept rounded (CPU twin: Bf16Operands, model.h).
+// bf16: weights rounded once per forward, activations and output gradients just before their GEMM
+// unless kept rounded (CPU twin: Bf16Operands). docs/GPU.md, "Mixed precision".
 class Matmuls {
   public:
     Matmuls() = default;
@@ -29,7 +28,7 @@ class Matmuls {
     static size_t bytes(size_t params, size_t activation, size_t gradient) {
         return (params + activation + gradient) * sizeof(bf16);
     }
-    // bf16: scratch (in values) for every parameter and one matmul's widest activation and gradient.
+    // bf16: room (values) for every parameter, the widest activation and gradient.
     void set(Precision p, size_t params, size_t activation, size_t gradient) {
         release();
         if (p == Precision::fp32) return;
@@ -41,15 +40,15 @@ class Matmuls {
         w_n_ = params;
     }
     bool is_bf16() const { return w_ != nullptr; }
-    // At each forward's start: round the parameters unless set_current(true) came since the last.
+    // At each forward's start: rounds the parameters unless set_current(true) came since.
     void begin(const float* params, cudaStream_t s) {
         if (is_bf16() && !current_) to_bf16(w_, params, w_n_, s);
         current_ = false;
     }
     bf16* weights() { return w_; }
-    // true: weights() already holds the parameters' rounding (an update wrote both).
+    // true: an update already wrote weights() with the parameters.
     void set_current(bool current) { current_ = current && is_bf16(); }
-    // keep (or null): where the rounded input stays for the same matmul's backward.
+    // keep (or null): the rounded input, kept for this matmul's backward.
     void forward(float* out, const float* inp, const float* params, size_t w, const float* bias, int B, int C, int OC,
                  Context& ctx, cudaStream_t s, bf16* keep = nullptr) {
         if (!is_bf16()) return matmul_forward(out, inp, params + w, bias, B, C, OC, ctx, s);
@@ -64,7 +63,7 @@ class Matmuls {
         CUDA_REQUIRE(is_bf16());
         matmul_forward_bf16(out, inp, w_ + w, bias, B, C, OC, ctx, s);
     }
-    // staging: out's size in floats, used where cuBLASLt has no algorithm; ld: out's row stride.
+    // staging: out's size in floats, where cuBLASLt has no algorithm; ld: out's row stride.
     void forward_rounded_out16(bf16* out, const bf16* inp, size_t w, const float* bias, int B, int C, int OC,
                                float* staging, Context& ctx, cudaStream_t s, int ld = 0) {
         CUDA_REQUIRE(is_bf16());
@@ -86,9 +85,8 @@ class Matmuls {
         matmul_backward_bf16(dinp, dweight, dbias, g_, a_, w_ + w, B, C, OC, ctx, s, 0, accumulate);
     }
 
-    // bf16 only: room for an output gradient that an op writes as bf16 before backward_rounded*
-    // takes it. One buffer, also overwritten by backward's own rounding: each value must be
-    // consumed before the next write (one stream: queue order).
+    // bf16: an output gradient an op writes as bf16 for backward_rounded*. One buffer, also
+    // backward()'s rounding: each value consumed before the next write (queue order).
     bf16* grad_scratch(size_t n) {
         CUDA_REQUIRE(is_bf16() && n <= g_n_);
         return g_;
@@ -128,8 +126,8 @@ class Matmuls {
     size_t w_n_ = 0, a_n_ = 0, g_n_ = 0;
 };
 
-// --gpu-state host: adds the device's gradients onto the host buffer (backward adds, the trainer's
-// contract) through staging that is page-locked when the driver allows.
+// --gpu-state host: the device's gradients added onto the host buffer (backward adds: the trainer's
+// contract), through page-locked staging.
 class HostGradients {
   public:
     // host[i] += device[i]; blocks until the work queued on s is done.
@@ -150,11 +148,11 @@ class HostGradients {
     std::unique_ptr<PinnedHost> pin_;  // released before staging_ (declared after it)
 };
 
-// The batches' way onto the device (Model::stage; docs/GPU.md, "The batches' way in"). Two slots:
-// 1. stage() copies the next batch into the slot not in use, on the copy stream, after that slot's
-//    `released_` event (the compute stream's last use of it), and records `copied_`.
-// 2. take() makes the compute stream wait for `copied_` (no host wait), records `released_` for
-//    the slot it leaves, and switches.
+// The batches' way in (Model::stage; docs/GPU.md, "The batches' way in"). Two slots:
+// 1. stage() copies into the slot not in use, on the copy stream after that slot's `released_`
+//    (the compute stream's last use), and records `copied_`.
+// 2. take() makes the compute stream wait for `copied_`, records `released_` for the slot it
+//    leaves, and switches.
 // 3. An unstaged batch is copied on the compute stream into the current slot (stream order covers
 //    its earlier uses); a staged batch stays staged across it.
 class InputSlots {
@@ -171,7 +169,7 @@ class InputSlots {
 
     // The host rows must stay as they are until the forward that takes them.
     void stage(const Part* parts, int rows);
-    // The batch's device pointers (one per part), ready for work queued on `compute` after this.
+    // Device pointers, one per part, ready for work queued on `compute` after this.
     void* const* take(const Part* parts, int rows, cudaStream_t compute);
     // Waits for a staged copy and forgets it: before the staged batch's host memory goes away.
     void drain();
@@ -191,8 +189,7 @@ class InputSlots {
     long staged_hits_ = 0;
 };
 
-// --profile-ops on a GPU: events around each op while an OpTimes is set; stop() waits and adds the
-// times by kind.
+// --profile-ops on a GPU: events around each op; stop() waits and adds the times by kind.
 class OpEvents {
   public:
     OpEvents() = default;

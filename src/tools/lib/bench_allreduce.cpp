@@ -1,17 +1,12 @@
-// dptrain-bench allreduce: dptrain's all-reduce algorithms beside Open MPI's own MPI_Allreduce,
-// measured in one run, sizes interleaved so machine noise hits all alike. Per algorithm a table
-// in the nccl-tests format (size, count, type, redop, time, algbw, busbw, #wrong), then a
-// summary of busbw against MPI_Allreduce.
+// dptrain-bench allreduce: dptrain's all-reduce algorithms beside Open MPI's MPI_Allreduce in one
+// run, sizes interleaved so machine noise hits all alike; tables in the nccl-tests format, then
+// busbw against MPI_Allreduce. Not for: training (comm/).
 //   mpirun -np N dptrain-bench allreduce [-b 4K] [-e 256M] [-f 4] [-n 20] [-w 3]
 //          [--ranks-per-node K] [--dtype float32|bf16] [--sharded] [-J FILE]
-// --sharded times the sharded optimizer's exchange instead (a reduce-scatter into each rank's
-// shard, the shard written into the parameters, their all-gather): the engine's flat and
-// hierarchical paths beside MPI_Reduce_scatter + MPI_Allgatherv, with MPI_Allreduce as the
-// replicated reference.
-// algbw = bytes / time; busbw = algbw * 2(n-1)/n, the traffic per link of an optimal all-reduce
-// (a reduce-scatter and an all-gather move the same bytes).
-// Each algorithm's buffer is allocated and touched once; timed calls reuse it. Results are
-// checked with small-integer inputs whose sums are exact in any order.
+// --sharded times the sharded optimizer's exchange (reduce-scatter, shard into the parameters,
+// all-gather) against MPI_Reduce_scatter + MPI_Allgatherv.
+// busbw = algbw * 2(n-1)/n, the per-link traffic of an optimal all-reduce. Inputs are small
+// integers, so sums are exact in any order and checkable.
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/comm/allreduce.h"
@@ -38,7 +33,7 @@ namespace po = boost::program_options;
 
 namespace {
 
-// "4K", "256M", "1G", "512": bytes. Throws the parser's error for anything else.
+// "4K", "256M", "1G", "512": bytes.
 size_t parse_size(const std::string& text, const char* option) {
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
@@ -83,14 +78,13 @@ Args parse(int argc, char** argv) {
     return a;
 }
 
-// One contender: an engine (or the raw MPI reference) and its results per size.
 struct Contender {
     std::string name;
     std::unique_ptr<AllreduceEngine> engine;  // null: MPI_Allreduce itself
     std::vector<float> ref;                   // the reference's own buffer (float32 view)
     std::vector<bf16> ref16;
-    // --sharded: this rank's shard of the sums, the parameters all-gathered from the shards, and
-    // the shards' sizes and places (MPI's peer); `sharded` also marks the raw MPI peer.
+    // --sharded: this rank's shard, the all-gathered parameters, the shards' sizes and places;
+    // `sharded` also marks the raw MPI peer.
     bool sharded = false;
     int rank = 0;
     std::vector<float> recv, params;
@@ -121,7 +115,7 @@ struct Contender {
     }
     void prepare_shards(size_t n, int my_rank, int ranks);
     void call_sharded(size_t n);
-    // What the first call left: the sums (all-reduce) or the all-gathered parameters (sharded).
+    // What the first call left: the sums, or the all-gathered parameters.
     float result(size_t i, DType t) {
         if (sharded) return params[i];
         if (engine || t == DType::f32) return static_cast<float*>(data(DType::f32))[i];
@@ -129,7 +123,7 @@ struct Contender {
     }
 };
 
-// Before a size's calls (collective): the shards of n floats over the ranks, every buffer sized.
+// Collective, before a size's calls: the shards of n floats, every buffer sized.
 void Contender::prepare_shards(size_t n, int my_rank, int ranks) {
     rank = my_rank;
     counts.assign((size_t)ranks, 0);
@@ -148,8 +142,7 @@ void Contender::prepare_shards(size_t n, int my_rank, int ranks) {
     if (engine) engine->shard(n, recv.data());
 }
 
-// The sums reduce-scattered into recv, the shard written into the parameters (as the optimizer
-// step does), the parameters all-gathered: dptrain's engine, or MPI's two collectives.
+// Reduce-scatter, the shard into the parameters (as the optimizer does), all-gather.
 void Contender::call_sharded(size_t n) {
     if (engine) engine->run(0, n, DType::f32);
     else MPI_CHECK(MPI_Reduce_scatter(ref.data(), recv.data(), icounts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
@@ -162,8 +155,7 @@ void Contender::call_sharded(size_t n) {
 
 float input(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 11) - 5); }
 
-// Median seconds per call over iters calls after warmup, max over ranks. Big messages get fewer
-// iterations so a size never takes more than about a second.
+// Median seconds per call, max over ranks. Big messages get fewer iterations (~1 s a size at most).
 template <typename Fn>
 double time_calls(MpiCommunicator& world, Fn&& fn, int warmup, int iters) {
     double t0 = now_seconds();
@@ -188,9 +180,8 @@ double time_calls(MpiCommunicator& world, Fn&& fn, int warmup, int iters) {
     return med;
 }
 
-// The contenders: MPI_Allreduce, flat and hierarchical over the (simulated) topology, and with
-// simulated nodes also the shared-memory path over the whole real node.
-// --sharded: MPI_Allreduce, MPI_Reduce_scatter + MPI_Allgatherv, and the engine's sharded paths.
+// MPI_Allreduce, flat and hierarchical over the (simulated) topology, and with simulated nodes the
+// shared-memory path over the real node. --sharded: MPI's pair and the engine's sharded paths.
 std::vector<Contender> contenders(const Args& a, size_t maxn, const Topology& topo, const Topology& real) {
     std::vector<Contender> cs(a.sharded ? 4 : 3);
     cs[0].name = "MPI_Allreduce";
@@ -219,7 +210,6 @@ std::vector<Contender> contenders(const Args& a, size_t maxn, const Topology& to
     return cs;
 }
 
-// One size for one contender: the exact-sum check, then the timing.
 void measure(MpiCommunicator& world, Contender& c, const Args& a, size_t bytes) {
     const DType t = a.dtype;
     const int rank = world.rank(), size = world.size();
@@ -240,13 +230,13 @@ void measure(MpiCommunicator& world, Contender& c, const Args& a, size_t bytes) 
         wrong += c.result(i, t) != want;
     }
     world.allreduce(&wrong, 1, ReduceOp::sum);
-    // Timed calls keep summing in place; the values grow but the cost does not change.
+    // The values grow as calls keep summing in place; the cost does not.
     const double sec = time_calls(world, [&] { c.call(n, t); }, a.warmup, a.iters);
     const double algbw = bytes / sec / 1e9, bus = size > 1 ? 2.0 * (size - 1) / size : 1.0;
     c.rows.push_back({bytes, n, sec * 1e6, algbw, algbw * bus, wrong});
 }
 
-// Rank 0: the tables and the summary; returns the wrong results over all.
+// Rank 0; returns the wrong results over all.
 long print_tables(const std::vector<Contender>& cs, DType t) {
     long total_wrong = 0;
     for (const Contender& c : cs) {
@@ -272,9 +262,8 @@ long print_tables(const std::vector<Contender>& cs, DType t) {
     return total_wrong;
 }
 
-// Rank 0, -J: every row as JSON, nccl-tests' -J in spirit.
+// Rank 0, -J: one JSON row a line, readable by grep and JSON parsers alike.
 void write_json(const std::string& path, const std::vector<Contender>& cs, DType t, int ranks, int ranks_per_node) {
-    // A JSON array with one row a line, so that line tools (grep) read it as well as JSON parsers.
     std::string text = "[\n";
     for (const Contender& c : cs)
         for (auto& r : c.rows)
@@ -310,9 +299,8 @@ int bench_allreduce(int argc, char** argv) {
                     "warm-up\n",
                     size, topo.num_nodes, a.rpn ? "simulated" : "real", topo.num_nodes == 1 ? "" : "s", topo.local_size,
                     dtype_name(t), a.iters, a.warmup);
-    // The contenders take turns going first at each size: the first after a size change meets
-    // buffers the others left in cache (or out of it), and a fixed order gave MPI_Allreduce that
-    // place every time.
+    // Contenders take turns going first at each size: the first after a size change meets the
+    // others' cache state, and a fixed order always favoured one.
     size_t turn = 0;
     for (size_t bytes = a.minb; bytes <= a.maxb; bytes = (size_t)(bytes * a.factor), ++turn)
         for (size_t k = 0; k < cs.size(); ++k) measure(world, cs[(k + turn) % cs.size()], a, bytes);

@@ -1,10 +1,7 @@
-// dptrain-bench decode: the CPU decoder with fp32 weights beside bf16 ones (--precision of
-// generate and serve), on a trained checkpoint or on a model of any shape with GPT-2's
-// initialisation (GPT-2 124M's, vocabulary 50,257, by default). Speed: greedy tokens a second
-// after a short prompt, one token a call, the best of --repeats runs; and how many of those
-// tokens the two agree on before they first differ. Answers (--text, with a checkpoint): the
-// text cut into windows of the block size, each decoded as one prompt call, every position's
-// next-token loss and argmax under both weights.
+// dptrain-bench decode: the CPU decoder with fp32 weights beside bf16 (--precision), on a
+// checkpoint or a GPT-2-initialised model of any shape (GPT-2 124M's by default): greedy tokens a
+// second, how long the two agree, and with --text each position's loss and argmax under both.
+// Not for: serving under load (dptrain-serve) or training.
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -33,8 +30,7 @@ namespace {
 
 int argmax(const float* row, int V) { return (int)(std::max_element(row, row + V) - row); }
 
-// Greedy decoding of `tokens` tokens after `prompt`, one token a call; the ids in *out.
-// Returns the seconds of the token calls (the prompt's call not counted).
+// One token a call; the ids in *out. Returns the token calls' seconds (not the prompt's).
 double greedy(Decoder& dec, const GptConfig& cfg, const std::vector<int>& prompt, int tokens, std::vector<int>* out) {
     const int V = cfg.vocab_size, P = (int)prompt.size();
     std::vector<float> logits(V);
@@ -55,10 +51,10 @@ double greedy(Decoder& dec, const GptConfig& cfg, const std::vector<int>& prompt
 struct Answers {
     double loss = 0;  // mean next-token cross-entropy, nats
     long positions = 0;
-    std::vector<int> top;  // each position's argmax
+    std::vector<int> top;  // argmax per position
 };
 
-// The text's ids in windows of T (+1 for the targets), each one prompt call of T rows.
+// Windows of T (+1 for the targets), each one prompt call of T rows.
 Answers score(Decoder& dec, const GptConfig& cfg, const std::vector<int>& ids) {
     const int T = cfg.block_size, V = cfg.vocab_size;
     std::vector<float> logits((size_t)T * V);
@@ -81,7 +77,6 @@ Answers score(Decoder& dec, const GptConfig& cfg, const std::vector<int>& ids) {
     return a;
 }
 
-// What to measure: the options, checked.
 struct DecodeBench {
     std::string checkpoint, text_path;
     GptConfig cfg;  // without a checkpoint: the shape to initialise
@@ -110,7 +105,7 @@ DecodeBench parse_decode(int argc, char** argv) {
     return b;
 }
 
-// The checkpoint's model (b.cfg becomes its shape), or b.cfg's with GPT-2's initialisation.
+// b.cfg becomes the checkpoint's shape, else GPT-2's initialisation of b.cfg.
 InferenceModel model_for(DecodeBench& b) {
     InferenceModel m;
     if (!b.checkpoint.empty()) {
@@ -126,7 +121,7 @@ InferenceModel model_for(DecodeBench& b) {
     return m;
 }
 
-// --text's ids (none without it): at least one window.
+// At least one window; none without --text.
 std::vector<int> text_tokens(const DecodeBench& b, const Tokenizer& tok) {
     if (b.text_path.empty()) return {};
     if (access(b.text_path.c_str(), R_OK) != 0)
@@ -138,7 +133,6 @@ std::vector<int> text_tokens(const DecodeBench& b, const Tokenizer& tok) {
     return ids;
 }
 
-// One weight precision's results.
 struct Measured {
     std::vector<int> greedy_ids;
     double rate = 0;  // tokens/s, the best run

@@ -1,11 +1,10 @@
 // dptrain-bench io: the reader against a raw sequential read of the same shards, for 1..N ranks.
+// Not for: timing training (docs/IO.md, "Measuring: `dptrain-bench io`").
 //   mpirun -np N dptrain-bench io --data DIR [--batch-size 64] [--steps 0] [--modes direct,memory,collective]
 //          [--io-threads 1,4] [--shuffle-block 1] [--no-drop]
-// Each row reads one epoch of the training split (every sample once: the bytes the raw read
-// reads, less the HDF5 metadata) through a Prefetcher whose consumer does nothing, so it shows
-// the most the input path can deliver. The raw row reads the shard files sequentially in 4 MiB
-// preads, each rank a 1/n share. Before every row the files' page cache is dropped
-// (posix_fadvise DONTNEED, checked with mincore); the header says when it could not be.
+// Each row reads one epoch through a Prefetcher whose consumer does nothing: the most the input
+// path can deliver. The raw row preads the files in 4 MiB pieces, 1/n a rank. The page cache is
+// dropped before every row (fadvise DONTNEED, checked with mincore); the header says when it fails.
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/comm/communicator.h"
@@ -38,7 +37,7 @@ namespace po = boost::program_options;
 
 namespace {
 
-// Drops the files' cached pages; returns the share of their pages still resident afterwards.
+// Returns the share of the files' pages still resident afterwards.
 double drop_cache(const std::vector<std::string>& files) {
     double pages = 0, resident = 0;
     const long page = sysconf(_SC_PAGESIZE);
@@ -84,15 +83,14 @@ IoArgs parse_io(int argc, char** argv) {
     return a;
 }
 
-// The training split's files and what one epoch reads.
 struct Split {
     std::vector<std::string> files;
     long samples = 0;
     double row_bytes = 0, file_bytes = 0;
 };
 
-// The measurements over the first n ranks (comm): each one with the files' cache dropped, all
-// ranks starting together, the slowest rank ending it.
+// Over the first n ranks (comm): each measurement cache-dropped, ranks starting together, the
+// slowest ending it.
 class Rows {
   public:
     Rows(const IoArgs& a, const Split& sp, MPI_Comm comm) : a_(a), sp_(sp), comm_(comm), topo_(Topology::create(comm, 0)) {}
@@ -109,7 +107,7 @@ class Rows {
         return t;
     }
 
-    // The files' bytes, each rank a contiguous 1/n share of their concatenation.
+    // Each rank a contiguous 1/n of the files' concatenation.
     void raw_read() {
         std::vector<char> buf(4 << 20);
         const int n = comm_.size();
@@ -132,8 +130,7 @@ class Rows {
         }
     }
 
-    // One epoch (or --steps) through the Prefetcher with K readers and shuffle blocks of B; the
-    // global samples read.
+    // One epoch (or --steps) with K readers and shuffle blocks of B; returns global samples read.
     long read_epoch(IoMode mode, int K, long B) {
         const MPI_Comm io_comm = mode == IoMode::memory ? topo_.node : topo_.world;
         MpiCommunicator node(topo_.node);
@@ -161,7 +158,7 @@ class Rows {
         return rows;
     }
 
-    // Every row for this rank count; returns the most of the files' pages any row found cached.
+    // Returns the most of the files' pages any row found cached.
     double all(int rank) {
         const int n = comm_.size();
         double cached = 0, worst = 0;

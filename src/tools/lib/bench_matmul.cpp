@@ -1,11 +1,7 @@
-// dptrain-bench matmul: the CPU backend's matmul_forward beside the product it replaced, one
-// OpenBLAS sgemm of all rows, and beside one sgemv a row (what the op does for one or two rows;
-// the column shows where that choice would stop paying), for few rows (decoding) on the shapes
-// a GPT's layers have; and matmul_forward_rows (decoding's product, each row alone in a fixed
-// order) against the same sgemm. Times the best of --repeats runs of enough calls for about
-// 50 ms each, on --threads threads.
-// Not a training benchmark: training's products have hundreds of rows and take sgemm either way.
-// dptrain-bench products: a training step's products in micro-batches (below).
+// dptrain-bench matmul: the CPU backend's matmul_forward for few rows (decoding) on GPT layer
+// shapes, beside one sgemm of all rows and one sgemv a row; and matmul_forward_rows against the
+// same sgemm. Best of --repeats timings of ~50 ms each. dptrain-bench products (below): a training
+// step's products in micro-batches. Not for: training's products (hundreds of rows, sgemm anyway).
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/backend/cpu/ops.h"
@@ -41,7 +37,7 @@ std::vector<std::pair<int, int>> parse_shapes(const std::string& text) {
     return out;
 }
 
-// "1,2,4" -> {1, 2, 4}: each a whole number in 1..most, else "OPTION 'ITEM' is not WHAT in 1..most".
+// "1,2,4" -> {1, 2, 4}, each in 1..most.
 std::vector<int> parse_counts(const std::string& text, const char* option, const char* what, long most) {
     std::vector<int> out;
     for (const std::string& item : split_list(text)) {
@@ -122,15 +118,15 @@ int bench_matmul(int argc, char** argv) {
 
 namespace {
 
-// "32,256,10" -> {32, 256, 10}: an MLP's widths, input first.
+// An MLP's widths, input first.
 std::vector<int> parse_widths(const std::string& text) {
     const std::vector<int> dims = parse_counts(text, "--dims", "a width", 65536);
     if (dims.size() < 2) throw boost::program_options::error("--dims needs an input and an output width (e.g. 32,256,10)");
     return dims;
 }
 
-// An MLP's weights, and each layer's input and output for all rows (a micro-batch works on its
-// slice of them), allocated once.
+// Weights and each layer's input and output for all rows, allocated once; a micro-batch uses its
+// slice.
 struct MlpProducts {
     std::vector<int> dims;
     std::vector<std::vector<float>> w, dw, bias, dbias, act, grad;
@@ -187,13 +183,10 @@ struct MlpProducts {
 
 }  // namespace
 
-// dptrain-bench products: what gradient accumulation cannot save. An MLP's matrix products for
-// one step (each layer's forward and weight gradient, the input gradients of all but the first
-// layer, as the CPU backend calls them, biases included) over --rows rows in one call each,
-// against --micro-batches calls of rows/N rows, the weight gradients summed in place. Beside
-// them, the same products as bare OpenBLAS sgemm calls (the peer: the library's own cost of
-// smaller products). Nothing else of a step is timed: the ratio is the floor a trainer's
-// micro-batched step meets on this machine.
+// dptrain-bench products: what gradient accumulation cannot save. An MLP step's products (as the
+// CPU backend calls them) over --rows rows in one call each, against --micro-batches calls of
+// rows/N, weight gradients summed in place; beside them the same as bare sgemm calls. The ratio is
+// the floor a micro-batched step meets on this machine.
 int bench_products(int argc, char** argv) {
     const int rank = MpiCommunicator(MPI_COMM_WORLD).rank();
     std::string dims_text = "32,256,256,10";
@@ -212,7 +205,6 @@ int bench_products(int argc, char** argv) {
     cpu::set_threads(threads);
     MlpProducts mlp(dims, rows);
     const long calls = std::max(3L, (long)(1e9 / mlp.flops(rows)));  // about 1 GFLOP a timing
-    // A step's products in n calls of rows / n rows each.
     auto step_us = [&](void (MlpProducts::*fn)(int, int), int n) {
         return best_us(repeats, calls, [&] {
             for (int m = 0; m < n; ++m) (mlp.*fn)(rows / n, m * (rows / n));

@@ -1,7 +1,6 @@
-// dptrain-bench tokenizer: how fast GPT-2's BPE and a SentencePiece model encode and decode a
-// text, on one core. Cold: a tokenizer just loaded (its piece cache empty), as dptrain-data text
-// sees a corpus; warm: the same text again. The peers (js-tiktoken, Python's sentencepiece on the
-// same text and model) run beside it in bench/tokenizer.sh.
+// dptrain-bench tokenizer: GPT-2's BPE and a SentencePiece model encoding and decoding a text on
+// one core, cold (just loaded, as dptrain-data text sees it) and warm. Not for: the peers
+// (bench/tokenizer.sh runs them beside it).
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/comm/communicator.h"
@@ -21,8 +20,7 @@ namespace dptrain {
 
 namespace {
 
-// Loads with `make` and encodes `text` twice (cold, then warm) and decodes it, best of `repeats`;
-// prints one row per measure.
+// Best of `repeats`; one row per measure.
 void measure(const std::string& name, const std::function<TokenizerPtr()>& make, const std::string& text, int repeats) {
     const double mb = text.size() / 1e6;
     double load_s = 1e30, cold_s = 1e30, warm_s = 1e30, decode_s = 1e30;

@@ -1,7 +1,6 @@
-// dptrain-bench trace: what the step instrumentation costs. Times the operations a traced step
-// performs (Tracer::mark per phase, PhaseTimes::add and end_step, the clock read) over many
-// repetitions and prints the cost per step for a given number of phases and buckets, and its
-// share of a step of --step-ms.
+// dptrain-bench trace: what the step instrumentation costs per step (trace marks, phase times,
+// clock reads) for given phases and buckets, and its share of a --step-ms step.
+// Not for: timing a real run (docs/BENCHMARKS.md, "Instrumentation overhead").
 #include "dptrain/tools/bench.h"
 
 #include "dptrain/comm/communicator.h"
@@ -67,8 +66,8 @@ int bench_trace(int argc, char** argv) {
         }
         return (now_seconds() - t0) / events * 1e9;
     });
-    // A traced step: 5 phase marks (each a clock read for the breakdown plus the trace event),
-    // one end of step, and two clock reads plus an event per bucket on the communication thread.
+    // 5 phase marks (a clock read plus the trace event each), one end of step, and per bucket two
+    // clock reads and an event on the communication thread.
     double traced_ns = 5 * (mark_ns + clock_ns + phase_ns) + clock_ns + buckets * (comm_ns + 2 * clock_ns);
     double untraced_ns = 5 * (clock_ns + phase_ns) + clock_ns;
     std::printf("# dptrain-bench trace: best of 5 runs of %ld operations each\n", events);

@@ -1,4 +1,5 @@
 // The helpers dptrain-data's subcommands share: options or --help, a clean --out, joining names.
+// Not for: any subcommand's own work.
 #include "dptrain/tools/data_commands.h"
 
 #include "dptrain/comm/communicator.h"
@@ -63,8 +64,7 @@ void prepare_out(const std::string& out, const std::vector<std::string>& splits,
         if (unlink(p.c_str()) != 0)
             throw UserError(strfmt("%s: cannot remove the old shard: %s", p.c_str(), std::strerror(errno)));
     }
-    // The manifest keeps its lines for the other files (a damaged one still fails its check);
-    // complete_sums adds the new shards' once they are written.
+    // Other files' lines are kept (a damaged one still fails its check); complete_sums adds ours.
     struct stat sums;
     if (stat((out + "/SHA256SUMS").c_str(), &sums) == 0) {
         edit_sums(out, old, {}, 1);
@@ -117,8 +117,7 @@ bool agreed(const char* cmd, const std::function<void()>& step) {
     world.allreduce(&first, 1, ReduceOp::min);
     if (first == INT_MAX) return true;
     if (rank == first) {
-        // Messages quote bytes of the user's file; a control character there must not break the
-        // one-line promise (or the terminal).
+        // A control character quoted from the user's file must not break the one-line promise.
         for (char& c : msg)
             if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
         std::string who = size > 1 ? strfmt(" (%s)", process_identity().c_str()) : "";

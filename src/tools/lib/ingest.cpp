@@ -1,8 +1,6 @@
-// The readers behind `dptrain-data ingest`: CSV, .npy pairs, .npz (through npy.h and zip.h) and
-// HDF5, each ending in one checked Table. Errors name the file, the line or row, and the fix,
-// because the user's own export is what has to change.
-// Not for: choosing a reader, classes or the shard plan (ingest_plan.cpp); writing shards or MPI
-// (src/tools/dptrain_data.cpp).
+// The readers behind `dptrain-data ingest`: CSV, .npy pairs, .npz and HDF5, each ending in one
+// checked Table. Errors name the file, the row and the fix: the user's export has to change.
+// Not for: the shard plan (ingest_plan.cpp), writing shards or MPI (src/tools/dptrain_data.cpp).
 #include "dptrain/tools/ingest.h"
 
 #include "dptrain/core/error.h"
@@ -31,8 +29,7 @@ std::string shape_str(const std::vector<uint64_t>& s) {
     return out + (s.size() == 1 ? ",)" : ")");
 }
 
-// The common end of every reader: features (n, d) already float32, labels as int64 from the
-// file; checks the counts, finiteness and label range, naming the file and the row.
+// Every reader's end: checks counts, finiteness and label range, naming the file and the row.
 Table make_table(const std::string& fwhere, std::vector<float>&& x, long n, int d, const std::string& lwhere,
                  const std::vector<int64_t>& labels) {
     if ((long)labels.size() != n)
@@ -65,8 +62,7 @@ Table make_table(const std::string& fwhere, std::vector<float>&& x, long n, int 
 
 // ---- CSV ----
 
-// Splits one line at `delim`, honouring "quoted, fields" ("" inside quotes is a quote), and trims
-// spaces around each field.
+// Honours "quoted, fields" ("" inside quotes is a quote); trims spaces around each field.
 void split_fields(const std::string& line, char delim, std::vector<std::string>* out) {
     out->clear();
     std::string f;
@@ -104,17 +100,16 @@ bool parse_double(const std::string& s, double* v) {
 
 const char* const kCsvHow = "export one row per sample, e.g. df.to_csv(FILE, index=False)";
 
-// One CSV file being read: what its first row settled (delimiter, columns, header, the label's
-// and the row names' columns) and the values so far.
+// One CSV file being read: what its first row settled, and the values so far.
 struct Csv {
     std::string path;
     int label_column = -1;
     bool no_header = false;
     char delim = 0;
     size_t ncols = 0, first_line = 0;  // 0 until the first non-blank line
-    int lc = 0, index_column = -1;     // the label's column; a column of row names left out, or -1
+    int lc = 0, index_column = -1;     // the label's column; a row-name column left out, or -1
     bool trailing = false;             // every line ends in a delimiter
-    std::vector<std::string> fields, names;  // the line being read; the header's names, if any
+    std::vector<std::string> fields, names;  // the line being read; the header's names
     std::vector<float> x;
     std::vector<int64_t> y;
     std::string note;
@@ -126,7 +121,7 @@ std::string read_whole(const std::string& path) {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// The line at *pos without its "\r\n" or "\n"; *pos moves past it.
+// *pos moves past the line and its "\r\n" or "\n".
 std::string next_line(const std::string& text, size_t* pos) {
     size_t nl = text.find('\n', *pos);
     if (nl == std::string::npos) nl = text.size();
@@ -144,19 +139,17 @@ char guess_delimiter(const std::string& line) {
     return ',';
 }
 
-// The line's fields into c->fields.
 void split_row(Csv* c, const std::string& line) {
     split_fields(line, c->delim, &c->fields);
-    // A delimiter at the end of every line (some writers put one): an empty last field, left
-    // out. The first line decides; a later line without it then has a field too few.
+    // Some writers end every line in a delimiter: that empty last field is left out. The first
+    // line decides.
     if (!c->ncols) c->trailing = c->fields.size() >= 3 && c->fields.back().empty();
     if (c->trailing && !c->fields.empty() && c->fields.back().empty()) c->fields.pop_back();
 }
 
-// Whether the first row is column names. An empty field is a missing value, not a column name
-// (pandas' index column has none). "0,1,...,C-1" is pandas' header for a frame made from an array
-// (",0,1,...,C-2" with its index): read as data it would add a sample labelled C-1, and real rows
-// are hardly ever exactly that; *numeric_names says it was taken so.
+// An empty field is a missing value, not a name (pandas' index column has none). "0,1,...,C-1" is
+// pandas' header for a frame from an array: read as data it would add a sample labelled C-1, and
+// real rows are hardly ever exactly that; *numeric_names says it was taken so.
 bool is_header(const std::vector<std::string>& fields, bool* numeric_names) {
     bool header = false, pandas = true, pandas_indexed = fields[0].empty();
     double v;
@@ -169,7 +162,6 @@ bool is_header(const std::vector<std::string>& fields, bool* numeric_names) {
     return header || *numeric_names;
 }
 
-// Keeps the header's names; notes what reading it left out.
 void take_header(Csv* c, const std::string& line, bool numeric_names) {
     c->names = c->fields;
     // All numbers, taken as pandas' column names: said, since it is a row's worth of data.
@@ -177,10 +169,8 @@ void take_header(Csv* c, const std::string& line, bool numeric_names) {
         c->note = "its first line, " + line.substr(0, 40) + (line.size() > 40 ? "..." : "") +
                   ", is pandas' column names for an array (0, 1, 2, ...), not a sample: left out; pass "
                   "--no-header if it is one";
-    // A first column without a name holds row names: pandas' index (to_csv writes it unless
-    // index=False; read back it is "Unnamed: 0") or R's write.csv row names. As a feature it would
-    // tell the model each row's position (the order of a sorted or time-ordered file): left out,
-    // and said so.
+    // An unnamed first column holds row names (pandas' index, R's write.csv). As a feature it would
+    // tell the model each row's position in a sorted file: left out, and said.
     if (!c->fields[0].empty() && c->fields[0] != "Unnamed: 0") return;
     if (c->lc == 0)
         throw UserError(strfmt("%s: --label-column 0 is the first column, which has no name: row names (pandas' "
@@ -192,8 +182,7 @@ void take_header(Csv* c, const std::string& line, bool numeric_names) {
                "df.to_csv(FILE, index=False) to say so";
 }
 
-// The first non-blank line sets the columns and the label's; returns whether it is a header,
-// left out of the data.
+// Sets the columns and the label's; returns whether the line is a header.
 bool take_first_row(Csv* c, const std::string& line, long line_no) {
     c->ncols = c->fields.size();
     c->first_line = line_no;
@@ -210,7 +199,7 @@ bool take_first_row(Csv* c, const std::string& line, long line_no) {
     return true;
 }
 
-// A label field: an integer in [0, INT32_MAX]; `col` names the field.
+// An integer in [0, INT32_MAX]; `col` names the field.
 int64_t csv_label(const Csv& c, const std::string& f, const std::string& col) {
     const char* path = c.path.c_str();
     double v;
@@ -227,7 +216,7 @@ int64_t csv_label(const Csv& c, const std::string& f, const std::string& col) {
     return (int64_t)v;
 }
 
-// A feature field: a number that is finite as float32; `col` names the field.
+// Finite as float32; `col` names the field.
 float csv_feature(const Csv& c, const std::string& f, const std::string& col, long line_no) {
     const char* path = c.path.c_str();
     double v;
@@ -247,7 +236,6 @@ float csv_feature(const Csv& c, const std::string& f, const std::string& col, lo
     return fv;
 }
 
-// A data row's label and features, appended to c->y and c->x.
 void take_row(Csv* c, long line_no) {
     if (c->fields.size() != c->ncols)
         throw UserError(strfmt("%s: line %ld has %zu fields, but line %zu has %zu; every row needs the same number of "
@@ -268,7 +256,7 @@ void take_row(Csv* c, long line_no) {
 Table read_csv(const std::string& path, int label_column, bool no_header) {
     const std::string text = read_whole(path);
     if (text.empty()) throw UserError(strfmt("%s: the file is empty; %s", path.c_str(), kCsvHow));
-    size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // a UTF-8 byte-order mark (Excel)
+    size_t pos = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;  // Excel's UTF-8 byte-order mark
     Csv c;
     c.path = path;
     c.label_column = label_column;
@@ -356,8 +344,8 @@ Table read_npz(const std::string& path, const std::vector<std::string>& features
 
 namespace {
 
-// H5Lvisit callback: the datasets of a file, for the message when a name is wrong. Opening the
-// object (rather than H5Oget_info) keeps one signature across HDF5 1.10 and 1.12.
+// H5Lvisit callback listing datasets for the error message. H5Oopen, not H5Oget_info: one
+// signature across HDF5 1.10 and 1.12.
 herr_t collect_dataset(hid_t loc, const char* name, const H5L_info_t*, void* out) {
     hid_t obj = H5Oopen(loc, name, H5P_DEFAULT);
     if (obj < 0) return 0;
@@ -410,8 +398,8 @@ Table read_hdf5(const std::string& path, const std::string& features_name, const
     if ((long)lshape[0] != n)
         throw UserError(strfmt("%s: %llu labels, but %s has %ld samples; features and labels must have the same length",
                                lwhere.c_str(), (unsigned long long)lshape[0], fwhere.c_str(), n));
-    // HDF5 converts any stored float or integer type to float32 (round to nearest) and the labels
-    // to int64, wide enough that an out-of-range label is seen rather than clipped to int32.
+    // HDF5 converts to float32 (nearest) and labels to int64, so an out-of-range label is seen
+    // rather than clipped to int32.
     std::vector<float> x((size_t)n * d);
     std::vector<int64_t> y(n);
     if (n > 0 && H5Dread(fd.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()) < 0)

@@ -1,5 +1,4 @@
-// `dptrain-data ingest` around the readers: the input format (named or detected), every input read
-// into one Table, the number of classes and the shard plan.
+// `dptrain-data ingest` around the readers: format, inputs into one Table, classes, shard plan.
 // Not for: parsing a file's contents (ingest.cpp) or writing shards (src/tools/dptrain_data.cpp).
 #include "dptrain/tools/ingest.h"
 
@@ -110,7 +109,7 @@ Table read_inputs(const std::vector<std::string>& inputs, const Options& o, Form
     return all;
 }
 
-// Up to this many classes, max label + 1 is taken as it is.
+// Up to this many classes, max label + 1 is taken as is.
 constexpr long kFewClasses = 10000;
 
 int resolve_classes(const Table& t, int requested, const std::string& what) {
@@ -133,8 +132,8 @@ int resolve_classes(const Table& t, int requested, const std::string& what) {
         throw UserError(strfmt("%s: label %d leaves no class count that fits int32; is it the label column? (choose it "
                                "with --label-column)",
                                what.c_str(), top));
-    // Labels far above their number of values are rarely classes (an id or a price taken for the
-    // label): each class is an output of the model, so a wrong guess would cost its memory.
+    // Labels far above their count of values are rarely classes (an id or price taken for the
+    // label), and each class costs the model an output.
     const long classes = (long)top + 1;
     if (classes > kFewClasses) {
         std::vector<int32_t> values(t.y);

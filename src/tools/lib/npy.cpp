@@ -27,10 +27,8 @@ namespace {
 
 const char* const kResave = "save it again with np.save";
 
-// The header is a Python dict literal such as
-//   {'descr': '<f4', 'fortran_order': False, 'shape': (100, 32), }
-// padded with spaces. Only strings, True/False, tuples of ints and (for structured dtypes, which
-// are refused later) lists appear in it.
+// A Python dict literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (100, 32), }
+// padded with spaces: only strings, True/False, tuples of ints and (structured dtypes) lists.
 class Lexer {
   public:
     Lexer(const std::string& s, const std::string& where) : s_(s), where_(where) {}
@@ -113,7 +111,7 @@ T load(const char* p) {
     return v;
 }
 
-// Calls f(value) for each element, read as its own type.
+// f(value) per element, read as its own type.
 template <typename F>
 void each(const Array& a, F&& f) {
     const char* p = a.data();
@@ -171,7 +169,6 @@ std::string header_text(const std::string& bytes, const std::string& where, size
     return bytes.substr(start, hlen);
 }
 
-// What the header dict says besides a.descr and a.shape.
 struct HeaderFlags {
     bool fortran = false, structured = false;
 };
@@ -208,8 +205,7 @@ void read_entry(Lexer& lx, const std::string& key, Array* a, HeaderFlags* flags)
     }
 }
 
-// The dict {'descr': ..., 'fortran_order': ..., 'shape': ...}, each key once or more, all three
-// needed.
+// Each key once or more; all three needed.
 HeaderFlags read_dict(Lexer& lx, Array* a) {
     HeaderFlags flags;
     bool have_descr = false, have_order = false, have_shape = false;
@@ -230,8 +226,8 @@ HeaderFlags read_dict(Lexer& lx, Array* a) {
     return flags;
 }
 
-// Sets a->kind and a->itemsize from a->descr (a byte-order character, a kind letter, the item
-// size in bytes: "<f4", "|u1") and refuses what cannot be read by copying little-endian bytes.
+// From a->descr ("<f4", "|u1": byte order, kind, size); refuses what is not readable by copying
+// little-endian bytes.
 void check_dtype(Array* a, const HeaderFlags& flags) {
     const char* where = a->where.c_str();
     if (flags.structured)

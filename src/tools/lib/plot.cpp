@@ -1,6 +1,5 @@
-// Charts, part one: axis ticks and the layout of a Chart into a Drawing of shapes in pixel
-// coordinates. Painting those shapes (PNG and SVG, through cairo and pango) is plot_cairo.cpp.
-// Not for reading run logs: dptrain-report turns metrics.jsonl into Charts.
+// Charts, part one: axis ticks and the layout of a Chart into a Drawing of pixel shapes; painting
+// them (PNG, SVG) is plot_cairo.cpp. Not for reading run logs (dptrain-report makes the Charts).
 #include "dptrain/tools/plot.h"
 
 #include "dptrain/core/error.h"
@@ -17,8 +16,7 @@ namespace dptrain {
 
 namespace {
 
-// Sizes in pixels. Text is 10 px a scale: 2x keeps tick labels readable on an 800x450 image, 3x
-// sets the title apart.
+// Pixels. Text is 10 px a scale: 2x keeps ticks readable at 800x450, 3x sets the title apart.
 const int kMargin = 12;      // image edge to the nearest text
 const int kGap = 8;          // between a text block and what it labels
 const int kTickLen = 5;      // tick marks outside the plot area
@@ -92,8 +90,8 @@ struct Range {
     }
 };
 
-// The legend: one entry (line sample and name) per series, in rows right-aligned to `right`,
-// starting with the baseline at `baseline`. Returns the baseline of the row after the last.
+// One entry per series, rows right-aligned to `right` from `baseline`; returns the next row's
+// baseline.
 int add_legend(Drawing& d, const Chart& c, double left, double right, int baseline) {
     const int row_height = 10 * kTextScale + 4;
     const int spacing = 18;  // between entries
@@ -129,8 +127,8 @@ int add_legend(Drawing& d, const Chart& c, double left, double right, int baseli
 } // namespace
 
 Rgb series_colour(int i) {
-    // Distinct on white and for the common colour-vision deficiencies (the Okabe-Ito set, with
-    // its yellow dropped for being too light on white and a dark grey added).
+    // Okabe-Ito (distinct for common colour-vision deficiencies), less its too-light yellow, plus a
+    // dark grey.
     static const Rgb palette[8] = {{0, 114, 178},  {213, 94, 0},  {0, 158, 115},   {204, 121, 167},
                                    {86, 180, 233}, {230, 159, 0}, {120, 120, 120}, {20, 20, 20}};
     return palette[((i % 8) + 8) % 8];
@@ -187,7 +185,7 @@ std::string tick_label(double v, double axis_max) {
 
 namespace {
 
-// The ticks and labels of both axes, from the finite points of every series.
+// From the finite points of every series.
 struct Axes {
     bool empty = true;  // nothing to plot (or a message instead)
     std::vector<double> xt, yt;
@@ -226,7 +224,7 @@ struct Area {
     double left, right, top, bottom;
 };
 
-// An empty plot: the frame and the message (or "no data") in its middle.
+// The frame and the message (or "no data") in its middle.
 void draw_empty(Drawing& d, const Chart& c, const Area& p) {
     const int s = kTextScale;
     for (double x : {p.left, p.right}) d.shapes.push_back(line(crisp(x), p.top, crisp(x), p.bottom, kAxis, 1));
@@ -236,7 +234,7 @@ void draw_empty(Drawing& d, const Chart& c, const Area& p) {
         text((p.left + p.right) / 2, (p.top + p.bottom) / 2 + 3.5 * s, msg, s, Shape::Anchor::middle, kMuted));
 }
 
-// Grid and tick labels, then the axes; then each series as a line and/or markers over them.
+// Grid and tick labels, then the axes, then each series over them.
 template <typename PX, typename PY>
 void draw_plot(Drawing& d, const Chart& c, const Axes& a, const Area& p, PX px, PY py) {
     const int s = kTextScale;
@@ -294,7 +292,7 @@ Drawing layout_chart(const Chart& c) {
     double top = baseline + kTitleScale + kGap + 4;
     const Axes a = axes_of(c);
 
-    // The plot area: what is left after the title, legend, axis titles and tick labels.
+    // What is left after the title, legend, axis titles and tick labels.
     double left = kMargin + (c.y_title.empty() ? 0 : 8 * s + kGap) + a.ylabel_w + kTickLen + 4;
     double right = W - kMargin - (a.xl.empty() ? 0 : text_width(a.xl.back(), s) / 2.0);
     if (c.series.size() > 1 && !a.empty) top = add_legend(d, c, left, right, (int)top + 7 * s) - 7 * s + 4;

@@ -1,8 +1,6 @@
-// Charts, part two: the Drawing painted with cairo, onto an image surface written as PNG and onto
-// an SVG surface, the same calls for both, so the two files agree. Text is laid out by pango in
-// DejaVu Sans Mono (fonts-dejavu-core; its 0.6 em advance is the 6 pixels a character that
-// layout_chart budgets at scale 1), which falls back to any installed font for a script DejaVu
-// lacks. Not for: choosing what is drawn (plot.cpp).
+// Charts, part two: the Drawing painted by cairo onto a PNG and an SVG surface with the same
+// calls, so the files agree; text by pango in DejaVu Sans Mono (its 0.6 em is layout_chart's 6 px
+// a character), falling back for scripts it lacks. Not for: choosing what is drawn (plot.cpp).
 #include "dptrain/tools/plot.h"
 
 #include "dptrain/core/error.h"
@@ -22,8 +20,7 @@ namespace {
 
 void set_colour(cairo_t* cr, Rgb c) { cairo_set_source_rgb(cr, c.r / 255.0, c.g / 255.0, c.b / 255.0); }
 
-// One text shape: its baseline at the anchor point, start, middle or end there; vertical text is
-// turned to read upwards about the anchor.
+// Baseline at the anchor (start, middle or end); vertical text reads upwards about it.
 void paint_text(cairo_t* cr, const Shape& s) {
     PangoLayout* layout = pango_cairo_create_layout(cr);
     PangoFontDescription* font = pango_font_description_from_string("DejaVu Sans Mono");
@@ -82,8 +79,7 @@ cairo_status_t append(void* closure, const unsigned char* data, unsigned int len
 
 using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
 
-// Paints d onto the surface; finish: end it too (an SVG surface writes its document then; an image
-// surface is written out after, unfinished).
+// finish: end the surface too (SVG writes its document then; PNG is written after, unfinished).
 void paint_onto(cairo_surface_t* surface, const Drawing& d, bool finish) {
     cairo_t* cr = cairo_create(surface);
     paint(cr, d);

@@ -41,13 +41,12 @@ void write_tokens(const std::string& path, const std::vector<Id>& ids, size_t be
     h5::write_attr_str(f.get(), "source", source);
 }
 
-// Rank `rank` of `size`'s shards of ids: training shard s of train_shards (ids [0, n_train) cut
-// evenly) when s % size == rank, then the validation shard (the rest, when `val`) by rank
-// train_shards % size.
+// This rank's shards: training shard s (ids [0, n_train) cut evenly) when s % size == rank, then
+// the validation shard (the rest) on rank train_shards % size.
 template <typename Id>
 void write_shards(const std::string& out, const std::vector<Id>& ids, size_t n_train, int train_shards, bool val,
                   const Tokenizer& tok, const std::string& source, int rank, int size) {
-    make_directories(out, "--out");  // a no-op on rank 0's filesystem; needed where nodes do not share it
+    make_directories(out, "--out");  // for nodes that do not share rank 0's filesystem
     for (int s = rank; s < train_shards; s += size)
         write_tokens(strfmt("%s/train-%05d-of-%05d.h5", out.c_str(), s, train_shards), ids, n_train * s / train_shards,
                      n_train * (s + 1) / train_shards, tok, source);
@@ -55,7 +54,6 @@ void write_shards(const std::string& out, const std::vector<Id>& ids, size_t n_t
         write_tokens(strfmt("%s/val-00000-of-00001.h5", out.c_str()), ids, n_train, ids.size(), tok, source);
 }
 
-// Rank 0 alone: --out made ready before the shards, SHA256SUMS completed after them.
 void prepare_on_rank0(const std::string& out, const std::vector<std::string>& splits, bool overwrite, int rank) {
     if (rank == 0) prepare_out(out, splits, overwrite);
 }
@@ -63,16 +61,14 @@ void sums_on_rank0(const std::string& out, const std::vector<std::string>& split
     if (rank == 0) complete_sums(out, splits);
 }
 
-// What --tokenizer and its options ask for.
 struct TextTokenizer {
     std::string name, encoder, merges, sp_model, sp_type;  // name: --tokenizer as given
     int vocab_size = 0;
-    TokenizerKind kind = TokenizerKind::chars;  // name's, once check_tokenizer has read it
+    TokenizerKind kind = TokenizerKind::chars;  // set by check_tokenizer
 };
 
-// Reads o->name into o->kind and returns the tokenizer, its files checked before any text is
-// read; null for the kinds made from the text later (make_tokenizer): char, and a SentencePiece
-// model to train.
+// Sets o->kind and checks the tokenizer's files before any text is read. Null for kinds made
+// from the text later (char, a SentencePiece model to train).
 TokenizerPtr check_tokenizer(TextTokenizer* o) {
     // ids are made by `tokens` alone: text has no vocabulary size to declare.
     if (!parse_tokenizer_kind(o->name, &o->kind) || o->kind == TokenizerKind::ids)
@@ -108,9 +104,8 @@ TokenizerPtr check_tokenizer(TextTokenizer* o) {
     return nullptr;
 }
 
-// The tokenizer of `data` whose first `train_bytes` are the training text (`tok`, when
-// check_tokenizer gave one): char takes its characters from all of it; a SentencePiece model is
-// trained on the training text alone, so the validation text stays unseen.
+// char takes its characters from all the text; a SentencePiece model trains on the first
+// `train_bytes` alone, so the validation text stays unseen.
 TokenizerPtr make_tokenizer(TokenizerPtr tok, const TextTokenizer& o, const std::string& data, size_t train_bytes) {
     if (tok) return tok;
     if (o.kind == TokenizerKind::chars) return make_char_tokenizer(data);
@@ -118,11 +113,9 @@ TokenizerPtr make_tokenizer(TokenizerPtr tok, const TextTokenizer& o, const std:
     return make_sentencepiece_tokenizer(SentencePieceModel::train(data, train_bytes, o.vocab_size, o.sp_type, threads));
 }
 
-// Where the text may be cut into `parts` pieces that encode alone to the ids the whole would
-// give: at file ends when each file is a document (<|endoftext|> after it); else where the
-// tokenizer allows (Tokenizer::next_cut: after a newline, for gpt2 only between two visible ASCII
-// characters; a SentencePiece model that does not encode line by line is not cut). Returns
-// parts + 1 offsets.
+// Cuts into `parts` pieces that encode alone to the whole's ids: at file ends when each file is a
+// document, else at Tokenizer::next_cut (a SentencePiece model that does not encode line by line
+// is not cut). Returns parts + 1 offsets.
 std::vector<size_t> chunk_cuts(const std::string& data, const std::vector<size_t>& ends, bool per_file,
                                const Tokenizer& tok, int parts) {
     std::vector<size_t> cuts((size_t)parts + 1, data.size());
@@ -136,14 +129,14 @@ std::vector<size_t> chunk_cuts(const std::string& data, const std::vector<size_t
     return cuts;
 }
 
-// The ids of data[begin, end): each file in it followed by `eot` when eot >= 0.
+// Each file in data[begin, end) followed by `eot` when eot >= 0.
 void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, size_t end,
                   const std::vector<size_t>& ends, int eot, std::vector<int>* ids) {
     if (eot < 0) {
         if (end > begin) *ids = tok.encode(data.substr(begin, end - begin));
         return;
     }
-    // A file belongs to the chunk its end falls in; an empty first file (its end 0) to the first.
+    // A file belongs to the chunk its end falls in; an empty first file to the first.
     for (size_t at = begin, f = 0; f < ends.size(); ++f)
         if ((ends[f] > begin || begin == 0) && ends[f] <= end) {
             tok.encode_into(data.substr(at, ends[f] - at), ids);
@@ -152,7 +145,7 @@ void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, s
         }
 }
 
-// Every rank's ids, in rank order, on every rank. Collective; `total` is their count.
+// Collective: every rank's ids, in rank order, on every rank; `total` is their count.
 std::vector<int> gather_ids(const std::vector<int>& mine, long* total) {
     MpiCommunicator world(MPI_COMM_WORLD);
     std::vector<long> counts((size_t)world.size());
@@ -167,10 +160,10 @@ std::vector<int> gather_ids(const std::vector<int>& mine, long* total) {
     return all;
 }
 
-// Rank 0's trained SentencePiece model to every rank (collective).
+// Collective: rank 0's trained SentencePiece model to every rank.
 void share_model(TokenizerPtr* tok) {
     MpiCommunicator world(MPI_COMM_WORLD);
-    std::string model = world.rank() == 0 && *tok ? (*tok)->table() : "";  // sentencepiece: the model's bytes
+    std::string model = world.rank() == 0 && *tok ? (*tok)->table() : "";
     long n = (long)model.size();
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD));
     model.resize((size_t)n);
@@ -178,7 +171,6 @@ void share_model(TokenizerPtr* tok) {
     if (world.rank() != 0) *tok = make_sentencepiece_tokenizer(SentencePieceModel::from_bytes(model, "rank 0's model"));
 }
 
-// text's options and where they go.
 struct TextArgs {
     std::vector<std::string> inputs;
     std::string out, vocab;
@@ -213,10 +205,9 @@ po::options_description text_options(TextArgs* a) {
     return desc;
 }
 
-// What text's steps hand on, in the order they are made.
 struct TextRun {
     TextArgs a;
-    TokenizerPtr tok;  // null until made from the text (step 2) for char and a model to train
+    TokenizerPtr tok;  // null until step 2 for char and a model to train
     std::vector<std::string> files;
     std::vector<size_t> ends;  // each file's end in data
     std::string data, source;
@@ -225,7 +216,7 @@ struct TextRun {
     size_t n_val = 0, n_train = 0;
 };
 
-// Step 1: the options, the tokenizer's files, and all the text. Returns whether --help was asked.
+// Step 1: options, tokenizer files, all the text. Returns whether --help was asked.
 bool read_text_step(TextRun* r, int argc, char** argv, const po::options_description& desc, bool rank0) {
     TextArgs& a = r->a;
     if (parse_or_help(argc, argv, desc, "", rank0)) return true;
@@ -235,11 +226,10 @@ bool read_text_step(TextRun* r, int argc, char** argv, const po::options_descrip
     if (!(a.val_fraction > 0 && a.val_fraction < 1) || a.shards < 1)
         throw UserError("text: --val-fraction must be in (0, 1) and --shards >= 1");
     r->files = text_files(a.inputs);
-    // GPT-2's documents end in <|endoftext|> (as OpenWebText's do in nanoGPT); other tokenizers
-    // join the files with newlines.
+    // GPT-2's documents end in <|endoftext|> (as nanoGPT's OpenWebText); others join with newlines.
     r->eot = r->tok && r->files.size() > 1 ? r->tok->end_of_text() : -1;
     r->data = read_texts(r->files, r->eot < 0, &r->ends);
-    // char and a SentencePiece model to train (no tokenizer yet) read characters too.
+    // char and a SentencePiece model to train read characters too.
     if (!r->tok || r->tok->needs_utf8()) check_utf8(r->files, r->data, r->ends, name_of(a.tt.kind));
     r->source = r->files.size() == 1 ? r->files[0]
                                      : strfmt("%zu files: %s ... %s", r->files.size(), r->files.front().c_str(),
@@ -247,7 +237,6 @@ bool read_text_step(TextRun* r, int argc, char** argv, const po::options_descrip
     return false;
 }
 
-// Step 4's checks: enough tokens for the shards, and few enough for one run.
 void check_text_counts(const TextRun& r) {
     if (r.total > INT_MAX)
         throw UserError(strfmt("text: %ld tokens, more than one run takes (2^31); make several --out sets of fewer "
@@ -268,15 +257,11 @@ void print_text_summary(const TextRun& r, int size) {
 
 } // namespace
 
-// The MPI walk-through (every rank runs the same steps; each `agreed` is a collective):
+// Every rank runs the same steps; each `agreed` is a collective (one rank without mpirun):
 //   1. every rank parses the options, checks the tokenizer's files and reads all the text;
-//   2. the tokenizer: char from the text on every rank; a SentencePiece model to train is trained
-//      by rank 0 and sent to the others;
-//   3. rank r encodes piece r of the text (chunk_cuts: pieces that encode alone to the same ids);
-//      every rank gathers all the ids;
-//   4. rank 0 prepares --out; shard i (the train shards, then val) is written by rank i % ranks;
-//      rank 0 prints the summary.
-// Without mpirun it is one rank doing all of it.
+//   2. char: from the text on every rank; a SentencePiece model is trained on rank 0 and sent;
+//   3. rank r encodes piece r (chunk_cuts); every rank gathers all the ids;
+//   4. rank 0 prepares --out; shard i (train shards, then val) is written by rank i % ranks.
 int text_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);
@@ -341,8 +326,7 @@ ids; --split train|val sends all of them to that split (nanoGPT's train.bin and 
 Under mpirun every rank reads all the files and the ranks write the shards in turn.
 )";
 
-// The tokenizer of ids made elsewhere: GPT-2's BPE from its files, or bare ids of vocab_size
-// (which GPT-2's files set when it is 0).
+// GPT-2's BPE from its files (which set vocab_size when it is 0), or bare ids of vocab_size.
 TokenizerPtr tokenizer_of_ids(const std::string& encoder, const std::string& merges, long* vocab_size) {
     if (!encoder.empty() || !merges.empty()) {
         if (encoder.empty() || merges.empty())
@@ -360,7 +344,6 @@ TokenizerPtr tokenizer_of_ids(const std::string& encoder, const std::string& mer
     return make_ids_tokenizer((int)*vocab_size);
 }
 
-// tokens' options.
 struct TokensArgs {
     std::vector<std::string> inputs;
     std::string out, format, split, dataset, encoder, merges;
@@ -386,16 +369,14 @@ po::options_description tokens_options(TokensArgs* a) {
     return desc;
 }
 
-// What tokens' first step reads and decides.
 struct TokensRun {
     TokensArgs a;
     TokenizerPtr tok;
-    std::vector<uint32_t> ids;  // 4 bytes an id, the only copy once read (it was 3: 6.6x a .bin's size)
-    std::string used;           // the inputs' formats, as read
+    std::vector<uint32_t> ids;  // the only copy once read
+    std::string used;           // the inputs' formats
     size_t n_val = 0, n_train = 0;
 };
 
-// Every --input in order into r->ids; r->used names their formats.
 void read_token_inputs(TokensRun* r) {
     const token_files::Format f = token_files::parse_format(r->a.format);
     for (const std::string& in : r->a.inputs) {
@@ -407,7 +388,7 @@ void read_token_inputs(TokensRun* r) {
     }
 }
 
-// The ids' split into training and validation, refused when a shard would hold fewer than 2.
+// Refused when a shard would hold fewer than 2 ids.
 void split_ids(TokensRun* r) {
     const TokensArgs& a = r->a;
     const size_t n = r->ids.size();
@@ -422,8 +403,8 @@ void split_ids(TokensRun* r) {
                                    : strfmt("%d training shards and a validation split", a.shards).c_str()));
 }
 
-// Step 1: the options, the tokenizer, every id read and checked, the split. Returns whether
-// --help was asked.
+// Step 1: options, tokenizer, every id read and checked, the split. Returns whether --help was
+// asked.
 bool read_ids_step(TokensRun* r, int argc, char** argv, const po::options_description& desc, bool rank0) {
     TokensArgs& a = r->a;
     if (parse_or_help(argc, argv, desc, kTokensHelp, rank0)) return true;
@@ -441,9 +422,8 @@ bool read_ids_step(TokensRun* r, int argc, char** argv, const po::options_descri
 
 } // namespace
 
-// Under mpirun as ingest: every rank reads and checks all the files (the readers are
-// deterministic, so all hold the same ids or fail alike), rank 0 prepares --out, and shard i
-// (the train shards, then val) is written by rank i % ranks.
+// Under mpirun: every rank reads all the files (deterministic readers: the same ids or the same
+// failure), rank 0 prepares --out, and shard i is written by rank i % ranks.
 int tokens_cmd(int argc, char** argv) {
     const MpiScope mpi;
     MpiCommunicator world(MPI_COMM_WORLD);

@@ -1,4 +1,5 @@
 // token_files: nanoGPT, llm.c and NumPy token files read and checked.
+// Not for: writing token shards.
 #include "dptrain/tools/token_files.h"
 
 #include "dptrain/core/error.h"
@@ -37,7 +38,7 @@ int32_t le32(const std::string& b, size_t at) {
     return (int32_t)v;
 }
 
-// n little-endian ids of `width` bytes from b[at...], each checked below vocab_size.
+// Each checked below vocab_size.
 std::vector<uint32_t> ids_of(const std::string& path, const std::string& b, size_t at, size_t n, int width,
                              long vocab_size) {
     std::vector<uint32_t> ids(n);
@@ -86,8 +87,7 @@ std::vector<uint32_t> read_npy(const std::string& path, std::string b, long voca
     });
 }
 
-// A 1-D integer dataset of an HDF5 file, read as int64 (HDF5 converts any integer type) a slab
-// of 1M ids at a time, into ids of 4 bytes.
+// Read as int64 (HDF5 converts any integer type) 1M ids a slab, kept as 4 bytes an id.
 std::vector<uint32_t> read_hdf5(const std::string& path, const std::string& name, long vocab_size) {
     std::lock_guard<std::mutex> g(h5::lock());
     const std::string hint = "name the dataset of ids with --dataset NAME";

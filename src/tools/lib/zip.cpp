@@ -1,5 +1,5 @@
-// zip::Archive over libzip: the archive opened with its consistency checks, each member read whole
-// (libzip checks its CRC), every libzip error turned into one line naming the file and the member.
+// zip::Archive over libzip: opened with consistency checks, members read whole (CRC-checked),
+// every error one line naming file and member. Not for: writing archives.
 #include "dptrain/tools/zip.h"
 
 #include "dptrain/core/error.h"
@@ -15,7 +15,6 @@ namespace {
 
 const char* const kResave = "write it again with np.savez or np.savez_compressed";
 
-// What a libzip error code means for an .npz the user gave.
 std::string open_error(int code, const std::string& path) {
     switch (code) {
     case ZIP_ER_NOENT:
@@ -38,7 +37,6 @@ std::string open_error(int code, const std::string& path) {
     }
 }
 
-// What went wrong reading a member.
 std::string read_error(zip_error_t* e, const std::string& where) {
     switch (zip_error_code_zip(e)) {
     case ZIP_ER_CRC: return where + ": CRC mismatch (the file is corrupt); " + kResave;

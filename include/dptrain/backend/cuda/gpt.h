@@ -1,10 +1,6 @@
-// The GPT computed on a GPU with the CUDA backend's ops (cuda_backend.h), behind the same Model
-// interface as the CPU Gpt: parameters, gradients and token windows stay in host memory (the
-// trainer, all-reduce, optimizer and checkpoints keep them there) and are copied to and from the
-// device around each forward and backward; every activation lives on the device. Built only with
-// CUDA. Not for: the fastest path (the copies of parameters and gradients cost a share of every
-// step, see docs/GPU.md); it is the GPT's first GPU path and the reference for device-resident
-// training.
+// The GPT on a GPU behind the CPU Gpt's Model interface: Gpt's ops replaced by their CUDA twins,
+// every activation on the device, parameters and gradients there too when resident (else copied
+// each step). Built only with CUDA. Not for: decoding (CudaGptDecoder) or the step (DeviceStep).
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
@@ -25,9 +21,7 @@ class OpEvents;
 
 class CudaGpt : public Model, public cuda::Resident {
   public:
-    // The same network as Gpt(cfg, max_batch), on CUDA device `device`, in `precision` (allocated
-    // for it from the start: bf16 keeps several activations at half the bytes; set_precision may
-    // change it later). max_batch >= 1 (decoding is CudaGptDecoder's).
+    // Gpt(cfg, max_batch) on `device`, allocated for `precision` (set_precision may change it).
     CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision = Precision::fp32);
     ~CudaGpt() override;
 
@@ -36,17 +30,12 @@ class CudaGpt : public Model, public cuda::Resident {
     int terms_per_sample() const override { return host_.terms_per_sample(); }
     double flops_per_sample() const override { return host_.flops_per_sample(); }
     void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
-    // Token checks and messages as Gpt::forward; *correct is counted on the host from each row's
-    // argmax, which the loss kernel finds (evaluation only: the trainer asks for it there).
+    // Token checks and messages as Gpt::forward; *correct from the loss kernel's argmax per row.
     double forward(const float* params, const ModelBatch& in, long* correct) override;
-    // The parameters on the device are those of the forward just run (the caller's contract).
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
-    // Device bytes of the activations and backward's buffers (Gpt's set; the targets and argmax
-    // counted as the CPU counts them): in fp32 Gpt::activation_bytes(cfg, max_batch) exactly, in
-    // bf16 less (several kept at half the bytes, plus attention's rounded output and dfc's bf16).
+    // In fp32 exactly Gpt::activation_bytes, in bf16 less.
     size_t activation_bytes() const override { return fixed_activation_bytes_ + kept_activation_bytes_; }
-    // Copies the windows to the device on the input stream while the current step computes.
     void stage(const ModelBatch& next) override;
     void unstage() override;
     void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
@@ -59,25 +48,17 @@ class CudaGpt : public Model, public cuda::Resident {
     void set_rounded_current(bool current) override;
 
   private:
-    // n floats cudaMalloc'd into `into` (freed at destruction, or by set_precision for kept_);
-    // `what` says the whole need on failure.
+    // n floats cudaMalloc'd into `into`; `what` says the whole need on failure.
     float* dev(size_t n, const std::string& what, std::vector<void*>& into);
     void release();  // every device buffer, the input slots and the bf16 room
-    // Layer l's slot of an activation of n values a layer: fp32, or (half) bf16 values, n of
-    // them a layer apart in a buffer of half the bytes.
+    // Layer l's slot of an activation of n values a layer, fp32 or (half) bf16.
     static float* slot(float* base, size_t l, size_t n, bool half) {
         return half ? reinterpret_cast<float*>(reinterpret_cast<bf16*>(base) + l * n) : base + l * n;
     }
-    // --recompute, as Gpt::kept and Gpt::kept_att: the slot of layer l's activations (block: the
-    // one slot every layer shares, backward recomputing the block first) and of its attention's
-    // softmax or statistics (attention and block: one shared slot, recomputed before their
-    // backward); gpt_buffers sizes their slots.
+    // --recompute's slots, as Gpt::kept and Gpt::kept_att.
     size_t kept(int l) const { return cfg_.recompute == Recompute::block ? 0 : (size_t)l; }
     size_t kept_att(int l) const { return cfg_.recompute == Recompute::none ? (size_t)l : 0; }
-    // forward's parts, on B windows (forward.cpp's order): a LayerNorm (bf16: out rounded), the
-    // residual add with the LayerNorm after it, a matmul (bf16: its input already rounded), one
-    // block from its ln1 output (slot kept(l)) to GELU's, layer l's attention into out (bf16 with
-    // flash attention: out16), and the classifier and loss.
+    // forward's parts (gpt_forward.cpp); in bf16 LayerNorm writes out rounded and a matmul's input is.
     void layernorm_fwd(float* out, float* mean, float* rstd, const float* inp, size_t w, size_t b, long BT);
     void residual_layernorm_fwd(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
                                 size_t w, size_t bias, long BT);
@@ -85,10 +66,8 @@ class CudaGpt : public Model, public cuda::Resident {
     void block_forward(int l, const float* residual, int B);
     void attention_fwd(int l, int B, float* out, bf16* out16);
     double head_forward(int B, long* correct);
-    // --recompute: what backward needs of layer l that forward did not keep (Gpt::recompute_layer).
-    void recompute_layer(int l, const float* residual, int B);
-    // backward's parts (gpt.cpp): a LayerNorm's backward into dres_, and layer l's MLP half and
-    // attention half.
+    void recompute_layer(int l, const float* residual, int B);  // Gpt::recompute_layer's
+    // backward's parts (gpt.cpp).
     void layernorm_bwd(float* dw, float* db, const float* dout, const float* inp, size_t w, const float* mean,
                        const float* rstd, bool rounded_next, long BT, bool adds);
     void mlp_backward(int l, int B, bool adds);
@@ -98,33 +77,26 @@ class CudaGpt : public Model, public cuda::Resident {
     int max_batch_;
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
-    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
-    std::unique_ptr<cuda::InputSlots> input_;          // the token windows' way in
+    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host
+    std::unique_ptr<cuda::InputSlots> input_;
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
     std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
     bool precision_set_ = false;
-    size_t fixed_activation_bytes_ = 0;  // the constructor's activations, whatever the precision
+    size_t fixed_activation_bytes_ = 0;  // the constructor's
     size_t kept_activation_bytes_ = 0;   // set_precision's
     Precision precision_ = Precision::fp32;
     using LayerViews = Gpt::LayerViews;
     std::vector<LayerViews> lv_;  // host_'s
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
-    // The device field that holds buffer `name` of gpt_buffers (its address, for allocation).
-    void** field(const char* name);
-    // set_precision's buffers (gpt_buffers' by_precision ones) and their bytes.
+    void** field(const char* name);  // the member holding gpt_buffers' buffer `name`
+    // set_precision's buffers (gpt_buffers' by_precision ones).
     std::vector<GptBuffer> kept_plan(Precision p) const;
     double kept_bytes(Precision p) const;
-    // The logits' row stride in values (gpu_logits_stride; the padding is neither written by the
-    // GEMMs nor read by the loss).
+    // gpu_logits_stride; the padding is never written or read.
     int logits_stride(Precision p) const { return (int)gpu_logits_stride((size_t)cfg_.vocab_size, p); }
-    // Device: parameters, gradients, the batch, and the activations of Gpt (same names, shapes;
-    // att_ and datt_ empty with flash attention, lse_ and delta_ empty without; in bf16, logits_
-    // in rows of logits_stride values, and atty_ empty with flash attention: atty16_ holds it).
-    // In bf16, ln1_, ln2_, lnf_, fch_, fch_gelu_, logits_ and (with flash attention) qkv_ hold
-    // their values rounded to bf16, in buffers of half the bytes (slot() finds a layer's part);
-    // dsmall_ holds the input gradients LayerNorm's backward takes as bf16, and (with flash
-    // attention) datty_ attention's output gradient as bf16, in their first half.
+    // Device: Gpt's activations, same names and shapes (sizes: gpt_buffers). Which hold bf16 and
+    // which scratch is free when: docs/GPU.md, "Note [CudaGpt scratch]".
     float *params_ = nullptr, *grads_ = nullptr;
     int *tokens_ = nullptr;   // the last forward's windows, in one of input_'s slots
     int *targets_ = nullptr;  // their last T tokens, packed

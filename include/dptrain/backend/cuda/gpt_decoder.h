@@ -15,28 +15,25 @@ namespace dptrain {
 
 class CudaGptDecoder : public Decoder {
   public:
-    // On CUDA device `device`; the parameters' room (and with bf16 weights their rounded copy and
-    // a widened matrix's scratch) allocated here, the cache by reserve. Each call makes the device
-    // current first: serving decodes on a thread of its own.
+    // Parameters' room allocated here, the cache by reserve. Each call makes `device` current
+    // first: serving decodes on a thread of its own.
     CudaGptDecoder(const GptConfig& cfg, int device, Precision weights = Precision::fp32);
     ~CudaGptDecoder() override;
     CudaGptDecoder(const CudaGptDecoder&) = delete;
     CudaGptDecoder& operator=(const CudaGptDecoder&) = delete;
 
     void reserve(int slots, int max_rows) override;
-    // The host's parameters copied to the device (and rounded into the bf16 copy), done when it
-    // returns: the caller may free or refill them at once.
+    // Copied (and rounded) before it returns: the caller may refill them at once.
     void set_params(const float* params) override;
-    // GptDecoder's contract; the inputs and logits in host memory, checked and refused as on the
-    // CPU before anything is queued.
+    // Decoder's contract; checked as on the CPU before anything is queued.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) override;
     std::string where() const override;
 
   private:
-    // out (n, OC) = inp (n, C) @ weight^T + bias for n rows on the device (GptDecoder::product's rule).
+    // GptDecoder::product's rule, on the device.
     void product(float* out, const float* inp, size_t w, size_t b, int n, int C, int OC);
-    // n floats of device memory, kept in `into`; `need` names the whole want on failure.
+    // n floats kept in `into`; `need` names the whole want on failure.
     float* alloc(size_t n, std::vector<void*>& into, const std::string& need);
     void free_cache();
 
@@ -59,7 +56,6 @@ class CudaGptDecoder : public Decoder {
     std::vector<std::pair<int, int>> prompts_;  // decode_prompt_runs of the call's rows
 };
 
-// The GPU's Decoder on `device` (CudaGptDecoder).
 std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device, Precision weights = Precision::fp32);
 
 } // namespace dptrain

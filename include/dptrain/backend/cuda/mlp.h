@@ -1,9 +1,6 @@
-// The MLP computed on a GPU with the CUDA backend's ops (cuda_backend.h), behind the same Model
-// interface as the CPU Mlp: parameters, gradients and batches stay in host memory, where the
-// trainer, the all-reduce, the optimizer and the checkpoints keep them, and are copied to and
-// from the device around each forward and backward. Built only with CUDA. Not for: speed (the
-// copies cost more than a small MLP's compute); it is the first GPU path and the reference for
-// device-resident training.
+// The MLP on a GPU behind the CPU Mlp's Model interface, its ops the CUDA twins; parameters and
+// gradients on the device when resident, else copied each step. Built only with CUDA.
+// Not for: speed (a small MLP's compute is less than the copies); it is a reference.
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
@@ -22,7 +19,7 @@ class OpEvents;
 
 class CudaMlp : public Model, public cuda::Resident {
   public:
-    // The same network as Mlp(in, hidden, classes, act, max_batch), on CUDA device `device`.
+    // Mlp(in, hidden, classes, act, max_batch) on `device`.
     CudaMlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch, int device);
     ~CudaMlp() override;
 
@@ -34,7 +31,6 @@ class CudaMlp : public Model, public cuda::Resident {
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
-    // Copies the rows to the device on the input stream while the current step computes.
     void stage(const ModelBatch& next) override;
     void unstage() override;
     void set_op_times(OpTimes* t) override;  // CUDA events around each op (cuda::OpEvents)
@@ -47,12 +43,12 @@ class CudaMlp : public Model, public cuda::Resident {
     void set_rounded_current(bool current) override;
 
   private:
-    float* dev(size_t n);  // cudaMalloc'd at construction, freed at destruction
+    float* dev(size_t n);  // freed at destruction
     Mlp host_;             // layout, init, signature: the CPU twin's
     std::unique_ptr<cuda::Context> ctx_;
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
-    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host: the gradients' way back
-    std::unique_ptr<cuda::InputSlots> input_;          // the batches' way in
+    std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host
+    std::unique_ptr<cuda::InputSlots> input_;
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
     std::vector<int> dims_;

@@ -1,6 +1,5 @@
-// CUDA twins of the CPU ops (cpu/ops.h) and optimizer updates (optim.h): same names, argument order
-// and shapes, device pointers, a trailing stream. Compiles without CUDA headers.
-// Not for: allocating, synchronising or host copies (scratch is the caller's or the Context's).
+// CUDA twins of cpu/ops.h and optim.h: same names, arguments and shapes, device pointers, a trailing
+// stream; no CUDA headers needed. Not for: allocating, synchronising or host copies.
 #pragma once
 
 #include "dptrain/core/bf16.h"
@@ -9,7 +8,7 @@
 #include <string>
 #include <vector>
 
-// The runtime's own spelling (driver_types.h): repeating an identical typedef is legal C++.
+// driver_types.h's own spelling: an identical typedef may repeat.
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
 struct cublasContext;
@@ -17,20 +16,19 @@ struct cublasLtContext;
 
 namespace dptrain::cuda {
 
-// Visible CUDA devices; 0 with the reason in *why instead of failing. Never throws.
+// Visible CUDA devices; 0 with the reason in *why. Never throws.
 int device_count(std::string* why = nullptr);
 
-// The UserError text for a host with more ranks than GPUs. Pure, for tests.
+// bind_device's UserError text (pure, for tests).
 std::string device_shortage_message(int local_size, int gpus, const std::string& visible, const std::string& why);
 
-// Makes GPU local_rank (among this host's local_size ranks) current and returns it. Throws
-// UserError when the host has more ranks than visible GPUs or local_rank is out of range.
+// Makes GPU local_rank of this host's local_size ranks current; UserError with more ranks than GPUs.
 int bind_device(int local_rank, int local_size);
 
 struct LtPlans;  // cuBLASLt algorithms by GEMM shape (matmul.cu)
 
-// One device's stream, cuBLAS/cuBLASLt handles, workspace and scratch (no process-wide handle, so
-// tests and devices stay independent). Construct after bind_device.
+// One device's stream, cuBLAS(Lt) handles, workspace and scratch; none process-wide, so tests and
+// devices stay independent. Construct after bind_device.
 class Context {
   public:
     explicit Context(int device);
@@ -41,7 +39,7 @@ class Context {
     int device() const { return device_; }
     cudaStream_t stream() const { return stream_; }
     cublasContext* blas() const { return blas_; }
-    // Our workspace on the context's stream, cuBLAS's default pool elsewhere: never two streams on one.
+    // Our workspace on our stream, cuBLAS's pool elsewhere: never two streams on one workspace.
     void bind_blas(cudaStream_t stream);
 
     // cuBLASLt takes the workspace per call, so fused epilogues run only on the context's stream.
@@ -49,13 +47,12 @@ class Context {
     void* workspace() const { return workspace_; }
     size_t workspace_bytes() const { return workspace_bytes_; }
     LtPlans* lt_plans() const { return lt_plans_; }
-    // Default on; off: bias, bias gradient and GELU always as separate passes (tests run both).
+    // Off: bias, bias gradient and GELU as separate passes (tests run both).
     void set_epilogues(bool on) { epilogues_ = on; }
     bool epilogues() const { return epilogues_; }
-    // >= n floats. Growing waits for the device, so models reserve their largest at construction.
-    // One stream at a time.
+    // >= n floats, one stream at a time. Growing waits for the device: models reserve at construction.
     float* reduction_scratch(size_t n);
-    // Which path ran, per kind of GEMM (bench_ops, tests).
+    // Which path ran, per kind of GEMM.
     long fused_bias_gemms() const { return fused_bias_gemms_; }
     long unfused_bias_gemms() const { return unfused_bias_gemms_; }
     void count_bias_gemm(bool fused) { ++(fused ? fused_bias_gemms_ : unfused_bias_gemms_); }
@@ -89,8 +86,7 @@ class Context {
     cudaStream_t blas_stream_ = nullptr;  // the stream blas_ is bound to now
 };
 
-// Page-locks [p, p + bytes) until destroyed, for async copies; when the driver refuses, the memory
-// stays pageable (copies still work) and why() says so.
+// Page-locks [p, p + bytes) until destroyed; if the driver refuses, copies still work and why() says.
 class PinnedHost {
   public:
     PinnedHost(void* p, size_t bytes);
@@ -106,9 +102,8 @@ class PinnedHost {
     std::string why_;
 };
 
-// A GPU model whose parameters and gradients stay on the device: when resident, forward reads
-// device_params() (not the host pointer given) and backward leaves the gradients there (the host
-// buffer unwritten) for DeviceStep (device_step.h).
+// When resident, forward reads device_params(), not the host pointer, and backward leaves the
+// gradients on the device for DeviceStep.
 class Resident {
   public:
     virtual ~Resident() = default;
@@ -116,17 +111,17 @@ class Resident {
     virtual float* device_params() = 0;
     virtual float* device_grads() = 0;
     virtual Context& context() = 0;
-    // bf16 (else null): the parameters rounded, for the matmuls. The next forward rounds them
-    // unless set_rounded_current(true) says an update already wrote this copy with them.
+    // bf16 (else null): the parameters rounded for the matmuls. set_rounded_current(true): an
+    // update wrote them, so the next forward need not.
     virtual bf16* rounded_params() = 0;
     virtual void set_rounded_current(bool current) = 0;
 
-    // --grad-accum: the next backward writes the gradients (no zeroing pass), later ones add,
-    // until the next call. Before any call every backward writes.
+    // --grad-accum: the next backward writes the gradients, later ones add until the next call.
+    // Before any call every backward writes.
     void begin_gradients() { backwards_ = 0; }
 
   protected:
-    // Asked once per backward: does it add to the device gradients (resident only)?
+    // Once per backward: does it add to the device gradients?
     bool backward_adds() {
         const bool adds = resident_ && backwards_ > 0;
         if (backwards_ >= 0) ++backwards_;
@@ -138,60 +133,52 @@ class Resident {
     long backwards_ = -1;  // -1: begin_gradients never called
 };
 
-// ---- Ops (llm.c names: B batch, T time, C channels, NH heads) ----------------------------------
-// bf16 forms read bf16 inputs widened exactly and store outputs rounded (to_bf16's bits); unless
-// said otherwise they give the fp32 form's result on the widened inputs, rounded: bit for bit.
-// accumulate false (every op that takes it): weight and bias gradients are written (=), not added
-// to, as adding onto zeros would give, for a gradient's first writer; no rows write zeros.
+// ---- Ops (llm.c names: B batch, T time, C channels, NH heads)
+// bf16 forms: unless said otherwise, the fp32 form on the widened inputs, rounded, bit for bit.
+// accumulate false: weight and bias gradients written (=), as adding onto zeros would give.
 
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32, no TF32.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                     Context& ctx, cudaStream_t stream);
-// Each output summed in an order fixed by C alone, so a row's bits do not depend on the call's
-// other rows (cuBLAS's do): decoding. Why: docs/GPU.md, "Note [matmul_rows order]".
+// A row's bits independent of the call's other rows (decoding): docs/GPU.md, "Note [matmul_rows order]".
 void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                          cudaStream_t stream);
-// bf16 weights, widened as read: the fp32 form's bits from half the bytes.
+// bf16 weights, widened as read: the fp32 form's bits.
 void matmul_forward_rows(float* out, const float* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          cudaStream_t stream);
-// dinp (B, C) = dout @ weight (written; skipped when null); dweight (OC, C) += dout^T @ inp;
-// dbias (OC) += column sums of dout (skipped when null), in a fixed order.
+// dinp (B, C) = dout @ weight (null: skipped); dweight (OC, C) += dout^T @ inp; dbias (OC) +=
+// column sums of dout in a fixed order (null: skipped).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream,
                      bool accumulate = true);
-// Floats of Context::reduction_scratch for `sums` (1 or 2) column sums over N rows of C.
+// Floats of reduction_scratch for `sums` (1 or 2) column sums over N rows of C.
 size_t column_sums_scratch(long N, int C, int sums);
-// out (B, OC) fp32 = inp bf16 @ weight bf16 ^T + bias (fp32, or null), fp32 sums. The bias in
-// cuBLASLt's epilogue where it can (docs/GPU.md, "The bias in the GEMM"), else filled first.
+// out (B, OC) fp32 = inp @ weight^T + bias (fp32 or null); docs/GPU.md, "The bias in the GEMM".
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                          Context& ctx, cudaStream_t stream);
-// out (B, OC) rounded to bf16; staging (B * OC floats) is used only with a bias where cuBLASLt has
-// no bf16 output. ld: out's row stride (0: OC), > OC only without a bias (padded logits' rows stay
-// 16-byte aligned).
+// out (B, OC) rounded; staging (B * OC floats) only with a bias where cuBLASLt has no bf16 output.
+// ld: out's row stride (0: OC), > OC only without a bias (padded logits).
 void matmul_forward_bf16_out(bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B, int C, int OC,
                              float* staging, Context& ctx, cudaStream_t stream, int ld = 0);
-// matmul_backward with bf16 operands, fp32 results; the bias gradient in the epilogue or as column
-// sums (other orders). ld: dout's row stride (0: OC), > OC only without dbias.
+// bf16 operands, fp32 results; dbias in the epilogue or as column sums (other orders). ld: dout's
+// row stride (0: OC), > OC only without dbias.
 void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0,
                           bool accumulate = true);
-// The same with dinp (B, C) rounded to bf16, for an op that reads it as bf16. cuBLAS picks its
-// kernel by output type, so its sums may differ in order: within fp32 tolerance, not bit for bit.
+// dinp (B, C) rounded. cuBLAS picks its kernel by output type: within fp32 tolerance, not bit for bit.
 void matmul_backward_bf16_out(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                               const bf16* weight, int B, int C, int OC, Context& ctx, cudaStream_t stream, int ld = 0,
                               bool accumulate = true);
-// fc then GELU: x = inp @ weight^T + bias (fp32); pre (B, OC) = x rounded (kept for backward),
-// out (B, OC) = GELU(x) rounded. staging (B * OC floats): the unfused path's. The paths differ by
-// sum order and cuBLASLt's own GELU (docs/GPU.md, "GELU in the GEMM").
+// x = inp @ weight^T + bias (fp32); pre (B, OC) = x rounded, out (B, OC) = GELU(x) rounded.
+// staging (B * OC floats): the unfused path's. docs/GPU.md, "GELU in the GEMM".
 void matmul_forward_bf16_gelu(bf16* pre, bf16* out, const bf16* inp, const bf16* weight, const float* bias, int B,
                               int C, int OC, float* staging, Context& ctx, cudaStream_t stream);
-// matmul_backward_bf16 of the matmul after GELU, with GELU's backward: dpre (B, C) = (dout @
-// weight) * GELU'(pre), pre (B, C). staging (B * C floats): the unfused path's. dpre must not
-// overlap dout, inp, pre or staging.
+// The matmul after GELU, with GELU's backward: dpre (B, C) = (dout @ weight) * GELU'(pre).
+// staging (B * C floats): the unfused path's. dpre must not overlap dout, inp, pre or staging.
 void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                const bf16* weight, const bf16* pre, int B, int C, int OC, float* staging, Context& ctx,
                                cudaStream_t stream, bool accumulate = true);
-// dst (n) = src rounded to bf16: bit-identical to to_bf16 (bf16.h), NaN kept NaN.
+// dst (n) = src rounded: to_bf16's bits (bf16.h), NaN kept.
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
 // dst (n) = src widened to fp32 (exact).
 void from_bf16(float* dst, const bf16* src, size_t n, cudaStream_t stream);
@@ -201,19 +188,18 @@ void relu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void relu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N, cudaStream_t stream);
-// pre = inp rounded (kept), out = GELU(inp) rounded: GELU of the unrounded value, as the epilogue.
-// Backward's dinp is a buffer of its own.
+// pre = inp rounded, out = GELU(inp) rounded, as the epilogue. Backward's dinp: its own buffer.
 void gelu_forward_keep_bf16(bf16* pre, bf16* out, const float* inp, long N, cudaStream_t stream);
 void gelu_backward_bf16(bf16* dinp, const bf16* inp, const float* dout, long N, cudaStream_t stream);
 
-// losses (B), stats (B, 2) (max and 1 / sum per row), argmax (B, or null: first largest) from
-// logits (B, V), targets (B); probabilities not kept: docs/GPU.md, "The loss keeps no probabilities".
+// losses (B), stats (B, 2) (max, 1 / sum), argmax (B or null: first largest) from logits (B, V),
+// targets (B). docs/GPU.md, "The loss keeps no probabilities".
 void softmax_crossentropy_forward(float* losses, float* stats, int* argmax, const float* logits, const int* targets,
                                   int B, int V, cudaStream_t stream);
 // dlogits (B, V) = (softmax - onehot(targets)) * scale, from stats; may be logits (in place).
 void softmax_crossentropy_backward(float* dlogits, const float* logits, const float* stats, const int* targets,
                                    float scale, int B, int V, cudaStream_t stream);
-// bf16 forms; dlogits its own buffer. Rows `stride` (>= V) apart; values past V untouched.
+// dlogits its own buffer; rows `stride` (>= V) apart, values past V untouched.
 void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax, const bf16* logits,
                                        const int* targets, int B, int V, int stride, cudaStream_t stream);
 void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
@@ -225,10 +211,10 @@ void encoder_forward(float* out, const int* inp, int stride, const float* wte, c
 // Decoding's rows: out (n, C), row i = wte[tok[i]] + wpe[pos[i]]; tok, pos on the device.
 void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C,
                     cudaStream_t stream);
-// dwte[inp] += dout, dwpe[t] += dout: no atomics, in the CPU's order, so bit-identical to it.
+// dwte[inp] += dout, dwpe[t] += dout in the CPU's order, no atomics: its bits.
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int stride, int B, int T, int C,
                       Context& ctx, cudaStream_t stream);
-// Floats of Context::reduction_scratch that encoder_backward of BT positions needs (CUB sizes it).
+// Floats of reduction_scratch encoder_backward of BT positions needs (CUB's sort).
 size_t encoder_backward_scratch(long BT);
 
 // out (N, C), mean and rstd (N) kept for backward; eps 1e-5 as the CPU.
@@ -236,12 +222,12 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        long N, int C, cudaStream_t stream);
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp, const float* weight,
                             const float* bias, long N, int C, cudaStream_t stream);
-// res = a + b, then layernorm_forward of res, in one launch: the two ops' bits.
+// res = a + b, then layernorm_forward of res, in one launch (the two ops' bits).
 void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a, const float* b,
                                 const float* weight, const float* bias, long N, int C, cudaStream_t stream);
 void residual_layernorm_forward_bf16(float* res, bf16* out, float* mean, float* rstd, const float* a, const float* b,
                                      const float* weight, const float* bias, long N, int C, cudaStream_t stream);
-// dinp (N, C) += (always: the residual stream), dweight, dbias (C) += column sums (fixed order).
+// dinp (N, C) += always (the residual stream); dweight, dbias (C) += column sums in a fixed order.
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
                         cudaStream_t stream, bool accumulate = true);
@@ -249,38 +235,35 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const bf16* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, long N, int C, Context& ctx,
                         cudaStream_t stream, bool accumulate = true);
-// Also dinp's new values rounded into dinp16 (N, C), for the next matmul's backward.
+// Also dinp's new values rounded into dinp16 (N, C).
 void layernorm_backward_bf16(float* dinp, bf16* dinp16, float* dweight, float* dbias, const bf16* dout,
                              const float* inp, const float* weight, const float* mean, const float* rstd, long N,
                              int C, Context& ctx, cudaStream_t stream, bool accumulate = true);
 
-// inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax. tf32: TF32 operands on the
-// tensor cores, fp32 sums (--precision bf16); the softmax is fp32 either way.
+// inp (B,T,3C) = q,k,v; out (B,T,C); att (B,NH,T,T) keeps the softmax. tf32: TF32 operands, fp32
+// sums and softmax.
 void attention_forward(float* out, float* att, const float* inp, int B, int T, int C, int NH, bool tf32, Context& ctx,
                        cudaStream_t stream);
-// dinp (B,T,3C) written (not accumulated); datt (B,NH,T,T) scratch.
+// dinp (B,T,3C) written (=); datt (B,NH,T,T) scratch.
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
                         int C, int NH, bool tf32, Context& ctx, cudaStream_t stream);
-// cpu::attention_decode's twin: qkv (n, 3C), kcache and vcache (slots, T, C), out (n, C); slot and
-// pos on the device. T <= 12,284 (scores plus slack in 48 KiB of shared memory).
+// cpu::attention_decode's twin; slot and pos on the device. T <= 12,284 (scores in 48 KiB of shared).
 void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
                       int n, int T, int C, int NH, cudaStream_t stream);
 
-// Flash attention: bf16 operands on the tensor cores, fp32 sums and softmax, the tiles of
-// cpu::flash_attention_forward; head sizes per flash_attention_supported. lse (B,NH,T) for backward.
+// bf16 operands, fp32 sums and softmax, cpu::flash_attention_forward's tiles. lse (B,NH,T).
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
                              cudaStream_t stream);
-// From q, k, v already bf16 (the fp32 form's roundings: same out and lse); out16 (B,T,C) = out
-// rounded; out may be null. inp (and dout below) must be 16-byte aligned (16-byte tile copies).
+// q, k, v already bf16; out16 (B,T,C) = out rounded; out may be null. inp (and dout below) must be
+// 16-byte aligned: the tiles are copied in 16-byte pieces.
 void flash_attention_forward_bf16(float* out, bf16* out16, float* lse, const bf16* inp, int B, int T, int C, int NH,
                                   cudaStream_t stream);
-// Shared memory per block at this head size; a GPU whose opt-in limit is lower cannot run them.
+// Shared memory per block at this head size (a GPU's opt-in limit must reach it).
 size_t flash_attention_shared_bytes(int C, int NH);
-// dinp (B,T,3C) written (not accumulated); delta (B,NH,T) scratch; out and lse of the forward.
+// dinp (B,T,3C) written (=); delta (B,NH,T) scratch.
 void flash_attention_backward(float* dinp, float* delta, const float* dout, const float* inp, const float* out,
                               const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
-// dout and out in bf16, as FlashAttention-2 takes them (only delta sees their rounding); dinp
-// rounded to bf16.
+// dout and out in bf16, as FlashAttention-2 (only delta sees it); dinp rounded.
 void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, const bf16* inp, const bf16* out,
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
@@ -288,18 +271,15 @@ void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, c
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);
 void residual_backward(float* da, float* db, const float* dout, long N, cudaStream_t stream);
 
-// ---- Optimizer updates (optim.h), over n values of the flat buffers ------------------------------
+// ---- Optimizer updates over n values of the flat buffers: optim.h's.
 
-// p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p), bias-corrected moments; t counts from 1.
 void adamw_update(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2,
                   float eps, float wd, long t, cudaStream_t stream);
-// buf = momentum * buf + g + wd * p;  p -= lr * buf.
 void sgd_momentum_update(float* p, const float* g, float* buf, size_t n, float lr, float momentum, float wd,
                          cudaStream_t stream);
 
-// The updates over all views in one launch, the per-view ops' bits. chunks: device memory, from
-// update_chunks. gscale: clipping applied as g is read (g untouched), scale()'s bits. p16 (or
-// null): each new parameter also rounded there (Resident::rounded_params).
+// Every view in one launch, the per-view bits. chunks: update_chunks on the device. gscale: clipping
+// as g is read (scale()'s bits). p16 (or null): the new parameters rounded too.
 struct UpdateChunk {
     size_t offset, size;
     unsigned decay;  // 1: the view takes weight decay
@@ -313,8 +293,8 @@ void sgd_momentum_update_chunks(float* p, const float* g, float* buf, const Upda
                                 float lr, float momentum, float wd, float gscale, cudaStream_t stream,
                                 bf16* p16 = nullptr);
 
-// *out (a device double) = sum of x[i]^2 in double, in an order fixed by n and x's alignment (the
-// same bits on every run and GPU; global_norm's order differs). partial: kNormBlocks doubles.
+// *out (device) = sum of x[i]^2 in double, in an order fixed by n and x's alignment (same bits on
+// every run and GPU; not global_norm's order). partial: kNormBlocks doubles.
 constexpr int kNormBlocks = 1024;
 void sum_squares(double* out, double* partial, const float* x, size_t n, cudaStream_t stream);
 // x *= s, each product rounded on its own: clip_grad_norm's bits.
