@@ -72,7 +72,8 @@ void check(const GenerateOptions& o) {
     if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
         throw UserError(
             strfmt("generate: --temperature %g must be >= 0 and finite (0: the likeliest token)", o.temperature));
-    if (o.threads < 1) throw UserError(strfmt("generate: --threads %d must be >= 1", o.threads));
+    if (o.threads < 1 || o.threads > kMaxThreads)
+        throw UserError(strfmt("generate: --threads %d must be in 1..%d", o.threads, kMaxThreads));
     if (o.no_kv_cache && o.device == DeviceKind::cuda)
         throw UserError("generate: --no-kv-cache recomputes on the CPU; leave --device out, or drop --no-kv-cache");
     if (o.no_kv_cache && o.precision == Precision::bf16)
@@ -96,7 +97,9 @@ void check(const ServeOptions& o) {
         throw UserError(strfmt("serve: --poll-seconds %g must be >= 0 and finite (0: never)", o.poll));
     if (!(o.read_timeout > 0) || !std::isfinite(o.read_timeout))
         throw UserError(strfmt("serve: --read-timeout %g must be positive and finite", o.read_timeout));
-    if (o.threads < 1) throw UserError(strfmt("serve: --threads %d must be >= 1", o.threads));
+    if (o.threads < 1 || o.threads > kMaxThreads)
+        throw UserError(strfmt("serve: --threads %d must be in 1..%d", o.threads, kMaxThreads));
+    if (o.name.empty()) throw UserError("serve: --served-model-name must not be empty (the model's name in the API)");
 }
 
 // `alone`: the hint after "unexpected argument".

@@ -94,7 +94,8 @@ void validate_training(const Options& o) {
          strfmt("--grad-clip %g must be >= 0 and finite (0 turns clipping off)", o.grad_clip));
     need(o.stop_after >= 0, strfmt("--stop-after %ld must be >= 0", o.stop_after));
     need(o.ranks_per_node >= 0, strfmt("--ranks-per-node %d must be >= 0", o.ranks_per_node));
-    need(o.threads >= 0, strfmt("--threads %d must be >= 0", o.threads));
+    need(o.threads >= 0 && o.threads <= kMaxThreads,
+         strfmt("--threads %d must be in 0..%d (0: the cores the launcher bound the rank to)", o.threads, kMaxThreads));
     // Beyond this the byte count overflows size_t; any value above the gradient is one bucket.
     need(o.bucket_mb > 0 && o.bucket_mb <= 1e6, strfmt("--bucket-mb %g must be in (0, 1e6]", o.bucket_mb));
 }

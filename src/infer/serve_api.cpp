@@ -4,7 +4,10 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/json.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 namespace dptrain {
 
@@ -106,6 +109,45 @@ void unsupported(const Json& j) {
         refuse("logit_bias", "logit_bias is not supported");
 }
 
+// The request fields of OpenAI's completions API that dptrain computes, or refuses with a reason
+// (unsupported), or takes and ignores by design (user: an end user's id; stream_options: the last
+// streamed chunk carries the usage already), and dptrain's top_k.
+const char* const kRequestFields[] = {"model",     "prompt",     "max_tokens", "temperature",      "top_p",
+                                      "top_k",     "n",          "best_of",    "stream",           "stream_options",
+                                      "logprobs",  "echo",       "stop",       "presence_penalty", "frequency_penalty",
+                                      "logit_bias", "user",      "suffix",     "seed"};
+
+// Edits (insertions, deletions, substitutions) from a to b, for "did you mean".
+size_t edits(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// A field the API does not have: 400 naming it (an answer that ignored "max_token" would look right).
+void unknown_fields(const Json& j) {
+    for (const auto& item : j.items()) {
+        const std::string& key = item.key();
+        const auto known = [&](const char* f) { return key == f; };
+        if (std::any_of(std::begin(kRequestFields), std::end(kRequestFields), known)) continue;
+        std::string like;
+        for (const char* f : kRequestFields)
+            if (like.empty() && key.size() < 64 && edits(key, f) <= 2) like = f;
+        refuse(key.substr(0, 64),
+               strfmt("unknown field \"%.64s\"%s; this server takes the completions API's fields (docs/SERVING.md)",
+                      key.c_str(), like.empty() ? "" : strfmt(" (did you mean %s?)", like.c_str()).c_str()));
+    }
+}
+
 const char* error_type(int status) {
     switch (status) {
     case 401: return "authentication_error";
@@ -128,6 +170,7 @@ std::shared_ptr<Completion> parse_completion_request(const std::string& body, co
         refuse(e.member, std::string("the body is not valid JSON (") + e.what() + ")");
     }
     if (!j.is_object()) refuse("", "the body must be a JSON object");
+    unknown_fields(j);
     // Named by its first bytes or its type: dumping a value recurses, and nested arrays would
     // overflow the stack.
     auto model = j.find("model");

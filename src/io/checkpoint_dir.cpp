@@ -32,12 +32,12 @@ static std::string lock_holder(int fd) {
     return "a process that has not written its name yet";
 }
 
-static int open_lock_file(const std::string& dir) {
-    make_directories(dir, "--checkpoint-dir");
+static int open_lock_file(const std::string& dir, const char* option = "--checkpoint-dir") {
+    make_directories(dir, option);
     const std::string path = dir + "/.lock";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        throw UserError(strfmt("--checkpoint-dir %s: cannot open %s: %s; choose a writable directory", dir.c_str(),
+        throw UserError(strfmt("%s %s: cannot open %s: %s; choose a writable directory", option, dir.c_str(),
                                path.c_str(), std::strerror(errno)));
     return fd;
 }
@@ -64,16 +64,16 @@ int relock_checkpoint_dir(const std::string& dir, std::string* holder) {
     return err == EWOULDBLOCK ? -2 : -1;
 }
 
-int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()) {
+int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)(), const char* option) {
     const std::string path = dir + "/.lock";
-    const int fd = open_lock_file(dir);
+    const int fd = open_lock_file(dir, option);
     const auto t0 = std::chrono::steady_clock::now();
     bool said = false;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         if (err != EWOULDBLOCK && err != EINTR) {
-            std::fprintf(stderr, "dptrain: warning: --checkpoint-dir %s: no lock (flock: %s): two runs could share it "
-                                 "unnoticed\n", dir.c_str(), std::strerror(err));
+            std::fprintf(stderr, "dptrain: warning: %s %s: no lock (flock: %s): two runs could share it unnoticed\n",
+                         option, dir.c_str(), std::strerror(err));
             ::close(fd);
             return -1;
         }
@@ -81,20 +81,19 @@ int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)()
         if (give_up && give_up()) {  // the run ends
             const std::string who = lock_holder(fd);
             ::close(fd);
-            throw StopRequested(strfmt("--checkpoint-dir %s: a stop signal came while this run waited %.0f s for its lock "
-                                   "(held by %s)",
-                                   dir.c_str(), waited, who.c_str()));
+            throw StopRequested(strfmt("%s %s: a stop signal came while this run waited %.0f s for its lock (held by %s)",
+                                       option, dir.c_str(), waited, who.c_str()));
         }
         if (waited >= wait_s) {
             const std::string who = lock_holder(fd);
             ::close(fd);
-            throw UserError(strfmt("--checkpoint-dir %s is in use by another dptrain (%s); waited %.0f s (--lock-wait): "
-                                   "let it end or stop it, or give this run another --run-dir",
-                                   dir.c_str(), who.c_str(), waited));
+            throw UserError(strfmt("%s %s is in use by another dptrain (%s); waited %.0f s (--lock-wait): let it end or "
+                                   "stop it, or give this run another --run-dir",
+                                   option, dir.c_str(), who.c_str(), waited));
         }
         if (!said) {
-            std::fprintf(stderr, "dptrain: --checkpoint-dir %s is in use by another dptrain (%s): waiting up to %.0f s "
-                                 "for it to end (--lock-wait)\n", dir.c_str(), lock_holder(fd).c_str(), wait_s);
+            std::fprintf(stderr, "dptrain: %s %s is in use by another dptrain (%s): waiting up to %.0f s for it to end "
+                                 "(--lock-wait)\n", option, dir.c_str(), lock_holder(fd).c_str(), wait_s);
             said = true;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

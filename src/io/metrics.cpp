@@ -356,6 +356,7 @@ void JsonlWriter::open(const std::string& path, bool append, bool emf, const std
     const size_t slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) make_directories(path.substr(0, slash), "--metrics");
     f_ = std::fopen(path.c_str(), append ? "a" : "w");
+    path_ = path;
     if (!f_) throw UserError(strfmt("--metrics %s: cannot open for writing: %s", path.c_str(), std::strerror(errno)));
     emf_ = emf;
     ns_ = ns;
@@ -377,10 +378,19 @@ void JsonlWriter::write_rank(const Record& r, int rank, const std::string& node)
     if (f_) put(emf_ ? r.emf(ns_, {{"job", job_}, {"rank", std::to_string(rank)}, {"node", node}}, ms) : r.json(ms));
 }
 
+// A failed write (a full disk, a quota, a lost mount) is said once, with the file and the reason,
+// and the run goes on without its metrics; the cut last line is what every reader leaves out.
 void JsonlWriter::put(const std::string& line) {
-    std::fputs(line.c_str(), f_);
-    std::fputc('\n', f_);
-    std::fflush(f_);
+    errno = 0;
+    const bool ok = std::fputs(line.c_str(), f_) >= 0 && std::fputc('\n', f_) != EOF && std::fflush(f_) == 0;
+    if (ok) return;
+    const int err = errno;
+    std::fclose(f_);
+    f_ = nullptr;
+    std::fprintf(stderr, "dptrain: warning: --metrics %s: a write failed (%s); the run goes on without its metrics "
+                         "from here (the file ends at the last complete record)\n",
+                 path_.c_str(), err ? std::strerror(err) : "unknown error");
+    std::fflush(stderr);
 }
 
 } // namespace dptrain

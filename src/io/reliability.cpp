@@ -31,8 +31,9 @@ static void on_signal(int sig) {
         g_signal.store(SIGUSR1);
         return;
     }
+    // SIGHUP (a closed terminal or ssh session) is an end like SIGTERM, not a requeue.
     int none = 0;
-    g_signal.compare_exchange_strong(none, sig);
+    g_signal.compare_exchange_strong(none, sig == SIGHUP ? SIGTERM : sig);
 }
 
 void install_preemption_handlers() {
@@ -42,6 +43,7 @@ void install_preemption_handlers() {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGUSR1, &sa, nullptr);
+    sigaction(SIGHUP, &sa, nullptr);
 }
 
 bool preemption_requested() { return g_signal != 0; }

@@ -85,8 +85,16 @@ void Checkpoints::note_data_change() const {
                  S / spe_was, S % spe_was);
 }
 
+// Whether two paths name one directory (either may not exist yet).
+static bool same_dir(const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+    return !ea && !eb ? ca == cb : a == b;
+}
+
 Checkpoints::~Checkpoints() {
     if (lock_fd_ >= 0) ::close(lock_fd_);
+    if (run_lock_fd_ >= 0) ::close(run_lock_fd_);
 }
 
 void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
@@ -94,6 +102,10 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
     bool newest_of_checkpoint_dir = false;
     // Before anything there is touched: a requeued job's predecessor may still be writing.
     lock_fd_ = lock_checkpoint_dir(o_.checkpoint_dir, o_.lock_wait, preemption_requested);  // a stop: exit 75
+    // The run directory too (its metrics, traces and stopped-by), unless it is the checkpoint
+    // directory: a second run there with another --checkpoint-dir truncated the first's metrics.
+    if (!same_dir(o_.run_dir, o_.checkpoint_dir))
+        run_lock_fd_ = lock_checkpoint_dir(o_.run_dir, o_.lock_wait, preemption_requested, "--run-dir");
     dir_id_ = file_id(o_.checkpoint_dir);
     prepare_checkpoint_dir(o_.checkpoint_dir);
     if (o_.resume_mode == ResumeMode::none) {

@@ -416,7 +416,8 @@ void Reporter::finished(const RunSummary& s) {
     if (s.code == kExitPreempted) {
         // Only a preemption notice asks for a requeue: SIGTERM ends the job on purpose.
         const char* what = s.usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
-                                  : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)";
+                                  : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod; or SIGHUP, a "
+                                    "lost terminal)";
         const char* then = s.usr1 ? "requeue the job with --resume auto to continue"
                                   : "stopped with a checkpoint; run again with --resume auto to continue from it";
         stopped_by(s.usr1 ? "SIGUSR1" : "SIGTERM");

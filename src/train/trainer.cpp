@@ -82,7 +82,10 @@ struct Setup {
 
     void open_device() {
         report.open_gpu_health();
-        cpu::set_threads(compute_threads());
+        const int threads = compute_threads();
+        cpu::set_threads(threads);
+        if (const std::string n = o.threads > 0 ? cpu::thread_note(threads) : ""; !n.empty())
+            report.print("note: --threads " + std::to_string(threads) + ": " + n + "\n");
         device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
     }
@@ -324,7 +327,8 @@ int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
         write_stopped_by(run_dir, usr1 ? "SIGUSR1" : "SIGTERM");  // for the batch scripts
         std::printf("%s during set-up, before any step: nothing trained since the last checkpoint\nexit %d: %s\n",
                     usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"
-                         : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod)",
+                         : "stopped: a rank received SIGTERM (scancel, a time limit or a deleted pod; or SIGHUP, a "
+                           "lost terminal)",
                     kExitPreempted,
                     usr1 ? "requeue the job with --resume auto to continue" : "run again with --resume auto to continue");
         std::fflush(stdout);

@@ -31,6 +31,34 @@ touch "$WORK/a-file"
 expect_error "stage into a file" 2 "--stage-dir $WORK/a-file: .*a-file/good: cannot create the directory" 2 "${base[@]}" --stage-dir "$WORK/a-file"
 expect_error "GPU state without a GPU" 2 "--gpu-state device keeps the state on a GPU; with --device cpu leave it out" 2 "${base[@]}" --device cpu --gpu-state device
 expect_error "a fault that never fires" 2 "--inject-fault: rank 5 is not in this run of 2 ranks" 2 "${base[@]}" --inject-fault 5:1:kill
+# A thread count no machine has (100000 crashed a rank with no line; libgomp could not start them).
+expect_error "--threads 100000" 2 "--threads 100000 must be in 0..256" 2 "${base[@]}" --threads 100000
+set +e
+"$BIN/dptrain" generate --checkpoint "$WORK/none" --threads 100000 >"$WORK/out" 2>&1; RC=$?
+set -e
+[ "$RC" = 2 ] && grep -q "^dptrain: error: generate: --threads 100000 must be in 1..256$" "$WORK/out" \
+  || { cat "$WORK/out"; fail "generate --threads 100000: want exit 2 and one line"; }
+for args in "--threads 100000" "--served-model-name ''"; do
+  set +e
+  eval "\"\$BIN/dptrain\" serve --checkpoint \"\$WORK/none\" $args" >"$WORK/out" 2>&1; RC=$?
+  set -e
+  [ "$RC" = 2 ] && [ "$(wc -l <"$WORK/out")" = 1 ] && grep -q "^dptrain: error: serve: --" "$WORK/out" \
+    || { cat "$WORK/out"; fail "serve $args: want exit 2 and one line"; }
+  echo "ok: serve $args -> $(cat "$WORK/out")"
+done
+# Metrics on a full disk (/dev/full): one warning naming the file and the reason, and the run goes
+# on to its end (it exited 0 without a word, its metrics cut mid-record).
+train 2 "${base[@]}" --metrics /dev/full --log-every 1 --overwrite-checkpoints
+[ "$RC" = 0 ] && [ "$(grep -c '^dptrain: warning: --metrics /dev/full: a write failed (No space left on device)' "$WORK/out")" = 1 ] \
+  && grep -q "^done: steps 1..4 " "$WORK/out" \
+  || { cat "$WORK/out"; fail "--metrics on a full disk: want one warning and the run done"; }
+echo "ok: $(grep '^dptrain: warning: --metrics' "$WORK/out")"
+# More threads than cores, or than OpenBLAS starts, is said, not left for the user to find.
+train 1 "${base[@]}" --threads 100 --overwrite-checkpoints
+[ "$RC" = 0 ] && grep -q "^note: --threads 100: 100 compute threads on the [0-9]* cores\? this rank may use: they take turns" "$WORK/out" \
+  && grep -q "OpenBLAS runs at most [0-9]* threads" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--threads 100: no note of the cores and OpenBLAS's limit"; }
+echo "ok: $(grep '^note: --threads' "$WORK/out")"
 # Shards of the other model's kind: the fix named is the model, not a conversion into new shards.
 "$BIN/dptrain-data" text --input "$ROOT/README.md" --out "$WORK/text" --vocab byte >/dev/null
 expect_error "token shards for the MLP" 2 "text/train-00000-of-00001.h5 holds token shards .dataset /tokens.: train a language model on them with --model gpt" \

@@ -3,8 +3,10 @@
 # to itself (Kubernetes' SIGTERM to a pod's first process, a scheduler's to the job's launcher)
 # into SIGUSR1 to mpirun, which forwards it to the ranks: they checkpoint and exit 75, and so does
 # dptrain-run, also when the checkpoint takes seconds (--inject-fault slow-checkpoint: 3 s longer).
-# The same through eks/entrypoint.sh, as the image runs it; and a worker pod's entry point, which
-# passes SIGTERM on to its ranks.
+# The same for a terminal's ^C and hang-up sent to the whole process group, and with the output
+# piped into a reader that closes at once; a rank's own SIGHUP is a SIGTERM. The same through
+# eks/entrypoint.sh, as the image runs it; and a worker pod's entry point, which passes SIGTERM on
+# to its ranks.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 4000 --val-samples 256
 C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 100000 --checkpoint-every 100000)
@@ -12,12 +14,13 @@ C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 10
 # (in this test's session).
 export DPTRAIN_STOP_GRACE=297
 
-# stop_launcher SIG RUN CMD...: starts CMD, sends SIG to it once the run has trained, and leaves
+# stop_launcher SIG RUN CMD...: starts CMD, sends SIG to it (with GROUP=1 to its whole process
+# group, as a terminal sends ^C or a hang-up) once the run has trained, and leaves
 # its exit status in $RC, its output in $WORK/out, the seconds from the signal to its end in $T, and
 # in $WHEN when the first step record showed and the signal went, counted from the start.
 stop_launcher() {
   local sig=$1 run=$2 pid t0 start=$SECONDS seen; shift 2
-  "$@" >"$WORK/out" 2>&1 &
+  if [ "${GROUP:-0}" = 1 ]; then setsid "$@" >"$WORK/out" 2>&1 & else "$@" >"$WORK/out" 2>&1 & fi
   pid=$!
   for _ in $(seq 300); do grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
   grep -q '"type":"step"' "$run/metrics.jsonl" 2>/dev/null || { kill -9 "$pid"; cat "$WORK/out"; fail "$run: no step within 30 s"; }
@@ -25,7 +28,7 @@ stop_launcher() {
   sleep 0.5
   t0=$SECONDS
   WHEN="first step record after $seen s, the signal after $((t0 - start)) s"
-  kill -"$sig" "$pid"
+  if [ "${GROUP:-0}" = 1 ]; then kill -"$sig" -- -"$pid"; else kill -"$sig" "$pid"; fi
   set +e
   wait "$pid"
   RC=$?
@@ -58,6 +61,43 @@ grep -q "^dptrain-run: SIGTERM: asking the ranks to checkpoint and stop" "$WORK/
 stop_launcher INT "$WORK/int" /usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
   "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/int"
 stopped "$WORK/int" "SIGINT to dptrain-run mpirun"
+
+# ^C at a terminal: SIGINT to the whole foreground group, dptrain-run and everything it started.
+# The launcher, in a session of its own, hears of it only as dptrain-run's SIGUSR1 (mpirun that
+# took the SIGINT itself killed the ranks a second into their checkpoint: exit 1, no checkpoint).
+# shellcheck disable=SC2086
+GROUP=1 stop_launcher INT "$WORK/ctrlc" /usr/bin/python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+  "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/ctrlc" --inject-fault 0:1:slow-checkpoint
+stopped "$WORK/ctrlc" "^C (SIGINT to the terminal's process group) under dptrain-run, a checkpoint of 3 s"
+
+# A hang-up (an ssh session lost, a terminal closed): SIGHUP to the group is a stop with a
+# checkpoint, not the end of dptrain-run (129) and of the ranks.
+# shellcheck disable=SC2086
+GROUP=1 stop_launcher HUP "$WORK/hup" "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/hup"
+stopped "$WORK/hup" "SIGHUP to dptrain-run's process group"
+
+# A closed output (`| head`, a log shipper that died): the launcher writes on into the relay and
+# dptrain-run's log, and a later stop still checkpoints; the log has the run's last lines.
+# shellcheck disable=SC2086
+{ "$ROOT/scripts/dptrain-run" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/pipe" --log-every 1 2>&1 \
+    | head -c 1 >/dev/null; } &
+for _ in $(seq 300); do grep -q '"type":"step"' "$WORK/pipe/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+runner=$(pgrep -s 0 -f "dptrain-run $MPIRUN -np 2 $BIN/dptrain .*--run-dir $WORK/pipe" | head -n1)
+[ -n "$runner" ] || { cat "$WORK/pipe/dptrain-run.log" 2>/dev/null | tail; fail "closed output: dptrain-run is gone before any stop"; }
+kill -TERM "$runner"
+wait
+at=$(sed -n 's/.*stopped after step \([0-9]*\) with a checkpoint.*/\1/p' "$WORK/pipe/dptrain-run.log")
+grep -q "^exit 75: " "$WORK/pipe/dptrain-run.log" && [ -n "$at" ] \
+  && "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/pipe" "$at")" >/dev/null \
+  || { tail "$WORK/pipe/dptrain-run.log"; fail "a closed output pipe: no checkpoint and exit 75 after the stop"; }
+echo "ok: output piped into head -c 1 (closed at once) -> the run went on; SIGTERM -> checkpoint of step $at, exit 75 in dptrain-run.log"
+
+# The ranks themselves take SIGHUP as SIGTERM: a checkpoint and exit 75.
+stop_launcher HUP "$WORK/rank-hup" "$BIN/dptrain" "${C[@]}" --run-dir "$WORK/rank-hup"
+[ "$RC" = 75 ] && grep -q "^stopped: a rank received SIGTERM .*SIGHUP, a lost terminal" "$WORK/out" \
+  || { cat "$WORK/out"; fail "SIGHUP to a rank: exit $RC, want 75 with the stop's line"; }
+echo "ok: SIGHUP to a rank -> checkpoint, exit 75"
 
 # The image's entry point runs its arguments under dptrain-run (installed on the PATH there).
 # shellcheck disable=SC2086

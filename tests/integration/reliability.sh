@@ -217,6 +217,14 @@ train 2 "${C[@]}" --steps 400000 --run-dir "$run" --resume auto --lock-wait 1
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
   && grep -q "^dptrain: error: --checkpoint-dir $run/checkpoints is in use by another dptrain (pid [0-9]* on $(hostname), for [0-9]* s); waited 1 s (--lock-wait)" "$WORK/out" \
   || { cat "$WORK/out"; fail "lock: a second run on the same --run-dir was not refused naming the first"; }
+# The same --run-dir with another --checkpoint-dir: refused on the run directory's lock (it truncated
+# the first run's metrics.jsonl, which then held NUL bytes and both runs' records).
+lines_before=$(wc -l <"$run/metrics.jsonl")
+train 2 "${C[@]}" --steps 400000 --run-dir "$run" --checkpoint-dir "$WORK/other-ckpts" --lock-wait 1
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+  && grep -q "^dptrain: error: --run-dir $run is in use by another dptrain (pid [0-9]* on $(hostname), for [0-9]* s); waited 1 s (--lock-wait)" "$WORK/out" \
+  && [ "$(wc -l <"$run/metrics.jsonl")" -ge "$lines_before" ] && [ "$(tr -cd '\000' <"$run/metrics.jsonl" | wc -c)" = 0 ] \
+  || { cat "$WORK/out"; fail "lock: a second run on the same --run-dir with another --checkpoint-dir was not refused"; }
 for p in $(pgrep -f -- "--run-dir $run( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && { kill -9 "$p" 2>/dev/null || true; }; done
 wait
 # A holder that ends while the next run waits: held (flock -o: by flock alone, not its command)
@@ -234,7 +242,7 @@ wait
   && grep -q "^dptrain: --checkpoint-dir $run/checkpoints is in use by another dptrain (.*): waiting up to 60 s" "$WORK/out" \
   && grep -q "^done: steps " "$WORK/out" \
   || { cat "$WORK/out"; fail "lock: a run did not wait for a holder that ended within --lock-wait, then train"; }
-echo "ok: one run per checkpoint directory: a second one refused after --lock-wait, a short-lived holder waited for"
+echo "ok: one run per checkpoint and run directory: a second one refused after --lock-wait, a short-lived holder waited for"
 
 # --- a stop signal during an evaluation: the ranks agree before each evaluation batch, so the stop
 # cuts it short and checkpoints the step; it used to wait for the whole evaluation (here about

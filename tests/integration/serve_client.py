@@ -191,6 +191,8 @@ def bad(url, block_size):
         ("stop of a wrong type", {"prompt": "a", "stop": [1]}, None, 400, "stop"),
         ("stream not a boolean", {"prompt": "a", "stream": "yes"}, None, 400, "stream"),
         ("n of 2", {"prompt": "a", "n": 2}, None, 400, "n"),
+        ("a misspelled field (max_token)", {"prompt": "the ", "max_token": 200}, None, 400, "max_token"),
+        ("an unknown field (temprature)", {"prompt": "a", "temprature": 0.5}, None, 400, "temprature"),
         ("another model", {"prompt": "a", "model": "gpt-4"}, None, 404, "model"),
         ("a model that is not a string", {"prompt": "a", "model": [["gpt"]]}, None, 400, "model"),
         ("a body over --max-body", None, json.dumps({"prompt": "a" * 5000}), 413, "body"),

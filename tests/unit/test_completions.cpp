@@ -241,6 +241,25 @@ static std::string refused_field(const std::string& body, const CompletionEngine
     return "accepted";
 }
 
+// OpenAI's API answers 400 for a field it does not have; an answer that ignored "max_token" (16
+// tokens instead of 200) would look right to its client.
+TEST_CASE("completions API: an unknown or misspelled field is refused by name; the API's own are taken", "[serve]") {
+    CompletionEngine e(tiny_model(3, 10), 1, 4);
+    CHECK(refused_field("{\"prompt\": \"ab\", \"max_token\": 200}", e) == "400 max_token");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"temprature\": 0.5}", e) == "400 temprature");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"frobnicate\": true}", e) == "400 frobnicate");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"max_tokens\": 2, \"user\": \"u1\", \"stream_options\": "
+                        "{\"include_usage\": true}, \"seed\": 3, \"top_k\": 2}",
+                        e) == "accepted");
+    bool stream = false;
+    try {
+        parse_completion_request("{\"prompt\": \"ab\", \"max_token\": 200}", e, ApiLimits{100, "dptrain"}, &stream, 1);
+        FAIL("max_token accepted");
+    } catch (const ApiError& err) {
+        CHECK(err.message.find("did you mean max_tokens?") != std::string::npos);
+    }
+}
+
 TEST_CASE("completions API: deeply nested values in any field are refused by name, not recursed into", "[serve]") {
     CompletionEngine e(tiny_model(3, 10), 1, 4);
     // Nested 300,000 deep (600 KB, under the default --max-body): parsing keeps its own stack, but

@@ -266,3 +266,26 @@ TEST_CASE("TensorBoard's framing: CRC-32C, its mask, and a record around an even
     CHECK((unsigned char)event[10] == 7);
     CHECK((unsigned char)event[11] == 0x2A);
 }
+
+// A full disk (/dev/full: every write fails with ENOSPC): the writer says so once and goes on
+// without the file; it neither throws nor writes again (the run went on silently, its metrics cut).
+TEST_CASE("JsonlWriter: a failed write warns once and stops writing, without ending the run", "[metrics]") {
+    JsonlWriter w;
+    w.open("/dev/full", true);
+    REQUIRE(w.is_open());
+    fflush(stderr);
+    char* text = nullptr;
+    size_t size = 0;
+    FILE* capture = open_memstream(&text, &size);
+    FILE* saved = stderr;
+    stderr = capture;
+    CHECK_NOTHROW(w.write(Record("step").integer("step", 1)));
+    CHECK_NOTHROW(w.write(Record("step").integer("step", 2)));
+    stderr = saved;
+    std::fclose(capture);
+    const std::string said(text, size);
+    std::free(text);
+    CHECK(!w.is_open());
+    CHECK(said.find("dptrain: warning: --metrics /dev/full: a write failed (No space left on device)") != std::string::npos);
+    CHECK(said.find("warning", said.find("warning") + 1) == std::string::npos);  // once
+}

@@ -14,6 +14,10 @@ namespace dptrain {
 
 // Typed once here so no component compares option strings; spelled as name_of says.
 enum class ModelKind { mlp, gpt };
+
+// The most compute threads a rank (or generate, serve) may ask for with --threads: far past any
+// machine's cores per rank, and below what libgomp and OpenBLAS can start (100000 ended in a crash).
+constexpr int kMaxThreads = 256;
 enum class DeviceKind { cpu, cuda, automatic };
 enum class GpuState { automatic, device, host };
 enum class Overlap { on, off, automatic };

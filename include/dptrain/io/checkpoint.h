@@ -95,7 +95,9 @@ class AsyncCheckpointer {
 // One run per checkpoint directory: an exclusive flock on DIR/.lock (released by the kernel however
 // the holder dies) holding "PID HOST UNIX_TIME". Waits up to wait_s or until give_up() (a stop
 // signal), then throws UserError naming the holder. Returns the fd to keep open; -1 without flock.
-int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)() = nullptr);
+// `option` names the directory in messages: the run directory is locked the same way.
+int lock_checkpoint_dir(const std::string& dir, double wait_s, bool (*give_up)() = nullptr,
+                        const char* option = "--checkpoint-dir");
 
 // False once DIR or its lock file was deleted or replaced: the lock no longer keeps others out.
 bool holds_checkpoint_lock(const std::string& dir, int fd);

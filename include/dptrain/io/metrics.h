@@ -170,8 +170,9 @@ class JsonlWriter {
     void write_rank(const Record& r, int rank, const std::string& node);  // one rank's
 
   private:
-    void put(const std::string& line);
+    void put(const std::string& line);  // a failed write warns once and closes the file
     FILE* f_ = nullptr;
+    std::string path_;
     bool emf_ = false;
     std::string ns_, job_;
 };

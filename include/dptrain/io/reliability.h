@@ -21,6 +21,7 @@ constexpr int kExitNonfinite = 4;   // NaN/Inf loss or gradient with --on-nonfin
 constexpr int kExitPreempted = 75;  // SIGUSR1 (requeue) or SIGTERM: checkpoint written
 
 // The handlers only set a flag (async-signal-safe); the ranks agree on it through the all-reduce.
+// SIGTERM and SIGHUP (a lost terminal) end the run with a checkpoint; SIGUSR1 asks for a requeue.
 void install_preemption_handlers();
 bool preemption_requested();
 int preemption_signal();  // 0 if none

@@ -89,6 +89,7 @@ class Checkpoints {
     CheckpointState sync_state_;  // attributes only: tensors come from the live buffers
     std::vector<float> shard_scratch_;  // rank 0: one other rank's shard
     std::unique_ptr<AsyncCheckpointer> async_;
+    int run_lock_fd_ = -1;  // rank 0: --run-dir's lock, held for the run's life
     int lock_fd_ = -1;  // rank 0, held for the run's life
 };
 

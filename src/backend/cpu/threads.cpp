@@ -6,6 +6,8 @@
 #include <omp.h>
 #include <sched.h>
 #include <unistd.h>
+
+#include <string>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -43,5 +45,17 @@ int usable_cores(bool* bound) {
 }
 
 int get_threads() { return omp_get_max_threads(); }
+
+std::string thread_note(int want) {
+    std::string note;
+    const int cores = usable_cores(nullptr), blas = openblas_get_num_threads();
+    if (want > cores)
+        note = std::to_string(want) + " compute threads on the " + std::to_string(cores) +
+               (cores == 1 ? " core" : " cores") + " this rank may use: they take turns (fewer is faster)";
+    if (blas < want)
+        note += (note.empty() ? "" : "; ") + std::string("OpenBLAS runs at most ") + std::to_string(blas) +
+                " threads (its build's limit): the matmuls use " + std::to_string(blas);
+    return note;
+}
 
 } // namespace dptrain::cpu

@@ -5,6 +5,8 @@
 
 #include "dptrain/core/bf16.h"
 
+#include <string>
+
 namespace dptrain::cpu {
 
 // Compute threads for OpenBLAS and OpenMP in this process.
@@ -12,6 +14,10 @@ void set_threads(int n);
 int get_threads();
 // Cores in this process's affinity; *bound: fewer than the machine's.
 int usable_cores(bool* bound = nullptr);
+// What --threads `want` will not get as asked, said once: more threads than the cores this
+// process may run on (they take turns), or above OpenBLAS's build limit (its products use fewer);
+// "" when neither. After set_threads(want).
+std::string thread_note(int want);
 
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
