@@ -166,7 +166,7 @@ double Gpt::flops_per_sample() const {
     return T * (6.0 * n + 12.0 * L * T * C);
 }
 
-void Gpt::init(float* params, uint64_t seed) const {
+void Gpt::init(float* params, uint64_t seed, bool (*stop)()) const {
     const float residual_std = 0.02f / std::sqrt(2.0f * cfg_.n_layer);
     for (size_t i = 0; i < layout_.views.size(); ++i) {
         const ParamView& v = layout_.views[i];
@@ -179,8 +179,7 @@ void Gpt::init(float* params, uint64_t seed) const {
         }
         bool residual = n.find("attn.proj.weight") != std::string::npos || n.find("mlp.proj.weight") != std::string::npos;
         float sigma = residual ? residual_std : 0.02f;
-        Rng rng(stream_seed(seed, 2000 + i));
-        for (size_t k = 0; k < v.size; ++k) p[k] = sigma * rng.normal();
+        if (!fill_normal(p, v.size, sigma, stream_seed(seed, 2000 + i), stop)) return;
     }
 }
 

@@ -4,6 +4,7 @@
 
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/parallel.h"
 #include "dptrain/core/rng.h"
 
 #include <algorithm>
@@ -70,16 +71,29 @@ double Mlp::flops_per_sample() const {
     return 3.0 * f - 2.0 * dims_[0] * dims_[1];
 }
 
-void Mlp::init(float* params, uint64_t seed) const {
+void Mlp::init(float* params, uint64_t seed, bool (*stop)()) const {
     int L = (int)dims_.size() - 1;
     for (int l = 0; l < L; ++l) {
         const ParamView& w = layout_.views[2 * l];
         const ParamView& b = layout_.views[2 * l + 1];
         float sigma = std::sqrt((l + 1 < L ? 2.0f : 1.0f) / dims_[l]);
-        Rng rng(stream_seed(seed, 1000 + l));
-        for (size_t i = 0; i < w.size; ++i) params[w.offset + i] = sigma * rng.normal();
+        if (!fill_normal(params + w.offset, w.size, sigma, stream_seed(seed, 1000 + l), stop)) return;
         std::fill(params + b.offset, params + b.offset + b.size, 0.0f);
     }
+}
+
+bool fill_normal(float* p, size_t n, float sigma, uint64_t seed, bool (*stop)()) {
+    constexpr size_t kPiece = (size_t)1 << 22;  // about 0.1 s a thread: a stop waits no longer
+    for (size_t begin = 0; begin < n; begin += kPiece) {
+        if (stop && stop()) return false;
+        const long count = (long)std::min(kPiece, n - begin);
+        // Value k draws states seed + 2k and seed + 2k + 1 (Rng::normal takes two).
+        parallel_for(count, 64, [&](long b, long e) {
+            Rng rng(seed + 2 * (begin + (size_t)b));
+            for (long k = b; k < e; ++k) p[begin + (size_t)k] = sigma * rng.normal();
+        });
+    }
+    return true;
 }
 
 void Mlp::set_precision(Precision p) {

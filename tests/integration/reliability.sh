@@ -289,6 +289,35 @@ wait
 ! grep -q "error:" "$WORK/out" || { cat "$WORK/out"; fail "SIGUSR1 during set-up: the stop is said as an error"; }
 echo "ok: SIGUSR1 then SIGTERM during set-up (the lock wait) -> exit 75 after $((SECONDS - t0)) s, a preemption"
 
+# --- a stop during the long set-up of a large model (191M parameters: their initialization takes
+# seconds on any CPU, and the optimizer's allocation of 1.5 GB more): exit 75 within 5 s of the
+# signal (it waited for both: 9-10 s on a 2-core EPYC, 18-38 s at 201M where it was first seen,
+# past a launcher's 30 s grace).
+/usr/bin/python3 "$ROOT/tests/integration/make_text.py" 20000 >"$WORK/big.txt"
+"$BIN/dptrain-data" text --input "$WORK/big.txt" --out "$WORK/bigtok" --tokenizer char >/dev/null
+brun="$WORK/big-setup"
+rm -f "$WORK/rc"
+( set +e; timeout -k 5 120 $MPIRUN -np 1 "$BIN/dptrain" --model gpt --data "$WORK/bigtok" --n-layer 12 --n-embd 1152 \
+    --n-head 12 --block-size 64 --batch-size 1 --steps 10 --eval-every 0 --run-dir "$brun" >"$WORK/out" 2>&1
+  echo $? >"$WORK/rc" ) &
+rank=
+for _ in $(seq 100); do
+  for p in $(pgrep -f -- "--run-dir $brun( |\$)"); do [ "$(ps -o comm= -p "$p")" = dptrain ] && rank=$p; done
+  [ -n "$rank" ] && break
+  sleep 0.1
+done
+[ -n "$rank" ] || fail "the large model's rank did not start"
+sleep 1.5
+t0=$(date +%s%N)
+kill -TERM "$rank"
+while [ ! -s "$WORK/rc" ] && [ $(( ($(date +%s%N) - t0) / 1000000000 )) -lt 60 ]; do sleep 0.05; done
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+wait
+[ "$(cat "$WORK/rc")" = 75 ] && [ "$ms" -lt 5000 ] \
+  && grep -q "^stopped: a rank received SIGTERM .* during set-up, before any step" "$WORK/out" \
+  || { cat "$WORK/out"; fail "SIGTERM 1.5 s into a 191M-parameter model's set-up: exit $(cat "$WORK/rc") after $ms ms, want 75 within 5 s"; }
+echo "ok: SIGTERM 1.5 s into a 191M-parameter model's set-up -> exit 75 after $ms ms"
+
 # --- a shard that never answers (a FIFO, as a hung filesystem would): the watchdog watches set-up
 # too (--step-timeout + --lock-wait), names it and ends the job (before: it waited forever).
 cp -r "$WORK/data" "$WORK/fifo"

@@ -83,7 +83,7 @@ class LinearModel : public Model {
     std::string signature() const override { return "linear D=8"; }
     int terms_per_sample() const override { return 1; }
     double flops_per_sample() const override { return 6.0 * D; }
-    void init(float* p, uint64_t) const override {
+    void init(float* p, uint64_t, bool (*)() = nullptr) const override {
         for (int j = 0; j < D; ++j) p[j] = 0.1f * (float)(j - 3);
         p[D] = 0.0f;
     }

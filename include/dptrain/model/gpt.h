@@ -39,7 +39,7 @@ class Gpt : public Model {
     // T * (6 * (N - T*C) + 12 * L * T * C), attention over the full T x T (PaLM's convention).
     double flops_per_sample() const override;
     // GPT-2's: N(0, 0.02), residual projections / sqrt(2 L); a counter-based stream per tensor.
-    void init(float* params, uint64_t seed) const override;
+    void init(float* params, uint64_t seed, bool (*stop)() = nullptr) const override;
     // in.tokens: (B, in.stride) windows of T + 1 tokens; the loss terms are B * T next tokens.
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;

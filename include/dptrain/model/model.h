@@ -43,6 +43,11 @@ struct ModelBatch {
     int stride = 0;
 };
 
+// p[k] = sigma * the k-th normal of Rng(seed), for k < n: the values of drawing them in order (each
+// is a pure function of k), in pieces over the OpenMP threads. False when stop() said to stop
+// between pieces (the rest left as it was).
+bool fill_normal(float* p, size_t n, float sigma, uint64_t seed, bool (*stop)() = nullptr);
+
 class Model {
   public:
     virtual ~Model() = default;
@@ -54,7 +59,9 @@ class Model {
     virtual int terms_per_sample() const = 0;
     // Training FLOPs (forward + backward) per sample, for MFU.
     virtual double flops_per_sample() const = 0;
-    virtual void init(float* params, uint64_t seed) const = 0;
+    // stop (optional) is asked between pieces of the work; true leaves the rest undone (a stop
+    // signal in set-up, which then ends the run).
+    virtual void init(float* params, uint64_t seed, bool (*stop)() = nullptr) const = 0;
     // Summed loss; adds correct argmax predictions to *correct.
     virtual double forward(const float* params, const ModelBatch& in, long* correct) = 0;
     // grads += d(scale * summed loss) / d params, for the last forward; hook hears of finished layers.
@@ -98,7 +105,7 @@ class Mlp : public Model {
     double flops_per_sample() const override;
 
     // He-normal weights (output layer sqrt(1/fan_in)); a counter-based stream per tensor.
-    void init(float* params, uint64_t seed) const override;
+    void init(float* params, uint64_t seed, bool (*stop)() = nullptr) const override;
 
     // x (B, in), y (B); the summed loss, correct argmax predictions added to *correct (if set).
     double forward(const float* params, const float* x, const int* y, int B, long* correct);

@@ -29,7 +29,9 @@ class CudaGpt : public Model, public cuda::Resident {
     std::string signature() const override { return host_.signature(); }  // checkpoints move between CPU and GPU
     int terms_per_sample() const override { return host_.terms_per_sample(); }
     double flops_per_sample() const override { return host_.flops_per_sample(); }
-    void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
+    void init(float* params, uint64_t seed, bool (*stop)() = nullptr) const override {
+        host_.init(params, seed, stop);
+    }
     // Token checks and messages as Gpt::forward; *correct from the loss kernel's argmax per row.
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;

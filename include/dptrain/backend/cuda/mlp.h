@@ -27,7 +27,9 @@ class CudaMlp : public Model, public cuda::Resident {
     std::string signature() const override { return host_.signature(); }  // checkpoints move between CPU and GPU
     int terms_per_sample() const override { return 1; }
     double flops_per_sample() const override { return host_.flops_per_sample(); }
-    void init(float* params, uint64_t seed) const override { host_.init(params, seed); }
+    void init(float* params, uint64_t seed, bool (*stop)() = nullptr) const override {
+        host_.init(params, seed, stop);
+    }
     double forward(const float* params, const ModelBatch& in, long* correct) override;
     void backward(float* grads, const float* params, const ModelBatch& in, float scale, GradHook* hook) override;
     void set_precision(Precision p) override;
