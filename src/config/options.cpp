@@ -138,6 +138,10 @@ void declare_run(Registry<Options>& r, Options& o) {
                   "longer than this many seconds (set-up: this plus --lock-wait); 0 = never");
     r.choice<OnNonfinite>("on-nonfinite", &Options::on_nonfinite, o, OnNonfinite::stop,
              "a NaN/Inf loss or gradient: stop (exit 4 with a message) | skip (leave the parameters, go on)");
+    r.flag("force-memory", &Options::force_memory, o,
+           "train although the memory plan says the run needs more than this rank's memory (the machine's "
+           "available or the cgroup's limit, shared by the node's ranks); without it such a run is refused at "
+           "start-up rather than killed for lack of memory");
     r.flag("preflight", &Options::preflight, o,
            "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",

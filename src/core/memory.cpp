@@ -1,4 +1,4 @@
-// /proc/self/status and /proc/meminfo, read with stdio (no allocation beyond a line).
+// /proc/self/status, /proc/meminfo and the cgroups' memory limits, read with stdio.
 #include "dptrain/core/memory.h"
 
 #include "dptrain/core/error.h"
@@ -32,6 +32,56 @@ size_t resident_bytes() { return proc_kib("/proc/self/status", "VmRSS"); }
 size_t peak_resident_bytes() { return proc_kib("/proc/self/status", "VmHWM"); }
 
 size_t available_bytes() { return proc_kib("/proc/meminfo", "MemAvailable"); }
+
+// The tightest memory limit on the path of `rel` (a cgroup's path) from the hierarchy's root
+// down: a container sees its own limit at its root, a Slurm job or a pod's cgroup below it.
+static size_t tightest(const std::string& root, std::string rel, const char* file, std::string* where) {
+    size_t best = 0;
+    for (;;) {
+        const std::string path = root + (rel == "/" ? "" : rel) + "/" + file;
+        if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+            char text[64] = {};
+            const bool got = std::fgets(text, sizeof text, f) != nullptr;
+            std::fclose(f);
+            char* end = nullptr;
+            const unsigned long long v = got ? std::strtoull(text, &end, 10) : 0;
+            // "max" (v2) or a v1 value near 2^63: no limit.
+            if (got && end != text && v > 0 && v < (1ull << 62) && (best == 0 || v < best)) {
+                best = (size_t)v;
+                if (where) *where = path;
+            }
+        }
+        if (rel.empty() || rel == "/") break;
+        const size_t slash = rel.rfind('/');
+        rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
+    }
+    return best;
+}
+
+size_t cgroup_memory_limit(std::string* where, const std::string& root, const std::string& self) {
+    std::FILE* f = std::fopen(self.c_str(), "r");
+    if (!f) return 0;
+    char line[1024];
+    size_t best = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        std::string l(line);
+        while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+        const size_t a = l.find(':'), b = a == std::string::npos ? a : l.find(':', a + 1);
+        if (b == std::string::npos) continue;
+        const std::string controllers = l.substr(a + 1, b - a - 1), rel = l.substr(b + 1);
+        std::string w;
+        size_t v = 0;
+        if (controllers.empty()) v = tightest(root, rel, "memory.max", &w);  // v2: "0::/path"
+        else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+            v = tightest(root + "/memory", rel, "memory.limit_in_bytes", &w);  // v1
+        if (v > 0 && (best == 0 || v < best)) {
+            best = v;
+            if (where) *where = w;
+        }
+    }
+    std::fclose(f);
+    return best;
+}
 
 size_t parse_bytes(const std::string& text, const char* what) {
     const char* s = text.c_str();

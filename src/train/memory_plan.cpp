@@ -233,9 +233,17 @@ std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f
 
 size_t host_budget(int local_ranks, std::string* from) {
     const size_t avail = available_bytes();
+    std::string file;
+    const size_t limit = cgroup_memory_limit(&file);
+    const char* ranks = local_ranks == 1 ? "" : "s";
+    // Inside a cgroup (a pod's limit, Slurm's --mem, a container's) /proc/meminfo shows the host's.
+    if (limit > 0 && (avail == 0 || limit < avail)) {
+        *from = strfmt("the cgroup's limit %.1f GiB (%s) / %d rank%s", (double)limit / (1 << 30), file.c_str(),
+                       local_ranks, ranks);
+        return limit / (size_t)std::max(1, local_ranks);
+    }
     if (avail == 0) return 0;
-    *from = strfmt("the machine's available %.1f GiB / %d rank%s", (double)avail / (1 << 30), local_ranks,
-                   local_ranks == 1 ? "" : "s");
+    *from = strfmt("the machine's available %.1f GiB / %d rank%s", (double)avail / (1 << 30), local_ranks, ranks);
     return avail / (size_t)std::max(1, local_ranks);
 }
 

@@ -4,11 +4,11 @@
 //   1. stage --data to --stage-dir; 1b. --verify-data against SHA256SUMS
 //   2. every rank has the same options (checksums compared)
 //   3. local: threads, GPU health, the device; 3b. the MFU peak, summed, before the run allocates;
-//      3c. local: the data, the model, the optimizer, the sampler
+//      3c. local: the data, the memory plan (a run that does not fit is refused before the model
+//      allocates), the model, the optimizer, the sampler
 //   4. every rank sees the same dataset
 //   5. the gradient path (GPU health agreed first; the shared window or NCCL made together)
 //   6. --io memory: the node's copy of the training split; the extra readers
-//   7. local: the memory plan
 //   8. rank 0 finds the checkpoint to resume from; 9. every rank gets it
 //  10. rank 0 opens the metrics file; 11. the banner; 12. node heartbeats
 // Stop handlers come first: a stop signal in set-up exits 75 after its phase. The watchdog
@@ -99,9 +99,18 @@ struct Setup {
 
     // A stop signal leaves the rest out (the phase's verdict then ends the run with exit 75): the
     // weights' initialization and the optimizer's allocation took tens of seconds at 200M.
-    void make_local() {
+    void make_local(size_t runtime) {
         task = Task::open(o, topo);
         if (preemption_requested()) return;
+        plan_memory_use(runtime);  // before the model allocates: a run that does not fit is refused, not killed
+        if (!plan.fits() && !o.force_memory)
+            throw UserError(strfmt("memory: the run needs %.1f MiB on rank 0 and %.1f MiB are there (%s): it would be "
+                                   "killed for lack of memory; %s, or train anyway with --force-memory (the plan, "
+                                   "per part: dptrain plan with these options)",
+                                   plan.bounded() / 1048576.0, plan.budget / 1048576.0, plan.budget_from.c_str(),
+                                   plan.largest_batch > 0
+                                       ? strfmt("--batch-size %d fits", plan.largest_batch).c_str()
+                                       : "no --batch-size fits: --shard-optimizer, --recompute block or more memory"));
         model = device->make_model(task->model_spec(o));
         params.assign(model->num_params(), 0.0f);
         model->init(params.data(), o.seed, preemption_requested);
@@ -167,7 +176,7 @@ struct Setup {
         task->readers(o.io_threads);
     }
 
-    // 7. `runtime`: what the process held before the run allocated.
+    // (3c) `runtime`: what the process held before the run allocated.
     void plan_memory_use(size_t runtime) {
         PlanFacts f = plan_facts(*task, o, topo.size, topo.local_size, runtime);
         f.gpu = device->gpu() >= 0;
@@ -370,10 +379,9 @@ int run_training(const Options& opts_in, const Topology& topo) {
     s.measure_peak();
     // Before the run allocates: the libraries and the measurement's sgemm buffers.
     const size_t runtime = measure_runtime();
-    if (!go_on(agreed(dog, w, [&] { s.make_local(); })) || !go_on(agreed(dog, w, [&] { s.check_same_data(); })) ||
+    if (!go_on(agreed(dog, w, [&] { s.make_local(runtime); })) || !go_on(agreed(dog, w, [&] { s.check_same_data(); })) ||
         !go_on(agreed(dog, w, [&] { s.make_gradients(); })) || !go_on(agreed(dog, w, [&] { s.load_data(); })))
         return code;
-    s.plan_memory_use(runtime);
     if (!go_on(agreed(dog, w, [&] { s.ckpt->find(s.params, *s.opt); }))) return code;
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
     if (!go_on(agreed(dog, w, [&] { s.report.open_metrics(s.start_step); }))) return code;

@@ -70,17 +70,42 @@ train 1 "${base[@]}" --n-layer 12 --block-size 4096 --overwrite-checkpoints
 [ "$RC" = 0 ] && grep -q "^note: --n-layer 12, --block-size 4096 are options of --model gpt; the MLP leaves them unused" "$WORK/out" \
   || { cat "$WORK/out"; fail "GPT options given to the MLP: no note"; }
 echo "ok: $(grep '^note: --n-layer' "$WORK/out")"
-# A run that cannot allocate what it needs (3 GB of address space, a batch of 20M samples): one line
-# saying out of memory and naming dptrain plan, exit 2 (it was a bare std::bad_alloc). One
-# process, without mpirun: the limit would be the launcher's too.
+# A run that cannot allocate what it needs (3 GB of address space, a batch of 20M samples, the plan's
+# refusal overridden): one line saying out of memory and naming dptrain plan, exit 2 (it was a bare
+# std::bad_alloc). One process, without mpirun: the limit would be the launcher's too.
 set +e
-(ulimit -v 3000000; exec timeout -k 5 60 "$BIN/dptrain" "${base[@]}" --batch-size 20000000 --overwrite-checkpoints) >"$WORK/out" 2>&1
+(ulimit -v 3000000; exec timeout -k 5 60 "$BIN/dptrain" "${base[@]}" --batch-size 20000000 --overwrite-checkpoints --force-memory) >"$WORK/out" 2>&1
 RC=$?
 set -e
 [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
   && grep -q "^dptrain: error: out of memory: this rank could not allocate what the run needs .*dptrain plan" "$WORK/out" \
   || { cat "$WORK/out"; fail "out of memory at set-up: want exit 2 and one line naming dptrain plan"; }
 echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-120)"
+# A run larger than its cgroup's memory limit (a pod's, Slurm's --mem): the plan, which reads the
+# limit (/proc/meminfo shows the host's), refuses it before the model allocates, with exit 2 and the
+# fix (it was OOM-killed without a word: exit 137). In a memory cgroup of its own, where one can be
+# made (root with cgroup v1 or v2 writable).
+cg=""
+if mkdir "/sys/fs/cgroup/memory/dptrain-test-$$" 2>/dev/null; then
+  cg=/sys/fs/cgroup/memory/dptrain-test-$$; echo $((256 << 20)) >"$cg/memory.limit_in_bytes"
+elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null && mkdir "/sys/fs/cgroup/dptrain-test-$$" 2>/dev/null; then
+  cg=/sys/fs/cgroup/dptrain-test-$$; echo $((256 << 20)) >"$cg/memory.max"
+fi
+if [ -n "$cg" ]; then
+  set +e
+  # 30M parameters: about 460 MiB of parameters, gradients and AdamW state, in 256 MiB.
+  (echo $BASHPID >"$cg/cgroup.procs"; exec timeout -k 5 60 $MPIRUN -np 1 "$BIN/dptrain" "${base[@]}" \
+     --hidden 4096,4096,1024 --overwrite-checkpoints) >"$WORK/out" 2>&1
+  RC=$?
+  set -e
+  rmdir "$cg" 2>/dev/null || true
+  [ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] \
+    && grep -q "^dptrain: error: memory: the run needs .* MiB on rank 0 and 256.0 MiB are there (the cgroup's limit 0.2 GiB ($cg/memory\.[a-z_.]*) / 1 rank): it would be killed for lack of memory; .*--force-memory" "$WORK/out" \
+    || { cat "$WORK/out"; fail "a run over its cgroup's memory limit: want exit 2 and the plan's line, got $RC"; }
+  echo "ok: $(grep '^dptrain: error:' "$WORK/out" | cut -c1-160)"
+else
+  echo "SKIPPED the cgroup memory limit: no memory cgroup can be made here (cgroup_memory_limit's reading is unit-tested)"
+fi
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3

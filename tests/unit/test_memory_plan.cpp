@@ -13,6 +13,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -201,4 +205,35 @@ TEST_CASE("memory plan on a GPU: the CUDA model's sizes, in bf16 half-byte activ
     CHECK(row(g, "cuBLAS workspace").bytes == gpu_blas_workspace_bytes());
     for (const MemoryRow& r : h.rows) CHECK(r.part != "cuBLAS workspace");
     CHECK(g.gpu_total - gpu_blas_workspace_bytes() < h.gpu_total);
+}
+
+// The cgroups' limit from a tree laid out as the kernel lays them out: v2 (memory.max, "max" for
+// none) and v1 (memory/…/memory.limit_in_bytes, ~2^63 for none), the tightest from the process's
+// cgroup up to the root.
+TEST_CASE("cgroup_memory_limit: the tightest limit on the cgroup's path, v1 and v2", "[plan]") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("dptrain-cg-" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    auto put = [&](const fs::path& p, const std::string& text) {
+        fs::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+    };
+    std::string where;
+    // v2: a pod's cgroup below a node's slice; the slice is the tighter.
+    put(root / "v2/kubepods/memory.max", "1610612736\n");
+    put(root / "v2/kubepods/pod1/memory.max", "max\n");
+    put(root / "self-v2", "0::/kubepods/pod1\n");
+    CHECK(cgroup_memory_limit(&where, (root / "v2").string(), (root / "self-v2").string()) == 1610612736u);
+    CHECK(where == (root / "v2/kubepods/memory.max").string());
+    // v1: the memory controller's line; a container that sees its own cgroup as the root.
+    put(root / "v1/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put(root / "v1/memory/job_7/memory.limit_in_bytes", "2147483648\n");
+    put(root / "self-v1", "4:memory:/job_7\n3:cpuset:/\n0::/\n");
+    CHECK(cgroup_memory_limit(&where, (root / "v1").string(), (root / "self-v1").string()) == 2147483648u);
+    CHECK(where == (root / "v1/memory/job_7/memory.limit_in_bytes").string());
+    // No limit anywhere, and no cgroup file: 0.
+    put(root / "self-none", "4:memory:/\n0::/\n");
+    CHECK(cgroup_memory_limit(&where, (root / "v1").string(), (root / "self-none").string()) == 0u);
+    CHECK(cgroup_memory_limit(&where, (root / "v1").string(), (root / "absent").string()) == 0u);
+    fs::remove_all(root);
 }

@@ -73,6 +73,7 @@ struct Options {
     OnNonfinite on_nonfinite;
     std::string inject_fault;  // RANK:STEP:KIND,... (tests)
     bool preflight;
+    bool force_memory;         // train although the memory plan says the run does not fit
     long log_every, eval_every, eval_max;
     double peak_gflops;  // per rank; 0 = measure at start
     std::string metrics;

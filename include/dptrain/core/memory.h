@@ -11,6 +11,11 @@ namespace dptrain {
 size_t resident_bytes();
 size_t peak_resident_bytes();
 size_t available_bytes();
+// The tightest memory limit of this process's cgroups (v2 memory.max, v1 memory.limit_in_bytes,
+// from its cgroup up to the hierarchy's root: a container's, a pod's, a Slurm job's), 0 when none;
+// *where names the file that set it. root and self: another tree, for tests.
+size_t cgroup_memory_limit(std::string* where, const std::string& root = "/sys/fs/cgroup",
+                           const std::string& self = "/proc/self/cgroup");
 // "80GB" is taken as GiB: memory sizes are binary in practice. Throws UserError naming `what`.
 size_t parse_bytes(const std::string& text, const char* what);
 
