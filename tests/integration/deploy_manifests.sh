@@ -269,6 +269,8 @@ if check(len(dep) == 1 and len(svc) == 1, "serve.yaml: want one Deployment and o
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         check(get(c, probe + ".httpGet.path") == path and get(c, probe + ".httpGet.port") == port,
               f"serve.yaml: {probe} must GET {path} on port {port}")
+        check(int(get(c, probe + ".timeoutSeconds") or 1) >= 3,
+              f"serve.yaml: {probe} needs timeoutSeconds >= 3 (Kubernetes' 1 s fails under many idle connections)")
     check(any(p.get("containerPort") == port for p in c.get("ports") or []), f"serve.yaml: containerPort {port}")
     check(any(p.get("targetPort") in (port, "http") for p in get(svc, "spec.ports") or []),
           "serve.yaml: the Service's targetPort is not the server's port")
