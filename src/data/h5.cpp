@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace dptrain::h5 {
 
@@ -67,10 +69,15 @@ Hid create_file(const std::string& path, size_t userblock) {
     quiet();
     Hid fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
     if (userblock > 0) H5Pset_userblock(fcpl.get(), userblock);
+    errno = 0;
     hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT);
-    if (f < 0) throw UserError(strfmt("%s: cannot create the file; check the directory exists and is writable", path.c_str()));
+    if (f < 0)
+        throw UserError(strfmt("%s: cannot create the file (%s); check the directory exists and is writable",
+                               path.c_str(), reason("no reason given").c_str()));
     return Hid(f, H5Fclose);
 }
+
+std::string reason(const char* guess) { return errno != 0 ? std::strerror(errno) : guess; }
 
 Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint, hid_t dapl) {
     if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0)
@@ -186,19 +193,25 @@ std::vector<hsize_t> dims(hid_t dset) {
 void write_dataset(hid_t file, const std::string& name, Kind k, const std::vector<hsize_t>& shape,
                    const void* data) {
     Hid space(H5Screate_simple((int)shape.size(), shape.data(), nullptr), H5Sclose);
+    errno = 0;
     Hid d(H5Dcreate2(file, name.c_str(), mem_type(k), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
           H5Dclose);
-    if (!d) throw UserError(strfmt("cannot create dataset %s (disk full or file not writable?)", name.c_str()));
+    if (!d)
+        throw UserError(strfmt("cannot create dataset %s (%s)", name.c_str(),
+                               reason("disk full or file not writable?").c_str()));
     hsize_t elems = 1;
     for (hsize_t n : shape) elems *= n;
     if (elems > 0 && H5Dwrite(d.get(), mem_type(k), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-        throw UserError(strfmt("cannot write dataset %s (disk full?)", name.c_str()));
+        throw UserError(strfmt("cannot write dataset %s (%s)", name.c_str(), reason("disk full?").c_str()));
 }
 
 Hid create_dataset(hid_t file, const std::string& name, Kind k, hsize_t n) {
     Hid space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    errno = 0;
     Hid d(H5Dcreate2(file, name.c_str(), mem_type(k), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-    if (!d) throw UserError(strfmt("cannot create dataset %s (disk full or file not writable?)", name.c_str()));
+    if (!d)
+        throw UserError(strfmt("cannot create dataset %s (%s)", name.c_str(),
+                               reason("disk full or file not writable?").c_str()));
     return d;
 }
 
@@ -206,10 +219,11 @@ void write_range(hid_t dset, Kind k, hsize_t offset, hsize_t count, const void* 
     if (count == 0) return;
     Hid file_space(H5Dget_space(dset), H5Sclose);
     Hid mem_space(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    errno = 0;
     if (H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &offset, nullptr, &count, nullptr) < 0 ||
         H5Dwrite(dset, mem_type(k), mem_space.get(), file_space.get(), H5P_DEFAULT, data) < 0)
-        throw UserError(strfmt("cannot write %llu elements at %llu (disk full?)", (unsigned long long)count,
-                               (unsigned long long)offset));
+        throw UserError(strfmt("cannot write %llu elements at %llu (%s)", (unsigned long long)count,
+                               (unsigned long long)offset, reason("disk full?").c_str()));
 }
 
 void read_dataset(hid_t dset, Kind k, void* out) {

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace dptrain {
 
@@ -34,6 +37,24 @@ bool wait_for(socket_t sock, short events, long ms) {
     return r > 0;
 }
 
+// RFC 9112's chunk-size: 1*HEXDIG, then extensions after ';' (15 digits at most here).
+bool chunk_size(const std::string& line, uint64_t* size) {
+    size_t b = 0, e = line.find(';');
+    if (e == std::string::npos) e = line.size();
+    while (e > b && (line[e - 1] == '\r' || line[e - 1] == ' ' || line[e - 1] == '\t')) --e;
+    while (b < e && (line[b] == ' ' || line[b] == '\t')) ++b;
+    if (e == b || e - b > 15) return false;
+    *size = 0;
+    for (size_t i = b; i < e; ++i) {
+        const int d = std::isdigit((unsigned char)line[i]) ? line[i] - '0'
+                      : std::isxdigit((unsigned char)line[i]) ? std::tolower((unsigned char)line[i]) - 'a' + 10
+                                                              : -1;
+        if (d < 0) return false;
+        *size = *size * 16 + (uint64_t)d;
+    }
+    return true;
+}
+
 // Buffered, since httplib reads a request line a byte at a time. The deadline is armed at a
 // request's first read and cleared once it has arrived or been answered.
 class RequestStream : public httplib::Stream {
@@ -46,6 +67,7 @@ class RequestStream : public httplib::Stream {
     bool is_writable() const override { return wait_for(sock_, POLLOUT, write_ms_); }
 
     ssize_t read(char* ptr, size_t size) override {
+        if (bad_chunk_) return -1;
         if (pos_ == end_) {
             if (!armed_) {
                 // Headers within kHeaderSeconds; body_next() then gives the body the rest.
@@ -58,7 +80,11 @@ class RequestStream : public httplib::Stream {
                 expired_ = left_ms() < 5;
                 return -1;
             }
-            if (size >= sizeof buf_) return receive(ptr, size);  // large body reads: no copy
+            if (size >= sizeof buf_) {  // large body reads: no copy
+                const ssize_t n = receive(ptr, size);
+                if (n > 0) watch(ptr, (size_t)n);
+                return n;
+            }
             const ssize_t n = receive(buf_, sizeof buf_);
             if (n <= 0) return n;
             pos_ = 0;
@@ -67,6 +93,7 @@ class RequestStream : public httplib::Stream {
         const size_t n = std::min(size, end_ - pos_);
         std::memcpy(ptr, buf_ + pos_, n);
         pos_ += n;
+        watch(ptr, n);
         return (ssize_t)n;
     }
     ssize_t write(const char* ptr, size_t size) override {
@@ -81,10 +108,16 @@ class RequestStream : public httplib::Stream {
     void get_local_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
     socket_t socket() const override { return sock_; }
 
-    void disarm() { armed_ = expired_ = false; }
-    void body_next() {
-        if (armed_) deadline_ = armed_at_ + request_;
+    void disarm() {
+        armed_ = expired_ = bad_chunk_ = false;
+        chunks_ = Chunks::off;
     }
+    void body_next(bool chunked) {
+        if (armed_) deadline_ = armed_at_ + request_;
+        chunks_ = chunked ? Chunks::size : Chunks::off;
+        line_.clear();
+    }
+    bool bad_chunk() const { return bad_chunk_; }
     bool timed_out() const { return armed_ && (expired_ || Clock::now() >= deadline_); }
     bool routed = false;
     bool close = false;
@@ -100,6 +133,29 @@ class RequestStream : public httplib::Stream {
     }
 
   private:
+    // Follows a chunked body's framing over the bytes handed to httplib: size line, then the
+    // chunk and its CRLF; the last chunk's trailer is httplib's alone.
+    void watch(const char* p, size_t n) {
+        while (n > 0 && chunks_ != Chunks::off) {
+            if (chunks_ == Chunks::data) {
+                const size_t k = (size_t)std::min<uint64_t>(chunk_left_, n);
+                chunk_left_ -= k, p += k, n -= k;
+                if (chunk_left_ == 0) chunks_ = Chunks::size;
+                continue;
+            }
+            const char c = *p++;
+            --n;
+            if (c != '\n') {
+                if (line_.size() < 256) line_.push_back(c);
+                continue;
+            }
+            uint64_t size = 0;
+            bad_chunk_ = !chunk_size(line_, &size);
+            line_.clear();
+            if (bad_chunk_ || size == 0) chunks_ = Chunks::off;
+            else chunks_ = Chunks::data, chunk_left_ = size + 2;
+        }
+    }
     long left_ms() const {
         if (!armed_) return (long)std::chrono::duration_cast<std::chrono::milliseconds>(request_).count();
         return (long)std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
@@ -133,6 +189,10 @@ class RequestStream : public httplib::Stream {
         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kHeaderSeconds));
     char buf_[4096];
     size_t pos_ = 0, end_ = 0;
+    enum class Chunks { off, size, data } chunks_ = Chunks::off;
+    bool bad_chunk_ = false;
+    uint64_t chunk_left_ = 0;
+    std::string line_;
 };
 
 thread_local RequestStream* t_stream = nullptr;  // handlers run on the connection's thread
@@ -148,11 +208,13 @@ void DeadlineServer::request_read() {
 
 bool DeadlineServer::client_gone() { return t_stream && t_stream->peer_closed(); }
 
-void DeadlineServer::request_routed() {
+void DeadlineServer::request_routed(bool chunked) {
     if (!t_stream) return;
     t_stream->routed = true;
-    t_stream->body_next();
+    t_stream->body_next(chunked);
 }
+
+bool DeadlineServer::request_bad_chunk() { return t_stream && t_stream->bad_chunk(); }
 
 bool DeadlineServer::request_unparsed() { return t_stream && !t_stream->routed; }
 
@@ -162,37 +224,67 @@ void DeadlineServer::close_after() {
 
 bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_out(); }
 
-// In 10 ms slices, so a stopping server closes its idle connections at once.
-bool DeadlineServer::wait_for_request(socket_t sock, bool first) const {
-    const double wait = first ? std::min(keep_alive_seconds_, kFirstByteSeconds) : keep_alive_seconds_;
-    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait));
-    while (svr_sock_ != INVALID_SOCKET) {
-        if (wait_for(sock, POLLIN, 10)) return true;
-        if (Clock::now() >= end) return false;
-    }
-    return false;
+void ConnectionQueue::enqueue(std::function<void()> fn) {
+    ++waiting_;
+    pool_.enqueue([this, fn = std::move(fn)] {
+        --waiting_;
+        fn();
+    });
 }
 
-// httplib's keep-alive loop, on our stream.
+void DeadlineServer::set_threads(size_t n) {
+    new_task_queue = [this, n] {
+        queue_ = new ConnectionQueue(n);
+        return queue_;
+    };
+}
+
+// In 10 ms slices, so a stopping server closes its idle connections at once, and a connection
+// waiting for a thread gets this one within 10 ms ("Note [request deadlines]").
+DeadlineServer::Next DeadlineServer::wait_for_request(socket_t sock, Clock::time_point until) const {
+    while (svr_sock_ != INVALID_SOCKET) {
+        if (wait_for(sock, POLLIN, 10)) return Next::request;
+        if (Clock::now() >= until) return Next::close;
+        if (queue_ && queue_->others_waiting()) return Next::park;
+    }
+    return Next::close;
+}
+
+static Clock::time_point after(double seconds) {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 bool DeadlineServer::process_and_close_socket(socket_t sock) {
+    serve_connection(sock, Idle{keep_alive_max_count_, after(std::min(keep_alive_seconds_, kFirstByteSeconds))});
+    return true;
+}
+
+// httplib's keep-alive loop, on our stream; between requests the connection may park: it goes to
+// the back of the queue with what it has left, and this thread takes the next connection.
+void DeadlineServer::serve_connection(socket_t sock, Idle idle) {
     RequestStream strm(sock, request_seconds_, (long)write_timeout_sec_ * 1000 + (long)write_timeout_usec_ / 1000);
     t_stream = &strm;
-    bool ok = false;
-    for (size_t left = keep_alive_max_count_;
-         left > 0 && (strm.buffered() || wait_for_request(sock, left == keep_alive_max_count_)); --left) {
+    for (; idle.left > 0; --idle.left) {
+        const Next next = strm.buffered() ? Next::request : wait_for_request(sock, idle.until);
+        if (next == Next::park) {
+            t_stream = nullptr;
+            queue_->enqueue([this, sock, idle] { serve_connection(sock, idle); });
+            return;
+        }
+        if (next == Next::close) break;
         bool closed = false;
         strm.routed = strm.close = false;
-        ok = process_request(strm, left == 1, closed, nullptr);
+        const bool ok = process_request(strm, idle.left == 1, closed, nullptr);
         // After an unparsed or late request, what follows cannot be told from its rest: answering
         // it as requests would put answers and requests out of step. Close.
         const bool cut = !strm.routed || strm.timed_out() || strm.close;
         strm.disarm();  // answered
         if (!ok || closed || cut) break;
+        idle.until = after(keep_alive_seconds_);
     }
     t_stream = nullptr;
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
-    return ok;
 }
 
 } // namespace dptrain

@@ -34,6 +34,13 @@ namespace dptrain {
 
 namespace {
 
+// Transfer-Encoding's last coding is chunked (case-insensitive, as httplib reads it).
+bool is_chunked(const httplib::Request& q) {
+    std::string te = q.get_header_value("Transfer-Encoding");
+    for (char& c : te) c = (char)std::tolower((unsigned char)c);
+    return te.find("chunked") != std::string::npos;
+}
+
 // httplib passes std::exception_ptr from 0.11, std::exception& before (Ubuntu 22.04's 0.10): a
 // template so only the built-against branch compiles.
 template <typename Server, typename Fail>
@@ -84,10 +91,10 @@ struct Server {
     // Every slot and queue place, plus a few for probes and refusals (<= kServeConnections).
     size_t connections() const { return (size_t)o.max_batch + o.max_queue + 8; }
     // httplib listens with a backlog of 5; a burst past it loses SYNs to 1 s retransmits. A second
-    // listen() raises it. Measured: docs/BENCHMARKS.md, "Decoding: each row's product alone, and
+    // listen() raises it (idle connections hold no thread, so accepting them is cheap). Measured: docs/BENCHMARKS.md, "Decoding: each row's product alone, and
     // the listen backlog".
     void listen_backlog() {
-        if (listen_fd < 0 || ::listen(listen_fd, (int)connections()) != 0)
+        if (listen_fd < 0 || ::listen(listen_fd, SOMAXCONN) != 0)
             std::fprintf(stderr, "serve: warning: the listen backlog stays at 5 (%s): bursts of connections will wait\n",
                          listen_fd < 0 ? "no socket" : std::strerror(errno));
     }
@@ -122,11 +129,16 @@ struct Server {
             })) {
             over = over || res.status == 413;
             const bool late = !over && DeadlineServer::request_timed_out();
-            if (!over) res.set_header("Connection", "close");  // the rest may still come
+            const bool chunk = !over && !late && DeadlineServer::request_bad_chunk();
+            if (!over) {  // the rest may still come
+                res.set_header("Connection", "close");
+                DeadlineServer::close_after();
+            }
             fail(res, over ? 413 : late ? 408 : 400,
-                 over   ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
-                 : late ? strfmt("the body did not arrive whole within %g s (--read-timeout)", o.read_timeout)
-                        : std::string("the body could not be read whole"),
+                 over    ? strfmt("the body is over %ld bytes (--max-body)", o.max_body)
+                 : late  ? strfmt("the body did not arrive whole within %g s (--read-timeout)", o.read_timeout)
+                 : chunk ? std::string("a chunk's size line is not a hexadecimal size (Transfer-Encoding: chunked)")
+                         : std::string("the body could not be read whole"),
                  "body");
             return "";
         }
@@ -279,7 +291,7 @@ struct Server {
 
     void routes() {
         http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
-            DeadlineServer::request_routed();
+            DeadlineServer::request_routed(is_chunked(q));
             return gate(q, r);
         });
         http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r,
@@ -316,7 +328,7 @@ struct Server {
         http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
             if (o.log_requests) std::fprintf(stderr, "serve: %s %s %d\n", q.method.c_str(), q.path.c_str(), r.status);
         });
-        http.new_task_queue = [pool = connections()] { return new httplib::ThreadPool(pool); };
+        http.set_threads(connections());
         http.set_payload_max_length((size_t)o.max_body);
         http.set_write_timeout(30, 0);
     }

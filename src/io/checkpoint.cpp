@@ -179,8 +179,9 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
             write_checked(root, "/params", params);
             write_checked(root, "/opt_m", m);
             write_checked(root, "/opt_v", v);
-            if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (disk full?)");
-            if (H5Fclose(f.release()) < 0) throw UserError("close failed (disk full?)");
+            errno = 0;
+            if (H5Fflush(root, H5F_SCOPE_GLOBAL) < 0) throw UserError("flush failed (" + h5::reason("disk full?") + ")");
+            if (H5Fclose(f.release()) < 0) throw UserError("close failed (" + h5::reason("disk full?") + ")");
             write_header(tmp);
         } catch (const UserError& e) {
             std::remove(tmp.c_str());

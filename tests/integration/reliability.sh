@@ -404,3 +404,28 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/small" && mount -t tmpfs -o size=1200k 
 else
   echo "SKIPPED full-disk case: needs root and a tmpfs mount"
 fi
+
+# --- the checkpoint directory's filesystem turns read-only mid-run (a bind mount remounted
+# read-only, in a mount namespace of its own): the error gives the system's reason, where it said
+# only "check the directory exists and is writable".
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+  mkdir -p "$WORK/rock"
+  cat >"$WORK/ro.sh" <<'SH'
+dir=$1; shift
+"$@" &
+p=$!
+for _ in $(seq 300); do ls "$dir"/ckpt-*.h5 >/dev/null 2>&1 && break; sleep 0.1; done
+mount --bind "$dir" "$dir" && mount -o remount,bind,ro "$dir" || { kill $p; echo "remount failed"; exit 99; }
+wait $p
+SH
+  set +e
+  timeout -k 5 120 unshare -m bash "$WORK/ro.sh" "$WORK/rock" $MPIRUN -np 2 "$BIN/dptrain" "${C[@]}" --steps 100000 \
+    --checkpoint-every 200 --checkpoint-dir "$WORK/rock" --run-dir "$WORK/rorun" >"$WORK/out" 2>&1
+  RC=$?
+  set -e
+  [ "$RC" = 2 ] && grep -q "^dptrain: error: checkpoint .*: cannot create the file (Read-only file system).*the previous checkpoints are intact" "$WORK/out" \
+    || { cat "$WORK/out"; fail "read-only checkpoint filesystem mid-run: want exit 2 and 'Read-only file system' (exit $RC)"; }
+  echo "ok: read-only filesystem mid-run -> $(grep '^dptrain: error' "$WORK/out" | cut -c1-170)"
+else
+  echo "SKIPPED read-only filesystem mid-run: needs root and a mount namespace (unshare -m)"
+fi

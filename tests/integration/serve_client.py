@@ -403,6 +403,23 @@ def slow(url):
     if got.count(b"HTTP/1.1 ") != 1 or not got.startswith(b"HTTP/1.1 400") or b"could not be parsed" not in got:
         fail(f"an unparsable request: want one 400 and the connection closed, got {got!r}")
     print("ok: an unparsable request gets one 400 and its connection is closed")
+    # A negative chunk size: httplib read "-5" as a size near 2^64 and waited for the read timeout
+    # (408 after --read-timeout). At once now, and what followed it is not taken for a request.
+    chunked = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Transfer-Encoding: chunked\r\n\r\n")
+    for size in (b"-5", b"0x10", b"zz"):
+        t0 = time.time()
+        got = answer_then_close(url, chunked + size + b"\r\nhello\r\n0\r\n\r\n", f"a chunk size of {size!r}")
+        took = time.time() - t0
+        if got.count(b"HTTP/1.1 ") != 1 or not got.startswith(b"HTTP/1.1 400") or b"chunk" not in got or took > 0.5:
+            fail(f"a chunk size of {size!r}: want one 400 naming the chunk at once, got {got!r} after {took:.2f} s")
+    body = b'{"prompt": "a", "max_tokens": 1}'
+    two = b"5\r\n%s\r\n%x;x=1\r\n%s\r\n0\r\n\r\n" % (body[:5], len(body) - 5, body[5:])
+    got = answer_then_close(url, chunked + two + b"GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                            "a chunked body")
+    if not got.startswith(b"HTTP/1.1 200") or got.count(b"HTTP/1.1 404") != 1:
+        fail(f"a chunked body in two chunks (one with an extension): want 200 then the next request's 404, got {got!r}")
+    print("ok: a chunk size that is not hexadecimal (-5, 0x10, zz) gets one 400 at once; a valid chunked body is read")
     # A byte every 0.3 s, each read within --read-timeout (1 s) but the request never whole within
     # it: cut off too. httplib's timeout alone applied to each read, and held the connection
     # thread for as long as the client went on (enough such clients took every thread).
@@ -512,6 +529,32 @@ def held(url):
     if took > 4:
         fail(f"a client trickling its headers was cut off after {took:.1f} s, want about 2 s")
     print(f"ok: a client trickling its headers is cut off after {took:.1f} s (--read-timeout 10)")
+    # 200 connections that send nothing, on a server of 10 connection threads: each held a thread
+    # for its 1 s, so /readyz waited about 20 s (1.95 s on the default 80). An idle connection now
+    # gives its thread up to the ones waiting; the probe must come back within Kubernetes' default
+    # 1 s, idle connections that then send a request are answered, and the rest are still closed.
+    t0 = time.time()
+    idle = [socket.create_connection((u.hostname, u.port)) for _ in range(200)]
+    connected = time.time() - t0
+    t0 = time.time()
+    status, _, _ = request(url, "GET", "/readyz")
+    took = time.time() - t0
+    if status != 200 or took > 1.0:
+        fail(f"/readyz behind 200 idle connections: {status} after {took:.2f} s, want 200 within 1 s")
+    for s in idle[-20:]:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    for s in idle[-20:]:
+        s.settimeout(5)
+        got = s.recv(100)
+        if not got.startswith(b"HTTP/1.1 200"):
+            fail(f"an idle connection that then sent a request {time.time() - t0:.2f} s after the probe's: {got!r}")
+    for s in idle[:-20]:
+        s.settimeout(10)
+        if s.recv(100) != b"":
+            fail("an idle connection got bytes it did not ask for")
+    [s.close() for s in idle]
+    print(f"ok: 200 idle connections made in {connected:.2f} s; /readyz behind them (10 threads) answered in {took:.2f} s; "
+          f"idle ones are answered when they ask and closed when they do not")
 
 
 def long(url, tokens, out):

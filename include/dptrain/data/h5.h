@@ -48,6 +48,8 @@ void quiet();
 Hid open_file(const std::string& path, const std::string& hint, hid_t fapl = H5P_DEFAULT);
 // Truncates. userblock > 0 (a power of two >= 512): bytes reserved at the start for the caller.
 Hid create_file(const std::string& path, size_t userblock = 0);
+// Why the HDF5 call just made failed: the system's error (set errno = 0 before the call), else guess.
+std::string reason(const char* guess);
 Hid open_dataset(hid_t file, const std::string& path, const std::string& name, const std::string& hint,
                  hid_t dapl = H5P_DEFAULT);
 // For the memory plan: HDF5 1.10's per open file (the metadata cache's 64k-slot table), as malloc
