@@ -158,6 +158,9 @@ void declare_run(Registry<Options>& r, Options& o) {
     r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
                   "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");
+    r.flag("metrics-required", &Options::metrics_required, o,
+           "a failed write of the metrics file (a full disk, a quota, a lost mount) stops the run at its next step "
+           "with a checkpoint and exit 2, rather than a warning and a run that goes on without its metrics");
     r.choice<MetricsFormat>("metrics-format", &Options::metrics_format, o, MetricsFormat::jsonl,
              "jsonl | emf: the same records in CloudWatch Embedded Metric Format (one JSON object per line, which "
              "the CloudWatch agent turns into metrics), plus one record per rank per step line with its phase times");

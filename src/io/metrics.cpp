@@ -387,9 +387,11 @@ void JsonlWriter::put(const std::string& line) {
     const int err = errno;
     std::fclose(f_);
     f_ = nullptr;
+    failure_ = err ? std::strerror(err) : "unknown error";
+    if (required_) return;  // the run stops at its next step, with a checkpoint, and says so
     std::fprintf(stderr, "dptrain: warning: --metrics %s: a write failed (%s); the run goes on without its metrics "
-                         "from here (the file ends at the last complete record)\n",
-                 path_.c_str(), err ? std::strerror(err) : "unknown error");
+                         "from here (the file ends at the last complete record; --metrics-required stops instead)\n",
+                 path_.c_str(), failure_.c_str());
     std::fflush(stderr);
 }
 

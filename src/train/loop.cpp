@@ -137,7 +137,7 @@ StepLoop::Step StepLoop::step(Prefetcher& pf, long s) {
 }
 
 bool StepLoop::note_stop(StepControl& mine) {
-    mine.stop = preemption_requested();
+    mine.stop = preemption_requested() || !p_.report.metrics_halt().empty();  // --metrics-required
     mine.preempted = preemption_signal() == SIGUSR1;
     p_.grads.set_control(mine);
     return mine.stop;
@@ -205,7 +205,7 @@ int StepLoop::left_out(long s, long start, bool preempted) {
     p_.clock.drop_step();  // the breakdown counts only steps done
     preempted_ = preempted;
     const bool written = last_saved_ == s && p_.ckpt.dir_kept(p_.world);
-    p_.report.print(strfmt("stop: step %ld left out (the signal came before its backward); checkpoint of step %ld%s\n",
+    p_.report.print(strfmt("stop: step %ld left out (the stop came before its backward); checkpoint of step %ld%s\n",
                            s + 1, s,
                            !written ? "" : s == start ? " (the one this run resumed from)" : " (written just before)"));
     if (!written) checkpoint(s, true);

@@ -137,6 +137,7 @@ void Reporter::open_metrics(long start_step) {
         job = d.substr(d.rfind('/') == std::string::npos ? 0 : d.rfind('/') + 1);
     }
     jsonl_.open(o_.metrics, start_step > 0, o_.metrics_format == MetricsFormat::emf, o_.metrics_namespace, job);
+    jsonl_.set_required(o_.metrics_required);
     if (o_.tensorboard) tb_.open(o_.run_dir, topo_.host, start_step);
 }
 
@@ -411,8 +412,22 @@ void Reporter::memory(const RunSummary& s) {
                      s.gpu_most.first / MiB, s.gpu_most.second, s.gpu_planned / MiB));
 }
 
+const std::string& Reporter::metrics_halt() const {
+    static const std::string none;
+    return o_.metrics_required ? jsonl_.failure() : none;
+}
+
 void Reporter::finished(const RunSummary& s) {
     if (s.code == kExitNonfinite) return;  // nonfinite() said it
+    if (!s.halted.empty()) {
+        print("");  // clears a progress line
+        if (rank_ != 0) return;
+        std::fprintf(stderr,
+                     "dptrain: error: --metrics %s: a write failed (%s) and --metrics-required is set: stopped after "
+                     "step %ld with a checkpoint (%s); make room for the metrics and run again with --resume auto\n",
+                     o_.metrics.c_str(), s.halted.c_str(), s.done, s.checkpoint.c_str());
+        return;
+    }
     if (s.code == kExitPreempted) {
         // Only a preemption notice asks for a requeue: SIGTERM ends the job on purpose.
         const char* what = s.usr1 ? "preempted: a rank received SIGUSR1 (a preemption notice)"

@@ -23,6 +23,7 @@ RunSummary StepLoop::summarize(int code, long start, long done, long end) {
     s.skipped = skipped_;
     s.staged = p_.model.staged_batches();
     s.metrics = p_.o.metrics;
+    s.halted = p_.report.metrics_halt();
     // With the step on the GPU, the plan's GPU-only rows are not in host memory.
     int on_gpu = p_.device.gpu() >= 0 && std::strcmp(p_.grads.where(), "GPU") == 0 ? 1 : 0;
     p_.world.allreduce(&on_gpu, 1, ReduceOp::min);
@@ -48,6 +49,10 @@ int StepLoop::finish(int code, long start, long done, long end) {
     StepBreakdown whole = gather_breakdown(p_.clock.times().run(), p_.world);
     whole.checkpoint.background = p_.o.async_checkpoint;
     p_.report.run_breakdown(whole, done, now_seconds() - t_run_);
+    // --metrics-required: rank 0's failed metrics write ends the run with exit 2, after its checkpoint.
+    int halted = p_.report.metrics_halt().empty() ? 0 : 1;
+    p_.world.allreduce(&halted, 1, ReduceOp::max);
+    if (halted && code != kExitNonfinite) code = kExitUser;
     RunSummary s = summarize(code, start, done, end);
     p_.report.memory(s);
     if (p_.clock.tracer().on()) {

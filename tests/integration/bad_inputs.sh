@@ -53,6 +53,21 @@ train 2 "${base[@]}" --metrics /dev/full --log-every 1 --overwrite-checkpoints
   && grep -q "^done: steps 1..4 " "$WORK/out" \
   || { cat "$WORK/out"; fail "--metrics on a full disk: want one warning and the run done"; }
 echo "ok: $(grep '^dptrain: warning: --metrics' "$WORK/out")"
+# ... and with --metrics-required the run stops at the next step instead, with a checkpoint of the
+# step before and exit 2: here a 64 KiB filesystem that fills after about 90 step records.
+if [ "$(id -u)" = 0 ] && mkdir -p "$WORK/mfull" && mount -t tmpfs -o size=64k tmpfs "$WORK/mfull" 2>/dev/null; then
+  train 2 --data "$WORK/good" --batch-size 8 --eval-every 0 --steps 3000 --log-every 1 --checkpoint-every 1000 --run-dir "$WORK/mreq" \
+    --metrics "$WORK/mfull/m.jsonl" --metrics-required
+  umount "$WORK/mfull"
+  line=$(grep '^dptrain: error: --metrics .*: a write failed (No space left on device) and --metrics-required is set: stopped after step [0-9]* with a checkpoint' "$WORK/out" || true)
+  n=$(sed -n 's/.*stopped after step \([0-9]*\) with.*/\1/p' <<<"$line")
+  [ "$RC" = 2 ] && [ -n "$n" ] && [ "$n" -lt 3000 ] && [ "$(grep -c '^dptrain: warning: --metrics' "$WORK/out")" = 0 ] \
+    && "$BIN/dptrain-ckpt" info "$(printf '%s/checkpoints/ckpt-%08d.h5' "$WORK/mreq" "$n")" >/dev/null \
+    || { cat "$WORK/out"; fail "--metrics-required on a full disk: want exit 2, one line and the checkpoint of its step"; }
+  echo "ok: --metrics-required -> $(cut -c1-150 <<<"$line")"
+else
+  echo "SKIPPED --metrics-required on a full disk: needs root and a tmpfs mount"
+fi
 # More threads than cores, or than OpenBLAS starts, is said, not left for the user to find.
 train 1 "${base[@]}" --threads 100 --overwrite-checkpoints
 [ "$RC" = 0 ] && grep -q "^note: --threads 100: 100 compute threads on the [0-9]* cores\? this rank may use: they take turns" "$WORK/out" \

@@ -47,7 +47,7 @@ train 2 "${C[@]}" --steps 400000 --stop-after "$total" --run-dir "$WORK/straight
 for when in forward backward; do
   train 2 "${C[@]}" --steps 60 --checkpoint-every 0 --run-dir "$WORK/mid-$when" --inject-fault "1:30:term-in-$when"
   want=$([ "$when" = forward ] && echo 29 || echo 30)
-  [ "$RC" = 75 ] && grep -q "^stop: step $((want + 1)) left out (the signal came before its backward); checkpoint of step $want" "$WORK/out" \
+  [ "$RC" = 75 ] && grep -q "^stop: step $((want + 1)) left out (the stop came before its backward); checkpoint of step $want" "$WORK/out" \
     && grep -q "stopped after step $want with a checkpoint" "$WORK/out" \
     && grep -q "^step breakdown over $((want - 1)) steps (the first, a warm-up, left out)" "$WORK/out" \
     || { cat "$WORK/out"; fail "SIGTERM in step 30's $when: want step $((want + 1)) left out (of the breakdown too) and a checkpoint of step $want"; }

@@ -77,6 +77,7 @@ struct Options {
     long log_every, eval_every, eval_max;
     double peak_gflops;  // per rank; 0 = measure at start
     std::string metrics;
+    bool metrics_required;  // a failed metrics write stops the run (exit 2) rather than warning
     std::string trace;    // "" = off
     long profile_ops;     // 0 = off
     MetricsFormat metrics_format;

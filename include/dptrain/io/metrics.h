@@ -164,17 +164,22 @@ class JsonlWriter {
     // Creates directories; throws UserError naming the path. emf: dimension "job" (+ "rank", "node").
     void open(const std::string& path, bool append, bool emf = false, const std::string& ns = "",
               const std::string& job = "");
+    // A failed write then prints nothing: the caller stops the run (--metrics-required).
+    void set_required(bool required) { required_ = required; }
     bool is_open() const { return f_ != nullptr; }
     bool emf() const { return emf_; }
     void write(const Record& r);                                          // job-wide
     void write_rank(const Record& r, int rank, const std::string& node);  // one rank's
+    // Why a write failed ("" while none has): the file is closed from then on.
+    const std::string& failure() const { return failure_; }
 
   private:
     void put(const std::string& line);  // a failed write warns once and closes the file
     FILE* f_ = nullptr;
-    std::string path_;
+    std::string path_, failure_;
     bool emf_ = false;
     std::string ns_, job_;
+    bool required_ = false;
 };
 
 } // namespace dptrain

@@ -41,7 +41,7 @@ struct RunFacts {
 
 // Gathered at the run's end (collectives, StepLoop::summarize).
 struct RunSummary {
-    int code = 0;  // kExitOk, kExitPreempted or kExitNonfinite
+    int code = 0;  // kExitOk, kExitPreempted, kExitNonfinite, or kExitUser (--metrics-required)
     long start = 0, done = 0, end = 0;  // the steps it began after, finished, and was to end at
     double seconds = 0;
     bool usr1 = false;  // a preemption notice, not SIGTERM
@@ -50,6 +50,7 @@ struct RunSummary {
     long skipped = 0;  // non-finite steps skipped
     long staged = -1;  // batches staged to the GPU in the step before; -1: never stages
     std::string checkpoint, metrics;
+    std::string halted;  // rank 0: why a metrics write failed under --metrics-required (exit 2)
     // (value, rank) of the ranks with the most and least peak resident bytes; gpu_most beside the
     // plan's GPU part when on_gpu.
     std::pair<double, int> peak_most{0, 0}, peak_least{0, 0}, gpu_most{0, 0};
@@ -92,6 +93,9 @@ class Reporter {
     void memory(const RunSummary& s);
     // Rank 0: how the run ended, where its checkpoint and metrics are.
     void finished(const RunSummary& s);
+    // Rank 0 under --metrics-required: why a metrics write failed; "" while none has (other ranks:
+    // always ""). The run then stops at its next step.
+    const std::string& metrics_halt() const;
     // stopping: one error line on stderr, else a warning. `input`: a bad input's place, or "".
     void nonfinite(long step, bool loss, double norm, bool stopping, long skipped, const std::string& input);
 
