@@ -83,6 +83,25 @@ size_t cgroup_memory_limit(std::string* where, const std::string& root, const st
     return best;
 }
 
+static size_t env_mib(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return 0;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    return end && *end == '\0' ? (size_t)n : 0;  // Slurm writes plain MiB
+}
+
+size_t slurm_memory_limit(std::string* what) {
+    if (const size_t node = env_mib("SLURM_MEM_PER_NODE")) {
+        *what = strfmt("SLURM_MEM_PER_NODE=%zu", node);
+        return node << 20;
+    }
+    const size_t per_cpu = env_mib("SLURM_MEM_PER_CPU"), cpus = env_mib("SLURM_CPUS_ON_NODE");
+    if (per_cpu == 0 || cpus == 0) return 0;
+    *what = strfmt("SLURM_MEM_PER_CPU=%zu x SLURM_CPUS_ON_NODE=%zu", per_cpu, cpus);
+    return (per_cpu * cpus) << 20;
+}
+
 size_t parse_bytes(const std::string& text, const char* what) {
     const char* s = text.c_str();
     char* end = nullptr;

@@ -231,20 +231,22 @@ std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f
     return t;
 }
 
+// The tightest of the machine's available memory, the cgroups' limit and Slurm's allocation:
+// inside a cgroup (a pod's limit, Slurm's --mem, a container's) /proc/meminfo shows the host's.
 size_t host_budget(int local_ranks, std::string* from) {
-    const size_t avail = available_bytes();
-    std::string file;
-    const size_t limit = cgroup_memory_limit(&file);
-    const char* ranks = local_ranks == 1 ? "" : "s";
-    // Inside a cgroup (a pod's limit, Slurm's --mem, a container's) /proc/meminfo shows the host's.
-    if (limit > 0 && (avail == 0 || limit < avail)) {
-        *from = strfmt("the cgroup's limit %.1f GiB (%s) / %d rank%s", (double)limit / (1 << 30), file.c_str(),
-                       local_ranks, ranks);
-        return limit / (size_t)std::max(1, local_ranks);
-    }
-    if (avail == 0) return 0;
-    *from = strfmt("the machine's available %.1f GiB / %d rank%s", (double)avail / (1 << 30), local_ranks, ranks);
-    return avail / (size_t)std::max(1, local_ranks);
+    std::string file, var;
+    const size_t limit = cgroup_memory_limit(&file), slurm = slurm_memory_limit(&var);
+    size_t best = available_bytes();
+    std::string what = "the machine's available", source;
+    const auto tighter = [&](size_t v, const char* name, const std::string& where) {
+        if (v > 0 && (best == 0 || v < best)) best = v, what = name, source = " (" + where + ")";
+    };
+    tighter(limit, "the cgroup's limit", file);
+    tighter(slurm, "Slurm's allocation", var);
+    if (best == 0) return 0;
+    *from = strfmt("%s %.1f GiB%s / %d rank%s", what.c_str(), (double)best / (1 << 30), source.c_str(), local_ranks,
+                   local_ranks == 1 ? "" : "s");
+    return best / (size_t)std::max(1, local_ranks);
 }
 
 } // namespace dptrain

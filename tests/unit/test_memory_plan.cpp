@@ -237,3 +237,34 @@ TEST_CASE("cgroup_memory_limit: the tightest limit on the cgroup's path, v1 and 
     CHECK(cgroup_memory_limit(&where, (root / "v1").string(), (root / "absent").string()) == 0u);
     fs::remove_all(root);
 }
+
+// Slurm's --mem (per node) or --mem-per-cpu, where Slurm does not enforce it with a cgroup; the
+// budget takes it when it is the tightest, and says so.
+TEST_CASE("slurm_memory_limit and host_budget: Slurm's allocation as a budget", "[plan]") {
+    const char* names[] = {"SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU", "SLURM_CPUS_ON_NODE"};
+    std::string saved[3];
+    bool had[3];
+    for (int i = 0; i < 3; ++i) {
+        const char* v = std::getenv(names[i]);
+        had[i] = v != nullptr;
+        if (v) saved[i] = v;
+        ::unsetenv(names[i]);
+    }
+    std::string what, from;
+    CHECK(slurm_memory_limit(&what) == 0u);
+    ::setenv("SLURM_MEM_PER_CPU", "100", 1);
+    ::setenv("SLURM_CPUS_ON_NODE", "3", 1);
+    CHECK(slurm_memory_limit(&what) == 300u << 20);
+    CHECK(what == "SLURM_MEM_PER_CPU=100 x SLURM_CPUS_ON_NODE=3");
+    ::setenv("SLURM_MEM_PER_NODE", "64", 1);  // takes precedence, as in Slurm
+    CHECK(slurm_memory_limit(&what) == 64u << 20);
+    // 64 MiB is below any machine this runs on, so it is the budget, shared by the node's 2 ranks.
+    CHECK(host_budget(2, &from) == 32u << 20);
+    CHECK(from == "Slurm's allocation 0.1 GiB (SLURM_MEM_PER_NODE=64) / 2 ranks");
+    ::setenv("SLURM_MEM_PER_NODE", "64M", 1);  // not Slurm's form: ignored
+    CHECK(slurm_memory_limit(&what) == 300u << 20);
+    for (int i = 0; i < 3; ++i) {
+        if (had[i]) ::setenv(names[i], saved[i].c_str(), 1);
+        else ::unsetenv(names[i]);
+    }
+}

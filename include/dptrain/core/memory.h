@@ -16,6 +16,10 @@ size_t available_bytes();
 // *where names the file that set it. root and self: another tree, for tests.
 size_t cgroup_memory_limit(std::string* where, const std::string& root = "/sys/fs/cgroup",
                            const std::string& self = "/proc/self/cgroup");
+// Slurm's memory for this job on this node (SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x
+// SLURM_CPUS_ON_NODE, in MiB), 0 outside Slurm or without --mem; *what names the variable. Where
+// Slurm does not enforce it with a cgroup, it is still what the job was given.
+size_t slurm_memory_limit(std::string* what);
 // "80GB" is taken as GiB: memory sizes are binary in practice. Throws UserError naming `what`.
 size_t parse_bytes(const std::string& text, const char* what);
 
