@@ -33,53 +33,108 @@ size_t peak_resident_bytes() { return proc_kib("/proc/self/status", "VmHWM"); }
 
 size_t available_bytes() { return proc_kib("/proc/meminfo", "MemAvailable"); }
 
-// The tightest memory limit on the path of `rel` (a cgroup's path) from the hierarchy's root
-// down: a container sees its own limit at its root, a Slurm job or a pod's cgroup below it.
-static size_t tightest(const std::string& root, std::string rel, const char* file, std::string* where) {
-    size_t best = 0;
+// Calls look(dir) for the cgroup `rel` and each of its parents up to the hierarchy's root: a
+// container sees its own limit at its root, a Slurm job or a pod's cgroup below it.
+template <typename Look>
+static void up_from(const std::string& root, std::string rel, Look look) {
     for (;;) {
-        const std::string path = root + (rel == "/" ? "" : rel) + "/" + file;
-        if (std::FILE* f = std::fopen(path.c_str(), "r")) {
-            char text[64] = {};
-            const bool got = std::fgets(text, sizeof text, f) != nullptr;
-            std::fclose(f);
-            char* end = nullptr;
-            const unsigned long long v = got ? std::strtoull(text, &end, 10) : 0;
-            // "max" (v2) or a v1 value near 2^63: no limit.
-            if (got && end != text && v > 0 && v < (1ull << 62) && (best == 0 || v < best)) {
-                best = (size_t)v;
-                if (where) *where = path;
-            }
-        }
-        if (rel.empty() || rel == "/") break;
+        look(root + (rel == "/" ? "" : rel));
+        if (rel.empty() || rel == "/") return;
         const size_t slash = rel.rfind('/');
         rel = slash == 0 || slash == std::string::npos ? "/" : rel.substr(0, slash);
     }
+}
+
+// The first line of a small file; false when it cannot be read.
+static bool first_line(const std::string& path, std::string* text) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return false;
+    char buf[128] = {};
+    const bool got = std::fgets(buf, sizeof buf, f) != nullptr;
+    std::fclose(f);
+    *text = buf;
+    return got;
+}
+
+// The tightest limit in `file` on the path of `rel`: "max" (v2) or a v1 value near 2^63 is none.
+static size_t tightest(const std::string& root, const std::string& rel, const char* file, std::string* where) {
+    size_t best = 0;
+    up_from(root, rel, [&](const std::string& dir) {
+        std::string text;
+        if (!first_line(dir + "/" + file, &text)) return;
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+        if (end != text.c_str() && v > 0 && v < (1ull << 62) && (best == 0 || v < best)) {
+            best = (size_t)v;
+            if (where) *where = dir + "/" + file;
+        }
+    });
     return best;
 }
 
-size_t cgroup_memory_limit(std::string* where, const std::string& root, const std::string& self) {
+// The quota in CPUs at one cgroup directory, 0 for none: v2 "QUOTA PERIOD" ("max PERIOD": none), v1
+// the two files (quota -1: none).
+static double cpu_quota(const std::string& dir, bool v2, std::string* file) {
+    std::string a, b;
+    double quota = 0, period = 0;
+    if (v2) {
+        *file = dir + "/cpu.max";
+        if (!first_line(*file, &a) || std::sscanf(a.c_str(), "%lf %lf", &quota, &period) != 2) return 0;
+    } else {
+        *file = dir + "/cpu.cfs_quota_us";
+        if (!first_line(*file, &a) || !first_line(dir + "/cpu.cfs_period_us", &b)) return 0;
+        quota = std::atof(a.c_str()), period = std::atof(b.c_str());
+    }
+    return quota > 0 && period > 0 ? quota / period : 0;
+}
+
+// Each line of /proc/self/cgroup as (controllers, path); v2's line has no controllers.
+template <typename Look>
+static void each_cgroup(const std::string& self, Look look) {
     std::FILE* f = std::fopen(self.c_str(), "r");
-    if (!f) return 0;
+    if (!f) return;
     char line[1024];
-    size_t best = 0;
     while (std::fgets(line, sizeof line, f)) {
         std::string l(line);
         while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
         const size_t a = l.find(':'), b = a == std::string::npos ? a : l.find(':', a + 1);
-        if (b == std::string::npos) continue;
-        const std::string controllers = l.substr(a + 1, b - a - 1), rel = l.substr(b + 1);
+        if (b != std::string::npos) look("," + l.substr(a + 1, b - a - 1) + ",", l.substr(b + 1));
+    }
+    std::fclose(f);
+}
+
+size_t cgroup_memory_limit(std::string* where, const std::string& root, const std::string& self) {
+    size_t best = 0;
+    each_cgroup(self, [&](const std::string& controllers, const std::string& rel) {
         std::string w;
         size_t v = 0;
-        if (controllers.empty()) v = tightest(root, rel, "memory.max", &w);  // v2: "0::/path"
-        else if (("," + controllers + ",").find(",memory,") != std::string::npos)
+        if (controllers == ",,") v = tightest(root, rel, "memory.max", &w);  // v2: "0::/path"
+        else if (controllers.find(",memory,") != std::string::npos)
             v = tightest(root + "/memory", rel, "memory.limit_in_bytes", &w);  // v1
         if (v > 0 && (best == 0 || v < best)) {
             best = v;
             if (where) *where = w;
         }
-    }
-    std::fclose(f);
+    });
+    return best;
+}
+
+double cgroup_cpu_limit(std::string* where, const std::string& root, const std::string& self) {
+    double best = 0;
+    each_cgroup(self, [&](const std::string& controllers, const std::string& rel) {
+        const bool v2 = controllers == ",,";
+        if (!v2 && controllers.find(",cpu,") == std::string::npos) return;
+        // v1 mounts cpu alone or as "cpu,cpuacct".
+        const std::string base = v2 ? root : root + (controllers == ",cpu," ? "/cpu" : "/cpu,cpuacct");
+        up_from(base, rel, [&](const std::string& dir) {
+            std::string file;
+            const double v = cpu_quota(dir, v2, &file);
+            if (v > 0 && (best == 0 || v < best)) {
+                best = v;
+                if (where) *where = file;
+            }
+        });
+    });
     return best;
 }
 

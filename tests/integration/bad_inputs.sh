@@ -121,6 +121,32 @@ if [ -n "$cg" ]; then
 else
   echo "SKIPPED the cgroup memory limit: no memory cgroup can be made here (cgroup_memory_limit's reading is unit-tested)"
 fi
+# A CPU quota (a pod's CPU limit) below the cores the rank sees: the default thread count keeps to
+# it (it took every core and was throttled), and more threads than it are said with the quota.
+cg=""
+if mkdir "/sys/fs/cgroup/cpu/dptrain-test-$$" 2>/dev/null; then
+  cg=/sys/fs/cgroup/cpu/dptrain-test-$$; echo 100000 >"$cg/cpu.cfs_period_us"; echo 100000 >"$cg/cpu.cfs_quota_us"
+elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null && mkdir "/sys/fs/cgroup/dptrain-test-$$" 2>/dev/null; then
+  cg=/sys/fs/cgroup/dptrain-test-$$; echo "100000 100000" >"$cg/cpu.max"
+fi
+if [ -n "$cg" ] && [ "$(nproc --all)" -ge 2 ]; then
+  set +e
+  (echo $BASHPID >"$cg/cgroup.procs"; exec timeout -k 5 60 $MPIRUN --bind-to none -np 1 "$BIN/dptrain" "${base[@]}" \
+     --overwrite-checkpoints) >"$WORK/out" 2>&1
+  RC=$?
+  (echo $BASHPID >"$cg/cgroup.procs"; exec timeout -k 5 60 $MPIRUN --bind-to none -np 1 "$BIN/dptrain" "${base[@]}" \
+     --threads 2 --overwrite-checkpoints) >"$WORK/out2" 2>&1
+  RC2=$?
+  set -e
+  rmdir "$cg" 2>/dev/null || true
+  [ "$RC" = 0 ] && grep -q "backend cpu, 1 thread per rank" "$WORK/out" \
+    || { cat "$WORK/out"; fail "a CPU quota of 1: want 1 thread by default"; }
+  [ "$RC2" = 0 ] && grep -q "^note: --threads 2: 2 compute threads on the 1 core this rank may use (a CPU quota of 1.00, $cg/cpu[.a-z_]*)" "$WORK/out2" \
+    || { cat "$WORK/out2"; fail "--threads 2 under a CPU quota of 1: want the note naming the quota"; }
+  echo "ok: a CPU quota of 1: 1 thread by default; $(grep '^note: --threads' "$WORK/out2" | cut -c1-140)"
+else
+  echo "SKIPPED the cgroup CPU quota: no cpu cgroup can be made here, or one core (cgroup_cpu_limit is unit-tested)"
+fi
 printf 'stepz = 3\n' >"$WORK/bad.ini"
 expect_error "bad config key" 2 "stepz" 2 "${base[@]}" --config "$WORK/bad.ini"
 expect_error "ranks per node" 2 "--ranks-per-node 3" 2 "${base[@]}" --ranks-per-node 3

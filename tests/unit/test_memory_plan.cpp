@@ -268,3 +268,32 @@ TEST_CASE("slurm_memory_limit and host_budget: Slurm's allocation as a budget", 
         else ::unsetenv(names[i]);
     }
 }
+
+// A pod's CPU limit: v2 cpu.max ("QUOTA PERIOD", "max PERIOD" for none) and v1's two files
+// (quota -1 for none), under cpu or cpu,cpuacct, the tightest from the cgroup up.
+TEST_CASE("cgroup_cpu_limit: a CPU quota in CPUs, v1 and v2", "[plan]") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("dptrain-cpu-" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    auto put = [&](const fs::path& p, const std::string& text) {
+        fs::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+    };
+    std::string where;
+    put(root / "v2/kubepods/cpu.max", "max 100000\n");
+    put(root / "v2/kubepods/pod1/cpu.max", "250000 100000\n");
+    put(root / "self-v2", "0::/kubepods/pod1\n");
+    CHECK(cgroup_cpu_limit(&where, (root / "v2").string(), (root / "self-v2").string()) == Approx(2.5));
+    CHECK(where == (root / "v2/kubepods/pod1/cpu.max").string());
+    put(root / "v1/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    put(root / "v1/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    put(root / "v1/cpu,cpuacct/job/cpu.cfs_quota_us", "50000\n");
+    put(root / "v1/cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    put(root / "self-v1", "5:cpu,cpuacct:/job\n4:memory:/job\n0::/\n");
+    CHECK(cgroup_cpu_limit(&where, (root / "v1").string(), (root / "self-v1").string()) == Approx(0.5));
+    CHECK(where == (root / "v1/cpu,cpuacct/job/cpu.cfs_quota_us").string());
+    put(root / "self-none", "5:cpu,cpuacct:/\n0::/\n");
+    CHECK(cgroup_cpu_limit(&where, (root / "v1").string(), (root / "self-none").string()) == 0.0);
+    CHECK(cgroup_cpu_limit(&where, (root / "v2").string(), (root / "absent").string()) == 0.0);
+    fs::remove_all(root);
+}

@@ -16,6 +16,10 @@ size_t available_bytes();
 // *where names the file that set it. root and self: another tree, for tests.
 size_t cgroup_memory_limit(std::string* where, const std::string& root = "/sys/fs/cgroup",
                            const std::string& self = "/proc/self/cgroup");
+// The tightest CPU quota of this process's cgroups, in CPUs (v2 cpu.max "QUOTA PERIOD", v1
+// cpu.cfs_quota_us / cpu.cfs_period_us; a pod's CPU limit), 0 when none. As cgroup_memory_limit.
+double cgroup_cpu_limit(std::string* where, const std::string& root = "/sys/fs/cgroup",
+                        const std::string& self = "/proc/self/cgroup");
 // Slurm's memory for this job on this node (SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x
 // SLURM_CPUS_ON_NODE, in MiB), 0 outside Slurm or without --mem; *what names the variable. Where
 // Slurm does not enforce it with a cgroup, it is still what the job was given.
