@@ -62,6 +62,10 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
     r.add<double>("poll-seconds", &S::poll, o, 10.0, "how often to look for a newer checkpoint in a directory; 0 = never");
     r.add<double>("read-timeout", &S::read_timeout, o, 10.0,
                   "seconds a client may take to send a whole request (its line, headers and body)");
+    r.add<std::string>("chat-template", &S::chat_template, o, "",
+                       "a JSON file of how /v1/chat/completions makes messages into a prompt: system, user, "
+                       "assistant (each with {content}), generation (the assistant's turn begins) and stop; default "
+                       "a plain \"User: ...\" / \"Assistant:\" transcript (docs/SERVING.md)");
     r.flag("log-requests", &S::log_requests, o, "one line per request on stderr");
 }
 

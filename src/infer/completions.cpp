@@ -12,6 +12,7 @@
 #include "dptrain/core/error.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace dptrain {
@@ -32,7 +33,30 @@ size_t complete_utf8(const std::string& s, size_t from, size_t upto) {
     return upto;
 }
 
+// Prompt rows scored a step: their logits come back whole, so a long prompt goes in pieces.
+constexpr int kScoreRows = 64;
+
 } // namespace
+
+TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top) {
+    float most = logits[0];
+    for (int i = 1; i < V; ++i) most = std::max(most, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < V; ++i) sum += std::exp((double)(logits[i] - most));
+    const float log_z = most + (float)std::log(sum);
+    TokenLogprob t;
+    t.token = token;
+    t.logprob = logits[token] - log_z;
+    top = std::min(top, drawable);
+    for (int i = 0; i < drawable; ++i) {  // the few largest, by insertion: top is at most 5
+        const float lp = logits[i] - log_z;
+        if ((int)t.top.size() == top && (top == 0 || lp <= t.top.back().second)) continue;
+        auto at = std::find_if(t.top.begin(), t.top.end(), [&](const auto& e) { return lp > e.second; });
+        t.top.insert(at, {i, lp});
+        if ((int)t.top.size() > top) t.top.pop_back();
+    }
+    return t;
+}
 
 bool Completion::next(std::string* text) {
     Got got;
@@ -63,6 +87,10 @@ struct CompletionEngine::Running {
     int generated = 0;
     bool finished = false;
     long model_step = 0;
+    bool scored = false;  // the prompt's logprobs, where asked for, are all taken
+
+    // Echo with logprobs: the prompt's rows are scored in pieces before the first token.
+    bool scoring() const { return !scored && c->echo && c->logprobs >= 0; }
 
     Running(std::shared_ptr<Completion> c_, int slot_, int V)
         : c(std::move(c_)), slot(slot_), context(c->prompt), picker(V, c->temperature, c->top_k, c->top_p, c->seed) {
@@ -76,10 +104,11 @@ CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue, s
       decoder_(decoder ? std::move(decoder) : make_cpu_decoder(model.cfg)), slots_(slots), queue_cap_(queue),
       threads_(threads), running_(slots) {
     const int T = cfg_.block_size;
-    // A whole prompt and a row for each other sequence fit in one call.
+    // A whole prompt and a row for each other sequence fit in one call, and so do the logits of
+    // a scored piece of a prompt and a row for each other sequence.
     decoder_->reserve(slots, T + slots);
     decoder_->set_params(params_.data());
-    logits_.resize((size_t)slots * cfg_.vocab_size);
+    logits_.resize((size_t)(slots + kScoreRows) * cfg_.vocab_size);
     stats_.model_step = model.step;
     stats_.model_path = model.path;
     thread_ = std::thread([this] { run(); });
@@ -237,43 +266,96 @@ void CompletionEngine::run() {
 }
 
 void CompletionEngine::step(const std::vector<Running*>& batch) {
-    const int V = cfg_.vocab_size, budget = cfg_.block_size + slots_;
+    const int V = cfg_.vocab_size, budget = cfg_.block_size + slots_, out_budget = slots_ + kScoreRows;
     rows_tok_.clear();
     rows_slot_.clear();
     rows_pos_.clear();
     out_rows_.clear();
+    out_first_.clear();
+    out_n_.clear();
+    from_.clear();
     stepped_.clear();
     for (Running* r : batch) {
-        const int need = (int)r->context.size() - r->cached;
-        // The reserved rows hold one whole prompt: a second waits a step.
-        if (!stepped_.empty() && (int)rows_tok_.size() + need > budget) continue;
-        for (int i = r->cached; i < (int)r->context.size(); ++i) {
+        if (r->c->max_tokens == 0 && !r->scoring()) {  // echo alone: nothing to compute
+            finish_unscored(*r);
+            continue;
+        }
+        const bool scoring = r->scoring();
+        const int from = r->cached;
+        const int to = scoring ? std::min((int)r->context.size(), from + kScoreRows) : (int)r->context.size();
+        const int outs = scoring ? to - from : 1;
+        // The reserved rows hold one whole prompt (and the logits one scored piece): the rest wait a step.
+        if (!stepped_.empty() &&
+            ((int)rows_tok_.size() + to - from > budget || (int)out_rows_.size() + outs > out_budget))
+            continue;
+        out_first_.push_back((int)out_rows_.size());
+        out_n_.push_back(outs);
+        from_.push_back(from);
+        for (int i = from; i < to; ++i) {
             rows_tok_.push_back(r->context[i]);
             rows_slot_.push_back(r->slot);
             rows_pos_.push_back(i);
+            if (scoring || i == to - 1) out_rows_.push_back((int)rows_tok_.size() - 1);
         }
-        r->cached = (int)r->context.size();
-        out_rows_.push_back((int)rows_tok_.size() - 1);
+        r->cached = to;
         stepped_.push_back(r);
     }
+    if (stepped_.empty()) return;
     decoder_->decode(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(), logits_.data(),
                      out_rows_.data(), (int)out_rows_.size());
+    long picked = 0;
+    for (size_t k = 0; k < stepped_.size(); ++k) {
+        Running& r = *stepped_[k];
+        const float* rows = logits_.data() + (size_t)out_first_[k] * V;
+        if (r.scoring()) score(r, rows, from_[k], out_n_[k]);
+        if (r.cached < (int)r.context.size() || r.finished) continue;  // more of the prompt first, or scored only
+        picked += 1;
+    }
     {
         // Before the readers hear of the tokens, so counts never lag what a client saw.
         std::lock_guard<std::mutex> lk(mu_);
         ++stats_.steps;
         stats_.rows += (long)rows_tok_.size();
-        stats_.generated_tokens += (long)stepped_.size();
-        generated_rate_.add(now_seconds(), (long)stepped_.size());
+        stats_.generated_tokens += picked;
+        generated_rate_.add(now_seconds(), picked);
     }
     for (size_t k = 0; k < stepped_.size(); ++k) {
         Running& r = *stepped_[k];
-        emit(r, r.picker.pick(logits_.data() + k * V));
+        if (r.cached < (int)r.context.size() || r.finished) continue;
+        const float* last = logits_.data() + (size_t)(out_first_[k] + out_n_[k] - 1) * V;
+        emit(r, r.picker.pick(last), last);
     }
 }
 
-void CompletionEngine::emit(Running& r, int token) {
+// Rows [from, from + n) of the prompt: row p's logits give the log-probability of token p + 1.
+// The last piece's last row is the first token's: kept for emit, or the end where max_tokens is 0.
+void CompletionEngine::score(Running& r, const float* logits, int from, int n) {
+    const int V = cfg_.vocab_size, P = (int)r.c->prompt.size(), drawable = drawable_ids(cfg_, *tok_);
+    std::vector<TokenLogprob>& out = r.c->prompt_logprobs;  // the reader looks only once done
+    for (int i = 0; i < n && from + i + 1 < P; ++i)
+        out.push_back(token_logprob(logits + (size_t)i * V, V, drawable, r.c->prompt[from + i + 1], r.c->logprobs));
+    if (from + n < P) return;
+    r.scored = true;
+    if (r.c->max_tokens == 0) finish_unscored(r);
+}
+
+// max_tokens 0: the answer is the prompt (and its logprobs), nothing generated.
+void CompletionEngine::finish_unscored(Running& r) {
+    r.finished = true;
+    std::lock_guard<std::mutex> lk(r.c->mu);
+    r.c->done = true;
+    r.c->finish_reason = "length";
+    r.c->completion_tokens = 0;
+    r.c->first_token_at = r.c->finished_at = now_seconds();
+    r.c->model_step = r.model_step;
+    r.c->cv.notify_all();
+}
+
+void CompletionEngine::emit(Running& r, int token, const float* logits) {
     const int T = cfg_.block_size;
+    if (r.c->logprobs >= 0)
+        r.c->token_logprobs.push_back(
+            token_logprob(logits, cfg_.vocab_size, drawable_ids(cfg_, *tok_), token, r.c->logprobs));
     // <|endoftext|> ends the answer without its text, finish "stop", as OpenAI and vLLM do.
     const bool ended = token == tok_->end_of_text();
     ++r.generated;

@@ -8,6 +8,7 @@
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
+#include "dptrain/infer/chat_api.h"
 #include "dptrain/infer/http_server.h"
 #include "dptrain/infer/rollout.h"
 #include "dptrain/infer/serve_api.h"
@@ -78,8 +79,10 @@ struct Server {
     long started = (long)std::time(nullptr);
     DeadlineServer http;
     int listen_fd = -1;
+    ChatTemplate chat_template;
 
     Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e), http(o_.read_timeout) {
+        if (!o.chat_template.empty()) chat_template = ChatTemplate::read(o.chat_template);
         // Not httplib's SO_REUSEPORT: a second server would bind the same port and silently get
         // half the connections. SO_REUSEADDR still allows a restart during TIME_WAIT.
         http.set_socket_options([this](int sock) {
@@ -145,76 +148,100 @@ struct Server {
         return body;
     }
 
-    void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    // POST /v1/completions (chat false) or /v1/chat/completions.
+    void completions(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                     bool chat) {
         const std::string body = read_body(req, res, reader);
         if (body.empty() && res.status >= 400) return count(res.status);
         DeadlineServer::request_read();
-        bool stream = false;
-        std::shared_ptr<Completion> c;
+        CompletionRequest r;
         const uint64_t n = serial++;
         try {
-            c = parse_completion_request(body, engine, ApiLimits{o.max_tokens, o.name}, &stream,
-                                         stream_seed((uint64_t)started, n));
+            const ApiLimits limits{o.max_tokens, o.name};
+            const uint64_t seed = stream_seed((uint64_t)started, n);
+            r = chat ? parse_chat_request(body, engine, limits, chat_template, seed)
+                     : parse_completion_request(body, engine, limits, seed);
         } catch (const ApiError& e) {
             fail(res, e.status, e.message, e.param);
             return count(e.status);
         }
         ++inflight;  // before submit, so a stop that drains the engine waits for this answer too
-        const CompletionEngine::Submitted s = engine.submit(c);
-        if (s != CompletionEngine::Submitted::ok) {
+        if (const int refused = submit_all(r.choices)) {
             --inflight;
-            const bool full = s == CompletionEngine::Submitted::queue_full;
-            fail(res, full ? 429 : 503,
-                 full ? strfmt("the queue is full (%d decoding, %d waiting); retry later", o.max_batch, o.max_queue)
-                      : std::string("the server is shutting down"));
-            return count(full ? 429 : 503);
+            fail(res, refused,
+                 refused == 429
+                     ? strfmt("the queue is full (%d decoding, %d waiting); retry later", o.max_batch, o.max_queue)
+                     : std::string("the server is shutting down"));
+            return count(refused);
         }
-        const std::string id = strfmt("cmpl-%lx%06llx", started, (unsigned long long)n);
+        const std::string id = strfmt("%s-%lx%06llx", chat ? "chatcmpl" : "cmpl", started, (unsigned long long)n);
         const long created = (long)std::time(nullptr);
         // A whole answer is counted at its end, so a client that left shows as 499, not 200.
-        if (stream) {
+        if (r.stream) {
             count(200);
-            answer_streamed(res, c, id, created);
+            answer_streamed(res, r.choices[0], id, created, chat);
         } else {
-            count(answer_whole(res, c, id, created));
+            count(answer_whole(res, r.choices, id, created, chat));
         }
+    }
+
+    // Every choice queued, or none: 0, else the status that refuses the request (429 or 503).
+    int submit_all(const std::vector<std::shared_ptr<Completion>>& choices) {
+        for (size_t i = 0; i < choices.size(); ++i) {
+            const CompletionEngine::Submitted s = engine.submit(choices[i]);
+            if (s == CompletionEngine::Submitted::ok) continue;
+            for (size_t k = 0; k < i; ++k) choices[k]->cancelled = true;
+            return s == CompletionEngine::Submitted::queue_full ? 429 : 503;
+        }
+        return 0;
     }
 
     // Checks every 0.2 s that the client still waits: one that gave up is cancelled, not decoded
     // to max_tokens for nobody. Returns the status.
-    int answer_whole(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
-                     long created) {
-        std::string text, piece;
+    int answer_whole(httplib::Response& res, const std::vector<std::shared_ptr<Completion>>& choices,
+                     const std::string& id, long created, bool chat) {
+        std::vector<std::string> texts(choices.size());
+        std::string piece;
         double look_at = now_seconds() + 0.2;
-        for (Completion::Got got; (got = c->next_for(&piece, 0.2)) != Completion::Got::done;) {
-            if (got == Completion::Got::text) text += piece;
-            if (now_seconds() < look_at) continue;
-            look_at = now_seconds() + 0.2;
-            if (DeadlineServer::client_gone()) {
-                c->cancelled = true;
-                --inflight;
-                fail(res, 499, "the client closed the connection");  // not sent: no one reads it
-                return 499;
+        for (size_t i = 0; i < choices.size(); ++i)
+            for (Completion::Got got; (got = choices[i]->next_for(&piece, 0.2)) != Completion::Got::done;) {
+                if (got == Completion::Got::text) texts[i] += piece;
+                if (now_seconds() < look_at) continue;
+                look_at = now_seconds() + 0.2;
+                if (DeadlineServer::client_gone()) {
+                    for (const auto& c : choices) c->cancelled = true;
+                    --inflight;
+                    fail(res, 499, "the client closed the connection");  // not sent: no one reads it
+                    return 499;
+                }
             }
-        }
-        auto out = std::make_shared<const std::string>(completion_body(id, created, o.name, *c, text, false, true));
+        auto out = std::make_shared<const std::string>(
+            chat ? chat_body(id, created, o.name, *choices[0], texts[0])
+                 : completions_body(id, created, o.name, choices, texts, engine.tokenizer()));
         res.set_content_provider(
             out->size(), "application/json",
             [out](size_t offset, size_t length, httplib::DataSink& sink) {
                 return sink.write(out->data() + offset, length);
             },
             [this](bool) { --inflight; });
-        observe(*c);
+        for (const auto& c : choices) observe(*c);
         return 200;
     }
 
     // Server-sent events; [DONE] after the last.
     void answer_streamed(httplib::Response& res, const std::shared_ptr<Completion>& c, const std::string& id,
-                         long created) {
+                         long created, bool chat) {
         res.set_header("Cache-Control", "no-cache");
+        auto first = std::make_shared<bool>(true);
+        const auto event = [this, c, id, created, chat, first](const std::string& piece, bool last) {
+            const std::string data = chat ? chat_chunk(id, created, o.name, *c, piece, *first, last)
+                                          : completion_body(id, created, o.name, *c, piece, true, last);
+            *first = false;
+            return "data: " + data + (last ? "\n\ndata: [DONE]\n\n" : "\n\n");
+        };
         res.set_chunked_content_provider(
             "text/event-stream",
-            [this, c, id, created](size_t, httplib::DataSink& sink) {
+            [this, c, event](size_t, httplib::DataSink& sink) {
                 // A client that left while waiting gives its queue place up at once.
                 std::string piece;
                 Completion::Got got;
@@ -224,10 +251,8 @@ struct Server {
                         return false;
                     }
                 const bool more = got == Completion::Got::text;
-                const std::string event =
-                    more ? "data: " + completion_body(id, created, o.name, *c, piece, true, false) + "\n\n"
-                         : "data: " + completion_body(id, created, o.name, *c, "", true, true) + "\n\ndata: [DONE]\n\n";
-                if (!sink.write(event.data(), event.size())) {
+                const std::string text = event(more ? piece : std::string(), !more);
+                if (!sink.write(text.data(), text.size())) {
                     c->cancelled = true;
                     return false;
                 }
@@ -243,6 +268,10 @@ struct Server {
             });
     }
 
+    static bool is_api_post(const httplib::Request& q) {
+        return q.path == "/v1/completions" || q.path == "/v1/chat/completions";
+    }
+
     // RFC 9110: the scheme name is case-insensitive.
     bool authorized(const std::string& header) const {
         const std::string scheme = "bearer ";
@@ -256,7 +285,7 @@ struct Server {
         const bool api = req.path.rfind("/v1/", 0) == 0;
         if (api && !o.api_key.empty() && !authorized(req.get_header_value("Authorization"))) {
             fail(res, 401, "a valid API key is required: send \"Authorization: Bearer KEY\"");
-            if (req.path == "/v1/completions") count(401);
+            if (is_api_post(req)) count(401);
             return httplib::Server::HandlerResponse::Handled;
         }
         // Without a usable length httplib would wait to --read-timeout. Refused at once and closed:
@@ -272,16 +301,16 @@ struct Server {
                  none ? std::string("a POST needs its body's Content-Length (or Transfer-Encoding: chunked)")
                       : strfmt("Content-Length '%s' is not a number of bytes", length_text.c_str()),
                  "body");
-            if (req.path == "/v1/completions") count(none ? 411 : 400);
+            if (is_api_post(req)) count(none ? 411 : 400);
             return httplib::Server::HandlerResponse::Handled;
         }
         const long length = std::atol(length_text.c_str());
         if (length > o.max_body) {
             fail(res, 413, strfmt("the body has %ld bytes; at most %ld (--max-body)", length, o.max_body), "body");
-            if (req.path == "/v1/completions") count(413);
+            if (is_api_post(req)) count(413);
             return httplib::Server::HandlerResponse::Handled;
         }
-        if (api && draining && req.path == "/v1/completions") {
+        if (api && draining && is_api_post(req)) {
             fail(res, 503, "the server is shutting down");
             count(503);
             return httplib::Server::HandlerResponse::Handled;
@@ -295,7 +324,11 @@ struct Server {
             return gate(q, r);
         });
         http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r,
-                                            const httplib::ContentReader& reader) { completions(q, r, reader); });
+                                            const httplib::ContentReader& reader) { completions(q, r, reader, false); });
+        http.Post("/v1/chat/completions",
+                  [this](const httplib::Request& q, httplib::Response& r, const httplib::ContentReader& reader) {
+                      completions(q, r, reader, true);
+                  });
         http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
             r.set_content(models_body(o.name, started, engine.stats().model_step), "application/json");
         });
@@ -318,7 +351,7 @@ struct Server {
             else if (DeadlineServer::request_unparsed())
                 fail(r, 400, "the request line or headers could not be parsed (or are over 8 KiB)");
             else if (r.status == 404)
-                fail(r, 404, strfmt("no endpoint %s %s (POST /v1/completions, GET /v1/models, /healthz, /readyz, "
+                fail(r, 404, strfmt("no endpoint %s %s (POST /v1/completions, /v1/chat/completions, GET /v1/models, /healthz, /readyz, "
                                     "/metrics)",
                                     q.method.c_str(), q.path.c_str()));
             else if (r.status == 413) fail(r, 413, strfmt("the body is over %ld bytes (--max-body)", o.max_body), "body");

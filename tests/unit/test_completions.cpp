@@ -8,6 +8,7 @@
 #include "dptrain/infer/completions.h"
 #include "dptrain/infer/serve_api.h"
 #include "dptrain/core/error.h"
+#include "dptrain/core/json.h"
 #include "dptrain/backend/cpu/ops.h"
 
 #include <catch2/catch.hpp>
@@ -232,9 +233,8 @@ TEST_CASE("completions: installing a new model's parameters blocks neither submi
 
 // The field a request names in its refusal, or "accepted".
 static std::string refused_field(const std::string& body, const CompletionEngine& e) {
-    bool stream = false;
     try {
-        parse_completion_request(body, e, ApiLimits{100, "dptrain"}, &stream, 1);
+        parse_completion_request(body, e, ApiLimits{100, "dptrain"}, 1);
     } catch (const ApiError& err) {
         return strfmt("%d %s", err.status, err.param.c_str());
     }
@@ -251,9 +251,8 @@ TEST_CASE("completions API: an unknown or misspelled field is refused by name; t
     CHECK(refused_field("{\"prompt\": \"ab\", \"max_tokens\": 2, \"user\": \"u1\", \"stream_options\": "
                         "{\"include_usage\": true}, \"seed\": 3, \"top_k\": 2}",
                         e) == "accepted");
-    bool stream = false;
     try {
-        parse_completion_request("{\"prompt\": \"ab\", \"max_token\": 200}", e, ApiLimits{100, "dptrain"}, &stream, 1);
+        parse_completion_request("{\"prompt\": \"ab\", \"max_token\": 200}", e, ApiLimits{100, "dptrain"}, 1);
         FAIL("max_token accepted");
     } catch (const ApiError& err) {
         CHECK(err.message.find("did you mean max_tokens?") != std::string::npos);
@@ -274,9 +273,8 @@ TEST_CASE("completions API: deeply nested values in any field are refused by nam
     CHECK(refused_field(deep, e) == "400 ");
     // Refused as it is parsed, at 256 levels, before the tree grows (300,000 levels made 30 MB of
     // values first), and still named by its field.
-    bool stream = false;
     CHECK_THROWS_MATCHES(parse_completion_request("{\"prompt\": \"ab\", \"stop\": " + deep + "}", e,
-                                                  ApiLimits{100, "dptrain"}, &stream, 1),
+                                                  ApiLimits{100, "dptrain"}, 1),
                          ApiError, Catch::Predicate<ApiError>([](const ApiError& err) {
                              return err.param == "stop" &&
                                     err.message.find("nested deeper than 256 (in \"stop\")") != std::string::npos;
@@ -285,7 +283,7 @@ TEST_CASE("completions API: deeply nested values in any field are refused by nam
     // A prompt longer in bytes than the context could hold in any tokenizer's tokens (256 bytes
     // each) is refused before it is tokenized.
     const std::string long_prompt = "{\"prompt\": \"" + std::string(16 * 256 + 1, 'a') + "\"}";
-    CHECK_THROWS_MATCHES(parse_completion_request(long_prompt, e, ApiLimits{100, "dptrain"}, &stream, 1), ApiError,
+    CHECK_THROWS_MATCHES(parse_completion_request(long_prompt, e, ApiLimits{100, "dptrain"}, 1), ApiError,
                          Catch::Predicate<ApiError>([](const ApiError& err) {
                              return err.param == "prompt" && err.message.find("4097 bytes") != std::string::npos;
                          }));
@@ -305,4 +303,115 @@ TEST_CASE("completions: the tokens/s gauge is the last 10 whole seconds', whoeve
     CHECK(r.per_second(1035.0) == 0);  // nothing for over 10 s: stale bins are not counted
     r.add(1035.5, 7);
     CHECK(r.per_second(1036.0) == Approx(0.7));
+}
+
+TEST_CASE("token_logprob: the softmax's log at temperature 1, the top ids among the drawable", "[serve]") {
+    const float logits[6] = {1.0f, 3.0f, -2.0f, 2.5f, 0.0f, 9.0f};
+    double z = 0;
+    for (float v : logits) z += std::exp((double)v);
+    const TokenLogprob t = token_logprob(logits, 6, 5, 3, 2);  // id 5 is padding: never listed
+    CHECK(t.token == 3);
+    CHECK(t.logprob == Approx(2.5 - std::log(z)).epsilon(1e-6));
+    REQUIRE(t.top.size() == 2);
+    CHECK(t.top[0].first == 1);
+    CHECK(t.top[1].first == 3);
+    CHECK(t.top[0].second == Approx(3.0 - std::log(z)).epsilon(1e-6));
+    CHECK(token_logprob(logits, 6, 5, 0, 0).top.empty());
+}
+
+// echo + logprobs + max_tokens 0, as lm-evaluation-harness scores a continuation: each prompt
+// token's log-probability given the ones before equals a whole-prompt forward's, for a prompt
+// longer than one scored piece (64 rows), beside a request decoding in another slot.
+TEST_CASE("completions: echo with logprobs scores the prompt in pieces, as one forward does", "[serve]") {
+    InferenceModel m = tiny_model(5, 10, 96);
+    const GptConfig cfg = m.cfg;
+    const std::vector<float> params = m.params;
+    CompletionEngine e(std::move(m), 2, 4);
+    std::string text;
+    for (int i = 0; i < 90; ++i) text += kChars[(i * 7) % 29];
+    auto other = request(e, "the cat", 30);
+    auto c = request(e, text, 0);
+    c->echo = true;
+    c->logprobs = 3;
+    REQUIRE(e.submit(other) == CompletionEngine::Submitted::ok);
+    REQUIRE(e.submit(c) == CompletionEngine::Submitted::ok);
+    CHECK(answer(*c).empty());
+    answer(*other);
+    CHECK(c->finish_reason == "length");
+    CHECK(c->completion_tokens == 0);
+    const int P = (int)c->prompt.size(), V = cfg.vocab_size;
+    REQUIRE((int)c->prompt_logprobs.size() == P - 1);
+    // The reference: one decode of the whole prompt, every row's logits.
+    auto d = make_cpu_decoder(cfg);
+    d->reserve(1, P);
+    d->set_params(params.data());
+    std::vector<int> slot(P, 0), pos(P);
+    for (int i = 0; i < P; ++i) pos[i] = i;
+    std::vector<float> logits((size_t)P * V);
+    d->decode(c->prompt.data(), slot.data(), pos.data(), P, logits.data());
+    for (int i = 0; i + 1 < P; ++i) {
+        const TokenLogprob want = token_logprob(logits.data() + (size_t)i * V, V, V, c->prompt[i + 1], 3);
+        CHECK(c->prompt_logprobs[i].token == c->prompt[i + 1]);
+        CHECK(c->prompt_logprobs[i].logprob == Approx(want.logprob).margin(1e-5));
+        REQUIRE(c->prompt_logprobs[i].top.size() == 3);
+        CHECK(c->prompt_logprobs[i].top[0].first == want.top[0].first);
+    }
+    // With tokens to generate, each one's logprob too, and the greedy pick is the top one.
+    auto g = request(e, text, 4);
+    g->echo = true;
+    g->logprobs = 1;
+    REQUIRE(e.submit(g) == CompletionEngine::Submitted::ok);
+    answer(*g);
+    CHECK((int)g->prompt_logprobs.size() == P - 1);
+    REQUIRE(g->token_logprobs.size() == 4);
+    for (const TokenLogprob& t : g->token_logprobs) CHECK(t.top.at(0).first == t.token);
+}
+
+TEST_CASE("completions API: arrays of prompts, echo, logprobs and max_tokens 0 parsed; bad ones named", "[serve]") {
+    CompletionEngine e(tiny_model(3, 10), 1, 4);
+    const ApiLimits lim{100, "dptrain"};
+    CompletionRequest r = parse_completion_request(
+        "{\"prompt\": [\"ab\", [1, 2, 3]], \"echo\": true, \"logprobs\": 2, \"max_tokens\": 0, \"seed\": 7}", e, lim, 1);
+    REQUIRE(r.choices.size() == 2);
+    CHECK(r.choices[0]->prompt == e.tokenizer().encode("ab"));
+    CHECK(r.choices[1]->prompt == std::vector<int>{1, 2, 3});
+    CHECK(r.choices[1]->seed == 8);
+    CHECK((r.choices[0]->echo && r.choices[0]->logprobs == 2 && r.choices[0]->max_tokens == 0));
+    CHECK(parse_completion_request("{\"prompt\": [4, 5]}", e, lim, 1).choices.size() == 1);
+    CHECK(refused_field("{\"prompt\": \"ab\", \"max_tokens\": 0}", e) == "400 max_tokens");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"logprobs\": 6}", e) == "400 logprobs");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"logprobs\": true}", e) == "400 logprobs");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"echo\": 1}", e) == "400 echo");
+    CHECK(refused_field("{\"prompt\": \"ab\", \"echo\": true, \"stream\": true}", e) == "400 stream");
+    CHECK(refused_field("{\"prompt\": [\"ab\", \"cd\"], \"stream\": true}", e) == "400 stream");
+    CHECK(refused_field("{\"prompt\": []}", e) == "400 prompt");
+    CHECK(refused_field("{\"prompt\": [\"ab\", 3]}", e) == "400 prompt");
+    CHECK(refused_field("{\"prompt\": [[[1]]]}", e) == "400 prompt");
+    CHECK(refused_field("{\"prompt\": [\"\"]}", e) == "400 prompt");
+    std::string many = "{\"prompt\": [";
+    for (int i = 0; i <= kMaxPrompts; ++i) many += std::string(i ? "," : "") + "\"a\"";
+    CHECK(refused_field(many + "]}", e) == "400 prompt");
+}
+
+TEST_CASE("completions API: the legacy logprobs object of an echoed, scored prompt", "[serve]") {
+    CompletionEngine e(tiny_model(3, 10), 1, 4);
+    CompletionRequest r =
+        parse_completion_request("{\"prompt\": \"abc\", \"echo\": true, \"logprobs\": 1, \"max_tokens\": 1, "
+                                 "\"temperature\": 0}",
+                                 e, ApiLimits{100, "dptrain"}, 1);
+    REQUIRE(e.submit(r.choices[0]) == CompletionEngine::Submitted::ok);
+    const std::string gen = answer(*r.choices[0]);
+    const Json j = parse_json(completions_body("id", 1, "dptrain", r.choices, {gen}, e.tokenizer()));
+    const Json& c = j["choices"][0];
+    CHECK(c["text"].get<std::string>() == "abc" + gen);
+    const Json& lp = c["logprobs"];
+    REQUIRE(lp["tokens"].size() == 4);
+    CHECK(lp["tokens"][0] == "a");
+    CHECK(lp["token_logprobs"][0].is_null());
+    CHECK(lp["top_logprobs"][0].is_null());
+    CHECK(lp["token_logprobs"][1].get<double>() < 0);
+    CHECK(lp["top_logprobs"][3].size() == 1);
+    CHECK(lp["text_offset"] == Json::array({0, 1, 2, 3}));
+    CHECK(j["usage"]["prompt_tokens"] == 3);
+    CHECK(j["usage"]["completion_tokens"] == 1);
 }

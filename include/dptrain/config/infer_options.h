@@ -30,6 +30,7 @@ constexpr int kServeConnections = 512;
 
 struct ServeOptions : InferenceOptions {
     std::string host = "127.0.0.1", api_key, name = "dptrain";
+    std::string chat_template;  // "" = the plain default (infer/chat_api.h)
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512;
     long max_body = 1 << 20;
     double poll = 10, read_timeout = 10;

@@ -19,10 +19,25 @@
 
 namespace dptrain {
 
+// A token's log-probability under the model (its softmax at temperature 1, what scoring asks for)
+// and the most likely tokens at its place, most likely first.
+struct TokenLogprob {
+    int token = 0;
+    float logprob = 0;
+    std::vector<std::pair<int, float>> top;
+};
+// Of row `logits` (V values): token's, and the `top` most likely among the first `drawable` ids.
+TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top);
+
 // A request and the channel its text comes back through.
 struct Completion {
     std::vector<int> prompt;  // ids, 1 to block_size of them
-    int max_tokens = 16;
+    int max_tokens = 16;      // 0: the prompt scored only (with echo)
+    // logprobs >= 0: each generated token's TokenLogprob with that many alternatives; with echo,
+    // the prompt's tokens' too (the first has none). Written by the engine before done.
+    int logprobs = -1;
+    bool echo = false;
+    std::vector<TokenLogprob> prompt_logprobs, token_logprobs;
     double temperature = 1.0, top_p = 1.0;
     int top_k = 0;
     uint64_t seed = 0;
@@ -99,7 +114,9 @@ class CompletionEngine {
     void admit_locked();
     void swap(std::unique_lock<std::mutex>& lk);  // releases lk while installing
     void step(const std::vector<Running*>& batch);
-    void emit(Running& r, int token);
+    void score(Running& r, const float* logits, int from, int n);
+    void emit(Running& r, int token, const float* logits);
+    void finish_unscored(Running& r);
     int free_slots_locked() const;
     void drop_cancelled_locked();
 
@@ -116,8 +133,8 @@ class CompletionEngine {
     RecentRate generated_rate_{now_seconds()};
     mutable std::mutex mu_;
     std::condition_variable cv_, idle_cv_;
-    // A step's rows, reused.
-    std::vector<int> rows_tok_, rows_slot_, rows_pos_, out_rows_;
+    // A step's rows, reused; out_first_/out_n_: each stepped sequence's logits rows.
+    std::vector<int> rows_tok_, rows_slot_, rows_pos_, out_rows_, out_first_, out_n_, from_;
     std::vector<float> logits_;
     std::vector<Running*> stepped_;
     std::thread thread_;

@@ -2,6 +2,7 @@
 // every rule is tested directly.
 #pragma once
 
+#include "dptrain/infer/api_fields.h"
 #include "dptrain/infer/completions.h"
 
 #include <map>
@@ -11,25 +12,28 @@
 
 namespace dptrain {
 
-struct ApiError {
-    int status = 400;
-    std::string param, message;  // param "": the body as a whole
+// A completions request: a choice per prompt (an array of prompts gives several).
+struct CompletionRequest {
+    std::vector<std::shared_ptr<Completion>> choices;
+    bool stream = false;
 };
+constexpr int kMaxPrompts = 64;  // a request's
 
-struct ApiLimits {
-    int max_tokens = 512;
-    std::string model;     // a request may name it or no model
-};
-
-// Throws ApiError.
-std::shared_ptr<Completion> parse_completion_request(const std::string& body, const CompletionEngine& engine,
-                                                     const ApiLimits& limits, bool* stream, uint64_t default_seed);
+// Throws ApiError. Choice i's seed is the request's (or default_seed) + i.
+CompletionRequest parse_completion_request(const std::string& body, const CompletionEngine& engine,
+                                           const ApiLimits& limits, uint64_t default_seed);
 
 std::string error_body(int status, const std::string& message, const std::string& param);
 
 // chunk: one piece of a stream; finish reason and usage only in the last.
 std::string completion_body(const std::string& id, long created, const std::string& model, const Completion& c,
                             const std::string& text, bool chunk, bool last);
+// A whole answer of every choice (texts[i]: choice i's generated text), with the prompt's text
+// where echo asks for it and OpenAI's legacy logprobs object (tokens, token_logprobs,
+// top_logprobs, text_offset) where logprobs does.
+std::string completions_body(const std::string& id, long created, const std::string& model,
+                             const std::vector<std::shared_ptr<Completion>>& choices,
+                             const std::vector<std::string>& texts, const Tokenizer& tok);
 
 std::string models_body(const std::string& model, long created, long step);
 
