@@ -4,8 +4,10 @@
 // serves the requests that start after the running ones finished on the old one; while its
 // parameters are installed (a GPU's copy) requests and stats are still answered.
 #include "helpers.h"
+#include "../scratch_dir.h"
 
 #include "dptrain/infer/completions.h"
+#include "dptrain/infer/chat_api.h"
 #include "dptrain/infer/serve_api.h"
 #include "dptrain/core/error.h"
 #include "dptrain/core/json.h"
@@ -15,6 +17,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -414,4 +417,89 @@ TEST_CASE("completions API: the legacy logprobs object of an echoed, scored prom
     CHECK(lp["text_offset"] == Json::array({0, 1, 2, 3}));
     CHECK(j["usage"]["prompt_tokens"] == 3);
     CHECK(j["usage"]["completion_tokens"] == 1);
+}
+
+TEST_CASE("chat API: messages through the template, its stop strings, refusals by field", "[serve]") {
+    CompletionEngine e(tiny_model(3, 10, 64), 1, 4);
+    const ApiLimits lim{100, "dptrain"};
+    ChatTemplate t;
+    t.system = "{content}. ";
+    t.user = "q {content}, ";
+    t.assistant = "a {content}. ";
+    t.generation = "a";
+    t.stop = {"q "};
+    CHECK(t.render({{"system", "be"}, {"user", "hi"}, {"assistant", "yo"}, {"user", "so"}}) == "be. q hi, a yo. q so, a");
+    CompletionRequest r = parse_chat_request(
+        "{\"messages\": [{\"role\": \"developer\", \"content\": \"be\"}, {\"role\": \"user\", \"content\": "
+        "[{\"type\": \"text\", \"text\": \"h\"}, {\"type\": \"text\", \"text\": \"i\"}]}], \"max_completion_tokens\": 5, "
+        "\"stop\": \"zz\"}",
+        e, lim, t, 1);
+    REQUIRE(r.choices.size() == 1);
+    CHECK(r.choices[0]->prompt == e.tokenizer().encode("be. q hi, a"));
+    CHECK(r.choices[0]->max_tokens == 5);
+    CHECK(r.choices[0]->stop == std::vector<std::string>{"zz", "q "});
+    const auto refused = [&](const std::string& body) {
+        try {
+            parse_chat_request(body, e, lim, t, 1);
+        } catch (const ApiError& err) {
+            return strfmt("%d %s", err.status, err.param.c_str());
+        }
+        return std::string("accepted");
+    };
+    const std::string hi = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
+    CHECK(refused("{" + hi + "}") == "accepted");
+    CHECK(refused("{}") == "400 messages");
+    CHECK(refused("{\"messages\": []}") == "400 messages");
+    CHECK(refused("{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}") == "400 messages");
+    CHECK(refused("{\"messages\": [{\"role\": \"user\"}]}") == "400 messages");
+    CHECK(refused("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}") == "400 messages");
+    CHECK(refused("{" + hi + ", \"tools\": []}") == "400 tools");
+    CHECK(refused("{" + hi + ", \"logprobs\": true}") == "400 logprobs");
+    CHECK(refused("{" + hi + ", \"response_format\": {\"type\": \"json_object\"}}") == "400 response_format");
+    CHECK(refused("{" + hi + ", \"response_format\": {\"type\": \"text\"}}") == "accepted");
+    CHECK(refused("{" + hi + ", \"max_tokens\": 0}") == "400 max_tokens");
+    CHECK(refused("{" + hi + ", \"prompt\": \"x\"}") == "400 prompt");
+    CHECK(refused("{" + hi + ", \"model\": \"gpt-4\"}") == "404 model");
+    std::string big = "{\"messages\": [{\"role\": \"user\", \"content\": \"" + std::string(100, 'a') + "\"}]}";
+    CHECK(refused(big) == "400 messages");  // over the context of 64
+}
+
+TEST_CASE("chat API: the answer and its chunks in OpenAI's chat shapes", "[serve]") {
+    Completion c;
+    c.prompt = {1, 2, 3};
+    c.completion_tokens = 2;
+    c.finish_reason = "stop";
+    c.model_step = 7;
+    const Json whole = parse_json(chat_body("chatcmpl-1", 5, "dptrain", c, "hi"));
+    CHECK(whole["object"] == "chat.completion");
+    CHECK(whole["choices"][0]["message"]["role"] == "assistant");
+    CHECK(whole["choices"][0]["message"]["content"] == "hi");
+    CHECK(whole["choices"][0]["finish_reason"] == "stop");
+    CHECK(whole["usage"]["total_tokens"] == 5);
+    const Json first = parse_json(chat_chunk("chatcmpl-1", 5, "dptrain", c, "h", true, false));
+    CHECK(first["object"] == "chat.completion.chunk");
+    CHECK(first["choices"][0]["delta"]["role"] == "assistant");
+    CHECK(first["choices"][0]["delta"]["content"] == "h");
+    CHECK(first["choices"][0]["finish_reason"].is_null());
+    CHECK(!first.contains("usage"));
+    const Json last = parse_json(chat_chunk("chatcmpl-1", 5, "dptrain", c, "", false, true));
+    CHECK(last["choices"][0]["delta"].empty());
+    CHECK(last["choices"][0]["finish_reason"] == "stop");
+    CHECK(last["usage"]["completion_tokens"] == 2);
+}
+
+TEST_CASE("chat template file: keys replace the defaults; a bad key or file is named", "[serve]") {
+    const std::string path = dptrain_test::scratch_dir("chat-template") + "/t.json";
+    {
+        std::ofstream(path) << "{\"user\": \"<u>{content}</u>\", \"stop\": [\"<u>\"]}";
+    }
+    const ChatTemplate t = ChatTemplate::read(path);
+    CHECK(t.user == "<u>{content}</u>");
+    CHECK(t.stop == std::vector<std::string>{"<u>"});
+    CHECK(t.generation == ChatTemplate().generation);
+    {
+        std::ofstream(path) << "{\"usr\": \"x\"}";
+    }
+    CHECK_THROWS_WITH(ChatTemplate::read(path), Catch::Contains("\"usr\" must be one of"));
+    CHECK_THROWS_WITH(ChatTemplate::read(path + ".none"), Catch::Contains("cannot read it"));
 }
