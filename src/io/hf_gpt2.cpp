@@ -234,20 +234,6 @@ void check_shapes(const std::string& path, const Safetensors& st, HfGpt2& h, con
                                where, (long long)wpe->shape[0], run.block_size, (long long)wpe->shape[0]));
 }
 
-// config.json's "dptrain" entry (tables from its named files for gpt2 and sentencepiece), else
-// GPT-2's vocab.json and merges.txt; kind "" when the directory names none.
-TokenizerId tokenizer_beside(const HfGpt2& h) {
-    const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
-    const bool bpe_files = exists(vocab) && exists(merges);
-    TokenizerId t = h.named;
-    if (t.kind.empty() && bpe_files) t.kind = name_of(TokenizerKind::gpt2);
-    TokenizerKind kind;
-    if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // unknown kind: compared as written
-    if (kind == TokenizerKind::gpt2) t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
-    if (kind == TokenizerKind::sentencepiece) t.table = exists(spm) ? read_bytes(spm) : std::string();
-    return t;
-}
-
 // For a refusal: how to make data with the directory's tokenizer; "" when it has no files.
 std::string remake_hint(TokenizerKind kind, const std::string& dir) {
     switch (kind) {
@@ -371,6 +357,18 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
     const std::set<std::string> used = copy_tensors(h, st, gpt, params);
     check_unused(h, st, used, params + gpt.layout().find("wte").offset, cfg.n_layer);
     *note = import_note(h, st, cfg, taken);
+}
+
+TokenizerId tokenizer_beside(const HfGpt2& h) {
+    const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
+    const bool bpe_files = exists(vocab) && exists(merges);
+    TokenizerId t = h.named;
+    if (t.kind.empty() && bpe_files) t.kind = name_of(TokenizerKind::gpt2);
+    TokenizerKind kind;
+    if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // unknown kind: compared as written
+    if (kind == TokenizerKind::gpt2) t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
+    if (kind == TokenizerKind::sentencepiece) t.table = exists(spm) ? read_bytes(spm) : std::string();
+    return t;
 }
 
 } // namespace dptrain

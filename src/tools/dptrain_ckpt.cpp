@@ -2,6 +2,9 @@
 // Not for: writing checkpoints (io/checkpoint.cpp).
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
+#include "dptrain/config/options.h"
+#include "dptrain/core/json.h"
+#include "dptrain/data/tokenizer.h"
 #include "dptrain/io/hf_gpt2.h"
 #include "dptrain/tools/cli.h"
 
@@ -23,14 +26,19 @@ const char* kUsage =
     "usage: dptrain-ckpt info CKPT\n"
     "           step, data position, model, tensor sizes, checksums verified; exit 1 when a tensor holds\n"
     "           NaN or Inf\n"
-    "       dptrain-ckpt diff A B [--tol X]\n"
-    "           the largest |A - B| over parameters and optimizer state; exit 0 when within X (default 0:\n"
-    "           bit-identical), 1 otherwise\n"
+    "       dptrain-ckpt diff A B [--tol X] [--params-only]\n"
+    "           the largest |A - B| over parameters and optimizer state (the parameters alone with\n"
+    "           --params-only); exit 0 when within X (default 0: bit-identical), 1 otherwise\n"
     "       dptrain-ckpt export CKPT --out DIR [--dtype float32|bfloat16] [--overwrite]\n"
     "           a GPT checkpoint in Hugging Face's GPT-2 layout: DIR/model.safetensors (GPT-2's tensor names,\n"
     "           Conv1D orientation) and DIR/config.json, which GPT2LMHeadModel.from_pretrained(DIR) loads,\n"
     "           with the tokenizer's files; a DIR holding files is refused unless --overwrite (which replaces\n"
     "           the model and removes tokenizer files of another tokenizer)\n"
+    "       dptrain-ckpt import HF_DIR --out DIR [--overwrite]\n"
+    "           GPT-2 weights in Hugging Face's layout (model.safetensors, config.json and the tokenizer's\n"
+    "           files: vocab.json and merges.txt, or tokenizer.model, or an export's config.json entry) as a\n"
+    "           checkpoint in DIR, for eval, serve, generate and export without training (no optimizer\n"
+    "           state: fine-tune with dptrain --init-from HF_DIR); an export imported back is bit-identical\n"
     "       dptrain-ckpt logits MODEL --tokens ID,ID,... --out FILE.npy\n"
     "           the GPT's logits at each position of the tokens, (n, vocab) float32, from a checkpoint or\n"
     "           from GPT-2 weights in Hugging Face's layout (a directory with model.safetensors and\n"
@@ -62,24 +70,32 @@ int info(int argc, char** argv) {
     const std::string updates = s.updates >= 0 && s.updates != s.step
                                     ? strfmt(" (%ld updates: %ld skipped)", s.updates, s.step - s.updates)
                                     : "";
-    std::printf("%s: step %ld%s | epoch %ld + %ld samples%s | global batch %ld | seed %llu | written by %d ranks\n"
-                "model %s | optimizer %s | %zu parameters | checksums verified | %ld non-finite values\n",
-                file.c_str(), s.step, updates.c_str(), s.epoch, s.epoch_offset, set.c_str(), s.global_batch,
-                (unsigned long long)s.seed, s.world_size, s.model.c_str(), s.optimizer.c_str(), s.params.size(),
-                nonfinite);
+    // world_size 0: dptrain-ckpt import wrote it, with no training run behind it.
+    const std::string run = s.world_size == 0 ? std::string("imported: no optimizer state or data position")
+                                              : strfmt("epoch %ld + %ld samples%s | global batch %ld | seed %llu | "
+                                                       "written by %d ranks",
+                                                       s.epoch, s.epoch_offset, set.c_str(), s.global_batch,
+                                                       (unsigned long long)s.seed, s.world_size);
+    std::printf("%s: step %ld%s | %s\nmodel %s | optimizer %s | %zu parameters | checksums verified | %ld non-finite "
+                "values\n",
+                file.c_str(), s.step, updates.c_str(), run.c_str(), s.model.c_str(), s.optimizer.c_str(),
+                s.params.size(), nonfinite);
     return nonfinite ? 1 : 0;
 }
 
 int diff(int argc, char** argv) {
     std::string fa, fb;
     double tol = 0.0;
+    bool params_only = false;
     po::options_description desc;
     desc.add_options()("a", po::value(&fa))("b", po::value(&fb))(
-        "tol", po::value(&tol)->default_value(0.0), "largest |A - B| still equal; 0: bit-identical");
+        "tol", po::value(&tol)->default_value(0.0), "largest |A - B| still equal; 0: bit-identical")(
+        "params-only", po::bool_switch(&params_only));
     parse_subcommand(argc, argv, desc, {"a", "b"});
     if (fb.empty()) throw po::error("give the two checkpoints to compare");
     if (!(tol >= 0)) throw po::error(strfmt("--tol %g must be >= 0", tol));
     CheckpointState a = load_checkpoint_or_newest(&fa, ""), b = load_checkpoint_or_newest(&fb, "");
+    if (params_only) a.opt_m = b.opt_m = a.opt_v = b.opt_v = {};
     // Two models of one size (another --n-head) hold comparable numbers that mean other things.
     if (a.model != b.model || a.params.size() != b.params.size() || a.opt_m.size() != b.opt_m.size() ||
         a.opt_v.size() != b.opt_v.size()) {
@@ -91,8 +107,9 @@ int diff(int argc, char** argv) {
                       std::memcmp(a.opt_v.data(), b.opt_v.data(), a.opt_v.size() * 4) == 0;
     const double dp = max_abs_diff(a.params, b.params), dm = max_abs_diff(a.opt_m, b.opt_m),
                  dv = max_abs_diff(a.opt_v, b.opt_v);
-    std::printf("steps %ld vs %ld | max abs diff: params %.3g, opt_m %.3g, opt_v %.3g | %s\n", a.step, b.step, dp, dm,
-                dv, same ? "bit-identical" : "not bit-identical");
+    const std::string state = params_only ? "" : strfmt(", opt_m %.3g, opt_v %.3g", dm, dv);
+    std::printf("steps %ld vs %ld | max abs diff: params %.3g%s | %s\n", a.step, b.step, dp, state.c_str(),
+                same ? "bit-identical" : "not bit-identical");
     const bool ok = tol == 0.0 ? same : (dp <= tol && dm <= tol && dv <= tol);
     return ok ? 0 : 1;
 }
@@ -114,6 +131,69 @@ int export_model(int argc, char** argv) {
         std::printf("removed %s/%s: another tokenizer's file, left by what was there\n", out.c_str(), name.c_str());
     std::printf("%s: step %ld, %s, %zu parameters -> %s/model.safetensors (%s) and %s/config.json\n", file.c_str(),
                 ck.step, ck.model.c_str(), ck.params.size(), out.c_str(), dtype.c_str(), out.c_str());
+    return 0;
+}
+
+// The training options an imported model is rebuilt from (every other option its default).
+std::string options_for(const GptConfig& c) {
+    const std::vector<std::string> args = {"dptrain",
+                                           "--model", "gpt",
+                                           "--vocab-size", std::to_string(c.vocab_size),
+                                           "--block-size", std::to_string(c.block_size),
+                                           "--n-layer", std::to_string(c.n_layer),
+                                           "--n-head", std::to_string(c.n_head),
+                                           "--n-embd", std::to_string(c.n_embd)};
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    return parse_options((int)argv.size(), argv.data()).opts.to_ini();
+}
+
+// The training step an export recorded in config.json ("dptrain": {"step": N}), else 0.
+long exported_step(const std::string& config_file) {
+    std::ifstream in(config_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const Json c = parse_json(text.str());
+    const auto ours = c.find("dptrain");
+    if (ours == c.end() || !ours->is_object() || !ours->contains("step") || !(*ours)["step"].is_number_integer())
+        return 0;
+    return (*ours)["step"].get<long>();
+}
+
+int import_model(int argc, char** argv) {
+    std::string dir, out;
+    bool overwrite = false;
+    po::options_description desc;
+    desc.add_options()("file", po::value(&dir))("out", po::value(&out))("overwrite", po::bool_switch(&overwrite));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (dir.empty() || out.empty()) throw po::error("give the Hugging Face directory and --out DIR");
+    const HfGpt2 h = find_hf_gpt2(dir);
+    if (h.config_file.empty())
+        throw UserError(dir + ": no config.json beside the weights; give the directory that holds both");
+    const TokenizerId tok = tokenizer_beside(h);
+    if (tok.kind.empty() || (keeps_table(tokenizer_kind(tok.kind)) && tok.table.empty()))
+        throw UserError(dir + ": no tokenizer beside the weights (vocab.json and merges.txt, tokenizer.model, or an "
+                              "export's config.json entry); eval, serve and generate need it");
+    if (!list_checkpoints(out).empty() && !overwrite)
+        throw UserError(strfmt("--out %s already holds checkpoints; choose another directory or pass --overwrite",
+                               out.c_str()));
+    CheckpointState s;
+    const Gpt layout(h.cfg, 0);
+    s.params.assign(layout.num_params(), 0.0f);
+    std::string note;
+    import_hf_gpt2(dir, h.cfg, s.params.data(), &note);
+    s.opt_m.assign(s.params.size(), 0.0f);
+    s.opt_v.assign(s.params.size(), 0.0f);
+    s.step = exported_step(h.config_file);
+    s.model = layout.signature();
+    s.optimizer = "adamw";
+    s.options = options_for(h.cfg);
+    s.tokenizer = tok.kind;
+    s.vocab = tok.table;
+    const std::string path = save_checkpoint(out, s, 0);
+    std::printf("%s: %s, %zu parameters, %s tokenizer%s -> %s (step %ld, no optimizer state)\n", dir.c_str(),
+                s.model.c_str(), s.params.size(), s.tokenizer.c_str(), note.empty() ? "" : (" | " + note).c_str(),
+                path.c_str(), s.step);
     return 0;
 }
 
@@ -196,7 +276,8 @@ int main(int argc, char** argv) {
         if (cmd == "diff") return diff(argc - 1, argv + 1);
         if (cmd == "export") return export_model(argc - 1, argv + 1);
         if (cmd == "logits") return logits(argc - 1, argv + 1);
-        throw po::error(cmd.empty() ? "no command given (info, diff, export or logits)"
-                                    : "not a command (info, diff, export or logits)");
+        if (cmd == "import") return import_model(argc - 1, argv + 1);
+        throw po::error(cmd.empty() ? "no command given (info, diff, export, import or logits)"
+                                    : "not a command (info, diff, export, import or logits)");
     });
 }

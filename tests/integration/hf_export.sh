@@ -55,12 +55,44 @@ grep -q '"torch_dtype": "bfloat16"' "$WORK/hf16/config.json" || fail "config.jso
 $PY "$REF" logits "$WORK/hf16" "$ids" "$WORK/torch16.npy"
 compare "$WORK/dptrain16.npy" "$WORK/torch16.npy" 1e-5 "bfloat16 export"
 
+# 1b. dptrain-ckpt import: the export back as a checkpoint is bit-identical in its parameters and
+# generates the same text; PyTorch-written weights (its GPT2LMHeadModel layout) import too, their
+# logits PyTorch's; a directory without a tokenizer, and an import over checkpoints, are refused.
+"$BIN/dptrain-ckpt" import "$WORK/hf" --out "$WORK/imported" >"$WORK/imp.out"
+grep -q "^$WORK/hf: gpt .*, char tokenizer -> $WORK/imported/ckpt-00000150.h5 (step 150, no optimizer state)$" \
+  "$WORK/imp.out" || { cat "$WORK/imp.out"; fail "import: no line naming the checkpoint written"; }
+"$BIN/dptrain-ckpt" diff --params-only "$CK" "$WORK/imported" >"$WORK/diff.out" \
+  || { cat "$WORK/diff.out"; fail "export -> import: the parameters are not bit-identical"; }
+"$BIN/dptrain" generate --checkpoint "$CK" --prompt "the " --tokens 40 --temperature 0 2>/dev/null >"$WORK/gen-a"
+"$BIN/dptrain" generate --checkpoint "$WORK/imported" --prompt "the " --tokens 40 --temperature 0 2>/dev/null >"$WORK/gen-b"
+cmp -s "$WORK/gen-a" "$WORK/gen-b" || fail "the imported checkpoint generates other text"
+"$BIN/dptrain-ckpt" info "$WORK/imported" | grep -q "step 150 | imported: no optimizer state" || fail "info of an import"
+set +e
+"$BIN/dptrain-ckpt" import "$WORK/hf" --out "$WORK/imported" 2>"$WORK/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "already holds checkpoints; choose another directory or pass --overwrite" "$WORK/err" \
+  || { cat "$WORK/err"; fail "import over checkpoints: want exit 2 and one line"; }
+mkdir -p "$WORK/notok" && cp "$WORK/hf/model.safetensors" "$WORK/notok/"
+$PY -c 'import json, sys; c = json.load(open(sys.argv[1])); del c["dptrain"]; json.dump(c, open(sys.argv[2], "w"))' \
+  "$WORK/hf/config.json" "$WORK/notok/config.json"
+set +e
+"$BIN/dptrain-ckpt" import "$WORK/notok" --out "$WORK/imp2" 2>"$WORK/err"; rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "no tokenizer beside the weights" "$WORK/err" || { cat "$WORK/err"; fail "import without a tokenizer"; }
+echo "ok: export -> import is bit-identical and generates the same text; refusals named"
+
 # 2. PyTorch-written weights in, 64 positions for a 32-token run (cropped).
 mkdir -p "$WORK/pt"
 $PY "$REF" rewrite "$WORK/hf" "$WORK/pt" 64
 "$BIN/dptrain-ckpt" logits "$WORK/pt" --tokens "$ids" --out "$WORK/dptrain-pt.npy" >/dev/null
 $PY "$REF" logits "$WORK/pt" "$ids" "$WORK/torch-pt.npy"
 compare "$WORK/dptrain-pt.npy" "$WORK/torch-pt.npy" 1e-5 "GPT2LMHeadModel-style file"
+# With the tokenizer named (the rewrite leaves dptrain's entry out of config.json).
+$PY -c 'import json, sys; c = json.load(open(sys.argv[2])); c["dptrain"] = json.load(open(sys.argv[1]))["dptrain"]
+json.dump(c, open(sys.argv[2], "w"))' "$WORK/hf/config.json" "$WORK/pt/config.json"
+"$BIN/dptrain-ckpt" import "$WORK/pt" --out "$WORK/pt-ck" >/dev/null
+"$BIN/dptrain-ckpt" logits "$WORK/pt-ck" --tokens "$ids" --out "$WORK/dptrain-ptck.npy" >/dev/null
+compare "$WORK/dptrain-ptck.npy" "$WORK/torch-pt.npy" 1e-5 "GPT2LMHeadModel-style file imported as a checkpoint"
 train 2 "${G[@]}" --batch-size 4 --steps 20 --run-dir "$WORK/ft" --resume auto --init-from "$WORK/pt"
 [ "$RC" = 0 ] || { cat "$WORK/out"; fail "--init-from run exited $RC"; }
 grep -q "^weights from $WORK/pt (position table cropped from 64 to --block-size 32)$" "$WORK/out" \

@@ -42,6 +42,10 @@ struct HfGpt2 {
 // PATH: a directory with model.safetensors (and config.json), or a .safetensors file.
 HfGpt2 find_hf_gpt2(const std::string& path);
 
+// The tokenizer beside the weights: config.json's "dptrain" entry (tables from its named files for
+// gpt2 and sentencepiece), else GPT-2's vocab.json and merges.txt; kind "" when there is none.
+TokenizerId tokenizer_beside(const HfGpt2& h);
+
 // Fills params (a Gpt of cfg) from PATH, checking config.json against the tensors, then every shape
 // against cfg and the tokenizer against `tokens` (the same vocabulary size can hold other tokens).
 // Throws UserError with one line naming the file, the difference and the option to change. Extra
