@@ -1,6 +1,7 @@
 // dptrain: the table of subcommands, each a thin entry into its layer; not for any command's work.
 // Commands with MPI agree on an error across ranks (all_ok) before any rank ends.
 #include "dptrain/app/doctor.h"
+#include "dptrain/app/eval.h"
 #include "dptrain/app/plan.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/comm/topology.h"
@@ -57,6 +58,12 @@ int options_command(int argc, char** argv) {
                                argv[1]));
     std::fputs(option_listing().c_str(), stdout);
     return 0;
+}
+
+int eval_command(int argc, char** argv) {
+    Topology topo;
+    if (!all_ok(MPI_COMM_WORLD, [&] { topo = Topology::create(MPI_COMM_WORLD, 0); })) return finish(2, nullptr);
+    return finish(run_eval(argc, argv, topo), &topo);
 }
 
 int plan_command(int argc, char** argv) {
@@ -119,6 +126,7 @@ const Command kCommands[] = {
     {"options", false, options_command, "dptrain", 2},
     {"stage", false, run_stage_command, "dptrain stage", 1},  // slurm/stage-data.sh renames the prefix
     {"plan", true, plan_command, "", 0},
+    {"eval", true, eval_command, "", 0},
     {"doctor", true, doctor_command, "", 0},
 };
 

@@ -8,6 +8,9 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 
@@ -67,6 +70,34 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
                        "assistant (each with {content}), generation (the assistant's turn begins) and stop; default "
                        "a plain \"User: ...\" / \"Assistant:\" transcript (docs/SERVING.md)");
     r.flag("log-requests", &S::log_requests, o, "one line per request on stderr");
+}
+
+void declare(Registry<EvalOptions>& r, EvalOptions& o) {
+    using E = EvalOptions;
+    declare_model(r, o);
+    r.add<std::string>("data", &E::data, o, "",
+                       "token shards (dptrain-data's output) to compute the loss, perplexity and bits per byte over");
+    r.add<std::string>("split", &E::split, o, "val", "which split of --data: val | train");
+    r.add<long>("eval-max", &E::eval_max, o, 0, "at most this many windows of --data; 0 = all");
+    r.add<int>("batch-size", &E::batch_size, o, 8, "windows a rank computes at once");
+    r.add<std::string>("task", &E::task, o, "",
+                       "multiple-choice items, a JSON object a line: HellaSwag's released form (ctx, endings, label; "
+                       "each ending scored as \" \" + ending) or {context, choices, answer} (choices as written)");
+    r.add<std::string>("out", &E::out, o, "", "also write the results as JSON lines (each item's scores with --task)");
+}
+
+void check(const EvalOptions& o) {
+    if (o.checkpoint.empty())
+        throw UserError("eval: give the model with --checkpoint PATH (a checkpoint, a run directory or a Hugging Face "
+                        "export)");
+    if (o.data.empty() && o.task.empty()) throw UserError("eval: give --data SHARDS, --task FILE.jsonl or both");
+    if (o.split != "val" && o.split != "train")
+        throw UserError(strfmt("eval: --split '%s' is unknown; use val or train", o.split.c_str()));
+    if (o.batch_size < 1 || o.batch_size > 4096)
+        throw UserError(strfmt("eval: --batch-size %d must be in 1..4096", o.batch_size));
+    if (o.eval_max < 0) throw UserError(strfmt("eval: --eval-max %ld must be >= 0 (0: all)", o.eval_max));
+    if (o.threads < 1 || o.threads > kMaxThreads)
+        throw UserError(strfmt("eval: --threads %d must be in 1..%d", o.threads, kMaxThreads));
 }
 
 void check(const GenerateOptions& o) {
@@ -153,6 +184,34 @@ InferenceParse<ServeOptions> parse_serve_options(int argc, const char* const* ar
     if (res.opts.api_key.empty() && std::getenv("DPTRAIN_API_KEY")) res.opts.api_key = std::getenv("DPTRAIN_API_KEY");
     check(res.opts);
     return res;
+}
+
+InferenceParse<EvalOptions> parse_eval_options(int argc, const char* const* argv, const std::string& program) {
+    po::variables_map vm;
+    auto res = parse<EvalOptions>(argc, argv, program, "a model's loss on token shards and accuracy on multiple-choice items, under mpirun "
+                                  "(--checkpoint may also be a Hugging Face export: a directory with model.safetensors)",
+                                  "eval takes options alone", vm);
+    if (!res.help_text.empty()) return res;
+    check(res.opts);
+    return res;
+}
+
+Options options_from_ini(const std::string& ini) {
+    const int fd = memfd_create("options", 0);
+    if (fd < 0 || write(fd, ini.data(), ini.size()) != (ssize_t)ini.size()) {
+        if (fd >= 0) close(fd);
+        throw UserError("cannot read the options stored in the checkpoint");
+    }
+    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    const char* argv[] = {"dptrain", "--config", path.c_str()};
+    try {
+        Options o = parse_options(3, argv).opts;
+        close(fd);
+        return o;
+    } catch (...) {
+        close(fd);
+        throw;
+    }
 }
 
 } // namespace dptrain

@@ -251,7 +251,7 @@ ParseResult parse_options(int argc, const char* const* argv) {
     po::variables_map vm;
     try {
         po::parsed_options parsed = parse_argv(argc, argv, all,
-                                               "dptrain's commands (generate, serve, plan, doctor, stage, options) come "
+                                               "dptrain's commands (generate, serve, eval, plan, doctor, stage, options) come "
                                                "first; options start with --, and an INI file follows --config");
         // A repeated option: the last one wins (scripts append overrides to a base command).
         auto& v = parsed.options;
@@ -283,6 +283,8 @@ ParseResult parse_options(int argc, const char* const* argv) {
           << "       dptrain generate --checkpoint PATH [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n"
           << "       dptrain serve --checkpoint PATH [--host 127.0.0.1] [--port 8080]   (the completions API; serve "
              "--help)\n"
+          << "       mpirun -np N dptrain eval --checkpoint PATH [--data SHARDS] [--task ITEMS.jsonl]   (loss and "
+             "accuracy without training; eval --help)\n"
           << "       mpirun -np N dptrain doctor [--config FILE] [--option value ...]   (checks the environment)\n"
           << "       dptrain plan [--ranks N] [--gpu-memory 80GiB] [--config FILE] [--option value ...]   (memory per "
              "rank: what fits, the largest batch)\n"

@@ -1,42 +1,25 @@
 // A checkpoint loaded for inference (inference_model.h): the model rebuilt from its stored options.
 #include "dptrain/infer/inference_model.h"
 
-#include "dptrain/config/options.h"
+#include "dptrain/config/infer_options.h"
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-
 namespace dptrain {
 
-namespace {
-
-// The training options stored in a checkpoint, parsed as an INI file.
-Options stored_options(const std::string& ini) {
-    int fd = memfd_create("options", 0);
-    if (fd < 0 || write(fd, ini.data(), ini.size()) != (ssize_t)ini.size()) {
-        if (fd >= 0) close(fd);
-        throw UserError("cannot read the options stored in the checkpoint");
-    }
-    std::string path = "/proc/self/fd/" + std::to_string(fd);
-    const char* argv[] = {"dptrain", "--config", path.c_str()};
-    Options o = parse_options(3, argv).opts;
-    close(fd);
-    return o;
+InferenceModel load_inference_model(const std::string& path) {
+    std::string file = path;
+    CheckpointState ck = load_checkpoint_or_newest(&file, "--checkpoint");
+    return inference_model_from(std::move(ck), file);
 }
 
-} // namespace
-
-InferenceModel load_inference_model(const std::string& path) {
+InferenceModel inference_model_from(CheckpointState ck, const std::string& path) {
     InferenceModel m;
     m.path = path;
-    CheckpointState ck = load_checkpoint_or_newest(&m.path, "--checkpoint");
     if (ck.tokenizer.empty())
         throw UserError(strfmt("%s: not a language model checkpoint (%s); generate and serve need a --model gpt run",
                                m.path.c_str(), ck.model.c_str()));
-    const Options o = stored_options(ck.options);
+    const Options o = options_from_ini(ck.options);
     m.tok = tokenizer_from(ck.tokenizer, ck.vocab);
     m.cfg.vocab_size = o.vocab_size > 0 ? o.vocab_size : m.tok->vocab_size();
     m.cfg.block_size = o.block_size;

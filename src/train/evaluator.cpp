@@ -10,31 +10,31 @@
 
 namespace dptrain {
 
-Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max)
-    : task_(task), model_(model), world_(world), eval_max_(eval_max) {
+Evaluator::Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max, bool on_train)
+    : task_(task), model_(model), world_(world), eval_max_(eval_max), split_(on_train ? task.train() : task.val()) {
     const int rows = task.eval_rows();
     idx_.resize(rows);
-    x_.resize((size_t)rows * task.val().floats_per_sample());
-    y_.resize((size_t)rows * task.val().ints_per_sample());
+    x_.resize((size_t)rows * split_.floats_per_sample());
+    y_.resize((size_t)rows * split_.ints_per_sample());
 }
 
 // A non-finite validation input would only move the loss, unseen (a NaN through a ReLU is 0):
 // said once, naming the row.
 void Evaluator::warn_nonfinite(int n) {
-    const int F = task_.val().floats_per_sample();
+    const int F = split_.floats_per_sample();
     for (long i = 0; F > 0 && i < (long)n * F; ++i)
         if (!std::isfinite(x_[(size_t)i])) {
             std::fprintf(stderr,
                          "dptrain: warning: validation %s, feature %ld = %g: the evaluation counts it as the model "
                          "computes it (`dptrain-data verify DIR` checks every value) (rank %d)\n",
-                         task_.val().where(idx_[(size_t)(i / F)]).c_str(), i % F, (double)x_[(size_t)i], world_.rank());
+                         split_.where(idx_[(size_t)(i / F)]).c_str(), i % F, (double)x_[(size_t)i], world_.rank());
             warned_ = true;
             return;
         }
 }
 
 std::optional<EvalStats> Evaluator::run(long step, const float* params) {
-    Dataset& val = task_.val();
+    Dataset& val = split_;
     const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
     const int rank = world_.rank(), W = world_.size(), rows = (int)idx_.size();
     const long lo = N * rank / W, hi = N * (rank + 1) / W;

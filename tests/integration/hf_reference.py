@@ -11,6 +11,11 @@ PyTorch code that shares nothing with dptrain.
       "transformer.", the tied lm_head.weight, each layer's causal-mask buffer h.N.attn.bias
       (BOOL), tensors in sorted order, and a position table grown to POSITIONS rows (new rows
       random), with a config.json to match
+  hf_reference.py score DIR ITEMS.jsonl OUT.json
+      multiple-choice items (dptrain eval --task's two forms) scored by the summed log-probability
+      of each ending given its context, a char model's ids from config.json's "dptrain" entry;
+      writes each item's log-likelihoods and the accuracies (acc; acc_norm per character, as
+      lm-evaluation-harness; acc_tokens per token, as llm.c)
   hf_reference.py check-layout FILE
       the file follows the format: 8-byte aligned data, tensors contiguous in header order, no
       trailing bytes
@@ -98,6 +103,35 @@ def gpt2_logits(cfg, P, ids):
     return x @ head.t()
 
 
+def score(d, items_path, out):
+    cfg = json.load(open(d + "/config.json"))
+    _, P = read_safetensors(d + "/model.safetensors")
+    chars = cfg["dptrain"]["vocab"]
+    ids_of = {c: i for i, c in enumerate(chars)}
+    results, right = [], [0, 0, 0]
+    for line in open(items_path):
+        item = json.loads(line)
+        hs = "ctx" in item
+        ctx = item["ctx" if hs else "context"]
+        ends = [(" " if hs else "") + e for e in item["endings" if hs else "choices"]]
+        label = int(item["label" if hs else "answer"])
+        lls = []
+        for e in ends:
+            ids = [ids_of[c] for c in ctx + e][-cfg["n_positions"]:]
+            with torch.no_grad():
+                logp = torch.log_softmax(gpt2_logits(cfg, P, ids).double(), dim=-1)
+            first = len(ids) - len(e)
+            lls.append(sum(logp[first - 1 + k, ids[first + k]].item() for k in range(len(e))))
+        picks = [max(range(len(ends)), key=lambda i: lls[i]),
+                 max(range(len(ends)), key=lambda i: lls[i] / len(ends[i])),
+                 max(range(len(ends)), key=lambda i: lls[i] / len(ends[i]))]  # a char model: a token a character
+        right = [r + (p == label) for r, p in zip(right, picks)]
+        results.append(lls)
+    n = len(results)
+    json.dump({"loglikelihood": results, "acc": right[0] / n, "acc_norm": right[1] / n, "acc_tokens": right[2] / n},
+              open(out, "w"))
+
+
 def main():
     cmd = sys.argv[1]
     torch.set_num_threads(1)
@@ -124,6 +158,8 @@ def main():
         cfg["n_positions"] = cfg["n_ctx"] = positions
         json.dump(cfg, open(dst + "/config.json", "w"), indent=2)
         write_safetensors(dst + "/model.safetensors", state)
+    elif cmd == "score":
+        score(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "check-layout":
         raw = open(sys.argv[2], "rb").read()
         (n,) = struct.unpack("<Q", raw[:8])

@@ -37,6 +37,13 @@ struct ServeOptions : InferenceOptions {
     bool log_requests = false;
 };
 
+// dptrain eval: a model's loss on token shards and its accuracy on multiple-choice items.
+struct EvalOptions : InferenceOptions {
+    std::string data, split = "val", task, out;
+    long eval_max = 0;  // windows; 0 = all
+    int batch_size = 8;
+};
+
 // argv[0] is the name; `program` names it in --help and errors. --help checks nothing.
 template <class O>
 struct InferenceParse {
@@ -45,5 +52,8 @@ struct InferenceParse {
 };
 InferenceParse<GenerateOptions> parse_generate_options(int argc, const char* const* argv, const std::string& program);
 InferenceParse<ServeOptions> parse_serve_options(int argc, const char* const* argv, const std::string& program);
+InferenceParse<EvalOptions> parse_eval_options(int argc, const char* const* argv, const std::string& program);
+// The training options a checkpoint stores (INI text), parsed as --config; throws UserError.
+Options options_from_ini(const std::string& ini);
 
 } // namespace dptrain

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dptrain/data/tokenizer.h"
+#include "dptrain/io/checkpoint.h"
 #include "dptrain/model/gpt.h"
 
 #include <string>
@@ -21,5 +22,7 @@ struct InferenceModel {
 // A directory: its newest complete checkpoint, a damaged newer one skipped with a line on stderr.
 // Throws UserError naming the path and what is wrong.
 InferenceModel load_inference_model(const std::string& path);
+// A checkpoint's state already read (an import's too): the model its stored options rebuild.
+InferenceModel inference_model_from(CheckpointState ck, const std::string& path);
 
 } // namespace dptrain

@@ -14,7 +14,8 @@ namespace dptrain {
 
 class Evaluator {
   public:
-    Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max);
+    // on_train: the training split instead of the validation one (dptrain eval --split train).
+    Evaluator(const Task& task, Model& model, MpiCommunicator& world, long eval_max, bool on_train = false);
     // Collective. Empty when a stop reached any rank: the ranks agree before each batch, so a stop
     // waits one batch, not a whole evaluation; stop_signal() then holds it on every rank.
     std::optional<EvalStats> run(long step, const float* params);
@@ -25,6 +26,7 @@ class Evaluator {
     Model& model_;
     MpiCommunicator& world_;
     long eval_max_;
+    Dataset& split_;
     int stop_signal_ = 0;
     bool warned_ = false;  // a non-finite validation input named once
     void warn_nonfinite(int n);
