@@ -6,6 +6,11 @@ depend on the weights) on the README as text, starts each server on 127.0.0.1 wi
 sends a bounded number of requests, and stops the server with SIGTERM.
 
   bench/serve_load.py [--requests N] [--tokens N] [--threads N] [--build DIR] [--device cpu|cuda]
+  bench/serve_load.py --url http://HOST:PORT [--api-key KEY] [--clients 1,8,32] [--requests N] [--tokens N]
+
+--url: measure a server that is already running (dptrain's, or any with OpenAI's completions API,
+behind a load balancer too) at each --clients count, and nothing else: no training, no server
+started or stopped, no rollout. --api-key (or $OPENAI_API_KEY) is sent as a bearer token.
 
 --build: the folder of the `dptrain` and `dptrain-data` measured (default: this checkout's build/;
 another build, before or after a change, beside it on the same machine).
@@ -17,6 +22,7 @@ time, and the p50 and p99 of request latency (arrival to last byte, measured by 
 """
 import argparse
 import http.client
+import urllib.parse
 import json
 import os
 import shutil
@@ -34,6 +40,8 @@ BUILD = os.path.join(ROOT, "build")
 MPIRUN = [shutil.which("mpirun") or shutil.which("orterun") or "mpirun", "--oversubscribe"] + \
     (["--allow-run-as-root"] if os.getuid() == 0 else [])
 DEVICE = "cpu"
+# Where requests go: a (scheme, host, port) and the headers every request carries.
+TARGET = {"scheme": "http", "host": "127.0.0.1", "headers": {"Content-Type": "application/json"}}
 
 
 def train(work, steps, resume=False):
@@ -62,10 +70,11 @@ def stop(p):
 
 
 def one(port, seed, tokens):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    kind = http.client.HTTPSConnection if TARGET["scheme"] == "https" else http.client.HTTPConnection
+    c = kind(TARGET["host"], port, timeout=300)
     body = json.dumps({"prompt": "The ", "max_tokens": tokens, "temperature": 0.8, "seed": seed})
     t0 = time.perf_counter()
-    c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+    c.request("POST", TARGET.get("path", "") + "/v1/completions", body=body, headers=TARGET["headers"])
     r = c.getresponse()
     data = r.read()
     dt = time.perf_counter() - t0
@@ -73,7 +82,7 @@ def one(port, seed, tokens):
     if r.status != 200:
         return r.status, dt, 0, None
     j = json.loads(data)
-    return 200, dt, j["usage"]["completion_tokens"], j["model_step"]
+    return 200, dt, j["usage"]["completion_tokens"], j.get("model_step")
 
 
 def load(port, clients, requests, tokens):
@@ -130,6 +139,25 @@ def rollout(work, threads, tokens):
     return counts, steps
 
 
+def measure_running(a):
+    u = urllib.parse.urlparse(a.url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        sys.exit(f"--url {a.url}: give http://HOST:PORT or https://HOST:PORT")
+    TARGET.update(scheme=u.scheme, host=u.hostname, path=u.path.rstrip("/"))
+    if a.api_key:
+        TARGET["headers"]["Authorization"] = "Bearer " + a.api_key
+    port = u.port or (443 if u.scheme == "https" else 80)
+    try:
+        clients = [int(c) for c in a.clients.split(",")]
+    except ValueError:
+        sys.exit(f"--clients {a.clients}: give counts like 1,8,32")
+    print(f"{a.url}: {a.requests} requests a row, max_tokens {a.tokens}")
+    print(f"{'clients':>7} {'requests':>8} {'failed':>6} {'tok/s':>9} {'p50 s':>8} {'p99 s':>8}")
+    for n_clients in clients:
+        n, failed, rate, p50, p99 = load(port, n_clients, a.requests, a.tokens)
+        print(f"{n_clients:>7} {n:>8} {failed:>6} {rate:>9.0f} {p50:>8.3f} {p99:>8.3f}", flush=True)
+
+
 def main():
     global BUILD, DEVICE
     ap = argparse.ArgumentParser()
@@ -138,8 +166,13 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="the server's compute threads")
     ap.add_argument("--build", default=BUILD, help="the folder of the dptrain and dptrain-data measured")
     ap.add_argument("--device", default=DEVICE, choices=("cpu", "cuda"), help="where the server computes")
+    ap.add_argument("--url", help="measure this running server (http[s]://HOST:PORT[/PREFIX]) and nothing else")
+    ap.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), help="bearer token for --url")
+    ap.add_argument("--clients", default="1,8,32", help="concurrent clients of each row, with --url")
     a = ap.parse_args()
     BUILD, DEVICE = os.path.abspath(a.build), a.device
+    if a.url:
+        return measure_running(a)
     work = tempfile.mkdtemp(prefix="dptrain-bench-")
     try:
         subprocess.run([f"{BUILD}/dptrain-data", "text", "--input", f"{ROOT}/README.md", "--out", f"{work}/tok"],

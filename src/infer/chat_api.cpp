@@ -63,8 +63,12 @@ void chat_unsupported(const Json& j) {
     if (set("logprobs") && j["logprobs"] != false)
         refuse("logprobs", "logprobs are not supported by the chat API here; /v1/completions gives them");
     if (set("top_logprobs")) refuse("top_logprobs", "top_logprobs is not supported by the chat API here");
-    for (const char* k : {"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"})
-        if (set(k)) refuse(k, strfmt("%s: tool calls are not supported", k));
+    // No tools offered, or told not to call one: nothing to refuse.
+    for (const char* k : {"tools", "functions"})
+        if (set(k) && !(j[k].is_array() && j[k].empty())) refuse(k, strfmt("%s: tool calls are not supported", k));
+    for (const char* k : {"tool_choice", "function_call"})
+        if (set(k) && j[k] != "none" && j[k] != "auto")
+            refuse(k, strfmt("%s: only \"none\" (tool calls are not supported)", k));
     if (set("response_format") && !(j["response_format"].is_object() && j["response_format"].value("type", "") == "text"))
         refuse("response_format", "response_format must be {\"type\": \"text\"}");
 }
@@ -137,20 +141,21 @@ CompletionRequest parse_chat_request(const std::string& body, const CompletionEn
     const Json j = api::request_object(body, limits);
     api::unknown_fields(j, kChatFields, "chat completions");
     auto c = std::make_shared<Completion>();
-    const std::string prompt = tmpl.render(messages(j));
+    const auto msgs = messages(j);
+    CompletionRequest r;
+    const bool newer = j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null();
+    api::sampling_fields(j, *c, newer ? "max_completion_tokens" : "max_tokens", 1, limits, default_seed, &r.stream);
+    chat_unsupported(j);
     try {
-        c->prompt = engine.tokenizer().encode(prompt);
+        c->prompt = engine.tokenizer().encode(tmpl.render(msgs));
     } catch (const UserError& e) {
-        refuse("messages", std::string("messages: ") + e.what());
+        refuse("messages", std::string("messages with the chat template: ") + e.what() +
+                               " (a template in the model's own characters: --chat-template)");
     }
     const int T = engine.config().block_size;
     if ((int)c->prompt.size() > T)
         refuse("messages", strfmt("the conversation has %zu tokens with its template; the model's context is %d tokens",
                                   c->prompt.size(), T));
-    CompletionRequest r;
-    const bool newer = j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null();
-    api::sampling_fields(j, *c, newer ? "max_completion_tokens" : "max_tokens", 1, limits, default_seed, &r.stream);
-    chat_unsupported(j);
     for (const std::string& s : tmpl.stop)
         if (std::find(c->stop.begin(), c->stop.end(), s) == c->stop.end()) c->stop.push_back(s);
     r.choices.push_back(std::move(c));

@@ -156,10 +156,11 @@ std::string completion_body(const std::string& id, long created, const std::stri
 namespace {
 
 // OpenAI's legacy logprobs: each token's text, log-probability (null for the prompt's first) and
-// alternatives, and where its text starts in the choice's text (bytes).
+// alternatives (the token itself always among them), and where its text starts, in bytes from the
+// prompt's start (echoed or not).
 Json logprobs_json(const Completion& c, const Tokenizer& tok) {
     Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
-    size_t at = 0;
+    size_t at = c.echo ? 0 : tok.decode(c.prompt).size();
     const auto add = [&](int id, const TokenLogprob* lp) {
         const std::string text = tok.decode({id});
         tokens.push_back(text);
@@ -167,8 +168,10 @@ Json logprobs_json(const Completion& c, const Tokenizer& tok) {
         at += text.size();
         lps.push_back(lp ? Json(lp->logprob) : Json(nullptr));
         Json top = Json::object();
-        if (lp)
+        if (lp) {
             for (const auto& [t, v] : lp->top) top[tok.decode({t})] = v;
+            top[text] = lp->logprob;
+        }
         tops.push_back(lp ? top : Json(nullptr));
     };
     if (c.echo)

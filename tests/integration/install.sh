@@ -22,10 +22,15 @@ for p in $programs; do
   [ -f "$P/share/bash-completion/completions/$p" ] || fail "no bash completion for $p"
   ! readelf -d "$P/bin/$p" | matches -i "$ROOT" || fail "$p: its dynamic section names the checkout $ROOT"
 done
+# dptrain-run, a script, has its page too.
+head -n 20 "$P/share/man/man1/dptrain-run.1" | matches '^\.TH DPTRAIN-RUN "1"' || fail "dptrain-run.1: no man page"
+grep -q "DPTRAIN_STOP_GRACE" "$P/share/man/man1/dptrain-run.1" || fail "dptrain-run.1 lacks what its --help says"
+
 # The man pages say what --help says: dptrain's options, and the subcommands' own sections.
 grep -qF -- '\fB\-\-batch\-size\fR' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks --batch-size"
 grep -q '^\.SH "DPTRAIN GENERATE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the generate section"
 grep -q '^\.SH "DPTRAIN SERVE"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the serve section"
+grep -q '^\.SH "DPTRAIN EVAL"' "$P/share/man/man1/dptrain.1" || fail "dptrain.1 lacks the eval section"
 grep -qF -- '\fB\-\-max\-batch\fR' "$P/share/man/man1/dptrain-serve.1" || fail "dptrain-serve.1 lacks --max-batch"
 for s in SYNTH TEXT TOKENS INGEST VERIFY; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"

@@ -12,8 +12,9 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "SKIPPED openai_sdk: no node and npm here to install the openai package (OpenAI's Node client)"
   exit 0
 fi
-if ! (cd "$WORK" && timeout 180 npm install --no-audit --no-fund --silent openai) >"$WORK/npm.out" 2>&1; then
-  echo "SKIPPED openai_sdk: npm could not install openai ($(tail -n1 "$WORK/npm.out"))"
+# (--loglevel=error: quiet when it installs, where --silent hid why it could not.)
+if ! (cd "$WORK" && timeout 180 npm install --no-audit --no-fund --loglevel=error openai) >"$WORK/npm.out" 2>&1; then
+  echo "SKIPPED openai_sdk: npm could not install openai ($(grep -m1 -e 'FetchError' -e 'npm error' "$WORK/npm.out" || echo 'no word from npm: timed out?'))"
   exit 0
 fi
 

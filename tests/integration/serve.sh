@@ -110,6 +110,12 @@ echo "ok: dptrain-serve (no MPI library loaded) answers as dptrain serve"
 SERVE=("$BIN/dptrain" serve)
 URL=$main_url PID=$main_pid
 
+# bench/serve_load.py --url measures a server that is already running.
+"$PY" "$ROOT/bench/serve_load.py" --url "$URL" --clients 2 --requests 4 --tokens 4 >"$WORK/load.out" \
+  || { cat "$WORK/load.out"; fail "serve_load.py --url exited non-zero"; }
+grep -Eq '^ +2 +4 +0 ' "$WORK/load.out" || { cat "$WORK/load.out"; fail "serve_load.py --url: want 4 requests, 0 failed"; }
+echo "ok: bench/serve_load.py --url measured the running server"
+
 # 2. Bad requests, a full queue, the key, slow clients.
 "$PY" "$CLIENT" bad "$URL" 32
 "$PY" "$CLIENT" slow "$URL"

@@ -196,9 +196,48 @@ def bad(url, block_size):
         ("another model", {"prompt": "a", "model": "gpt-4"}, None, 404, "model"),
         ("a model that is not a string", {"prompt": "a", "model": [["gpt"]]}, None, 400, "model"),
         ("a body over --max-body", None, json.dumps({"prompt": "a" * 5000}), 413, "body"),
+        # Scoring (echo, logprobs, max_tokens 0) and arrays of prompts.
+        ("echo not a boolean", {"prompt": "a", "echo": "yes"}, None, 400, "echo"),
+        ("logprobs over 5", {"prompt": "a", "logprobs": 6}, None, 400, "logprobs"),
+        ("logprobs negative", {"prompt": "a", "logprobs": -1}, None, 400, "logprobs"),
+        ("logprobs a boolean", {"prompt": "a", "logprobs": True}, None, 400, "logprobs"),
+        ("max_tokens 0 with echo false", {"prompt": "a", "max_tokens": 0, "echo": False}, None, 400, "max_tokens"),
+        ("stream with echo", {"prompt": "a", "echo": True, "stream": True}, None, 400, "stream"),
+        ("stream with logprobs", {"prompt": "a", "logprobs": 1, "stream": True}, None, 400, "stream"),
+        ("stream with two prompts", {"prompt": ["a", "b"], "stream": True}, None, 400, "stream"),
+        ("an empty array of prompts", {"prompt": []}, None, 400, "prompt"),
+        ("prompts of strings and ids mixed", {"prompt": ["a", 3]}, None, 400, "prompt"),
+        ("prompts nested three deep", {"prompt": [[[1]]]}, None, 400, "prompt"),
+        ("an empty prompt among prompts", {"prompt": ["a", ""]}, None, 400, "prompt"),
+        ("65 prompts", {"prompt": ["a"] * 65}, None, 400, "prompt"),
+        ("an over-long prompt among prompts", {"prompt": ["a", "a" * (block_size + 1)]}, None, 400, "prompt"),
+        # Chat.
+        ("chat: no messages", {"max_tokens": 2}, None, 400, "messages", "/v1/chat/completions"),
+        ("chat: messages not an array", {"messages": "hi"}, None, 400, "messages", "/v1/chat/completions"),
+        ("chat: a role it does not know", {"messages": [{"role": "tool", "content": "a"}]}, None, 400, "messages",
+         "/v1/chat/completions"),
+        ("chat: content not text", {"messages": [{"role": "user", "content": 5}]}, None, 400, "messages",
+         "/v1/chat/completions"),
+        ("chat: an image part", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, None, 400,
+         "messages", "/v1/chat/completions"),
+        ("chat: tools", {"messages": [{"role": "user", "content": "a"}], "tools": [{}]}, None, 400, "tools",
+         "/v1/chat/completions"),
+        ("chat: logprobs", {"messages": [{"role": "user", "content": "a"}], "logprobs": True}, None, 400, "logprobs",
+         "/v1/chat/completions"),
+        ("chat: a JSON response format", {"messages": [{"role": "user", "content": "a"}],
+                                          "response_format": {"type": "json_object"}}, None, 400, "response_format",
+         "/v1/chat/completions"),
+        ("chat: max_completion_tokens 0", {"messages": [{"role": "user", "content": "a"}],
+                                           "max_completion_tokens": 0}, None, 400, "max_completion_tokens",
+         "/v1/chat/completions"),
+        ("chat: a completions field", {"messages": [{"role": "user", "content": "a"}], "prompt": "a"}, None, 400,
+         "prompt", "/v1/chat/completions"),
+        ("chat: a conversation over the context", {"messages": [{"role": "user", "content": "a" * block_size}]}, None,
+         400, "messages", "/v1/chat/completions"),
+        ("chat: malformed JSON", None, '{"messages": [', 400, None, "/v1/chat/completions"),
     ]
-    for what, body, raw, want, param in cases:
-        status, text, headers = request(url, "POST", "/v1/completions", body, raw=raw)
+    for what, body, raw, want, param, *path in cases:
+        status, text, headers = request(url, "POST", path[0] if path else "/v1/completions", body, raw=raw)
         try:
             err = json.loads(text)["error"]
         except Exception:

@@ -413,10 +413,16 @@ TEST_CASE("completions API: the legacy logprobs object of an echoed, scored prom
     CHECK(lp["token_logprobs"][0].is_null());
     CHECK(lp["top_logprobs"][0].is_null());
     CHECK(lp["token_logprobs"][1].get<double>() < 0);
-    CHECK(lp["top_logprobs"][3].size() == 1);
+    CHECK(lp["top_logprobs"][3].size() >= 1);  // the token itself, and the most likely one
+    CHECK(lp["top_logprobs"][3].contains(lp["tokens"][3].get<std::string>()));
     CHECK(lp["text_offset"] == Json::array({0, 1, 2, 3}));
     CHECK(j["usage"]["prompt_tokens"] == 3);
     CHECK(j["usage"]["completion_tokens"] == 1);
+    // Without echo the offsets still count from the prompt's start, as OpenAI's do.
+    r.choices[0]->echo = false;
+    const Json k = parse_json(completions_body("id", 1, "dptrain", r.choices, {gen}, e.tokenizer()));
+    CHECK(k["choices"][0]["text"].get<std::string>() == gen);
+    CHECK(k["choices"][0]["logprobs"]["text_offset"] == Json::array({3}));
 }
 
 TEST_CASE("chat API: messages through the template, its stop strings, refusals by field", "[serve]") {
@@ -453,7 +459,9 @@ TEST_CASE("chat API: messages through the template, its stop strings, refusals b
     CHECK(refused("{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}") == "400 messages");
     CHECK(refused("{\"messages\": [{\"role\": \"user\"}]}") == "400 messages");
     CHECK(refused("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}") == "400 messages");
-    CHECK(refused("{" + hi + ", \"tools\": []}") == "400 tools");
+    CHECK(refused("{" + hi + ", \"tools\": [{}]}") == "400 tools");
+    CHECK(refused("{" + hi + ", \"tools\": [], \"tool_choice\": \"none\"}") == "accepted");
+    CHECK(refused("{" + hi + ", \"tool_choice\": \"required\"}") == "400 tool_choice");
     CHECK(refused("{" + hi + ", \"logprobs\": true}") == "400 logprobs");
     CHECK(refused("{" + hi + ", \"response_format\": {\"type\": \"json_object\"}}") == "400 response_format");
     CHECK(refused("{" + hi + ", \"response_format\": {\"type\": \"text\"}}") == "accepted");
