@@ -207,6 +207,12 @@ TEST_CASE("memory plan on a GPU: the CUDA model's sizes, in bf16 half-byte activ
     CHECK(g.gpu_total - gpu_blas_workspace_bytes() < h.gpu_total);
 }
 
+// A file of a made-up /sys/fs/cgroup tree, its folders made.
+static void put(const std::filesystem::path& p, const std::string& text) {
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+}
+
 // The cgroups' limit from a tree laid out as the kernel lays them out: v2 (memory.max, "max" for
 // none) and v1 (memory/…/memory.limit_in_bytes, ~2^63 for none), the tightest from the process's
 // cgroup up to the root.
@@ -214,10 +220,6 @@ TEST_CASE("cgroup_memory_limit: the tightest limit on the cgroup's path, v1 and 
     namespace fs = std::filesystem;
     const fs::path root = fs::temp_directory_path() / ("dptrain-cg-" + std::to_string(::getpid()));
     fs::remove_all(root);
-    auto put = [&](const fs::path& p, const std::string& text) {
-        fs::create_directories(p.parent_path());
-        std::ofstream(p) << text;
-    };
     std::string where;
     // v2: a pod's cgroup below a node's slice; the slice is the tighter.
     put(root / "v2/kubepods/memory.max", "1610612736\n");
@@ -275,10 +277,6 @@ TEST_CASE("cgroup_cpu_limit: a CPU quota in CPUs, v1 and v2", "[plan]") {
     namespace fs = std::filesystem;
     const fs::path root = fs::temp_directory_path() / ("dptrain-cpu-" + std::to_string(::getpid()));
     fs::remove_all(root);
-    auto put = [&](const fs::path& p, const std::string& text) {
-        fs::create_directories(p.parent_path());
-        std::ofstream(p) << text;
-    };
     std::string where;
     put(root / "v2/kubepods/cpu.max", "max 100000\n");
     put(root / "v2/kubepods/pod1/cpu.max", "250000 100000\n");
