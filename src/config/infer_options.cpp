@@ -69,6 +69,17 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
                        "a JSON file of how /v1/chat/completions makes messages into a prompt: system, user, "
                        "assistant (each with {content}), generation (the assistant's turn begins) and stop; default "
                        "a plain \"User: ...\" / \"Assistant:\" transcript (docs/SERVING.md)");
+    r.add<std::string>("follow", &S::follow, o, "auto",
+                       "which checkpoint of a directory to serve: promoted (the newest promoted --canary-seconds ago: "
+                       "the stable replicas) | canary (the newest promotion at once; a rise in its server errors "
+                       "withdraws it) | newest (each complete one as training writes it) | auto (promoted where the "
+                       "directory holds promotions, else newest)");
+    r.add<long>("pin", &S::pin, o, -1, "serve this step of the directory and no other (-1: follow)");
+    r.add<double>("canary-seconds", &S::canary_seconds, o, 300.0,
+                  "how long a promotion is served by canary replicas alone before stable ones take it");
+    r.add<double>("drain-seconds", &S::drain_seconds, o, 30.0,
+                  "on SIGTERM, how long requests in flight may take to finish; then they end where they are "
+                  "(finish_reason abort, a stream's final event sent) and the server exits 0");
     r.flag("log-requests", &S::log_requests, o, "one line per request on stderr");
 }
 
@@ -135,6 +146,11 @@ void check(const ServeOptions& o) {
     if (o.threads < 1 || o.threads > kMaxThreads)
         throw UserError(strfmt("serve: --threads %d must be in 1..%d", o.threads, kMaxThreads));
     if (o.name.empty()) throw UserError("serve: --served-model-name must not be empty (the model's name in the API)");
+    if (!(o.canary_seconds >= 0) || !std::isfinite(o.canary_seconds))
+        throw UserError(strfmt("serve: --canary-seconds %g must be >= 0 and finite", o.canary_seconds));
+    if (!(o.drain_seconds >= 0) || !std::isfinite(o.drain_seconds))
+        throw UserError(strfmt("serve: --drain-seconds %g must be >= 0 and finite", o.drain_seconds));
+    if (o.pin < -1) throw UserError(strfmt("serve: --pin %ld must be a step (>= 0)", o.pin));
 }
 
 // `alone`: the hint after "unexpected argument".

@@ -128,10 +128,41 @@ void validate_output(Options& o) {
 
 } // namespace
 
+bool PromoteCondition::holds(double v) const {
+    return op == "<=" ? v <= value : op == "<" ? v < value : op == ">=" ? v >= value : v > value;
+}
+
+std::vector<PromoteCondition> parse_promote_if(const std::string& text) {
+    std::vector<PromoteCondition> out;
+    std::stringstream ss(text);
+    for (std::string part; std::getline(ss, part, ',');) {
+        PromoteCondition c;
+        const size_t at = part.find_first_of("<>");
+        const size_t len = at != std::string::npos && at + 1 < part.size() && part[at + 1] == '=' ? 2 : 1;
+        char* end = nullptr;
+        if (at != std::string::npos) {
+            c.metric = part.substr(0, at);
+            c.op = part.substr(at, len);
+            c.value = std::strtod(part.c_str() + at + len, &end);
+            c.value_text = part.substr(at + len);
+        }
+        if (at == std::string::npos || (c.metric != "val_loss" && c.metric != "val_accuracy" &&
+                                        c.metric != "val_bits_per_byte") ||
+            end == part.c_str() + at + len || *end != '\0' || !std::isfinite(c.value))
+            throw UserError(strfmt("--promote-if '%s': '%s' is not a condition; give METRIC OP NUMBER, METRIC one of "
+                                   "val_loss, val_accuracy, val_bits_per_byte, OP one of <= < >= > (several: "
+                                   "comma-separated, all must hold), e.g. --promote-if \"val_loss<=1.5\"",
+                                   text.c_str(), part.c_str()));
+        out.push_back(c);
+    }
+    return out;
+}
+
 void validate_options(Options& o) {
     validate_model_and_data(o);
     validate_training(o);
     validate_output(o);
+    if (!o.promote_if.empty()) parse_promote_if(o.promote_if);
 }
 
 void resolve_grad_accum(Options& o, int ranks) {

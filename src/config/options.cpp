@@ -144,6 +144,10 @@ void declare_run(Registry<Options>& r, Options& o) {
            "start-up rather than killed for lack of memory");
     r.flag("preflight", &Options::preflight, o,
            "check the environment first, as `dptrain doctor` does, and stop on a fatal problem");
+    r.add<S>("promote-if", &Options::promote_if, o, "",
+             "promote each checkpoint whose evaluation meets this (e.g. \"val_loss<=1.5\"; several: "
+             "comma-separated, all must hold) for servers following promotions (dptrain serve --follow promoted), "
+             "with the numbers as its reason; that step gets a checkpoint if it had none");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
              "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
              "(from STEP on, the rank's forward takes 20 ms longer: a straggler) | slow-read (from STEP on, each of "

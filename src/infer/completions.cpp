@@ -165,6 +165,38 @@ void CompletionEngine::drain() {
     idle_cv_.wait(lk, [&] { return queue_.empty() && free_slots_locked() == slots_; });
 }
 
+bool CompletionEngine::drain(double seconds) {
+    std::unique_lock<std::mutex> lk(mu_);
+    draining_ = true;
+    stats_.draining = true;
+    const auto idle = [&] { return queue_.empty() && free_slots_locked() == slots_; };
+    if (idle_cv_.wait_for(lk, std::chrono::duration<double>(seconds), idle)) return true;
+    abort_ = true;
+    cv_.notify_all();
+    idle_cv_.wait(lk, idle);
+    return false;
+}
+
+// Under mu_, on the decoding thread: every request ends as it stands.
+void CompletionEngine::abort_locked() {
+    const auto end = [&](Completion& c, int generated) {
+        std::lock_guard<std::mutex> ck(c.mu);
+        c.done = true;
+        c.finish_reason = "abort";
+        c.completion_tokens = generated;
+        c.finished_at = now_seconds();
+        c.cv.notify_all();
+    };
+    for (auto& r : running_)
+        if (r) {
+            end(*r->c, r->generated);
+            r.reset();
+        }
+    for (auto& c : queue_) end(*c, 0);
+    queue_.clear();
+    abort_ = false;
+}
+
 void RecentRate::add(double now, long n) {
     const long sec = (long)now, i = sec % (kWindow + 1);
     if (second_[i] != sec) second_[i] = sec, count_[i] = 0;
@@ -249,8 +281,9 @@ void CompletionEngine::run() {
             if (idle && queue_.empty()) idle_cv_.notify_all();
             cv_.wait(lk, [&] {
                 const bool none = free_slots_locked() == slots_;
-                return stop_ || !none || (offered_ && none) || (!queue_.empty() && !offered_);
+                return stop_ || abort_ || !none || (offered_ && none) || (!queue_.empty() && !offered_);
             });
+            if (abort_) abort_locked();
             if (offered_ && free_slots_locked() == slots_) swap(lk);
             admit_locked();
             batch.clear();

@@ -385,7 +385,9 @@ int run_serve(int argc, const char* const* argv, const std::string& program) {
     const ServeOptions& o = parsed.opts;
     // No cpu::set_threads here: an idle team on this thread makes libgomp throttle the decoding
     // thread's. Why: docs/BENCHMARKS.md, "serve --threads: the decoding thread's own".
-    InferenceModel model = load_inference_model(o.checkpoint);
+    const std::string dir = watched_dir(o.checkpoint);
+    const FollowSpec follow = follow_of(o, dir);
+    InferenceModel model = load_inference_model(first_checkpoint(o, dir, follow));
     const std::string path = model.path;
     const long step = model.step;
     const std::string signature = Gpt(model.cfg, 0).signature();
@@ -401,9 +403,9 @@ int run_serve(int argc, const char* const* argv, const std::string& program) {
                                "another --port or --host",
                                o.host.c_str(), o.port));
     server.listen_backlog();
-    CheckpointWatcher watcher(engine, server.counters, watched_dir(o.checkpoint), o.poll, path, step);
+    CheckpointWatcher watcher(engine, server.counters, dir, o.poll, path, step, follow);
     // The stop's sequence. Why: docs/NOTES.md, "Note [serve stop]".
-    std::atomic<bool> signalled{false}, listen_returned{false};
+    std::atomic<bool> signalled{false}, listen_returned{false}, aborted{false};
     std::thread signals([&] {
         int sig = 0;
         sigwait(&sigs, &sig);
@@ -421,7 +423,10 @@ int run_serve(int argc, const char* const* argv, const std::string& program) {
             std::fflush(stderr);
             std::_Exit(1);
         }).detach();
-        engine.drain();
+        if (!engine.drain(o.drain_seconds) && (aborted = true))
+            std::fprintf(stderr, "serve: --drain-seconds %g passed: the requests left end where they are (finish_reason "
+                                 "abort)\n",
+                         o.drain_seconds);
         // Answers complete; their last bytes may still be on the way.
         for (int i = 0; i < 6000 && server.inflight > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
         // stop() before listen runs does nothing, and it would then listen for good.
@@ -436,7 +441,10 @@ int run_serve(int argc, const char* const* argv, const std::string& program) {
     listen_returned = true;
     if (!server.draining.exchange(true)) pthread_kill(signals.native_handle(), SIGTERM);  // wake it
     signals.join();
-    std::fprintf(stderr, "serve: stopped%s\n", signalled ? " after finishing every request" : "");
+    std::fprintf(stderr, "serve: stopped%s\n",
+                 !signalled ? ""
+                 : aborted  ? " after --drain-seconds: the requests left ended with finish_reason abort"
+                            : " after finishing every request");
     return ok || signalled ? 0 : 1;
 }
 

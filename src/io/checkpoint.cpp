@@ -7,6 +7,7 @@
 
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
+#include "dptrain/io/promotion.h"
 #include "dptrain/core/files.h"
 
 #include <fcntl.h>
@@ -142,6 +143,23 @@ static void write_checked(hid_t file, const std::string& name, const TensorPiece
     h5::write_attr_u64(d.get(), "checksum", sum.value());
 }
 
+// Keeps the newest `keep`, the one just written, and every promoted one (servers may be loading
+// it); an unreadable promotion log keeps them all.
+static void rotate(const std::string& dir, const std::string& written, int keep) {
+    std::vector<Promotion> promoted;
+    try {
+        promoted = read_promotions(dir);
+    } catch (const UserError&) {
+        return;
+    }
+    const auto all = list_checkpoints(dir);
+    for (size_t i = (size_t)keep; i < all.size(); ++i) {
+        const long step = checkpoint_step(all[i]);
+        const bool kept = std::any_of(promoted.begin(), promoted.end(), [&](const Promotion& p) { return p.step == step; });
+        if (all[i] != written && !kept) std::remove(all[i].c_str());
+    }
+}
+
 std::string save_checkpoint(const std::string& dir, const CheckpointState& s, int keep) {
     return save_checkpoint(dir, s, keep, TensorPieces::whole(s.params.data(), s.params.size()),
                            TensorPieces::whole(s.opt_m.data(), s.opt_m.size()),
@@ -201,9 +219,7 @@ std::string save_checkpoint(const std::string& dir, const CheckpointState& s, in
     }
     fsync_path(dir, true);
 
-    auto all = list_checkpoints(dir);
-    for (size_t i = (size_t)keep; i < all.size(); ++i)
-        if (all[i] != path) std::remove(all[i].c_str());  // never the one just written
+    rotate(dir, path, keep);
     return path;
 }
 

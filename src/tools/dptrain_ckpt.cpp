@@ -3,6 +3,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/io/hf_import.h"
+#include "dptrain/io/promotion.h"
 #include "dptrain/io/hf_gpt2.h"
 #include "dptrain/tools/cli.h"
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -37,6 +39,13 @@ const char* kUsage =
     "           files: vocab.json and merges.txt, or tokenizer.model, or an export's config.json entry) as a\n"
     "           checkpoint in DIR, for eval, serve, generate and export without training (no optimizer\n"
     "           state: fine-tune with dptrain --init-from HF_DIR); an export imported back is bit-identical\n"
+    "       dptrain-ckpt promote CKPT [--reason TEXT]\n"
+    "           marks a verified checkpoint as fit to serve: servers following promotions (dptrain serve\n"
+    "           --follow promoted or canary) move to it; the rotation keeps it\n"
+    "       dptrain-ckpt rollback RUN_DIR [--reason TEXT]\n"
+    "           withdraws the newest promotion: its servers move back to the one before\n"
+    "       dptrain-ckpt promotions RUN_DIR\n"
+    "           the promotions in force, oldest first, and the one served\n"
     "       dptrain-ckpt logits MODEL --tokens ID,ID,... --out FILE.npy\n"
     "           the GPT's logits at each position of the tokens, (n, vocab) float32, from a checkpoint or\n"
     "           from GPT-2 weights in Hugging Face's layout (a directory with model.safetensors and\n"
@@ -151,6 +160,79 @@ int import_model(int argc, char** argv) {
     return 0;
 }
 
+// "2026-12-07T05:43:55Z".
+std::string iso_time(double unix_seconds) {
+    const std::time_t t = (std::time_t)unix_seconds;
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+int promote(int argc, char** argv) {
+    std::string file, reason = "by hand";
+    po::options_description desc;
+    desc.add_options()("file", po::value(&file))("reason", po::value(&reason));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (file.empty()) throw po::error("give the checkpoint to promote");
+    const CheckpointState s = load_checkpoint_or_newest(&file, "");  // verifies every checksum
+    const std::string dir = checkpoint_dir_of(file);
+    Promotion p;
+    p.step = s.step;
+    p.file = file.substr(file.rfind('/') + 1);
+    p.time = (double)std::time(nullptr);
+    p.reason = reason;
+    p.by = "dptrain-ckpt promote";
+    append_promotion(dir, "promote", p);
+    std::printf("promoted step %ld (%s, checksums verified) in %s/%s\n", p.step, file.c_str(), dir.c_str(),
+                kPromotionLog);
+    return 0;
+}
+
+int rollback(int argc, char** argv) {
+    std::string path, reason = "by hand";
+    po::options_description desc;
+    desc.add_options()("file", po::value(&path))("reason", po::value(&reason));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (path.empty()) throw po::error("give the run or checkpoint directory");
+    const std::string dir = checkpoint_dir_of(path);
+    std::vector<Promotion> active = read_promotions(dir);
+    if (active.empty()) throw UserError(strfmt("%s: no promotion in force to withdraw", dir.c_str()));
+    Promotion p = active.back();
+    p.time = (double)std::time(nullptr);
+    p.reason = reason;
+    p.by = "dptrain-ckpt rollback";
+    append_promotion(dir, "withdraw", p);
+    active.pop_back();
+    std::printf("withdrew the promotion of step %ld; %s\n", p.step,
+                active.empty() ? "no promotion is in force now"
+                               : strfmt("step %ld (%s) is the promoted one now", active.back().step,
+                                        active.back().file.c_str())
+                                     .c_str());
+    return 0;
+}
+
+int promotions(int argc, char** argv) {
+    std::string path;
+    po::options_description desc;
+    desc.add_options()("file", po::value(&path));
+    parse_subcommand(argc, argv, desc, {"file"});
+    if (path.empty()) throw po::error("give the run or checkpoint directory");
+    bool has_log = false;
+    const std::vector<Promotion> active = read_promotions(checkpoint_dir_of(path), &has_log);
+    for (const Promotion& p : active)
+        std::printf("step %ld | %s | promoted %s | %s | %s\n", p.step, p.file.c_str(),
+                    iso_time(p.time).c_str(), p.by.c_str(), p.reason.c_str());
+    std::printf("%s\n", !has_log ? "no promotions: servers follow the newest checkpoint"
+                         : active.empty() ? "no promotion in force"
+                                          : strfmt("newest promotion: step %ld (canary replicas serve it; stable ones "
+                                                   "once it has been promoted for --canary-seconds)",
+                                                   active.back().step)
+                                                .c_str());
+    return 0;
+}
+
 // From a checkpoint (file or directory) or Hugging Face's layout (model.safetensors or its directory).
 void load_model(std::string path, GptConfig* cfg, std::vector<float>* params) {
     struct stat st;
@@ -231,7 +313,12 @@ int main(int argc, char** argv) {
         if (cmd == "export") return export_model(argc - 1, argv + 1);
         if (cmd == "logits") return logits(argc - 1, argv + 1);
         if (cmd == "import") return import_model(argc - 1, argv + 1);
-        throw po::error(cmd.empty() ? "no command given (info, diff, export, import or logits)"
-                                    : "not a command (info, diff, export, import or logits)");
+        if (cmd == "promote") return promote(argc - 1, argv + 1);
+        if (cmd == "rollback") return rollback(argc - 1, argv + 1);
+        if (cmd == "promotions") return promotions(argc - 1, argv + 1);
+        throw po::error(cmd.empty() ? "no command given (info, diff, export, import, promote, rollback, promotions or "
+                                      "logits)"
+                                    : "not a command (info, diff, export, import, promote, rollback, promotions or "
+                                      "logits)");
     });
 }

@@ -5,11 +5,13 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/files.h"
 #include "dptrain/io/hf_gpt2.h"
+#include "dptrain/io/promotion.h"
 #include "dptrain/io/reliability.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <cstdlib>
@@ -44,6 +46,7 @@ void Checkpoints::resume_latest() {
 // (highest steps first) and --resume auto after a requeue would prefer them: moved aside. When PATH
 // was --checkpoint-dir itself, the later ones were skipped as damaged.
 void Checkpoints::set_aside_later(bool skipped_as_damaged) {
+    withdraw_later();
     for (const std::string& p : list_checkpoints(o_.checkpoint_dir)) {
         if (checkpoint_step(p) <= found_.step) continue;
         if (skipped_as_damaged)
@@ -52,6 +55,25 @@ void Checkpoints::set_aside_later(bool skipped_as_damaged) {
         else
             std::fprintf(stderr, "dptrain: warning: %s is later than --resume %s (step %ld); moved aside to %s\n",
                          p.c_str(), resumed_from_.c_str(), found_.step, set_aside(p, "later-branch").c_str());
+    }
+}
+
+// Promotions of the steps this run writes again would stand for its new files: withdrawn.
+void Checkpoints::withdraw_later() {
+    std::vector<Promotion> active;
+    try {
+        active = read_promotions(o_.checkpoint_dir);
+    } catch (const UserError& e) {
+        std::fprintf(stderr, "dptrain: warning: %s; promotions left as they are\n", e.what());
+        return;
+    }
+    for (Promotion p : active) {
+        if (p.step <= found_.step) continue;
+        p.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        p.reason = strfmt("a run resumed from step %ld writes this step again", found_.step);
+        p.by = "dptrain --resume";
+        append_promotion(o_.checkpoint_dir, "withdraw", p);
+        std::fprintf(stderr, "dptrain: warning: withdrew the promotion of step %ld (%s)\n", p.step, p.reason.c_str());
     }
 }
 
@@ -118,6 +140,7 @@ void Checkpoints::find(const std::vector<float>& params, Optimizer& opt) {
                                    "--checkpoint-dir",
                                    o_.checkpoint_dir.c_str(), old.size(), old[0].c_str()));
         for (auto& p : old) std::remove(p.c_str());
+        std::remove((o_.checkpoint_dir + "/" + kPromotionLog).c_str());  // they named the files just removed
     } else if (o_.resume_mode == ResumeMode::latest) {
         resume_latest();
     } else {

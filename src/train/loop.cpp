@@ -2,10 +2,13 @@
 // Not for: the run's end (run_end.cpp) or the faults tests inject (faults.cpp).
 #include "dptrain/train/loop.h"
 
+#include "dptrain/config/option_checks.h"
 #include "dptrain/core/clock.h"
 #include "dptrain/core/error.h"
+#include "dptrain/io/promotion.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -93,7 +96,9 @@ int StepLoop::train(Prefetcher& pf, long start, long end) {
         bool usr1 = st.agreed.preempted;
         const bool stop = st.agreed.stop || !evaluate(done, &usr1);
         const bool last = done == end || stop;
-        if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last) checkpoint(done, last);
+        if ((o.checkpoint_every > 0 && done % o.checkpoint_every == 0) || last || !promote_reason_.empty())
+            checkpoint(done, last);
+        if (!promote_reason_.empty()) promote(done);
         iv_.other += now_seconds() - t_other;
         if (stop) {
             preempted_ = usr1;
@@ -243,6 +248,20 @@ bool StepLoop::evaluate(long done, bool* usr1) {
         last_eval_ = *e;
         evaluated_ = true;
         p_.report.eval_line(last_eval_);
+        promote_reason_.clear();
+        if (!o.promote_if.empty()) {
+            std::string why;
+            bool all = true;
+            for (const PromoteCondition& c : parse_promote_if(o.promote_if)) {
+                const double v = c.metric == "val_loss"       ? e->loss
+                                 : c.metric == "val_accuracy" ? e->accuracy
+                                                              : e->bits_per_byte;
+                all = all && c.holds(v);
+                why += strfmt("%s%s %.6g %s %s", why.empty() ? "" : ", ", c.metric.c_str(), v, c.op.c_str(),
+                              c.value_text.c_str());
+            }
+            if (all) promote_reason_ = "--promote-if: " + why;
+        }
         return true;
     }
     *usr1 = p_.eval.stop_signal() == SIGUSR1;
@@ -325,6 +344,26 @@ std::string StepLoop::first_nonfinite(const std::string& mine) {
 
 // Rank 0 writes from the host state (replicas are identical; sharded optimizer state is gathered).
 // Other ranks wait in a phase of their own: in the next all-reduce it would count as communication.
+// --promote-if held: rank 0 promotes this step's checkpoint once it is whole on disk.
+void StepLoop::promote(long done) {
+    p_.ckpt.wait();
+    if (p_.topo.rank == 0) {
+        Promotion pr;
+        pr.step = done;
+        pr.file = p_.ckpt.last().substr(p_.ckpt.last().rfind('/') + 1);
+        pr.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        pr.reason = promote_reason_;
+        pr.by = "dptrain --promote-if";
+        try {
+            append_promotion(p_.o.checkpoint_dir, "promote", pr);
+            p_.report.print(strfmt("promoted step %ld (%s)\n", done, promote_reason_.c_str()));
+        } catch (const UserError& e) {
+            std::fprintf(stderr, "dptrain: warning: %s; step %ld not promoted\n", e.what(), done);
+        }
+    }
+    promote_reason_.clear();
+}
+
 void StepLoop::checkpoint(long done, bool final_one) {
     const double t0 = now_seconds();
     last_saved_ = done;

@@ -4,6 +4,7 @@
 
 #include "dptrain/core/checksum.h"
 #include "dptrain/io/checkpoint.h"
+#include "dptrain/io/promotion.h"
 #include "dptrain/core/error.h"
 #include "dptrain/data/h5.h"
 
@@ -285,4 +286,40 @@ TEST_CASE("the optimizer's update count round-trips under a checksum of its own"
         H5Fclose(f);
     }
     CHECK_THROWS_WITH(load_checkpoint(path), Catch::Contains("corrupt file"));
+}
+
+// The promotion log: promotions in force after withdrawals, a cut last line left out, any other
+// bad line named; the rotation keeps promoted checkpoints.
+TEST_CASE("promotions: replayed with withdrawals; the rotation keeps the promoted", "[checkpoint]") {
+    const std::string dir = testing::temp_dir("promote");
+    bool has_log = true;
+    CHECK(read_promotions(dir, &has_log).empty());
+    CHECK(!has_log);
+    const auto promo = [](long step) {
+        Promotion p;
+        p.step = step;
+        p.file = checkpoint_path("", step).substr(1);
+        p.time = 1000 + step;
+        return p;
+    };
+    for (long s : {10, 20, 30}) append_promotion(dir, "promote", promo(s));
+    append_promotion(dir, "withdraw", promo(30));
+    append_promotion(dir, "withdraw", promo(99));  // nothing of that step: nothing changes
+    std::vector<Promotion> a = read_promotions(dir, &has_log);
+    REQUIRE(a.size() == 2);
+    CHECK(has_log);
+    CHECK((a[0].step == 10 && a[1].step == 20 && a[1].file == "ckpt-00000020.h5" && a[1].time == 1020));
+    // Checkpoints 10..50 with --keep-checkpoints 1: the newest and the promoted 10 and 20 stay.
+    for (long s : {10, 20, 30, 40, 50}) save_checkpoint(dir, sample_state(s), 1);
+    std::vector<long> kept;
+    for (const std::string& p : list_checkpoints(dir)) kept.push_back(checkpoint_step(p));
+    CHECK(kept == std::vector<long>{50, 20, 10});
+    {
+        std::ofstream(dir + "/" + kPromotionLog, std::ios::app) << "{\"action\": \"promote\", \"st";  // cut short
+    }
+    CHECK(read_promotions(dir).size() == 2);
+    {
+        std::ofstream(dir + "/" + kPromotionLog, std::ios::app) << "\n{\"action\": \"demote\", \"step\": 1, \"file\": \"x\"}\n";
+    }
+    CHECK_THROWS_WITH(read_promotions(dir), Catch::Contains("not JSON"));
 }

@@ -31,6 +31,9 @@ constexpr int kServeConnections = 512;
 struct ServeOptions : InferenceOptions {
     std::string host = "127.0.0.1", api_key, name = "dptrain";
     std::string chat_template;  // "" = the plain default (infer/chat_api.h)
+    std::string follow = "auto";  // auto | promoted | canary | newest (infer/rollout.h)
+    long pin = -1;                // a step; -1: none
+    double canary_seconds = 300, drain_seconds = 30;
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512;
     long max_body = 1 << 20;
     double poll = 10, read_timeout = 10;

@@ -8,6 +8,17 @@ namespace dptrain {
 // Throws UserError naming the first bad option; fills in what the values imply.
 void validate_options(Options& o);
 
+// --promote-if's conditions, all of which an evaluation must meet.
+struct PromoteCondition {
+    std::string metric;  // val_loss | val_accuracy | val_bits_per_byte
+    std::string op;      // <= < >= >
+    double value = 0;
+    std::string value_text;  // as given
+    bool holds(double v) const;
+};
+// "val_loss<=1.5,val_accuracy>=0.4"; throws UserError naming the part that is not one.
+std::vector<PromoteCondition> parse_promote_if(const std::string& text);
+
 // --global-batch-tokens into grad_accum for this many ranks; throws UserError.
 void resolve_grad_accum(Options& o, int ranks);
 

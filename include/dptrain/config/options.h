@@ -72,6 +72,7 @@ struct Options {
     double step_timeout;       // seconds; 0 = no watchdog
     OnNonfinite on_nonfinite;
     std::string inject_fault;  // RANK:STEP:KIND,... (tests)
+    std::string promote_if;    // "val_loss<=1.5,..." (parse_promote_if); "" = off
     bool preflight;
     bool force_memory;         // train although the memory plan says the run does not fit
     long log_every, eval_every, eval_max;

@@ -103,6 +103,9 @@ class CompletionEngine {
     void offer_model(InferenceModel model);
     // Refuses new requests; returns once every queued and running one has finished.
     void drain();
+    // The same within `seconds`; then every request still queued or running ends where it is,
+    // finish_reason "abort" (a stream gets its final event). False when it had to.
+    bool drain(double seconds);
     EngineStats stats() const;
     // Fixed for the engine's life.
     const GptConfig& config() const { return cfg_; }
@@ -117,6 +120,7 @@ class CompletionEngine {
     void score(Running& r, const float* logits, int from, int n);
     void emit(Running& r, int token, const float* logits);
     void finish_unscored(Running& r);
+    void abort_locked();
     int free_slots_locked() const;
     void drop_cancelled_locked();
 
@@ -128,7 +132,7 @@ class CompletionEngine {
     std::vector<std::unique_ptr<Running>> running_;  // one per slot (null: free)
     std::deque<std::shared_ptr<Completion>> queue_;
     std::unique_ptr<InferenceModel> offered_;
-    bool draining_ = false, stop_ = false;
+    bool draining_ = false, stop_ = false, abort_ = false;
     EngineStats stats_;
     RecentRate generated_rate_{now_seconds()};
     mutable std::mutex mu_;

@@ -62,6 +62,7 @@ class Checkpoints {
   private:
     void resume_latest();  // rank 0, --resume auto
     void set_aside_later(bool skipped_as_damaged);  // rank 0, --resume PATH
+    void withdraw_later();
     void note_option_changes() const;  // rank 0
     void note_data_change() const;       // rank 0
     void check_found(const std::vector<float>& params, Optimizer& opt) const;  // rank 0

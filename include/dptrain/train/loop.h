@@ -91,6 +91,7 @@ class StepLoop {
     int left_out(long s, long start, bool preempted);
     void account(Prefetcher& pf, const Step& st, long done, long start, long end);
     bool evaluate(long done, bool* usr1);
+    void promote(long done);
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
     double trace_origin();
     void checkpoint(long done, bool final_one);
@@ -108,6 +109,7 @@ class StepLoop {
     bool evaluated_ = false;
     bool preempted_ = false;  // SIGUSR1 rather than SIGTERM
     bool stop_budget_said_ = false;
+    std::string promote_reason_;  // --promote-if held at this step's evaluation: why
     long last_saved_ = -1;  // newest checkpoint's step in --checkpoint-dir (ours or resumed from)
     EvalStats last_eval_;
     OpTimes op_times_;
