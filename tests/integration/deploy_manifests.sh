@@ -252,41 +252,111 @@ for name, t in (("mpijob.yaml", text_job), ("fsx-pvc.yaml", text_pvc), ("nodegro
 print(f"ok: eks/: MPIJob v2beta1 {nworkers} workers x {slots} slots (-np {np_.group(1) if np_ else '?'}), "
       f"8 GPUs + {efa} EFA per worker, /dev/shm in memory, FSx claim, node group AL2023 + EFA + placement group")
 
-# serve.yaml: the inference Deployment and its Service.
-text_srv, srv_docs = load_all("eks/serve.yaml")
-dep = [d for d in srv_docs if d.get("kind") == "Deployment"]
-svc = [d for d in srv_docs if d.get("kind") == "Service"]
-if check(len(dep) == 1 and len(svc) == 1, "serve.yaml: want one Deployment and one Service"):
-    dep, svc = dep[0], svc[0]
+# serve.yaml (stable and canary tracks, one Service, a PDB) and serve-gpu.yaml (GPU servers, a
+# Service, a PDB, a KEDA ScaledObject); serve-hpa.yaml (the HPA alternative); the gpu-serve nodes.
+def server(dep, name):
+    """Checks one serving Deployment's pod; returns its options."""
     pod = get(dep, "spec.template.spec") or {}
     c = (pod.get("containers") or [{}])[0]
     argv = (c.get("command") or []) + (c.get("args") or [])
-    check(argv[:2] == ["/usr/local/bin/dptrain", "serve"], "serve.yaml: the container must run /usr/local/bin/dptrain serve")
+    check(argv[:2] == ["/usr/local/bin/dptrain", "serve"], f"{name}: the container must run /usr/local/bin/dptrain serve")
     opts = dict(a[2:].split("=", 1) for a in argv[2:] if a.startswith("--") and "=" in a)
-    check(opts.get("host") == "0.0.0.0", "serve.yaml: --host=0.0.0.0 (the default 127.0.0.1 is unreachable from the Service)")
+    check(opts.get("host") == "0.0.0.0", f"{name}: --host=0.0.0.0 (the default 127.0.0.1 is unreachable from the Service)")
     port = int(opts.get("port", 8080))
-    check(c.get("image") == lc.get("image"), "serve.yaml: the same image as the MPIJob")
+    check(c.get("image") == lc.get("image"), f"{name}: the same image as the MPIJob")
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         check(get(c, probe + ".httpGet.path") == path and get(c, probe + ".httpGet.port") == port,
-              f"serve.yaml: {probe} must GET {path} on port {port}")
+              f"{name}: {probe} must GET {path} on port {port}")
         check(int(get(c, probe + ".timeoutSeconds") or 1) >= 3,
-              f"serve.yaml: {probe} needs timeoutSeconds >= 3 (Kubernetes' 1 s fails under many idle connections)")
-    check(any(p.get("containerPort") == port for p in c.get("ports") or []), f"serve.yaml: containerPort {port}")
-    check(any(p.get("targetPort") in (port, "http") for p in get(svc, "spec.ports") or []),
-          "serve.yaml: the Service's targetPort is not the server's port")
-    check(get(svc, "spec.selector") == get(dep, "spec.template.metadata.labels"),
-          "serve.yaml: the Service does not select the Deployment's pods")
-    check(int(pod.get("terminationGracePeriodSeconds", 30)) >= 60,
-          "serve.yaml: terminationGracePeriodSeconds >= 60, for the requests in flight to finish")
+              f"{name}: {probe} needs timeoutSeconds >= 3 (Kubernetes' 1 s fails under many idle connections)")
+    check(any(p.get("containerPort") == port for p in c.get("ports") or []), f"{name}: containerPort {port}")
+    # The stop: preStop's sleep (the endpoints controller takes the pod out), then the drain, inside the grace.
+    pre = get(c, "lifecycle.preStop.exec.command") or []
+    sleep = int(pre[1]) if len(pre) == 2 and pre[0] == "sleep" else -1
+    drain = float(opts.get("drain-seconds", 30))
+    grace = int(pod.get("terminationGracePeriodSeconds", 30))
+    check(sleep >= 5, f"{name}: preStop must sleep 5 s or more before SIGTERM (the Service still sends meanwhile)")
+    check(sleep + drain + 10 <= grace,
+          f"{name}: preStop {sleep} s + --drain-seconds {drain:g} + 10 s exceeds terminationGracePeriodSeconds {grace}")
+    check(opts.get("follow") in ("promoted", "canary"), f"{name}: --follow promoted or canary (a fleet serves promotions)")
     svols = {v.get("name"): get(v, "persistentVolumeClaim.claimName") for v in pod.get("volumes") or []}
     smounts = {m.get("name"): m.get("mountPath") for m in c.get("volumeMounts") or []}
     check(any(svols.get(n) == get(pv, "metadata.name") and p == "/fsx" for n, p in smounts.items()),
-          "serve.yaml: the FSx claim must be mounted on /fsx")
-    check(str(opts.get("checkpoint", "")).startswith("${RUN_DIR}"), "serve.yaml: --checkpoint=${RUN_DIR}")
+          f"{name}: the FSx claim must be mounted on /fsx")
+    check(str(opts.get("checkpoint", "")).startswith("${RUN_DIR}"), f"{name}: --checkpoint=${{RUN_DIR}}")
+    return opts, port, c, pod
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+def kinds(docs, kind):
+    return [d for d in docs if d.get("kind") == kind]
+text_srv, srv_docs = load_all("eks/serve.yaml")
+deps, svcs, pdbs = kinds(srv_docs, "Deployment"), kinds(srv_docs, "Service"), kinds(srv_docs, "PodDisruptionBudget")
+if check(len(deps) == 2 and len(svcs) == 1 and len(pdbs) == 1,
+         "serve.yaml: want two Deployments (stable, canary), one Service and one PodDisruptionBudget"):
+    follows = {}
+    for dep in deps:
+        opts, port, c, pod = server(dep, f"serve.yaml {get(dep, 'metadata.name')}")
+        follows[opts.get("follow")] = get(dep, "spec.replicas")
+        labels = get(dep, "spec.template.metadata.labels") or {}
+        check(selects(get(svcs[0], "spec.selector"), labels), f"serve.yaml: the Service does not select {get(dep, 'metadata.name')}'s pods")
+        check(selects(get(pdbs[0], "spec.selector.matchLabels"), labels), f"serve.yaml: the PodDisruptionBudget does not cover {get(dep, 'metadata.name')}")
+        check(selects(get(dep, "spec.selector.matchLabels"), labels), f"serve.yaml: {get(dep, 'metadata.name')}'s selector does not match its pods")
+    check(set(follows) == {"promoted", "canary"} and follows["promoted"] > follows.get("canary", 0) >= 1,
+          f"serve.yaml: want a stable track (--follow promoted) with more replicas than a canary one (--follow canary): {follows}")
+    check(any(p.get("targetPort") in (port, "http") for p in get(svcs[0], "spec.ports") or []),
+          "serve.yaml: the Service's targetPort is not the server's port")
+    check(get(pdbs[0], "apiVersion") == "policy/v1" and (get(pdbs[0], "spec.maxUnavailable") or get(pdbs[0], "spec.minAvailable")),
+          "serve.yaml: the PodDisruptionBudget (policy/v1) needs maxUnavailable or minAvailable")
     used, documented = placeholders(text_srv)
     check(used == documented, f"serve.yaml: ${{...}} values not explained in its header: {sorted(used - documented)}")
-    print(f"ok: eks/serve.yaml: {get(dep, 'spec.replicas')} servers on port {port}, probes /readyz and /healthz, "
-          "the FSx claim on /fsx, a Service")
+    print(f"ok: eks/serve.yaml: stable {follows.get('promoted')} + canary {follows.get('canary')} servers on port {port} "
+          "behind one Service, a PodDisruptionBudget, probes, preStop + --drain-seconds inside the grace period")
+text_gpu, gpu_docs = load_all("eks/serve-gpu.yaml")
+gdeps, gso = kinds(gpu_docs, "Deployment"), kinds(gpu_docs, "ScaledObject")
+if check(len(gdeps) == 1 and len(gso) == 1 and len(kinds(gpu_docs, "Service")) == 1 and len(kinds(gpu_docs, "PodDisruptionBudget")) == 1,
+         "serve-gpu.yaml: want a Deployment, a Service, a PodDisruptionBudget and a ScaledObject"):
+    dep, so = gdeps[0], gso[0]
+    opts, port, c, pod = server(dep, "serve-gpu.yaml")
+    check(opts.get("device") == "cuda" and (get(c, "resources.limits") or {}).get("nvidia.com/gpu") == 1, "serve-gpu.yaml: --device=cuda and nvidia.com/gpu: 1")
+    serve_ng = [g for g in ng.get("managedNodeGroups") or [] if (g.get("labels") or {}).get("dptrain.io/node") == "gpu-serve"]
+    if check(len(serve_ng) == 1, "nodegroup.yaml: want one node group labelled dptrain.io/node: gpu-serve"):
+        g = serve_ng[0]
+        check(g.get("minSize") == 0 and g.get("propagateASGTags") is True and get(g, "iam.withAddonPolicies.autoScaler") is True,
+              "nodegroup.yaml: gpu-serve must scale from zero (minSize 0, propagateASGTags, the autoScaler policy)")
+        tags = g.get("tags") or {}
+        check(tags.get("k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu") == "1",
+              "nodegroup.yaml: gpu-serve needs the node-template tag of its GPU (the autoscaler sees no node at zero)")
+        check(selects(pod.get("nodeSelector"), g.get("labels") or {}), "serve-gpu.yaml: its nodeSelector is not gpu-serve's labels")
+        for t in g.get("taints") or []:
+            check(any(tol.get("key") == t.get("key") and tol.get("effect") == t.get("effect") for tol in pod.get("tolerations") or []),
+                  f"serve-gpu.yaml: the pods do not tolerate gpu-serve's taint {t.get('key')}")
+    check(so.get("apiVersion") == "keda.sh/v1alpha1", "serve-gpu.yaml: the ScaledObject must be keda.sh/v1alpha1")
+    check(get(so, "spec.scaleTargetRef.name") == get(dep, "metadata.name"), "serve-gpu.yaml: the ScaledObject does not scale the Deployment")
+    lo, hi = get(so, "spec.minReplicaCount"), get(so, "spec.maxReplicaCount")
+    check(isinstance(lo, int) and isinstance(hi, int) and 1 <= lo < hi, "serve-gpu.yaml: want 1 <= minReplicaCount < maxReplicaCount")
+    queries = [get(t, "metadata.query") or "" for t in get(so, "spec.triggers") or [] if t.get("type") == "prometheus"]
+    check(any("dptrain_serve_queue_depth" in q for q in queries) and any("dptrain_serve_generated_tokens" in q for q in queries),
+          "serve-gpu.yaml: the ScaledObject must scale on the queue depth and the tokens per second from /metrics")
+    for t in get(so, "spec.triggers") or []:
+        check(get(t, "metadata.serverAddress") and get(t, "metadata.threshold"), "serve-gpu.yaml: a trigger lacks serverAddress or threshold")
+    used, documented = placeholders(text_gpu)
+    check(used == documented, f"serve-gpu.yaml: ${{...}} values not explained in its header: {sorted(used - documented)}")
+    print(f"ok: eks/serve-gpu.yaml: GPU servers on gpu-serve (minSize 0, autoscaler tags), KEDA {lo}..{hi} replicas on "
+          "queue depth and tokens/s, PodDisruptionBudget, drain inside the grace period")
+text_hpa, (hpa,) = load_all("eks/serve-hpa.yaml")
+check(hpa.get("apiVersion") == "autoscaling/v2" and hpa.get("kind") == "HorizontalPodAutoscaler", "serve-hpa.yaml: want an autoscaling/v2 HPA")
+check(get(hpa, "spec.scaleTargetRef.name") == "dptrain-serve-gpu", "serve-hpa.yaml: it must scale dptrain-serve-gpu")
+names = [get(m, "pods.metric.name") for m in get(hpa, "spec.metrics") or [] if m.get("type") == "Pods"]
+check(set(names) == {"dptrain_serve_queue_depth", "dptrain_serve_generated_tokens_per_second"},
+      f"serve-hpa.yaml: want Pods metrics of the queue depth and tokens/s, have {names}")
+used, documented = placeholders(text_hpa)
+check(used == documented, f"serve-hpa.yaml: ${{...}} values not explained in its header: {sorted(used - documented)}")
+# The metric names the scalers read are the ones /metrics exports.
+with open(f"{root}/src/infer/serve_metrics.cpp") as f:
+    exported = f.read()
+for m in ("dptrain_serve_queue_depth", "dptrain_serve_generated_tokens_per_second"):
+    check(f'"{m}"' in exported, f"the scalers read {m}, which src/infer/serve_metrics.cpp does not export")
+print("ok: eks/serve-hpa.yaml: the HPA alternative on the same two metrics, which /metrics exports")
 
 if failed:
     print("\n".join("FAIL: " + f for f in failed), file=sys.stderr)
