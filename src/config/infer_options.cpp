@@ -68,7 +68,8 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
     r.add<std::string>("chat-template", &S::chat_template, o, "",
                        "a JSON file of how /v1/chat/completions makes messages into a prompt: system, user, "
                        "assistant (each with {content}), generation (the assistant's turn begins) and stop; default "
-                       "a plain \"User: ...\" / \"Assistant:\" transcript (docs/SERVING.md)");
+                       "the run directory's chat_template.json, else a plain \"User: ...\" / \"Assistant:\" "
+                       "transcript (docs/SERVING.md)");
     r.add<std::string>("follow", &S::follow, o, "auto",
                        "which checkpoint of a directory to serve: promoted (the newest promoted --canary-seconds ago: "
                        "the stable replicas) | canary (the newest promotion at once; a rise in its server errors "

@@ -2,6 +2,7 @@
 #include "dptrain/infer/chat_api.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/io/promotion.h"
 
 #include <algorithm>
 #include <fstream>
@@ -127,6 +128,15 @@ ChatTemplate ChatTemplate::read(const std::string& path) {
         }
     }
     return t;
+}
+
+std::string ChatTemplate::beside(const std::string& checkpoint) {
+    const std::string dir = checkpoint_dir_of(checkpoint);
+    for (const std::string& d : {checkpoint, dir, dir.substr(0, dir.rfind('/'))}) {
+        const std::string path = d + "/chat_template.json";
+        if (std::ifstream(path)) return path;
+    }
+    return "";
 }
 
 std::string ChatTemplate::render(const std::vector<std::pair<std::string, std::string>>& msgs) const {

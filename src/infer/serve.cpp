@@ -82,7 +82,11 @@ struct Server {
     ChatTemplate chat_template;
 
     Server(const ServeOptions& o_, CompletionEngine& e) : o(o_), engine(e), http(o_.read_timeout) {
-        if (!o.chat_template.empty()) chat_template = ChatTemplate::read(o.chat_template);
+        const std::string tmpl = o.chat_template.empty() ? ChatTemplate::beside(o.checkpoint) : o.chat_template;
+        if (!tmpl.empty()) {
+            chat_template = ChatTemplate::read(tmpl);
+            std::fprintf(stderr, "serve: chat template %s\n", tmpl.c_str());
+        }
         // Not httplib's SO_REUSEPORT: a second server would bind the same port and silently get
         // half the connections. SO_REUSEADDR still allows a restart during TIME_WAIT.
         http.set_socket_options([this](int sock) {

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -510,4 +511,11 @@ TEST_CASE("chat template file: keys replace the defaults; a bad key or file is n
     }
     CHECK_THROWS_WITH(ChatTemplate::read(path), Catch::Contains("\"usr\" must be one of"));
     CHECK_THROWS_WITH(ChatTemplate::read(path + ".none"), Catch::Contains("cannot read it"));
+    // A run directory's own template, found from the run or any of its checkpoints.
+    const std::string run = dptrain_test::scratch_dir("chat-run");
+    std::filesystem::create_directories(run + "/checkpoints");
+    CHECK(ChatTemplate::beside(run).empty());
+    std::ofstream(run + "/chat_template.json") << "{}";
+    CHECK(ChatTemplate::beside(run) == run + "/chat_template.json");
+    CHECK(ChatTemplate::beside(run + "/checkpoints/ckpt-00000010.h5") == run + "/chat_template.json");
 }

@@ -22,6 +22,9 @@ struct ChatTemplate {
     // A JSON object with any of those five keys (stop: an array of strings); what it leaves out
     // keeps the default. Throws UserError naming the file and the key.
     static ChatTemplate read(const std::string& path);
+    // The template a model's directory holds (chat_template.json in the run directory, or beside
+    // the checkpoints), "" when none: what a model trained with a template of its own carries.
+    static std::string beside(const std::string& checkpoint);
     // messages: (role, text); role is system (or developer), user or assistant.
     std::string render(const std::vector<std::pair<std::string, std::string>>& messages) const;
 };
