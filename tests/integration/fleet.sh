@@ -154,7 +154,7 @@ touch "$WORK/stop-load" "$WORK/stop-watch"
 wait "$LOAD_PID"
 wait "$WATCH_PID"
 
-"$PY" - "$WORK/answers.jsonl" "$WORK/run/checkpoints/promotions.jsonl" "$WORK/steps.txt" "${ports[1]}" <<'PY' || fail "the fleet's answers"
+"$PY" - "$WORK/answers.jsonl" "$WORK/run/checkpoints/promotions.jsonl" "$WORK/steps.txt" "${ports[1]}" "${ports[2]}" "${ports[3]}" <<'PY' || fail "the fleet's answers"
 import json, sys
 answers = [json.loads(l) for l in open(sys.argv[1])]
 records = [json.loads(l) for l in open(sys.argv[2])]
@@ -188,6 +188,13 @@ c120 = first.get((canary, 120))
 s120 = [t for (p, s), t in first.items() if s == 120 and p != canary]
 if c120 is None or c120 > promoted[120] + 3 or not s120 or min(s120) < c120:
     sys.exit(f"step 120: promoted at {promoted[120]:.2f}, the canary took it at {c120}, the stable ones at {s120}")
+# The timeline: what each replica served when (seconds from the first answer), and the promotions.
+start = min(a["t0"] for a in answers)
+names = {canary: "canary", sys.argv[5]: "stable1", sys.argv[6]: "stable2"}
+events = [(float(t), f"{names.get(p, p)} serves step {s}") for t, p, s in (l.split() for l in open(sys.argv[3]))]
+events += [(r["time"], f"{r['action']} step {r['step']}") for r in records]
+for t, what in sorted(events):
+    print(f"  {t - start:+7.2f} s  {what}")
 steps = sorted({a["step"] for a in answers})
 print(f"ok: {len(answers)} requests through HAProxy, 0 failed; answers from steps {steps} (90 and the other "
       f"unpromoted checkpoints never); each promotion reached the canary first; a stable replica stopped and "
