@@ -187,7 +187,7 @@ FUZZ_SECONDS ?= 120
 FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/core/bf16.cpp src/core/files.cpp \
                 src/core/json.cpp src/config/options.cpp src/config/choices.cpp src/config/option_checks.cpp \
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp src/data/shard_reads.cpp \
-                src/data/stage.cpp src/data/stage_sums.cpp src/io/checkpoint.cpp src/io/checkpoint_dir.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
+                src/data/stage.cpp src/data/stage_sums.cpp src/io/checkpoint.cpp src/io/checkpoint_dir.cpp src/io/promotion.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
                 src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp src/io/safetensors.cpp \
                 src/data/bpe.cpp src/data/sentencepiece.cpp src/core/utf8.cpp
 FUZZ_FLAGS   := -std=c++17 -gline-tables-only -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \

@@ -79,7 +79,12 @@ std::vector<Item> read_items(const std::string& path) {
         }
         // HellaSwag writes its label as a number or a string of one.
         const Json& l = j[lab];
-        const long label = l.is_number_integer() ? l.get<long>() : l.is_string() ? std::atol(l.get<std::string>().c_str()) : -1;
+        long label = l.is_number_integer() ? l.get<long>() : -1;
+        if (l.is_string()) {
+            char* end = nullptr;
+            label = std::strtol(l.get<std::string>().c_str(), &end, 10);
+            if (l.get<std::string>().empty() || *end != '\0') label = -1;  // "B" is no index
+        }
         if (label < 0 || label >= (long)it.endings.size())
             throw bad(strfmt("%s must be an index into %s (0..%zu)", lab, ends, it.endings.size() - 1));
         it.label = (int)label;
@@ -142,21 +147,23 @@ long chars_of(const std::string& s) {
 int run_task(const InferenceModel& m, const EvalOptions& o, const Topology& topo, MpiCommunicator& world,
              std::FILE* out) {
     std::vector<Item> items;
-    // Every rank reads and checks every item, so a bad one ends them all before the sums.
+    std::unique_ptr<Scorer> score;
+    // Every rank reads and checks every item, and makes its decoder (a GPU that fails), so a bad
+    // one ends them all before the sums.
     if (!all_ok(topo.world, [&] {
             items = read_items(o.task);
             for (size_t i = 0; i < items.size(); ++i)
                 Scorer::check(m, items[i], strfmt("--task %s, item %zu", o.task.c_str(), i + 1));
+            score = std::make_unique<Scorer>(m, o);
         }))
         return kExitUser;
     size_t total = 0;
     std::vector<size_t> at;
     for (const Item& it : items) at.push_back(total), total += it.endings.size();
     std::vector<double> ll(total, 0.0), ntok(total, 0.0);
-    Scorer score(m, o);
     for (size_t i = (size_t)world.rank(); i < items.size(); i += (size_t)world.size())
         for (size_t e = 0; e < items[i].endings.size(); ++e)
-            std::tie(ll[at[i] + e], ntok[at[i] + e]) = score(items[i].context, items[i].endings[e]);
+            std::tie(ll[at[i] + e], ntok[at[i] + e]) = (*score)(items[i].context, items[i].endings[e]);
     world.allreduce_sum(ll.data(), total);
     world.allreduce_sum(ntok.data(), total);
     double right[3] = {0, 0, 0};  // acc, acc_norm (per character), per token

@@ -81,6 +81,9 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
     r.add<double>("drain-seconds", &S::drain_seconds, o, 30.0,
                   "on SIGTERM, how long requests in flight may take to finish; then they end where they are "
                   "(finish_reason abort, a stream's final event sent) and the server exits 0");
+    r.add<long>("fail-at-step", &S::fail_at_step, o, -1,
+                "for tests: completions answer 500 while the model of this step is served (a bad checkpoint, "
+                "for --follow canary to withdraw); -1 = never");
     r.flag("log-requests", &S::log_requests, o, "one line per request on stderr");
 }
 

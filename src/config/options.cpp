@@ -118,7 +118,9 @@ void declare_run(Registry<Options>& r, Options& o) {
              "checkpoint directory (shared filesystem); default RUN_DIR/checkpoints");
     r.add<long>("checkpoint-every", &Options::checkpoint_every, o, 100,
                 "checkpoint every N steps (and at the end); 0 = only at the end");
-    r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3, "keep the newest K checkpoints");
+    r.add<int>("keep-checkpoints", &Options::keep_checkpoints, o, 3,
+               "keep the newest K checkpoints, and every promoted one (servers may load it): with --promote-if "
+               "they add up, one per evaluation that passes, until their promotions are withdrawn");
     r.add<S>("resume", &Options::resume, o, "none",
              "none | auto (newest complete checkpoint, if any) | PATH of a checkpoint file, or of a run directory "
              "for its newest (later checkpoints in --checkpoint-dir are then moved aside: *.later-branch)");

@@ -69,7 +69,7 @@ void chat_unsupported(const Json& j) {
         if (set(k) && !(j[k].is_array() && j[k].empty())) refuse(k, strfmt("%s: tool calls are not supported", k));
     for (const char* k : {"tool_choice", "function_call"})
         if (set(k) && j[k] != "none" && j[k] != "auto")
-            refuse(k, strfmt("%s: only \"none\" (tool calls are not supported)", k));
+            refuse(k, strfmt("%s: only \"none\" or \"auto\" (tool calls are not supported)", k));
     if (set("response_format") && !(j["response_format"].is_object() && j["response_format"].value("type", "") == "text"))
         refuse("response_format", "response_format must be {\"type\": \"text\"}");
 }

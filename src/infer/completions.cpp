@@ -293,6 +293,9 @@ void CompletionEngine::run() {
                 if (stop_ && queue_.empty()) return;
                 continue;
             }
+            // Each step starts at another slot: when the rows or logits fit only some sequences
+            // (prompts, scored pieces), none waits behind a slot that keeps refilling.
+            std::rotate(batch.begin(), batch.begin() + (long)(first_slot_++ % batch.size()), batch.end());
         }
         step(batch);
     }

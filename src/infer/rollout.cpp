@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -74,7 +75,7 @@ CheckpointWatcher::CheckpointWatcher(CompletionEngine& engine, ServeCounters& co
                                      std::string current, long step, FollowSpec follow)
     : engine_(engine), counters_(counters), dir_(std::move(dir)), poll_(poll), current_(std::move(current)),
       step_(step), follow_(follow) {
-    swapped_at_ = wall_seconds();
+    window_step_ = step_;
     if (dir_.empty() || poll_ <= 0 || follow_.mode == Follow::pinned) return;
     // Newer files there now are the ones loading passed over (and named): damaged. Promotions
     // name their file, and a rollback goes to an older one.
@@ -117,6 +118,10 @@ void CheckpointWatcher::look_promoted() {
     std::string target;
     try {
         if (follow_.mode == Follow::canary) watch_canary();
+    } catch (const UserError& e) {  // a read-only volume, say: the promotions are still followed
+        std::fprintf(stderr, "serve: cannot withdraw a promotion: %s\n", e.what());
+    }
+    try {
         target = followed_file(dir_, follow_, wall_seconds());
     } catch (const UserError& e) {
         std::fprintf(stderr, "serve: %s; still serving step %ld\n", e.what(), step_);
@@ -124,7 +129,10 @@ void CheckpointWatcher::look_promoted() {
     }
     if (target.empty() || target == current_ || rejected_.count(key_of(target))) return;
     if (offer(target)) {
-        swapped_at_ = wall_seconds();
+        // A window only for a promotion taken as it came (not one gone back to by a rollback).
+        const long step = checkpoint_step(target);
+        swapped_at_ = step > window_step_ ? wall_seconds() : 0;
+        window_step_ = std::max(window_step_, step);
         errors_at_swap_ = server_errors();
     } else {
         rejected_.insert(key_of(target));
@@ -142,9 +150,12 @@ long CheckpointWatcher::server_errors() {
 // 503) withdraws it: the stable replicas never take it, and the canary moves back.
 void CheckpointWatcher::watch_canary() {
     const long errors = server_errors() - errors_at_swap_;
-    if (errors <= 0 || wall_seconds() - swapped_at_ > follow_.canary_seconds) return;
+    if (errors <= 0 || swapped_at_ <= 0 || wall_seconds() - swapped_at_ > follow_.canary_seconds) return;
     const std::vector<Promotion> active = read_promotions(dir_);
-    if (active.empty() || dir_ + "/" + active.back().file != current_) return;
+    // The newest promotion, made within --canary-seconds: an old one (a restart, a rollback) is not on trial.
+    if (active.empty() || dir_ + "/" + active.back().file != current_ ||
+        wall_seconds() - active.back().time > follow_.canary_seconds)
+        return;
     Promotion p = active.back();
     p.time = wall_seconds();
     p.reason = strfmt("canary: %ld server errors within %.0f s of serving it", errors, p.time - swapped_at_);

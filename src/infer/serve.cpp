@@ -161,13 +161,17 @@ struct Server {
         CompletionRequest r;
         const uint64_t n = serial++;
         try {
-            const ApiLimits limits{o.max_tokens, o.name};
+            const ApiLimits limits{o.max_tokens, o.name, o.max_batch + o.max_queue};
             const uint64_t seed = stream_seed((uint64_t)started, n);
             r = chat ? parse_chat_request(body, engine, limits, chat_template, seed)
                      : parse_completion_request(body, engine, limits, seed);
         } catch (const ApiError& e) {
             fail(res, e.status, e.message, e.param);
             return count(e.status);
+        }
+        if (o.fail_at_step >= 0 && engine.stats().model_step == o.fail_at_step) {
+            fail(res, 500, strfmt("injected fault: the model of step %ld answers 500 (--fail-at-step)", o.fail_at_step));
+            return count(500);
         }
         ++inflight;  // before submit, so a stop that drains the engine waits for this answer too
         if (const int refused = submit_all(r.choices)) {

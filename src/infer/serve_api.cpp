@@ -106,6 +106,10 @@ CompletionRequest parse_completion_request(const std::string& body, const Comple
     const Json j = api::request_object(body, limits);
     api::unknown_fields(j, kRequestFields, "completions");
     const std::vector<std::vector<int>> ps = prompts(j, engine);
+    if ((long)ps.size() > limits.capacity)
+        refuse("prompt", strfmt("prompt: %zu prompts, more than this server holds at once (%d: --max-batch + "
+                                "--max-queue); send them in smaller requests",
+                                ps.size(), limits.capacity));
     Completion c;
     CompletionRequest r;
     api::sampling_fields(j, c, "max_tokens", 0, limits, default_seed, &r.stream);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -34,6 +35,17 @@ Promotion from_json(const Json& j, const std::string& where) {
     p.reason = j.value("reason", std::string());
     p.by = j.value("by", std::string());
     return p;
+}
+
+// Truncates the file after its last newline (the log is small: read whole).
+void drop_cut_record(int fd) {
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    if (size <= 0) return;
+    std::string text((size_t)size, '\0');
+    if (::pread(fd, &text[0], text.size(), 0) != (ssize_t)text.size() || text.back() == '\n') return;
+    const size_t nl = text.rfind('\n');
+    if (::ftruncate(fd, nl == std::string::npos ? 0 : (off_t)nl + 1) != 0)
+        std::fprintf(stderr, "dptrain: warning: cannot drop a cut record from the promotion log: %s\n", std::strerror(errno));
 }
 
 } // namespace
@@ -81,10 +93,13 @@ void append_promotion(const std::string& dir, const std::string& action, const P
     Json j = {{"action", action}, {"step", p.step}, {"file", p.file}, {"time", p.time}, {"reason", p.reason},
               {"by", p.by}};
     const std::string line = json_text(j) + "\n";
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) throw UserError(strfmt("%s: cannot open for appending: %s", path.c_str(), std::strerror(errno)));
-    // One writer at a time, each record one write: readers never see two records interleaved.
+    // One writer at a time, each record one write: readers never see two records interleaved. A
+    // record an earlier writer left cut short (a full disk) is dropped first: glued to this one it
+    // would make a bad line in the middle, which readers refuse.
     ::flock(fd, LOCK_EX);
+    drop_cut_record(fd);
     const ssize_t w = ::write(fd, line.data(), line.size());
     const int err = errno;
     const bool synced = w == (ssize_t)line.size() && ::fsync(fd) == 0;

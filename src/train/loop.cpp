@@ -256,7 +256,7 @@ bool StepLoop::evaluate(long done, bool* usr1) {
                 const double v = c.metric == "val_loss"       ? e->loss
                                  : c.metric == "val_accuracy" ? e->accuracy
                                                               : e->bits_per_byte;
-                all = all && c.holds(v);
+                all = all && v >= 0 && c.holds(v);  // bits per byte: -1 where there is no text
                 why += strfmt("%s%s %.6g %s %s", why.empty() ? "" : ", ", c.metric.c_str(), v, c.op.c_str(),
                               c.value_text.c_str());
             }

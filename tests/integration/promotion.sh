@@ -69,6 +69,25 @@ for _ in $(seq 50); do [ "$(step_of "$URL_canary")$(step_of "$URL_stable")" = "$
 [ "$(step_of "$URL_canary")$(step_of "$URL_stable")" = "$before$before" ] || fail "a rollback must move both back to $before"
 echo "ok: canary took step 130 at once, the stable replica after ${took} s (--canary-seconds 3); a rollback moved both back to $before; the unpromoted newest was never served"
 "$BIN/dptrain-ckpt" promotions "$WORK/run" | grep -q "^newest promotion: step $before " || fail "promotions: no line naming the newest"
+# A bad checkpoint: a canary whose model of step 130 answers 500 withdraws its promotion within
+# --canary-seconds; the stable replica never serves it, and the canary moves back.
+kill "$PID_canary"
+serve canary --follow canary --fail-at-step 130
+"$BIN/dptrain-ckpt" promote "$WORK/run/checkpoints/ckpt-00000130.h5" --reason "a bad one" >/dev/null
+for _ in $(seq 50); do [ "$(step_of "$URL_canary")" = 130 ] && break; sleep 0.1; done
+[ "$(step_of "$URL_canary")" = 130 ] || fail "the canary did not take step 130"
+for _ in 1 2 3; do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL_canary/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt": "the ", "max_tokens": 2}')" = 500 ] || fail "--fail-at-step 130: want 500"
+done
+for _ in $(seq 50); do [ "$(step_of "$URL_canary")" = "$before" ] && break; sleep 0.1; done
+[ "$(step_of "$URL_canary")" = "$before" ] && grep -q "^serve: withdrew the promotion of step 130 (canary: [0-9]* server errors within" "$WORK/canary.out" \
+  || { cat "$WORK/canary.out"; fail "the canary did not withdraw step 130 after its server errors"; }
+sleep 3.5  # past --canary-seconds: a stable replica would have taken it
+[ "$(step_of "$URL_stable")" = "$before" ] || fail "the stable replica took the withdrawn step 130"
+grep -q '"action":"withdraw","step":130,.*"by":"dptrain serve --follow canary"' "$WORK/run/checkpoints/promotions.jsonl" \
+  || fail "no withdrawal record by the canary"
+echo "ok: a canary whose step 130 answered 500 withdrew it; the stable replica never served it"
 
 # 3. Drain.
 serve drain --max-tokens 1000000 --drain-seconds 1 --follow newest

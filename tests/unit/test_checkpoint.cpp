@@ -318,8 +318,15 @@ TEST_CASE("promotions: replayed with withdrawals; the rotation keeps the promote
         std::ofstream(dir + "/" + kPromotionLog, std::ios::app) << "{\"action\": \"promote\", \"st";  // cut short
     }
     CHECK(read_promotions(dir).size() == 2);
+    append_promotion(dir, "promote", promo(40));  // drops the cut record first
+    CHECK(read_promotions(dir).size() == 3);
     {
-        std::ofstream(dir + "/" + kPromotionLog, std::ios::app) << "\n{\"action\": \"demote\", \"step\": 1, \"file\": \"x\"}\n";
+        std::ofstream(dir + "/" + kPromotionLog, std::ios::app) << "not a record\n{}\n";
     }
     CHECK_THROWS_WITH(read_promotions(dir), Catch::Contains("not JSON"));
+    const std::string other = testing::temp_dir("promote-bad");
+    {
+        std::ofstream(other + "/" + kPromotionLog) << "{\"action\": \"demote\", \"step\": 1, \"file\": \"x\"}\n{}\n";
+    }
+    CHECK_THROWS_WITH(read_promotions(other), Catch::Contains("action must be promote or withdraw"));
 }

@@ -395,6 +395,12 @@ TEST_CASE("completions API: arrays of prompts, echo, logprobs and max_tokens 0 p
     std::string many = "{\"prompt\": [";
     for (int i = 0; i <= kMaxPrompts; ++i) many += std::string(i ? "," : "") + "\"a\"";
     CHECK(refused_field(many + "]}", e) == "400 prompt");
+    // More prompts than the server holds at once could only ever get 429: refused as a bad request.
+    CHECK_THROWS_MATCHES(parse_completion_request("{\"prompt\": [\"a\", \"b\", \"c\"]}", e, ApiLimits{100, "dptrain", 2}, 1),
+                         ApiError, Catch::Predicate<ApiError>([](const ApiError& err) {
+                             return err.status == 400 && err.param == "prompt" &&
+                                    err.message.find("more than this server holds at once (2") != std::string::npos;
+                         }));
 }
 
 TEST_CASE("completions API: the legacy logprobs object of an echoed, scored prompt", "[serve]") {

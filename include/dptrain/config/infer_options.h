@@ -33,6 +33,7 @@ struct ServeOptions : InferenceOptions {
     std::string chat_template;  // "" = the plain default (infer/chat_api.h)
     std::string follow = "auto";  // auto | promoted | canary | newest (infer/rollout.h)
     long pin = -1;                // a step; -1: none
+    long fail_at_step = -1;       // tests: completions answer 500 while this step is served
     double canary_seconds = 300, drain_seconds = 30;
     int port = 8080, max_batch = 8, max_queue = 64, max_tokens = 512;
     long max_body = 1 << 20;

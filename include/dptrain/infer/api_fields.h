@@ -20,6 +20,7 @@ struct ApiError {
 struct ApiLimits {
     int max_tokens = 512;
     std::string model;  // a request may name it or no model
+    int capacity = 1 << 30;  // requests the server holds at once (--max-batch + --max-queue)
 };
 
 namespace api {

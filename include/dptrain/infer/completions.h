@@ -141,6 +141,7 @@ class CompletionEngine {
     std::vector<int> rows_tok_, rows_slot_, rows_pos_, out_rows_, out_first_, out_n_, from_;
     std::vector<float> logits_;
     std::vector<Running*> stepped_;
+    size_t first_slot_ = 0;  // the batch's rotation, a step more each step
     std::thread thread_;
 };
 

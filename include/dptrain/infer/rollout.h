@@ -68,8 +68,9 @@ class CheckpointWatcher {
     long step_;
     std::set<std::string> rejected_;  // (path, inode, mtime), so a rewrite is looked at again
     FollowSpec follow_;
-    double swapped_at_ = 0;  // canary: when the current promotion came in, and the 5xx count then
+    double swapped_at_ = 0;  // canary: when the current promotion came in (0: not on trial), 5xx then
     long errors_at_swap_ = 0;
+    long window_step_ = 0;   // the newest step taken; going back to an older one opens no window
     bool stop_ = false;
     std::mutex mu_;
     std::condition_variable cv_;
