@@ -77,7 +77,7 @@ complete_line dptrain generate --tem | matches -x -- "--temperature" || fail "dp
 [ "$(complete_line dptrain-serve --max-ba)" = "--max-batch" ] || fail "dptrain-serve --max-ba TAB: '$(complete_line dptrain-serve --max-ba)'"
 [ "$(complete_line dptrain-data '')" = "ingest synth text tokens verify --help --version" ] || fail "dptrain-data TAB: '$(complete_line dptrain-data '')'"
 [ "$(complete_line dptrain-data text --tok)" = "--tokenizer" ] || fail "dptrain-data text --tok TAB: '$(complete_line dptrain-data text --tok)'"
-[ "$(complete_line dptrain-ckpt '')" = "diff export import info logits --help --version" ] || fail "dptrain-ckpt TAB: '$(complete_line dptrain-ckpt '')'"
+[ "$(complete_line dptrain-ckpt '')" = "diff export import info logits promote promotions rollback --help --version" ] || fail "dptrain-ckpt TAB: '$(complete_line dptrain-ckpt '')'"
 [ "$(complete_line dptrain-ckpt export --dtype '')" = "float32 bfloat16" ] || fail "dptrain-ckpt export --dtype TAB: '$(complete_line dptrain-ckpt export --dtype '')'"
 echo "ok: bash completion: dptrain's options and values, generate's options, the tools' commands and options"
 

@@ -37,7 +37,7 @@ expect_one_line 2 "^dptrain-ckpt: error: diff: .*'abc'.*--tol.*; see $BIN/dptrai
 # trained the default model; an INI file given without --config trained without it).
 expect_one_line 2 "^dptrain: error: unrecognised option '--batch' \(did you mean --batch-size\? option names are taken whole\)" \
   "$BIN/dptrain" --batch 8 --steps 1
-expect_one_line 2 "^dptrain: error: unexpected argument 'doctr'; dptrain's commands \(generate, serve, plan, doctor, stage, options\) come first" \
+expect_one_line 2 "^dptrain: error: unexpected argument 'doctr'; dptrain's commands \(generate, serve, eval, plan, doctor, stage, options\) come first" \
   "$BIN/dptrain" doctr --steps 1
 expect_one_line 2 "^dptrain: error: unexpected argument 'local.ini'; .*an INI file follows --config" "$BIN/dptrain" local.ini
 expect_one_line 2 "^dptrain: error: unexpected argument 'hello'; generate takes options alone" \
