@@ -49,48 +49,52 @@ struct Item {
     int label = 0;
 };
 
-// HellaSwag's released form (ctx, endings, label) or {context, choices, answer}.
+// A label as HellaSwag writes it (a number, or a string of one); -1 when it is neither.
+long label_of(const Json& l) {
+    if (l.is_number_integer()) return l.get<long>();
+    if (!l.is_string() || l.get<std::string>().empty()) return -1;
+    char* end = nullptr;
+    const long v = std::strtol(l.get<std::string>().c_str(), &end, 10);
+    return *end == '\0' ? v : -1;  // "B" is no index
+}
+
+// One line: HellaSwag's released form (ctx, endings, label) or {context, choices, answer}. Throws
+// the refusal with `where` (FILE:LINE) before it.
+Item parse_item(const std::string& line, const std::string& where) {
+    const auto bad = [&](const std::string& what) { return UserError(where + ": " + what); };
+    Json j;
+    try {
+        j = parse_json(line);
+    } catch (const JsonError& e) {
+        throw bad(std::string("not JSON (") + e.what() + ")");
+    }
+    const bool hs = j.is_object() && j.contains("ctx");
+    const char *ctx = hs ? "ctx" : "context", *ends = hs ? "endings" : "choices", *lab = hs ? "label" : "answer";
+    if (!j.is_object() || !j.contains(ctx) || !j[ctx].is_string() || !j.contains(ends) || !j[ends].is_array() ||
+        j[ends].size() < 2 || !j.contains(lab))
+        throw bad("want {\"ctx\", \"endings\", \"label\"} (HellaSwag) or {\"context\", \"choices\", \"answer\"}");
+    Item it;
+    it.context = j[ctx].get<std::string>();
+    if (it.context.empty()) throw bad(std::string(ctx) + " is empty");
+    for (const Json& e : j[ends]) {
+        if (!e.is_string() || e.get<std::string>().empty()) throw bad(std::string(ends) + ": non-empty strings");
+        it.endings.push_back((hs ? " " : "") + e.get<std::string>());
+    }
+    const long label = label_of(j[lab]);
+    if (label < 0 || label >= (long)it.endings.size())
+        throw bad(strfmt("%s must be an index into %s (0..%zu)", lab, ends, it.endings.size() - 1));
+    it.label = (int)label;
+    return it;
+}
+
 std::vector<Item> read_items(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw UserError(strfmt("--task %s: cannot read it", path.c_str()));
     std::vector<Item> items;
     std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        const auto bad = [&](const std::string& what) {
-            return UserError(strfmt("--task %s:%d: %s", path.c_str(), n, what.c_str()));
-        };
-        Json j;
-        try {
-            j = parse_json(line);
-        } catch (const JsonError& e) {
-            throw bad(std::string("not JSON (") + e.what() + ")");
-        }
-        const bool hs = j.is_object() && j.contains("ctx");
-        const char *ctx = hs ? "ctx" : "context", *ends = hs ? "endings" : "choices", *lab = hs ? "label" : "answer";
-        if (!j.is_object() || !j.contains(ctx) || !j[ctx].is_string() || !j.contains(ends) || !j[ends].is_array() ||
-            j[ends].size() < 2 || !j.contains(lab))
-            throw bad("want {\"ctx\", \"endings\", \"label\"} (HellaSwag) or {\"context\", \"choices\", \"answer\"}");
-        Item it;
-        it.context = j[ctx].get<std::string>();
-        for (const Json& e : j[ends]) {
-            if (!e.is_string() || e.get<std::string>().empty()) throw bad(std::string(ends) + ": non-empty strings");
-            it.endings.push_back((hs ? " " : "") + e.get<std::string>());
-        }
-        // HellaSwag writes its label as a number or a string of one.
-        const Json& l = j[lab];
-        long label = l.is_number_integer() ? l.get<long>() : -1;
-        if (l.is_string()) {
-            char* end = nullptr;
-            label = std::strtol(l.get<std::string>().c_str(), &end, 10);
-            if (l.get<std::string>().empty() || *end != '\0') label = -1;  // "B" is no index
-        }
-        if (label < 0 || label >= (long)it.endings.size())
-            throw bad(strfmt("%s must be an index into %s (0..%zu)", lab, ends, it.endings.size() - 1));
-        it.label = (int)label;
-        if (it.context.empty()) throw bad(std::string(ctx) + " is empty");
-        items.push_back(std::move(it));
-    }
+    for (int n = 1; std::getline(in, line); ++n)
+        if (line.find_first_not_of(" \t\r") != std::string::npos)
+            items.push_back(parse_item(line, strfmt("--task %s:%d", path.c_str(), n)));
     if (items.empty()) throw UserError(strfmt("--task %s: no items", path.c_str()));
     return items;
 }

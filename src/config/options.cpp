@@ -157,6 +157,11 @@ void declare_run(Registry<Options>& r, Options& o) {
              "checkpoints takes 3 s longer) | term-in-forward, term-in-backward (the rank sends itself SIGTERM right "
              "after that pass of STEP) | stage-hang (STEP 1: with --stage-dir, the rank's copy stops after its first "
              "piece, as on a filesystem that hangs) | stage-slow (STEP 1: each piece of its copy takes 2 s longer)");
+}
+
+// What a run reports and where it computes.
+void declare_output(Registry<Options>& r, Options& o) {
+    using S = std::string;
     r.add<long>("log-every", &Options::log_every, o, 10, "print a step line every N steps");
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
@@ -220,6 +225,7 @@ void declare(Registry<Options>& r, Options& o) {
     declare_model_and_data(r, o);
     declare_step(r, o);
     declare_run(r, o);
+    declare_output(r, o);
 }
 
 // Boost formats its error messages by replacing placeholders such as %value% with the offending
