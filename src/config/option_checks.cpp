@@ -163,6 +163,7 @@ void validate_options(Options& o) {
     validate_training(o);
     validate_output(o);
     if (!o.promote_if.empty()) parse_promote_if(o.promote_if);
+    need(o.keep_promoted >= 0, strfmt("--keep-promoted %d must be >= 0 (0: keep every promotion)", o.keep_promoted));
 }
 
 void resolve_grad_accum(Options& o, int ranks) {

@@ -150,6 +150,10 @@ void declare_run(Registry<Options>& r, Options& o) {
              "promote each checkpoint whose evaluation meets this (e.g. \"val_loss<=1.5\"; several: "
              "comma-separated, all must hold) for servers following promotions (dptrain serve --follow promoted), "
              "with the numbers as its reason; that step gets a checkpoint if it had none");
+    r.add<int>("keep-promoted", &Options::keep_promoted, o, 0,
+               "with --promote-if, keep the newest N promotions in force: each new one withdraws the oldest past "
+               "N, whose checkpoint the rotation may then remove; 0 = all (keep N above --canary-seconds over the "
+               "time between evaluations, or stable servers have none old enough)");
     r.add<S>("inject-fault", &Options::inject_fault, o, "",
              "for tests: RANK:STEP:KIND[,...] with KIND kill | hang | nan | corrupt-checkpoint | io-error | slow "
              "(from STEP on, the rank's forward takes 20 ms longer: a straggler) | slow-read (from STEP on, each of "

@@ -224,12 +224,24 @@ void DeadlineServer::close_after() {
 
 bool DeadlineServer::request_timed_out() { return t_stream && t_stream->timed_out(); }
 
-void ConnectionQueue::enqueue(std::function<void()> fn) {
+// A template, so that only the branch of the httplib built against is compiled.
+template <typename Pool>
+auto pool_enqueue(Pool& pool, std::function<void()> job, std::atomic<long>& waiting) {
+    if constexpr (std::is_same_v<decltype(pool.enqueue(std::move(job))), bool>) {
+        const bool taken = pool.enqueue(std::move(job));
+        if (!taken) --waiting;
+        return taken;
+    } else {
+        pool.enqueue(std::move(job));
+    }
+}
+
+EnqueueResult ConnectionQueue::enqueue(std::function<void()> fn) {
     ++waiting_;
-    pool_.enqueue([this, fn = std::move(fn)] {
+    return pool_enqueue(pool_, [this, fn = std::move(fn)] {
         --waiting_;
         fn();
-    });
+    }, waiting_);
 }
 
 void DeadlineServer::set_threads(size_t n) {

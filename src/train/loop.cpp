@@ -344,6 +344,19 @@ std::string StepLoop::first_nonfinite(const std::string& mine) {
 
 // Rank 0 writes from the host state (replicas are identical; sharded optimizer state is gathered).
 // Other ranks wait in a phase of their own: in the next all-reduce it would count as communication.
+// --keep-promoted N: the promotions in force past the newest N are withdrawn, oldest first.
+void StepLoop::withdraw_oldest() {
+    if (p_.o.keep_promoted <= 0) return;
+    std::vector<Promotion> active = read_promotions(p_.o.checkpoint_dir);
+    for (size_t i = 0; i + (size_t)p_.o.keep_promoted < active.size(); ++i) {
+        Promotion old = active[i];
+        old.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        old.reason = strfmt("--keep-promoted %d: newer ones are in force", p_.o.keep_promoted);
+        old.by = "dptrain --keep-promoted";
+        append_promotion(p_.o.checkpoint_dir, "withdraw", old);
+    }
+}
+
 // --promote-if held: rank 0 promotes this step's checkpoint once it is whole on disk.
 void StepLoop::promote(long done) {
     p_.ckpt.wait();
@@ -357,6 +370,7 @@ void StepLoop::promote(long done) {
         try {
             append_promotion(p_.o.checkpoint_dir, "promote", pr);
             p_.report.print(strfmt("promoted step %ld (%s)\n", done, promote_reason_.c_str()));
+            withdraw_oldest();
         } catch (const UserError& e) {
             std::fprintf(stderr, "dptrain: warning: %s; step %ld not promoted\n", e.what(), done);
         }

@@ -31,6 +31,14 @@ kept=$(ls "$WORK/run/checkpoints" | sed -n 's/^ckpt-0*\([0-9]*\)\.h5$/\1/p' | so
 [ "$kept" = "$want" ] || fail "--keep-checkpoints 1 kept steps '$kept'; want the promoted ones, '$want'"
 grep -q "^promoted step [0-9]* (--promote-if: val_loss [0-9.]* <= $X)$" "$WORK/out" || fail "no line with the promotion's reason"
 echo "ok: --promote-if val_loss<=$X promoted steps $got (not the evaluations above it); the rotation kept them"
+# --keep-promoted 2: each promotion past the newest two withdraws the oldest.
+train 1 "${G[@]}" --run-dir "$WORK/keep" --keep-checkpoints 1 --promote-if "val_loss<=$X" --keep-promoted 2
+[ "$RC" = 0 ] || { cat "$WORK/out"; fail "training with --keep-promoted exited $RC"; }
+in_force=$("$BIN/dptrain-ckpt" promotions "$WORK/keep" | sed -n 's/^step \([0-9]*\) .*/\1/p' | paste -sd' ')
+[ "$in_force" = "$(tr ' ' '\n' <<<"$want" | tail -n 2 | paste -sd' ')" ] \
+  && grep -q '"action":"withdraw".*"by":"dptrain --keep-promoted"' "$WORK/keep/checkpoints/promotions.jsonl" \
+  || fail "--keep-promoted 2: promotions in force '$in_force', want the newest two of '$want'"
+echo "ok: --keep-promoted 2 kept steps $in_force in force and withdrew the older ones"
 
 # 2. Servers. A newer checkpoint nobody promoted: 10 more steps without --promote-if.
 train 1 "${G[@]}" --run-dir "$WORK/run" --keep-checkpoints 1 --steps 130 --eval-every 0 --resume auto

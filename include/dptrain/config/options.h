@@ -73,6 +73,7 @@ struct Options {
     OnNonfinite on_nonfinite;
     std::string inject_fault;  // RANK:STEP:KIND,... (tests)
     std::string promote_if;    // "val_loss<=1.5,..." (parse_promote_if); "" = off
+    int keep_promoted;         // promotions kept in force (the oldest withdrawn); 0 = all
     bool preflight;
     bool force_memory;         // train although the memory plan says the run does not fit
     long log_every, eval_every, eval_max;

@@ -8,15 +8,20 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <type_traits>
+#include <utility>
 
 namespace dptrain {
+
+// TaskQueue::enqueue returns bool from cpp-httplib 0.15 (false: refused), void before.
+using EnqueueResult = decltype(std::declval<httplib::TaskQueue&>().enqueue(std::function<void()>()));
 
 // httplib's thread pool, counting the connections that wait for a thread: a connection that waits
 // for its next request gives its thread up to them ("parks") instead of holding it.
 class ConnectionQueue : public httplib::TaskQueue {
   public:
     explicit ConnectionQueue(size_t threads) : pool_(threads) {}
-    void enqueue(std::function<void()> fn) override;
+    EnqueueResult enqueue(std::function<void()> fn) override;
     void shutdown() override { pool_.shutdown(); }
     bool others_waiting() const { return waiting_.load() > 0; }
 

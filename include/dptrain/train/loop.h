@@ -92,6 +92,7 @@ class StepLoop {
     void account(Prefetcher& pf, const Step& st, long done, long start, long end);
     bool evaluate(long done, bool* usr1);
     void promote(long done);
+    void withdraw_oldest();
     void step_line(Prefetcher& pf, double t_end, long done, long start, long end);
     double trace_origin();
     void checkpoint(long done, bool final_one);
