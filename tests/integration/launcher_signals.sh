@@ -9,7 +9,9 @@
 # to its ranks.
 source "$(dirname "$0")/lib.bash"
 synth "$WORK/data" --train-samples 4000 --val-samples 256
-C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 100000 --checkpoint-every 100000)
+C=(--data "$WORK/data" --batch-size 8 --eval-every 0 --log-every 1000 --steps 10000000 --checkpoint-every 10000000)
+# Steps enough that no machine ends the run before the stop: every run here ends by the signal
+# (100000 steps, 22 s on a fast machine, once ended before a signal that a loaded one sent late).
 # A grace no other process sleeps for, so that its backstop's sleep can be looked for afterwards
 # (in this test's session).
 export DPTRAIN_STOP_GRACE=297
