@@ -57,6 +57,7 @@ class HostGradients : public GradientPath {
     double take_comm_seconds() override;
     void upload_state() override;
     void download_state() override;
+    void download_params() override {}
 
     const char* where() const override;
     std::string describe() const override;

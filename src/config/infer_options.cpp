@@ -74,7 +74,7 @@ void declare(Registry<ServeOptions>& r, ServeOptions& o) {
                        "which checkpoint of a directory to serve: promoted (the newest promoted --canary-seconds ago: "
                        "the stable replicas) | canary (the newest promotion at once; a rise in its server errors "
                        "withdraws it) | newest (each complete one as training writes it) | auto (promoted where the "
-                       "directory holds promotions, else newest)");
+                       "directory holds a promotion log, as a run with --promote-if makes at its start; else newest)");
     r.add<long>("pin", &S::pin, o, -1, "serve this step of the directory and no other (-1: follow)");
     r.add<double>("canary-seconds", &S::canary_seconds, o, 300.0,
                   "how long a promotion is served by canary replicas alone before stable ones take it");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace dptrain {
@@ -146,11 +147,13 @@ std::vector<PromoteCondition> parse_promote_if(const std::string& text) {
             c.value = std::strtod(part.c_str() + at + len, &end);
             c.value_text = part.substr(at + len);
         }
-        if (at == std::string::npos || (c.metric != "val_loss" && c.metric != "val_accuracy" &&
-                                        c.metric != "val_bits_per_byte") ||
+        static const std::set<std::string> known = {"val_loss", "val_accuracy", "val_bits_per_byte",
+                                                    "acc",      "acc_norm",     "acc_tokens"};
+        if (at == std::string::npos || !known.count(c.metric) ||
             end == part.c_str() + at + len || *end != '\0' || !std::isfinite(c.value))
             throw UserError(strfmt("--promote-if '%s': '%s' is not a condition; give METRIC OP NUMBER, METRIC one of "
-                                   "val_loss, val_accuracy, val_bits_per_byte, OP one of <= < >= > (several: "
+                                   "val_loss, val_accuracy, val_bits_per_byte, acc, acc_norm, acc_tokens (--eval-task's), OP one "
+                                   "of <= < >= > (several: "
                                    "comma-separated, all must hold), e.g. --promote-if \"val_loss<=1.5\"",
                                    text.c_str(), part.c_str()));
         out.push_back(c);
@@ -162,7 +165,14 @@ void validate_options(Options& o) {
     validate_model_and_data(o);
     validate_training(o);
     validate_output(o);
-    if (!o.promote_if.empty()) parse_promote_if(o.promote_if);
+    need(o.eval_task.empty() || o.model == ModelKind::gpt,
+         "--eval-task scores items by a language model's log-likelihood: it needs --model gpt");
+    if (!o.promote_if.empty())
+        for (const PromoteCondition& c : parse_promote_if(o.promote_if))
+            need(c.metric.rfind("acc", 0) != 0 || !o.eval_task.empty(),
+                 strfmt("--promote-if '%s' asks for %s, a score of multiple-choice items: give them with "
+                        "--eval-task ITEMS.jsonl",
+                        o.promote_if.c_str(), c.metric.c_str()));
     need(o.keep_promoted >= 0, strfmt("--keep-promoted %d must be >= 0 (0: keep every promotion)", o.keep_promoted));
 }
 

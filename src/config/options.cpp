@@ -170,6 +170,10 @@ void declare_output(Registry<Options>& r, Options& o) {
     r.add<long>("eval-every", &Options::eval_every, o, 100,
                 "evaluate on the validation shards every N steps and after step --steps; 0 = only after step --steps");
     r.add<long>("eval-max", &Options::eval_max, o, 0, "evaluate on at most N validation samples; 0 = all");
+    r.add<S>("eval-task", &Options::eval_task, o, "",
+             "GPT: at each evaluation also score these multiple-choice items (JSON lines, as dptrain eval --task "
+             "reads them) by log-likelihood, on this rank's device; their acc, acc_norm and acc_tokens go to the "
+             "eval line, metrics and TensorBoard, and --promote-if may ask for them");
     r.add<double>("peak-gflops", &Options::peak_gflops, o, 0.0,
                   "peak GFLOP/s of one rank for the MFU column; 0 = measure sgemm at start");
     r.add<S>("metrics", &Options::metrics, o, "", "JSON-lines metrics file; default RUN_DIR/metrics.jsonl");

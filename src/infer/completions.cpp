@@ -38,26 +38,6 @@ constexpr int kScoreRows = 64;
 
 } // namespace
 
-TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top) {
-    float most = logits[0];
-    for (int i = 1; i < V; ++i) most = std::max(most, logits[i]);
-    double sum = 0;
-    for (int i = 0; i < V; ++i) sum += std::exp((double)(logits[i] - most));
-    const float log_z = most + (float)std::log(sum);
-    TokenLogprob t;
-    t.token = token;
-    t.logprob = logits[token] - log_z;
-    top = std::min(top, drawable);
-    for (int i = 0; i < drawable; ++i) {  // the few largest, by insertion: top is at most 5
-        const float lp = logits[i] - log_z;
-        if ((int)t.top.size() == top && (top == 0 || lp <= t.top.back().second)) continue;
-        auto at = std::find_if(t.top.begin(), t.top.end(), [&](const auto& e) { return lp > e.second; });
-        t.top.insert(at, {i, lp});
-        if ((int)t.top.size() > top) t.top.pop_back();
-    }
-    return t;
-}
-
 bool Completion::next(std::string* text) {
     Got got;
     while ((got = next_for(text, 3600)) == Got::nothing_yet) {

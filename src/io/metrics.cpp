@@ -238,9 +238,13 @@ std::string format_step_line(const StepStats& s) {
 }
 
 std::string format_eval_line(const EvalStats& e) {
-    return strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples%s", e.step, e.loss,
-                  100.0 * e.accuracy, e.samples,
-                  e.bits_per_byte >= 0 ? strfmt(" | %.4f bits per byte", e.bits_per_byte).c_str() : "");
+    std::string line = strfmt("eval at step %ld | val loss %.4f | val accuracy %.2f%% | %ld samples", e.step, e.loss,
+                              100.0 * e.accuracy, e.samples);
+    if (e.bits_per_byte >= 0) line += strfmt(" | %.4f bits per byte", e.bits_per_byte);
+    if (e.acc >= 0)
+        line += strfmt(" | task: %ld items, acc %.4f, acc_norm %.4f, acc_tokens %.4f", e.task_items, e.acc, e.acc_norm,
+                       e.acc_tokens);
+    return line;
 }
 
 void truncate_jsonl_after(const std::string& path, long step) {
@@ -344,6 +348,9 @@ Record eval_record(const EvalStats& e) {
     Record r("eval");
     r.integer("step", e.step).metric("val_loss", e.loss).metric("val_accuracy", e.accuracy);
     if (e.bits_per_byte >= 0) r.metric("val_bits_per_byte", e.bits_per_byte);
+    if (e.acc >= 0)
+        r.metric("acc", e.acc).metric("acc_norm", e.acc_norm).metric("acc_tokens", e.acc_tokens).integer("task_items",
+                                                                                                      e.task_items);
     r.integer("samples", e.samples);
     return r;
 }

@@ -88,6 +88,13 @@ std::vector<Promotion> read_promotions(const std::string& dir, bool* has_log) {
     return active;
 }
 
+void open_promotion_log(const std::string& dir) {
+    const std::string path = dir + "/" + kPromotionLog;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw UserError(strfmt("%s: cannot create it: %s", path.c_str(), std::strerror(errno)));
+    ::close(fd);
+}
+
 void append_promotion(const std::string& dir, const std::string& action, const Promotion& p) {
     const std::string path = dir + "/" + kPromotionLog;
     Json j = {{"action", action}, {"step", p.step}, {"file", p.file}, {"time", p.time}, {"reason", p.reason},

@@ -1,8 +1,11 @@
 // What every device's decoder shares: the prompt runs that keep a row's bits the same alone or
-// batched, and the CPU's factory.
+// batched, a row's log-probabilities, and the CPU's factory.
 #include "dptrain/model/decoder.h"
 
 #include "dptrain/model/gpt_decoder.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace dptrain {
 
@@ -12,6 +15,26 @@ void decode_prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>
         for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
         if (end - begin >= kDecodePromptRows) runs.emplace_back(begin, end);
     }
+}
+
+TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top) {
+    float most = logits[0];
+    for (int i = 1; i < V; ++i) most = std::max(most, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < V; ++i) sum += std::exp((double)(logits[i] - most));
+    const float log_z = most + (float)std::log(sum);
+    TokenLogprob t;
+    t.token = token;
+    t.logprob = logits[token] - log_z;
+    top = std::min(top, drawable);
+    for (int i = 0; i < drawable; ++i) {  // the few largest, by insertion: top is at most 5
+        const float lp = logits[i] - log_z;
+        if ((int)t.top.size() == top && (top == 0 || lp <= t.top.back().second)) continue;
+        auto at = std::find_if(t.top.begin(), t.top.end(), [&](const auto& e) { return lp > e.second; });
+        t.top.insert(at, {i, lp});
+        if ((int)t.top.size() > top) t.top.pop_back();
+    }
+    return t;
 }
 
 std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights) {

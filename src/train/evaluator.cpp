@@ -33,6 +33,11 @@ void Evaluator::warn_nonfinite(int n) {
         }
 }
 
+void Evaluator::set_task(std::vector<ChoiceItem> items, std::unique_ptr<ChoiceScorer> scorer) {
+    items_ = std::move(items);
+    scorer_ = std::move(scorer);
+}
+
 std::optional<EvalStats> Evaluator::run(long step, const float* params) {
     Dataset& val = split_;
     const long N = eval_max_ > 0 ? std::min(eval_max_, val.num_samples()) : val.num_samples();
@@ -69,6 +74,11 @@ std::optional<EvalStats> Evaluator::run(long step, const float* params) {
     e.loss = sums[0] / terms;
     e.accuracy = sums[1] / terms;
     if (sums[3] > 0) e.bits_per_byte = sums[0] / (sums[3] * std::log(2.0));
+    if (scorer_) {
+        if ((stop_signal_ = scorer_->score(items_, params, world_, &scores_)) != 0) return std::nullopt;
+        e.acc = scores_.acc, e.acc_norm = scores_.acc_norm, e.acc_tokens = scores_.acc_tokens;
+        e.task_items = (long)items_.size();
+    }
     return e;
 }
 

@@ -244,6 +244,7 @@ bool StepLoop::evaluate(long done, bool* usr1) {
     const Options& o = p_.o;
     if (!((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps)) return true;
     p_.clock.mark(Phase::eval, done, true);
+    if (p_.eval.has_task()) p_.grads.download_params();  // the items are decoded from the host copy
     if (std::optional<EvalStats> e = p_.eval.run(done, p_.params.data())) {
         last_eval_ = *e;
         evaluated_ = true;
@@ -253,10 +254,13 @@ bool StepLoop::evaluate(long done, bool* usr1) {
             std::string why;
             bool all = true;
             for (const PromoteCondition& c : parse_promote_if(o.promote_if)) {
-                const double v = c.metric == "val_loss"       ? e->loss
-                                 : c.metric == "val_accuracy" ? e->accuracy
-                                                              : e->bits_per_byte;
-                all = all && v >= 0 && c.holds(v);  // bits per byte: -1 where there is no text
+                const double v = c.metric == "val_loss"          ? e->loss
+                                 : c.metric == "val_accuracy"    ? e->accuracy
+                                 : c.metric == "val_bits_per_byte" ? e->bits_per_byte
+                                 : c.metric == "acc"             ? e->acc
+                                 : c.metric == "acc_norm"        ? e->acc_norm
+                                                                 : e->acc_tokens;
+                all = all && v >= 0 && c.holds(v);  // -1: no text (bits per byte), no --eval-task
                 why += strfmt("%s%s %.6g %s %s", why.empty() ? "" : ", ", c.metric.c_str(), v, c.op.c_str(),
                               c.value_text.c_str());
             }

@@ -239,11 +239,12 @@ void Reporter::eval_line(const EvalStats& e) {
     if (rank_ != 0) return;
     jsonl_.write(eval_record(e));
     if (!tb_.is_open()) return;
-    if (e.bits_per_byte >= 0)
-        tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy},
-                             {"eval/bits_per_byte", (float)e.bits_per_byte}});
-    else
-        tb_.scalars(e.step, {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy}});
+    std::vector<std::pair<std::string, float>> s = {{"eval/loss", (float)e.loss}, {"eval/accuracy", (float)e.accuracy}};
+    if (e.bits_per_byte >= 0) s.push_back({"eval/bits_per_byte", (float)e.bits_per_byte});
+    if (e.acc >= 0)
+        s.insert(s.end(), {{"eval/task_acc", (float)e.acc}, {"eval/task_acc_norm", (float)e.acc_norm},
+                           {"eval/task_acc_tokens", (float)e.acc_tokens}});
+    tb_.scalars(e.step, s);
 }
 
 void Reporter::op_times(long step, const OpTimes& t, const char* how_timed) {

@@ -18,6 +18,7 @@
 #include "dptrain/train/trainer.h"
 
 #include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/decoders.h"
 #include "dptrain/backend/device.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/config/option_checks.h"
@@ -27,6 +28,7 @@
 #include "dptrain/core/memory.h"
 #include "dptrain/data/stage.h"
 #include "dptrain/data/verify.h"
+#include "dptrain/io/promotion.h"
 #include "dptrain/io/reliability.h"
 #include "dptrain/train/loop.h"
 #include "dptrain/train/memory_plan.h"
@@ -331,6 +333,21 @@ bool verify_data(const Options& o, const Topology& topo, Watchdog& dog) {
 
 // After each set-up phase, every rank: exit 2 when it failed anywhere, 75 when a stop signal
 // reached any rank (SIGUSR1 too: nothing trained since the last checkpoint, nothing to save).
+// --eval-task on every rank: its items read and checked, and a decoder on the run's device (its GPU
+// or the CPU), fp32 as the checkpoints hold the parameters.
+void add_eval_task(Evaluator& eval, const Options& o, const Task& task, const Device& device, const Topology& topo,
+                   Reporter& report) {
+    std::vector<ChoiceItem> items = read_choice_items(o.eval_task, "--eval-task");
+    const GptConfig cfg = task.model_spec(o).gpt;
+    const DeviceKind where = device.gpu() < 0 ? DeviceKind::cpu : DeviceKind::cuda;
+    auto scorer = std::make_unique<ChoiceScorer>(cfg, tokenizer_from(task.tokenizer_kind(), task.tokenizer_table()),
+                                                 make_decoder(where, cfg, Precision::fp32, topo.host_rank, topo.host_size));
+    scorer->check(items, "--eval-task " + o.eval_task);
+    report.print(strfmt("eval task: %s: %zu items scored by log-likelihood at each evaluation, on %s\n",
+                        o.eval_task.c_str(), items.size(), scorer->where().c_str()));
+    eval.set_task(std::move(items), std::move(scorer));
+}
+
 int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
     int sig = preemption_signal();
     MpiCommunicator(w).allreduce(&sig, 1, ReduceOp::max);
@@ -386,8 +403,15 @@ int run_training(const Options& opts_in, const Topology& topo) {
     s.start_step = s.ckpt->share(s.world, s.params, *s.opt);
     if (!go_on(agreed(dog, w, [&] { s.report.open_metrics(s.start_step); }))) return code;
     s.report.banner(s.facts());
-    s.start_heartbeats(clock.watchdog());
     Evaluator eval(*s.task, *s.model, s.world, opts.eval_max);
+    if (!opts.eval_task.empty() &&
+        !go_on(agreed(dog, w, [&] { add_eval_task(eval, opts, *s.task, *s.device, topo, s.report); })))
+        return code;
+    if (!opts.promote_if.empty() && !go_on(agreed(dog, w, [&] {
+            if (topo.rank == 0) open_promotion_log(opts.checkpoint_dir);
+        })))
+        return code;
+    s.start_heartbeats(clock.watchdog());
     StepLoop loop(LoopParts{opts, topo, s.world, *s.task, *s.model, s.params, *s.opt, *s.grads, *s.sampler, s.sched,
                             *s.device, s.faults, clock, s.report, eval, *s.ckpt, s.peak_gflops, s.plan.total,
                             s.plan.gpu_total, s.plan.host_total, s.gpu_used_at_start});

@@ -141,6 +141,12 @@ bad() {
   echo "ok: $(grep -m1 -- "$want" "$WORK/bad.out" | cut -c1-150)"
 }
 bad "has no promotion in force; promote one" "$BIN/dptrain-serve" --checkpoint "$WORK/first" --follow promoted --port 0
+# A run with --promote-if that has promoted nothing yet: followed by default (auto), none of its
+# checkpoints is served, as with --follow promoted (its log exists from the start).
+train 1 "${G[@]}" --steps 20 --run-dir "$WORK/none" --promote-if "val_loss<=0"
+[ "$RC" = 0 ] && [ -f "$WORK/none/checkpoints/ckpt-00000020.h5" ] && [ -f "$WORK/none/checkpoints/promotions.jsonl" ] \
+  && [ ! -s "$WORK/none/checkpoints/promotions.jsonl" ] || { cat "$WORK/out"; fail "--promote-if met by no evaluation: want an empty promotion log"; }
+bad "--follow auto: .* has no promotion in force; promote one" "$BIN/dptrain-serve" --checkpoint "$WORK/none" --port 0
 bad "holds no checkpoint of that step" "$BIN/dptrain-serve" --checkpoint "$WORK/run" --pin 7 --port 0
 bad "--follow 'latest' is unknown" "$BIN/dptrain-serve" --checkpoint "$WORK/run" --follow latest --port 0
 bad "'loss<3' is not a condition" "$BIN/dptrain" "${G[@]}" --run-dir "$WORK/x" --promote-if "loss<3"

@@ -10,7 +10,9 @@
 
 namespace dptrain {
 
-// cuda: this host's first GPU (UserError naming why none); auto: a GPU if visible, else the CPU.
-std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights);
+// cuda: a GPU of this host (UserError naming why none); auto: a GPU if visible, else the CPU. The
+// GPU is the one training binds for host rank `host_rank` of `host_size` (one process: the first).
+std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights, int host_rank = 0,
+                                      int host_size = 1);
 
 } // namespace dptrain

@@ -69,6 +69,8 @@ class GradientPath {
     // Checkpoints' host state to where the step runs and back (no-ops on the host path).
     virtual void upload_state() = 0;
     virtual void download_state() = 0;
+    // The parameters alone back to the host (an evaluation that reads them there).
+    virtual void download_params() = 0;
 
     // Where the state lives: "GPU" or "host".
     virtual const char* where() const = 0;

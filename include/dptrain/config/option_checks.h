@@ -10,7 +10,7 @@ void validate_options(Options& o);
 
 // --promote-if's conditions, all of which an evaluation must meet.
 struct PromoteCondition {
-    std::string metric;  // val_loss | val_accuracy | val_bits_per_byte
+    std::string metric;  // val_loss | val_accuracy | val_bits_per_byte | acc | acc_norm | acc_tokens
     std::string op;      // <= < >= >
     double value = 0;
     std::string value_text;  // as given

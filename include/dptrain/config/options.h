@@ -77,6 +77,7 @@ struct Options {
     bool preflight;
     bool force_memory;         // train although the memory plan says the run does not fit
     long log_every, eval_every, eval_max;
+    std::string eval_task;  // multiple-choice items scored at each evaluation (GPT); "" = none
     double peak_gflops;  // per rank; 0 = measure at start
     std::string metrics;
     bool metrics_required;  // a failed metrics write stops the run (exit 2) rather than warning

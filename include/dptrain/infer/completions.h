@@ -19,16 +19,6 @@
 
 namespace dptrain {
 
-// A token's log-probability under the model (its softmax at temperature 1, what scoring asks for)
-// and the most likely tokens at its place, most likely first.
-struct TokenLogprob {
-    int token = 0;
-    float logprob = 0;
-    std::vector<std::pair<int, float>> top;
-};
-// Of row `logits` (V values): token's, and the `top` most likely among the first `drawable` ids.
-TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top);
-
 // A request and the channel its text comes back through.
 struct Completion {
     std::vector<int> prompt;  // ids, 1 to block_size of them

@@ -34,6 +34,9 @@ struct EvalStats {
     long samples = 0;
     // nats x tokens / (bytes x ln 2): comparable across tokenizers; -1 for tabular data.
     double bits_per_byte = -1;
+    // --eval-task's accuracies over its items (choice_task.h); -1 without one.
+    double acc = -1, acc_norm = -1, acc_tokens = -1;
+    long task_items = 0;
 };
 
 // allreduce is only the wait backward did not hide (exposed communication).

@@ -26,6 +26,10 @@ std::vector<Promotion> read_promotions(const std::string& dir, bool* has_log = n
 // action: "promote" or "withdraw". Throws UserError naming the file when it cannot be written.
 void append_promotion(const std::string& dir, const std::string& action, const Promotion& p);
 
+// Makes DIR's log where it has none (empty): a run with --promote-if does at its start, so that
+// servers following it by default (--follow auto) take promoted checkpoints only, from the first.
+void open_promotion_log(const std::string& dir);
+
 // The checkpoint directory of PATH: a run directory's checkpoints/, a checkpoint's folder, or PATH.
 std::string checkpoint_dir_of(const std::string& path);
 

@@ -32,6 +32,16 @@ constexpr int kDecodePromptRows = 32;
 // Those runs among n rows, as [begin, end) ranges in order (runs cleared first).
 void decode_prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>& runs);
 
+// A token's log-probability under the model (its softmax at temperature 1, what scoring asks for)
+// and the most likely tokens at its place, most likely first.
+struct TokenLogprob {
+    int token = 0;
+    float logprob = 0;
+    std::vector<std::pair<int, float>> top;
+};
+// Of row `logits` (V values): token's, and the `top` most likely among the first `drawable` ids.
+TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top);
+
 // weights bf16: the products read a bf16 copy of the weights (GptDecoder).
 std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights = Precision::fp32);
 

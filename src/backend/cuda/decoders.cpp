@@ -7,14 +7,15 @@
 
 namespace dptrain {
 
-std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights) {
+std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights, int host_rank,
+                                      int host_size) {
     if (want == DeviceKind::cpu) return make_cpu_decoder(cfg, weights);
     std::string why;
     if (cuda::device_count(&why) == 0) {
         if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: no GPU (%s); use --device cpu", why.c_str()));
         return make_cpu_decoder(cfg, weights);
     }
-    return make_cuda_decoder(cfg, cuda::bind_device(0, 1), weights);
+    return make_cuda_decoder(cfg, cuda::bind_device(host_rank, host_size), weights);
 }
 
 } // namespace dptrain

@@ -43,6 +43,7 @@ class DeviceGradients : public GradientPath {
     double take_comm_seconds() override;
     void upload_state() override;
     void download_state() override;
+    void download_params() override;
 
     const char* where() const override;
     std::string describe() const override;
@@ -96,6 +97,8 @@ double DeviceGradients::take_comm_seconds() { return step_.take_comm_seconds(); 
 void DeviceGradients::upload_state() { step_.upload(params_, opt_); }
 
 void DeviceGradients::download_state() { step_.download(params_, opt_); }
+
+void DeviceGradients::download_params() { step_.download_params(params_); }
 
 const char* DeviceGradients::where() const { return "GPU"; }
 

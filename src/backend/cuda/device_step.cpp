@@ -181,6 +181,12 @@ void DeviceStep::download(float* params, Optimizer& opt) {
     CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+void DeviceStep::download_params(float* params) {
+    cudaStream_t s = model_.context().stream();
+    CUDA_CHECK(cudaMemcpyAsync(params, model_.device_params(), layout_.total * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
 void DeviceStep::poison() {
     const float nan = NAN;
     cudaStream_t s = model_.context().stream();

@@ -52,6 +52,7 @@ class DeviceStep : public GradHook {
     void upload(const float* params, const Optimizer& opt);
     // Device -> host, synchronously (checkpoints).
     void download(float* params, Optimizer& opt);
+    void download_params(float* params);
     // --inject-fault nan: gradient 0 becomes NaN before the sum.
     void poison();
     // Waits for the queued backward, so that the step's phases time what they name.
