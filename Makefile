@@ -271,8 +271,8 @@ DOCDIR   := $(DESTDIR)$(PREFIX)/share/doc/dptrain
 install: all
 	@scripts/make-man $(BUILD) $(BUILD)/man
 	install -d $(BINDIR) $(MANDIR) $(COMPDIR) $(SHAREDIR)/configs $(SHAREDIR)/slurm $(DOCDIR)
-	install -m 755 $(PROGRAMS:%=$(BUILD)/%) scripts/dptrain-run $(BINDIR)
-	install -m 644 $(PROGRAMS:%=$(BUILD)/man/%.1) $(BUILD)/man/dptrain-run.1 $(MANDIR)
+	install -m 755 $(PROGRAMS:%=$(BUILD)/%) scripts/dptrain-run scripts/dptrain-elastic $(BINDIR)
+	install -m 644 $(PROGRAMS:%=$(BUILD)/man/%.1) $(BUILD)/man/dptrain-run.1 $(BUILD)/man/dptrain-elastic.1 $(MANDIR)
 	for p in $(PROGRAMS); do install -m 644 scripts/dptrain.bash-completion $(COMPDIR)/$$p || exit 1; done
 	install -m 644 configs/*.ini $(SHAREDIR)/configs
 	install -m 755 slurm/*.sbatch slurm/*.sh $(SHAREDIR)/slurm
@@ -281,7 +281,8 @@ install: all
 	@echo "installed dptrain $(VERSION) under $(DESTDIR)$(PREFIX): bin/{$(subst $(space),$(comma),$(PROGRAMS))}, share/man/man1, share/bash-completion, share/dptrain/{configs,slurm}, share/doc/dptrain"
 
 uninstall:
-	rm -f $(PROGRAMS:%=$(BINDIR)/%) $(BINDIR)/dptrain-run $(PROGRAMS:%=$(MANDIR)/%.1) $(MANDIR)/dptrain-run.1 \
+	rm -f $(PROGRAMS:%=$(BINDIR)/%) $(BINDIR)/dptrain-run $(BINDIR)/dptrain-elastic $(PROGRAMS:%=$(MANDIR)/%.1) \
+	      $(MANDIR)/dptrain-run.1 $(MANDIR)/dptrain-elastic.1 \
 	      $(PROGRAMS:%=$(COMPDIR)/%)
 	rm -rf $(SHAREDIR) $(DOCDIR)
 

@@ -52,6 +52,7 @@ void validate_model_and_data(Options& o) {
     need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
     need(o.grad_accum >= 1 && o.grad_accum <= 65536, strfmt("--grad-accum %d must be in 1..65536", o.grad_accum));
     need(o.global_batch_tokens >= 0, strfmt("--global-batch-tokens %ld must be >= 0", o.global_batch_tokens));
+    need(o.global_batch >= 0, strfmt("--global-batch %ld must be >= 0", o.global_batch));
     need(o.global_batch_tokens == 0 || o.model == ModelKind::gpt,
          "--global-batch-tokens is for --model gpt; the MLP's global batch is --batch-size x ranks x --grad-accum");
     need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
@@ -176,7 +177,43 @@ void validate_options(Options& o) {
     need(o.keep_promoted >= 0, strfmt("--keep-promoted %d must be >= 0 (0: keep every promotion)", o.keep_promoted));
 }
 
+std::vector<int> global_batch_rank_counts(long global_batch, int most) {
+    std::vector<int> out;
+    for (int r = 1; r <= most && r <= global_batch; ++r)
+        if (global_batch % r == 0) out.push_back(r);
+    return out;
+}
+
+namespace {
+
+// --global-batch N on `ranks` ranks: --batch-size the largest micro-batch up to it that divides
+// each rank's share, --grad-accum the rest.
+void resolve_global_batch(Options& o, int ranks) {
+    if (o.global_batch_tokens > 0 || o.grad_accum != 1)
+        throw UserError(strfmt("--global-batch %ld sets the micro-batches a step itself; give it without %s",
+                               o.global_batch, o.global_batch_tokens > 0 ? "--global-batch-tokens" : "--grad-accum"));
+    if (o.global_batch % ranks != 0) {
+        std::string valid;
+        for (int r : global_batch_rank_counts(o.global_batch, 4096)) valid += (valid.empty() ? "" : " ") + std::to_string(r);
+        throw UserError(strfmt("--global-batch %ld does not split over %d ranks; run on a rank count that divides it "
+                               "(up to 4096: %s)",
+                               o.global_batch, ranks, valid.c_str()));
+    }
+    const long share = o.global_batch / ranks;
+    long micro = std::min<long>(o.batch_size, share);
+    while (share % micro != 0) --micro;
+    if (share / micro > 65536)
+        throw UserError(strfmt("--global-batch %ld needs %ld micro-batches a step on %d ranks (at most 65536); raise "
+                               "--batch-size",
+                               o.global_batch, share / micro, ranks));
+    o.batch_size = (int)micro;
+    o.grad_accum = (int)(share / micro);
+}
+
+} // namespace
+
 void resolve_grad_accum(Options& o, int ranks) {
+    if (o.global_batch > 0) return resolve_global_batch(o, ranks);
     if (o.global_batch_tokens <= 0) return;
     // Both given: one would silently replace the other.
     if (o.grad_accum != 1)

@@ -68,6 +68,11 @@ void declare_step(Registry<Options>& r, Options& o) {
     r.add<int>("grad-accum", &Options::grad_accum, o, 1,
                "micro-batches per optimizer step: their gradients are summed on each rank and all-reduced once, "
                "on the last one (the loss and the learning-rate schedule count optimizer steps)");
+    r.add<long>("global-batch", &Options::global_batch, o, 0,
+                "samples (GPT: windows) per optimizer step, kept on any rank count that divides it: each rank takes "
+                "its share in micro-batches of the largest size up to --batch-size that divides it (--grad-accum "
+                "of them), so a run resumed or relaunched on other ranks trains the same batches; 0 = --batch-size x "
+                "ranks x --grad-accum");
     r.add<long>("global-batch-tokens", &Options::global_batch_tokens, o, 0,
                 "GPT: tokens per optimizer step; sets --grad-accum to this / (ranks x --batch-size x --block-size), "
                 "which must divide it; 0 = use --grad-accum");

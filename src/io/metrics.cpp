@@ -328,6 +328,7 @@ std::string Record::emf(const std::string& ns, const std::vector<std::pair<std::
 Record step_record(const StepStats& s) {
     Record r("step");
     r.integer("step", s.step).integer("total", s.total);
+    r.metric("world_size", s.world_size, "Count");
     r.metric("loss", s.loss).metric("grad_norm", s.grad_norm).metric("lr", s.lr);
     r.metric("ms_per_step", s.ms_per_step, "Milliseconds").metric("samples_per_s", s.samples_per_s, "Count/Second");
     r.metric("data_wait_pct", s.data_wait_pct, "Percent").metric("comm_exposed_pct", s.comm_pct, "Percent");

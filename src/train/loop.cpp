@@ -305,6 +305,7 @@ void StepLoop::step_line(Prefetcher& pf, double t, long done, long start, long e
     st.ms_per_step = 1000.0 * dt / std::max(1L, done - iv_.first);
     st.samples_per_s = iv_.samples / dt;
     st.tokens_per_sample = p_.task.tokens_per_sample();
+    st.world_size = p_.world.size();
     st.mfu = p_.peak_gflops > 0 ? st.samples_per_s * p_.model.flops_per_sample() / (p_.peak_gflops * 1e9) : -1;
     st.data_wait_pct = 100.0 * shares[0];
     st.comm_pct = 100.0 * shares[1];

@@ -65,7 +65,8 @@ bool output_is_terminal() {
 std::vector<std::pair<std::string, float>> tensorboard_scalars(const StepStats& st, const StepBreakdown& bd) {
     std::vector<std::pair<std::string, float>> v = {{"train/loss", (float)st.loss},
                                                     {"train/lr", (float)st.lr},
-                                                    {"train/grad_norm", (float)st.grad_norm}};
+                                                    {"train/grad_norm", (float)st.grad_norm},
+                                                    {"train/world_size", (float)st.world_size}};
     if (st.tokens_per_sample > 0) v.emplace_back("train/tokens_per_s", (float)(st.samples_per_s * st.tokens_per_sample));
     else v.emplace_back("train/samples_per_s", (float)st.samples_per_s);
     if (st.mfu >= 0) v.emplace_back("train/mfu_pct", (float)(100.0 * st.mfu));

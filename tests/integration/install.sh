@@ -36,6 +36,8 @@ for s in SYNTH TEXT TOKENS INGEST VERIFY; do
   grep -q "^\.SH \"DPTRAIN-DATA $s\"" "$P/share/man/man1/dptrain-data.1" || fail "dptrain-data.1 lacks $s"
 done
 [ -x "$P/bin/dptrain-run" ] || fail "dptrain-run not installed"
+[ -x "$P/bin/dptrain-elastic" ] && grep -qF 'host\-discovery' "$P/share/man/man1/dptrain-elastic.1" \
+  || fail "dptrain-elastic or its man page not installed"
 for f in configs/local.ini configs/gpt-docs.ini slurm/single-node.sbatch slurm/stage-data.sh; do
   [ -f "$P/share/dptrain/$f" ] || fail "share/dptrain/$f not installed"
 done

@@ -19,7 +19,10 @@ struct PromoteCondition {
 // "val_loss<=1.5,val_accuracy>=0.4"; throws UserError naming the part that is not one.
 std::vector<PromoteCondition> parse_promote_if(const std::string& text);
 
-// --global-batch-tokens into grad_accum for this many ranks; throws UserError.
+// --global-batch (into batch_size and grad_accum) or --global-batch-tokens (into grad_accum) for
+// this many ranks; throws UserError naming the rank counts that can keep it.
 void resolve_grad_accum(Options& o, int ranks);
+// The rank counts up to `most` that can keep --global-batch N: its divisors.
+std::vector<int> global_batch_rank_counts(long global_batch, int most);
 
 } // namespace dptrain

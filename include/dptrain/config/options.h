@@ -47,6 +47,7 @@ struct Options {
     int batch_size;  // per rank and micro-batch
     int grad_accum;
     long global_batch_tokens;  // gpt; sets grad_accum from the ranks; 0: none
+    long global_batch;         // samples (windows) a step; sets batch_size and grad_accum from the ranks; 0: none
     Optimizer::Kind optimizer;
     double lr, min_lr_ratio;
     long warmup_steps;

@@ -26,6 +26,7 @@ struct StepStats {
     double comm_total_pct = 0;  // all-reduce calls, hidden or not
     double eta_s = -1;          // to --steps; < 0: unknown
     double stop_in_s = -1;      // --stop-after; < 0: none
+    int world_size = 1;         // ranks training (an elastic job's change with each relaunch)
 };
 
 struct EvalStats {
