@@ -12,7 +12,10 @@
 #      (and dptrain itself refuses such a rank count with the same list);
 #   3. a listed host that never answers: left out after 3 failures in a row, said so; the job runs
 #      on the others;
-#   4. fewer than MIN hosts: one line naming the hosts, exit 3, the checkpoints intact.
+#   4. fewer than MIN hosts: one line naming the hosts, exit 3, the checkpoints intact;
+#   5. node 1's link down (its ranks alive, cut off): the watchdog's line, mpirun (which waits on the
+#      node) ended --end-seconds later, node 1 fails the launcher's probe and is left out, the job
+#      goes on on 2 nodes; the link back up: node 1 answers again, the job grows back to 3 nodes.
 source "$(dirname "$0")/lib.bash"
 p=dpte
 cluster_up 3 2 $p
@@ -117,3 +120,25 @@ set -e
   && "$BIN/dptrain-ckpt" info "$WORK/el/checkpoints/ckpt-00000300.h5" >/dev/null \
   || { cat "$WORK/min.out"; fail "fewer than MIN hosts: want exit 3 with the hosts named, checkpoints intact (exit $rc)"; }
 echo "ok: 2 hosts for --nodes 3:3 -> exit 3, one line naming them; the checkpoints intact"
+
+# 5. A link down, then up again.
+list "$(addr 0)" "$(addr 1)" "$(addr 2)"
+elastic --nodes 2:3 --end-seconds 10 -- "$BIN/dptrain" "${J[@]}" --run-dir "$WORK/link" >"$WORK/link.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do [ -e "$WORK/link/checkpoints/ckpt-00000060.h5" ] && break; sleep 0.2; done
+[ -e "$WORK/link/checkpoints/ckpt-00000060.h5" ] || { cat "$WORK/link.out"; fail "link: no checkpoint of step 60 within 60 s"; }
+ip netns exec $p-node1 ip link set eth0 down
+t_down=$SECONDS
+for _ in $(seq 900); do grep -q "^dptrain-elastic: launch 2: " "$WORK/link.out" && break; sleep 0.1; done
+ip netns exec $p-node1 ip link set eth0 up
+t_relaunch=$((SECONDS - t_down))
+set +e; wait "$job"; rc=$?; set -e
+[ "$rc" = 0 ] && grep -q "^dptrain: error: step [0-9]* stuck in [a-z-]* for .* (--step-timeout 5)" "$WORK/link/elastic/launch-1.log" \
+  && grep -q "^dptrain-elastic: host $(addr 1) lost (the job ended with exit [0-9]*): left out for at least 1 s" "$WORK/link.out" \
+  && grep -q "^dptrain-elastic: a rank's fatal line 10 s ago and the launcher still runs" "$WORK/link.out" \
+  && grep -q "^dptrain-elastic: launch 2: 2 hosts ($(addr 0) $(addr 2)), 4 ranks" "$WORK/link.out" \
+  && grep -q "^dptrain-elastic: launch 3: 3 hosts (.*), 6 ranks" "$WORK/link.out" \
+  && "$BIN/dptrain-ckpt" diff "$WORK/straight/checkpoints/ckpt-00000300.h5" "$WORK/link/checkpoints/ckpt-00000300.h5" \
+       --tol 1e-5 >/dev/null \
+  || { cat "$WORK/link.out"; tail -n 5 "$WORK/link/elastic/launch-1.log"; fail "node 1's link down and up: want the watchdog's line, node 1 left out, 2 nodes, then 3 again, done (exit $rc)"; }
+echo "ok: node 1's link down -> the watchdog's line, mpirun ended 10 s later, node 1 failed the probe and was left out, the job went on on 2 nodes (relaunched $t_relaunch s after the link went down); the link up -> 3 nodes again, step 300 within 1e-5 of the uninterrupted run"
