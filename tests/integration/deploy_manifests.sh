@@ -22,12 +22,20 @@ echo "ok: shell syntax of slurm/, ParallelCluster/bootstrap.sh, eks/entrypoint.s
 m=$ROOT/slurm/multi-node.sbatch
 for want in '^#SBATCH --ntasks-per-node=8$' '^#SBATCH --gpus-per-node=8$' '^#SBATCH --exclusive$' \
             '^#SBATCH --requeue$' '^#SBATCH --signal=USR1@120$' '^srun --mpi=pmix ' '--resume auto' \
-            '^export FI_PROVIDER=efa$' '^export NCCL_NET="AWS Libfabric"$' 'FI_EFA_USE_DEVICE_RDMA=1' \
-            '^export NCCL_DEBUG=' 'RUN_DIR=\${RUN_DIR:-/fsx/' 'scontrol requeue "\$SLURM_JOB_ID"'; do
+            '^source "\$scripts/efa-env.sh"' 'RUN_DIR=\${RUN_DIR:-/fsx/' 'scontrol requeue "\$SLURM_JOB_ID"'; do
   grep -qE -- "$want" "$m" || fail "multi-node.sbatch lacks /$want/"
 done
+for want in '^export FI_PROVIDER=efa$' '^export NCCL_NET="AWS Libfabric"$' 'FI_EFA_USE_DEVICE_RDMA=1' '^export NCCL_DEBUG='; do
+  grep -qE -- "$want" "$ROOT/slurm/efa-env.sh" || fail "efa-env.sh lacks /$want/"
+done
+# --signal=B: signals only the batch shell, not dptrain's ranks; but elastic.sbatch's batch shell
+# is dptrain-elastic (exec), which asks the job for its checkpoint.
 for f in "$ROOT"/slurm/*.sbatch; do
+  [ "$(basename "$f")" = elastic.sbatch ] && continue
   ! grep -q -- '--signal=B:' "$f" || fail "$f: --signal=B: signals only the batch shell, not dptrain's ranks"
+done
+for want in '^#SBATCH --no-kill$' '^#SBATCH --signal=B:TERM@120$' '^exec "\$elastic" --nodes' '--global-batch "\$GLOBAL_BATCH"'; do
+  grep -qE -- "$want" "$ROOT/slurm/elastic.sbatch" || fail "elastic.sbatch lacks /$want/"
 done
 grep -q '"\$bench" allreduce \$BENCH_ARGS -J "\$RUN_DIR/allreduce.json"' "$ROOT/slurm/allreduce-bench.sbatch" \
   || fail "allreduce-bench.sbatch does not write RUN_DIR/allreduce.json"
@@ -358,6 +366,35 @@ for m in ("dptrain_serve_queue_depth", "dptrain_serve_generated_tokens_per_secon
     check(f'"{m}"' in exported, f"the scalers read {m}, which src/infer/serve_metrics.cpp does not export")
 print("ok: eks/serve-hpa.yaml: the HPA alternative on the same two metrics, which /metrics exports")
 
+# eks/elastic: the MPIJob above with dptrain-elastic as its launcher, by a kustomize patch.
+text_k, (kz,) = load_all("eks/elastic/kustomization.yaml")
+check(kz.get("kind") == "Kustomization" and kz.get("resources") == ["../mpijob.yaml"],
+      "eks/elastic: want a Kustomization of ../mpijob.yaml")
+ops = {}
+for pt in kz.get("patches") or []:
+    check(get(pt, "target.kind") == "MPIJob" and get(pt, "target.name") == job["metadata"]["name"],
+          "eks/elastic: the patch must target mpijob.yaml's MPIJob")
+    for op in yaml.safe_load(pt.get("patch") or "[]") or []:
+        ops[op.get("path")] = op.get("value")
+base = "/spec/mpiReplicaSpecs/Launcher/template/spec/containers/0/"
+eargs = [str(a) for a in ops.get(base + "args") or []]
+check(ops.get(base + "command") == ["/usr/local/bin/dptrain-elastic"], "eks/elastic: the launcher must run dptrain-elastic")
+def arg(name):
+    return eargs[eargs.index(name) + 1] if name in eargs and eargs.index(name) + 1 < len(eargs) else None
+nodes = re.fullmatch(r"(\d+):(\d+)", arg("--nodes") or "")
+check(arg("--host-discovery") == "/etc/mpi/discover_hosts.sh", "eks/elastic: hosts from the MPI Operator's /etc/mpi/discover_hosts.sh")
+check(arg("--slots") == str(slots), f"eks/elastic: --slots must be slotsPerWorker ({slots})")
+check(nodes and int(nodes.group(2)) >= (nworkers or 0), "eks/elastic: --nodes MIN:MAX with MAX at least the workers")
+gb = int(arg("--global-batch") or 0)
+check(nodes and gb > 0 and all(gb % (n * slots) == 0 for n in range(int(nodes.group(1)), int(nodes.group(2)) + 1)),
+      "eks/elastic: --global-batch must be kept by every worker count in --nodes (a multiple of each count x slots)")
+check("--" in eargs and "/usr/local/bin/dptrain" in eargs and "--run-dir" in eargs, "eks/elastic: -- /usr/local/bin/dptrain ... --run-dir")
+for var in re.findall(r'-x (\w+)', arg("--mpirun") or ""):
+    check(var == "LD_LIBRARY_PATH" or any(e.get("name") == var for e in lc.get("env") or []),
+          f"eks/elastic: mpirun exports {var}, which the launcher does not set")
+if not failed:
+    print(f"ok: eks/elastic: dptrain-elastic --nodes {arg('--nodes')} x {arg('--slots')} slots from "
+          f"/etc/mpi/discover_hosts.sh, --global-batch {gb} kept on each worker count")
 if failed:
     print("\n".join("FAIL: " + f for f in failed), file=sys.stderr)
     sys.exit(1)

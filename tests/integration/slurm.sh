@@ -260,6 +260,18 @@ completed "$id4" "job 4 (stage-data.sbatch)"
 grep -q "reusing the copy in $WORK/nvme/data" "$WORK/job-$id4.out" || { cat "$WORK/job-$id4.out"; fail "job 4: the copy was not reused"; }
 echo "ok: job $id4: stage-data.sbatch reused the valid copy"
 
+# --- job 9: elastic.sbatch: dptrain-elastic takes the allocation's nodes (scontrol) and launches
+# the ranks with mpirun inside it, the global batch set from GLOBAL_BATCH.
+id9=$(DPTRAIN_ROOT=$ROOT CONFIG=$WORK/train.ini RUN_DIR=$WORK/run9 GLOBAL_BATCH=16 MPIRUN="$MPIRUN" \
+      submit elastic.sbatch --nodes=1 --ntasks-per-node=2 --gpus-per-node=0); jobs_submitted+=("$id9")
+wait_for "$id9" 60
+completed "$id9" "job 9 (elastic.sbatch)"
+out=$WORK/job-$id9.out
+grep -q "^dptrain-elastic: launch 1: 1 hosts ($host), 2 ranks, --batch-size 8 x --grad-accum 1 (global batch 16), from the start" "$out" \
+  && grep -q "^done: steps 1..300 " "$out" && grep -q "^dptrain-elastic: the job is done (launch 1)" "$out" \
+  || { cat "$out"; fail "job 9: elastic.sbatch did not launch on the allocation's node and finish"; }
+echo "ok: job $id9: elastic.sbatch launched on the allocation's node ($host, 2 ranks, global batch 16) and finished"
+
 # --- job 5: allreduce-bench.sbatch writes the benchmark's JSON (small sizes, to be quick).
 id5=$(RUN_DIR=$WORK/bench BENCH_ARGS="-b 4K -e 64K -f 4 -n 5 -w 1" submit allreduce-bench.sbatch --nodes=1 --ntasks-per-node=2)
 jobs_submitted+=("$id5")
