@@ -9,7 +9,7 @@
 #      every step line, and the seconds from the kill to the first step on the survivors and the
 #      steps lost are printed;
 #   2. a global batch that 3 nodes' ranks cannot keep: that count is skipped, the valid ones listed
-#      (and dptrain itself refuses such a rank count with the same list);
+#      (dptrain itself refuses such a rank count with the same list, and dptrain plan prints it);
 #   3. a listed host that never answers: left out after 3 failures in a row, said so; the job runs
 #      on the others;
 #   4. fewer than MIN hosts: one line naming the hosts, exit 3, the checkpoints intact;
@@ -90,7 +90,10 @@ set -e
 refused 3 --data "$WORK/data" --global-batch 40 --steps 5 --run-dir "$WORK/gb3"
 [ "$RC" = 2 ] && grep -q "^dptrain: error: --global-batch 40 does not split over 3 ranks; run on a rank count that divides it (up to 4096: 1 2 4 5 8 10 20 40)" "$WORK/out" \
   || { cat "$WORK/out"; fail "dptrain --global-batch 40 on 3 ranks: want exit 2 with the valid counts"; }
-echo "ok: --global-batch 40: 3 nodes (6 ranks) skipped with the valid counts listed, the job ran on 2 (5 x 2 micro-batches); dptrain refuses 3 ranks the same way"
+"$BIN/dptrain" plan --data "$WORK/data" --global-batch 40 --batch-size 8 --ranks 4 >"$WORK/plan.out" 2>&1 || true
+grep -q "^--global-batch 40 on 4 ranks: --batch-size 5 x --grad-accum 2; rank counts that keep it (up to 4096): 1 2 4 5 8 10 20 40$" "$WORK/plan.out" \
+  || { cat "$WORK/plan.out"; fail "dptrain plan --global-batch 40 --ranks 4: no line with the split and the valid counts"; }
+echo "ok: --global-batch 40: 3 nodes (6 ranks) skipped with the valid counts listed, the job ran on 2 (5 x 2 micro-batches); dptrain refuses 3 ranks the same way and plan lists them"
 
 # 3. A listed host that never answers, while the job runs on the other: each look for hosts tries
 # it again (held out 1 s, then 2), and the third failure in a row leaves it out; then a stop
