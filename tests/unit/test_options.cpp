@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/config/option_checks.h"
 #include "dptrain/config/options.h"
 
 #include <catch2/catch.hpp>
@@ -164,4 +165,45 @@ TEST_CASE("a value containing a Boost message placeholder is refused, not looped
     // %invalid_line%, so a line holding that placeholder looped the same way.
     cfg = write_tmp("invalid-line.ini", "%pr\n%invalid_line%\n");
     CHECK(error_of({"--config", cfg}).find("cannot handle") != std::string::npos);
+}
+
+TEST_CASE("--global-batch: the largest micro-batch up to --batch-size that divides each rank's share", "[options]") {
+    struct Case {
+        long global;
+        int batch, ranks, want_batch, want_accum;
+    };
+    for (const Case& c : {Case{48, 8, 6, 8, 1}, Case{48, 8, 4, 6, 2}, Case{48, 8, 1, 8, 6}, Case{40, 8, 4, 5, 2},
+                          Case{40, 8, 8, 5, 1}, Case{7, 64, 7, 1, 1}, Case{1024, 64, 1, 64, 16}}) {
+        Options o = parse({"--global-batch", std::to_string(c.global), "--batch-size", std::to_string(c.batch)}).opts;
+        resolve_grad_accum(o, c.ranks);
+        INFO(c.global << " on " << c.ranks << " ranks, --batch-size " << c.batch);
+        CHECK(o.batch_size == c.want_batch);
+        CHECK(o.grad_accum == c.want_accum);
+        CHECK((long)o.batch_size * o.grad_accum * c.ranks == c.global);
+    }
+    Options o = parse({"--global-batch", "40"}).opts;
+    std::string e;
+    try {
+        resolve_grad_accum(o, 3);
+    } catch (const UserError& err) {
+        e = err.what();
+    }
+    CHECK(e == "--global-batch 40 does not split over 3 ranks; run on a rank count that divides it (up to 4096: 1 2 "
+               "4 5 8 10 20 40)");
+    CHECK(global_batch_rank_counts(12, 5) == std::vector<int>{1, 2, 3, 4});
+    o = parse({"--global-batch", "40", "--grad-accum", "2"}).opts;
+    CHECK_THROWS_AS(resolve_grad_accum(o, 2), UserError);
+}
+
+TEST_CASE("--promote-if: the task scores need --eval-task, and the MLP takes none", "[options]") {
+    CHECK(error_of({"--model", "gpt", "--promote-if", "val_loss<=2,acc_norm>=0.3"})
+              .find("asks for acc_norm, a score of multiple-choice items: give them with --eval-task") !=
+          std::string::npos);
+    CHECK(error_of({"--eval-task", "items.jsonl"}).find("it needs --model gpt") != std::string::npos);
+    const Options o = parse({"--model", "gpt", "--eval-task", "items.jsonl", "--promote-if", "acc>=0.5,acc_tokens>0.1"}).opts;
+    const std::vector<PromoteCondition> c = parse_promote_if(o.promote_if);
+    REQUIRE(c.size() == 2);
+    CHECK((c[0].metric == "acc" && c[0].op == ">=" && c[0].value == 0.5));
+    CHECK((c[1].metric == "acc_tokens" && c[1].holds(0.2) && !c[1].holds(0.1)));
+    CHECK(error_of({"--promote-if", "acc_nrm>=0.3"}).find("is not a condition") != std::string::npos);
 }
