@@ -15,7 +15,11 @@
 #   4. fewer than MIN hosts: one line naming the hosts, exit 3, the checkpoints intact;
 #   5. node 1's link down (its ranks alive, cut off): the watchdog's line, mpirun (which waits on the
 #      node) ended --end-seconds later, node 1 fails the launcher's probe and is left out, the job
-#      goes on on 2 nodes; the link back up: node 1 answers again, the job grows back to 3 nodes.
+#      goes on on 2 nodes; the link back up: node 1 answers again, the job grows back to 3 nodes;
+#   6. node 0, rank 0's (the checkpoint writer's), lost while the job checkpoints step 100 (each
+#      checkpoint from step 100 on held 3 s by --inject-fault slow-checkpoint): the job goes on on
+#      nodes 1 and 2 from step 50's checkpoint, rank 0 now on node 1, and ends as the uninterrupted
+#      run does.
 source "$(dirname "$0")/lib.bash"
 p=dpte
 cluster_up 3 2 $p
@@ -145,3 +149,20 @@ set +e; wait "$job"; rc=$?; set -e
        --tol 1e-5 >/dev/null \
   || { cat "$WORK/link.out"; tail -n 5 "$WORK/link/elastic/launch-1.log"; fail "node 1's link down and up: want the watchdog's line, node 1 left out, 2 nodes, then 3 again, done (exit $rc)"; }
 echo "ok: node 1's link down -> the watchdog's line, mpirun ended 10 s later, node 1 failed the probe and was left out, the job went on on 2 nodes (relaunched $t_relaunch s after the link went down); the link up -> 3 nodes again, step 300 within 1e-5 of the uninterrupted run"
+
+# 6. The writer's node lost during a checkpoint.
+list "$(addr 0)" "$(addr 1)" "$(addr 2)"
+elastic --nodes 2:3 -- "$BIN/dptrain" "${J[@]}" --checkpoint-every 50 --inject-fault 0:100:slow-checkpoint \
+  --run-dir "$WORK/mid" >"$WORK/mid.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q '"type":"step","time":[0-9.]*,"step":100,' "$WORK/mid/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+grep -q '"type":"step","time":[0-9.]*,"step":100,' "$WORK/mid/metrics.jsonl" || { cat "$WORK/mid.out"; fail "no step 100 within 60 s"; }
+sleep 1  # inside step 100's checkpoint, which rank 0 holds 3 s
+list "$(addr 1)" "$(addr 2)"
+for pid in $(ip netns pids $p-node0); do [ "$(cat /proc/$pid/comm 2>/dev/null)" = dptrain ] && { kill -9 "$pid" 2>/dev/null || true; }; done
+set +e; wait "$job"; rc=$?; set -e
+[ "$rc" = 0 ] && grep -q "^dptrain-elastic: launch 2: 2 hosts ($(addr 1) $(addr 2)), 4 ranks, .*, resuming from ckpt-00000050.h5; after exit [0-9]* (lost: $(addr 0))" "$WORK/mid.out" \
+  && "$BIN/dptrain-ckpt" diff "$WORK/straight/checkpoints/ckpt-00000300.h5" "$WORK/mid/checkpoints/ckpt-00000300.h5" \
+       --tol 1e-5 >/dev/null \
+  || { cat "$WORK/mid.out"; fail "node 0 lost during step 100's checkpoint: want a relaunch on nodes 1 and 2 from step 50 and the uninterrupted run's result (exit $rc)"; }
+echo "ok: node 0 (rank 0, the writer) lost during step 100's checkpoint -> relaunched on nodes 1 and 2 from step 50's checkpoint, step 300 within 1e-5 of the uninterrupted run"
