@@ -267,7 +267,7 @@ id9=$(DPTRAIN_ROOT=$ROOT CONFIG=$WORK/train.ini RUN_DIR=$WORK/run9 GLOBAL_BATCH=
 wait_for "$id9" 60
 completed "$id9" "job 9 (elastic.sbatch)"
 out=$WORK/job-$id9.out
-grep -q "^dptrain-elastic: launch 1: 1 hosts ($host), 2 ranks, --batch-size 8 x --grad-accum 1 (global batch 16), from the start" "$out" \
+grep -q "^dptrain-elastic: launch 1: 1 host ($host), 2 ranks x 8 samples (--global-batch 16), from the start" "$out" \
   && grep -q "^done: steps 1..300 " "$out" && grep -q "^dptrain-elastic: the job is done (launch 1)" "$out" \
   || { cat "$out"; fail "job 9: elastic.sbatch did not launch on the allocation's node and finish"; }
 echo "ok: job $id9: elastic.sbatch launched on the allocation's node ($host, 2 ranks, global batch 16) and finished"
