@@ -115,13 +115,11 @@ int run_plan(std::vector<std::string> args, const Topology& topo) {
     if (topo.rank == 0) {
         std::printf("data: %s\nmodel: %s, %zu parameters\n%s", task->describe().c_str(), name_of(req.o.model),
                     planned_params(f.spec), plan_table(p, req.o, f).c_str());
-        if (req.o.global_batch > 0) {
-            std::string counts;
-            for (int r : global_batch_rank_counts(req.o.global_batch, 4096)) counts += " " + std::to_string(r);
+        if (req.o.global_batch > 0)
             std::printf("--global-batch %ld on %d ranks: --batch-size %d x --grad-accum %d; rank counts that keep it "
-                        "(up to 4096):%s\n",
-                        req.o.global_batch, req.ranks, req.o.batch_size, req.o.grad_accum, counts.c_str());
-        }
+                        "(up to 4096): %s\n",
+                        req.o.global_batch, req.ranks, req.o.batch_size, req.o.grad_accum,
+                        global_batch_rank_counts_text(req.o.global_batch).c_str());
         std::fflush(stdout);
     }
     return p.fits() ? 0 : 1;

@@ -184,6 +184,12 @@ std::vector<int> global_batch_rank_counts(long global_batch, int most) {
     return out;
 }
 
+std::string global_batch_rank_counts_text(long global_batch) {
+    std::string text;
+    for (int r : global_batch_rank_counts(global_batch, 4096)) text += (text.empty() ? "" : " ") + std::to_string(r);
+    return text;
+}
+
 namespace {
 
 // --global-batch N on `ranks` ranks: --batch-size the largest micro-batch up to it that divides
@@ -192,13 +198,10 @@ void resolve_global_batch(Options& o, int ranks) {
     if (o.global_batch_tokens > 0 || o.grad_accum != 1)
         throw UserError(strfmt("--global-batch %ld sets the micro-batches a step itself; give it without %s",
                                o.global_batch, o.global_batch_tokens > 0 ? "--global-batch-tokens" : "--grad-accum"));
-    if (o.global_batch % ranks != 0) {
-        std::string valid;
-        for (int r : global_batch_rank_counts(o.global_batch, 4096)) valid += (valid.empty() ? "" : " ") + std::to_string(r);
+    if (o.global_batch % ranks != 0)
         throw UserError(strfmt("--global-batch %ld does not split over %d ranks; run on a rank count that divides it "
                                "(up to 4096: %s)",
-                               o.global_batch, ranks, valid.c_str()));
-    }
+                               o.global_batch, ranks, global_batch_rank_counts_text(o.global_batch).c_str()));
     const long share = o.global_batch / ranks;
     long micro = std::min<long>(o.batch_size, share);
     while (share % micro != 0) --micro;

@@ -128,7 +128,16 @@ set -e
 [ "$rc" = 3 ] && grep -q "^dptrain-elastic: $(addr 0) $(addr 2) listed: fewer than --nodes 3:3 can run the job; stopping (the checkpoints in $WORK/el/checkpoints are intact" "$WORK/min.out" \
   && "$BIN/dptrain-ckpt" info "$WORK/el/checkpoints/ckpt-00000300.h5" >/dev/null \
   || { cat "$WORK/min.out"; fail "fewer than MIN hosts: want exit 3 with the hosts named, checkpoints intact (exit $rc)"; }
-echo "ok: 2 hosts for --nodes 3:3 -> exit 3, one line naming them; the checkpoints intact"
+# The same hosts from a hostfile in Open MPI's form (HOST slots=N), read as discovery's lines are.
+printf '%s slots=2\n# a comment\n\n%s slots=2\n' "$(addr 0)" "$(addr 2)" >"$WORK/hostfile"
+set +e
+"$ROOT/scripts/dptrain-elastic" --hostfile "$WORK/hostfile" --mpirun "$ELASTIC_MPI" --nodes 3:3 -- "$BIN/dptrain" "${J[@]}" \
+  --run-dir "$WORK/el" >"$WORK/minhf.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 3 ] && grep -q "^dptrain-elastic: $(addr 0) $(addr 2) listed: fewer than --nodes 3:3" "$WORK/minhf.out" \
+  || { cat "$WORK/minhf.out"; fail "--hostfile with 2 hosts for --nodes 3:3: want exit 3 naming them (exit $rc)"; }
+echo "ok: 2 hosts for --nodes 3:3 (from discovery, and from a hostfile) -> exit 3, one line naming them; the checkpoints intact"
 
 # 5. A link down, then up again.
 list "$(addr 0)" "$(addr 1)" "$(addr 2)"

@@ -24,5 +24,7 @@ std::vector<PromoteCondition> parse_promote_if(const std::string& text);
 void resolve_grad_accum(Options& o, int ranks);
 // The rank counts up to `most` that can keep --global-batch N: its divisors.
 std::vector<int> global_batch_rank_counts(long global_batch, int most);
+// Those up to 4096, as messages list them: "1 2 4 5 8 10 20 40".
+std::string global_batch_rank_counts_text(long global_batch);
 
 } // namespace dptrain
