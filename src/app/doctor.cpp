@@ -153,7 +153,7 @@ void check(const Options& o, const Topology& t, Findings& f) {
                 std::getenv("HDF5_USE_FILE_LOCKING") ? std::getenv("HDF5_USE_FILE_LOCKING") : "(unset)"));
     try {
         std::unique_ptr<Dataset> d;
-        if (o.model == ModelKind::gpt) d = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
+        if (language_model(o.model)) d = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
         else d = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
         f.ok(strfmt("data %s: %d shards readable, %ld samples, read at %.0f MB/s", o.data.c_str(), d->num_shards(),
                     d->num_samples(), read_rate(*d, 0.3)));

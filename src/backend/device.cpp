@@ -15,7 +15,7 @@ std::string Device::describe(const GradientPath&) const {
 
 std::unique_ptr<Model> Device::make_model(const ModelSpec& spec) const {
     std::unique_ptr<Model> m;
-    if (spec.kind == ModelKind::gpt) m = std::make_unique<Gpt>(spec.gpt, spec.batch);
+    if (language_model(spec.kind)) m = make_cpu_lm(spec.gpt, spec.batch);
     else m = std::make_unique<Mlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows);
     m->set_precision(spec.precision);
     return m;

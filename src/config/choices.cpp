@@ -9,7 +9,7 @@ namespace dptrain {
 namespace config {
 
 const Choices<ModelKind>& choices(ModelKind) {
-    static const Choices<ModelKind> c = {{"mlp", ModelKind::mlp}, {"gpt", ModelKind::gpt}};
+    static const Choices<ModelKind> c = {{"mlp", ModelKind::mlp}, {"gpt", ModelKind::gpt}, {"llama", ModelKind::llama}};
     return c;
 }
 const Choices<Activation>& choices(Activation) {

@@ -45,16 +45,16 @@ void validate_model_and_data(Options& o) {
     need(o.block_size > 0, strfmt("--block-size %d must be positive", o.block_size));
     need(o.vocab_size >= 0, strfmt("--vocab-size %d must be >= 0", o.vocab_size));
     o.hidden_sizes = o.hidden.empty() ? std::vector<int>{} : parse_widths(o.hidden);
-    need(o.attention != AttentionKind::flash || o.model == ModelKind::gpt,
-         "--attention flash is for --model gpt (the MLP has no attention)");
+    need(o.attention != AttentionKind::flash || language_model(o.model),
+         "--attention flash is for --model gpt or llama (the MLP has no attention)");
     need(o.attention != AttentionKind::flash || o.precision == Precision::bf16,
          "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
     need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
     need(o.grad_accum >= 1 && o.grad_accum <= 65536, strfmt("--grad-accum %d must be in 1..65536", o.grad_accum));
     need(o.global_batch_tokens >= 0, strfmt("--global-batch-tokens %ld must be >= 0", o.global_batch_tokens));
     need(o.global_batch >= 0, strfmt("--global-batch %ld must be >= 0", o.global_batch));
-    need(o.global_batch_tokens == 0 || o.model == ModelKind::gpt,
-         "--global-batch-tokens is for --model gpt; the MLP's global batch is --batch-size x ranks x --grad-accum");
+    need(o.global_batch_tokens == 0 || language_model(o.model),
+         "--global-batch-tokens is for --model gpt or llama; the MLP's global batch is --batch-size x ranks x --grad-accum");
     need(o.prefetch >= 1 && o.prefetch <= 64, strfmt("--prefetch %d must be in 1..64", o.prefetch));
     need(o.io_threads >= 1 && o.io_threads <= 64, strfmt("--io-threads %d must be in 1..64", o.io_threads));
     need(o.shuffle_block >= 1 && o.shuffle_block <= (1l << 30),
@@ -63,12 +63,19 @@ void validate_model_and_data(Options& o) {
          strfmt("--io collective reads in the training thread; --io-threads %d must be 1 with it", o.io_threads));
     need(o.gpu_state != GpuState::device || o.device != DeviceKind::cpu,
          "--gpu-state device keeps the state on a GPU; with --device cpu leave it out (or use --device cuda)");
-    need(o.recompute == Recompute::none || o.model == ModelKind::gpt,
-         strfmt("--recompute %s is for --model gpt; the MLP keeps only its layers' outputs", name_of(o.recompute)));
+    need(o.recompute == Recompute::none || language_model(o.model),
+         strfmt("--recompute %s is for --model gpt or llama; the MLP keeps only its layers' outputs", name_of(o.recompute)));
     need(o.init_from.empty() || o.model == ModelKind::gpt,
          "--init-from reads GPT-2 weights; it is for --model gpt");
-    need(o.io != IoMode::collective || o.model != ModelKind::gpt,
-         "--io collective reads tabular shards; token shards (--model gpt) are read with --io direct or memory");
+    need(o.io != IoMode::collective || !language_model(o.model),
+         "--io collective reads tabular shards; token shards (--model gpt, llama) are read with --io direct or memory");
+    need(o.n_kv_head >= 0 && (o.n_kv_head == 0 || o.n_head % o.n_kv_head == 0),
+         strfmt("--n-kv-head %d must divide --n-head %d (each key/value head serves a group of query heads); 0 = one "
+                "per query head",
+                o.n_kv_head, o.n_head));
+    need(o.ffn_hidden >= 0, strfmt("--ffn-hidden %d must be >= 0 (0: 8 * n_embd / 3 rounded up to 64)", o.ffn_hidden));
+    need(o.rope_theta > 0 && o.norm_eps > 0,
+         strfmt("--rope-theta %g and --norm-eps %g must be positive", o.rope_theta, o.norm_eps));
 }
 
 void validate_training(const Options& o) {
@@ -166,8 +173,8 @@ void validate_options(Options& o) {
     validate_model_and_data(o);
     validate_training(o);
     validate_output(o);
-    need(o.eval_task.empty() || o.model == ModelKind::gpt,
-         "--eval-task scores items by a language model's log-likelihood: it needs --model gpt");
+    need(o.eval_task.empty() || language_model(o.model),
+         "--eval-task scores items by a language model's log-likelihood: it needs --model gpt or llama");
     if (!o.promote_if.empty())
         for (const PromoteCondition& c : parse_promote_if(o.promote_if))
             need(c.metric.rfind("acc", 0) != 0 || !o.eval_task.empty(),

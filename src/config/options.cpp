@@ -25,14 +25,23 @@ namespace {
 // optimizer, schedule, communication); the run around it (checkpoints, faults, metrics, device).
 void declare_model_and_data(Registry<Options>& r, Options& o) {
     using S = std::string;
-    r.choice<ModelKind>("model", &Options::model, o, ModelKind::mlp, "model kind: mlp (classifier on tabular shards) | gpt (language model "
-             "on token shards)", "is not a model kind");
+    r.choice<ModelKind>("model", &Options::model, o, ModelKind::mlp, "model kind: mlp (classifier on tabular shards) | gpt (GPT-2 language "
+             "model on token shards) | llama (Llama-style language model: RMSNorm, rotary positions, SwiGLU, "
+             "grouped-query attention, no biases)", "is not a model kind");
     r.add<S>("hidden", &Options::hidden, o, "256,256", "MLP hidden layer widths, comma separated");
     r.choice<Activation>("activation", &Options::activation, o, Activation::relu, "MLP activation: relu | gelu");
     r.add<int>("n-layer", &Options::n_layer, o, 4, "GPT: transformer blocks");
     r.add<int>("n-head", &Options::n_head, o, 4, "GPT: attention heads (must divide --n-embd)");
     r.add<int>("n-embd", &Options::n_embd, o, 128, "GPT: channels");
     r.add<int>("block-size", &Options::block_size, o, 64, "GPT: context length in tokens");
+    r.add<int>("n-kv-head", &Options::n_kv_head, o, 0,
+               "Llama: key/value heads (grouped-query attention), dividing --n-head; 0 = --n-head");
+    r.add<int>("ffn-hidden", &Options::ffn_hidden, o, 0,
+               "Llama: SwiGLU's hidden width; 0 = 8 * n_embd / 3 rounded up to a multiple of 64");
+    r.add<double>("rope-theta", &Options::rope_theta, o, 10000.0, "Llama: rotary position base (Llama 3: 500000)");
+    r.add<double>("norm-eps", &Options::norm_eps, o, 1e-5, "Llama: RMSNorm's epsilon");
+    r.flag("untie-embeddings", &Options::untie_embeddings, o,
+           "Llama: an output head of its own (lm_head, as Llama 2 and 3) instead of the token embedding's transpose");
     r.add<int>("vocab-size", &Options::vocab_size, o, 0,
                "GPT: vocabulary size; 0 = the data's (a larger value pads the embedding table)");
     r.add<S>("data", &Options::data, o, "data/synth",
@@ -400,24 +409,56 @@ std::string ini_value(const std::string& ini, const std::string& key) {
     return text.substr(from, text.find('\n', from) - from);
 }
 
+GptConfig lm_config(const Options& o, int vocab_size) {
+    GptConfig c;
+    if (o.model == ModelKind::llama) {
+        c.arch = DecoderArch::llama;
+        c.n_kv_head = o.n_kv_head;
+        c.ffn_hidden = o.ffn_hidden;
+        c.rope_theta = (float)o.rope_theta;
+        c.norm_eps = (float)o.norm_eps;
+        c.tie_embeddings = !o.untie_embeddings;
+    }
+    c.vocab_size = vocab_size;
+    c.block_size = o.block_size;
+    c.n_layer = o.n_layer;
+    c.n_head = o.n_head;
+    c.n_embd = o.n_embd;
+    c.flash_attention = o.attention == AttentionKind::flash;
+    c.recompute = o.recompute;
+    return c;
+}
+
 std::string ignored_options(const Options& o) {
     static const std::vector<std::string> gpt_only = {"n-layer",    "n-head",     "n-embd",
                                                       "block-size", "vocab-size", "global-batch-tokens"};
+    static const std::vector<std::string> llama_only = {"n-kv-head", "ffn-hidden", "rope-theta", "norm-eps",
+                                                        "untie-embeddings"};
     static const std::vector<std::string> mlp_only = {"hidden", "activation"};
     const char* argv[] = {"dptrain"};
     const std::string base = parse_options(1, argv).opts.to_ini(), now = o.to_ini();
-    std::string list;
+    // The groups this kind leaves unused, each with the kind that uses it.
+    std::vector<std::pair<const std::vector<std::string>*, const char*>> unused;
+    if (o.model != ModelKind::mlp) unused.emplace_back(&mlp_only, "mlp");
+    if (o.model == ModelKind::mlp) unused.emplace_back(&gpt_only, "gpt");
+    if (o.model != ModelKind::llama) unused.emplace_back(&llama_only, "llama");
+    std::string list, owners;
     int n = 0;
-    for (const std::string& key : o.model == ModelKind::gpt ? mlp_only : gpt_only) {
-        const std::string v = ini_value(now, key);
-        if (v == ini_value(base, key)) continue;
-        list += (list.empty() ? "--" : ", --") + key + " " + v;
-        ++n;
+    for (const auto& [keys, owner] : unused) {
+        bool any = false;
+        for (const std::string& key : *keys) {
+            const std::string v = ini_value(now, key);
+            if (v == ini_value(base, key)) continue;
+            list += (list.empty() ? "--" : ", --") + key + " " + v;
+            ++n;
+            any = true;
+        }
+        if (any) owners += (owners.empty() ? "--model " : " and --model ") + std::string(owner);
     }
     if (n == 0) return "";
-    const bool gpt = o.model == ModelKind::gpt;
-    return strfmt("%s %s of --model %s; the %s leaves %s unused", list.c_str(), n == 1 ? "is an option" : "are options",
-                  gpt ? "mlp" : "gpt", gpt ? "GPT" : "MLP", n == 1 ? "it" : "them");
+    static const char* const kind_name[] = {"MLP", "GPT", "Llama"};
+    return strfmt("%s %s of %s; the %s leaves %s unused", list.c_str(), n == 1 ? "is an option" : "are options",
+                  owners.c_str(), kind_name[(int)o.model], n == 1 ? "it" : "them");
 }
 
 } // namespace dptrain

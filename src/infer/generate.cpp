@@ -40,7 +40,7 @@ bool put(Generated& g, int next, const Tokenizer& tok) {
 }
 
 // --no-kv-cache: the last T tokens at positions 0.., recomputed for each token.
-Generated generate_recompute(Gpt& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
+Generated generate_recompute(LanguageModel& model, const float* params, std::vector<int>& ids, int tokens, TokenPicker& picker,
                              const Tokenizer& tok) {
     const int T = model.config().block_size, V = model.config().vocab_size;
     std::vector<int> window(T + 1);
@@ -129,8 +129,8 @@ int run_generate(int argc, const char* const* argv, const std::string& program) 
     Generated g;
     const size_t prompt_tokens = ids.size();
     if (o.no_kv_cache) {
-        Gpt model(m.cfg, 1);
-        g = generate_recompute(model, m.params.data(), ids, o.tokens, picker, tok);
+        const std::unique_ptr<LanguageModel> model = make_cpu_lm(m.cfg, 1);
+        g = generate_recompute(*model, m.params.data(), ids, o.tokens, picker, tok);
     } else {
         const std::unique_ptr<Decoder> model = make_decoder(o.device, m.cfg, o.precision);
         on = model->where();

@@ -4,6 +4,7 @@
 #include "dptrain/config/infer_options.h"
 #include "dptrain/core/error.h"
 #include "dptrain/io/checkpoint.h"
+#include "dptrain/model/llama.h"
 
 namespace dptrain {
 
@@ -21,15 +22,14 @@ InferenceModel inference_model_from(CheckpointState ck, const std::string& path)
                                m.path.c_str(), ck.model.c_str()));
     const Options o = options_from_ini(ck.options);
     m.tok = tokenizer_from(ck.tokenizer, ck.vocab);
-    m.cfg.vocab_size = o.vocab_size > 0 ? o.vocab_size : m.tok->vocab_size();
-    m.cfg.block_size = o.block_size;
-    m.cfg.n_layer = o.n_layer;
-    m.cfg.n_head = o.n_head;
-    m.cfg.n_embd = o.n_embd;
-    const Gpt layout(m.cfg, 0);
-    if (layout.signature() != ck.model || layout.num_params() != ck.params.size())
+    m.cfg = lm_config(o, o.vocab_size > 0 ? o.vocab_size : m.tok->vocab_size());
+    m.cfg.flash_attention = false;  // training's choices: decoding has its own attention
+    m.cfg.recompute = Recompute::none;
+    if (m.cfg.arch == DecoderArch::llama) m.cfg = llama_resolved(m.cfg);
+    const std::unique_ptr<LanguageModel> layout = make_cpu_lm(m.cfg, 0);
+    if (layout->signature() != ck.model || layout->num_params() != ck.params.size())
         throw UserError(strfmt("%s: its stored options rebuild %s, but it holds %s", m.path.c_str(),
-                               layout.signature().c_str(), ck.model.c_str()));
+                               layout->signature().c_str(), ck.model.c_str()));
     m.step = ck.step;
     m.params = std::move(ck.params);
     return m;

@@ -168,9 +168,9 @@ void CheckpointWatcher::watch_canary() {
 bool CheckpointWatcher::offer(const std::string& path) {
     try {
         InferenceModel m = load_inference_model(path);
-        if (Gpt(m.cfg, 0).signature() != Gpt(engine_.config(), 0).signature() || !m.tok->same_as(engine_.tokenizer()))
+        if (lm_signature(m.cfg) != lm_signature(engine_.config()) || !m.tok->same_as(engine_.tokenizer()))
             throw UserError(strfmt("%s holds another model or tokenizer (%s)", path.c_str(),
-                                   Gpt(m.cfg, 0).signature().c_str()));
+                                   lm_signature(m.cfg).c_str()));
         current_ = path;
         step_ = m.step;
         engine_.offer_model(std::move(m));

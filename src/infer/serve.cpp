@@ -398,7 +398,7 @@ int run_serve(int argc, const char* const* argv, const std::string& program) {
     InferenceModel model = load_inference_model(first_checkpoint(o, dir, follow));
     const std::string path = model.path;
     const long step = model.step;
-    const std::string signature = Gpt(model.cfg, 0).signature();
+    const std::string signature = lm_signature(model.cfg);
     std::unique_ptr<Decoder> decoder = make_decoder(o.device, model.cfg, o.precision);
     const std::string where = decoder->where();
     CompletionEngine engine(std::move(model), o.max_batch, o.max_queue, std::move(decoder), o.threads);

@@ -3,6 +3,7 @@
 #include "dptrain/model/decoder.h"
 
 #include "dptrain/model/gpt_decoder.h"
+#include "dptrain/model/llama_decoder.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,7 @@ TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, 
 }
 
 std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights) {
+    if (cfg.arch == DecoderArch::llama) return std::make_unique<LlamaDecoder>(cfg, weights);
     return std::make_unique<GptDecoder>(cfg, weights);
 }
 

@@ -3,6 +3,7 @@
 #include "dptrain/model/gpt.h"
 
 #include "dptrain/model/gpt_buffers.h"
+#include "dptrain/model/llama.h"
 
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/error.h"
@@ -18,6 +19,7 @@
 namespace dptrain {
 
 Gpt::Gpt(const GptConfig& cfg, int max_batch) : cfg_(cfg), max_batch_(max_batch) {
+    if (cfg.arch != DecoderArch::gpt2) throw std::logic_error("Gpt: a configuration of another kind (make_cpu_lm)");
     const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head;
     if (V <= 0 || T <= 0 || C <= 0 || L <= 0 || NH <= 0 || C % NH != 0)
         throw UserError(strfmt("GPT: n_embd %d must be a positive multiple of n_head %d, and vocab, block size and "
@@ -122,29 +124,18 @@ void Gpt::set_precision(Precision p) {
     bf_.reserve(layout_.total, act, grad);
 }
 
-// The model's matmuls (attention rounds to TF32 itself); out16: the output rounded, as bf16 stores it.
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
                      int OC, bool out16) {
-    timed(ops_, OpKind::matmul, [&] {
-        if (!bf_.on()) return cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
-        cpu::matmul_forward(out, bf_.act(inp, (long)BT * C), bf_.weights() + w, bias, BT, C, OC);
-        if (out16) cpu::round_bf16(out, out, (long)BT * OC);
-    });
+    lm_matmul_forward(bf_, ops_, params, out, inp, w, bias, BT, C, OC, out16);
 }
 
-// dinp16: in bf16 dinp rounded too, for LayerNorm's or flash attention's backward.
 void Gpt::mm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                       const float* params, size_t w, int BT, int C, int OC, bool dinp16) {
-    timed(ops_, OpKind::matmul, [&] {
-        if (bf_.on()) {  // the weights were rounded by the forward of these parameters
-            cpu::matmul_backward(dinp, dweight, dbias, bf_.grad(dout, (long)BT * OC), bf_.act(inp, (long)BT * C),
-                                 bf_.weights() + w, BT, C, OC);
-            if (dinp16) cpu::round_bf16(dinp, dinp, (long)BT * C);
-        } else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
-    });
+    lm_matmul_backward(bf_, ops_, dinp, dweight, dbias, dout, inp, params, w, BT, C, OC, dinp16);
 }
 
 bool parse_gpt_signature(const std::string& signature, GptConfig* cfg) {
+    if (parse_llama_signature(signature, cfg)) return true;
     GptConfig c;
     int end = 0;
     if (std::sscanf(signature.c_str(), "gpt V=%d T=%d L=%d H=%d C=%d%n", &c.vocab_size, &c.block_size, &c.n_layer,

@@ -2,6 +2,8 @@
 // Not for: allocating (Gpt and CudaGpt do, from it).
 #include "dptrain/model/gpt_buffers.h"
 
+#include <algorithm>
+
 namespace dptrain {
 
 std::vector<GptBuffer> gpt_buffers(const GptConfig& cfg, int max_batch, Precision p, BufferDevice d) {
@@ -54,6 +56,47 @@ std::vector<GptBuffer> gpt_buffers(const GptConfig& cfg, int max_batch, Precisio
         b.push_back({"dfc16", 4 * BTC, 2, false, true});
     }
     return b;
+}
+
+std::vector<GptBuffer> llama_buffers(const GptConfig& cfg, int max_batch) {
+    const size_t T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head, V = cfg.vocab_size;
+    const size_t F = cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.n_kv_head) * hs;
+    const size_t BT = (size_t)max_batch * T, BTC = BT * C;
+    const size_t Lk = L > 0 && cfg.recompute == Recompute::block ? 1 : L;
+    const size_t La = L > 0 && cfg.recompute != Recompute::none ? 1 : L;
+    const bool flash = cfg.flash_attention;
+    const size_t ATT = flash ? 0 : (size_t)max_batch * NH * T * T, STAT = flash ? (size_t)max_batch * NH * T : 0;
+    return {
+        {"targets", BT, 4, true, false},
+        {"rope_cos", T * hs / 2, 4, true, false},  // the angles, one table for every layer
+        {"rope_sin", T * hs / 2, 4, true, false},
+        {"encoded", BTC, 4, true, false},
+        {"ln1", Lk * BTC, 4, true, false},
+        {"ln1_rstd", Lk * BT, 4, true, false},
+        {"qkv3", Lk * 3 * BTC, 4, true, false},  // q, k rotated; k, v repeated to every query head
+        {"atty", Lk * BTC, 4, true, false},
+        {"att", La * ATT, 4, true, false},
+        {"lse", La * STAT, 4, true, false},
+        {"residual2", Lk * BTC, 4, true, false},
+        {"ln2", Lk * BTC, 4, true, false},
+        {"ln2_rstd", Lk * BT, 4, true, false},
+        {"gu", Lk * 2 * F * BT, 4, true, false},  // gate, up
+        {"swi", Lk * F * BT, 4, true, false},
+        {"residual3", L * BTC, 4, true, false},
+        {"lnf", BTC, 4, true, false},
+        {"lnf_rstd", BT, 4, true, false},
+        {"logits", BT * V, 4, true, false},
+        {"ce_stats", 2 * BT, 4, true, false},
+        {"argmax", BT, 4, false, false},
+        {"losses", BT, 4, false, false},
+        {"scratch", BT * std::max(C, QKV), 4, false, false},  // the q, k, v projection; each block's outputs
+        {"dres", BTC, 4, false, false},
+        {"dbig", BT * std::max(2 * F, 3 * C), 4, false, false},  // d gate/up, then d qkv3
+        {"dsmall", BT * std::max(C, F), 4, false, false},        // d swi, then a norm's output gradient
+        {"datt", ATT, 4, false, false},
+        {"datty", BTC, 4, false, false},
+        {"delta", STAT, 4, false, false},
+    };
 }
 
 size_t buffer_bytes(const std::vector<GptBuffer>& list) {

@@ -37,6 +37,26 @@ const float* Bf16Operands::grad(const float* d, long n) {
     return g_.data();
 }
 
+void lm_matmul_forward(Bf16Operands& bf, OpTimes* ops, const float* params, float* out, const float* inp, size_t w,
+                       const float* bias, int BT, int C, int OC, bool out16) {
+    timed(ops, OpKind::matmul, [&] {
+        if (!bf.on()) return cpu::matmul_forward(out, inp, params + w, bias, BT, C, OC);
+        cpu::matmul_forward(out, bf.act(inp, (long)BT * C), bf.weights() + w, bias, BT, C, OC);
+        if (out16) cpu::round_bf16(out, out, (long)BT * OC);
+    });
+}
+
+void lm_matmul_backward(Bf16Operands& bf, OpTimes* ops, float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* params, size_t w, int BT, int C, int OC, bool dinp16) {
+    timed(ops, OpKind::matmul, [&] {
+        if (bf.on()) {  // the weights were rounded by the forward of these parameters
+            cpu::matmul_backward(dinp, dweight, dbias, bf.grad(dout, (long)BT * OC), bf.act(inp, (long)BT * C),
+                                 bf.weights() + w, BT, C, OC);
+            if (dinp16) cpu::round_bf16(dinp, dinp, (long)BT * C);
+        } else cpu::matmul_backward(dinp, dweight, dbias, dout, inp, params + w, BT, C, OC);
+    });
+}
+
 Mlp::Mlp(int in, std::vector<int> hidden, int classes, Activation act, int max_batch)
     : act_(act), max_batch_(max_batch) {
     dims_.push_back(in);

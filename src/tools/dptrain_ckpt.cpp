@@ -251,7 +251,7 @@ void load_model(std::string path, GptConfig* cfg, std::vector<float>* params) {
     if (h.config_file.empty())
         throw UserError(path + ": no config.json beside the weights; give the directory that holds both");
     *cfg = h.cfg;
-    params->assign(Gpt(*cfg, 0).num_params(), 0.0f);
+    params->assign(lm_count_params(*cfg), 0.0f);
     std::string note;
     import_hf_gpt2(path, *cfg, params->data(), &note);
 }
@@ -292,13 +292,13 @@ int logits(int argc, char** argv) {
     // Causal attention keeps the padding from the positions read.
     std::vector<int> window(T + 1, 0);
     std::copy(ids.begin(), ids.end(), window.begin());
-    Gpt gpt(cfg, 1);
+    const std::unique_ptr<LanguageModel> lm = make_cpu_lm(cfg, 1);
     ModelBatch in;
     in.B = 1;
     in.tokens = window.data();
     in.stride = T + 1;
-    gpt.forward(params.data(), in, nullptr);
-    write_npy(out, gpt.logits(), n, V);
+    lm->forward(params.data(), in, nullptr);
+    write_npy(out, lm->logits(), n, V);
     std::printf("%s: logits of %d positions (vocabulary %d) -> %s\n", file.c_str(), n, V, out.c_str());
     return 0;
 }

@@ -27,22 +27,24 @@ std::vector<int> mlp_dims(const ModelSpec& s) {
 }
 
 size_t model_params(const ModelSpec& s) {
-    return s.kind == ModelKind::gpt ? Gpt::count_params(s.gpt) : Mlp::count_params(mlp_dims(s));
+    return language_model(s.kind) ? lm_count_params(s.gpt) : Mlp::count_params(mlp_dims(s));
 }
 
 // A GPT's B windows; the MLP's larger of B and the evaluator's rows (one model serves both).
-int model_rows(const ModelSpec& s, int B, int eval_rows) { return s.kind == ModelKind::gpt ? B : std::max(B, eval_rows); }
+int model_rows(const ModelSpec& s, int B, int eval_rows) { return language_model(s.kind) ? B : std::max(B, eval_rows); }
 
 // As the model that will run allocates them: on a GPU, the CUDA sizes (bf16 at 2 bytes where the
 // CPU twin keeps floats).
 size_t model_activations(const ModelSpec& s, int rows, bool gpu) {
     if (s.kind == ModelKind::mlp) return Mlp::activation_bytes(mlp_dims(s), rows);  // the same on a GPU
-    return gpu ? gpu_gpt_activation_bytes(s.gpt, rows, s.precision) : Gpt::activation_bytes(s.gpt, rows);
+    return gpu && s.kind == ModelKind::gpt ? gpu_gpt_activation_bytes(s.gpt, rows, s.precision)
+                                           : lm_activation_bytes(s.gpt, rows);
 }
 
 size_t model_operands(const ModelSpec& s, int rows, bool gpu) {
-    if (s.kind == ModelKind::gpt)
-        return gpu ? gpu_gpt_operand_bytes(s.gpt, rows, s.precision) : Gpt::operand_bytes(s.gpt, rows, s.precision);
+    if (language_model(s.kind))
+        return gpu && s.kind == ModelKind::gpt ? gpu_gpt_operand_bytes(s.gpt, rows, s.precision)
+                                               : lm_operand_bytes(s.gpt, rows, s.precision);
     return gpu ? gpu_mlp_operand_bytes(mlp_dims(s), rows, s.precision)
                : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
 }
@@ -74,8 +76,8 @@ void model_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryR
         out.push_back({"optimizer state", moments * P * F, strfmt("%s, every rank the whole", name_of(o.optimizer)),
                        false, true, true});
     }
-    std::string act_note = strfmt("%d %s", rows, s.kind == ModelKind::gpt ? "windows" : "rows");
-    if (s.kind == ModelKind::gpt) act_note += strfmt(", --recompute %s", name_of(o.recompute));
+    std::string act_note = strfmt("%d %s", rows, language_model(s.kind) ? "windows" : "rows");
+    if (language_model(s.kind)) act_note += strfmt(", --recompute %s", name_of(o.recompute));
     if (f.gpu) act_note += ", as the GPU model keeps them";
     out.push_back({"activations", model_activations(s, rows, f.gpu), act_note, false, true});
     if (s.precision == Precision::bf16)
@@ -224,7 +226,7 @@ std::string plan_table(const MemoryPlan& p, const Options& o, const PlanFacts& f
                 mib(p.budget), p.budget_from.c_str(), p.fits() ? "fits" : "DOES NOT FIT");
     if (p.largest_batch > 0)
         t += strfmt("  largest --batch-size that fits: %d%s\n", p.largest_batch,
-                    f.spec.kind == ModelKind::gpt && o.recompute != Recompute::block ? " (more with --recompute block)"
+                    language_model(f.spec.kind) && o.recompute != Recompute::block ? " (more with --recompute block)"
                                                                                       : "");
     else
         t += "  no --batch-size fits: shard the optimizer state, recompute activations, or use more memory\n";

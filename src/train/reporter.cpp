@@ -35,8 +35,8 @@ std::string activation_line(size_t bytes, const Options& o, const std::string& s
     const char* where = on_gpu ? " on the GPU" : "";
     auto other = [&](Recompute r) {
         cfg.recompute = r;
-        return mib(on_gpu ? gpu_gpt_activation_bytes(cfg, o.batch_size, o.precision)
-                          : Gpt::activation_bytes(cfg, o.batch_size));
+        return mib(on_gpu && cfg.arch == DecoderArch::gpt2 ? gpu_gpt_activation_bytes(cfg, o.batch_size, o.precision)
+                                                           : lm_activation_bytes(cfg, o.batch_size));
     };
     if (o.recompute == Recompute::none)
         return strfmt("activations: %.1f MiB per rank%s (--recompute block would keep %.1f MiB)", mib(bytes), where,
@@ -184,7 +184,7 @@ void Reporter::banner_model(const RunFacts& f) {
         const std::string unused = ignored_options(o_);
         if (!unused.empty()) print("note: " + unused + "\n");
     }
-    if (f.activation_bytes > 0 && o_.model == ModelKind::gpt)
+    if (f.activation_bytes > 0 && language_model(o_.model))
         print(activation_line(f.activation_bytes, o_, f.model, f.on_gpu) + "\n");
     if (!f.memory_plan.empty()) print(f.memory_plan);
     print(strfmt("gradients: %s\n", f.gradients.c_str()));

@@ -139,17 +139,11 @@ LanguageModelTask::LanguageModelTask(const Options& o, const Topology& topo)
 ModelSpec LanguageModelTask::model_spec(const Options& o) const {
     const Tokenizer& tok = tokens_->tokenizer();
     ModelSpec s;
-    s.kind = ModelKind::gpt;
-    s.gpt.vocab_size = o.vocab_size > 0 ? o.vocab_size : tok.vocab_size();
+    s.kind = o.model;
+    s.gpt = lm_config(o, o.vocab_size > 0 ? o.vocab_size : tok.vocab_size());
     if (s.gpt.vocab_size < tok.vocab_size())
         throw UserError(strfmt("--vocab-size %d is smaller than the data's vocabulary of %d", o.vocab_size,
                                tok.vocab_size()));
-    s.gpt.block_size = o.block_size;
-    s.gpt.n_layer = o.n_layer;
-    s.gpt.n_head = o.n_head;
-    s.gpt.n_embd = o.n_embd;
-    s.gpt.flash_attention = o.attention == AttentionKind::flash;
-    s.gpt.recompute = o.recompute;
     s.batch = o.batch_size;
     s.precision = o.precision;
     return s;
@@ -210,7 +204,7 @@ std::string LanguageModelTask::load_node_memory() {
 } // namespace
 
 std::unique_ptr<Task> Task::open(const Options& o, const Topology& topo) {
-    if (o.model == ModelKind::gpt) return std::make_unique<LanguageModelTask>(o, topo);
+    if (language_model(o.model)) return std::make_unique<LanguageModelTask>(o, topo);
     return std::make_unique<TabularTask>(o, topo);
 }
 

@@ -23,12 +23,16 @@ dptrain::ModelBatch random_windows(std::vector<int>& tokens, int B, int T, int V
 int check_grad(std::vector<float>& x, const std::vector<float>& grad, const std::function<double()>& loss, float h,
                size_t stride = 1);
 
-// Two GPTs of one layout that compute differently (precision, attention), from the same
-// parameters on one random batch of B windows: their first losses differ yet agree within
+// Two language models (GPTs, Llamas) of one layout, T positions and V tokens, that compute
+// differently (precision, attention), from the same parameters on one random batch of B windows: their first losses differ yet agree within
 // first_tol (relative); each gradient tensor's cosine similarity with a's exceeds min_cosine; over
 // 50 AdamW steps each the losses agree within curve_tol and both fall below 0.7 of the first.
-void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, double first_tol, double min_cosine,
-                      double curve_tol);
+void check_models_agree(dptrain::Model& a, dptrain::Model& b, int T, int V, int B, uint64_t seed, double first_tol,
+                        double min_cosine, double curve_tol);
+inline void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t seed, double first_tol,
+                             double min_cosine, double curve_tol) {
+    check_models_agree(a, b, a.config().block_size, a.config().vocab_size, B, seed, first_tol, min_cosine, curve_tol);
+}
 
 // A fresh empty directory under /tmp.
 std::string temp_dir(const std::string& tag);

@@ -13,7 +13,9 @@
 namespace dptrain {
 
 // Typed once here so no component compares option strings; spelled as name_of says.
-enum class ModelKind { mlp, gpt };
+enum class ModelKind { mlp, gpt, llama };
+// gpt and llama: a decoder over token shards (GptConfig::arch tells them apart).
+inline bool language_model(ModelKind k) { return k != ModelKind::mlp; }
 
 // The most compute threads a rank (or generate, serve) may ask for with --threads: far past any
 // machine's cores per rank, and below what libgomp and OpenBLAS can start (100000 ended in a crash).
@@ -35,7 +37,10 @@ struct Options {
     std::string hidden;          // "256,256"
     std::vector<int> hidden_sizes;
     Activation activation;
-    int n_layer, n_head, n_embd, block_size, vocab_size;  // gpt; vocab_size 0 = the data's
+    int n_layer, n_head, n_embd, block_size, vocab_size;  // gpt, llama; vocab_size 0 = the data's
+    int n_kv_head, ffn_hidden;    // llama; 0 = n_head, 0 = llama_ffn_hidden(n_embd)
+    double rope_theta, norm_eps;  // llama
+    bool untie_embeddings;        // llama
     std::string data;
     std::string stage_dir;  // "" = read --data in place
     bool verify_data;
@@ -119,6 +124,9 @@ std::string ignored_options(const Options& o);
 OptimizerSettings optimizer_settings(const Options& o);
 
 const char* name_of(ModelKind v);
+// The decoder --model gpt or llama asks for, over vocab_size tokens (flash attention and recompute
+// as the options say). Training and the inference commands build it from here alone.
+GptConfig lm_config(const Options& o, int vocab_size);
 const char* name_of(Activation v);
 const char* name_of(Optimizer::Kind v);
 const char* name_of(IoMode v);

@@ -42,7 +42,7 @@ struct TokenLogprob {
 // Of row `logits` (V values): token's, and the `top` most likely among the first `drawable` ids.
 TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top);
 
-// weights bf16: the products read a bf16 copy of the weights (GptDecoder).
+// GptDecoder or LlamaDecoder by cfg.arch; weights bf16: the products read a bf16 copy of the weights.
 std::unique_ptr<Decoder> make_cpu_decoder(const GptConfig& cfg, Precision weights = Precision::fp32);
 
 } // namespace dptrain

@@ -5,6 +5,7 @@
 
 #include "dptrain/model/model.h"
 
+#include <memory>
 #include <vector>
 
 namespace dptrain {
@@ -13,21 +14,56 @@ namespace dptrain {
 // all of a block but its input. The same operations on the same values: bit-identical gradients.
 enum class Recompute { none, attention, block };
 
+// The decoder's shape. gpt2: LayerNorm, learned positions, GELU MLP, biases, head tied to wte.
+// llama: RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention, no biases (model/llama.h).
+enum class DecoderArch { gpt2, llama };
+
+// Llama 3's rotary frequency scaling ("rope_scaling" {"rope_type": "llama3"} in a Hugging Face
+// config); factor 0: none.
+struct RopeScaling {
+    float factor = 0, low_freq_factor = 1, high_freq_factor = 4;
+    int original_positions = 8192;
+};
+
 struct GptConfig {
+    DecoderArch arch = DecoderArch::gpt2;
     int vocab_size = 256;
     int block_size = 64;  // T: context length (and the position table's size)
     int n_layer = 4;
     int n_head = 4;
     int n_embd = 128;  // C
+    // llama only (their defaults leave a GPT as it was):
+    int n_kv_head = 0;         // key/value heads, dividing n_head; 0: n_head
+    int ffn_hidden = 0;        // SwiGLU's width F; 0: llama_ffn_hidden(n_embd)
+    float rope_theta = 10000;  // rotary base
+    float norm_eps = 1e-5f;    // RMSNorm's
+    bool tie_embeddings = true;  // the head reads wte; false: a head of its own (lm_head)
+    RopeScaling rope_scaling;
     // --attention flash: no T x T matrices kept; the same parameters and checkpoints either way.
     bool flash_attention = false;
     Recompute recompute = Recompute::none;  // not part of the signature: checkpoints are the same
 };
 
-// signature()'s configuration; false for any other text. flash_attention stays false.
+// signature()'s configuration, a Gpt's or a Llama's; false for any other text. flash_attention stays false.
 bool parse_gpt_signature(const std::string& signature, GptConfig* cfg);
+// A decoder the trainer trains (Gpt, Llama): its configuration and the last forward's logits.
+class LanguageModel : public Model {
+  public:
+    virtual const GptConfig& config() const = 0;
+    // (B, T, V) of the last forward; a backward overwrites them with their gradient.
+    virtual const float* logits() const = 0;
+};
 
-class Gpt : public Model {
+// A decoder of cfg.arch's kind (Gpt or Llama); max_batch 0: layout, init, signature and FLOPs only.
+std::unique_ptr<LanguageModel> make_cpu_lm(const GptConfig& cfg, int max_batch);
+// Its signature (what checkpoints must match).
+std::string lm_signature(const GptConfig& cfg);
+// The static sizes of cfg.arch's class (Gpt's or Llama's).
+size_t lm_count_params(const GptConfig& cfg);
+size_t lm_activation_bytes(const GptConfig& cfg, int max_batch);
+size_t lm_operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
+
+class Gpt : public LanguageModel {
   public:
     // max_batch 0 allocates no activations: layout, init, signature and FLOPs only.
     Gpt(const GptConfig& cfg, int max_batch);
@@ -52,14 +88,13 @@ class Gpt : public Model {
     size_t operand_bytes() const override { return bf_.bytes(); }
     static size_t operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
     static size_t count_params(const GptConfig& cfg);
-    const GptConfig& config() const { return cfg_; }
+    const GptConfig& config() const override { return cfg_; }
     // Offsets of layer l's tensors in the flat parameters.
     struct LayerViews {
         size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     };
     const std::vector<LayerViews>& layer_views() const { return lv_; }
-    // Logits of the last forward: (B, T, V); a backward overwrites them with their gradient.
-    const float* logits() const { return logits_.data(); }
+    const float* logits() const override { return logits_.data(); }
     // Layer l's fc output (B, T, 4C) and attention output (B, T, C) of the last forward, as kept
     // (bf16: rounded); with --recompute block the last layer's only.
     const float* fc_output(int l) const {

@@ -1,4 +1,4 @@
-// A GPT's activation buffers, listed once (llm.c's fill_in_activation_sizes): Gpt and CudaGpt
+// A GPT's and a Llama's activation buffers, listed once (llm.c's fill_in_activation_sizes): Gpt and CudaGpt
 // allocate from it, and activation_bytes and the memory plan sum it.
 // Not for: parameters, gradients and the bf16 matmul operands (count_params, operand_bytes).
 #pragma once
@@ -23,6 +23,8 @@ struct GptBuffer {
 // For max_batch windows. cpu: fp32 throughout. gpu: CudaGpt's (in bf16 several at 2 bytes a value).
 std::vector<GptBuffer> gpt_buffers(const GptConfig& cfg, int max_batch, Precision p, BufferDevice d);
 size_t buffer_bytes(const std::vector<GptBuffer>& list);
+// A Llama's (model/llama.h; cfg resolved by llama_resolved), fp32 on the CPU.
+std::vector<GptBuffer> llama_buffers(const GptConfig& cfg, int max_batch);
 
 // CudaGpt's logits row stride: in bf16 V rounded up to 64 values, so the classifier's GEMMs see
 // 128-byte aligned rows.

@@ -35,6 +35,15 @@ class Bf16Operands {
     std::vector<float> w_, a_, g_;
 };
 
+// A language model's matmul (OpKind::matmul in *ops): out (BT, OC) = inp (BT, C) @ params[w] (OC, C)^T
+// + bias; with bf.on(), on its bf16 operands (weights rounded by the forward: round_weights), and
+// out16: the output rounded as bf16 stores it. Attention rounds to TF32 itself.
+void lm_matmul_forward(Bf16Operands& bf, OpTimes* ops, const float* params, float* out, const float* inp, size_t w,
+                       const float* bias, int BT, int C, int OC, bool out16 = false);
+// Its backward (dbias null: none); dinp16: in bf16 dinp rounded too, for a norm's or flash attention's backward.
+void lm_matmul_backward(Bf16Operands& bf, OpTimes* ops, float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* params, size_t w, int BT, int C, int OC, bool dinp16 = false);
+
 struct ModelBatch {
     int B = 0;                    // samples (rows or windows)
     const float* x = nullptr;     // (B, in) features (MLP)

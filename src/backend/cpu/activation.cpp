@@ -1,4 +1,4 @@
-// ReLU, GELU (tanh approximation) and the residual add, forward and backward, elementwise: SIMD,
+// ReLU, GELU (tanh approximation), SwiGLU and the residual add, forward and backward, elementwise: SIMD,
 // and OpenMP threads on loops long enough for a team (core/parallel.h).
 #include "dptrain/backend/cpu/ops.h"
 #include "dptrain/core/fastmath.h"
@@ -43,6 +43,30 @@ static void gelu_backward_range(float* dinp, const float* inp, const float* dout
     }
 }
 
+// SwiGLU over rows [first, last) of (N, 2F): gate in columns [0, F), up in [F, 2F).
+static void swiglu_forward_rows(float* out, const float* inp, int F, long first, long last) {
+    for (long r = first; r < last; ++r) {
+        const float *g = inp + r * 2 * F, *u = g + F;
+        float* o = out + r * F;
+#pragma omp simd
+        for (int i = 0; i < F; ++i) o[i] = g[i] / (1.0f + exp_approx(-g[i])) * u[i];
+    }
+}
+
+// d gate = dout * up * sig * (1 + gate * (1 - sig)), d up = dout * silu(gate); written (=).
+static void swiglu_backward_rows(float* dinp, const float* inp, const float* dout, int F, long first, long last) {
+    for (long r = first; r < last; ++r) {
+        const float *g = inp + r * 2 * F, *u = g + F, *d = dout + r * F;
+        float *dg = dinp + r * 2 * F, *du = dg + F;
+#pragma omp simd
+        for (int i = 0; i < F; ++i) {
+            const float sig = 1.0f / (1.0f + exp_approx(-g[i]));
+            du[i] = d[i] * g[i] * sig;
+            dg[i] = d[i] * u[i] * sig * (1.0f + g[i] * (1.0f - sig));
+        }
+    }
+}
+
 static void residual_forward_range(float* out, const float* a, const float* b, long begin, long end) {
 #pragma omp simd
     for (long i = begin; i < end; ++i) out[i] = a[i] + b[i];
@@ -71,6 +95,14 @@ void gelu_forward(float* out, const float* inp, long N) {
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, long N) {
     parallel_for(N, 24, [=](long b, long e) { gelu_backward_range(dinp, inp, dout, b, e); });
+}
+
+void swiglu_forward(float* out, const float* inp, long N, int F) {
+    parallel_for(N, 24L * F, [=](long b, long e) { swiglu_forward_rows(out, inp, F, b, e); });
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F) {
+    parallel_for(N, 32L * F, [=](long b, long e) { swiglu_backward_rows(dinp, inp, dout, F, b, e); });
 }
 
 void residual_forward(float* out, const float* a, const float* b, long N) {

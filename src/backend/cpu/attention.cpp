@@ -154,47 +154,55 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 }
 
 // attention_decode's (row, head) pairs [first, last): scores over 0..pos[i], softmax, sum of values.
+// Query head h reads key/value head h / (NH / KV) of the cache.
 static void decode_heads(float* out, const float* kcache, const float* vcache, const float* qkv, const int* slot,
-                         const int* pos, int T, int C, int NH, long first, long last) {
-    const int hs = C / NH;
+                         const int* pos, int T, int NH, int KV, int hs, long first, long last) {
     const float scale = 1.0f / std::sqrt((float)hs);
+    const size_t W = (size_t)(NH + 2 * KV) * hs, KC = (size_t)KV * hs;
+    const int group = NH / KV;
     thread_local std::vector<float> scores;
     if (scores.size() < (size_t)T) scores.resize(T);
     for (long r = first; r < last; ++r) {
-        const int i = (int)(r / NH), h = (int)(r % NH), p = pos[i];
-        const float* q = qkv + (size_t)i * 3 * C + h * hs;
-        const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
-        const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
+        const int i = (int)(r / NH), h = (int)(r % NH), p = pos[i], g = h / group;
+        const float* q = qkv + (size_t)i * W + h * hs;
+        const float* k = kcache + (size_t)slot[i] * T * KC + g * hs;
+        const float* v = vcache + (size_t)slot[i] * T * KC + g * hs;
         // SIMD dot products, then the training forward's causal_softmax_row over p + 1 scores.
         for (int j = 0; j <= p; ++j) {
             float d = 0.0f;
 #pragma omp simd reduction(+ : d)
-            for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * C + c];
+            for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * KC + c];
             scores[j] = d * scale;
         }
         causal_softmax_row(scores.data(), p, p + 1);
-        float* o = out + (size_t)i * C + h * hs;
+        float* o = out + (size_t)i * NH * hs + h * hs;
         std::memset(o, 0, hs * sizeof(float));
         for (int j = 0; j <= p; ++j) {
             const float a = scores[j];
 #pragma omp simd
-            for (int c = 0; c < hs; ++c) o[c] += a * v[(size_t)j * C + c];
+            for (int c = 0; c < hs; ++c) o[c] += a * v[(size_t)j * KC + c];
         }
     }
 }
 
-void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
-                      int n, int T, int C, int NH) {
+void attention_decode_grouped(float* out, float* kcache, float* vcache, const float* qkv, const int* slot,
+                              const int* pos, int n, int T, int NH, int KV, int hs) {
+    const size_t W = (size_t)(NH + 2 * KV) * hs, KC = (size_t)KV * hs;
     long positions = 0;  // keys read over all rows: a (row, head) pair costs about 4 hs a key
     for (int i = 0; i < n; ++i) {
-        const size_t at = ((size_t)slot[i] * T + pos[i]) * C;
-        std::memcpy(kcache + at, qkv + (size_t)i * 3 * C + C, C * sizeof(float));
-        std::memcpy(vcache + at, qkv + (size_t)i * 3 * C + 2 * C, C * sizeof(float));
+        const size_t at = ((size_t)slot[i] * T + pos[i]) * KC;
+        std::memcpy(kcache + at, qkv + (size_t)i * W + (size_t)NH * hs, KC * sizeof(float));
+        std::memcpy(vcache + at, qkv + (size_t)i * W + (size_t)NH * hs + KC, KC * sizeof(float));
         positions += pos[i] + 1;
     }
-    parallel_for((long)n * NH, 4 * (C / NH) * (positions / n + 1), [=](long first, long last) {
-        decode_heads(out, kcache, vcache, qkv, slot, pos, T, C, NH, first, last);
+    parallel_for((long)n * NH, 4 * hs * (positions / n + 1), [=](long first, long last) {
+        decode_heads(out, kcache, vcache, qkv, slot, pos, T, NH, KV, hs, first, last);
     });
+}
+
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH) {
+    attention_decode_grouped(out, kcache, vcache, qkv, slot, pos, n, T, NH, NH, C / NH);
 }
 
 } // namespace dptrain::cpu

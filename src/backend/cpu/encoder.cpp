@@ -1,4 +1,4 @@
-// Token + position embedding, forward and backward. The backward scatters into the token table:
+// Token + position embedding (a null position table: token rows alone, as a Llama's), forward and backward. The backward scatters into the token table:
 // rows are visited in order on one thread per channel block, so repeated tokens add up
 // deterministically.
 #include "dptrain/backend/cpu/ops.h"
@@ -13,6 +13,10 @@ static void encoder_forward_rows(float* out, const int* inp, int stride, const f
         const long b = r / T, t = r % T;
         float* o = out + r * C;
         const float* te = wte + (long)inp[b * stride + t] * C;
+        if (!wpe) {
+            for (int c = 0; c < C; ++c) o[c] = te[c];
+            continue;
+        }
         const float* pe = wpe + t * C;
         for (int c = 0; c < C; ++c) o[c] = te[c] + pe[c];
     }
@@ -28,6 +32,10 @@ static void encoder_backward_blocks(float* dwte, float* dwpe, const float* dout,
             for (int t = 0; t < T; ++t) {
                 const float* d = dout + ((long)b * T + t) * C;
                 float* te = dwte + (long)inp[(long)b * stride + t] * C;
+                if (!dwpe) {
+                    for (int c = c0; c < c1; ++c) te[c] += d[c];
+                    continue;
+                }
                 float* pe = dwpe + (long)t * C;
                 for (int c = c0; c < c1; ++c) {
                     te[c] += d[c];
@@ -47,6 +55,10 @@ void encoder_decode(float* out, const int* tok, const int* pos, const float* wte
     for (int i = 0; i < n; ++i) {
         float* o = out + (long)i * C;
         const float* te = wte + (long)tok[i] * C;
+        if (!wpe) {
+            for (int c = 0; c < C; ++c) o[c] = te[c];
+            continue;
+        }
         const float* pe = wpe + (long)pos[i] * C;
         for (int c = 0; c < C; ++c) o[c] = te[c] + pe[c];
     }

@@ -10,6 +10,11 @@ namespace dptrain {
 std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights, int host_rank,
                                       int host_size) {
     if (want == DeviceKind::cpu) return make_cpu_decoder(cfg, weights);
+    if (cfg.arch == DecoderArch::llama) {  // no CUDA Llama yet: the CPU decodes it, or --device cuda is refused
+        if (want == DeviceKind::cuda)
+            throw UserError("--device cuda: the CUDA backend has no Llama kernels yet; use --device cpu");
+        return make_cpu_decoder(cfg, weights);
+    }
     std::string why;
     if (cuda::device_count(&why) == 0) {
         if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: no GPU (%s); use --device cpu", why.c_str()));

@@ -178,6 +178,9 @@ const char* CudaBuildDevice::op_timing() const {
 
 std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {
     if (gpu_ < 0) return Device::make_model(spec);
+    if (spec.kind == ModelKind::llama)
+        throw UserError("--model llama: the CUDA backend has no Llama kernels yet (its CPU ops have no GPU twins); "
+                        "train it with --device cpu");
     std::unique_ptr<Model> m;
     if (spec.kind == ModelKind::gpt) m = std::make_unique<CudaGpt>(spec.gpt, spec.batch, gpu_, spec.precision);
     else m = std::make_unique<CudaMlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows, gpu_);

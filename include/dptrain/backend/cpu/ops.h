@@ -53,7 +53,8 @@ void softmax_crossentropy_backward(float* dlogits, const float* logits, const fl
                                    float scale, int B, int V);
 
 // GPT ops (B batch, T time, C channels, NH heads, V vocabulary).
-// out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T), row stride `stride` (>= T).
+// out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T), row stride `stride` (>= T). A null
+// wpe (dwpe in backward): token rows alone.
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C);
 // Decoding: out (n, C), row i = wte[tok[i]] + wpe[pos[i]].
 void encoder_decode(float* out, const int* tok, const int* pos, const float* wte, const float* wpe, int n, int C);
@@ -94,6 +95,33 @@ inline bool flash_attention_supported(int C, int NH) {
     const int hs = C / NH;
     return hs == 16 || hs == 32 || hs == 64 || hs == 128;
 }
+
+// Llama ops (hs head size, KV key/value heads dividing NH, F SwiGLU's width).
+// N rows of C: out = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) kept for backward.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C, float eps);
+// res = a + b, then rmsnorm_forward of res (the residual stream's add and the next norm together).
+void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* a, const float* b,
+                              const float* weight, long N, int C, float eps);
+// dinp += and dweight +=.
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, long N, int C);
+// Rotary positions on inp (B,T,(NH+2KV)*hs), the projection's q, k, v: out (B,T,3C) holds q and k
+// rotated (pairs i, i + hs/2 of a head, as Hugging Face's Llama), k and v repeated for each query
+// head of their group, for the attention ops. cos, sin (T, hs/2): the angles of position t.
+void rope_qkv_forward(float* out, const float* inp, const float* cos, const float* sin, int B, int T, int NH, int KV,
+                      int hs);
+// dinp (B,T,(NH+2KV)*hs) written (=) from dout (B,T,3C): rotated back, a group's k, v summed in head order.
+void rope_qkv_backward(float* dinp, const float* dout, const float* cos, const float* sin, int B, int T, int NH,
+                       int KV, int hs);
+// Decoding: row i of qkv (n, (NH+2KV)*hs) at position pos[i]; its q and k heads rotated in place.
+void rope_decode(float* qkv, const int* pos, const float* cos, const float* sin, int n, int NH, int KV, int hs);
+// Decoding with KV key/value heads: row i of qkv (n, (NH+2KV)*hs); caches (slots, T, KV*hs); out (n, NH*hs).
+// attention_decode is this with KV = NH.
+void attention_decode_grouped(float* out, float* kcache, float* vcache, const float* qkv, const int* slot,
+                              const int* pos, int n, int T, int NH, int KV, int hs);
+// inp (N, 2F): gate, up; out (N, F) = silu(gate) * up. backward: dinp (N, 2F) written (=).
+void swiglu_forward(float* out, const float* inp, long N, int F);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F);
 
 // out = a + b, N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N);
