@@ -1,5 +1,6 @@
-// Export: a GPT checkpoint as Hugging Face's GPT-2 directory (model.safetensors, config.json and
-// the tokenizer's files), clearing stale tokenizer files of an earlier export.
+// Export: a GPT checkpoint as Hugging Face's GPT-2 directory, a Llama's as LlamaForCausalLM's
+// (model.safetensors, config.json and the tokenizer's files), clearing stale tokenizer files of an
+// earlier export.
 // Not for: the tensor names and orientation, or importing such a directory (hf_gpt2.cpp).
 #include "dptrain/io/hf_gpt2.h"
 
@@ -7,6 +8,7 @@
 #include "dptrain/core/files.h"
 #include "dptrain/core/json.h"
 #include "dptrain/data/tokenizer.h"
+#include "dptrain/io/hf_llama.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -50,24 +52,14 @@ std::vector<std::string> clear_for_export(const std::string& dir, bool overwrite
     return removed;
 }
 
-} // namespace
-
-std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype,
-                                        bool overwrite) {
-    GptConfig cfg;
-    if (!parse_gpt_signature(ck.model, &cfg))
-        throw UserError(strfmt("the checkpoint holds %s; export writes GPT-2's layout, for --model gpt checkpoints",
-                               ck.model.c_str()));
-    Gpt gpt(cfg, 0);
-    if (gpt.num_params() != ck.params.size())
-        throw UserError(strfmt("the checkpoint holds %zu parameters, but its model %s has %zu", ck.params.size(),
-                               ck.model.c_str(), gpt.num_params()));
+// GPT2LMHeadModel's tensors: GPT-2's names, Conv1D's (in, out) orientation.
+std::vector<TensorOut> gpt2_tensors(const GptConfig& cfg, const float* params) {
     std::vector<TensorOut> out;
-    for (const ParamView& v : gpt.layout().views) {
+    for (const ParamView& v : Gpt(cfg, 0).layout().views) {
         bool tr = false;
         TensorOut t;
         t.name = hf_gpt2_name(v.name, &tr);
-        const float* src = ck.params.data() + v.offset;
+        const float* src = params + v.offset;
         if (tr) {
             t.shape = {v.shape[1], v.shape[0]};
             t.data.resize(v.size);
@@ -78,21 +70,11 @@ std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::st
         }
         out.push_back(std::move(t));
     }
-    // GPT2Tokenizer's files for gpt2, tokenizer.model for SentencePiece; other kinds (char, ids,
-    // one unknown here) as stored, their table in config.json.
-    TokenizerKind kind;
-    const TokenizerPtr tok = parse_tokenizer_kind(ck.tokenizer, &kind) ? tokenizer_from(kind, ck.vocab) : nullptr;
-    const std::vector<TokenizerFile> files = tok ? tok->hf_files() : std::vector<TokenizerFile>{};
-    std::vector<std::string> writes;
-    for (const TokenizerFile& f : files) writes.push_back(f.name);
-    make_directories(dir, "--out");
-    const std::vector<std::string> removed = clear_for_export(dir, overwrite, writes);
-    write_safetensors(dir + "/model.safetensors", out,
-                      {{"format", "pt"},
-                       {"dptrain.model", ck.model},
-                       {"dptrain.step", std::to_string(ck.step)},
-                       {"dptrain.tokenizer", ck.tokenizer}},
-                      dtype);
+    return out;
+}
+
+// GPT2Config's fields for cfg, dtype named by torch_dtype.
+Json gpt2_config(const GptConfig& cfg, TensorDtype dtype) {
     Json c = Json::object();
     c["architectures"] = Json::array({"GPT2LMHeadModel"});
     c["model_type"] = "gpt2";
@@ -111,6 +93,41 @@ std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::st
     c["initializer_range"] = 0.02;
     c["tie_word_embeddings"] = true;
     c["torch_dtype"] = dtype == TensorDtype::bf16 ? "bfloat16" : "float32";
+    return c;
+}
+
+} // namespace
+
+std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype,
+                                        bool overwrite) {
+    GptConfig cfg;
+    if (!parse_gpt_signature(ck.model, &cfg))
+        throw UserError(strfmt("the checkpoint holds %s; export writes GPT-2's or Llama's layout, for --model gpt or "
+                               "llama checkpoints",
+                               ck.model.c_str()));
+    const size_t P = lm_count_params(cfg);
+    if (P != ck.params.size())
+        throw UserError(strfmt("the checkpoint holds %zu parameters, but its model %s has %zu", ck.params.size(),
+                               ck.model.c_str(), P));
+    const bool llama = cfg.arch == DecoderArch::llama;
+    const std::vector<TensorOut> out =
+        llama ? hf_llama_tensors(cfg, ck.params.data()) : gpt2_tensors(cfg, ck.params.data());
+    // GPT2Tokenizer's files for gpt2, tokenizer.model for SentencePiece; other kinds (char, ids,
+    // one unknown here) as stored, their table in config.json.
+    TokenizerKind kind;
+    const TokenizerPtr tok = parse_tokenizer_kind(ck.tokenizer, &kind) ? tokenizer_from(kind, ck.vocab) : nullptr;
+    const std::vector<TokenizerFile> files = tok ? tok->hf_files() : std::vector<TokenizerFile>{};
+    std::vector<std::string> writes;
+    for (const TokenizerFile& f : files) writes.push_back(f.name);
+    make_directories(dir, "--out");
+    const std::vector<std::string> removed = clear_for_export(dir, overwrite, writes);
+    write_safetensors(dir + "/model.safetensors", out,
+                      {{"format", "pt"},
+                       {"dptrain.model", ck.model},
+                       {"dptrain.step", std::to_string(ck.step)},
+                       {"dptrain.tokenizer", ck.tokenizer}},
+                      dtype);
+    Json c = llama ? hf_llama_config(cfg, dtype) : gpt2_config(cfg, dtype);
     // GPT2Config's defaults name <|endoftext|> (50256), outside any other vocabulary: said.
     const int eot = tok ? tok->end_of_text() : -1;
     c["bos_token_id"] = eot >= 0 ? Json(eot) : Json(nullptr);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -161,14 +162,24 @@ void Llama::set_precision(Precision p) {
     bf_.reserve(layout_.total, act, grad);
 }
 
+std::string float_text(float v) {
+    if (v == std::floor(v) && std::fabs(v) < 1e9f) return strfmt("%.0f", v);  // "500000", not "5e+05"
+    for (int digits = 1; digits < 9; ++digits) {
+        const std::string s = strfmt("%.*g", digits, v);
+        if (std::strtof(s.c_str(), nullptr) == v) return s;
+    }
+    return strfmt("%.9g", v);
+}
+
 std::string Llama::signature() const {
-    std::string s = strfmt("llama V=%d T=%d L=%d H=%d KV=%d C=%d F=%d theta=%.9g eps=%.9g tied=%d", cfg_.vocab_size,
+    std::string s = strfmt("llama V=%d T=%d L=%d H=%d KV=%d C=%d F=%d theta=%s eps=%s tied=%d", cfg_.vocab_size,
                            cfg_.block_size, cfg_.n_layer, cfg_.n_head, cfg_.n_kv_head, cfg_.n_embd, cfg_.ffn_hidden,
-                           cfg_.rope_theta, cfg_.norm_eps, cfg_.tie_embeddings ? 1 : 0);
+                           float_text(cfg_.rope_theta).c_str(), float_text(cfg_.norm_eps).c_str(),
+                           cfg_.tie_embeddings ? 1 : 0);
     const RopeScaling& r = cfg_.rope_scaling;
     if (r.factor > 0)
-        s += strfmt(" rope=llama3:%.9g,%.9g,%.9g,%d", r.factor, r.low_freq_factor, r.high_freq_factor,
-                    r.original_positions);
+        s += strfmt(" rope=llama3:%s,%s,%s,%d", float_text(r.factor).c_str(), float_text(r.low_freq_factor).c_str(),
+                    float_text(r.high_freq_factor).c_str(), r.original_positions);
     return s;
 }
 

@@ -22,7 +22,8 @@ void hf_gpt2_transpose(const float* src, long rows, long cols, float* dst);
 // gpt2, tokenizer.model for sentencepiece, else in config.json's "dptrain" entry). A DIR with files
 // is refused unless overwrite (a user's model would be replaced, or tokenizer files left beside
 // another); then stale Hugging Face tokenizer files are removed and their names returned. Throws
-// UserError for a checkpoint that is not a GPT.
+// UserError for a checkpoint that is not a GPT. A Llama's checkpoint gets LlamaForCausalLM's
+// layout (hf_llama.h) the same way.
 std::vector<std::string> export_hf_gpt2(const CheckpointState& ck, const std::string& dir, TensorDtype dtype,
                                         bool overwrite = false);
 

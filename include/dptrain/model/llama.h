@@ -17,6 +17,9 @@ int llama_ffn_hidden(int n_embd);
 GptConfig llama_resolved(const GptConfig& cfg);
 // The angles of position t < T for pair i < hs/2: theta^(-2i/hs), Llama 3's scaling where cfg has it.
 void llama_rope_table(const GptConfig& cfg, float* cos, float* sin);
+// The shortest decimal text that reads back to v ("1e-05", not "9.99999975e-06"): signatures and
+// config.json carry the value a user gave.
+std::string float_text(float v);
 // "llama V=.. T=.. L=.. H=.. KV=.. C=.. F=.. theta=.. eps=.. tied=1[ rope=llama3:f,lo,hi,orig]"'s
 // configuration; false for any other text.
 bool parse_llama_signature(const std::string& signature, GptConfig* cfg);
