@@ -55,7 +55,8 @@ std::vector<std::string> clear_for_export(const std::string& dir, bool overwrite
 // GPT2LMHeadModel's tensors: GPT-2's names, Conv1D's (in, out) orientation.
 std::vector<TensorOut> gpt2_tensors(const GptConfig& cfg, const float* params) {
     std::vector<TensorOut> out;
-    for (const ParamView& v : Gpt(cfg, 0).layout().views) {
+    const Gpt gpt(cfg, 0);
+    for (const ParamView& v : gpt.layout().views) {
         bool tr = false;
         TensorOut t;
         t.name = hf_gpt2_name(v.name, &tr);
