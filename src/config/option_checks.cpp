@@ -3,6 +3,7 @@
 #include "dptrain/config/option_checks.h"
 
 #include "dptrain/core/error.h"
+#include "dptrain/model/llama.h"
 
 #include <cmath>
 #include <limits>
@@ -65,8 +66,8 @@ void validate_model_and_data(Options& o) {
          "--gpu-state device keeps the state on a GPU; with --device cpu leave it out (or use --device cuda)");
     need(o.recompute == Recompute::none || language_model(o.model),
          strfmt("--recompute %s is for --model gpt or llama; the MLP keeps only its layers' outputs", name_of(o.recompute)));
-    need(o.init_from.empty() || o.model == ModelKind::gpt,
-         "--init-from reads GPT-2 weights; it is for --model gpt");
+    need(o.init_from.empty() || language_model(o.model),
+         "--init-from reads GPT-2 or Llama weights; it is for --model gpt or llama");
     need(o.io != IoMode::collective || !language_model(o.model),
          "--io collective reads tabular shards; token shards (--model gpt, llama) are read with --io direct or memory");
     need(o.n_kv_head >= 0 && (o.n_kv_head == 0 || o.n_head % o.n_kv_head == 0),
@@ -74,6 +75,11 @@ void validate_model_and_data(Options& o) {
                 "per query head",
                 o.n_kv_head, o.n_head));
     need(o.ffn_hidden >= 0, strfmt("--ffn-hidden %d must be >= 0 (0: 8 * n_embd / 3 rounded up to 64)", o.ffn_hidden));
+    RopeScaling scaling;
+    need(parse_rope_scaling(o.rope_scaling, &scaling),
+         strfmt("--rope-scaling '%s' is not none or llama3:FACTOR,LOW,HIGH,ORIGINAL with FACTOR > 0, HIGH > LOW > 0 "
+                "and ORIGINAL > 0 (Llama 3.1's: llama3:8,1,4,8192)",
+                o.rope_scaling.c_str()));
     need(o.rope_theta > 0 && o.norm_eps > 0,
          strfmt("--rope-theta %g and --norm-eps %g must be positive", o.rope_theta, o.norm_eps));
 }

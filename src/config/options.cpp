@@ -8,6 +8,7 @@
 #include "dptrain/config/argv.h"
 #include "dptrain/config/option_checks.h"
 #include "dptrain/core/error.h"
+#include "dptrain/model/llama.h"
 #include "dptrain/core/files.h"
 
 #include <filesystem>
@@ -40,6 +41,9 @@ void declare_model_and_data(Registry<Options>& r, Options& o) {
                "Llama: SwiGLU's hidden width; 0 = 8 * n_embd / 3 rounded up to a multiple of 64");
     r.add<double>("rope-theta", &Options::rope_theta, o, 10000.0, "Llama: rotary position base (Llama 3: 500000)");
     r.add<double>("norm-eps", &Options::norm_eps, o, 1e-5, "Llama: RMSNorm's epsilon");
+    r.add<S>("rope-scaling", &Options::rope_scaling, o, "none",
+             "Llama: rotary frequency scaling: none | llama3:FACTOR,LOW_FREQ_FACTOR,HIGH_FREQ_FACTOR,ORIGINAL_POSITIONS "
+             "(Llama 3.1's: llama3:8,1,4,8192)");
     r.flag("untie-embeddings", &Options::untie_embeddings, o,
            "Llama: an output head of its own (lm_head, as Llama 2 and 3) instead of the token embedding's transpose");
     r.add<int>("vocab-size", &Options::vocab_size, o, 0,
@@ -418,6 +422,7 @@ GptConfig lm_config(const Options& o, int vocab_size) {
         c.rope_theta = (float)o.rope_theta;
         c.norm_eps = (float)o.norm_eps;
         c.tie_embeddings = !o.untie_embeddings;
+        parse_rope_scaling(o.rope_scaling, &c.rope_scaling);  // checked by validate_options
     }
     c.vocab_size = vocab_size;
     c.block_size = o.block_size;
@@ -432,8 +437,8 @@ GptConfig lm_config(const Options& o, int vocab_size) {
 std::string ignored_options(const Options& o) {
     static const std::vector<std::string> gpt_only = {"n-layer",    "n-head",     "n-embd",
                                                       "block-size", "vocab-size", "global-batch-tokens"};
-    static const std::vector<std::string> llama_only = {"n-kv-head", "ffn-hidden", "rope-theta", "norm-eps",
-                                                        "untie-embeddings"};
+    static const std::vector<std::string> llama_only = {"n-kv-head", "ffn-hidden",       "rope-theta",
+                                                        "norm-eps",  "untie-embeddings", "rope-scaling"};
     static const std::vector<std::string> mlp_only = {"hidden", "activation"};
     const char* argv[] = {"dptrain"};
     const std::string base = parse_options(1, argv).opts.to_ini(), now = o.to_ini();

@@ -6,6 +6,7 @@
 #include "dptrain/core/json.h"
 #include "dptrain/data/bpe.h"
 #include "dptrain/data/tokenizer.h"
+#include "dptrain/io/hf_llama.h"
 
 #include <sys/stat.h>
 
@@ -43,11 +44,17 @@ bool exists(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
+} // namespace
+
+std::string hf_shape_text(const std::vector<int64_t>& s) {
     std::string t;
     for (int64_t d : s) t += (t.empty() ? "" : " x ") + std::to_string(d);
     return t.empty() ? "scalar" : t;
 }
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) { return hf_shape_text(s); }
 
 std::string read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -56,14 +63,21 @@ std::string read_bytes(const std::string& path) {
     return ss.str();
 }
 
-// Positive integer `key` (or `alt`, its older name); 0 when absent or null and not `need`ed.
-int config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need) {
+} // namespace
+
+int hf_config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need) {
     auto it = c.find(key);
     if (it == c.end() && alt) it = c.find(alt);
     if ((it == c.end() || it->is_null()) && !need) return 0;
     if (it == c.end() || !it->is_number_integer() || it->get<long>() <= 0 || it->get<long>() > (1L << 30))
         throw UserError(strfmt("%s: \"%s\" must be a positive integer", path.c_str(), key));
     return it->get<int>();
+}
+
+namespace {
+
+int config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need) {
+    return hf_config_int(path, c, key, alt, need);
 }
 
 std::string config_text(const Json& c, const char* key) {
@@ -115,8 +129,12 @@ void read_config(const std::string& path, GptConfig* cfg, TokenizerId* named) {
         throw UserError(strfmt("%s: not valid JSON (%s)", path.c_str(), e.what()));
     }
     if (!c.is_object()) throw UserError(path + ": not a JSON object");
-    check_arithmetic(path, c);
     read_named_tokenizer(c, named);
+    if (is_hf_llama(c)) {
+        *cfg = read_hf_llama_config(path, c);
+        return;
+    }
+    check_arithmetic(path, c);
     cfg->vocab_size = config_int(path, c, "vocab_size", nullptr, true);
     cfg->block_size = config_int(path, c, "n_positions", "n_ctx", true);
     cfg->n_embd = config_int(path, c, "n_embd", nullptr, true);
@@ -251,10 +269,9 @@ std::string remake_hint(TokenizerKind kind, const std::string& dir) {
     return "";
 }
 
-// The same vocabulary size can hold other tokens (a char table of another text): weights trained
-// on ids of another meaning are refused. Bare ids on either side are taken as the other side's,
-// with a note (returned; "" otherwise).
-std::string check_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
+} // namespace
+
+std::string check_hf_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run) {
     if (run.kind.empty()) return "";
     const TokenizerId theirs = tokenizer_beside(h);
     if (theirs.kind.empty() || (theirs.kind == run.kind && theirs.table == run.table)) return "";
@@ -271,6 +288,8 @@ std::string check_tokenizer(const std::string& path, const HfGpt2& h, const Toke
                            path.c_str(), theirs.kind.c_str(), run.kind.c_str(),
                            theirs.kind == run.kind ? " of another table" : "", how.c_str()));
 }
+
+namespace {
 
 // "" (GPT2Model's state) or "transformer." (GPT2LMHeadModel's).
 std::string tensor_prefix(const std::string& file, const Safetensors& st) {
@@ -349,10 +368,21 @@ std::string import_note(const HfGpt2& h, const Safetensors& st, const GptConfig&
 void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params, std::string* note,
                     const TokenizerId& tokens) {
     HfGpt2 h = find_hf_gpt2(path);
+    if (h.cfg.arch != cfg.arch) {
+        const bool llama = cfg.arch == DecoderArch::llama;
+        throw UserError(strfmt("%s: %s; this run is --model %s: %s", path.c_str(),
+                               llama ? (h.config_file.empty() ? "no config.json beside the weights names a Llama"
+                                                              : "its config.json names another model_type than llama")
+                                     : "its config.json names a Llama (model_type llama)",
+                               llama ? "llama" : "gpt",
+                               llama ? "give the directory that holds both, or use --model gpt for GPT-2 weights"
+                                     : "train it with --model llama"));
+    }
+    if (cfg.arch == DecoderArch::llama) return import_hf_llama(h, cfg, params, note, tokens);
     const Safetensors st = Safetensors::read_file(h.file);
     h.prefix = tensor_prefix(h.file, st);
     check_shapes(h.file, st, h, cfg);
-    const std::string taken = check_tokenizer(h.file, h, tokens);
+    const std::string taken = check_hf_tokenizer(h.file, h, tokens);
     const Gpt gpt(cfg, 0);
     const std::set<std::string> used = copy_tensors(h, st, gpt, params);
     check_unused(h, st, used, params + gpt.layout().find("wte").offset, cfg.n_layer);

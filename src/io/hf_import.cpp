@@ -6,6 +6,7 @@
 #include "dptrain/core/json.h"
 #include "dptrain/data/tokenizer.h"
 #include "dptrain/io/hf_gpt2.h"
+#include "dptrain/model/llama.h"
 
 #include <fstream>
 #include <sstream>
@@ -17,13 +18,22 @@ namespace {
 
 // The training options an imported model is rebuilt from (every other option its default).
 std::string options_for(const GptConfig& c) {
-    const std::vector<std::string> args = {"dptrain",
-                                           "--model", "gpt",
-                                           "--vocab-size", std::to_string(c.vocab_size),
-                                           "--block-size", std::to_string(c.block_size),
-                                           "--n-layer", std::to_string(c.n_layer),
-                                           "--n-head", std::to_string(c.n_head),
-                                           "--n-embd", std::to_string(c.n_embd)};
+    std::vector<std::string> args = {"dptrain",
+                                     "--model", c.arch == DecoderArch::llama ? "llama" : "gpt",
+                                     "--vocab-size", std::to_string(c.vocab_size),
+                                     "--block-size", std::to_string(c.block_size),
+                                     "--n-layer", std::to_string(c.n_layer),
+                                     "--n-head", std::to_string(c.n_head),
+                                     "--n-embd", std::to_string(c.n_embd)};
+    if (c.arch == DecoderArch::llama) {
+        const std::vector<std::string> more = {"--n-kv-head", std::to_string(c.n_kv_head),
+                                               "--ffn-hidden", std::to_string(c.ffn_hidden),
+                                               "--rope-theta", float_text(c.rope_theta),
+                                               "--norm-eps", float_text(c.norm_eps),
+                                               "--rope-scaling", rope_scaling_text(c.rope_scaling)};
+        args.insert(args.end(), more.begin(), more.end());
+        if (!c.tie_embeddings) args.push_back("--untie-embeddings");
+    }
     std::vector<const char*> argv;
     for (const std::string& a : args) argv.push_back(a.c_str());
     return parse_options((int)argv.size(), argv.data()).opts.to_ini();
@@ -52,13 +62,12 @@ CheckpointState import_hf_checkpoint(const std::string& dir, std::string* note) 
         throw UserError(dir + ": no tokenizer beside the weights (vocab.json and merges.txt, tokenizer.model, or an "
                               "export's config.json entry); eval, serve and generate need it");
     CheckpointState s;
-    const Gpt layout(h.cfg, 0);
-    s.params.assign(layout.num_params(), 0.0f);
+    s.params.assign(lm_count_params(h.cfg), 0.0f);
     import_hf_gpt2(dir, h.cfg, s.params.data(), note);
     s.opt_m.assign(s.params.size(), 0.0f);
     s.opt_v.assign(s.params.size(), 0.0f);
     s.step = exported_step(h.config_file);
-    s.model = layout.signature();
+    s.model = lm_signature(h.cfg);
     s.optimizer = "adamw";
     s.options = options_for(h.cfg);
     s.tokenizer = tok.kind;

@@ -18,15 +18,6 @@
 
 namespace dptrain {
 
-int llama_ffn_hidden(int n_embd) { return (8 * n_embd / 3 + 63) / 64 * 64; }
-
-GptConfig llama_resolved(const GptConfig& cfg) {
-    GptConfig c = cfg;
-    if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
-    if (c.ffn_hidden == 0) c.ffn_hidden = llama_ffn_hidden(c.n_embd);
-    return c;
-}
-
 void llama_rope_table(const GptConfig& cfg, float* cos, float* sin) {
     const int T = cfg.block_size, hs = cfg.n_embd / cfg.n_head, half = hs / 2;
     const RopeScaling& s = cfg.rope_scaling;
@@ -162,47 +153,14 @@ void Llama::set_precision(Precision p) {
     bf_.reserve(layout_.total, act, grad);
 }
 
-std::string float_text(float v) {
-    if (v == std::floor(v) && std::fabs(v) < 1e9f) return strfmt("%.0f", v);  // "500000", not "5e+05"
-    for (int digits = 1; digits < 9; ++digits) {
-        const std::string s = strfmt("%.*g", digits, v);
-        if (std::strtof(s.c_str(), nullptr) == v) return s;
-    }
-    return strfmt("%.9g", v);
-}
-
 std::string Llama::signature() const {
     std::string s = strfmt("llama V=%d T=%d L=%d H=%d KV=%d C=%d F=%d theta=%s eps=%s tied=%d", cfg_.vocab_size,
                            cfg_.block_size, cfg_.n_layer, cfg_.n_head, cfg_.n_kv_head, cfg_.n_embd, cfg_.ffn_hidden,
                            float_text(cfg_.rope_theta).c_str(), float_text(cfg_.norm_eps).c_str(),
                            cfg_.tie_embeddings ? 1 : 0);
     const RopeScaling& r = cfg_.rope_scaling;
-    if (r.factor > 0)
-        s += strfmt(" rope=llama3:%s,%s,%s,%d", float_text(r.factor).c_str(), float_text(r.low_freq_factor).c_str(),
-                    float_text(r.high_freq_factor).c_str(), r.original_positions);
+    if (r.factor > 0) s += " rope=" + rope_scaling_text(r);
     return s;
-}
-
-bool parse_llama_signature(const std::string& signature, GptConfig* cfg) {
-    GptConfig c;
-    c.arch = DecoderArch::llama;
-    int tied = 0, end = 0;
-    if (std::sscanf(signature.c_str(), "llama V=%d T=%d L=%d H=%d KV=%d C=%d F=%d theta=%g eps=%g tied=%d%n",
-                    &c.vocab_size, &c.block_size, &c.n_layer, &c.n_head, &c.n_kv_head, &c.n_embd, &c.ffn_hidden,
-                    &c.rope_theta, &c.norm_eps, &tied, &end) != 10 ||
-        (tied != 0 && tied != 1))
-        return false;
-    c.tie_embeddings = tied == 1;
-    if ((size_t)end != signature.size()) {
-        RopeScaling& r = c.rope_scaling;
-        int more = 0;
-        if (std::sscanf(signature.c_str() + end, " rope=llama3:%g,%g,%g,%d%n", &r.factor, &r.low_freq_factor,
-                        &r.high_freq_factor, &r.original_positions, &more) != 4 ||
-            (size_t)(end + more) != signature.size() || !(r.factor > 0))
-            return false;
-    }
-    *cfg = c;
-    return true;
 }
 
 double Llama::flops_per_sample() const {

@@ -7,6 +7,12 @@ PyTorch code that shares nothing with dptrain (its safetensors reader is hf_refe
       (RMSNorm, rotate-half rotary embeddings with Llama 3's frequency scaling when rope_scaling
       asks, grouped-query attention, SwiGLU, lm_head or the tied embedding) and saves the logits of
       the comma-separated IDS, (n, vocab) float32
+  hf_llama_reference.py rewrite SRC OUT
+      writes SRC's weights as LlamaForCausalLM's state_dict has them in transformers releases that
+      kept rotary buffers (each layer's self_attn.rotary_emb.inv_freq, tensors in sorted order, with
+      this writer's own safetensors code), and a config.json asking for Llama 3's rope scaling
+      (factor 8, low 1, high 4, original 64 positions: at head size 16 and theta 500 the two
+      highest frequencies kept, the next blended, the rest slowed)
   hf_llama_reference.py val-loss DIR DATA
       the mean next-token loss over DATA's val windows (each shard's /tokens cut as dptrain cuts
       them: window i is tokens [i T, i T + T], T = max_position_embeddings), printed with 7 digits
@@ -14,6 +20,7 @@ PyTorch code that shares nothing with dptrain (its safetensors reader is hf_refe
 import glob
 import json
 import math
+import os
 import sys
 
 import h5py
@@ -22,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from hf_reference import read_safetensors  # noqa: E402
+from hf_reference import read_safetensors, write_safetensors  # noqa: E402
 
 
 def load(d):
@@ -86,6 +93,17 @@ def main():
         ids = torch.tensor([[int(i) for i in sys.argv[3].split(",")]])
         with torch.no_grad():
             np.save(sys.argv[4], forward(cfg, w, ids)[0].numpy().astype(np.float32))
+    elif cmd == "rewrite":
+        out = sys.argv[3]
+        tensors = dict(w)
+        for l in range(cfg["num_hidden_layers"]):
+            tensors[f"model.layers.{l}.self_attn.rotary_emb.inv_freq"] = inv_freq(cfg)
+        cfg = dict(cfg)
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": 64}
+        os.makedirs(out, exist_ok=True)
+        write_safetensors(f"{out}/model.safetensors", tensors)
+        json.dump(cfg, open(f"{out}/config.json", "w"), indent=2)
     elif cmd == "val-loss":
         T, total, n = cfg["max_position_embeddings"], 0.0, 0
         for shard in sorted(glob.glob(f"{sys.argv[3]}/val-*.h5")):

@@ -4,7 +4,11 @@
 #   1. 2 ranks train a Llama (grouped-query attention, untied head, rope theta 500); its export as
 #      LlamaForCausalLM, read by an independent PyTorch Llama (hf_llama_reference.py), gives
 #      dptrain's logits within 1e-5 and dptrain eval's validation loss within 1e-4; the bfloat16
-#      export reads too, its logits within 0.1 of the float32 export's (the weights rounded)
+#      export gives both sides the same logits of the rounded weights (within 1e-5)
+#   1b. import: the export back as a checkpoint has the trained parameters bit for bit; dptrain
+#      reads weights as transformers writes them (rotary buffers, sorted names) with Llama 3's
+#      rope scaling, its logits PyTorch's within 1e-5; --init-from starts a run at the trained loss;
+#      an unknown rope_scaling type and a run whose shape differs are refused in one line each
 #   2. exact resume: 40 steps straight and 20 + stop + 20 resumed end bit-identical, plain and with
 #      --shard-optimizer, --recompute block and bf16 flash attention together
 #   3. accumulation: 2 ranks x 2 windows x --grad-accum 2 follow 1 rank x 8 (params within 1e-5)
@@ -48,14 +52,41 @@ PYEOF
 $PY "$REF" logits "$WORK/hf" "$ids" "$WORK/torch.npy"
 compare "$WORK/dptrain.npy" "$WORK/torch.npy" 1e-5 "float32 export"
 "$BIN/dptrain-ckpt" export "$CK" --out "$WORK/hf16" --dtype bfloat16 >/dev/null
+"$BIN/dptrain-ckpt" logits "$WORK/hf16" --tokens "$ids" --out "$WORK/dptrain16.npy" >/dev/null
 $PY "$REF" logits "$WORK/hf16" "$ids" "$WORK/torch16.npy"
-compare "$WORK/torch.npy" "$WORK/torch16.npy" 0.1 "bfloat16 export against float32 (rounded weights)"
+compare "$WORK/dptrain16.npy" "$WORK/torch16.npy" 1e-5 "bfloat16 export"
 "$BIN/dptrain" eval --checkpoint "$CK" --data "$WORK/tok" --out "$WORK/eval.jsonl" >/dev/null || fail "dptrain eval failed"
 ours=$(sed -n 's/.*"split":"val".*"loss":\([0-9.e+-]*\),.*/\1/p' "$WORK/eval.jsonl")
 theirs=$($PY "$REF" val-loss "$WORK/hf" "$WORK/tok")
 awk -v a="$ours" -v b="$theirs" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4) }' \
   || fail "validation loss: dptrain $ours, PyTorch from the export $theirs (tolerance 1e-4)"
 echo "ok: validation loss: dptrain $ours, PyTorch from the export $theirs"
+
+# 1b. Import.
+"$BIN/dptrain-ckpt" import "$WORK/hf" --out "$WORK/imported" >/dev/null || fail "dptrain-ckpt import of the export failed"
+"$BIN/dptrain-ckpt" diff "$CK" "$WORK/imported/ckpt-00000080.h5" >"$WORK/diff.out" || true
+grep -q "max abs diff: params 0," "$WORK/diff.out" || { cat "$WORK/diff.out"; fail "the imported export's parameters differ"; }
+$PY "$REF" rewrite "$WORK/hf" "$WORK/hf-scaled"
+"$BIN/dptrain-ckpt" logits "$WORK/hf-scaled" --tokens "$ids" --out "$WORK/dptrain-scaled.npy" >/dev/null \
+  || fail "dptrain-ckpt logits could not read transformers' layout"
+$PY "$REF" logits "$WORK/hf-scaled" "$ids" "$WORK/torch-scaled.npy"
+compare "$WORK/dptrain-scaled.npy" "$WORK/torch-scaled.npy" 1e-5 "transformers' layout, Llama 3 rope scaling"
+$PY -c 'import numpy as np, sys; sys.exit(0 if abs(np.load(sys.argv[1]) - np.load(sys.argv[2])).max() > 1e-3 else 1)' \
+  "$WORK/torch-scaled.npy" "$WORK/torch.npy" || fail "the rope scaling left the logits as they were: not exercised"
+train 2 "${L[@]}" --batch-size 8 --steps 5 --init-from "$WORK/hf" --run-dir "$WORK/ft"
+[ "$RC" = 0 ] && grep -q "^weights from $WORK/hf$" "$WORK/out" || { cat "$WORK/out"; fail "--init-from: exit $RC"; }
+ft=$(grep '"type":"step"' "$WORK/ft/metrics.jsonl" | head -n1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+awk -v a="$ft" -v b="$last" -v f="$first" 'BEGIN { exit !(a < b + 0.3 && a < f - 0.5) }' \
+  || fail "--init-from: the first loss $ft is not near the trained $last (a fresh run starts at $first)"
+echo "ok: --init-from starts at loss $ft (trained $last, fresh $first)"
+sed 's/"rope_type": "llama3"/"rope_type": "linear"/' "$WORK/hf-scaled/config.json" >"$WORK/cfg" && mv "$WORK/cfg" "$WORK/hf-scaled/config.json"
+"$BIN/dptrain-ckpt" import "$WORK/hf-scaled" --out "$WORK/bad-import" >"$WORK/out" 2>&1 && fail "an unknown rope_scaling type was imported"
+grep -q 'rope_scaling type "linear" is not implemented; dptrain.s Llama computes Llama 3.s ("llama3") or none' "$WORK/out" \
+  || { cat "$WORK/out"; fail "an unknown rope_scaling type was not refused in one line"; }
+train 1 "${L[@]}" --n-kv-head 2 --steps 2 --init-from "$WORK/hf" --run-dir "$WORK/bad-ft"
+[ "$RC" = 2 ] && grep -q "the model has num_key_value_heads 1; this run has --n-kv-head 2: use --n-kv-head 1" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--init-from with another --n-kv-head: exit $RC, or not the one line naming it"; }
+echo "ok: import round trip, transformers' layout with rope scaling, --init-from, and two refusals"
 
 # 2. Exact resume.
 resume() {  # NAME [options]

@@ -41,6 +41,7 @@ struct Options {
     int n_kv_head, ffn_hidden;    // llama; 0 = n_head, 0 = llama_ffn_hidden(n_embd)
     double rope_theta, norm_eps;  // llama
     bool untie_embeddings;        // llama
+    std::string rope_scaling;     // llama: "none" or "llama3:FACTOR,LOW,HIGH,ORIGINAL"
     std::string data;
     std::string stage_dir;  // "" = read --data in place
     bool verify_data;

@@ -3,6 +3,7 @@
 // Not for: the safetensors format itself (safetensors.h) or checkpoints.
 #pragma once
 
+#include "dptrain/core/json.h"
 #include "dptrain/io/checkpoint.h"
 #include "dptrain/io/safetensors.h"
 #include "dptrain/model/gpt.h"
@@ -36,7 +37,7 @@ struct HfGpt2 {
     std::string dir;
     std::string file;         // the safetensors file
     std::string config_file;  // "" when there is none
-    GptConfig cfg;            // without config.json, from the shapes (n_head 0: unknown)
+    GptConfig cfg;            // without config.json, from the shapes (n_head 0: unknown); arch llama when it names one
     TokenizerId named;        // config.json's "dptrain" entry ({} when none)
     std::string prefix;       // "" or "transformer." (GPT2LMHeadModel.state_dict's)
 };
@@ -47,7 +48,15 @@ HfGpt2 find_hf_gpt2(const std::string& path);
 // gpt2 and sentencepiece), else GPT-2's vocab.json and merges.txt; kind "" when there is none.
 TokenizerId tokenizer_beside(const HfGpt2& h);
 
-// Fills params (a Gpt of cfg) from PATH, checking config.json against the tensors, then every shape
+// What both layouts' readers share (hf_llama.cpp's too): a shape as "768 x 50257"; config.json's
+// positive integer `key` (or `alt`, its older name), 0 when absent or null and not `need`ed; the
+// tokenizer beside the weights against the run's (a note when bare ids are taken as the other
+// side's, "" otherwise; UserError when they differ).
+std::string hf_shape_text(const std::vector<int64_t>& s);
+int hf_config_int(const std::string& path, const Json& c, const char* key, const char* alt, bool need);
+std::string check_hf_tokenizer(const std::string& path, const HfGpt2& h, const TokenizerId& run);
+
+// Fills params (a Gpt of cfg, or a Llama's: import_hf_llama) from PATH, checking config.json against the tensors, then every shape
 // against cfg and the tokenizer against `tokens` (the same vocabulary size can hold other tokens).
 // Throws UserError with one line naming the file, the difference and the option to change. Extra
 // positions are cropped to cfg.block_size, as GPT-2 users do; *note says so ("" otherwise).

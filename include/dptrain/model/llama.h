@@ -20,6 +20,10 @@ void llama_rope_table(const GptConfig& cfg, float* cos, float* sin);
 // The shortest decimal text that reads back to v ("1e-05", not "9.99999975e-06"): signatures and
 // config.json carry the value a user gave.
 std::string float_text(float v);
+// "none" (factor 0) or "llama3:FACTOR,LOW,HIGH,ORIGINAL"; false for any other text or values that
+// do not make a blend (FACTOR > 0, HIGH > LOW > 0, ORIGINAL > 0).
+bool parse_rope_scaling(const std::string& text, RopeScaling* out);
+std::string rope_scaling_text(const RopeScaling& r);  // parse_rope_scaling's form
 // "llama V=.. T=.. L=.. H=.. KV=.. C=.. F=.. theta=.. eps=.. tied=1[ rope=llama3:f,lo,hi,orig]"'s
 // configuration; false for any other text.
 bool parse_llama_signature(const std::string& signature, GptConfig* cfg);
