@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""The peer for dptrain's GPT step: the same model (GPT-2 style, pre-LayerNorm, tanh GELU, tied
+"""The peer for dptrain's GPT (and Llama) step: the same model (GPT-2 style, pre-LayerNorm, tanh GELU, tied
 head), AdamW with weight decay on matrices, global-norm clipping and batch, in PyTorch with the
 batches already in memory (dptrain reads them from HDF5). Prints tokens/s. On the CPU by default;
 --device cuda runs it on a GPU, where --precision bf16 is autocast to bf16 (fp32 master weights,
 as dptrain's --precision bf16) and --attention sdpa uses PyTorch's fused attention
 (scaled_dot_product_attention) instead of the same unfused products dptrain computes. --accum N
 makes each step N micro-batches of B windows whose gradients add up before one update
-(dptrain's --grad-accum).
+(dptrain's --grad-accum). --arch llama makes it dptrain's --model llama instead: RMSNorm, rotary
+positions (rotate-half, theta 10000), grouped-query attention (--kv-heads), a SwiGLU MLP of
+--ffn width, no biases, tied head.
 
 usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
                       [--accum N] [--device cpu|cuda] [--precision fp32|bf16] [--attention naive|sdpa]
+                      [--arch gpt|llama] [--kv-heads K] [--ffn F]
 """
 import argparse
 import os
@@ -31,6 +34,9 @@ p.add_argument("--accum", type=int, default=1)
 p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
 p.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
+p.add_argument("--arch", choices=("gpt", "llama"), default="gpt")
+p.add_argument("--kv-heads", type=int, default=0)
+p.add_argument("--ffn", type=int, default=0)
 a = p.parse_args()
 # torch.set_num_threads does not reach the BLAS library that Debian's PyTorch calls for its matrix
 # products (OpenBLAS, with its own thread pool): without these the "1 thread" peer multiplied on
@@ -74,6 +80,63 @@ class Block(nn.Module):
         return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+KV, FF = a.kv_heads or NH, a.ffn or (8 * C // 3 + 63) // 64 * 64
+HS = C // NH
+_ang = torch.outer(torch.arange(T, dtype=torch.float32), 1.0 / 10000 ** (torch.arange(0, HS, 2).float() / HS))
+COS, SIN = torch.cat([_ang.cos()] * 2, -1).to(dev), torch.cat([_ang.sin()] * 2, -1).to(dev)
+
+
+def rope(x):
+    return x * COS + torch.cat([-x[..., HS // 2:], x[..., :HS // 2]], -1) * SIN
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = RMSNorm(), RMSNorm()
+        self.qkv, self.proj = nn.Linear(C, (NH + 2 * KV) * HS, bias=False), nn.Linear(C, C, bias=False)
+        self.gate_up, self.down = nn.Linear(C, 2 * FF, bias=False), nn.Linear(FF, C, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.ln1(x)).split([NH * HS, KV * HS, KV * HS], dim=-1)
+        q = rope(q.view(B, T, NH, HS).transpose(1, 2))
+        k = rope(k.view(B, T, KV, HS).transpose(1, 2)).repeat_interleave(NH // KV, dim=1)
+        v = v.view(B, T, KV, HS).transpose(1, 2).repeat_interleave(NH // KV, dim=1)
+        if a.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(HS)
+            y = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
+        g, u = self.gate_up(self.ln2(x)).split(FF, dim=-1)
+        return x + self.down(F.silu(g) * u)
+
+
+class Llama(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.blocks = nn.ModuleList(LlamaBlock() for _ in range(L))
+        self.lnf = RMSNorm()
+
+    def forward(self, idx, targets):
+        x = self.wte(idx)
+        for b in self.blocks:
+            x = b(x)
+        logits = self.lnf(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+
 class GPT(nn.Module):
     def __init__(self):
         super().__init__()
@@ -89,7 +152,7 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
 
-model = GPT().to(dev)
+model = (Llama() if a.arch == "llama" else GPT()).to(dev)
 decay = [q for q in model.parameters() if q.dim() == 2]
 other = [q for q in model.parameters() if q.dim() != 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=1e-3)
@@ -122,5 +185,5 @@ sync()
 dt = time.perf_counter() - t0
 where = f"threads={a.threads}" if a.device == "cpu" else \
     f"{torch.cuda.get_device_name()} {a.precision} attention={a.attention}"
-print(f"pytorch {torch.__version__} {where} B={B} T={T} L={L} H={NH} C={C} accum={a.accum}: "
+print(f"pytorch {torch.__version__} {a.arch} {where} B={B} T={T} L={L} H={NH} C={C} accum={a.accum}: "
       f"{a.steps * B * T * a.accum / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")
