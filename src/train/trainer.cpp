@@ -88,7 +88,9 @@ struct Setup {
         cpu::set_threads(threads);
         if (const std::string n = o.threads > 0 ? cpu::thread_note(threads) : ""; !n.empty())
             report.print("note: --threads " + std::to_string(threads) + ": " + n + "\n");
-        device = make_device(o.device, topo);
+        std::string note;
+        device = make_device(device_for(o.device, o.model, &note), topo);
+        if (!note.empty()) report.print("note: " + note + "\n");
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
     }
 
