@@ -13,6 +13,7 @@
 #      --shard-optimizer, --recompute block and bf16 flash attention together
 #   3. accumulation: 2 ranks x 2 windows x --grad-accum 2 follow 1 rank x 8 (params within 1e-5)
 #   4. generate: greedy text with the key/value cache equals recomputing the window
+#   4b. serve: a greedy completion over HTTP is generate's text
 #   5. bad options: --n-kv-head that does not divide --n-head, Llama options on a GPT: one line each
 source "$(dirname "$0")/lib.bash"
 PY=/usr/bin/python3
@@ -125,6 +126,29 @@ echo "ok: 2 ranks x 2 windows x 2 micro-batches follow 1 rank x 8: params within
 cmp -s "$WORK/gen1.out" "$WORK/gen2.out" || { cat "$WORK/gen1.out" "$WORK/gen2.out"; fail "cached and recomputed texts differ"; }
 [ "$(wc -c <"$WORK/gen1.out")" -gt 25 ] || fail "generate wrote too little: $(cat "$WORK/gen1.out")"
 echo "ok: greedy text with the key/value cache equals recomputing the window: $(head -c 60 "$WORK/gen1.out" | tr '\n' ' ')"
+
+# 4b. Serving: the completions API answers with generate's text.
+"$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
+SPID=$!
+trap 'kill -9 "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; rm -rf "$WORK"' EXIT
+URL=""
+for _ in $(seq 100); do
+  URL=$(sed -n 's/^serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/serve.out" 2>/dev/null || true)
+  [ -n "$URL" ] && break
+  kill -0 "$SPID" 2>/dev/null || { cat "$WORK/serve.err"; fail "serve exited before listening"; }
+  sleep 0.1
+done
+[ -n "$URL" ] || fail "serve did not listen within 10 s"
+$PY - "$URL" "$WORK/gen1.out" <<'PYEOF' || fail "the served completion is not generate's text"
+import json, sys, urllib.request
+req = urllib.request.Request(sys.argv[1] + "/v1/completions", method="POST", headers={"Content-Type": "application/json"},
+                             data=json.dumps({"prompt": "The ", "max_tokens": 27, "temperature": 0}).encode())
+text = json.load(urllib.request.urlopen(req, timeout=30))["choices"][0]["text"]
+want = open(sys.argv[2]).read().rstrip("\n")[len("The "):]
+print(f"ok: serve's greedy completion equals generate's: {text!r}")
+sys.exit(0 if text == want else 1)
+PYEOF
+kill "$SPID"; wait "$SPID" 2>/dev/null || true
 
 # 5. Bad options.
 train 1 "${L[@]}" --n-kv-head 3 --n-head 4 --steps 2 --run-dir "$WORK/bad"
