@@ -90,7 +90,7 @@ else
 fi
 
 say_what_runs_where() {
-  echo "What runs on the GPU: build/cuda_tests (every CUDA op, CudaMlp and CudaGpt against their CPU"
+  echo "What runs on the GPU: build/cuda_tests (every CUDA op, the Llama's RMSNorm, rotary and SwiGLU ops among them, CudaMlp and CudaGpt against their CPU"
   echo "twins), nccl-tests (NcclCommunicator and DeviceStep's NCCL sums on device buffers), bench"
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, the loss over GPT-2's vocabulary, the"
   echo "optimizer's norm and AdamW over 124M parameters, LayerNorm and the embedding), bench-attention"

@@ -1,4 +1,4 @@
-// ReLU, GELU (tanh approximation, as GPT-2) and the residual add, forward and backward: grid-stride
+// ReLU, GELU (tanh approximation, as GPT-2), SwiGLU and the residual add, forward and backward: grid-stride
 // twins of src/backend/cpu/activation.cpp; GELU's bf16 forms keep fc's output rounded for backward.
 // Not for: GELU fused into a GEMM (matmul.cu's epilogues).
 #include "dptrain/backend/cuda/ops.h"
@@ -54,6 +54,29 @@ __global__ void gelu_backward_kernel(Out* dinp, const In* inp, const float* dout
     }
 }
 
+// inp (N, 2F): gate, up per row; out (N, F) = silu(gate) * up. expf here, the CPU's exp_approx
+// there: the twins agree to a few 1e-7 relative.
+__global__ void swiglu_forward_kernel(float* out, const float* inp, long N, int F) {
+    GRID_STRIDE(e, N * F) {
+        const long r = e / F;
+        const int i = (int)(e % F);
+        const float g = inp[r * 2 * F + i], u = inp[r * 2 * F + F + i];
+        out[e] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+// dinp (N, 2F) written: d gate = dout * up * sig * (1 + gate * (1 - sig)), d up = dout * silu(gate).
+__global__ void swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, long N, int F) {
+    GRID_STRIDE(e, N * F) {
+        const long r = e / F;
+        const int i = (int)(e % F);
+        const float g = inp[r * 2 * F + i], u = inp[r * 2 * F + F + i], d = dout[e];
+        const float sig = 1.0f / (1.0f + expf(-g));
+        dinp[r * 2 * F + F + i] = d * g * sig;
+        dinp[r * 2 * F + i] = d * u * sig * (1.0f + g * (1.0f - sig));
+    }
+}
+
 __global__ void residual_forward_kernel(float* out, const float* a, const float* b, long N) {
     GRID_STRIDE(i, N) out[i] = a[i] + b[i];
 }
@@ -83,6 +106,18 @@ template <class Out, class In>
 static void gelu_backward_launch(Out* dinp, const In* inp, const float* dout, long N, cudaStream_t stream) {
     if (N <= 0) return;
     gelu_backward_kernel<<<grid_for(N, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void swiglu_forward(float* out, const float* inp, long N, int F, cudaStream_t stream) {
+    if (N <= 0 || F <= 0) return;
+    swiglu_forward_kernel<<<grid_for(N * F, kThreads), kThreads, 0, stream>>>(out, inp, N, F);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F, cudaStream_t stream) {
+    if (N <= 0 || F <= 0) return;
+    swiglu_backward_kernel<<<grid_for(N * F, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, N, F);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -217,6 +217,22 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
 // Floats of reduction_scratch encoder_backward of BT positions needs (CUB's sort).
 size_t encoder_backward_scratch(long BT);
 
+// Llama ops, twins of cpu/ops.h's (rmsnorm.cu, rope.cu, activation.cu). The norms' weight
+// gradients are fixed-order column sums as layernorm_backward's (accumulate false: written).
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, long N, int C, float eps,
+                     cudaStream_t stream);
+void residual_rmsnorm_forward(float* res, float* out, float* rstd, const float* a, const float* b,
+                              const float* weight, long N, int C, float eps, cudaStream_t stream);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, long N, int C, Context& ctx, cudaStream_t stream, bool accumulate = true);
+// cos, sin: device copies of the (T, hs/2) angle table.
+void rope_qkv_forward(float* out, const float* inp, const float* cos, const float* sin, int B, int T, int NH, int KV,
+                      int hs, cudaStream_t stream);
+void rope_qkv_backward(float* dinp, const float* dout, const float* cos, const float* sin, int B, int T, int NH,
+                       int KV, int hs, cudaStream_t stream);
+void swiglu_forward(float* out, const float* inp, long N, int F, cudaStream_t stream);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F, cudaStream_t stream);
+
 // out (N, C), mean and rstd (N) kept for backward; eps 1e-5 as the CPU.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        long N, int C, cudaStream_t stream);
