@@ -189,10 +189,10 @@ FUZZ_SRCS    := src/core/error.cpp src/core/fatal.cpp src/core/checksum.cpp src/
                 src/comm/communicator.cpp src/comm/shared_window.cpp src/data/h5.cpp src/data/shards.cpp src/data/shard_reads.cpp \
                 src/data/stage.cpp src/data/stage_sums.cpp src/io/checkpoint.cpp src/io/checkpoint_dir.cpp src/io/promotion.cpp src/tools/lib/json.cpp src/tools/lib/ingest.cpp src/tools/lib/npy.cpp \
                 src/tools/lib/zip.cpp src/tools/lib/trace_merge.cpp src/tools/lib/token_files.cpp src/io/safetensors.cpp \
-                src/data/bpe.cpp src/data/sentencepiece.cpp src/core/utf8.cpp src/model/llama_config.cpp
+                src/data/bpe.cpp src/data/bpe_json.cpp src/data/sentencepiece.cpp src/core/utf8.cpp src/model/llama_config.cpp
 FUZZ_FLAGS   := -std=c++17 -gline-tables-only -O1 -MMD -MP -fsanitize=fuzzer-no-link,address -Iinclude -DOMPI_SKIP_MPICXX=1 \
                 $(MPI_CFLAGS) $(HDF5_CFLAGS)
-FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens safetensors gpt2 sentencepiece
+FUZZ_NAMES   := options shard checkpoint jsonl csv npy npz trace sums tokens safetensors gpt2 bpe_json sentencepiece
 FUZZERS      := $(if $(filter 1,$(HAVE_FUZZ)),$(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_NAMES)))
 
 $(BUILD)/fuzz/%.o: %.cpp $(CONFIG)

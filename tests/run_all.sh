@@ -118,6 +118,7 @@ fuzz_lane2() {
   fuzz tokens 20000
   fuzz safetensors 20000
   fuzz gpt2 20000
+  fuzz bpe_json 5000 16384
   fuzz sentencepiece 5000 8192
 }
 

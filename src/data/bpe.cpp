@@ -1,5 +1,6 @@
-// GPT-2's byte-level BPE: the files, the table kept with the data, and encoding.
-// Not for: choosing a tokenizer (tokenizer.cpp).
+// Byte-level BPE: GPT-2's files, the table kept with the data, and encoding (the tokenizer.json
+// form's too). Not for: reading or writing tokenizer.json (bpe_json.cpp), or choosing a tokenizer
+// (tokenizer.cpp).
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "dptrain/data/bpe.h"
 
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <string_view>
 
 namespace dptrain {
 
@@ -92,6 +94,8 @@ struct Builder {  // what the files or the table hold, before the checks of Gpt2
 
 uint32_t gpt2_printable_of(unsigned char b) { return byte_table().cp[b]; }
 
+const char* gpt2_pretokenizer_pattern() { return kPattern; }
+
 Gpt2Bpe::~Gpt2Bpe() { pcre2_code_free(static_cast<pcre2_code*>(regex_)); }
 
 std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse(const std::string& encoder_json, const std::string& merges,
@@ -138,18 +142,49 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
     std::istringstream in(table);
     std::string line;
     long n = -1;
-    if (!std::getline(in, line) || line != "gpt2-bpe 1" || !(in >> n) || n < 256 || n > INT32_MAX)
+    JsonForm json;
+    const bool json_form = table.rfind("bpe-json 1\n", 0) == 0;
+    if (json_form) {  // then the pattern, ignore_merges, the special tokens
+        b.where = "the bpe tokenizer table";
+        long specials = -1;
+        int ignore = -1;
+        std::getline(in, line);
+        std::string pattern;
+        try {
+            std::getline(in, pattern);
+            json.pattern = nlohmann::json::parse(pattern).get<std::string>();
+        } catch (const nlohmann::json::exception&) {
+            throw UserError("the bpe tokenizer table is damaged (its pattern); write the shards or checkpoint again");
+        }
+        if (!(in >> ignore >> specials) || ignore < 0 || ignore > 1 || specials < 0 || specials > (1 << 20))
+            throw UserError("the bpe tokenizer table is damaged (its header); write the shards or checkpoint again");
+        json.ignore_merges = ignore == 1;
+        for (long i = 0; i < specials; ++i) {
+            long id = -1;
+            std::string content;
+            if (!(in >> id) || !std::getline(in, content) || content.empty() || id < 0 || id > INT32_MAX)
+                throw UserError("the bpe tokenizer table is damaged (its special tokens)");
+            try {
+                json.specials.emplace_back((int)id, nlohmann::json::parse(content.substr(1)).get<std::string>());
+            } catch (const nlohmann::json::exception&) {
+                throw UserError("the bpe tokenizer table is damaged (its special tokens)");
+            }
+        }
+    } else if (!std::getline(in, line) || line != "gpt2-bpe 1") {
         throw UserError("the gpt2 tokenizer table is damaged (its header); write the shards or checkpoint again");
+    }
+    if (!(in >> n) || n < 256 || n > INT32_MAX)
+        throw UserError(b.where + " is damaged (its size); write the shards or checkpoint again");
     std::getline(in, line);
     b.tokens.resize((size_t)n);
     for (std::string& t : b.tokens)
         if (!std::getline(in, t)) throw UserError("the gpt2 tokenizer table is truncated");
     while (std::getline(in, line)) b.merges.push_back(line);
-    return build(std::move(b.tokens), std::move(b.merges), b.where);
+    return build(std::move(b.tokens), std::move(b.merges), b.where, json_form ? &json : nullptr);
 }
 
 std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, std::vector<std::string> merges,
-                                              const std::string& where) {
+                                              const std::string& where, const JsonForm* json) {
     Builder b{std::move(tokens), std::move(merges), where};
     std::shared_ptr<Gpt2Bpe> t(new Gpt2Bpe());
     t->bytes_.resize(b.tokens.size());
@@ -182,25 +217,58 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, s
         t->merge_.emplace(pair_key(l->second, r->second), std::make_pair((int)rank, both->second));
     }
     t->endoftext_ = t->id_of("<|endoftext|>");
+    if (json) {  // special tokens: in the vocabulary, or the next ids after it, in order
+        t->json_form_ = true;
+        t->json_ = *json;
+        std::sort(t->json_.specials.begin(), t->json_.specials.end());
+        for (const auto& [id, content] : t->json_.specials) {
+            if (id == (int)t->bytes_.size()) t->bytes_.push_back(content);
+            else if (id > (int)t->bytes_.size())
+                throw UserError(strfmt("%s: special token \"%s\" has id %d, but the ids before it end at %zu; added "
+                                       "tokens must follow the vocabulary without gaps",
+                                       b.where.c_str(), content.c_str(), id, t->bytes_.size()));
+            if (content == "<|endoftext|>" || content == "<|end_of_text|>") t->endoftext_ = id;
+        }
+    }
     t->tokens_ = std::move(b.tokens);
     t->merges_ = std::move(b.merges);
-    t->compile_regex();
+    t->compile_regex(b.where);
     return t;
 }
 
-void Gpt2Bpe::compile_regex() {
+bool Gpt2Bpe::is_special(int id) const {
+    if (id == endoftext_) return true;
+    for (const auto& s : json_.specials)
+        if (s.first == id) return true;
+    return false;
+}
+
+void Gpt2Bpe::compile_regex(const std::string& where) {
     int err = 0;
     PCRE2_SIZE at = 0;
-    pcre2_code* code = pcre2_compile((PCRE2_SPTR)kPattern, PCRE2_ZERO_TERMINATED,
+    const std::string& pattern = json_form_ ? json_.pattern : std::string(kPattern);
+    pcre2_code* code = pcre2_compile((PCRE2_SPTR)pattern.c_str(), pattern.size(),
                                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, nullptr);
-    if (!code) throw std::logic_error("GPT-2's pre-tokenizer pattern does not compile");
+    if (!code) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        throw UserError(strfmt("%s: the pre-tokenizer pattern does not compile at offset %zu: %s", where.c_str(),
+                               (size_t)at, (const char*)msg));
+    }
     // Where PCRE2 has no JIT for this CPU, pcre2_match interprets the pattern instead.
     jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     regex_ = code;
 }
 
 std::string Gpt2Bpe::table() const {
-    std::string out = "gpt2-bpe 1\n" + std::to_string(tokens_.size()) + "\n";
+    std::string out = json_form_ ? "bpe-json 1\n" : "gpt2-bpe 1\n";
+    if (json_form_) {
+        out += nlohmann::json(json_.pattern).dump() + "\n" + (json_.ignore_merges ? "1" : "0") + "\n" +
+               std::to_string(json_.specials.size()) + "\n";
+        for (const auto& [id, content] : json_.specials)
+            out += std::to_string(id) + " " + nlohmann::json(content).dump() + "\n";
+    }
+    out += std::to_string(tokens_.size()) + "\n";
     for (const std::string& t : tokens_) out += t + "\n";
     for (const std::string& m : merges_) out += m + "\n";
     return out;
@@ -226,7 +294,28 @@ int Gpt2Bpe::id_of(const std::string& bytes) const {
     return it == ids_.end() ? -1 : it->second;
 }
 
+// Special tokens first (the leftmost, and the longest there), the text between them by the regex.
 void Gpt2Bpe::encode(const std::string& text, std::vector<int>* ids) const {
+    if (json_.specials.empty()) return encode_text(text.data(), text.size(), ids);
+    size_t at = 0;
+    while (at < text.size()) {
+        size_t best = std::string::npos, len = 0;
+        int id = -1;
+        for (const auto& [sid, content] : json_.specials) {
+            const size_t p = text.find(content, at);
+            if (p != std::string::npos && (p < best || (p == best && content.size() > len)))
+                best = p, len = content.size(), id = sid;
+        }
+        if (best == std::string::npos) best = text.size();
+        encode_text(text.data() + at, best - at, ids);
+        if (id < 0) break;
+        ids->push_back(id);
+        at = best + len;
+    }
+}
+
+void Gpt2Bpe::encode_text(const char* text_p, size_t text_n, std::vector<int>* ids) const {
+    const std::string_view text(text_p, text_n);
     auto* code = static_cast<pcre2_code*>(regex_);
     std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
         pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
@@ -262,6 +351,13 @@ void Gpt2Bpe::encode_piece(const char* p, size_t n, std::vector<int>* ids) const
         return;
     }
     std::string key(p, n);
+    if (json_.ignore_merges) {  // a piece that is a token is that token, whatever the merges would make
+        auto it = ids_.find(key);
+        if (it != ids_.end()) {
+            ids->push_back(it->second);
+            return;
+        }
+    }
     {
         std::lock_guard<std::mutex> g(cache_mu_);
         auto it = cache_.find(key);

@@ -38,7 +38,8 @@ const KindName kNames[] = {{TokenizerKind::byte, "byte"},
                            {TokenizerKind::chars, "char"},
                            {TokenizerKind::ids, "ids"},
                            {TokenizerKind::gpt2, "gpt2"},
-                           {TokenizerKind::sentencepiece, "sentencepiece"}};
+                           {TokenizerKind::sentencepiece, "sentencepiece"},
+                           {TokenizerKind::bpe, "bpe"}};
 
 } // namespace
 
@@ -62,14 +63,15 @@ bool parse_tokenizer_kind(const std::string& name, TokenizerKind* kind) {
 TokenizerKind tokenizer_kind(const std::string& name) {
     TokenizerKind kind;
     if (!parse_tokenizer_kind(name, &kind))
-        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2, sentencepiece or ids): a newer dptrain "
+        throw UserError(strfmt("tokenizer '%s' is unknown (byte, char, gpt2, bpe, sentencepiece or ids): a newer dptrain "
                                "wrote it?",
                                name.c_str()));
     return kind;
 }
 
 bool keeps_table(TokenizerKind kind) {
-    return kind == TokenizerKind::chars || kind == TokenizerKind::gpt2 || kind == TokenizerKind::sentencepiece;
+    return kind == TokenizerKind::chars || kind == TokenizerKind::gpt2 || kind == TokenizerKind::sentencepiece ||
+           kind == TokenizerKind::bpe;
 }
 
 std::vector<int> Tokenizer::encode(const std::string& text) const {
@@ -177,9 +179,10 @@ std::string Gpt2Tokenizer::decode(const std::vector<int>& ids) const {
     return out;
 }
 
-// <|endoftext|> separates documents; it is none of their text.
+// <|endoftext|> separates documents, and the tokenizer.json form's special tokens mark them: none
+// is their text.
 int Gpt2Tokenizer::bytes_of(int id) const {
-    return id >= 0 && id < bpe_->size() && id != bpe_->endoftext() ? (int)bpe_->bytes_of(id).size() : 0;
+    return id >= 0 && id < bpe_->size() && !bpe_->is_special(id) ? (int)bpe_->bytes_of(id).size() : 0;
 }
 
 // The table is compared only when the models differ: it is about 1 MB.
@@ -197,6 +200,7 @@ size_t Gpt2Tokenizer::next_cut(const std::string& text, size_t from) const {
 }
 
 std::vector<TokenizerFile> Gpt2Tokenizer::hf_files() const {
+    if (bpe_->json_form()) return {{"tokenizer.json", bpe_->tokenizer_json()}};
     return {{"vocab.json", bpe_->encoder_json() + "\n"}, {"merges.txt", bpe_->merges_text()}};
 }
 
@@ -250,7 +254,13 @@ TokenizerPtr tokenizer_from(TokenizerKind kind, const std::string& table) {
         return make_ids_tokenizer((int)n);
     }
     case TokenizerKind::gpt2:
-        return make_gpt2_tokenizer(Gpt2Bpe::from_table(table));
+    case TokenizerKind::bpe: {
+        auto bpe = Gpt2Bpe::from_table(table);
+        if (bpe->json_form() != (kind == TokenizerKind::bpe))
+            throw UserError(strfmt("the stored %s tokenizer's table is of the other BPE form (a damaged file?)",
+                                   name_of(kind)));
+        return make_gpt2_tokenizer(std::move(bpe));
+    }
     case TokenizerKind::sentencepiece:
         return make_sentencepiece_tokenizer(SentencePieceModel::from_bytes(table, "the stored SentencePiece model"));
     }

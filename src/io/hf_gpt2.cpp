@@ -261,6 +261,8 @@ std::string remake_hint(TokenizerKind kind, const std::string& dir) {
                       dir.c_str(), dir.c_str());
     case TokenizerKind::sentencepiece:
         return strfmt(" (dptrain-data text --tokenizer sentencepiece --sp-model %s/tokenizer.model)", dir.c_str());
+    case TokenizerKind::bpe:
+        return strfmt(" (dptrain-data text --tokenizer bpe --tokenizer-json %s/tokenizer.json)", dir.c_str());
     case TokenizerKind::byte:
     case TokenizerKind::chars:
     case TokenizerKind::ids:
@@ -391,13 +393,16 @@ void import_hf_gpt2(const std::string& path, const GptConfig& cfg, float* params
 
 TokenizerId tokenizer_beside(const HfGpt2& h) {
     const std::string vocab = h.dir + "/vocab.json", merges = h.dir + "/merges.txt", spm = h.dir + "/tokenizer.model";
+    const std::string json = h.dir + "/tokenizer.json";
     const bool bpe_files = exists(vocab) && exists(merges);
     TokenizerId t = h.named;
     if (t.kind.empty() && bpe_files) t.kind = name_of(TokenizerKind::gpt2);
+    if (t.kind.empty() && exists(json)) t.kind = name_of(TokenizerKind::bpe);
     TokenizerKind kind;
     if (!parse_tokenizer_kind(t.kind, &kind)) return t;  // unknown kind: compared as written
     if (kind == TokenizerKind::gpt2) t.table = bpe_files ? Gpt2Bpe::load(vocab, merges)->table() : std::string();
     if (kind == TokenizerKind::sentencepiece) t.table = exists(spm) ? read_bytes(spm) : std::string();
+    if (kind == TokenizerKind::bpe) t.table = exists(json) ? Gpt2Bpe::load_tokenizer_json(json)->table() : std::string();
     return t;
 }
 

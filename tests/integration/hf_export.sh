@@ -159,5 +159,5 @@ set -e
 [ "$rc" = 1 ] && grep -q "^different models: gpt .* H=2 C=32 vs gpt .* H=4 C=32" "$WORK/diff.out" \
   || { cat "$WORK/diff.out"; fail "diff of two models of one size: want exit 1, 'different models'"; }
 refused 1 --model mlp --data "$WORK/tok" --steps 2 --run-dir "$WORK/bad" --init-from "$WORK/pt"
-[ "$RC" = 2 ] && grep -q "init-from reads GPT-2 weights; it is for --model gpt" "$WORK/out" || { cat "$WORK/out"; fail "--init-from with the MLP"; }
+[ "$RC" = 2 ] && grep -q "init-from reads GPT-2 or Llama weights; it is for --model gpt or llama" "$WORK/out" || { cat "$WORK/out"; fail "--init-from with the MLP"; }
 echo "ok: every bad case named in one line"

@@ -9,6 +9,7 @@
 #include "dptrain/core/utf8.h"
 #include "dptrain/data/bpe.h"
 #include "dptrain/data/h5.h"
+#include "dptrain/data/tokenizer.h"
 #include "dptrain/data/tokens.h"
 
 #include <catch2/catch.hpp>
@@ -291,4 +292,42 @@ TEST_CASE("h5::write_text keeps short text in an attribute and long text in a da
     CHECK(h5::read_text(f.get(), "a") == shortv);
     CHECK(h5::read_text(f.get(), "b") == longv);
     CHECK_THROWS_WITH(h5::read_text(f.get(), "c"), Catch::Contains("attribute c missing"));
+}
+
+// The tokenizer.json form (bpe_tokenizer.sh holds its ids to an independent encoder): special
+// tokens split out of the text first, the leftmost and then the longest; their bytes count as no
+// text; the table and the tokenizer.json it writes give it back.
+TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and the file round trip", "[tokens]") {
+    std::string vocab = "{";
+    for (int b = 0; b < 256; ++b) {
+        std::string printable;
+        const uint32_t cp = gpt2_printable_of((unsigned char)b);
+        if (cp < 0x80) printable = std::string(1, (char)cp);
+        else printable = std::string{(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F))};
+        vocab += (b ? "," : "") + nlohmann::json(printable).dump() + ":" + std::to_string(b);
+    }
+    vocab += ",\"ab\":256,\"Ġabc\":257}";  // "Ġabc": no merge makes it, ignore_merges takes it whole
+    const std::string json =
+        R"({"added_tokens":[{"id":258,"content":"<|a|>"},{"id":259,"content":"<|a|><|b|>"}],"normalizer":null,)"
+        R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+        R"("model":{"type":"BPE","ignore_merges":true,"vocab":)" + vocab + R"(,"merges":[["a","b"]]}})";
+    const auto bpe = Gpt2Bpe::parse_tokenizer_json(json, "test");
+    REQUIRE(bpe->json_form());
+    CHECK(bpe->size() == 260);
+    std::vector<int> ids;
+    bpe->encode("ab<|a|><|b|>x abc<|a|>", &ids);
+    CHECK(ids == std::vector<int>{256, 259, 'x', 257, 258});  // the longer special where both start
+    CHECK(bpe->is_special(258));
+    CHECK_FALSE(bpe->is_special(256));
+    const auto tok = make_gpt2_tokenizer(bpe);
+    CHECK(tok->kind() == TokenizerKind::bpe);
+    CHECK(tok->bytes_of(259) == 0);
+    CHECK(tok->bytes_of(257) == 4);
+    for (const auto& again : {Gpt2Bpe::from_table(bpe->table()), Gpt2Bpe::parse_tokenizer_json(bpe->tokenizer_json(), "again")}) {
+        std::vector<int> ids2;
+        again->encode("ab<|a|><|b|>x abc<|a|>", &ids2);
+        CHECK(ids2 == ids);
+        CHECK(again->table() == bpe->table());
+    }
+    CHECK_THROWS_AS(tokenizer_from(TokenizerKind::gpt2, bpe->table()), UserError);  // the other form's table
 }

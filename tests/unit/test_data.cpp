@@ -706,7 +706,8 @@ TEST_CASE("tokenizer kinds: the names files store, and back", "[tokens]") {
                                                            {TokenizerKind::chars, "char"},
                                                            {TokenizerKind::ids, "ids"},
                                                            {TokenizerKind::gpt2, "gpt2"},
-                                                           {TokenizerKind::sentencepiece, "sentencepiece"}};
+                                                           {TokenizerKind::sentencepiece, "sentencepiece"},
+                                                           {TokenizerKind::bpe, "bpe"}};
     for (const auto& [kind, name] : names) {
         CHECK(std::string(name_of(kind)) == name);
         CHECK(tokenizer_kind(name) == kind);
@@ -714,8 +715,8 @@ TEST_CASE("tokenizer kinds: the names files store, and back", "[tokens]") {
     }
     TokenizerKind k;
     CHECK_FALSE(parse_tokenizer_kind("chars", &k));
-    const char* unknown = "tokenizer 'wordpiece' is unknown (byte, char, gpt2, sentencepiece or ids): a newer dptrain "
-                          "wrote it?";
+    const char* unknown = "tokenizer 'wordpiece' is unknown (byte, char, gpt2, bpe, sentencepiece or ids): a newer "
+                          "dptrain wrote it?";
     CHECK_THROWS_WITH(tokenizer_kind("wordpiece"), unknown);
     CHECK_THROWS_WITH(tokenizer_from("wordpiece", ""), unknown);
     // byte: ids past 255 (a padded vocabulary's) wrap; text of any bytes.

@@ -327,7 +327,7 @@ TEST_CASE("hf_gpt2: export refuses a checkpoint that is not a GPT") {
     ck.model = "mlp in=3 hidden=4 classes=2 act=relu";
     ck.params.assign(26, 0.0f);
     CHECK_THROWS_WITH(export_hf_gpt2(ck, testing::temp_dir("hfmlp"), TensorDtype::f32),
-                      Catch::Contains("export writes GPT-2's layout, for --model gpt checkpoints"));
+                      Catch::Contains("export writes GPT-2's or Llama's layout, for --model gpt or llama checkpoints"));
     GptConfig c;
     CHECK(parse_gpt_signature("gpt V=65 T=64 L=4 H=4 C=128", &c));
     CHECK((c.vocab_size == 65 && c.block_size == 64 && c.n_layer == 4 && c.n_head == 4 && c.n_embd == 128));

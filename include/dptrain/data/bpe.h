@@ -1,4 +1,6 @@
-// GPT-2's byte-level BPE from its files, with GPT-2's own regex and byte table so ids equal GPT-2's.
+// Byte-level BPE: GPT-2's from its files, with GPT-2's own regex and byte table so ids equal GPT-2's;
+// and the same algorithm as a Hugging Face tokenizer.json describes it (Llama 3, Qwen2): its own
+// pre-tokenizer pattern, special tokens split out of the text first, ignore_merges.
 // Not for: the other tokenizers (tokenizer.h holds the one interface).
 #pragma once
 
@@ -18,6 +20,12 @@ class Gpt2Bpe {
                                                 const std::string& where);
     // encoder.json or vocab.json; vocab.bpe or merges.txt.
     static std::shared_ptr<const Gpt2Bpe> load(const std::string& encoder_path, const std::string& merges_path);
+    // A tokenizer.json with a BPE model over GPT-2's byte table and a ByteLevel (or Split + ByteLevel)
+    // pre-tokenizer. Anything it does not compute as Hugging Face's tokenizers does (a normalizer,
+    // byte fallback, a prefix space, word suffixes) is refused in one line naming the key.
+    static std::shared_ptr<const Gpt2Bpe> parse_tokenizer_json(const std::string& json, const std::string& where);
+    static std::shared_ptr<const Gpt2Bpe> load_tokenizer_json(const std::string& path);
+    // Either form's table (table()'s first line tells them apart).
     static std::shared_ptr<const Gpt2Bpe> from_table(const std::string& table);
     ~Gpt2Bpe();
 
@@ -26,19 +34,32 @@ class Gpt2Bpe {
     std::string table() const;
     std::string encoder_json() const;
     std::string merges_text() const;
+    // The tokenizer.json form: read from one (true), or GPT-2's files (false).
+    bool json_form() const { return json_form_; }
+    // A tokenizer.json that parse_tokenizer_json reads back to the same tokenizer.
+    std::string tokenizer_json() const;
 
-    int size() const { return (int)bytes_.size(); }
+    int size() const { return (int)bytes_.size(); }  // the vocabulary and the special tokens past it
     // A run of invalid UTF-8 is a piece of its own, so every input round-trips.
     void encode(const std::string& text, std::vector<int>* ids) const;
     const std::string& bytes_of(int id) const { return bytes_[(size_t)id]; }
     int id_of(const std::string& bytes) const;  // -1: none
-    int endoftext() const { return endoftext_; }  // -1: none
+    int endoftext() const { return endoftext_; }  // <|endoftext|> or <|end_of_text|>; -1: none
+    bool is_special(int id) const;
 
   private:
     Gpt2Bpe() = default;
+    // The tokenizer.json form's settings (GPT-2's files: none of them).
+    struct JsonForm {
+        std::string pattern;  // the pre-tokenizer's regex
+        bool ignore_merges = false;
+        std::vector<std::pair<int, std::string>> specials;  // (id, content), matched before the regex
+    };
     static std::shared_ptr<const Gpt2Bpe> build(std::vector<std::string> tokens, std::vector<std::string> merges,
-                                                const std::string& where);
-    void compile_regex();
+                                                const std::string& where, const JsonForm* json = nullptr);
+    void compile_regex(const std::string& where);
+    // text's pieces between special tokens through the regex; each special's id as it is.
+    void encode_text(const char* p, size_t n, std::vector<int>* ids) const;
     void encode_piece(const char* p, size_t n, std::vector<int>* ids) const;
     // Two ways to the same ids: short pieces, long pieces.
     void scan_piece(const char* p, size_t n, std::vector<int>* out) const;
@@ -53,11 +74,16 @@ class Gpt2Bpe {
     // (left id << 32 | right id) -> (rank, merged id)
     std::unordered_map<uint64_t, std::pair<int, int>> merge_;
     void* regex_ = nullptr;  // pcre2_code*
+    bool json_form_ = false;
+    JsonForm json_;
     bool jit_ = false;
     // Bounded; locked, as serve encodes prompts on many threads.
     mutable std::mutex cache_mu_;
     mutable std::unordered_map<std::string, std::vector<int>> cache_;
 };
+
+// GPT-2's pre-tokenizer regex (encoder.py's, verbatim): a ByteLevel pre-tokenizer's own split too.
+const char* gpt2_pretokenizer_pattern();
 
 // GPT-2's byte-to-unicode table.
 uint32_t gpt2_printable_of(unsigned char b);

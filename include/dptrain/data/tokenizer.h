@@ -13,7 +13,8 @@
 namespace dptrain {
 
 // chars: code points of the training text, in order; ids: data tokenized elsewhere (no text).
-enum class TokenizerKind { byte, chars, ids, gpt2, sentencepiece };
+// bpe: a byte-level BPE from a Hugging Face tokenizer.json (Llama 3's, Qwen2's), Gpt2Tokenizer's class.
+enum class TokenizerKind { byte, chars, ids, gpt2, sentencepiece, bpe };
 
 // Stored in users' files and checksums: never change these names.
 const char* name_of(TokenizerKind kind);
@@ -108,7 +109,7 @@ class IdsTokenizer : public Tokenizer {
 class Gpt2Tokenizer : public Tokenizer {
   public:
     explicit Gpt2Tokenizer(std::shared_ptr<const Gpt2Bpe> bpe) : bpe_(std::move(bpe)) {}
-    TokenizerKind kind() const override { return TokenizerKind::gpt2; }
+    TokenizerKind kind() const override { return bpe_->json_form() ? TokenizerKind::bpe : TokenizerKind::gpt2; }
     int vocab_size() const override { return bpe_->size(); }
     int end_of_text() const override { return bpe_->endoftext(); }
     void encode_into(const std::string& text, std::vector<int>* ids) const override { bpe_->encode(text, ids); }

@@ -62,7 +62,7 @@ void sums_on_rank0(const std::string& out, const std::vector<std::string>& split
 }
 
 struct TextTokenizer {
-    std::string name, encoder, merges, sp_model, sp_type;  // name: --tokenizer as given
+    std::string name, encoder, merges, sp_model, sp_type, tokenizer_json;  // name: --tokenizer as given
     int vocab_size = 0;
     TokenizerKind kind = TokenizerKind::chars;  // set by check_tokenizer
 };
@@ -72,10 +72,13 @@ struct TextTokenizer {
 TokenizerPtr check_tokenizer(TextTokenizer* o) {
     // ids are made by `tokens` alone: text has no vocabulary size to declare.
     if (!parse_tokenizer_kind(o->name, &o->kind) || o->kind == TokenizerKind::ids)
-        throw UserError(strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2 or sentencepiece", o->name.c_str()));
+        throw UserError(
+            strfmt("text: --tokenizer '%s' is unknown; use byte, char, gpt2, bpe or sentencepiece", o->name.c_str()));
     const TokenizerKind kind = o->kind;
     if (kind != TokenizerKind::gpt2 && (!o->encoder.empty() || !o->merges.empty()))
         throw UserError("text: --encoder and --merges belong to --tokenizer gpt2");
+    if (kind != TokenizerKind::bpe && !o->tokenizer_json.empty())
+        throw UserError("text: --tokenizer-json belongs to --tokenizer bpe");
     if (kind != TokenizerKind::sentencepiece && (!o->sp_model.empty() || o->vocab_size != 0))
         throw UserError("text: --sp-model and --vocab-size belong to --tokenizer sentencepiece");
     switch (kind) {
@@ -86,6 +89,10 @@ TokenizerPtr check_tokenizer(TextTokenizer* o) {
             throw UserError("text: --tokenizer gpt2 needs GPT-2's files: --encoder encoder.json --merges vocab.bpe "
                             "(Hugging Face's vocab.json and merges.txt are the same files)");
         return make_gpt2_tokenizer(o->encoder, o->merges);
+    case TokenizerKind::bpe:
+        if (o->tokenizer_json.empty())
+            throw UserError("text: --tokenizer bpe needs the model's tokenizer.json: --tokenizer-json FILE");
+        return make_gpt2_tokenizer(Gpt2Bpe::load_tokenizer_json(o->tokenizer_json));
     case TokenizerKind::sentencepiece:
         if (!o->sp_model.empty() && o->vocab_size != 0)
             throw UserError("text: give --sp-model (a model of your own) or --vocab-size (train one here), not both");
@@ -191,7 +198,10 @@ po::options_description text_options(TextArgs* a) {
         "out", po::value(&a->out)->default_value("data/text"), "output directory")(
         "tokenizer", po::value(&a->tt.name)->default_value(name_of(TokenizerKind::chars)),
         "byte (256 ids) | char (the text's characters, in code-point order) | gpt2 (GPT-2's byte-level BPE, from "
-        "--encoder and --merges) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
+        "--encoder and --merges) | bpe (a byte-level BPE from a Hugging Face tokenizer.json, Llama 3's or Qwen2's: "
+        "--tokenizer-json) | sentencepiece (trained here at --vocab-size, or --sp-model)")(
+        "tokenizer-json", po::value(&a->tt.tokenizer_json),
+        "bpe: the model's tokenizer.json (its pre-tokenizer pattern and special tokens are kept with the shards)")(
         "encoder", po::value(&a->tt.encoder), "gpt2: GPT-2's encoder.json (or Hugging Face's vocab.json)")(
         "merges", po::value(&a->tt.merges), "gpt2: GPT-2's vocab.bpe (or Hugging Face's merges.txt)")(
         "vocab-size", po::value(&a->tt.vocab_size)->default_value(0),
