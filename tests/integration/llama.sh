@@ -130,7 +130,8 @@ echo "ok: greedy text with the key/value cache equals recomputing the window: $(
 # 4b. Serving: the completions API answers with generate's text.
 "$BIN/dptrain" serve --checkpoint "$WORK/run" --port 0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
 SPID=$!
-trap 'kill -9 "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; rm -rf "$WORK"' EXIT
+# (Killed and waited for quietly, whether it is still there or not: the trap runs under set -e.)
+trap '{ kill -9 "$SPID" && wait "$SPID"; } 2>/dev/null || true; rm -rf "$WORK"' EXIT
 URL=""
 for _ in $(seq 100); do
   URL=$(sed -n 's/^serve: listening on \(http:[^ ]*\) .*/\1/p' "$WORK/serve.out" 2>/dev/null || true)
