@@ -107,21 +107,16 @@ static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size
 }
 
 size_t Gpt::operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
-    if (p == Precision::fp32) return 0;
     size_t act = 0, grad = 0;
     operand_sizes(cfg, max_batch, &act, &grad);
-    return Bf16Operands::bytes(count_params(cfg), act, grad);
+    return Bf16Operands::bytes_for(p, count_params(cfg), act, grad);
 }
 
 void Gpt::set_precision(Precision p) {
     last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
-    if (p == Precision::fp32) {
-        bf_ = Bf16Operands();
-        return;
-    }
     size_t act = 0, grad = 0;
     operand_sizes(cfg_, max_batch_, &act, &grad);
-    bf_.reserve(layout_.total, act, grad);
+    bf_.set(p, layout_.total, act, grad);
 }
 
 void Gpt::mm_forward(const float* params, float* out, const float* inp, size_t w, const float* bias, int BT, int C,
@@ -231,16 +226,9 @@ double Gpt::forward(const float* params, const ModelBatch& in, long* correct) {
     }
     // bf16 keeps the logits rounded (as autocast); the loss reads them so.
     mm_forward(params, logits_.data(), lnf_.data(), wte_, nullptr, (int)BT, C, V, true);
-    timed(ops_, OpKind::crossentropy, [&] {
-        cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
-                                          logits_.data(), targets_.data(), (int)BT, V);
-    });
     last_B_ = B;
-    double sum = 0.0;
-    for (long i = 0; i < BT; ++i) sum += losses_[i];
-    if (correct)
-        for (long i = 0; i < BT; ++i) *correct += argmax_[i] == targets_[i];
-    return sum;
+    return lm_loss(ops_, losses_.data(), ce_stats_.data(), argmax_.data(), logits_.data(), targets_.data(), BT, V,
+                   correct);
 }
 
 // From ln1's output (kept(l)) to GELU's. Flash: lse kept; else the softmax (TF32 operands in bf16).

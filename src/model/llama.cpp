@@ -136,21 +136,16 @@ static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size
 }
 
 size_t Llama::operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
-    if (p == Precision::fp32) return 0;
     size_t act = 0, grad = 0;
     operand_sizes(llama_resolved(cfg), max_batch, &act, &grad);
-    return Bf16Operands::bytes(count_params(cfg), act, grad);
+    return Bf16Operands::bytes_for(p, count_params(cfg), act, grad);
 }
 
 void Llama::set_precision(Precision p) {
     last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
-    if (p == Precision::fp32) {
-        bf_ = Bf16Operands();
-        return;
-    }
     size_t act = 0, grad = 0;
     operand_sizes(cfg_, max_batch_, &act, &grad);
-    bf_.reserve(layout_.total, act, grad);
+    bf_.set(p, layout_.total, act, grad);
 }
 
 std::string Llama::signature() const {
@@ -222,16 +217,9 @@ double Llama::forward(const float* params, const ModelBatch& in, long* correct) 
         });
     }
     lm_matmul_forward(bf_, ops_, params, logits_.data(), lnf_.data(), head_, nullptr, (int)BT, C, V, true);
-    timed(ops_, OpKind::crossentropy, [&] {
-        cpu::softmax_crossentropy_forward(losses_.data(), ce_stats_.data(), correct ? argmax_.data() : nullptr,
-                                          logits_.data(), targets_.data(), (int)BT, V);
-    });
     last_B_ = B;
-    double sum = 0.0;
-    for (long i = 0; i < BT; ++i) sum += losses_[i];
-    if (correct)
-        for (long i = 0; i < BT; ++i) *correct += argmax_[i] == targets_[i];
-    return sum;
+    return lm_loss(ops_, losses_.data(), ce_stats_.data(), argmax_.data(), logits_.data(), targets_.data(), BT, V,
+                   correct);
 }
 
 // Causal attention of layer l's kept q, k, v into out; flash keeps lse, else att the softmax.

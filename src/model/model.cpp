@@ -23,6 +23,27 @@ void Bf16Operands::reserve(size_t params, size_t activation, size_t gradient) {
     g_.assign(std::max<size_t>(gradient, 1), 0.0f);
 }
 
+void Bf16Operands::set(Precision p, size_t params, size_t activation, size_t gradient) {
+    if (p == Precision::fp32) *this = Bf16Operands();
+    else reserve(params, activation, gradient);
+}
+
+size_t Bf16Operands::bytes_for(Precision p, size_t params, size_t activation, size_t gradient) {
+    return p == Precision::fp32 ? 0 : bytes(params, activation, gradient);
+}
+
+double lm_loss(OpTimes* ops, float* losses, float* stats, int* argmax, const float* logits, const int* targets,
+               long BT, int V, long* correct) {
+    timed(ops, OpKind::crossentropy, [&] {
+        cpu::softmax_crossentropy_forward(losses, stats, correct ? argmax : nullptr, logits, targets, (int)BT, V);
+    });
+    double sum = 0.0;
+    for (long i = 0; i < BT; ++i) sum += losses[i];
+    if (correct)
+        for (long i = 0; i < BT; ++i) *correct += argmax[i] == targets[i];
+    return sum;
+}
+
 void Bf16Operands::round_weights(const float* params) { cpu::round_bf16(w_.data(), params, (long)w_.size()); }
 
 const float* Bf16Operands::act(const float* x, long n) {

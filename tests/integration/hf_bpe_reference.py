@@ -46,6 +46,18 @@ def printable(piece):
     return "".join(BYTES[b] for b in piece.encode("utf-8"))
 
 
+def merged(w, a, b):  # w with every adjacent (a, b), left to right, made one symbol
+    nw, i = [], 0
+    while i < len(w):
+        if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
+            nw.append(a + b)
+            i += 2
+        else:
+            nw.append(w[i])
+            i += 1
+    return nw
+
+
 def make(text_path, out, n_merges, form):
     text = open(text_path, encoding="utf-8").read()
     pattern = LLAMA3 if form == "llama3" else GPT2
@@ -62,18 +74,10 @@ def make(text_path, out, n_merges, form):
         (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
         merges.append((a, b))
         vocab.append(a + b)
-        merged = collections.Counter()
+        after = collections.Counter()
         for w, c in words.items():
-            nw, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
-                    nw.append(a + b)
-                    i += 2
-                else:
-                    nw.append(w[i])
-                    i += 1
-            merged[tuple(nw)] += c
-        words = merged
+            after[tuple(merged(w, a, b))] += c
+        words = after
     if form == "llama3":
         # Whole words no merge makes: ignore_merges takes them as they are, merging would not.
         vocab += [w for w in (printable(" qwertyuiop"), printable("Straße")) if w not in vocab]
@@ -126,16 +130,7 @@ def encode(tok_path, text_path, out):
             best = min(((ranks.get((a, b), 1 << 60), a, b) for a, b in zip(w, w[1:])))
             if best[0] == 1 << 60:
                 break
-            _, a, b = best
-            nw, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
-                    nw.append(a + b)
-                    i += 2
-                else:
-                    nw.append(w[i])
-                    i += 1
-            w = nw
+            w = merged(w, best[1], best[2])
         cache[word] = [vocab[s] for s in w]
         return cache[word]
 

@@ -7,12 +7,31 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include <cstdlib>
 #include <unistd.h>
 
 namespace testing {
+
+std::vector<float> window_logits(dptrain::LanguageModel& m, const float* params, const std::vector<int>& tokens) {
+    const int T = m.config().block_size, V = m.config().vocab_size;
+    std::vector<int> w(T + 1, 0);
+    std::copy(tokens.begin(), tokens.end(), w.begin());
+    dptrain::ModelBatch in;
+    in.B = 1;
+    in.tokens = w.data();
+    in.stride = T + 1;
+    m.forward(params, in, nullptr);
+    return std::vector<float>(m.logits(), m.logits() + tokens.size() * V);
+}
+
+double max_abs_diff(const float* a, const float* b, size_t n) {
+    double most = 0;
+    for (size_t i = 0; i < n; ++i) most = std::max(most, (double)std::fabs(a[i] - b[i]));
+    return most;
+}
 
 void check_models_agree(dptrain::Model& a, dptrain::Model& b, int T, int V, int B, uint64_t seed, double first_tol,
                         double min_cosine, double curve_tol) {

@@ -34,6 +34,11 @@ inline void check_gpts_agree(dptrain::Gpt& a, dptrain::Gpt& b, int B, uint64_t s
     check_models_agree(a, b, a.config().block_size, a.config().vocab_size, B, seed, first_tol, min_cosine, curve_tol);
 }
 
+// Whole-window logits of tokens[0..n) (n <= T) by m's forward, a row per position.
+std::vector<float> window_logits(dptrain::LanguageModel& m, const float* params, const std::vector<int>& tokens);
+// Largest |a[i] - b[i]| over n values.
+double max_abs_diff(const float* a, const float* b, size_t n);
+
 // A fresh empty directory under /tmp.
 std::string temp_dir(const std::string& tag);
 

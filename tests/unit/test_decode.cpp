@@ -48,25 +48,6 @@ std::vector<float> params_of(const Gpt& g, uint64_t seed) {
     return p;
 }
 
-// Whole-window logits of tokens[0..n) (n <= T), row per position.
-std::vector<float> window_logits(Gpt& g, const float* params, const std::vector<int>& tokens) {
-    const int T = g.config().block_size, V = g.config().vocab_size;
-    std::vector<int> w(T + 1, 0);
-    std::copy(tokens.begin(), tokens.end(), w.begin());
-    ModelBatch in;
-    in.B = 1;
-    in.tokens = w.data();
-    in.stride = T + 1;
-    g.forward(params, in, nullptr);
-    return std::vector<float>(g.logits(), g.logits() + tokens.size() * V);
-}
-
-double max_diff(const float* a, const float* b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-    return m;
-}
-
 } // namespace
 
 TEST_CASE("attention_decode: a prompt at once and one row at a time equal attention_forward", "[ops][gpt]") {
@@ -78,14 +59,14 @@ TEST_CASE("attention_decode: a prompt at once and one row at a time equal attent
     std::vector<int> slot(T, 1), pos(T);
     std::iota(pos.begin(), pos.end(), 0);
     cpu::attention_decode(got.data(), k.data(), v.data(), qkv.data(), slot.data(), pos.data(), T, T, C, NH);
-    CHECK(max_diff(got.data(), want.data(), got.size()) < 1e-5);
+    CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 1e-5);
     // Row by row into slot 0: each sees the cache of the rows before it.
     for (int t = 0; t < T; ++t) {
         const int s = 0;
         cpu::attention_decode(got.data() + (size_t)t * C, k.data(), v.data(), qkv.data() + (size_t)t * 3 * C, &s,
                               &pos[t], 1, T, C, NH);
     }
-    CHECK(max_diff(got.data(), want.data(), got.size()) < 1e-5);
+    CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 1e-5);
 }
 
 TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, position by position", "[gpt]") {
@@ -95,7 +76,7 @@ TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, posi
     const auto p = params_of(g, 5);
     std::vector<int> tokens(T);
     for (int t = 0; t < T; ++t) tokens[t] = (t * 7 + 3) % V;
-    const auto want = window_logits(g, p.data(), tokens);
+    const auto want = testing::window_logits(g, p.data(), tokens);
     GptDecoder d(g.config());
     d.reserve(2, T);
     d.set_params(p.data());
@@ -104,13 +85,13 @@ TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, posi
     std::iota(pos.begin(), pos.end(), 0);
     SECTION("the whole prompt in one call") {
         d.decode(tokens.data(), slot.data(), pos.data(), T, got.data());
-        CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
+        CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 2e-5);
         // Only some rows' logits: the last and row 3, in that order.
         const int rows[2] = {T - 1, 3};
         std::vector<float> two(2 * (size_t)V);
         d.decode(tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
-        CHECK(max_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
-        CHECK(max_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
+        CHECK(testing::max_abs_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
+        CHECK(testing::max_abs_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
         // More rows asked for than the call has, or a row outside it: refused.
         std::vector<int> many(T + 1, 0);
         std::vector<float> big((size_t)(T + 1) * V);
@@ -123,12 +104,12 @@ TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, posi
     SECTION("a prompt of 5, then one token a call") {
         d.decode(tokens.data(), slot.data(), pos.data(), 5, got.data());
         for (int t = 5; t < T; ++t) d.decode(&tokens[t], &slot[t], &pos[t], 1, got.data() + (size_t)t * V);
-        CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
+        CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 2e-5);
     }
     SECTION("two sequences in one call, each at its own position") {
         std::vector<int> other(T);
         for (int t = 0; t < T; ++t) other[t] = (t * 5 + 1) % V;
-        const auto want2 = window_logits(g, p.data(), other);
+        const auto want2 = testing::window_logits(g, p.data(), other);
         std::vector<float> got2((size_t)T * V);
         d.decode(tokens.data(), slot.data(), pos.data(), 3, got.data());  // slot 0: positions 0..2
         for (int t = 3; t < T; ++t) {
@@ -139,15 +120,15 @@ TEST_CASE("GptDecoder: the key/value cache gives the whole window's logits, posi
             std::copy(row, row + V, got.begin() + (size_t)t * V);
             std::copy(row + V, row + 2 * V, got2.begin() + (size_t)(t - 3) * V);
         }
-        CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
-        CHECK(max_diff(got2.data(), want2.data(), (size_t)(T - 3) * V) < 2e-5);
+        CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 2e-5);
+        CHECK(testing::max_abs_diff(got2.data(), want2.data(), (size_t)(T - 3) * V) < 2e-5);
     }
     SECTION("position 0 starts a slot afresh") {
         d.decode(tokens.data(), slot.data(), pos.data(), T, got.data());
         std::vector<int> other(T, 2);
         d.decode(other.data(), slot.data(), pos.data(), 4, got.data());
-        const auto want2 = window_logits(g, p.data(), std::vector<int>(4, 2));
-        CHECK(max_diff(got.data(), want2.data(), want2.size()) < 2e-5);
+        const auto want2 = testing::window_logits(g, p.data(), std::vector<int>(4, 2));
+        CHECK(testing::max_abs_diff(got.data(), want2.data(), want2.size()) < 2e-5);
     }
 }
 
@@ -167,7 +148,7 @@ TEST_CASE("GptDecoder: greedy decoding picks exactly the tokens of recomputing t
         // Full recompute, as generate did: the argmax of the last position's logits.
         std::vector<int> a = prompt;
         while ((int)a.size() < T) {
-            auto z = window_logits(g, p.data(), a);
+            auto z = testing::window_logits(g, p.data(), a);
             const float* last = z.data() + (a.size() - 1) * V;
             a.push_back((int)(std::max_element(last, last + V) - last));
         }

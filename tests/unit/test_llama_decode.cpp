@@ -45,24 +45,6 @@ std::vector<float> params_of(const Llama& m, uint64_t seed) {
     return p;
 }
 
-std::vector<float> window_logits(Llama& m, const float* params, const std::vector<int>& tokens) {
-    const int T = m.config().block_size, V = m.config().vocab_size;
-    std::vector<int> w(T + 1, 0);
-    std::copy(tokens.begin(), tokens.end(), w.begin());
-    ModelBatch in;
-    in.B = 1;
-    in.tokens = w.data();
-    in.stride = T + 1;
-    m.forward(params, in, nullptr);
-    return std::vector<float>(m.logits(), m.logits() + tokens.size() * V);
-}
-
-double max_diff(const float* a, const float* b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; ++i) m = std::max(m, (double)std::fabs(a[i] - b[i]));
-    return m;
-}
-
 } // namespace
 
 TEST_CASE("LlamaDecoder: the key/value cache gives the whole window's logits, position by position", "[llama]") {
@@ -71,7 +53,7 @@ TEST_CASE("LlamaDecoder: the key/value cache gives the whole window's logits, po
     const auto p = params_of(m, 5);
     std::vector<int> tokens(T);
     for (int t = 0; t < T; ++t) tokens[t] = (t * 7 + 3) % V;
-    const auto want = window_logits(m, p.data(), tokens);
+    const auto want = testing::window_logits(m, p.data(), tokens);
     LlamaDecoder d(m.config());
     d.reserve(2, T);
     d.set_params(p.data());
@@ -82,17 +64,17 @@ TEST_CASE("LlamaDecoder: the key/value cache gives the whole window's logits, po
     std::iota(pos.begin(), pos.end(), 0);
     SECTION("the whole prompt in one call") {
         d.decode(tokens.data(), slot.data(), pos.data(), T, got.data());
-        CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
+        CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 2e-5);
         const int rows[2] = {T - 1, 3};
         std::vector<float> two(2 * (size_t)V);
         d.decode(tokens.data(), slot.data(), pos.data(), T, two.data(), rows, 2);
-        CHECK(max_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
-        CHECK(max_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
+        CHECK(testing::max_abs_diff(two.data(), want.data() + (size_t)(T - 1) * V, V) < 2e-5);
+        CHECK(testing::max_abs_diff(two.data() + V, want.data() + 3 * (size_t)V, V) < 2e-5);
     }
     SECTION("a prompt of 5, then one token a call, beside another sequence") {
         std::vector<int> other(T);
         for (int t = 0; t < T; ++t) other[t] = (t * 5 + 1) % V;
-        const auto want2 = window_logits(m, p.data(), other);
+        const auto want2 = testing::window_logits(m, p.data(), other);
         std::vector<float> got2((size_t)T * V);
         d.decode(tokens.data(), slot.data(), pos.data(), 5, got.data());
         for (int t = 5; t < T; ++t) {
@@ -102,8 +84,8 @@ TEST_CASE("LlamaDecoder: the key/value cache gives the whole window's logits, po
             std::copy(row, row + V, got.begin() + (size_t)t * V);
             std::copy(row + V, row + 2 * V, got2.begin() + (size_t)(t - 5) * V);
         }
-        CHECK(max_diff(got.data(), want.data(), got.size()) < 2e-5);
-        CHECK(max_diff(got2.data(), want2.data(), (size_t)(T - 5) * V) < 2e-5);
+        CHECK(testing::max_abs_diff(got.data(), want.data(), got.size()) < 2e-5);
+        CHECK(testing::max_abs_diff(got2.data(), want2.data(), (size_t)(T - 5) * V) < 2e-5);
     }
 }
 
@@ -122,7 +104,7 @@ TEST_CASE("LlamaDecoder: greedy decoding picks exactly the tokens of recomputing
         for (int i = 0; i < prompt_len; ++i) prompt[i] = (i * 11 + prompt_len) % V;
         std::vector<int> a = prompt;
         while ((int)a.size() < T) {
-            auto z = window_logits(m, p.data(), a);
+            auto z = testing::window_logits(m, p.data(), a);
             const float* last = z.data() + (a.size() - 1) * V;
             a.push_back((int)(std::max_element(last, last + V) - last));
         }

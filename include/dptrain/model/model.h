@@ -24,6 +24,9 @@ class Bf16Operands {
   public:
     void reserve(size_t params, size_t activation, size_t gradient);
     static size_t bytes(size_t params, size_t activation, size_t gradient);
+    // A model's set_precision: fp32 releases them, bf16 reserves; bytes_for is 0 in fp32.
+    void set(Precision p, size_t params, size_t activation, size_t gradient);
+    static size_t bytes_for(Precision p, size_t params, size_t activation, size_t gradient);
     size_t bytes() const { return (w_.size() + a_.size() + g_.size()) * sizeof(float); }
     bool on() const { return !w_.empty(); }
     void round_weights(const float* params);     // biases too: unused, but cheap
@@ -40,6 +43,11 @@ class Bf16Operands {
 // out16: the output rounded as bf16 stores it. Attention rounds to TF32 itself.
 void lm_matmul_forward(Bf16Operands& bf, OpTimes* ops, const float* params, float* out, const float* inp, size_t w,
                        const float* bias, int BT, int C, int OC, bool out16 = false);
+// A language model's loss over the logits of BT positions (V each) against targets: the summed
+// loss, correct argmax predictions added to *correct (null: none, no argmax kept). losses, stats,
+// argmax: scratch of BT, 2 BT and BT values. Timed as OpKind::crossentropy.
+double lm_loss(OpTimes* ops, float* losses, float* stats, int* argmax, const float* logits, const int* targets,
+               long BT, int V, long* correct);
 // Its backward (dbias null: none); dinp16: in bf16 dinp rounded too, for a norm's or flash attention's backward.
 void lm_matmul_backward(Bf16Operands& bf, OpTimes* ops, float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* params, size_t w, int BT, int C, int OC, bool dinp16 = false);
