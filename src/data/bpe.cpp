@@ -144,32 +144,10 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
     long n = -1;
     JsonForm json;
     const bool json_form = table.rfind("bpe-json 1\n", 0) == 0;
-    if (json_form) {  // then the pattern, ignore_merges, the special tokens
+    if (json_form) {
         b.where = "the bpe tokenizer table";
-        long specials = -1;
-        int ignore = -1;
         std::getline(in, line);
-        std::string pattern;
-        try {
-            std::getline(in, pattern);
-            json.pattern = nlohmann::json::parse(pattern).get<std::string>();
-        } catch (const nlohmann::json::exception&) {
-            throw UserError("the bpe tokenizer table is damaged (its pattern); write the shards or checkpoint again");
-        }
-        if (!(in >> ignore >> specials) || ignore < 0 || ignore > 1 || specials < 0 || specials > (1 << 20))
-            throw UserError("the bpe tokenizer table is damaged (its header); write the shards or checkpoint again");
-        json.ignore_merges = ignore == 1;
-        for (long i = 0; i < specials; ++i) {
-            long id = -1;
-            std::string content;
-            if (!(in >> id) || !std::getline(in, content) || content.empty() || id < 0 || id > INT32_MAX)
-                throw UserError("the bpe tokenizer table is damaged (its special tokens)");
-            try {
-                json.specials.emplace_back((int)id, nlohmann::json::parse(content.substr(1)).get<std::string>());
-            } catch (const nlohmann::json::exception&) {
-                throw UserError("the bpe tokenizer table is damaged (its special tokens)");
-            }
-        }
+        json = read_json_form(in);
     } else if (!std::getline(in, line) || line != "gpt2-bpe 1") {
         throw UserError("the gpt2 tokenizer table is damaged (its header); write the shards or checkpoint again");
     }
@@ -181,6 +159,36 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
         if (!std::getline(in, t)) throw UserError("the gpt2 tokenizer table is truncated");
     while (std::getline(in, line)) b.merges.push_back(line);
     return build(std::move(b.tokens), std::move(b.merges), b.where, json_form ? &json : nullptr);
+}
+
+// The pattern (a JSON string), ignore_merges (0 or 1), the special tokens' count and each as
+// `ID "CONTENT"`.
+Gpt2Bpe::JsonForm Gpt2Bpe::read_json_form(std::istream& in) {
+    JsonForm json;
+    const char* damaged = "the bpe tokenizer table is damaged (%s); write the shards or checkpoint again";
+    std::string line;
+    long specials = -1;
+    int ignore = -1;
+    try {
+        std::getline(in, line);
+        json.pattern = nlohmann::json::parse(line).get<std::string>();
+    } catch (const nlohmann::json::exception&) {
+        throw UserError(strfmt(damaged, "its pattern"));
+    }
+    if (!(in >> ignore >> specials) || ignore < 0 || ignore > 1 || specials < 0 || specials > (1 << 20))
+        throw UserError(strfmt(damaged, "its header"));
+    json.ignore_merges = ignore == 1;
+    for (long i = 0; i < specials; ++i) {
+        long id = -1;
+        if (!(in >> id) || !std::getline(in, line) || line.size() < 2 || id < 0 || id > INT32_MAX)
+            throw UserError(strfmt(damaged, "its special tokens"));
+        try {
+            json.specials.emplace_back((int)id, nlohmann::json::parse(line.substr(1)).get<std::string>());
+        } catch (const nlohmann::json::exception&) {
+            throw UserError(strfmt(damaged, "its special tokens"));
+        }
+    }
+    return json;
 }
 
 std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, std::vector<std::string> merges,

@@ -79,37 +79,26 @@ std::vector<std::string> read_merges(const std::string& where, const Json& merge
     return out;
 }
 
-} // namespace
-
-std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse_tokenizer_json(const std::string& text, const std::string& where) {
-    Json j;
-    try {
-        j = Json::parse(text);
-    } catch (const Json::exception& e) {
-        throw UserError(strfmt("%s: not JSON (%s)", where.c_str(), e.what()));
-    }
-    const auto model = j.find("model");
-    if (!j.is_object() || model == j.end() || type_of(*model) != "BPE")
-        throw UserError(strfmt("%s: model.type is %s; dptrain reads byte-level BPE tokenizers (\"BPE\")", where.c_str(),
-                               model == j.end() || !j.is_object() ? "missing" : ("\"" + type_of(*model) + "\"").c_str()));
-    if (flag(*model, "byte_fallback", false))
+// The settings of a BPE model and the file that dptrain computes otherwise than Hugging Face: refused.
+void check_settings(const std::string& where, const Json& j, const Json& model) {
+    if (flag(model, "byte_fallback", false))
         throw UserError(where + ": model.byte_fallback is true (a SentencePiece-style BPE); dptrain reads byte-level "
                                 "BPEs; for Llama 2's tokenizer give its tokenizer.model (--tokenizer sentencepiece)");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-        const auto it = model->find(key);
-        if (it != model->end() && it->is_string() && !it->get<std::string>().empty())
+        const auto it = model.find(key);
+        if (it != model.end() && it->is_string() && !it->get<std::string>().empty())
             throw UserError(strfmt("%s: model.%s is set; a byte-level BPE has none", where.c_str(), key));
     }
     const auto norm = j.find("normalizer");
     if (norm != j.end() && !norm->is_null())
         throw UserError(strfmt("%s: normalizer \"%s\"; dptrain's BPE encodes the text as it is (normalizer null)",
                                where.c_str(), type_of(*norm).c_str()));
-    const auto pre = j.find("pre_tokenizer");
-    JsonForm form;
-    form.pattern = read_pattern(where, pre == j.end() ? Json() : *pre);
-    form.ignore_merges = flag(*model, "ignore_merges", false);
-    const auto vocab = model->find("vocab");
-    if (vocab == model->end() || !vocab->is_object() || vocab->empty())
+}
+
+// model.vocab: token -> id, the ids 0..n-1 each once.
+std::vector<std::string> read_vocab(const std::string& where, const Json& model) {
+    const auto vocab = model.find("vocab");
+    if (vocab == model.end() || !vocab->is_object() || vocab->empty())
         throw UserError(where + ": model.vocab must be an object of token -> id");
     std::vector<std::string> tokens(vocab->size());
     for (auto it = vocab->begin(); it != vocab->end(); ++it) {
@@ -120,8 +109,12 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse_tokenizer_json(const std::string& 
                                    it.key().c_str(), v.dump().c_str(), tokens.size() - 1));
         tokens[v.get<size_t>()] = it.key();
     }
-    const auto merges = model->find("merges");
-    std::vector<std::string> merge_list = read_merges(where, merges == model->end() ? Json::array() : *merges);
+    return tokens;
+}
+
+// added_tokens: (id, content) each.
+std::vector<std::pair<int, std::string>> read_added(const std::string& where, const Json& j) {
+    std::vector<std::pair<int, std::string>> out;
     const auto added = j.find("added_tokens");
     if (added != j.end() && added->is_array())
         for (const Json& a : *added) {
@@ -131,9 +124,33 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse_tokenizer_json(const std::string& 
                 id->get<long long>() > INT32_MAX)
                 throw UserError(strfmt("%s: added token %s needs an id and a non-empty content", where.c_str(),
                                        a.dump().c_str()));
-            form.specials.emplace_back(id->get<int>(), content->get<std::string>());
+            out.emplace_back(id->get<int>(), content->get<std::string>());
         }
-    return build(std::move(tokens), std::move(merge_list), where, &form);
+    return out;
+}
+
+} // namespace
+
+std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse_tokenizer_json(const std::string& text, const std::string& where) {
+    Json j;
+    try {
+        j = Json::parse(text);
+    } catch (const Json::exception& e) {
+        throw UserError(strfmt("%s: not JSON (%s)", where.c_str(), e.what()));
+    }
+    const auto model = j.is_object() ? j.find("model") : j.end();
+    if (!j.is_object() || model == j.end() || type_of(*model) != "BPE")
+        throw UserError(strfmt("%s: model.type is %s; dptrain reads byte-level BPE tokenizers (\"BPE\")", where.c_str(),
+                               !j.is_object() || model == j.end() ? "missing" : ("\"" + type_of(*model) + "\"").c_str()));
+    check_settings(where, j, *model);
+    const auto pre = j.find("pre_tokenizer");
+    JsonForm form;
+    form.pattern = read_pattern(where, pre == j.end() ? Json() : *pre);
+    form.ignore_merges = flag(*model, "ignore_merges", false);
+    form.specials = read_added(where, j);
+    std::vector<std::string> tokens = read_vocab(where, *model);
+    const auto merges = model->find("merges");
+    return build(std::move(tokens), read_merges(where, merges == model->end() ? Json::array() : *merges), where, &form);
 }
 
 std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load_tokenizer_json(const std::string& path) {

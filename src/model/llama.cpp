@@ -43,30 +43,38 @@ void llama_rope_table(const GptConfig& cfg, float* cos, float* sin) {
     }
 }
 
-Llama::Llama(const GptConfig& cfg_in, int max_batch) : cfg_(llama_resolved(cfg_in)), max_batch_(max_batch) {
-    const int V = cfg_.vocab_size, T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head;
-    const int KV = cfg_.n_kv_head, F = cfg_.ffn_hidden;
-    if (cfg_.arch != DecoderArch::llama) throw std::logic_error("Llama: a configuration of another kind");
+// What a Llama of cfg (resolved) needs; UserError naming the option otherwise.
+static void check_config(const GptConfig& cfg) {
+    const int V = cfg.vocab_size, T = cfg.block_size, C = cfg.n_embd, L = cfg.n_layer, NH = cfg.n_head;
+    const int KV = cfg.n_kv_head, F = cfg.ffn_hidden;
+    if (cfg.arch != DecoderArch::llama) throw std::logic_error("Llama: a configuration of another kind");
     if (V <= 0 || T <= 0 || C <= 0 || L <= 0 || NH <= 0 || C % NH != 0)
         throw UserError(strfmt("Llama: n_embd %d must be a positive multiple of n_head %d, and vocab, block size and "
                                "layers positive",
                                C, NH));
-    hs_ = C / NH;
+    const int hs = C / NH;
     if (KV <= 0 || NH % KV != 0)
         throw UserError(strfmt("--n-kv-head %d must divide --n-head %d (each key/value head serves a group of query "
                                "heads); use a divisor of %d, or 0 for one per query head",
                                KV, NH, NH));
-    if (hs_ % 2 != 0 || hs_ > 256)
+    if (hs % 2 != 0 || hs > 256)
         throw UserError(strfmt("--model llama needs an even head size of at most 256 (rotary pairs), and n_embd %d / "
                                "n_head %d is %d; change --n-head",
-                               C, NH, hs_));
+                               C, NH, hs));
     if (F <= 0) throw UserError(strfmt("--ffn-hidden %d must be positive (0: 8 * n_embd / 3 rounded up to 64)", F));
-    if (!(cfg_.rope_theta > 0) || !(cfg_.norm_eps > 0))
-        throw UserError(strfmt("--rope-theta %g and --norm-eps %g must be positive", cfg_.rope_theta, cfg_.norm_eps));
-    if (cfg_.flash_attention && !cpu::flash_attention_supported(C, NH))
+    if (!(cfg.rope_theta > 0) || !(cfg.norm_eps > 0))
+        throw UserError(strfmt("--rope-theta %g and --norm-eps %g must be positive", cfg.rope_theta, cfg.norm_eps));
+    if (cfg.flash_attention && !cpu::flash_attention_supported(C, NH))
         throw UserError(strfmt("--attention flash needs a head size (n_embd / n_head) of 16, 32, 64 or 128, and %d / "
                                "%d is %d; change --n-head or use --attention matmul",
-                               C, NH, hs_));
+                               C, NH, hs));
+}
+
+Llama::Llama(const GptConfig& cfg_in, int max_batch) : cfg_(llama_resolved(cfg_in)), max_batch_(max_batch) {
+    check_config(cfg_);
+    const int V = cfg_.vocab_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, KV = cfg_.n_kv_head;
+    const int F = cfg_.ffn_hidden;
+    hs_ = C / NH;
     qkv_ = (NH + 2 * KV) * hs_;
     auto add = [&](const std::string& name, std::vector<int> shape, bool decay) {
         layout_.add(name, std::move(shape), decay);

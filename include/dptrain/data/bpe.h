@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,8 @@ class Gpt2Bpe {
     };
     static std::shared_ptr<const Gpt2Bpe> build(std::vector<std::string> tokens, std::vector<std::string> merges,
                                                 const std::string& where, const JsonForm* json = nullptr);
+    // The tokenizer.json form's lines of a table, after its first (table()'s layout).
+    static JsonForm read_json_form(std::istream& in);
     void compile_regex(const std::string& where);
     // text's pieces between special tokens through the regex; each special's id as it is.
     void encode_text(const char* p, size_t n, std::vector<int>* ids) const;
