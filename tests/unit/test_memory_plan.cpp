@@ -8,6 +8,7 @@
 #include "dptrain/core/error.h"
 #include "dptrain/core/memory.h"
 #include "dptrain/model/gpt.h"
+#include "dptrain/model/llama.h"
 #include "dptrain/model/model.h"
 #include "dptrain/train/memory_plan.h"
 
@@ -294,4 +295,27 @@ TEST_CASE("cgroup_cpu_limit: a CPU quota in CPUs, v1 and v2", "[plan]") {
     CHECK(cgroup_cpu_limit(&where, (root / "v1").string(), (root / "self-none").string()) == 0.0);
     CHECK(cgroup_cpu_limit(&where, (root / "v2").string(), (root / "absent").string()) == 0.0);
     fs::remove_all(root);
+}
+
+TEST_CASE("memory plan: a Llama's rows are its own sizes, with --recompute and bf16", "[plan][llama]") {
+    Options o = plan_options();
+    PlanFacts f = gpt_facts(2);
+    f.spec.kind = ModelKind::llama;
+    f.spec.gpt.arch = DecoderArch::llama;
+    f.spec.gpt.n_kv_head = 2;
+    f.spec.gpt.tie_embeddings = false;
+    const size_t P = Llama::count_params(f.spec.gpt);
+    CHECK(P != Gpt::count_params(f.spec.gpt));
+    const MemoryPlan plain = plan_memory(o, f, 0, "");
+    CHECK(row(plain, "parameters").bytes == P * 4);
+    CHECK(row(plain, "activations").bytes == Llama::activation_bytes(f.spec.gpt, 8));
+    CHECK(row(plain, "activations").bytes == Llama(f.spec.gpt, 8).activation_bytes());
+    o.recompute = Recompute::block;
+    f.spec.gpt.recompute = Recompute::block;
+    f.spec.precision = Precision::bf16;
+    o.precision = Precision::bf16;
+    const MemoryPlan less = plan_memory(o, f, 0, "");
+    CHECK(row(less, "activations").bytes == Llama::activation_bytes(f.spec.gpt, 8));
+    CHECK(row(less, "activations").bytes < row(plain, "activations").bytes);
+    CHECK(row(less, "bf16 operands").bytes == Llama::operand_bytes(f.spec.gpt, 8, Precision::bf16));
 }
