@@ -136,8 +136,8 @@ RopeScaling read_rope_scaling(const std::string& path, const Json& c) {
     }
     if (type == "default") return r;
     if (type != "llama3")
-        throw UserError(strfmt("%s: rope_scaling type \"%s\" is not implemented; dptrain's Llama computes Llama 3's "
-                               "(\"llama3\") or none",
+        throw UserError(strfmt("%s: rope_scaling type \"%s\" is one dptrain's Llama does not compute; it computes Llama "
+                               "3's (\"llama3\") or none",
                                path.c_str(), type.c_str()));
     r.factor = (float)config_number(path, *it, "factor", 0);
     r.low_freq_factor = (float)config_number(path, *it, "low_freq_factor", 1);

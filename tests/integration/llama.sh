@@ -82,7 +82,7 @@ awk -v a="$ft" -v b="$last" -v f="$first" 'BEGIN { exit !(a < b + 0.3 && a < f -
 echo "ok: --init-from starts at loss $ft (trained $last, fresh $first)"
 sed 's/"rope_type": "llama3"/"rope_type": "linear"/' "$WORK/hf-scaled/config.json" >"$WORK/cfg" && mv "$WORK/cfg" "$WORK/hf-scaled/config.json"
 "$BIN/dptrain-ckpt" import "$WORK/hf-scaled" --out "$WORK/bad-import" >"$WORK/out" 2>&1 && fail "an unknown rope_scaling type was imported"
-grep -q 'rope_scaling type "linear" is not implemented; dptrain.s Llama computes Llama 3.s ("llama3") or none' "$WORK/out" \
+grep -q 'rope_scaling type "linear" is one dptrain.s Llama does not compute; it computes Llama 3.s ("llama3") or none' "$WORK/out" \
   || { cat "$WORK/out"; fail "an unknown rope_scaling type was not refused in one line"; }
 train 1 "${L[@]}" --n-kv-head 2 --steps 2 --init-from "$WORK/hf" --run-dir "$WORK/bad-ft"
 [ "$RC" = 2 ] && grep -q "the model has num_key_value_heads 1; this run has --n-kv-head 2: use --n-kv-head 1" "$WORK/out" \
