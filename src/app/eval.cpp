@@ -101,8 +101,7 @@ int run_data(const CheckpointState& ck, const std::vector<float>& params, const 
                 throw UserError(strfmt("--data %s holds %s tokens of another table than the model's (%s): its ids "
                                        "would stand for other text; tokenize it with the model's tokenizer",
                                        o.data.c_str(), task->tokenizer_kind().c_str(), ck.tokenizer.c_str()));
-            std::string note;  // eval's line names the device where it runs
-            device = make_device(device_for(o.device, o.model, &note), topo);
+            device = make_device(o.device, topo);  // eval's line names the device where it runs
             model = device->make_model(task->model_spec(o));
             if (model->signature() != ck.model || model->num_params() != params.size())
                 throw UserError(strfmt("--data %s makes a %s, but the model is a %s", o.data.c_str(),

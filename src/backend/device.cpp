@@ -30,13 +30,4 @@ std::unique_ptr<Pinned> Device::pin(const std::vector<std::pair<void*, size_t>>&
 
 double Device::peak_gflops() const { return cpu::measure_sgemm_gflops(512, 0.2); }
 
-DeviceKind device_for(DeviceKind want, ModelKind model, std::string* note) {
-    note->clear();
-    if (want != DeviceKind::automatic || model != ModelKind::llama) return want;
-    std::string why;
-    if (gpu_count(&why) > 0)
-        *note = "--device auto: --model llama trains on the CPU backend (the CUDA backend has no Llama kernels yet)";
-    return DeviceKind::cpu;
-}
-
 } // namespace dptrain

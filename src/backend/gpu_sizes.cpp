@@ -2,6 +2,8 @@
 // Not for: allocating.
 #include "dptrain/backend/gpu_sizes.h"
 
+#include "dptrain/model/llama.h"
+
 #include <algorithm>
 
 namespace dptrain {
@@ -16,6 +18,13 @@ size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
     const size_t BT = (size_t)max_batch * cfg.block_size;
     const size_t grad = BT * std::max<size_t>(4 * (size_t)cfg.n_embd, gpu_logits_stride(cfg.vocab_size, p));
     return 2 * (Gpt::count_params(cfg) + grad);
+}
+
+size_t gpu_llama_operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
+    if (p != Precision::bf16) return 0;
+    size_t act = 0, grad = 0;
+    llama_operand_sizes(llama_resolved(cfg), max_batch, &act, &grad);
+    return 2 * (Llama::count_params(cfg) + act + grad);  // cuda::Matmuls::bytes
 }
 
 size_t gpu_mlp_operand_bytes(const std::vector<int>& dims, int max_batch, Precision p) {

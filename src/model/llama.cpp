@@ -135,8 +135,7 @@ size_t Llama::count_params(const GptConfig& cfg_in) {
     return V * C + L * (2 * C + qkv * C + C * C + 3 * F * C) + C + (cfg.tie_embeddings ? 0 : V * C);
 }
 
-// Every weight, the widest activation (B*T, max(F, C)) and output gradient (B*T, max(2F, QKV, V)).
-static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad) {
+void llama_operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad) {
     const size_t BT = (size_t)max_batch * cfg.block_size, C = cfg.n_embd, F = cfg.ffn_hidden;
     const size_t qkv = (size_t)(cfg.n_head + 2 * cfg.n_kv_head) * (C / cfg.n_head);
     *act = BT * std::max(C, F);
@@ -145,14 +144,14 @@ static void operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size
 
 size_t Llama::operand_bytes(const GptConfig& cfg, int max_batch, Precision p) {
     size_t act = 0, grad = 0;
-    operand_sizes(llama_resolved(cfg), max_batch, &act, &grad);
+    llama_operand_sizes(llama_resolved(cfg), max_batch, &act, &grad);
     return Bf16Operands::bytes_for(p, count_params(cfg), act, grad);
 }
 
 void Llama::set_precision(Precision p) {
     last_B_ = -1;  // a backward now would take other operands than its forward: it refuses
     size_t act = 0, grad = 0;
-    operand_sizes(cfg_, max_batch_, &act, &grad);
+    llama_operand_sizes(cfg_, max_batch_, &act, &grad);
     bf_.set(p, layout_.total, act, grad);
 }
 

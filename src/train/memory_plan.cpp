@@ -43,8 +43,9 @@ size_t model_activations(const ModelSpec& s, int rows, bool gpu) {
 
 size_t model_operands(const ModelSpec& s, int rows, bool gpu) {
     if (language_model(s.kind))
-        return gpu && s.kind == ModelKind::gpt ? gpu_gpt_operand_bytes(s.gpt, rows, s.precision)
-                                               : lm_operand_bytes(s.gpt, rows, s.precision);
+        return !gpu                       ? lm_operand_bytes(s.gpt, rows, s.precision)
+               : s.kind == ModelKind::gpt ? gpu_gpt_operand_bytes(s.gpt, rows, s.precision)
+                                          : gpu_llama_operand_bytes(s.gpt, rows, s.precision);
     return gpu ? gpu_mlp_operand_bytes(mlp_dims(s), rows, s.precision)
                : Mlp::operand_bytes(mlp_dims(s), rows, s.precision);
 }

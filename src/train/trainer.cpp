@@ -88,9 +88,7 @@ struct Setup {
         cpu::set_threads(threads);
         if (const std::string n = o.threads > 0 ? cpu::thread_note(threads) : ""; !n.empty())
             report.print("note: --threads " + std::to_string(threads) + ": " + n + "\n");
-        std::string note;
-        device = make_device(device_for(o.device, o.model, &note), topo);
-        if (!note.empty()) report.print("note: " + note + "\n");
+        device = make_device(o.device, topo);
         gpu_used_at_start = device->gpu_memory_used();  // the context's own, before the run allocates
     }
 

@@ -1,11 +1,12 @@
-// Gradient accumulation on the device (--grad-accum with --gpu-state device): a resident CudaGpt or
-// CudaMlp told begin_gradients() writes the step's first backward's gradients and adds the later
+// Gradient accumulation on the device (--grad-accum with --gpu-state device): a resident CudaGpt,
+// CudaLlama or CudaMlp told begin_gradients() writes the step's first backward's gradients and adds the later
 // micro-batches' to them, which must equal the CPU twin's backwards added into one zeroed buffer.
 // The device's buffer is poisoned with NaN before each step's first backward, so a gradient the
 // first backward failed to write, or a later one that wrote instead of adding, shows.
 #include "helpers.h"
 
 #include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/llama.h"
 #include "dptrain/backend/cuda/mlp.h"
 
 #include <algorithm>
@@ -115,6 +116,40 @@ TEST_CASE("Resident CudaGpt sums a step's micro-batches on the device as the CPU
         CudaGpt gpu(cfg, max_batch, 0, prec);
         accumulate_against_cpu(cpu, gpu, batches, 1.0f / (14 * T), prec == Precision::bf16 ? 2e-2 : 1e-4);
     }
+}
+
+// The untied head leaves wte to the encoder alone, which adds: its first backward must still write.
+TEST_CASE("Resident CudaLlama sums a step's micro-batches on the device as the CPU twin does", "[cuda][llama]") {
+    REQUIRE_GPU_OR_SKIP();
+    GptConfig cfg;
+    cfg.arch = DecoderArch::llama;
+    cfg.vocab_size = 61;
+    cfg.block_size = 16;
+    cfg.n_layer = 2;
+    cfg.n_head = 4;
+    cfg.n_kv_head = 2;
+    cfg.n_embd = 32;
+    const int max_batch = 6, T = cfg.block_size;
+    const std::vector<int> sizes = {6, 3, 5};
+    std::vector<std::vector<int>> tokens;
+    std::vector<ModelBatch> batches;
+    for (size_t k = 0; k < sizes.size(); ++k) tokens.push_back(randint((size_t)sizes[k] * (T + 1), 70 + k, 61));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        ModelBatch b;
+        b.B = sizes[k];
+        b.tokens = tokens[k].data();
+        b.stride = T + 1;
+        batches.push_back(b);
+    }
+    for (bool tied : {true, false})
+        for (Precision prec : {Precision::fp32, Precision::bf16}) {
+            INFO((prec == Precision::bf16 ? "bf16" : "fp32") << (tied ? ", tied" : ", untied"));
+            cfg.tie_embeddings = tied;
+            Llama cpu(cfg, max_batch);
+            cpu.set_precision(prec);
+            CudaLlama gpu(cfg, max_batch, 0, prec);
+            accumulate_against_cpu(cpu, gpu, batches, 1.0f / (14 * T), prec == Precision::bf16 ? 2e-2 : 1e-4);
+        }
 }
 
 // fp32 matmuls chained through three layers: 1e-5 of the largest gradient (test_cuda_mlp.cpp's).

@@ -116,3 +116,40 @@ TEST_CASE("cuda swiglu forward and backward match the CPU", "[cuda][llama]") {
     check_swiglu(1000, 352, 310);
     check_swiglu(64, 2048, 320);
 }
+
+// The Llama's embedding: no position table (wpe null on both sides), so forward is wte's rows and
+// backward adds into dwte alone; bit for bit, as the GPT's encoder.
+TEST_CASE("cuda encoder without a position table matches the CPU bit for bit", "[cuda][llama]") {
+    REQUIRE_GPU_OR_SKIP();
+    const int B = 3, T = 50, C = 40, V = 11, stride = T + 1;
+    auto tokens = randint((size_t)B * stride, 400, V);
+    auto wte = randn((size_t)V * C, 401), dout = randn((size_t)B * T * C, 402), dwte0 = randn((size_t)V * C, 403);
+    std::vector<float> out((size_t)B * T * C), dwte = dwte0;
+    cpu::encoder_forward(out.data(), tokens.data(), stride, wte.data(), nullptr, B, T, C);
+    cpu::encoder_backward(dwte.data(), nullptr, dout.data(), tokens.data(), stride, B, T, C);
+    cuda::Context ctx(0);
+    DeviceBuffer<int> d_tokens(tokens);
+    DeviceBuffer<float> d_wte(wte), d_dout(dout), d_dwte(dwte0), d_out((size_t)B * T * C);
+    cuda::encoder_forward(d_out, d_tokens, stride, d_wte, nullptr, B, T, C, ctx.stream());
+    CHECK(bit_mismatches("out", d_out.get(), out) == 0);
+    cuda::encoder_backward(d_dwte, nullptr, d_dout, d_tokens, stride, B, T, C, ctx, ctx.stream());
+    CHECK(bit_mismatches("dwte", d_dwte.get(), dwte) == 0);
+}
+
+// round_bf16: cpu::round_bf16's bits, in place and not, over values that round both ways, ties,
+// the largest finite values (which round to infinity), subnormals, infinities and NaN.
+TEST_CASE("cuda round_bf16 matches the CPU bit for bit", "[cuda][llama]") {
+    REQUIRE_GPU_OR_SKIP();
+    std::vector<float> x = randn(10007, 410, 3.0f);
+    const float specials[] = {0.0f, -0.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 3.3895314e38f, -3.4028235e38f,
+                              1e-40f, -1e-42f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i) x[i * 7] = specials[i];
+    std::vector<float> want(x.size());
+    cpu::round_bf16(want.data(), x.data(), (long)x.size());
+    cuda::Context ctx(0);
+    DeviceBuffer<float> d_x(x), d_out(x.size());
+    cuda::round_bf16(d_out, d_x, x.size(), ctx.stream());
+    CHECK(bit_mismatches("out", d_out.get(), want) == 0);
+    cuda::round_bf16(d_x, d_x, x.size(), ctx.stream());
+    CHECK(bit_mismatches("in place", d_x.get(), want) == 0);
+}

@@ -292,6 +292,15 @@ NOTE='steps compared' step gpt-compare host 15 gpt-train-gpu \
 NOTE='steps compared' step gpt-compare-host host 15 gpt-train-gpu-host \
   "grep -q 'optimizer on the host' $W/logs/gpt-train-gpu-host.log && $(compare_losses gpt-train gpt-train-gpu-host)"
 
+# The Llama (CudaLlama) the same way: 50 steps on the CPU and on the GPU, 4 query heads over 2
+# key/value heads, untied head; the step and validation losses within 1e-3.
+LLAMA_ARGS="${GPT_ARGS/--model gpt/--model llama} --n-kv-head 2 --untie-embeddings"
+NOTE='^step|loss' step llama-train CPU 90 gpt-data "rm -rf $W/llama && $LAUNCH $B/dptrain $LLAMA_ARGS --run-dir $W/llama"
+NOTE='^done' step llama-train-gpu GPU 90 gpt-data \
+  "rm -rf $W/llama-gpu && $LAUNCH $B/dptrain $LLAMA_ARGS --device cuda --run-dir $W/llama-gpu"
+NOTE='steps compared' step llama-compare host 15 llama-train-gpu \
+  "grep -q 'optimizer on the GPU' $W/logs/llama-train-gpu.log && $(compare_losses llama-train llama-train-gpu)"
+
 # The input stream: the trainer staged most batches during the step before theirs (every one but
 # the first, unless the reader had not finished it): at least half of the 49 that could be.
 NOTE='batches copied' step gpt-staged host 15 gpt-train-gpu \
@@ -387,6 +396,19 @@ if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not torch.cuda.is_availab
 else
   skipped torch-124m-bf16 GPU "python3 has no PyTorch that sees a GPU"
   skipped torch-124m-bf16-sdpa GPU "python3 has no PyTorch that sees a GPU"
+fi
+
+# A Llama of GPT-2 124M's size (12 layers, 12 heads over 4 key/value heads, SwiGLU 2048: 114M
+# parameters with the 50304-token vocabulary, tied), bf16 with flash attention, beside PyTorch's
+# same model (bench/gpt_pytorch.py --arch llama, fused attention) in the same run.
+L124="${G124/--model gpt/--model llama} --n-kv-head 4 --ffn-hidden 2048"
+NOTE='^step' step llama-124m-bf16-flash GPU 150 gpt-data \
+  "rm -rf $W/l124 && $LAUNCH $B/dptrain $L124 --precision bf16 --attention flash --run-dir $W/l124"
+if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  NOTE='tokens/s' step torch-llama-124m-sdpa GPU 120 - \
+    "$PY bench/gpt_pytorch.py $T124 --arch llama --kv-heads 4 --ffn 2048 --attention sdpa"
+else
+  skipped torch-llama-124m-sdpa GPU "python3 has no PyTorch that sees a GPU"
 fi
 
 # The flash run again at batch 16 (16384 tokens a step): the optimizer's pass over the parameters

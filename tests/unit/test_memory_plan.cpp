@@ -318,4 +318,15 @@ TEST_CASE("memory plan: a Llama's rows are its own sizes, with --recompute and b
     CHECK(row(less, "activations").bytes == Llama::activation_bytes(f.spec.gpt, 8));
     CHECK(row(less, "activations").bytes < row(plain, "activations").bytes);
     CHECK(row(less, "bf16 operands").bytes == Llama::operand_bytes(f.spec.gpt, 8, Precision::bf16));
+    // A GPU's plan: the same fp32 activations (CudaLlama keeps the CPU's list), the operands at 2
+    // bytes a value (every weight, the widest activation and output gradient).
+    f.gpu = true;
+    const MemoryPlan gpu = plan_memory(o, f, 0, "");
+    size_t act = 0, grad = 0;
+    llama_operand_sizes(llama_resolved(f.spec.gpt), 8, &act, &grad);
+    CHECK(row(gpu, "activations").bytes == row(less, "activations").bytes);
+    CHECK(row(gpu, "bf16 operands").bytes == 2 * (P + act + grad));
+    CHECK(row(gpu, "bf16 operands").bytes == gpu_llama_operand_bytes(f.spec.gpt, 8, Precision::bf16));
+    CHECK(row(gpu, "bf16 operands").bytes * 2 == row(less, "bf16 operands").bytes);
+    CHECK(gpu_llama_operand_bytes(f.spec.gpt, 8, Precision::fp32) == 0);
 }

@@ -81,10 +81,6 @@ std::unique_ptr<GradientPath> make_host_gradients(const ParamLayout& layout, flo
                                                   const GradientSpec& spec, const Topology& topo,
                                                   const std::string& note = "");
 
-// --device as the model can use it: auto means the CPU for a model the CUDA backend has no kernels
-// for (--model llama); *note then says so where a GPU was there to take ("" otherwise).
-DeviceKind device_for(DeviceKind want, ModelKind model, std::string* note);
-
 // ---- Defined once per build: src/backend/cuda/device.cpp, or src/backend/no_cuda.cpp
 
 // --device cpu, cuda (an error without a GPU for this rank) or auto (else the CPU, with a note).

@@ -17,6 +17,10 @@ size_t gpu_gpt_activation_bytes(const GptConfig& cfg, int max_batch, Precision p
 // CudaGpt's bf16 matmul scratch (every weight, the widest output gradient); 0 in fp32.
 size_t gpu_gpt_operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
 
+// CudaLlama's bf16 operands (every weight, the widest activation and output gradient; 0 in fp32).
+// Its activations are the CPU Llama's (fp32, llama_buffers).
+size_t gpu_llama_operand_bytes(const GptConfig& cfg, int max_batch, Precision p);
+
 // CudaMlp's (also the widest activation); its activations are Mlp::activation_bytes.
 size_t gpu_mlp_operand_bytes(const std::vector<int>& dims, int max_batch, Precision p);
 

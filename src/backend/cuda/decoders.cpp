@@ -10,9 +10,10 @@ namespace dptrain {
 std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights, int host_rank,
                                       int host_size) {
     if (want == DeviceKind::cpu) return make_cpu_decoder(cfg, weights);
-    if (cfg.arch == DecoderArch::llama) {  // no CUDA Llama yet: the CPU decodes it, or --device cuda is refused
+    if (cfg.arch == DecoderArch::llama) {  // the CUDA decoder is the GPT's: the CPU decodes a Llama
         if (want == DeviceKind::cuda)
-            throw UserError("--device cuda: the CUDA backend has no Llama kernels yet; use --device cpu");
+            throw UserError("--device cuda: a Llama decodes on the CPU only (the CUDA backend trains and evaluates "
+                            "it, its decoder is the GPT's); use --device cpu or auto");
         return make_cpu_decoder(cfg, weights);
     }
     std::string why;

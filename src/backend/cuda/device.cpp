@@ -5,6 +5,7 @@
 #include "check.h"
 #include "dptrain/backend/cuda/device_step.h"
 #include "dptrain/backend/cuda/gpt.h"
+#include "dptrain/backend/cuda/llama.h"
 #include "dptrain/backend/cuda/mlp.h"
 #include "dptrain/comm/communicator.h"
 #include "dptrain/core/clock.h"
@@ -178,11 +179,10 @@ const char* CudaBuildDevice::op_timing() const {
 
 std::unique_ptr<Model> CudaBuildDevice::make_model(const ModelSpec& spec) const {
     if (gpu_ < 0) return Device::make_model(spec);
-    if (spec.kind == ModelKind::llama)
-        throw UserError("--model llama: the CUDA backend has no Llama kernels yet (its CPU ops have no GPU twins); "
-                        "train it with --device cpu");
     std::unique_ptr<Model> m;
     if (spec.kind == ModelKind::gpt) m = std::make_unique<CudaGpt>(spec.gpt, spec.batch, gpu_, spec.precision);
+    else if (spec.kind == ModelKind::llama)
+        m = std::make_unique<CudaLlama>(spec.gpt, spec.batch, gpu_, spec.precision);
     else m = std::make_unique<CudaMlp>(spec.in, spec.hidden, spec.classes, spec.activation, spec.max_rows, gpu_);
     m->set_precision(spec.precision);
     return m;

@@ -19,7 +19,8 @@ __global__ void encoder_forward_kernel(float* out, const int* inp, int stride, c
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
         long pos = i / C;
         int c = (int)(i % C), t = (int)(pos % T);
-        out[i] = wte[(long)token_at(inp, pos, T, stride) * C + c] + wpe[(long)t * C + c];
+        const float e = wte[(long)token_at(inp, pos, T, stride) * C + c];
+        out[i] = wpe ? e + wpe[(long)t * C + c] : e;
     }
 }
 
@@ -28,7 +29,8 @@ __global__ void encoder_decode_kernel(float* out, const int* tok, const int* pos
     for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < n; e += (long)gridDim.x * blockDim.x) {
         const long i = e / C;
         const int c = (int)(e % C);
-        out[e] = wte[(long)tok[i] * C + c] + wpe[(long)pos[i] * C + c];
+        const float w = wte[(long)tok[i] * C + c];
+        out[e] = wpe ? w + wpe[(long)pos[i] * C + c] : w;
     }
 }
 
@@ -135,6 +137,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
                                                (int)BT, 0, 32, stream));
     encoder_backward_wte_kernel<<<(unsigned)BT, 256, 0, stream>>>(dwte, dout, tok_sorted, pos_sorted, C, BT);
     CUDA_CHECK(cudaGetLastError());
+    if (!dwpe) return;
     encoder_backward_wpe_kernel<<<grid_for((long)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     CUDA_CHECK(cudaGetLastError());
 }

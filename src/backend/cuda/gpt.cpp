@@ -43,15 +43,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
         need += 4.0 * (double)n;
         if (where != (void**)&params_ && where != (void**)&grads_) fixed_activation_bytes_ += 4 * n;
     }
-    if (flash) {
-        int optin = 0;
-        CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-        const size_t want = cuda::flash_attention_shared_bytes(C, NH);
-        if ((size_t)optin < want)
-            throw UserError(strfmt("--attention flash at head size %d needs %zu bytes of shared memory per block, and "
-                                   "GPU %d allows %d; use --attention matmul or a smaller head size (more --n-head)",
-                                   C / NH, want, device, optin));
-    }
+    if (flash) cuda::require_flash_fits(C, NH, device);
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double GiB = 1073741824.0;
@@ -172,16 +164,7 @@ void CudaGpt::release() {
 }
 
 float* CudaGpt::dev(size_t n, const std::string& what, std::vector<void*>& into) {
-    void* p = nullptr;
-    cudaError_t rc = cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float));
-    if (rc == cudaErrorMemoryAllocation) {
-        cudaGetLastError();  // clear it: the user's to fix, not a broken device
-        throw UserError(what + ", but an allocation of " + strfmt("%.2f GiB", 4.0 * (double)n / 1073741824.0) +
-                        " failed (fragmented, or shared with another process?); lower --batch-size");
-    }
-    CUDA_CHECK(rc);
-    into.push_back(p);
-    return static_cast<float*>(p);
+    return cuda::alloc_floats(n, what, into);
 }
 
 // Adds into dres_. In bf16 dout is bf16 (its matmul's backward rounded it, as autocast does);

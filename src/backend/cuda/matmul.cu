@@ -51,6 +51,12 @@ __global__ void to_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
         dst[i] = bf16_bits(src[i]);
 }
 
+// dst = src rounded, kept in fp32 (cpu::round_bf16's bits); dst may be src.
+__global__ void round_bf16_kernel(float* dst, const float* src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = as_float(bf16_bits(src[i]));
+}
+
 // Fills out with the bias (beta 1, as the CPU) or leaves it to be overwritten (beta 0).
 static float begin_forward(float* out, const float* bias, int B, int OC, Context& ctx, cudaStream_t stream) {
     ctx.bind_blas(stream);
@@ -418,6 +424,12 @@ void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const b
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     to_bf16_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(dst, src, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void round_bf16(float* dst, const float* src, size_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    round_bf16_kernel<<<grid_for((long)n, 256), 256, 0, stream>>>(dst, src, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

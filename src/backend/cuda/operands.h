@@ -7,6 +7,7 @@
 #include "dptrain/model/model.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,13 @@ namespace dptrain::cuda {
 // A float buffer holding bf16 values (an activation kept rounded, in half the bytes).
 inline bf16* as_bf16(float* p) { return reinterpret_cast<bf16*>(p); }
 inline const bf16* as_bf16(const float* p) { return reinterpret_cast<const bf16*>(p); }
+
+// n floats cudaMalloc'd and remembered in `into`; out of memory is the user's to fix: UserError with
+// `what` (the whole need) and the advice to lower --batch-size.
+float* alloc_floats(size_t n, const std::string& what, std::vector<void*>& into);
+
+// --attention flash at this head size fits GPU `device`'s shared memory per block, or UserError.
+void require_flash_fits(int C, int NH, int device);
 
 // bf16: weights rounded once per forward, activations and output gradients just before their GEMM
 // unless kept rounded (CPU twin: Bf16Operands). docs/GPU.md, "Mixed precision".

@@ -180,6 +180,8 @@ void matmul_backward_bf16_gelu(bf16* dpre, float* dweight, float* dbias, const b
                                cudaStream_t stream, bool accumulate = true);
 // dst (n) = src rounded: to_bf16's bits (bf16.h), NaN kept.
 void to_bf16(bf16* dst, const float* src, size_t n, cudaStream_t stream);
+// dst (n) = src rounded to bf16 and kept in fp32: cpu::round_bf16's bits; dst may be src.
+void round_bf16(float* dst, const float* src, size_t n, cudaStream_t stream);
 // dst (n) = src widened to fp32 (exact).
 void from_bf16(float* dst, const bf16* src, size_t n, cudaStream_t stream);
 
@@ -205,7 +207,8 @@ void softmax_crossentropy_forward_bf16(float* losses, float* stats, int* argmax,
 void softmax_crossentropy_backward_bf16(bf16* dlogits, const bf16* logits, const float* stats, const int* targets,
                                         float scale, int B, int V, int stride, cudaStream_t stream);
 
-// out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T).
+// out (B,T,C) = wte (V,C)[inp] + wpe (maxT,C)[t]; inp (B,T) with row stride `stride` (>= T). wpe
+// null (a Llama's, positions rotated in attention): wte's rows alone, here and in decode and backward.
 void encoder_forward(float* out, const int* inp, int stride, const float* wte, const float* wpe, int B, int T, int C,
                      cudaStream_t stream);
 // Decoding's rows: out (n, C), row i = wte[tok[i]] + wpe[pos[i]]; tok, pos on the device.
