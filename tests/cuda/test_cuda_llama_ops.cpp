@@ -85,9 +85,29 @@ static void check_rope(int B, int T, int NH, int KV, int hs, uint64_t seed) {
     CHECK(mismatches("out", d_out.get(), out, 2e-6, 1e-6) == 0);
     // The group's sums in head order on both sides, then the rotation: 1e-5 on sums of NH/KV terms.
     CHECK(mismatches("dinp", d_dinp.get(), dinp, 1e-5, 1e-6) == 0);
+    // Decoding's form: the rows' own positions (any order, repeats), q and k rotated in place, v
+    // left as it was (bit for bit); the same products as above.
+    const int n = B * 3;
+    auto rows = randn((size_t)n * W, seed + 2);
+    std::vector<int> pos = randint(n, seed + 3, T);
+    std::vector<float> want = rows;
+    cpu::rope_decode(want.data(), pos.data(), cos.data(), sin.data(), n, NH, KV, hs);
+    DeviceBuffer<float> d_rows(rows);
+    DeviceBuffer<int> d_pos(pos);
+    cuda::rope_decode(d_rows, d_pos, d_cos, d_sin, n, NH, KV, hs, ctx.stream());
+    const std::vector<float> got = d_rows.get();
+    CHECK(mismatches("rope_decode", got, want, 2e-6, 1e-6) == 0);
+    std::vector<float> got_v, want_v;
+    for (int r = 0; r < n; ++r)
+        for (int c = (NH + KV) * hs; c < W; ++c) {
+            got_v.push_back(got[(size_t)r * W + c]);
+            want_v.push_back(rows[(size_t)r * W + c]);
+        }
+    CHECK(bit_mismatches("rope_decode's v", got_v, want_v) == 0);
 }
 
-TEST_CASE("cuda rope_qkv forward and backward match the CPU, grouped-query heads included", "[cuda][llama]") {
+TEST_CASE("cuda rope_qkv forward and backward, and rope_decode, match the CPU, grouped-query heads included",
+          "[cuda][llama]") {
     REQUIRE_GPU_OR_SKIP();
     check_rope(2, 5, 4, 2, 4, 200);
     check_rope(3, 64, 12, 4, 64, 210);   // Llama-like: 3 query heads a key/value head

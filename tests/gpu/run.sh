@@ -90,7 +90,7 @@ else
 fi
 
 say_what_runs_where() {
-  echo "What runs on the GPU: build/cuda_tests (every CUDA op, the Llama's RMSNorm, rotary and SwiGLU ops among them, CudaMlp and CudaGpt against their CPU"
+  echo "What runs on the GPU: build/cuda_tests (every CUDA op, the Llama's RMSNorm, rotary and SwiGLU ops among them, CudaMlp, CudaGpt, CudaLlama and the decoders against their CPU"
   echo "twins), nccl-tests (NcclCommunicator and DeviceStep's NCCL sums on device buffers), bench"
   echo "(cuda::matmul_forward_bf16 at GPT-2 124M shapes, the loss over GPT-2's vocabulary, the"
   echo "optimizer's norm and AdamW over 124M parameters, LayerNorm and the embedding), bench-attention"
@@ -100,7 +100,10 @@ say_what_runs_where() {
   echo "(--device cuda with the state on the GPU and on the host, and with flash attention, compared"
   echo "step by step with the CPU runs of the same configs by the host steps mlp-compare and"
   echo "gpt-compare[-host|-flash]; gpt-staged reads how many batches were copied during the step before"
-  echo "theirs), gpt-resume-gpu (a GPU run stopped and resumed), gpt-decode-gpu (generate --device cuda:"
+  echo "theirs), llama-train[-gpu] (the Llama on both devices, compared by llama-compare; llama-decode-gpu:"
+  echo "generate --device cuda's greedy text against the CPU's, fp32 and bf16 weights; llama-124m-bf16-flash"
+  echo "and torch-llama-124m-sdpa: a 114M Llama's tokens/s beside PyTorch's), gpt-resume-gpu (a GPU run"
+  echo "stopped and resumed), gpt-decode-gpu (generate --device cuda:"
   echo "the CPU's greedy text from the GPU's key/value cache; -bf16: with bf16 weights), gpt-accum-gpu (--grad-accum 2 summed on"
   echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-shard-gpu"
   echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-recompute-gpu"
@@ -300,6 +303,12 @@ NOTE='^done' step llama-train-gpu GPU 90 gpt-data \
   "rm -rf $W/llama-gpu && $LAUNCH $B/dptrain $LLAMA_ARGS --device cuda --run-dir $W/llama-gpu"
 NOTE='steps compared' step llama-compare host 15 llama-train-gpu \
   "grep -q 'optimizer on the GPU' $W/logs/llama-train-gpu.log && $(compare_losses llama-train llama-train-gpu)"
+# Its decoding on the GPU (CudaLlamaDecoder: the key/value heads' cache, rotation and grouped
+# attention on the device) against the CPU's: the same greedy text, fp32 and bf16 weights.
+NOTE='tokens/s' step llama-decode-gpu GPU 30 llama-train-gpu \
+  "for p in fp32 bf16; do $B/dptrain generate --checkpoint $W/llama-gpu --prompt 'The ' --tokens 150 --temperature 0 \
+--precision \$p >$W/ldecode-cpu.txt && $B/dptrain generate --checkpoint $W/llama-gpu --prompt 'The ' --tokens 150 \
+--temperature 0 --precision \$p --device cuda >$W/ldecode-gpu.txt && cmp $W/ldecode-cpu.txt $W/ldecode-gpu.txt || exit 1; done"
 
 # The input stream: the trainer staged most batches during the step before theirs (every one but
 # the first, unless the reader had not finished it): at least half of the 49 that could be.

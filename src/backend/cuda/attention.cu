@@ -120,30 +120,34 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
     }
 }
 
-// Incremental decoding: row i's k and v into the caches at (slot[i], pos[i]); one thread a value.
+// Incremental decoding: row i's k and v (KV heads of hs, after its NH query heads) into the caches
+// (slots, T, KV hs) at (slot[i], pos[i]); one thread a value.
 __global__ void decode_cache_kernel(float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
-                                    int n, int T, int C) {
+                                    int n, int T, int NH, int KV, int hs) {
+    const int KC = KV * hs, W = (NH + 2 * KV) * hs;
     const long e = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= (long)n * C) return;
-    const int i = (int)(e / C), c = (int)(e % C);
-    const size_t at = ((size_t)slot[i] * T + pos[i]) * C + c;
-    kcache[at] = qkv[(size_t)i * 3 * C + C + c];
-    vcache[at] = qkv[(size_t)i * 3 * C + 2 * C + c];
+    if (e >= (long)n * KC) return;
+    const int i = (int)(e / KC), c = (int)(e % KC);
+    const size_t at = ((size_t)slot[i] * T + pos[i]) * KC + c;
+    kcache[at] = qkv[(size_t)i * W + (size_t)NH * hs + c];
+    vcache[at] = qkv[(size_t)i * W + (size_t)NH * hs + KC + c];
 }
 
 // One warp a (row, head), as the CPU twin's loop body: lane scores j = lane, lane + 32, ... (an
-// hs-term dot in order), the softmax over 0..pos, then lane c sums weight * value in order.
+// hs-term dot in order), the softmax over 0..pos, then lane c sums weight * value in order. Query
+// head h reads key/value head h / (NH / KV).
 __global__ void attention_decode_kernel(float* out, const float* kcache, const float* vcache, const float* qkv,
-                                        const int* slot, const int* pos, int T, int C, int NH, float scale) {
+                                        const int* slot, const int* pos, int T, int NH, int KV, int hs, float scale) {
     extern __shared__ float scores[];
-    const int i = blockIdx.x / NH, h = blockIdx.x % NH, p = pos[i], lane = threadIdx.x, hs = C / NH;
-    const float* q = qkv + (size_t)i * 3 * C + h * hs;
-    const float* k = kcache + (size_t)slot[i] * T * C + h * hs;
-    const float* v = vcache + (size_t)slot[i] * T * C + h * hs;
+    const int i = blockIdx.x / NH, h = blockIdx.x % NH, p = pos[i], lane = threadIdx.x;
+    const int KC = KV * hs, W = (NH + 2 * KV) * hs, g = h / (NH / KV);
+    const float* q = qkv + (size_t)i * W + h * hs;
+    const float* k = kcache + (size_t)slot[i] * T * KC + g * hs;
+    const float* v = vcache + (size_t)slot[i] * T * KC + g * hs;
     float maxv = -INFINITY;
     for (int j = lane; j <= p; j += 32) {
         float d = 0.0f;
-        for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * C + c];
+        for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * KC + c];
         scores[j] = d * scale;
         maxv = fmaxf(maxv, scores[j]);
     }
@@ -156,28 +160,35 @@ __global__ void attention_decode_kernel(float* out, const float* kcache, const f
     }
     const float inv = 1.0f / warp_sum(sum);
     __syncwarp();  // every lane's scores written before any lane reads them all
-    float* o = out + (size_t)i * C + h * hs;
+    float* o = out + (size_t)i * NH * hs + h * hs;
     for (int c = lane; c < hs; c += 32) {
         float acc = 0.0f;
-        for (int j = 0; j <= p; ++j) acc += scores[j] * inv * v[(size_t)j * C + c];
+        for (int j = 0; j <= p; ++j) acc += scores[j] * inv * v[(size_t)j * KC + c];
         o[c] = acc;
     }
 }
 
-void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
-                      int n, int T, int C, int NH, cudaStream_t stream) {
-    CUDA_REQUIRE(NH > 0 && C % NH == 0 && T > 0 && T <= 12284 && n >= 0);
+void attention_decode_grouped(float* out, float* kcache, float* vcache, const float* qkv, const int* slot,
+                              const int* pos, int n, int T, int NH, int KV, int hs, cudaStream_t stream) {
+    CUDA_REQUIRE(NH > 0 && KV > 0 && NH % KV == 0 && hs > 0 && T > 0 && T <= 12284 && n >= 0);
     if (n == 0) return;
-    const long values = (long)n * C;
-    decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, C);
+    const long values = (long)n * KV * hs;
+    decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, NH,
+                                                                              KV, hs);
     CUDA_CHECK(cudaGetLastError());
-    const float scale = 1.0f / sqrtf((float)(C / NH));
+    const float scale = 1.0f / sqrtf((float)hs);
     // 4 floats of slack: the unrolled sum's remainder reads up to 12 bytes past T (compute-sanitizer
     // caught it; values past pos are never used).
     const size_t scores_bytes = ((size_t)T + 4) * sizeof(float);
-    attention_decode_kernel<<<(unsigned)n * NH, 32, scores_bytes, stream>>>(out, kcache, vcache, qkv, slot, pos, T, C,
-                                                                             NH, scale);
+    attention_decode_kernel<<<(unsigned)n * NH, 32, scores_bytes, stream>>>(out, kcache, vcache, qkv, slot, pos, T, NH,
+                                                                             KV, hs, scale);
     CUDA_CHECK(cudaGetLastError());
+}
+
+void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
+                      int n, int T, int C, int NH, cudaStream_t stream) {
+    CUDA_REQUIRE(NH > 0 && C % NH == 0);
+    attention_decode_grouped(out, kcache, vcache, qkv, slot, pos, n, T, NH, NH, C / NH, stream);
 }
 
 } // namespace dptrain::cuda

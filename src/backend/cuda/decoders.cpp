@@ -2,7 +2,7 @@
 // asks for one and the host has it, the CPU's otherwise.
 #include "dptrain/backend/decoders.h"
 
-#include "dptrain/backend/cuda/gpt_decoder.h"
+#include "dptrain/backend/cuda/decoder.h"
 #include "dptrain/core/error.h"
 
 namespace dptrain {
@@ -10,12 +10,6 @@ namespace dptrain {
 std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Precision weights, int host_rank,
                                       int host_size) {
     if (want == DeviceKind::cpu) return make_cpu_decoder(cfg, weights);
-    if (cfg.arch == DecoderArch::llama) {  // the CUDA decoder is the GPT's: the CPU decodes a Llama
-        if (want == DeviceKind::cuda)
-            throw UserError("--device cuda: a Llama decodes on the CPU only (the CUDA backend trains and evaluates "
-                            "it, its decoder is the GPT's); use --device cpu or auto");
-        return make_cpu_decoder(cfg, weights);
-    }
     std::string why;
     if (cuda::device_count(&why) == 0) {
         if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: no GPU (%s); use --device cpu", why.c_str()));

@@ -65,6 +65,31 @@ __global__ void rope_qkv_backward_kernel(float* dinp, const float* dout, const f
     }
 }
 
+// Decoding: row r's NH query and KV key heads rotated in place at position pos[r]; a thread a pair.
+__global__ void rope_decode_kernel(float* qkv, const int* pos, const float* cos, const float* sin, int n, int NH,
+                                   int KV, int hs) {
+    const int W = (NH + 2 * KV) * hs, half = hs / 2, pairs = (NH + KV) * half;
+    const long total = (long)n * pairs;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        const long r = e / pairs;
+        const int h = (int)(e % pairs) / half, i = (int)(e % pairs) % half;
+        float* x = qkv + r * W + h * hs;
+        const float c = cos[(long)pos[r] * half + i], s = sin[(long)pos[r] * half + i];
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c - b * s;
+        x[i + half] = b * c + a * s;
+    }
+}
+
+void rope_decode(float* qkv, const int* pos, const float* cos, const float* sin, int n, int NH, int KV, int hs,
+                 cudaStream_t stream) {
+    if (n <= 0) return;
+    CUDA_REQUIRE(KV > 0 && NH % KV == 0 && hs % 2 == 0);
+    rope_decode_kernel<<<grid_for((long)n * (NH + KV) * (hs / 2), kRopeThreads), kRopeThreads, 0, stream>>>(
+        qkv, pos, cos, sin, n, NH, KV, hs);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 void rope_qkv_forward(float* out, const float* inp, const float* cos, const float* sin, int B, int T, int NH, int KV,
                       int hs, cudaStream_t stream) {
     const long BT = (long)B * T;

@@ -233,6 +233,9 @@ void rope_qkv_forward(float* out, const float* inp, const float* cos, const floa
                       int hs, cudaStream_t stream);
 void rope_qkv_backward(float* dinp, const float* dout, const float* cos, const float* sin, int B, int T, int NH,
                        int KV, int hs, cudaStream_t stream);
+// Decoding: cpu::rope_decode's twin, pos on the device; q and k heads of each row rotated in place.
+void rope_decode(float* qkv, const int* pos, const float* cos, const float* sin, int n, int NH, int KV, int hs,
+                 cudaStream_t stream);
 void swiglu_forward(float* out, const float* inp, long N, int F, cudaStream_t stream);
 void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, int F, cudaStream_t stream);
 
@@ -269,6 +272,10 @@ void attention_backward(float* dinp, float* datt, const float* dout, const float
 // cpu::attention_decode's twin; slot and pos on the device. T <= 12,284 (scores in 48 KiB of shared).
 void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
                       int n, int T, int C, int NH, cudaStream_t stream);
+// cpu::attention_decode_grouped's twin: qkv (n, (NH+2KV)*hs), caches (slots, T, KV*hs), out (n, NH*hs);
+// attention_decode is its KV = NH case.
+void attention_decode_grouped(float* out, float* kcache, float* vcache, const float* qkv, const int* slot,
+                              const int* pos, int n, int T, int NH, int KV, int hs, cudaStream_t stream);
 
 // bf16 operands, fp32 sums and softmax, cpu::flash_attention_forward's tiles. lse (B,NH,T).
 void flash_attention_forward(float* out, float* lse, const float* inp, int B, int T, int C, int NH,
