@@ -170,7 +170,7 @@ __global__ void attention_decode_kernel(float* out, const float* kcache, const f
 
 void attention_decode_grouped(float* out, float* kcache, float* vcache, const float* qkv, const int* slot,
                               const int* pos, int n, int T, int NH, int KV, int hs, cudaStream_t stream) {
-    CUDA_REQUIRE(NH > 0 && KV > 0 && NH % KV == 0 && hs > 0 && T > 0 && T <= 12284 && n >= 0);
+    CUDA_REQUIRE(NH > 0 && KV > 0 && NH % KV == 0 && hs > 0 && T > 0 && T <= kMaxDecodeContext && n >= 0);
     if (n == 0) return;
     const long values = (long)n * KV * hs;
     decode_cache_kernel<<<(unsigned)((values + 255) / 256), 256, 0, stream>>>(kcache, vcache, qkv, slot, pos, n, T, NH,

@@ -71,8 +71,13 @@ void CudaDecoder::begin_reserve(int slots, int max_rows, int V, const std::strin
     if (slots <= 0 || max_rows <= 0) throw std::invalid_argument("CudaDecoder::reserve: slots and rows must be positive");
     CUDA_CHECK(cudaSetDevice(device_));
     free_cache();
-    logits_ = alloc((size_t)max_rows * V, cache_, need);
-    rows_dev_ = reinterpret_cast<int*>(alloc(3 * (size_t)max_rows, cache_, need));  // an int has a float's size
+    try {
+        logits_ = alloc((size_t)max_rows * V, cache_, need);
+        rows_dev_ = reinterpret_cast<int*>(alloc(3 * (size_t)max_rows, cache_, need));  // an int has a float's size
+    } catch (...) {
+        free_cache();
+        throw;
+    }
 }
 
 void CudaDecoder::end_reserve(int slots, int max_rows) {
@@ -88,12 +93,14 @@ void CudaDecoder::set_params(const float* params) {
     CUDA_CHECK(cudaMemcpyAsync(params_, params, P_ * sizeof(float), cudaMemcpyHostToDevice, s));
     if (w16_) cuda::to_bf16(w16_, params_, P_, s);
     CUDA_CHECK(cudaStreamSynchronize(s));
+    params_set_ = true;
 }
 
 std::string CudaDecoder::where() const { return strfmt("GPU %d%s", device_, w16_ ? ", bf16 weights" : ""); }
 
 bool CudaDecoder::begin_call(const int* tok, const int* slot, const int* pos, int n, int V, int T,
                              const int* out_rows, int n_out) {
+    if (!params_set_) throw std::logic_error("CudaDecoder::decode before set_params");
     if (n > rows_) throw std::invalid_argument("CudaDecoder::decode: more rows than reserve allowed");
     for (int i = 0; i < n; ++i) {  // the CPU decoders' checks and messages
         if (tok[i] < 0 || tok[i] >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok[i], V));

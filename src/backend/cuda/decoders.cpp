@@ -15,6 +15,13 @@ std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Pre
         if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: no GPU (%s); use --device cpu", why.c_str()));
         return make_cpu_decoder(cfg, weights);
     }
+    if (cfg.block_size > cuda::kMaxDecodeContext) {  // the GPU's decoding attention holds its scores in shared memory
+        if (want == DeviceKind::cuda)
+            throw UserError(strfmt("--device cuda decodes contexts of up to %d tokens, and this model's is %d; use "
+                                   "--device cpu",
+                                   cuda::kMaxDecodeContext, cfg.block_size));
+        return make_cpu_decoder(cfg, weights);
+    }
     return make_cuda_decoder(cfg, cuda::bind_device(host_rank, host_size), weights);
 }
 

@@ -10,10 +10,12 @@ namespace dptrain {
 namespace {
 constexpr double kGiB = 1073741824.0;
 
-// GptConfig with training's choices cleared: decoding has its own attention.
+// GptConfig with training's choices cleared (decoding has its own attention), checked (Gpt's own
+// messages) before anything is allocated.
 GptConfig decoding(GptConfig cfg) {
     cfg.flash_attention = false;
     cfg.recompute = Recompute::none;
+    (void)Gpt(cfg, 0);
     return cfg;
 }
 }
@@ -36,8 +38,8 @@ void CudaGptDecoder::reserve(int slots, int max_rows) {
                                     "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
                                     "cpu), or serve fewer sequences at once (serve's --max-batch)",
                                     slots, slots == 1 ? "" : "s", 8.0 * L * slots * T * C / kGiB, R);
+    begin_reserve(slots, max_rows, cfg_.vocab_size, need);
     try {
-        begin_reserve(slots, max_rows, cfg_.vocab_size, need);
         k_ = alloc(L * slots * T * C, cache_, need);
         v_ = alloc(L * slots * T * C, cache_, need);
         x_ = alloc(R * C, cache_, need);

@@ -56,8 +56,10 @@ CudaLlama::CudaLlama(const GptConfig& cfg, int max_batch, int device, Precision 
         // The rotation's angles, once: the CPU's table (fp32 angles, as Hugging Face computes them).
         std::vector<float> cos((size_t)T * hs_ / 2), sin(cos.size());
         llama_rope_table(cfg_, cos.data(), sin.data());
-        CUDA_CHECK(cudaMemcpy(rope_cos_, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(rope_sin_, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice));
+        cudaStream_t s = ctx_->stream();  // the model's stream does not wait for the legacy default one
+        CUDA_CHECK(cudaMemcpyAsync(rope_cos_, cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(rope_sin_, sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
         // The norms' weight sums and the embedding's sort, reserved now: growing it later waits for the device.
         ctx_->reduction_scratch(
             std::max(cuda::column_sums_scratch((long)BT, C, 1), cuda::encoder_backward_scratch((long)BT)));

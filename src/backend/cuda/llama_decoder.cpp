@@ -12,10 +12,12 @@ namespace dptrain {
 namespace {
 constexpr double kGiB = 1073741824.0;
 
+// Checked (Llama's own messages) before anything is allocated.
 GptConfig decoding(const GptConfig& cfg) {
     GptConfig c = llama_resolved(cfg);
     c.flash_attention = false;  // training's choices: decoding has its own attention
     c.recompute = Recompute::none;
+    (void)Llama(c, 0);
     return c;
 }
 
@@ -43,8 +45,10 @@ CudaLlamaDecoder::CudaLlamaDecoder(const GptConfig& cfg, int device, Precision w
     try {  // kept across reservations, in fixed_ (this destructor's)
         cos_ = alloc(half, fixed_, need);
         sin_ = alloc(half, fixed_, need);
-        CUDA_CHECK(cudaMemcpy(cos_, cos.data(), half * sizeof(float), cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(sin_, sin.data(), half * sizeof(float), cudaMemcpyHostToDevice));
+        cudaStream_t s = ctx_->stream();  // decoding's stream does not wait for the legacy default one
+        CUDA_CHECK(cudaMemcpyAsync(cos_, cos.data(), half * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(sin_, sin.data(), half * sizeof(float), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
     } catch (...) {
         for (void* p : fixed_) cudaFree(p);  // no destructor runs for an object whose constructor threw
         throw;
@@ -63,8 +67,8 @@ void CudaLlamaDecoder::reserve(int slots, int max_rows) {
                                     "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
                                     "cpu), or serve fewer sequences at once (serve's --max-batch)",
                                     slots, slots == 1 ? "" : "s", 8.0 * (double)cache / kGiB, R);
+    begin_reserve(slots, max_rows, cfg_.vocab_size, need);
     try {
-        begin_reserve(slots, max_rows, cfg_.vocab_size, need);
         k_ = alloc(cache, cache_, need);
         v_ = alloc(cache, cache_, need);
         x_ = alloc(R * C, cache_, need);

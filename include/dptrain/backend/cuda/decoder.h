@@ -31,9 +31,9 @@ class CudaDecoder : public Decoder {
     CudaDecoder(const char* model, size_t P, size_t widest, int device, Precision weights);
     // n floats kept in `into`; `need` names the whole want on failure.
     float* alloc(size_t n, std::vector<void*>& into, const std::string& need);
-    // reserve's start: frees the last reservation's buffers (cache_) and takes room for the rows'
-    // ids and the head's logits, R rows of V. A reservation that fails calls free_cache: it leaves
-    // none, and decode refuses rows until the next.
+    // reserve's start: checks the sizes, frees the last reservation's buffers (cache_) and takes
+    // room for the rows' ids and the head's logits, R rows of V. A reservation that fails later
+    // calls free_cache: it leaves none, and decode refuses rows until the next.
     void begin_reserve(int slots, int max_rows, int V, const std::string& need);
     void free_cache();
     void end_reserve(int slots, int max_rows);  // after the model's buffers: zeroes nothing itself
@@ -68,6 +68,7 @@ class CudaDecoder : public Decoder {
     float* logits_ = nullptr;    // (R, V)
     int* rows_dev_ = nullptr;    // the call's tokens, slots and positions (3n of 3R)
     int n_ = 0;                  // the call's rows
+    bool params_set_ = false;
     std::vector<int> ints_;      // their host copy
     std::vector<std::pair<int, int>> prompts_;  // decode_prompt_runs of the call's rows
 };
