@@ -143,11 +143,12 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
     std::string line;
     long n = -1;
     JsonForm json;
-    const bool json_form = table.rfind("bpe-json 1\n", 0) == 0;
+    const int json_version = table.rfind("bpe-json 1\n", 0) == 0 ? 1 : table.rfind("bpe-json 2\n", 0) == 0 ? 2 : 0;
+    const bool json_form = json_version > 0;
     if (json_form) {
         b.where = "the bpe tokenizer table";
         std::getline(in, line);
-        json = read_json_form(in);
+        json = read_json_form(in, json_version);
     } else if (!std::getline(in, line) || line != "gpt2-bpe 1") {
         throw UserError("the gpt2 tokenizer table is damaged (its header); write the shards or checkpoint again");
     }
@@ -162,8 +163,8 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::from_table(const std::string& table) {
 }
 
 // The pattern (a JSON string), ignore_merges (0 or 1), the special tokens' count and each as
-// `ID "CONTENT"`.
-Gpt2Bpe::JsonForm Gpt2Bpe::read_json_form(std::istream& in) {
+// `ID "CONTENT"`; version 2: then `N ID... M ID...`, the ids before and after a sequence.
+Gpt2Bpe::JsonForm Gpt2Bpe::read_json_form(std::istream& in, int version) {
     JsonForm json;
     const char* damaged = "the bpe tokenizer table is damaged (%s); write the shards or checkpoint again";
     std::string line;
@@ -188,6 +189,16 @@ Gpt2Bpe::JsonForm Gpt2Bpe::read_json_form(std::istream& in) {
             throw UserError(strfmt(damaged, "its special tokens"));
         }
     }
+    for (std::vector<int>* ids : {&json.prefix, &json.suffix}) {
+        long n = version == 2 ? -1 : 0;
+        if (version == 2 && (!(in >> n) || n < 0 || n > 64)) throw UserError(strfmt(damaged, "its sequence template"));
+        for (long i = 0; i < n; ++i) {
+            long id = -1;
+            if (!(in >> id) || id < 0 || id > INT32_MAX) throw UserError(strfmt(damaged, "its sequence template"));
+            ids->push_back((int)id);
+        }
+    }
+    if (version == 2) std::getline(in, line);  // the template line's end
     return json;
 }
 
@@ -237,6 +248,12 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::build(std::vector<std::string> tokens, s
                                        b.where.c_str(), content.c_str(), id, t->bytes_.size()));
             if (content == "<|endoftext|>" || content == "<|end_of_text|>") t->endoftext_ = id;
         }
+        for (const std::vector<int>* around : {&t->json_.prefix, &t->json_.suffix})
+            for (int id : *around)
+                if (id < 0 || id >= (int)t->bytes_.size())
+                    throw UserError(strfmt("%s: the post_processor puts id %d around a sequence, outside the %zu "
+                                           "tokens",
+                                           b.where.c_str(), id, t->bytes_.size()));
     }
     t->tokens_ = std::move(b.tokens);
     t->merges_ = std::move(b.merges);
@@ -269,12 +286,21 @@ void Gpt2Bpe::compile_regex(const std::string& where) {
 }
 
 std::string Gpt2Bpe::table() const {
-    std::string out = json_form_ ? "bpe-json 1\n" : "gpt2-bpe 1\n";
+    // Version 2 only with ids around a sequence: version 1's tables stay as they were written.
+    const bool around = !json_.prefix.empty() || !json_.suffix.empty();
+    std::string out = !json_form_ ? "gpt2-bpe 1\n" : around ? "bpe-json 2\n" : "bpe-json 1\n";
     if (json_form_) {
         out += nlohmann::json(json_.pattern).dump() + "\n" + (json_.ignore_merges ? "1" : "0") + "\n" +
                std::to_string(json_.specials.size()) + "\n";
         for (const auto& [id, content] : json_.specials)
             out += std::to_string(id) + " " + nlohmann::json(content).dump() + "\n";
+        if (around) {
+            for (const std::vector<int>* ids : {&json_.prefix, &json_.suffix}) {
+                out += std::to_string(ids->size());
+                for (int id : *ids) out += " " + std::to_string(id);
+                out += ids == &json_.prefix ? " " : "\n";
+            }
+        }
     }
     out += std::to_string(tokens_.size()) + "\n";
     for (const std::string& t : tokens_) out += t + "\n";

@@ -79,6 +79,72 @@ std::vector<std::string> read_merges(const std::string& where, const Json& merge
     return out;
 }
 
+// The ids around one sequence: a post_processor's, what Hugging Face's tokenizers add to each
+// encoded text.
+struct Around {
+    std::vector<int> before, after;
+    bool templated = false;
+};
+
+// A TemplateProcessing's single template: its special tokens before and after the sequence $A,
+// their ids from its special_tokens.
+void read_template(const std::string& where, const Json& pp, Around* out) {
+    if (out->templated) throw UserError(where + ": the post_processor holds two TemplateProcessing steps; dptrain reads one");
+    out->templated = true;
+    const auto single = pp.find("single"), specials = pp.find("special_tokens");
+    if (single == pp.end() || !single->is_array())
+        throw UserError(where + ": the TemplateProcessing post_processor has no \"single\" template");
+    bool seen = false;
+    for (const Json& piece : *single) {
+        const auto seq = piece.is_object() ? piece.find("Sequence") : piece.end();
+        const auto sp = piece.is_object() ? piece.find("SpecialToken") : piece.end();
+        if (piece.is_object() && seq != piece.end()) {
+            if (seen || !seq->is_object() || !seq->contains("id") || (*seq)["id"] != "A")
+                throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
+            seen = true;
+            continue;
+        }
+        const Json* name = piece.is_object() && sp != piece.end() && sp->is_object() && sp->contains("id") &&
+                                   (*sp)["id"].is_string()
+                               ? &(*sp)["id"]
+                               : nullptr;
+        if (!name)
+            throw UserError(strfmt("%s: post_processor template piece %s; dptrain reads SpecialToken and Sequence $A",
+                                   where.c_str(), piece.dump().c_str()));
+        const std::string key = name->get<std::string>();
+        const bool listed = specials != pp.end() && specials->is_object() && specials->contains(key) &&
+                            (*specials)[key].is_object() && (*specials)[key].contains("ids") &&
+                            (*specials)[key]["ids"].is_array();
+        if (!listed)
+            throw UserError(strfmt("%s: the post_processor's template names the special token %s, which its "
+                                   "special_tokens do not list with ids",
+                                   where.c_str(), name->dump().c_str()));
+        for (const Json& id : (*specials)[key]["ids"]) {
+            if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > INT32_MAX)
+                throw UserError(strfmt("%s: the post_processor's special token %s has id %s", where.c_str(),
+                                       name->dump().c_str(), id.dump().c_str()));
+            (seen ? out->after : out->before).push_back(id.get<int>());
+        }
+    }
+    if (!seen) throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
+}
+
+// post_processor: null or ByteLevel (offsets only) put no ids around a sequence; TemplateProcessing
+// its template's; a Sequence of these, in order. Others (Bert's, Roberta's) are refused.
+void read_post_processor(const std::string& where, const Json& pp, Around* out) {
+    const std::string type = type_of(pp);
+    if (pp.is_null() || type == "ByteLevel") return;
+    if (type == "TemplateProcessing") return read_template(where, pp, out);
+    const auto steps = pp.find("processors");
+    if (type == "Sequence" && steps != pp.end() && steps->is_array()) {
+        for (const Json& step : *steps) read_post_processor(where, step, out);
+        return;
+    }
+    throw UserError(strfmt("%s: post_processor %s; dptrain reads TemplateProcessing (ids around a sequence), "
+                           "ByteLevel, or a Sequence of them",
+                           where.c_str(), type.empty() ? pp.dump().c_str() : ("\"" + type + "\"").c_str()));
+}
+
 // The settings of a BPE model and the file that dptrain computes otherwise than Hugging Face: refused.
 void check_settings(const std::string& where, const Json& j, const Json& model) {
     if (flag(model, "byte_fallback", false))
@@ -148,6 +214,11 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::parse_tokenizer_json(const std::string& 
     form.pattern = read_pattern(where, pre == j.end() ? Json() : *pre);
     form.ignore_merges = flag(*model, "ignore_merges", false);
     form.specials = read_added(where, j);
+    Around around;
+    const auto post = j.find("post_processor");
+    if (post != j.end()) read_post_processor(where, *post, &around);
+    form.prefix = std::move(around.before);
+    form.suffix = std::move(around.after);
     std::vector<std::string> tokens = read_vocab(where, *model);
     const auto merges = model->find("merges");
     return build(std::move(tokens), read_merges(where, merges == model->end() ? Json::array() : *merges), where, &form);
@@ -160,6 +231,28 @@ std::shared_ptr<const Gpt2Bpe> Gpt2Bpe::load_tokenizer_json(const std::string& p
     if (!in || in.bad())
         throw UserError(strfmt("--tokenizer-json %s: cannot read: %s", path.c_str(), std::strerror(errno)));
     return parse_tokenizer_json(all.str(), path);
+}
+
+// The ids around a sequence as a TemplateProcessing (null without them); a pair's second sequence
+// is wrapped the same way, as Llama 3's file does.
+std::string Gpt2Bpe::post_processor_json() const {
+    if (json_.prefix.empty() && json_.suffix.empty()) return "null";
+    Json single = Json::array(), pair = Json::array(), specials = Json::object();
+    auto special = [&](int id, int type) {
+        const std::string name = id < (int)tokens_.size() ? tokens_[(size_t)id] : bytes_[(size_t)id];
+        specials[name] = {{"id", name}, {"ids", Json::array({id})}, {"tokens", Json::array({name})}};
+        return Json{{"SpecialToken", {{"id", name}, {"type_id", type}}}};
+    };
+    for (int type = 0; type < 2; ++type) {
+        Json& t = type == 0 ? single : pair;
+        for (int seq = 0; seq <= type; ++seq) {
+            for (int id : json_.prefix) t.push_back(special(id, seq));
+            t.push_back({{"Sequence", {{"id", seq == 0 ? "A" : "B"}, {"type_id", seq}}}});
+            for (int id : json_.suffix) t.push_back(special(id, seq));
+        }
+    }
+    return Json{{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair}, {"special_tokens", specials}}
+        .dump();
 }
 
 // By hand for the vocabulary (ordered_json's lookups are quadratic in it, as encoder_json says).
@@ -180,7 +273,7 @@ std::string Gpt2Bpe::tokenizer_json() const {
                                      {"use_regex", false}}})}};
     std::string out = "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":" + added.dump() +
                       ",\"normalizer\":null,\"pre_tokenizer\":" + pre.dump() +
-                      ",\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+                      ",\"post_processor\":" + post_processor_json() + ",\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
                       "\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,"
                       "\"unk_token\":null,\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,"
                       "\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":" +

@@ -80,6 +80,19 @@ std::vector<int> Tokenizer::encode(const std::string& text) const {
     return ids;
 }
 
+const std::vector<int>& Tokenizer::sequence_prefix() const {
+    static const std::vector<int> none;
+    return none;
+}
+
+const std::vector<int>& Tokenizer::sequence_suffix() const { return sequence_prefix(); }  // none either
+
+std::vector<int> Tokenizer::encode_prompt(const std::string& text) const {
+    std::vector<int> ids = sequence_prefix();
+    encode_into(text, &ids);
+    return ids;
+}
+
 size_t Tokenizer::next_cut(const std::string& text, size_t from) const {
     size_t p = from;
     while (p < text.size() && !(p >= 2 && text[p - 1] == '\n')) ++p;

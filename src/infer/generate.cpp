@@ -112,7 +112,7 @@ int run_generate(int argc, const char* const* argv, const std::string& program) 
     // prompt never given.
     std::vector<int> ids;
     try {
-        ids = tok.encode(o.prompt);
+        ids = tok.encode_prompt(o.prompt);
     } catch (const UserError& e) {
         if (o.prompt_given) throw;
         throw UserError(strfmt("generate: the default prompt, a new line, is not in this model's vocabulary (%s); give "

@@ -35,7 +35,7 @@ std::vector<int> prompt_ids(const Json& p, const CompletionEngine& engine) {
             refuse("prompt", strfmt("prompt has %zu bytes, more than the model's context of %d tokens can hold",
                                     text.size(), T));
         try {
-            ids = engine.tokenizer().encode(text);
+            ids = engine.tokenizer().encode_prompt(text);
         } catch (const UserError& e) {
             refuse("prompt", std::string("prompt: ") + e.what());
         }

@@ -1,7 +1,8 @@
 // libFuzzer target: a Hugging Face tokenizer.json (a byte-level BPE), then a NUL byte, then text.
 // The file must build a tokenizer or throw UserError naming what is wrong; a tokenizer built must
 // encode the text (and the file itself) into ids whose bytes give the text back, and give itself
-// back, ids and all, from its stored table and from the tokenizer.json it writes. Anything else
+// back, ids and all (the post_processor's around a sequence too), from its stored table and from
+// the tokenizer.json it writes. Anything else
 // (another exception, a crash, a sanitizer report, a failed round trip) is a bug.
 #include "dptrain/core/error.h"
 #include "dptrain/data/bpe.h"
@@ -30,6 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const UserError&) {
         return 0;
     }
+    for (const std::vector<int>* around : {&bpe->sequence_prefix(), &bpe->sequence_suffix()})
+        (void)bytes_of(*bpe, *around);  // the ids around a sequence are tokens
     for (const std::string* t : {&text, &json}) {
         std::vector<int> ids;
         bpe->encode(*t, &ids);
@@ -39,6 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             std::vector<int> ids2;
             again->encode(*t, &ids2);
             if (ids2 != ids) std::abort();
+            if (again->sequence_prefix() != bpe->sequence_prefix() || again->sequence_suffix() != bpe->sequence_suffix())
+                std::abort();
         }
     }
     return 0;

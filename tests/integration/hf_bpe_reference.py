@@ -13,7 +13,8 @@ module for the pre-tokenizer's Unicode classes).
   hf_bpe_reference.py encode TOKENIZER.json TEXT OUT.ids
       TEXT's ids (uint32): special tokens split out first (leftmost, longest), the pieces between
       them by the pattern, each piece's bytes in GPT-2's byte-to-unicode form, a piece that is a
-      token taken whole where ignore_merges says so, else merged lowest rank first
+      token taken whole where ignore_merges says so, else merged lowest rank first; then the ids a
+      TemplateProcessing post_processor puts before and after the sequence
 """
 import collections
 import json
@@ -106,6 +107,22 @@ def pattern_of(tok):
     return pre["pretokenizers"][0]["pattern"]["Regex"]
 
 
+def around(post, before, after):  # a post_processor's ids before and after a sequence $A
+    if post is None or post["type"] == "ByteLevel":
+        return
+    if post["type"] == "Sequence":
+        for step in post["processors"]:
+            around(step, before, after)
+        return
+    assert post["type"] == "TemplateProcessing", post["type"]
+    seen = False
+    for piece in post["single"]:
+        if "Sequence" in piece:
+            seen = True
+        else:
+            (after if seen else before).extend(post["special_tokens"][piece["SpecialToken"]["id"]]["ids"])
+
+
 def encode(tok_path, text_path, out):
     tok = json.load(open(tok_path, encoding="utf-8"))
     model = tok["model"]
@@ -146,7 +163,9 @@ def encode(tok_path, text_path, out):
         _, neg, _, sid = min(hits)
         ids.append(sid)
         at = end - neg
-    np.array(ids, dtype=np.uint32).tofile(out)
+    before, after = [], []
+    around(tok.get("post_processor"), before, after)
+    np.array(before + ids + after, dtype=np.uint32).tofile(out)
 
 
 if __name__ == "__main__":

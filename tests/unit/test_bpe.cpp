@@ -331,3 +331,75 @@ TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and
     }
     CHECK_THROWS_AS(tokenizer_from(TokenizerKind::gpt2, bpe->table()), UserError);  // the other form's table
 }
+
+// A tokenizer.json's post_processor: the ids its TemplateProcessing puts around one sequence (Llama
+// 3's <|begin_of_text|> $A), read through a Sequence with ByteLevel, kept in the table (version 2;
+// a tokenizer without them keeps version 1's table) and written back; prompts begin with them.
+TEST_CASE("bpe from tokenizer.json: a post_processor's template puts ids around a sequence", "[tokens]") {
+    std::string vocab = "{";
+    for (int b = 0; b < 256; ++b) {
+        std::string printable;
+        const uint32_t cp = gpt2_printable_of((unsigned char)b);
+        if (cp < 0x80) printable = std::string(1, (char)cp);
+        else printable = std::string{(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F))};
+        vocab += (b ? "," : "") + nlohmann::json(printable).dump() + ":" + std::to_string(b);
+    }
+    vocab += ",\"ab\":256}";
+    auto file = [&](const std::string& post) {
+        return R"({"added_tokens":[{"id":257,"content":"<s>"},{"id":258,"content":"</s>"}],"normalizer":null,)"
+               R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"post_processor":)" +
+               post + R"(,"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":["a b"]}})";
+    };
+    const std::string specials = R"("special_tokens":{"<s>":{"id":"<s>","ids":[257],"tokens":["<s>"]},)"
+                                 R"("</s>":{"id":"</s>","ids":[258],"tokens":["</s>"]}})";
+    const std::string bos = R"({"type":"Sequence","processors":[{"type":"ByteLevel","trim_offsets":false},)"
+                            R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},)"
+                            R"({"Sequence":{"id":"A","type_id":0}}],)" + specials + "}]}";
+    const auto plain = Gpt2Bpe::parse_tokenizer_json(file("null"), "plain");
+    CHECK(plain->sequence_prefix().empty());
+    CHECK(plain->table().rfind("bpe-json 1\n", 0) == 0);  // tables written before templates stay as they were
+    const auto bpe = Gpt2Bpe::parse_tokenizer_json(file(bos), "bos");
+    CHECK(bpe->sequence_prefix() == std::vector<int>{257});
+    CHECK(bpe->sequence_suffix().empty());
+    CHECK(bpe->table().rfind("bpe-json 2\n", 0) == 0);
+    const auto tok = make_gpt2_tokenizer(bpe);
+    CHECK(tok->encode("ab") == std::vector<int>{256});
+    CHECK(tok->encode_prompt("ab") == std::vector<int>{257, 256});
+    CHECK(make_gpt2_tokenizer(plain)->encode_prompt("ab") == std::vector<int>{256});
+    CHECK_FALSE(tok->same_as(*make_gpt2_tokenizer(plain)));  // the same vocabulary, other ids for a document
+    for (const auto& again :
+         {Gpt2Bpe::from_table(bpe->table()), Gpt2Bpe::parse_tokenizer_json(bpe->tokenizer_json(), "again")}) {
+        CHECK(again->sequence_prefix() == std::vector<int>{257});
+        CHECK(again->table() == bpe->table());
+    }
+    // Before and after, two ids before: all in the template's order.
+    const std::string both = R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},)"
+                             R"({"SpecialToken":{"id":"</s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}},)"
+                             R"({"SpecialToken":{"id":"</s>","type_id":0}}],)" + specials + "}";
+    const auto wrapped = Gpt2Bpe::parse_tokenizer_json(file(both), "both");
+    CHECK(wrapped->sequence_prefix() == std::vector<int>{257, 258});
+    CHECK(wrapped->sequence_suffix() == std::vector<int>{258});
+    const auto back = Gpt2Bpe::from_table(wrapped->table());
+    CHECK(back->sequence_prefix() == wrapped->sequence_prefix());
+    CHECK(back->sequence_suffix() == wrapped->sequence_suffix());
+    CHECK(Gpt2Bpe::parse_tokenizer_json(wrapped->tokenizer_json(), "again")->table() == wrapped->table());
+    // What it does not compute as Hugging Face does: one line naming it.
+    CHECK_THROWS_WITH(Gpt2Bpe::parse_tokenizer_json(file(R"({"type":"BertProcessing"})"), "f"),
+                      Catch::Contains("post_processor \"BertProcessing\""));
+    CHECK_THROWS_WITH(
+        Gpt2Bpe::parse_tokenizer_json(
+            file(R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}}],)" + specials +
+                 "}"),
+            "f"),
+        Catch::Contains("must hold the sequence $A once"));
+    CHECK_THROWS_WITH(Gpt2Bpe::parse_tokenizer_json(
+                          file(R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<x>","type_id":0}},)"
+                               R"({"Sequence":{"id":"A","type_id":0}}],)" + specials + "}"),
+                          "f"),
+                      Catch::Contains("names the special token \"<x>\""));
+    CHECK_THROWS_WITH(Gpt2Bpe::parse_tokenizer_json(
+                          file(R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},)"
+                               R"({"Sequence":{"id":"A","type_id":0}}],"special_tokens":{"<s>":{"ids":[900]}}})"),
+                          "f"),
+                      Catch::Contains("puts id 900 around a sequence"));
+}

@@ -31,7 +31,8 @@ class Gpt2Bpe {
     ~Gpt2Bpe();
 
     // "gpt2-bpe 1", the count, tokens in id order, merges in rank order, one a line (tokens hold
-    // no space or newline). Stored in users' shards and checkpoints.
+    // no space or newline); the tokenizer.json form's settings first ("bpe-json 1", or "bpe-json 2"
+    // with ids around a sequence). Stored in users' shards and checkpoints.
     std::string table() const;
     std::string encoder_json() const;
     std::string merges_text() const;
@@ -39,6 +40,7 @@ class Gpt2Bpe {
     bool json_form() const { return json_form_; }
     // A tokenizer.json that parse_tokenizer_json reads back to the same tokenizer.
     std::string tokenizer_json() const;
+    std::string post_processor_json() const;  // its post_processor: the ids around a sequence, or null
 
     int size() const { return (int)bytes_.size(); }  // the vocabulary and the special tokens past it
     // A run of invalid UTF-8 is a piece of its own, so every input round-trips.
@@ -47,6 +49,10 @@ class Gpt2Bpe {
     int id_of(const std::string& bytes) const;  // -1: none
     int endoftext() const { return endoftext_; }  // <|endoftext|> or <|end_of_text|>; -1: none
     bool is_special(int id) const;
+    // The ids the tokenizer.json's post_processor puts before and after one sequence (a
+    // TemplateProcessing's single template: Llama 3's <|begin_of_text|> before it); empty otherwise.
+    const std::vector<int>& sequence_prefix() const { return json_.prefix; }
+    const std::vector<int>& sequence_suffix() const { return json_.suffix; }
 
   private:
     Gpt2Bpe() = default;
@@ -55,11 +61,13 @@ class Gpt2Bpe {
         std::string pattern;  // the pre-tokenizer's regex
         bool ignore_merges = false;
         std::vector<std::pair<int, std::string>> specials;  // (id, content), matched before the regex
+        std::vector<int> prefix, suffix;  // the post_processor's ids around a sequence
     };
     static std::shared_ptr<const Gpt2Bpe> build(std::vector<std::string> tokens, std::vector<std::string> merges,
                                                 const std::string& where, const JsonForm* json = nullptr);
-    // The tokenizer.json form's lines of a table, after its first (table()'s layout).
-    static JsonForm read_json_form(std::istream& in);
+    // The tokenizer.json form's lines of a table, after its first (table()'s layout); version 2
+    // also holds the ids around a sequence.
+    static JsonForm read_json_form(std::istream& in, int version);
     void compile_regex(const std::string& where);
     // text's pieces between special tokens through the regex; each special's id as it is.
     void encode_text(const char* p, size_t n, std::vector<int>* ids) const;

@@ -40,6 +40,14 @@ class Tokenizer {
     // Throws UserError naming a character the vocabulary lacks. ids: "15496 11 995".
     virtual void encode_into(const std::string& text, std::vector<int>* ids) const = 0;
     std::vector<int> encode(const std::string& text) const;
+    // The ids Hugging Face's post-processor puts around one sequence (a tokenizer.json's
+    // TemplateProcessing: Llama 3's <|begin_of_text|> before it): dptrain-data text wraps each
+    // document in them. Empty for the other kinds.
+    virtual const std::vector<int>& sequence_prefix() const;
+    virtual const std::vector<int>& sequence_suffix() const;
+    // A prompt's ids: sequence_prefix(), then the text's (a prompt starts a sequence; the rest is
+    // the model's to write, so no suffix). Chat prompts render their special tokens themselves.
+    std::vector<int> encode_prompt(const std::string& text) const;
     // An id outside the vocabulary decodes to nothing (byte: id mod 256); gpt2 may end mid-character.
     virtual std::string decode(const std::vector<int>& ids) const = 0;
     // Bits per byte divides by this; 0 for <|endoftext|> and for ids (unknown).
@@ -113,6 +121,8 @@ class Gpt2Tokenizer : public Tokenizer {
     int vocab_size() const override { return bpe_->size(); }
     int end_of_text() const override { return bpe_->endoftext(); }
     void encode_into(const std::string& text, std::vector<int>* ids) const override { bpe_->encode(text, ids); }
+    const std::vector<int>& sequence_prefix() const override { return bpe_->sequence_prefix(); }
+    const std::vector<int>& sequence_suffix() const override { return bpe_->sequence_suffix(); }
     std::string decode(const std::vector<int>& ids) const override;
     int bytes_of(int id) const override;
     std::string table() const override { return bpe_->table(); }

@@ -136,17 +136,25 @@ std::vector<size_t> chunk_cuts(const std::string& data, const std::vector<size_t
     return cuts;
 }
 
-// Each file in data[begin, end) followed by `eot` when eot >= 0.
+// Each file in data[begin, end) a document followed by `eot` when eot >= 0; else the files joined
+// are one, whose start is in the first chunk (rank 0's) and end in the last. A document is wrapped
+// in the tokenizer's sequence_prefix and _suffix (Llama 3's <|begin_of_text|>), as Hugging Face's
+// tokenizers wrap each text they encode.
 void encode_range(const Tokenizer& tok, const std::string& data, size_t begin, size_t end,
-                  const std::vector<size_t>& ends, int eot, std::vector<int>* ids) {
+                  const std::vector<size_t>& ends, int eot, bool first, bool last, std::vector<int>* ids) {
+    const std::vector<int>&pre = tok.sequence_prefix(), &post = tok.sequence_suffix();
     if (eot < 0) {
-        if (end > begin) *ids = tok.encode(data.substr(begin, end - begin));
+        if (first) ids->insert(ids->end(), pre.begin(), pre.end());
+        if (end > begin) tok.encode_into(data.substr(begin, end - begin), ids);
+        if (last) ids->insert(ids->end(), post.begin(), post.end());
         return;
     }
     // A file belongs to the chunk its end falls in; an empty first file to the first.
     for (size_t at = begin, f = 0; f < ends.size(); ++f)
         if ((ends[f] > begin || begin == 0) && ends[f] <= end) {
+            ids->insert(ids->end(), pre.begin(), pre.end());
             tok.encode_into(data.substr(at, ends[f] - at), ids);
+            ids->insert(ids->end(), post.begin(), post.end());
             ids->push_back(eot);
             at = ends[f];
         }
@@ -257,8 +265,19 @@ void check_text_counts(const TextRun& r) {
                                r.source.c_str(), r.total, r.a.shards));
 }
 
+// "<|begin_of_text|> (id 128000)", each of ids so.
+std::string named_ids(const Tokenizer& tok, const std::vector<int>& ids) {
+    std::string out;
+    for (int id : ids) out += strfmt("%s%s (id %d)", out.empty() ? "" : " ", tok.decode({id}).c_str(), id);
+    return out;
+}
+
 void print_text_summary(const TextRun& r, int size) {
-    const std::string joined = r.eot >= 0 ? strfmt(", each followed by <|endoftext|> (id %d)", r.eot) : "";
+    std::string joined = r.eot >= 0 ? ", each followed by " + named_ids(*r.tok, {r.eot}) : "";
+    const std::vector<int>&pre = r.tok->sequence_prefix(), &post = r.tok->sequence_suffix();
+    if (!pre.empty()) joined += ", each document after " + named_ids(*r.tok, pre);
+    if (!post.empty()) joined += std::string(pre.empty() ? ", each document" : " and") + " before " + named_ids(*r.tok, post);
+    if (!pre.empty() || !post.empty()) joined += " (the tokenizer's post_processor)";
     std::printf("dptrain-data text: %ld tokens from %s%s (%s vocabulary of %d) -> %zu training tokens in %d shard%s, "
                 "%zu validation tokens, in %s (%d rank%s)\n",
                 r.total, r.source.c_str(), joined.c_str(), r.tok->name(), r.tok->vocab_size(), r.n_train, r.a.shards,
@@ -294,7 +313,8 @@ int text_cmd(int argc, char** argv) {
     std::vector<int> mine;
     if (!agreed("text", [&] {
             const std::vector<size_t> cuts = chunk_cuts(r.data, r.ends, r.eot >= 0, *r.tok, size);
-            encode_range(*r.tok, r.data, cuts[(size_t)rank], cuts[(size_t)rank + 1], r.ends, r.eot, &mine);
+            encode_range(*r.tok, r.data, cuts[(size_t)rank], cuts[(size_t)rank + 1], r.ends, r.eot, rank == 0,
+                         rank == size - 1, &mine);
         }))
         return 2;
     const std::vector<int> ids = gather_ids(mine, &r.total);
