@@ -154,7 +154,7 @@ void check(const Options& o, const Topology& t, Findings& f) {
     try {
         std::unique_ptr<Dataset> d;
         if (language_model(o.model)) d = std::make_unique<TokenShardSet>(TokenShardSet::open(o.data, "train", o.block_size, o.seed, true));
-        else d = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", o.batch_size));
+        else d = std::make_unique<ShardSet>(ShardSet::open(o.data, "train", std::max(1, o.batch_size)));
         f.ok(strfmt("data %s: %d shards readable, %ld samples, read at %.0f MB/s", o.data.c_str(), d->num_shards(),
                     d->num_samples(), read_rate(*d, 0.3)));
     } catch (const UserError& e) {

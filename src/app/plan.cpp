@@ -9,6 +9,7 @@
 #include "dptrain/train/memory_plan.h"
 #include "dptrain/train/task.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -78,6 +79,33 @@ PlanRequest parse_plan(std::vector<std::string> args, int launched) {
     return r;
 }
 
+// The ranks of one node: --ranks-per-node, else all of them.
+int node_ranks(const PlanRequest& req) {
+    return req.o.ranks_per_node > 0 ? std::min(req.o.ranks_per_node, req.ranks) : req.ranks;
+}
+
+// A GPU's plan: the CUDA model's sizes against --gpu-memory; else this machine's share.
+size_t plan_budget(const PlanRequest& req, std::string* from) {
+    *from = req.gpu_text;
+    return req.gpu_memory > 0 ? req.gpu_memory : host_budget(node_ranks(req), from);
+}
+
+// --batch-size auto: the run's choice (auto_batch) against this plan's budget; then the
+// micro-batches a step as for a given --batch-size.
+void choose_plan_batch(PlanRequest& req, const Topology& topo, size_t runtime, std::string* why) {
+    Options probe = req.o;
+    probe.batch_size = 1;
+    const std::unique_ptr<Task> task = Task::open(probe, topo);
+    PlanFacts f = plan_facts(*task, probe, req.ranks, node_ranks(req), runtime);
+    f.gpu = req.gpu_memory > 0;
+    std::string from;
+    const size_t budget = plan_budget(req, &from);
+    std::string reason;
+    const int cap = auto_batch_cap(*task, f.gpu, req.ranks, &reason);
+    req.o.batch_size = auto_batch(probe, f, budget, from, f.gpu, cap, reason, why);
+    resolve_grad_accum(req.o, req.ranks);
+}
+
 } // namespace
 
 int run_plan(std::vector<std::string> args, const Topology& topo) {
@@ -99,20 +127,20 @@ int run_plan(std::vector<std::string> args, const Topology& topo) {
         }
     PlanRequest req;
     std::unique_ptr<Task> task;
+    std::string auto_why;
     if (!all_ok(topo.world, [&] {
             req = parse_plan(args, topo.size);
+            if (req.o.batch_size == kBatchAuto) choose_plan_batch(req, topo, runtime, &auto_why);
             task = Task::open(req.o, topo);
         }))
         return 2;  // a bad option or file (kExitUser)
-    // The ranks of one node: --ranks-per-node, else all of them.
-    const int per_node = req.o.ranks_per_node > 0 ? std::min(req.o.ranks_per_node, req.ranks) : req.ranks;
-    PlanFacts f = plan_facts(*task, req.o, req.ranks, per_node, runtime);
+    PlanFacts f = plan_facts(*task, req.o, req.ranks, node_ranks(req), runtime);
     f.gpu = req.gpu_memory > 0;  // a GPU's plan: the CUDA model's sizes
-    std::string from = req.gpu_text;
-    size_t budget = req.gpu_memory;
-    if (budget == 0) budget = host_budget(per_node, &from);  // without a GPU's size: this machine's
+    std::string from;
+    const size_t budget = plan_budget(req, &from);
     const MemoryPlan p = plan_memory(req.o, f, budget, from, req.gpu_memory > 0);
     if (topo.rank == 0) {
+        if (!auto_why.empty()) std::printf("%s\n", auto_why.c_str());
         std::printf("data: %s\nmodel: %s, %zu parameters\n%s", task->describe().c_str(), name_of(req.o.model),
                     planned_params(f.spec), plan_table(p, req.o, f).c_str());
         if (req.o.global_batch > 0)

@@ -50,7 +50,7 @@ void validate_model_and_data(Options& o) {
          "--attention flash is for --model gpt or llama (the MLP has no attention)");
     need(o.attention != AttentionKind::flash || o.precision == Precision::bf16,
          "--attention flash takes bf16 operands; use it with --precision bf16 (or --attention matmul for fp32)");
-    need(o.batch_size > 0, strfmt("--batch-size %d must be positive", o.batch_size));
+    need(o.batch_size > 0 || o.batch_size == kBatchAuto, strfmt("--batch-size %d must be positive (or auto)", o.batch_size));
     need(o.grad_accum >= 1 && o.grad_accum <= 65536, strfmt("--grad-accum %d must be in 1..65536", o.grad_accum));
     need(o.global_batch_tokens >= 0, strfmt("--global-batch-tokens %ld must be >= 0", o.global_batch_tokens));
     need(o.global_batch >= 0, strfmt("--global-batch %ld must be >= 0", o.global_batch));
@@ -229,6 +229,7 @@ void resolve_global_batch(Options& o, int ranks) {
 } // namespace
 
 void resolve_grad_accum(Options& o, int ranks) {
+    if (o.batch_size == kBatchAuto) return;  // again once the batch is chosen
     if (o.global_batch > 0) return resolve_global_batch(o, ranks);
     if (o.global_batch_tokens <= 0) return;
     // Both given: one would silently replace the other.

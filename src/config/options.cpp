@@ -76,8 +76,11 @@ void declare_model_and_data(Registry<Options>& r, Options& o) {
 
 void declare_step(Registry<Options>& r, Options& o) {
     r.add<long>("steps", &Options::steps, o, 200, "total optimizer steps of the training run");
-    r.add<int>("batch-size", &Options::batch_size, o, 64,
-               "samples per rank per micro-batch; the global batch is batch-size x ranks x --grad-accum");
+    r.count_or_auto("batch-size", &Options::batch_size, o, 64, kBatchAuto,
+                    "samples per rank per micro-batch; the global batch is batch-size x ranks x --grad-accum. auto: "
+                    "the largest the memory plan fits in 90% of the GPU's free memory (on the CPU: of the host's "
+                    "share, and at most 64), the same on every rank; with --global-batch, the largest micro-batch "
+                    "up to it that divides each rank's share");
     r.add<int>("grad-accum", &Options::grad_accum, o, 1,
                "micro-batches per optimizer step: their gradients are summed on each rank and all-reduced once, "
                "on the last one (the loss and the learning-rate schedule count optimizer steps)");

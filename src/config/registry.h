@@ -100,6 +100,29 @@ struct Registry {
         for (const Choice<E>& c : choices(E{})) names += (names.empty() ? "" : " ") + std::string(c.name);
     }
 
+    // A whole number, or "auto" (stored as `automatic`, written back as "auto").
+    void count_or_auto(const char* name, int O::*field, O& o, int def, int automatic, const char* help) {
+        O* target = &o;
+        desc.add_options()(name,
+                           po::value<std::string>()->default_value(std::to_string(def))->notifier(
+                               [name, field, target, automatic](const std::string& v) {
+                                   if (v == "auto") {
+                                       target->*field = automatic;
+                                       return;
+                                   }
+                                   const bool digits = !v.empty() && v.size() <= 9 &&
+                                                       v.find_first_not_of("0123456789") == std::string::npos;
+                                   if (!digits)
+                                       throw UserError(strfmt("--%s '%s' must be a positive whole number or auto", name,
+                                                              v.c_str()));
+                                   target->*field = std::stoi(v);
+                               }),
+                           help);
+        printers.emplace_back(name, [field, automatic](const O& x) {
+            return x.*field == automatic ? std::string("auto") : std::to_string(x.*field);
+        });
+    }
+
     template <typename T>
     void add(const char* name, T O::*field, O& o, T def, const char* help) {
         if constexpr (std::is_unsigned_v<T>) {

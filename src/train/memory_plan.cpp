@@ -12,6 +12,7 @@
 #include "dptrain/model/gpt.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace dptrain {
 
@@ -127,8 +128,9 @@ void run_rows(const Options& o, const PlanFacts& f, int B, std::vector<MemoryRow
                        strfmt("--io memory: this rank's share of the copy its node's %d rank%s", L,
                               L == 1 ? " holds" : "s share"),
                        false});
-    out.push_back({"evaluation batch", (size_t)f.eval_rows * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
-                   strfmt("%d rows", f.eval_rows), false});
+    const int eval = f.eval_rows > 0 ? f.eval_rows : B;
+    out.push_back({"evaluation batch", (size_t)eval * ((f.val_floats + f.val_ints) * 4 + sizeof(long)),
+                   strfmt("%d rows", eval), false});
     // Rank 0: an async checkpoint copies everything; a sync one writes the live buffers, a sharded
     // state one shard at a time.
     if (o.async_checkpoint)
@@ -166,7 +168,7 @@ PlanFacts plan_facts(const Task& task, const Options& o, int ranks, int local_ra
     f.local_ranks = local_ranks;
     f.floats_per_sample = task.train().floats_per_sample();
     f.ints_per_sample = task.train().ints_per_sample();
-    f.eval_rows = task.eval_rows();
+    f.eval_rows = language_model(f.spec.kind) ? 0 : task.eval_rows();  // a language model's: its micro-batch
     f.val_floats = task.val().floats_per_sample();
     f.val_ints = task.val().ints_per_sample();
     f.runtime = runtime;
@@ -201,6 +203,37 @@ MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, cons
     }
     p.largest_batch = lo;
     return p;
+}
+
+int auto_batch(const Options& o, const PlanFacts& f, size_t budget, const std::string& from, bool gpu_budget,
+               int cap, const std::string& cap_reason, std::string* why) {
+    if (budget == 0)
+        throw UserError("--batch-size auto: this machine does not say how much memory is free; give --batch-size N");
+    const size_t usable = budget - budget / 10;
+    const MemoryPlan p = plan_memory(o, f, usable, from, gpu_budget);
+    if (p.largest_batch <= 0)
+        throw UserError(strfmt("--batch-size auto: not one sample a micro-batch fits in 90%% of %.1f MiB (%s); "
+                               "--shard-optimizer, --recompute block or more memory",
+                               mib(budget), from.c_str()));
+    const std::string fits = strfmt("the memory plan fits %d in 90%% of %.1f MiB (%s)", p.largest_batch, mib(budget),
+                                    from.c_str());
+    if (cap > 0 && cap < p.largest_batch) {
+        *why = strfmt("--batch-size auto: %d, %s; %s", cap, cap_reason.c_str(), fits.c_str());
+        return cap;
+    }
+    *why = strfmt("--batch-size auto: %d, the largest the memory plan fits in 90%% of %.1f MiB (%s)", p.largest_batch,
+                  mib(budget), from.c_str());
+    return p.largest_batch;
+}
+
+int auto_batch_cap(const Task& task, bool gpu, int ranks, std::string* reason) {
+    const long share = std::max<long>(1, task.train().num_samples() / std::max(1, ranks));
+    if (!gpu && share >= kCpuAutoBatch) {
+        *reason = "the CPU's cap (a larger batch buys a CPU no speed)";
+        return kCpuAutoBatch;
+    }
+    *reason = "each rank's share of the training samples";
+    return (int)std::min<long>(share, INT_MAX);
 }
 
 size_t measure_runtime() {

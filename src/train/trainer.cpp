@@ -366,6 +366,41 @@ int setup_verdict(MPI_Comm w, int rank, bool ok, const std::string& run_dir) {
     return kExitPreempted;
 }
 
+// --batch-size auto: each rank plans with the data's shape against its own budget (its GPU's free
+// memory, or its share of the host's), no more than its share of the training samples; the
+// smallest choice is every rank's, and the micro-batches a step follow from it as from a given
+// --batch-size. Before make_local, which sizes the readers, the model and the plan by it.
+bool choose_batch(Setup& s, Options& opts, size_t runtime, Watchdog& dog) {
+    const MPI_Comm w = s.topo.world;
+    long mine = 0;
+    std::string why;
+    if (!agreed(dog, w, [&] {
+            Options probe = opts;
+            probe.batch_size = 1;  // the readers' rows while the batch is open
+            const std::unique_ptr<Task> task = Task::open(probe, s.topo);
+            PlanFacts f = plan_facts(*task, probe, s.topo.size, s.topo.local_size, runtime);
+            f.gpu = s.device->gpu() >= 0;
+            std::string from;
+            size_t budget = 0;
+            if (f.gpu) {
+                budget = s.device->gpu_memory_free();
+                from = strfmt("GPU %d's free memory", s.device->gpu());
+            } else {
+                budget = host_budget(s.topo.host_size, &from);
+            }
+            std::string reason;
+            const int cap = auto_batch_cap(*task, f.gpu, s.topo.size, &reason);
+            mine = auto_batch(probe, f, budget, from, f.gpu, cap, reason, &why);
+        }))
+        return false;
+    long chosen = mine;
+    s.world.allreduce(&chosen, 1, ReduceOp::min);
+    opts.batch_size = (int)chosen;
+    if (chosen < mine) why += strfmt("; every rank takes %ld, another rank's choice", chosen);
+    s.report.print("note: " + why + "\n");
+    return agreed(dog, w, [&] { resolve_grad_accum(opts, s.topo.size); });
+}
+
 } // namespace
 
 int run_training(const Options& opts_in, const Topology& topo) {
@@ -396,6 +431,7 @@ int run_training(const Options& opts_in, const Topology& topo) {
     s.measure_peak();
     // Before the run allocates: the libraries and the measurement's sgemm buffers.
     const size_t runtime = measure_runtime();
+    if (opts.batch_size == kBatchAuto && !go_on(choose_batch(s, opts, runtime, dog))) return code;
     if (!go_on(agreed(dog, w, [&] { s.make_local(runtime); })) || !go_on(agreed(dog, w, [&] { s.check_same_data(); })) ||
         !go_on(agreed(dog, w, [&] { s.make_gradients(); })) || !go_on(agreed(dog, w, [&] { s.load_data(); })))
         return code;

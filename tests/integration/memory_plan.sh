@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dptrain plan: the memory a rank would use, part by part, for any rank count; exit 0 when it
 # fits and 1 when not; the largest micro-batch it names fits and one more does not; sharding
-# divides the optimizer state; bad sizes get one line. And the plan against what a run measures:
+# divides the optimizer state; bad sizes get one line; --batch-size auto takes the largest that fits
+# 90% of the budget (plan and run; on the CPU at most 64; 2 ranks under Slurm's allocation). And the plan against what a run measures:
 # its peak resident memory within 15% of the plan (an MLP and a GPT, 2 ranks, replicated and
 # sharded); and a rank's memory does not grow with the number of shards.
 source "$(dirname "$0")/lib.bash"
@@ -49,6 +50,44 @@ plan "${G[@]}" --gpu-memory 200MiB --batch-size "$largest"
 plan "${G[@]}" --gpu-memory 200MiB --batch-size $((largest + 1))
 [ "$RC" = 1 ] && grep -q "DOES NOT FIT" "$WORK/plan" || { cat "$WORK/plan"; fail "--batch-size $((largest + 1)): want exit 1"; }
 echo "ok: a 200 MiB GPU: --batch-size $largest fits, $((largest + 1)) does not"
+
+# --batch-size auto: the largest batch whose plan fits in 90% of the budget. dptrain plan names it
+# for a 200 MiB GPU: it fits 180 MiB and one more does not.
+plan "${G[@]}" --gpu-memory 200MiB --batch-size auto
+auto=$(sed -n 's/^--batch-size auto: \([0-9]*\), the largest the memory plan fits in 90% of 200.0 MiB.*/\1/p' "$WORK/plan")
+[ "$RC" = 0 ] && [ -n "$auto" ] && [ "$auto" -le "$largest" ] \
+  && grep -q "^memory per rank (plan for 1 rank, --batch-size $auto)" "$WORK/plan" \
+  || { cat "$WORK/plan"; fail "--batch-size auto with --gpu-memory 200MiB: exit $RC, or no choice planned"; }
+plan "${G[@]}" --gpu-memory 180MiB --batch-size "$auto"
+[ "$RC" = 0 ] || { cat "$WORK/plan"; fail "--batch-size auto chose $auto, which does not fit 90% of 200 MiB"; }
+plan "${G[@]}" --gpu-memory 180MiB --batch-size $((auto + 1))
+[ "$RC" = 1 ] || { cat "$WORK/plan"; fail "--batch-size auto chose $auto, and $((auto + 1)) fits 90% of 200 MiB too"; }
+echo "ok: --batch-size auto on a 200 MiB GPU: $auto (fits 180 MiB, $((auto + 1)) does not; $largest fits all 200)"
+
+# A run on the CPU: at most 64 (a larger batch buys a CPU no speed); under a budget that holds fewer
+# (Slurm's allocation, midway between the plans of 1 and of 64 windows a rank, 2 ranks), fewer,
+# the same on both ranks; and not one window's worth: one line.
+total() { sed -n 's/^  total (rank 0) *\([0-9.]*\) MiB/\1/p' "$WORK/plan"; }
+A=(--model gpt --data "$WORK/tok" --n-layer 2 --n-head 4 --n-embd 128 --block-size 256 --steps 2 --eval-every 0)
+plan "${A[@]}" --ranks 2 --batch-size 1
+one=$(total)
+plan "${A[@]}" --ranks 2 --batch-size 64
+full=$(total)
+node=$(awk -v a="$one" -v b="$full" 'BEGIN { printf "%d", 2 * (a + b) / 2 / 0.9 }')
+train 1 "${A[@]}" --batch-size auto --run-dir "$WORK/auto1"
+[ "$RC" = 0 ] && grep -q "^note: --batch-size auto: 64, the CPU.s cap" "$WORK/out" \
+  && grep -q "^memory per rank (plan for 1 rank, --batch-size 64)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--batch-size auto on the CPU: exit $RC, or not the cap of 64"; }
+SLURM_MEM_PER_NODE=$node train 2 "${A[@]}" --batch-size auto --run-dir "$WORK/auto2"
+got=$(sed -n 's/^note: --batch-size auto: \([0-9]*\), .*SLURM_MEM_PER_NODE.*/\1/p' "$WORK/out")
+[ "$RC" = 0 ] && [ -n "$got" ] && [ "$got" -gt 1 ] && [ "$got" -lt 64 ] \
+  && grep -q "^memory per rank (plan for 2 ranks, --batch-size $got)" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--batch-size auto under SLURM_MEM_PER_NODE=$node: exit $RC, or not between 1 and 64 ($got)"; }
+echo "ok: --batch-size auto: 64 on the CPU, $got a rank under SLURM_MEM_PER_NODE=$node (plans: $one MiB at 1, $full MiB at 64)"
+SLURM_MEM_PER_NODE=1 train 1 "${A[@]}" --batch-size auto --run-dir "$WORK/auto3"
+[ "$RC" = 2 ] && [ "$(grep -c '^dptrain: error:' "$WORK/out")" = 1 ] && grep -q "not one sample a micro-batch fits" "$WORK/out" \
+  || { cat "$WORK/out"; fail "--batch-size auto in 1 MiB: want exit 2 and one line"; }
+echo "ok: --batch-size auto in 1 MiB: $(grep '^dptrain: error:' "$WORK/out")"
 
 # plan's own options: a bad value, a name without one (it was taken for --ranks-per-node's prefix),
 # an empty one (ignored), and a node size that does not divide the ranks (a run refuses it).

@@ -330,3 +330,30 @@ TEST_CASE("memory plan: a Llama's rows are its own sizes, with --recompute and b
     CHECK(row(gpu, "bf16 operands").bytes * 2 == row(less, "bf16 operands").bytes);
     CHECK(gpu_llama_operand_bytes(f.spec.gpt, 8, Precision::fp32) == 0);
 }
+
+// --batch-size auto: the largest batch whose plan fits 90% of the budget (one more does not), a
+// cap below it taken with its reason, and one line where nothing fits or no budget is known.
+TEST_CASE("memory plan: --batch-size auto takes the largest batch that fits 90% of the budget", "[plan]") {
+    const Options o = plan_options();
+    const PlanFacts f = gpt_facts(1);
+    const size_t budget = (size_t)300 << 20, usable = budget - budget / 10;
+    std::string why;
+    const int b = auto_batch(o, f, budget, "a test's 300 MiB", false, 0, "", &why);
+    REQUIRE(b > 2);
+    Options at = o;
+    at.batch_size = b;
+    CHECK(plan_memory(at, f, usable, "").fits());
+    at.batch_size = b + 1;
+    CHECK_FALSE(plan_memory(at, f, usable, "").fits());
+    CHECK(why == strfmt("--batch-size auto: %d, the largest the memory plan fits in 90%% of 300.0 MiB (a test's 300 MiB)", b));
+    CHECK(auto_batch(o, f, budget, "a test's 300 MiB", false, b - 1, "a cap", &why) == b - 1);
+    CHECK(why.find(strfmt("--batch-size auto: %d, a cap; the memory plan fits %d", b - 1, b)) == 0);
+    CHECK(auto_batch(o, f, budget, "a test's 300 MiB", false, b + 5, "a cap above", &why) == b);  // a cap above: no cap
+    CHECK_THROWS_WITH(auto_batch(o, f, (size_t)1 << 20, "1 MiB", false, 0, "", &why),
+                      Catch::Contains("--batch-size auto: not one sample a micro-batch fits in 90% of 1.0 MiB (1 MiB)"));
+    CHECK_THROWS_WITH(auto_batch(o, f, 0, "", false, 0, "", &why), Catch::Contains("give --batch-size N"));
+    // A GPU's budget counts only what the GPU holds: a larger batch than the host's plan of the same size.
+    PlanFacts g = f;
+    g.gpu = true;
+    CHECK(auto_batch(o, g, budget, "a GPU", true, 0, "", &why) > b);
+}

@@ -207,3 +207,25 @@ TEST_CASE("--promote-if: the task scores need --eval-task, and the MLP takes non
     CHECK((c[1].metric == "acc_tokens" && c[1].holds(0.2) && !c[1].holds(0.1)));
     CHECK(error_of({"--promote-if", "acc_nrm>=0.3"}).find("is not a condition") != std::string::npos);
 }
+
+// --batch-size auto: kept as the sentinel until the run chooses (the micro-batches a step wait
+// for it), written back as "auto"; other words and signs refused naming the option.
+TEST_CASE("--batch-size auto parses, prints back and leaves the micro-batches to the choice", "[options]") {
+    Options a = parse({"--batch-size", "auto", "--global-batch", "512"}).opts;
+    CHECK(a.batch_size == kBatchAuto);
+    CHECK(a.to_ini().find("\nbatch-size = auto\n") != std::string::npos);
+    const std::string cfg = write_tmp("auto.ini", a.to_ini());
+    CHECK(parse({"--config", cfg}).opts.batch_size == kBatchAuto);
+    resolve_grad_accum(a, 4);
+    CHECK(a.batch_size == kBatchAuto);
+    CHECK(a.grad_accum == 1);
+    a.batch_size = 48;  // as the run chooses it: 128 a rank in micro-batches of the largest size up to 48 dividing it
+    resolve_grad_accum(a, 4);
+    CHECK(a.batch_size == 32);
+    CHECK(a.grad_accum == 4);
+    for (const char* bad : {"-1", "autom", "1.5", "9999999999"}) {
+        INFO(bad);
+        CHECK(error_of({"--batch-size", bad}).find(std::string("--batch-size '") + bad +
+                                                   "' must be a positive whole number or auto") != std::string::npos);
+    }
+}

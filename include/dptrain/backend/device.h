@@ -71,6 +71,8 @@ class Device {
     virtual double peak_gflops() const;
     // Bytes in use on this rank's GPU, every process's (total less free); 0 on the CPU.
     virtual size_t gpu_memory_used() const { return 0; }
+    // Bytes free on this rank's GPU now (cudaMemGetInfo); 0 on the CPU.
+    virtual size_t gpu_memory_free() const { return 0; }
 
   private:
     std::string note_;

@@ -30,6 +30,12 @@ enum class ProgressMode { automatic, tty, plain };
 enum class AttentionKind { matmul, flash };
 enum class ResumeMode { none, latest, path };           // --resume none | auto | PATH
 
+// --batch-size auto, until the run (or dptrain plan) chooses it from the memory plan.
+constexpr int kBatchAuto = -1;
+// --batch-size auto on the CPU takes no more than this (the default): a larger batch buys a CPU
+// no speed, only memory.
+constexpr int kCpuAutoBatch = 64;
+
 struct Options {
     // The help text in options.cpp says what each does; notes here are units and sentinels.
     std::string config;
@@ -50,7 +56,7 @@ struct Options {
     long shuffle_block;  // 1 = per-sample permutation
     IoMode io;
     long steps;
-    int batch_size;  // per rank and micro-batch
+    int batch_size;  // per rank and micro-batch; kBatchAuto until chosen
     int grad_accum;
     long global_batch_tokens;  // gpt; sets grad_accum from the ranks; 0: none
     long global_batch;         // samples (windows) a step; sets batch_size and grad_accum from the ranks; 0: none

@@ -19,7 +19,7 @@ struct PlanFacts {
     int local_ranks = 1;             // on one node: the shared-memory all-reduce's peers
     int floats_per_sample = 0;       // as the readers hold a sample
     int ints_per_sample = 0;
-    int eval_rows = 0;               // the evaluator's batch
+    int eval_rows = 0;               // the evaluator's batch; 0: the micro-batch (a language model's)
     int val_floats = 0, val_ints = 0;
     size_t runtime = 0;              // resident bytes before the run allocates
     size_t order_bytes = 0;          // the sampler's epoch order(s)
@@ -55,6 +55,15 @@ struct MemoryPlan {
 // Against `budget` bytes (0: none) of host memory, or of a GPU's when gpu_budget.
 MemoryPlan plan_memory(const Options& o, const PlanFacts& f, size_t budget, const std::string& budget_from,
                        bool gpu_budget = false);
+
+// --batch-size auto: the largest micro-batch whose plan (o's, at that batch) fits in 90% of `budget`
+// (the rest for what the plan does not see: fragmentation, the libraries' pools), at most `cap` (0:
+// none; cap_reason says what it is). UserError naming the budget when not one sample fits. *why:
+// the choice in words.
+int auto_batch(const Options& o, const PlanFacts& f, size_t budget, const std::string& from, bool gpu_budget,
+               int cap, const std::string& cap_reason, std::string* why);
+// Its cap: each rank's share of the training samples, and on the CPU kCpuAutoBatch; *reason: which.
+int auto_batch_cap(const Task& task, bool gpu, int ranks, std::string* reason);
 
 // Resident bytes once the libraries that allocate on first use are initialised (the runtime row).
 size_t measure_runtime();

@@ -158,6 +158,7 @@ class CudaBuildDevice : public Device {
 
     double peak_gflops() const override;
     size_t gpu_memory_used() const override;
+    size_t gpu_memory_free() const override;
 
   private:
     int gpu_;
@@ -214,6 +215,13 @@ std::unique_ptr<Pinned> CudaBuildDevice::pin(const std::vector<std::pair<void*, 
 }
 
 double CudaBuildDevice::peak_gflops() const { return gpu_ < 0 ? Device::peak_gflops() : 0.0; }
+
+size_t CudaBuildDevice::gpu_memory_free() const {
+    if (gpu_ < 0) return 0;
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    return free_bytes;
+}
 
 size_t CudaBuildDevice::gpu_memory_used() const {
     if (gpu_ < 0) return 0;
