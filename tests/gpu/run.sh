@@ -108,7 +108,7 @@ say_what_runs_where() {
   echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-shard-gpu"
   echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-recompute-gpu"
   echo "(--recompute block on the GPU: gpt-train-gpu's checkpoint bit for bit), gpt-124m-* (tokens/s and MFU of a GPT-2"
-  echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16), and in fp32,"
+  echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16 and --batch-size auto), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
   echo "ratios), gpt-124m-recompute and gpt-124m-accum (--recompute block, and --grad-accum 2 of 4, at that"
@@ -426,6 +426,12 @@ NOTE='^step' \
 step gpt-124m-bf16-flash-b16 GPU 150 gpt-data \
   "rm -rf $W/g124bf16 && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 16} --precision bf16 \
 --attention flash --run-dir $W/g124bf16"
+# And at --batch-size auto: the largest batch the memory plan fits in 90% of the GPU's free memory
+# (the note line names it); tokens/s and MFU at that batch.
+NOTE='auto:|^step' \
+step gpt-124m-bf16-flash-auto GPU 150 gpt-data \
+  "rm -rf $W/g124bfa && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size auto} --precision bf16 \
+--attention flash --run-dir $W/g124bfa"
 
 NOTE='^step' \
 step gpt-124m-fp32 GPU 150 gpt-data "rm -rf $W/g124f && $LAUNCH $B/dptrain $G124 --run-dir $W/g124f"
