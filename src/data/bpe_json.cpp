@@ -86,45 +86,65 @@ struct Around {
     bool templated = false;
 };
 
-// A TemplateProcessing's single template: its special tokens before and after the sequence $A,
-// their ids from its special_tokens.
+// Whether a template piece is the sequence $A (UserError for another sequence).
+bool is_sequence_a(const std::string& where, const Json& piece) {
+    const auto seq = piece.is_object() ? piece.find("Sequence") : piece.end();
+    if (!piece.is_object() || seq == piece.end()) return false;
+    const auto id = seq->is_object() ? seq->find("id") : seq->end();
+    if (!seq->is_object() || id == seq->end() || *id != "A")
+        throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
+    return true;
+}
+
+// A template piece's SpecialToken name; "" where it is none.
+std::string special_name(const Json& piece) {
+    const auto sp = piece.is_object() ? piece.find("SpecialToken") : piece.end();
+    if (!piece.is_object() || sp == piece.end() || !sp->is_object()) return "";
+    const auto id = sp->find("id");
+    return id != sp->end() && id->is_string() ? id->get<std::string>() : "";
+}
+
+// The ids a TemplateProcessing's special_tokens lists for `name`.
+std::vector<int> special_ids(const std::string& where, const Json& pp, const std::string& name) {
+    const auto specials = pp.find("special_tokens");
+    const Json* entry = specials != pp.end() && specials->is_object() && specials->contains(name) ? &(*specials)[name]
+                                                                                                  : nullptr;
+    const auto ids = entry && entry->is_object() ? entry->find("ids") : Json::const_iterator();
+    if (!entry || !entry->is_object() || ids == entry->end() || !ids->is_array())
+        throw UserError(strfmt("%s: the post_processor's template names the special token %s, which its "
+                               "special_tokens do not list with ids",
+                               where.c_str(), Json(name).dump().c_str()));
+    std::vector<int> out;
+    for (const Json& id : *ids) {
+        if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > INT32_MAX)
+            throw UserError(strfmt("%s: the post_processor's special token %s has id %s", where.c_str(),
+                                   Json(name).dump().c_str(), id.dump().c_str()));
+        out.push_back(id.get<int>());
+    }
+    return out;
+}
+
+// A TemplateProcessing's single template: its special tokens before and after the sequence $A.
 void read_template(const std::string& where, const Json& pp, Around* out) {
     if (out->templated) throw UserError(where + ": the post_processor holds two TemplateProcessing steps; dptrain reads one");
     out->templated = true;
-    const auto single = pp.find("single"), specials = pp.find("special_tokens");
+    const auto single = pp.find("single");
     if (single == pp.end() || !single->is_array())
         throw UserError(where + ": the TemplateProcessing post_processor has no \"single\" template");
     bool seen = false;
     for (const Json& piece : *single) {
-        const auto seq = piece.is_object() ? piece.find("Sequence") : piece.end();
-        const auto sp = piece.is_object() ? piece.find("SpecialToken") : piece.end();
-        if (piece.is_object() && seq != piece.end()) {
-            if (seen || !seq->is_object() || !seq->contains("id") || (*seq)["id"] != "A")
-                throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
+        if (is_sequence_a(where, piece)) {
+            if (seen) throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
             seen = true;
             continue;
         }
-        const Json* name = piece.is_object() && sp != piece.end() && sp->is_object() && sp->contains("id") &&
-                                   (*sp)["id"].is_string()
-                               ? &(*sp)["id"]
-                               : nullptr;
-        if (!name)
+        const std::string name = special_name(piece);
+        if (name.empty())
             throw UserError(strfmt("%s: post_processor template piece %s; dptrain reads SpecialToken and Sequence $A",
                                    where.c_str(), piece.dump().c_str()));
-        const std::string key = name->get<std::string>();
-        const bool listed = specials != pp.end() && specials->is_object() && specials->contains(key) &&
-                            (*specials)[key].is_object() && (*specials)[key].contains("ids") &&
-                            (*specials)[key]["ids"].is_array();
-        if (!listed)
-            throw UserError(strfmt("%s: the post_processor's template names the special token %s, which its "
-                                   "special_tokens do not list with ids",
-                                   where.c_str(), name->dump().c_str()));
-        for (const Json& id : (*specials)[key]["ids"]) {
-            if (!id.is_number_integer() || id.get<long long>() < 0 || id.get<long long>() > INT32_MAX)
-                throw UserError(strfmt("%s: the post_processor's special token %s has id %s", where.c_str(),
-                                       name->dump().c_str(), id.dump().c_str()));
-            (seen ? out->after : out->before).push_back(id.get<int>());
-        }
+        const std::vector<int> ids = special_ids(where, pp, name);
+        std::vector<int>& to = seen ? out->after : out->before;
+        to.insert(to.end(), ids.begin(), ids.end());
     }
     if (!seen) throw UserError(where + ": the post_processor's single template must hold the sequence $A once");
 }

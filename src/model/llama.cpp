@@ -135,6 +135,11 @@ size_t Llama::count_params(const GptConfig& cfg_in) {
     return V * C + L * (2 * C + qkv * C + C * C + 3 * F * C) + C + (cfg.tie_embeddings ? 0 : V * C);
 }
 
+size_t llama_widest_matrix(const GptConfig& c) {
+    const size_t C = c.n_embd, F = c.ffn_hidden, QKV = (size_t)(c.n_head + 2 * c.n_kv_head) * (C / c.n_head);
+    return std::max({QKV * C, 2 * F * C, C * C});
+}
+
 void llama_operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad) {
     const size_t BT = (size_t)max_batch * cfg.block_size, C = cfg.n_embd, F = cfg.ffn_hidden;
     const size_t qkv = (size_t)(cfg.n_head + 2 * cfg.n_kv_head) * (C / cfg.n_head);
@@ -197,12 +202,7 @@ double Llama::forward(const float* params, const ModelBatch& in, long* correct) 
     }
     const long BT = (long)B * T;
     const size_t sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
-    for (int b = 0; b < B; ++b)
-        for (int t = 0; t <= T; ++t) {
-            const int tok = in.tokens[(long)b * in.stride + t];
-            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
-            if (t > 0) targets_[(long)b * T + t - 1] = tok;
-        }
+    lm_targets(in, T, V, targets_.data());
     if (bf_.on()) timed(ops_, OpKind::matmul, [&] { bf_.round_weights(params); });
     timed(ops_, OpKind::encoder,
           [&] { cpu::encoder_forward(encoded_.data(), in.tokens, in.stride, params + wte_, nullptr, B, T, C); });

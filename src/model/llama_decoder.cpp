@@ -9,13 +9,8 @@
 
 namespace dptrain {
 
-static size_t widest_matrix(const GptConfig& c) {
-    const size_t C = c.n_embd, F = c.ffn_hidden, QKV = (size_t)(c.n_head + 2 * c.n_kv_head) * (C / c.n_head);
-    return std::max({QKV * C, 2 * F * C, C * C});
-}
-
 LlamaDecoder::LlamaDecoder(const GptConfig& cfg, Precision weights)
-    : CpuDecoder(Llama::count_params(cfg), widest_matrix(llama_resolved(cfg)), weights), cfg_(llama_resolved(cfg)) {
+    : CpuDecoder(Llama::count_params(cfg), llama_widest_matrix(llama_resolved(cfg)), weights), cfg_(llama_resolved(cfg)) {
     cfg_.flash_attention = false;  // training's choices: decoding has its own attention
     cfg_.recompute = Recompute::none;
     const Llama layout(cfg_, 0);

@@ -58,6 +58,15 @@ const float* Bf16Operands::grad(const float* d, long n) {
     return g_.data();
 }
 
+void lm_targets(const ModelBatch& in, int T, int V, int* targets) {
+    for (int b = 0; b < in.B; ++b)
+        for (int t = 0; t <= T; ++t) {
+            const int tok = in.tokens[(long)b * in.stride + t];
+            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
+            if (t > 0) targets[(long)b * T + t - 1] = tok;
+        }
+}
+
 void lm_matmul_forward(Bf16Operands& bf, OpTimes* ops, const float* params, float* out, const float* inp, size_t w,
                        const float* bias, int BT, int C, int OC, bool out16) {
     timed(ops, OpKind::matmul, [&] {

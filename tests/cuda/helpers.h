@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dptrain/backend/cuda/ops.h"
+#include "dptrain/model/model.h"
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
@@ -76,5 +77,15 @@ int bit_mismatches(const char* what, const std::vector<float>& got, const std::v
 // Elements of a bf16 result that differ from the bf16 rounding of an fp32 one (the bf16 forms of
 // ops, which must round the fp32 form's result exactly as dptrain::to_bf16 does).
 int bf16_mismatches(const char* what, const std::vector<dptrain::bf16>& got, const std::vector<float>& fp32);
+
+// A GPU model against its CPU twin after one forward of each on the same parameters: backward of both
+// onto the same small non-zero gradients (backward adds; the GPU's own buffer, device_grads,
+// poisoned first, so a value no first writer wrote comes back NaN), each tensor's added gradient
+// non-zero and within grad_tol of its largest CPU value; then 50 AdamW steps of each on the batch,
+// the losses within curve_tol (relative) at every step and the last under half the first (the
+// curves compared are not flat).
+void check_backward_and_steps(dptrain::Model& cpu, dptrain::Model& gpu, float* device_grads,
+                              std::vector<float>& p_cpu, std::vector<float>& p_gpu,
+                              const dptrain::ModelBatch& batch, float scale, double grad_tol, double curve_tol);
 
 } // namespace cudatest

@@ -94,47 +94,8 @@ void compare_with_cpu(Precision prec, Tolerance tol, bool flash = false, bool ep
     double l_cpu = cpu.forward(p_cpu.data(), batch, &c_cpu), l_gpu = gpu.forward(p_gpu.data(), batch, &c_gpu);
     CHECK(l_gpu == Approx(l_cpu).epsilon(tol.loss));
     CHECK(std::abs(c_gpu - c_cpu) <= (prec == Precision::bf16 ? 1 : 0));  // a bf16 near-tie may flip one argmax
-    // Backward adds onto what the gradients hold (the trainer relies on it): start both from the
-    // same small non-zero values and compare what each added.
-    const std::vector<float> g0 = randn(P, 33, 1e-6f);
-    std::vector<float> g_cpu = g0, g_gpu = g0;
-    const float scale = 1.0f / (B * T);
-    // The GPU model's own gradient buffer poisoned first: each gradient's first writer writes it
-    // (no zeroing pass), so a value that nothing wrote comes back NaN.
-    REQUIRE(cudaMemset(gpu.device_grads(), 0xFF, P * sizeof(float)) == cudaSuccess);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    cpu.backward(g_cpu.data(), p_cpu.data(), batch, scale, nullptr);
-    gpu.backward(g_gpu.data(), p_gpu.data(), batch, scale, nullptr);
-    CHECK(std::all_of(g_gpu.begin(), g_gpu.end(), [](float x) { return std::isfinite(x); }));
-    for (const ParamView& v : cpu.layout().views) {
-        double gmax = 0, diff = 0;
-        for (size_t i = v.offset; i < v.offset + v.size; ++i) {
-            double want = (double)g_cpu[i] - g0[i], got = (double)g_gpu[i] - g0[i];
-            gmax = std::max(gmax, std::fabs(want));
-            diff = std::max(diff, std::fabs(want - got));
-        }
-        INFO(v.name << ": largest gradient " << gmax << ", largest difference " << diff);
-        CHECK(diff <= tol.grad * gmax);
-    }
-
-    Optimizer opt_cpu(Optimizer::Kind::adamw, cpu.layout(), 0.9, 0.95, 1e-8, 0.0, 0.1);
-    Optimizer opt_gpu(Optimizer::Kind::adamw, gpu.layout(), 0.9, 0.95, 1e-8, 0.0, 0.1);
-    double first = 0, last = 0;
-    for (int step = 1; step <= 50; ++step) {
-        std::fill(g_cpu.begin(), g_cpu.end(), 0.0f);
-        std::fill(g_gpu.begin(), g_gpu.end(), 0.0f);
-        double a = cpu.forward(p_cpu.data(), batch, nullptr), b = gpu.forward(p_gpu.data(), batch, nullptr);
-        INFO("step " << step);
-        CHECK(b == Approx(a).epsilon(tol.curve));
-        if (step == 1) first = a;
-        last = a;
-        cpu.backward(g_cpu.data(), p_cpu.data(), batch, scale, nullptr);
-        gpu.backward(g_gpu.data(), p_gpu.data(), batch, scale, nullptr);
-        opt_cpu.step(p_cpu.data(), g_cpu.data(), 3e-3, step);
-        opt_gpu.step(p_gpu.data(), g_gpu.data(), 3e-3, step);
-    }
-    // It learns the fixed batch (on the CPU: 507 -> 22 in fp32), so the curves compared are not flat.
-    CHECK(last < 0.5 * first);
+    // It learns the fixed batch (on the CPU: 507 -> 22 in fp32).
+    check_backward_and_steps(cpu, gpu, gpu.device_grads(), p_cpu, p_gpu, batch, 1.0f / (B * T), tol.grad, tol.curve);
     const cuda::Context& ctx = gpu.context();
     if (prec == Precision::bf16 && !epilogues) {  // only the fallbacks ran
         CHECK(ctx.fused_bias_gemms() == 0);

@@ -294,10 +294,9 @@ TEST_CASE("h5::write_text keeps short text in an attribute and long text in a da
     CHECK_THROWS_WITH(h5::read_text(f.get(), "c"), Catch::Contains("attribute c missing"));
 }
 
-// The tokenizer.json form (bpe_tokenizer.sh holds its ids to an independent encoder): special
-// tokens split out of the text first, the leftmost and then the longest; their bytes count as no
-// text; the table and the tokenizer.json it writes give it back.
-TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and the file round trip", "[tokens]") {
+// A tokenizer.json vocabulary's first 256 entries, "{" and each byte's GPT-2 printable form: id, with
+// no closing brace (the caller adds its tokens).
+static std::string byte_vocab_json() {
     std::string vocab = "{";
     for (int b = 0; b < 256; ++b) {
         std::string printable;
@@ -306,6 +305,14 @@ TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and
         else printable = std::string{(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F))};
         vocab += (b ? "," : "") + nlohmann::json(printable).dump() + ":" + std::to_string(b);
     }
+    return vocab;
+}
+
+// The tokenizer.json form (bpe_tokenizer.sh holds its ids to an independent encoder): special
+// tokens split out of the text first, the leftmost and then the longest; their bytes count as no
+// text; the table and the tokenizer.json it writes give it back.
+TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and the file round trip", "[tokens]") {
+    std::string vocab = byte_vocab_json();
     vocab += ",\"ab\":256,\"Ġabc\":257}";  // "Ġabc": no merge makes it, ignore_merges takes it whole
     const std::string json =
         R"({"added_tokens":[{"id":258,"content":"<|a|>"},{"id":259,"content":"<|a|><|b|>"}],"normalizer":null,)"
@@ -336,14 +343,7 @@ TEST_CASE("bpe from tokenizer.json: special tokens, ignore_merges, the table and
 // 3's <|begin_of_text|> $A), read through a Sequence with ByteLevel, kept in the table (version 2;
 // a tokenizer without them keeps version 1's table) and written back; prompts begin with them.
 TEST_CASE("bpe from tokenizer.json: a post_processor's template puts ids around a sequence", "[tokens]") {
-    std::string vocab = "{";
-    for (int b = 0; b < 256; ++b) {
-        std::string printable;
-        const uint32_t cp = gpt2_printable_of((unsigned char)b);
-        if (cp < 0x80) printable = std::string(1, (char)cp);
-        else printable = std::string{(char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F))};
-        vocab += (b ? "," : "") + nlohmann::json(printable).dump() + ":" + std::to_string(b);
-    }
+    std::string vocab = byte_vocab_json();
     vocab += ",\"ab\":256}";
     auto file = [&](const std::string& post) {
         return R"({"added_tokens":[{"id":257,"content":"<s>"},{"id":258,"content":"</s>"}],"normalizer":null,)"

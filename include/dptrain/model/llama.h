@@ -18,6 +18,9 @@ GptConfig llama_resolved(const GptConfig& cfg);
 // The bf16 operands' widest activation (B*T, max(F, C)) and output gradient (B*T, max(2F, QKV, C,
 // V)) in values, cfg resolved; every weight besides. CudaLlama's matmuls round into the same room.
 void llama_operand_sizes(const GptConfig& cfg, int max_batch, size_t* act, size_t* grad);
+// The largest weight matrix in values (q/k/v, gate/up or a projection; cfg resolved): what a
+// decoder with bf16 weights widens for a prompt's product.
+size_t llama_widest_matrix(const GptConfig& cfg);
 // The angles of position t < T for pair i < hs/2: theta^(-2i/hs), Llama 3's scaling where cfg has it.
 void llama_rope_table(const GptConfig& cfg, float* cos, float* sin);
 // The shortest decimal text that reads back to v ("1e-05", not "9.99999975e-06"): signatures and

@@ -60,6 +60,11 @@ struct ModelBatch {
     int stride = 0;
 };
 
+// A language model's windows (in.B rows of T + 1 tokens, in.stride apart) against its vocabulary of
+// V (UserError naming the first token outside it, row by row), and each row's last T tokens packed
+// into targets (B*T).
+void lm_targets(const ModelBatch& in, int T, int V, int* targets);
+
 // p[k] = sigma * the k-th normal of Rng(seed), for k < n: the values of drawing them in order (each
 // is a pure function of k), in pieces over the OpenMP threads. False when stop() said to stop
 // between pieces (the rest left as it was).

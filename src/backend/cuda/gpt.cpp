@@ -18,7 +18,7 @@ namespace dptrain {
 CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision precision)
     : host_(cfg, 0), cfg_(cfg), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
       mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
-      ev_(std::make_unique<cuda::OpEvents>()) {
+      readback_(std::make_unique<cuda::LossReadback>()), ev_(std::make_unique<cuda::OpEvents>()) {
     if (max_batch < 1) throw std::invalid_argument("CudaGpt: max_batch must be positive (decoding: CudaGptDecoder)");
     const ParamLayout& lay = host_.layout();
     wte_ = lay.find("wte").offset;
@@ -67,8 +67,7 @@ CudaGpt::CudaGpt(const GptConfig& cfg, int max_batch, int device, Precision prec
                                       cuda::column_sums_scratch((long)BT, C, 2),
                                       cuda::encoder_backward_scratch((long)BT)}));
     host_targets_.resize(BT);
-    host_losses_.resize(BT);
-    host_argmax_.resize(BT);
+    readback_->reserve(BT);
     try {
         set_precision(precision);
     } catch (...) {

@@ -11,17 +11,9 @@ namespace dptrain {
 
 using cuda::as_bf16;
 
-static cuda::InputSlots::Part token_part(const ModelBatch& in, int T) {
-    cuda::InputSlots::Part p;
-    p.src = in.tokens;
-    p.pitch = (size_t)in.stride * sizeof(int);
-    p.width = (size_t)(T + 1) * sizeof(int);
-    return p;
-}
-
 void CudaGpt::stage(const ModelBatch& in) {
     if (in.B <= 0 || in.B > max_batch_ || in.stride < cfg_.block_size + 1) return;  // forward refuses it
-    const cuda::InputSlots::Part rows = token_part(in, cfg_.block_size);
+    const cuda::InputSlots::Part rows = cuda::token_rows(in, cfg_.block_size);
     input_->stage(&rows, in.B);
 }
 
@@ -159,7 +151,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
     }
     // Staged during the last step, or copied now; the targets packed on the device.
-    const cuda::InputSlots::Part rows = token_part(in, T);
+    const cuda::InputSlots::Part rows = cuda::token_rows(in, T);
     ev_->timed(OpKind::copy, s, [&] { tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]); });
     ev_->timed(OpKind::copy, s, [&] {
         CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
@@ -211,19 +203,8 @@ double CudaGpt::head_forward(int B, long* correct) {
                                                     s);
         else cuda::softmax_crossentropy_forward(losses_, ce_stats_, arg, logits_, targets_, (int)BT, V, s);
     });
-    ev_->timed(OpKind::copy, s, [&] {
-        CUDA_CHECK(
-            cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
-        if (correct)  // 4 bytes a row instead of the logits
-            CUDA_CHECK(cudaMemcpyAsync(host_argmax_.data(), argmax_, (size_t)BT * sizeof(int),
-                                       cudaMemcpyDeviceToHost, s));
-    });
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    const double sum = readback_->read(losses_, argmax_, host_targets_.data(), BT, correct, s, *ev_);
     last_B_ = B;
-    double sum = 0.0;
-    for (long i = 0; i < BT; ++i) sum += host_losses_[i];
-    if (correct)
-        for (long i = 0; i < BT; ++i) *correct += host_argmax_[i] == host_targets_[i];
     return sum;
 }
 

@@ -21,7 +21,7 @@ static constexpr double kGiB = 1073741824.0;
 CudaLlama::CudaLlama(const GptConfig& cfg, int max_batch, int device, Precision precision)
     : host_(cfg, 0), cfg_(host_.config()), max_batch_(max_batch), ctx_(std::make_unique<cuda::Context>(device)),
       mm_(std::make_unique<cuda::Matmuls>()), host_grads_(std::make_unique<cuda::HostGradients>()),
-      ev_(std::make_unique<cuda::OpEvents>()) {
+      readback_(std::make_unique<cuda::LossReadback>()), ev_(std::make_unique<cuda::OpEvents>()) {
     if (max_batch < 1) throw std::invalid_argument("CudaLlama: max_batch must be positive");
     lv_ = host_.layer_views();
     wte_ = host_.wte();
@@ -64,8 +64,7 @@ CudaLlama::CudaLlama(const GptConfig& cfg, int max_batch, int device, Precision 
         ctx_->reduction_scratch(
             std::max(cuda::column_sums_scratch((long)BT, C, 1), cuda::encoder_backward_scratch((long)BT)));
         host_targets_.resize(BT);
-        host_losses_.resize(BT);
-        host_argmax_.resize(BT);
+        readback_->reserve(BT);
         set_precision(precision);
     } catch (...) {
         release();  // no destructor runs for an object whose constructor threw

@@ -20,16 +20,10 @@ GptConfig decoding(const GptConfig& cfg) {
     (void)Llama(c, 0);
     return c;
 }
-
-// The largest matrix a product widens in bf16: q/k/v, gate/up or the projections.
-size_t widest_matrix(const GptConfig& c) {
-    const size_t C = c.n_embd, F = c.ffn_hidden, QKV = (size_t)(c.n_head + 2 * c.n_kv_head) * (C / c.n_head);
-    return std::max({QKV * C, 2 * F * C, C * C});
-}
 }
 
 CudaLlamaDecoder::CudaLlamaDecoder(const GptConfig& cfg, int device, Precision weights)
-    : CudaDecoder("Llama", Llama::count_params(cfg), widest_matrix(decoding(cfg)), device, weights),
+    : CudaDecoder("Llama", Llama::count_params(cfg), llama_widest_matrix(decoding(cfg)), device, weights),
       cfg_(decoding(cfg)) {
     const Llama layout(cfg_, 0);
     hs_ = cfg_.n_embd / cfg_.n_head;

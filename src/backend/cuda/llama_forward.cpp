@@ -11,17 +11,9 @@
 
 namespace dptrain {
 
-static cuda::InputSlots::Part token_rows(const ModelBatch& in, int T) {
-    cuda::InputSlots::Part p;
-    p.src = in.tokens;
-    p.pitch = (size_t)in.stride * sizeof(int);
-    p.width = (size_t)(T + 1) * sizeof(int);
-    return p;
-}
-
 void CudaLlama::stage(const ModelBatch& in) {
     if (in.B <= 0 || in.B > max_batch_ || in.stride < cfg_.block_size + 1) return;  // forward refuses it
-    const cuda::InputSlots::Part rows = token_rows(in, cfg_.block_size);
+    const cuda::InputSlots::Part rows = cuda::token_rows(in, cfg_.block_size);
     input_->stage(&rows, in.B);
 }
 
@@ -101,13 +93,7 @@ double CudaLlama::forward(const float* params, const ModelBatch& in, long* corre
         return 0.0;
     }
     if (in.stride < T + 1) throw std::invalid_argument("CudaLlama::forward: token rows shorter than T + 1");
-    // Llama::forward's checks, order and message, before anything is queued.
-    for (int b = 0; b < B; ++b)
-        for (int t = 0; t <= T; ++t) {
-            const int tok = in.tokens[(long)b * in.stride + t];
-            if (tok < 0 || tok >= V) throw UserError(strfmt("token %d outside the model's vocabulary of %d", tok, V));
-            if (t > 0) host_targets_[(long)b * T + t - 1] = tok;
-        }
+    lm_targets(in, T, V, host_targets_.data());  // Llama::forward's checks, before anything is queued
     const long BT = (long)B * T;
     const size_t sBT = (size_t)max_batch_ * T, sBTC = sBT * C;
     cudaStream_t s = ctx_->stream();
@@ -118,7 +104,7 @@ double CudaLlama::forward(const float* params, const ModelBatch& in, long* corre
         mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
     }
     // Staged during the last step, or copied now; the targets packed on the device.
-    const cuda::InputSlots::Part rows = token_rows(in, T);
+    const cuda::InputSlots::Part rows = cuda::token_rows(in, T);
     ev_->timed(OpKind::copy, s, [&] {
         tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]);
         CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
@@ -156,19 +142,8 @@ double CudaLlama::head_forward(int B, long* correct) {
         cuda::softmax_crossentropy_forward(losses_, ce_stats_, correct ? argmax_ : nullptr, logits_, targets_, (int)BT,
                                            V, s);
     });
-    ev_->timed(OpKind::copy, s, [&] {
-        CUDA_CHECK(
-            cudaMemcpyAsync(host_losses_.data(), losses_, (size_t)BT * sizeof(float), cudaMemcpyDeviceToHost, s));
-        if (correct)  // 4 bytes a row instead of the logits
-            CUDA_CHECK(cudaMemcpyAsync(host_argmax_.data(), argmax_, (size_t)BT * sizeof(int),
-                                       cudaMemcpyDeviceToHost, s));
-    });
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    const double sum = readback_->read(losses_, argmax_, host_targets_.data(), BT, correct, s, *ev_);
     last_B_ = B;
-    double sum = 0.0;
-    for (long i = 0; i < BT; ++i) sum += host_losses_[i];
-    if (correct)
-        for (long i = 0; i < BT; ++i) *correct += host_argmax_[i] == host_targets_[i];
     return sum;
 }
 

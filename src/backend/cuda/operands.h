@@ -134,6 +134,36 @@ class Matmuls {
     size_t w_n_ = 0, a_n_ = 0, g_n_ = 0;
 };
 
+// A language model's loss read back: each row's loss (and, when counting, its argmax) copied to the
+// host after the work queued on s, summed there in row order; argmax equal to the host's target
+// counted into *correct. Allocated once (reserve).
+class LossReadback {
+  public:
+    void reserve(size_t rows) {
+        losses_.resize(rows);
+        argmax_.resize(rows);
+    }
+    template <class Events>
+    double read(const float* losses, const int* argmax, const int* host_targets, long rows, long* correct,
+                cudaStream_t s, Events& ev) {
+        ev.timed(OpKind::copy, s, [&] {
+            CUDA_CHECK(cudaMemcpyAsync(losses_.data(), losses, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost, s));
+            if (correct)  // 4 bytes a row instead of the logits
+                CUDA_CHECK(cudaMemcpyAsync(argmax_.data(), argmax, (size_t)rows * sizeof(int), cudaMemcpyDeviceToHost, s));
+        });
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        double sum = 0.0;
+        for (long i = 0; i < rows; ++i) sum += losses_[(size_t)i];
+        if (correct)
+            for (long i = 0; i < rows; ++i) *correct += argmax_[(size_t)i] == host_targets[i];
+        return sum;
+    }
+
+  private:
+    std::vector<float> losses_;
+    std::vector<int> argmax_;
+};
+
 // --gpu-state host: the device's gradients added onto the host buffer (backward adds: the trainer's
 // contract), through page-locked staging.
 class HostGradients {
@@ -196,6 +226,15 @@ class InputSlots {
     Part staged_parts_[kMaxParts];
     long staged_hits_ = 0;
 };
+
+// A language model's windows as InputSlots' one part: B host rows of T + 1 tokens, in.stride apart.
+inline InputSlots::Part token_rows(const ModelBatch& in, int T) {
+    InputSlots::Part p;
+    p.src = in.tokens;
+    p.pitch = (size_t)in.stride * sizeof(int);
+    p.width = (size_t)(T + 1) * sizeof(int);
+    return p;
+}
 
 // --profile-ops on a GPU: events around each op; stop() waits and adds the times by kind.
 class OpEvents {

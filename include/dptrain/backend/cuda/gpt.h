@@ -17,6 +17,7 @@ class Matmuls;
 class HostGradients;
 class InputSlots;
 class OpEvents;
+class LossReadback;
 }
 
 class CudaGpt : public Model, public cuda::Resident {
@@ -81,6 +82,7 @@ class CudaGpt : public Model, public cuda::Resident {
     std::unique_ptr<cuda::Matmuls> mm_;  // the model's matmuls in fp32 or bf16
     std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host
     std::unique_ptr<cuda::InputSlots> input_;
+    std::unique_ptr<cuda::LossReadback> readback_;
     std::unique_ptr<cuda::OpEvents> ev_;               // --profile-ops
     std::vector<void*> allocs_;
     std::vector<void*> kept_;  // the activations whose size depends on the precision (set_precision)
@@ -114,8 +116,7 @@ class CudaGpt : public Model, public cuda::Resident {
           *datty_ = nullptr, *delta_ = nullptr;
     int last_B_ = 0;
     // Host staging, allocated once.
-    std::vector<int> host_targets_, host_argmax_;
-    std::vector<float> host_losses_;
+    std::vector<int> host_targets_;
 };
 
 } // namespace dptrain

@@ -17,6 +17,7 @@ class Matmuls;
 class HostGradients;
 class InputSlots;
 class OpEvents;
+class LossReadback;
 }
 
 class CudaLlama : public Model, public cuda::Resident {
@@ -73,6 +74,7 @@ class CudaLlama : public Model, public cuda::Resident {
     std::unique_ptr<cuda::Matmuls> mm_;
     std::unique_ptr<cuda::HostGradients> host_grads_;  // --gpu-state host
     std::unique_ptr<cuda::InputSlots> input_;
+    std::unique_ptr<cuda::LossReadback> readback_;
     std::unique_ptr<cuda::OpEvents> ev_;  // --profile-ops
     std::vector<void*> allocs_;
     size_t activation_bytes_ = 0;
@@ -92,8 +94,7 @@ class CudaLlama : public Model, public cuda::Resident {
           *delta_ = nullptr;
     int last_B_ = 0;
     // Host staging, allocated once.
-    std::vector<int> host_targets_, host_argmax_;
-    std::vector<float> host_losses_;
+    std::vector<int> host_targets_;
 };
 
 } // namespace dptrain
