@@ -150,13 +150,7 @@ double CudaGpt::forward(const float* params, const ModelBatch& in, long* correct
         });
         mm_->set_current(false);  // the host's parameters: rounded below, whatever an update wrote
     }
-    // Staged during the last step, or copied now; the targets packed on the device.
-    const cuda::InputSlots::Part rows = cuda::token_rows(in, T);
-    ev_->timed(OpKind::copy, s, [&] { tokens_ = static_cast<int*>(input_->take(&rows, B, s)[0]); });
-    ev_->timed(OpKind::copy, s, [&] {
-        CUDA_CHECK(cudaMemcpy2DAsync(targets_, (size_t)T * sizeof(int), tokens_ + 1, (size_t)(T + 1) * sizeof(int),
-                                     (size_t)T * sizeof(int), (size_t)B, cudaMemcpyDeviceToDevice, s));
-    });
+    ev_->timed(OpKind::copy, s, [&] { tokens_ = cuda::take_windows(*input_, in, T, targets_, s); });
     const float* P = params_;
     if (mm_->is_bf16()) ev_->timed(OpKind::matmul, s, [&] { mm_->begin(P, s); });
     ev_->timed(OpKind::encoder, s,

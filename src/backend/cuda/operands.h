@@ -236,6 +236,16 @@ inline InputSlots::Part token_rows(const ModelBatch& in, int T) {
     return p;
 }
 
+// The forward's windows on the device, staged during the last step or copied now (InputSlots::take),
+// and their targets, each row's last T tokens, packed into `targets` (B*T) on s. Returns the windows.
+inline int* take_windows(InputSlots& input, const ModelBatch& in, int T, int* targets, cudaStream_t s) {
+    const InputSlots::Part rows = token_rows(in, T);
+    int* tokens = static_cast<int*>(input.take(&rows, in.B, s)[0]);
+    CUDA_CHECK(cudaMemcpy2DAsync(targets, (size_t)T * sizeof(int), tokens + 1, (size_t)(T + 1) * sizeof(int),
+                                 (size_t)T * sizeof(int), (size_t)in.B, cudaMemcpyDeviceToDevice, s));
+    return tokens;
+}
+
 // --profile-ops on a GPU: events around each op; stop() waits and adds the times by kind.
 class OpEvents {
   public:
