@@ -36,6 +36,9 @@ size_t complete_utf8(const std::string& s, size_t from, size_t upto) {
 // Prompt rows scored a step: their logits come back whole, so a long prompt goes in pieces.
 constexpr int kScoreRows = 64;
 
+// An out row scored only: no token drawn (core/token_draw.h).
+constexpr TokenDraw kNoDraw{0, 0, -1.0, 1.0, 0.0};
+
 } // namespace
 
 bool Completion::next(std::string* text) {
@@ -89,6 +92,8 @@ CompletionEngine::CompletionEngine(InferenceModel model, int slots, int queue, s
     decoder_->reserve(slots, T + slots);
     decoder_->set_params(params_.data());
     logits_.resize((size_t)(slots + kScoreRows) * cfg_.vocab_size);
+    draws_.reserve(slots + kScoreRows);
+    ids_.resize(slots + kScoreRows);
     stats_.model_step = model.step;
     stats_.model_path = model.path;
     thread_ = std::thread([this] { run(); });
@@ -291,6 +296,8 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
     out_n_.clear();
     from_.clear();
     stepped_.clear();
+    draws_.clear();
+    bool wants_logits = false;  // the rows' logits come back only where logprobs are asked for
     for (Running* r : batch) {
         if (r->c->max_tokens == 0 && !r->scoring()) {  // echo alone: nothing to compute
             finish_unscored(*r);
@@ -307,18 +314,24 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
         out_first_.push_back((int)out_rows_.size());
         out_n_.push_back(outs);
         from_.push_back(from);
+        // A token follows once the whole prompt is cached, unless only the prompt was asked for.
+        const bool picks = to == (int)r->context.size() && r->c->max_tokens != 0;
+        wants_logits |= scoring || (picks && r->c->logprobs >= 0);
         for (int i = from; i < to; ++i) {
             rows_tok_.push_back(r->context[i]);
             rows_slot_.push_back(r->slot);
             rows_pos_.push_back(i);
-            if (scoring || i == to - 1) out_rows_.push_back((int)rows_tok_.size() - 1);
+            if (!scoring && i != to - 1) continue;
+            out_rows_.push_back((int)rows_tok_.size() - 1);
+            draws_.push_back(picks && i == to - 1 ? r->picker.next_draw() : kNoDraw);
         }
         r->cached = to;
         stepped_.push_back(r);
     }
     if (stepped_.empty()) return;
-    decoder_->decode(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(), logits_.data(),
-                     out_rows_.data(), (int)out_rows_.size());
+    decoder_->decode_pick(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(),
+                          out_rows_.data(), (int)out_rows_.size(), draws_.data(), ids_.data(),
+                          wants_logits ? logits_.data() : nullptr);
     long picked = 0;
     for (size_t k = 0; k < stepped_.size(); ++k) {
         Running& r = *stepped_[k];
@@ -338,8 +351,8 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
     for (size_t k = 0; k < stepped_.size(); ++k) {
         Running& r = *stepped_[k];
         if (r.cached < (int)r.context.size() || r.finished) continue;
-        const float* last = logits_.data() + (size_t)(out_first_[k] + out_n_[k] - 1) * V;
-        emit(r, r.picker.pick(last), last);
+        const int at = out_first_[k] + out_n_[k] - 1;
+        emit(r, ids_[at], wants_logits ? logits_.data() + (size_t)at * V : nullptr);
     }
 }
 

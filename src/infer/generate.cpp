@@ -62,34 +62,36 @@ Generated generate_recompute(LanguageModel& model, const float* params, std::vec
 }
 
 // A full window keeps its newest half, recomputed at positions 0.. (once per T / 2 tokens); up to
-// T tokens the result equals the recomputing one's.
+// T tokens the result equals the recomputing one's. The decoder picks each token where its logits
+// are (a GPU hands back the id alone), by the picker's rule and draw.
 Generated generate_cached(Decoder& model, const GptConfig& cfg, const float* params, std::vector<int>& ids, int tokens,
                           TokenPicker& picker, const Tokenizer& tok) {
     Generated g;
-    const int T = cfg.block_size, V = cfg.vocab_size;
+    const int T = cfg.block_size;
     model.reserve(1, T);
     model.set_params(params);
-    std::vector<float> logits(V);
     std::vector<int> slot(T, 0), pos(T);
     std::iota(pos.begin(), pos.end(), 0);
     int filled = 0;
-    auto prefill = [&](int keep) {  // only the last position's logits
+    auto prefill = [&](int keep) {  // only the last position's token
         const int last = keep - 1;
-        model.decode(ids.data() + ids.size() - keep, slot.data(), pos.data(), keep, logits.data(), &last, 1);
+        const TokenDraw d = picker.next_draw();
+        int next = 0;
+        model.decode_pick(ids.data() + ids.size() - keep, slot.data(), pos.data(), keep, &last, 1, &d, &next);
         filled = keep;
-        return logits.data();
+        return next;
     };
-    const float* z = prefill((int)std::min<size_t>(ids.size(), (size_t)T));
+    int next = prefill((int)std::min<size_t>(ids.size(), (size_t)T));
     for (int n = 0; n < tokens; ++n) {
-        int next = picker.pick(z);
         ids.push_back(next);
         if (!put(g, next, tok) || n + 1 == tokens) break;
         if (filled == T) {
-            z = prefill(std::max(1, T / 2));
+            next = prefill(std::max(1, T / 2));
         } else {
-            model.decode(&next, slot.data(), &pos[filled], 1, logits.data());
+            const TokenDraw d = picker.next_draw();
+            const int at = next;
+            model.decode_pick(&at, slot.data(), &pos[filled], 1, nullptr, 0, &d, &next);
             ++filled;
-            z = logits.data();
         }
     }
     return g;

@@ -2,6 +2,7 @@
 // batched, a row's log-probabilities, and the CPU's factory.
 #include "dptrain/model/decoder.h"
 
+#include "dptrain/backend/cpu/ops.h"
 #include "dptrain/model/gpt_decoder.h"
 #include "dptrain/model/llama_decoder.h"
 
@@ -16,6 +17,19 @@ void decode_prompt_runs(const int* slot, int n, std::vector<std::pair<int, int>>
         for (end = begin + 1; end < n && slot[end] == slot[begin];) ++end;
         if (end - begin >= kDecodePromptRows) runs.emplace_back(begin, end);
     }
+}
+
+void Decoder::decode_pick(const int* tok, const int* slot, const int* pos, int n, const int* out_rows, int n_out,
+                          const TokenDraw* draws, int* ids, float* logits) {
+    const int V = vocab_size(), m = out_rows ? n_out : n;
+    if (!logits) {
+        if (pick_logits_.size() < (size_t)m * V) pick_logits_.resize((size_t)m * V);
+        logits = pick_logits_.data();
+    }
+    decode(tok, slot, pos, n, logits, out_rows, n_out);
+    if (pick_probs_.size() < (size_t)V) pick_probs_.resize(V), pick_order_.resize(V);
+    for (int r = 0; r < m; ++r)
+        ids[r] = cpu::pick_token(logits + (size_t)r * V, draws[r], pick_probs_.data(), pick_order_.data());
 }
 
 TokenLogprob token_logprob(const float* logits, int V, int drawable, int token, int top) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what tests/gpu/run.sh needs on a bare GPU machine (CUDA there, but no MPI, HDF5, Boost or
 # OpenBLAS, and no package registry): builds here with CUDA=1, and puts in build/gpu-pack
-#   bin/   dptrain, dptrain-data, dptrain-ckpt, cuda_tests, mpi_tests and the bf16 matmul benchmark,
-#          stripped;
+#   bin/   dptrain, dptrain-data, dptrain-ckpt, dptrain-bench, cuda_tests, mpi_tests and the bf16
+#          matmul benchmark, stripped;
 #   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA's own
 #          (cuBLAS, the runtime, NCCL: run.sh finds those on the GPU machine), found with ldd and
 #          dpkg -S, plus Open MPI's launcher, daemon and plugins;
@@ -38,7 +38,7 @@ top=$PWD
 (cd "$S" && /usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Iinclude -o "$top/$P/bin/bench_ops" \
   tests/gpu/bench_ops.cu src/backend/cuda/matmul.cu src/backend/cuda/matmul_rows.cu src/backend/cuda/activation.cu src/backend/cuda/attention.cu \
   src/backend/cuda/flash_attention.cu src/backend/cuda/flash_attention_backward.cu src/backend/cuda/crossentropy.cu src/backend/cuda/optim.cu src/backend/cuda/layernorm.cu src/backend/cuda/encoder.cu src/backend/cuda/context.cpp src/backend/cuda/cublas_library.cpp src/core/error.cpp -lcublas -lcublasLt)
-for b in dptrain dptrain-data dptrain-ckpt cuda_tests mpi_tests; do cp "$S/build/$b" "$P/bin/"; done
+for b in dptrain dptrain-data dptrain-ckpt dptrain-bench cuda_tests mpi_tests; do cp "$S/build/$b" "$P/bin/"; done
 strip "$P"/bin/*
 # Which source the binaries are: run.sh prints it, and compares the tree it runs in with the
 # tracked files' digests in TREE (the GPU machine may have no .git of this tree to ask).

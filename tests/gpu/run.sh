@@ -114,6 +114,8 @@ say_what_runs_where() {
   echo "ratios), gpt-124m-recompute and gpt-124m-accum (--recompute block, and --grad-accum 2 of 4, at that"
   echo "shape: their step time against the flash run's, and the GPU memory against the plan; torch-124m-accum the"
   echo "peer's cost of the same split), generate-124m-gpu (decoding at that shape, fp32 and bf16 weights),"
+  echo "decode-124m-graphs (dptrain-bench decode --device cuda: 1, 8 and 32 sequences, CUDA graphs against"
+  echo "kernel by kernel), gpt-sample-gpu (generate --temperature 0.9 picked on the GPU: the CPU's text),"
   echo "serve-gpu (bench/serve_load.py --device cuda: batching on and off, a rollout under load),"
   echo "racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and on"
   echo "every op test, where installed)."
@@ -338,6 +340,15 @@ NOTE='tokens/s' step gpt-decode-gpu-bf16 GPU 30 gpt-train-gpu \
 >$W/decode-cpu16.txt && $B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0 \
 --device cuda --precision bf16 >$W/decode-gpu16.txt && cmp $W/decode-cpu16.txt $W/decode-gpu16.txt"
 
+# Sampled decoding (temperature 0.9, seed 5), each token picked on the GPU (cuda::pick_tokens),
+# against the CPU's picks: the same rule and draws give the same text, unless a draw falls within
+# the two devices' ~1e-6 difference in the logits of a boundary between tokens (rare in 150 tokens;
+# the [cuda] tests compare the picks on the same logits exactly).
+NOTE='tokens/s' step gpt-sample-gpu GPU 30 gpt-train-gpu \
+  "$B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0.9 --seed 5 \
+>$W/sample-cpu.txt && $B/dptrain generate --checkpoint $W/gpt-gpu --prompt 'The ' --tokens 150 --temperature 0.9 \
+--seed 5 --device cuda >$W/sample-gpu.txt && cmp $W/sample-cpu.txt $W/sample-gpu.txt"
+
 # Gradient accumulation on the GPU (--grad-accum 2 of batch 4, the micro-batches summed in the
 # model's device buffer) against the CPU run's batch 8: the same samples a step, so the same curve
 # within 1e-3, as the runs above.
@@ -498,6 +509,12 @@ fi
 NOTE='tokens/s' step generate-124m-gpu GPU 60 gpt-124m-bf16-flash \
   "set -o pipefail; for p in fp32 bf16; do $B/dptrain generate --checkpoint $W/g124bf --prompt 'The ' --tokens 256 --temperature 0 \
 --device cuda --precision \$p 2>&1 >/dev/null | sed \"s/^/\$p: /\" || exit 1; done"
+
+# Decoding at GPT-2 124M's shape (dptrain-bench decode --device cuda, GPT-2's initialisation):
+# greedy tokens/s of one sequence and of 8 and 32 decoded together, ids picked on the GPU, fp32
+# and bf16 weights, each with the decoder's CUDA graphs and launched kernel by kernel.
+NOTE='tokens/s|speed-up' step decode-124m-graphs GPU 120 build \
+  "set -o pipefail; for s in 8 32; do $LAUNCH $B/dptrain-bench decode --device cuda --tokens 200 --repeats 2 --streams \$s || exit 1; done"
 
 # dptrain serve on the GPU (--device cuda): bench/serve_load.py's rows (1, 8 and 32 clients, batching
 # on and off) and its rollout under load, with the machine's python3 as the clients.

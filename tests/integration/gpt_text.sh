@@ -65,8 +65,9 @@ head -c 200 "$WORK/gen.out"; echo
   || fail "generate from the run directory failed"
 cmp -s "$WORK/gen.out" "$WORK/gen2.out" || fail "generate --checkpoint RUN_DIR differs from its newest checkpoint"
 # The key/value cache against recomputing the window: the same text up to the block size (32
-# tokens: the prompt's 4 and 28 new ones), greedy and sampled; past it both go on.
-for sampling in "--temperature 0" "--temperature 0.8 --top-k 10"; do
+# tokens: the prompt's 4 and 28 new ones), greedy and sampled (over the whole vocabulary and top-k:
+# the decoder's decode_pick against the picker on the recomputed logits); past it both go on.
+for sampling in "--temperature 0" "--temperature 0.8 --top-k 10" "--temperature 1.3"; do
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling >"$WORK/c.out" 2>"$WORK/c.err"
   "$BIN/dptrain" generate --checkpoint "$WORK/run" --prompt "The " --tokens 28 $sampling --no-kv-cache >"$WORK/r.out" 2>"$WORK/r.err"
   cmp -s "$WORK/c.out" "$WORK/r.out" || { cat "$WORK/c.out" "$WORK/r.out"; fail "generate $sampling: the cache's text differs"; }

@@ -66,8 +66,10 @@ grep -qE "^dptrain's ops +[0-9.]+ +[0-9.]+ +[0-9.]+x$" <<<"$out" && grep -qE "^s
 expect_one_line 2 "^dptrain-bench: error: decode: --text needs --checkpoint" "$BIN/dptrain-bench" decode --text README.md
 expect_one_line 2 "^dptrain-bench: error: decode: .*--n-embd a multiple of --n-head" \
   "$BIN/dptrain-bench" decode --n-embd 30 --n-head 4
-out=$("$BIN/dptrain-bench" decode --vocab 97 --block-size 32 --n-layer 1 --n-head 2 --n-embd 16 --tokens 8 --repeats 1)
+out=$("$BIN/dptrain-bench" decode --vocab 97 --block-size 32 --n-layer 1 --n-head 2 --n-embd 16 --tokens 8 --repeats 1 \
+  --streams 3)
 grep -qE "^tokens/s \(best\) +[0-9.]+ +[0-9.]+ +[0-9.]+x$" <<<"$out" &&
+  grep -qE "^tokens/s, 3 streams +[0-9.]+ +[0-9.]+ +[0-9.]+x$" <<<"$out" &&
   grep -qE "^greedy tokens equal before the first difference: [0-8] of 8$" <<<"$out" ||
   { echo "$out"; fail "dptrain-bench decode did not print its rate and agreement"; }
 expect_one_line 2 "^dptrain-report: error: frob: not a command" "$BIN/dptrain-report" frob

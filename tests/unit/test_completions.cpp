@@ -80,6 +80,7 @@ class GatedDecoder : public Decoder {
         cpu_->decode(tok, slot, pos, n, logits, out_rows, n_out);
     }
     std::string where() const override { return "the CPU, gated"; }
+    int vocab_size() const override { return cpu_->vocab_size(); }
     // True once a second set_params is waiting at the gate (within the time given).
     bool installing(std::chrono::seconds within) {
         std::unique_lock<std::mutex> lk(mu_);

@@ -247,3 +247,53 @@ TEST_CASE("GptDecoder with bf16 weights: the fp32 decode of the rounded matrices
     d->set_params(p.data());
     CHECK(decode_batching::rows_batched_differently(*d, V, wide.block_size, kDecodePromptRows, 3) == 0);
 }
+
+// decode_pick, the one call generate and serve make: decode's logits (when asked for) and, for each
+// out row, the token TokenPicker's rule takes from them at the draw's u; a scored row (temperature
+// below 0) gets -1, and asking for the logits or not changes no id. GPT and Llama, one row of each
+// of three slots a call, greedy, sampled, top-k and top-p rows.
+TEST_CASE("Decoder::decode_pick: the ids of cpu::pick_token on decode's logits", "[gpt]") {
+    for (DecoderArch arch : {DecoderArch::gpt2, DecoderArch::llama}) {
+        INFO((arch == DecoderArch::llama ? "llama" : "gpt"));
+        GptConfig c = config(41, 12);
+        c.arch = arch;
+        if (arch == DecoderArch::llama) c.n_kv_head = 2;
+        const auto lm = make_cpu_lm(c, 0);
+        std::vector<float> p(lm->num_params());
+        lm->init(p.data(), 5);
+        const auto noise = randn(p.size(), 6, 0.2f);
+        for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+        auto a = make_cpu_decoder(c), b = make_cpu_decoder(c), e = make_cpu_decoder(c);
+        for (Decoder* d : {a.get(), b.get(), e.get()}) {
+            d->reserve(4, 12);
+            d->set_params(p.data());
+        }
+        CHECK(a->vocab_size() == 41);
+        const int V = c.vocab_size;
+        std::vector<float> probs(V), logits((size_t)4 * V), want((size_t)4 * V);
+        std::vector<int> order(V);
+        int bad = 0, sampled_apart = 0;
+        for (int t = 0; t < c.block_size; ++t) {
+            const int tok[4] = {(t * 3) % V, (t * 5 + 1) % V, (t * 7 + 2) % V, (t * 11 + 3) % V};
+            const int slot[4] = {0, 1, 2, 3}, pos[4] = {t, t, t, t};
+            const double u = (t + 0.5) / c.block_size;
+            TokenDraw d[4];
+            for (int s = 0; s < 4; ++s) d[s].vocab = V - 2, d[s].temperature = 0.9, d[s].u = u;
+            d[0].temperature = 0;
+            d[2].top_k = 5;
+            d[3].top_p = 0.7;
+            if (t % 4 == 3) d[1].temperature = -1;  // scored only
+            int ids[4] = {-9, -9, -9, -9}, ids2[4] = {-9, -9, -9, -9};
+            a->decode_pick(tok, slot, pos, 4, nullptr, 0, d, ids, logits.data());
+            b->decode(tok, slot, pos, 4, want.data());
+            bad += std::memcmp(logits.data(), want.data(), want.size() * sizeof(float)) != 0;
+            for (int s = 0; s < 4; ++s) bad += ids[s] != cpu::pick_token(&want[(size_t)s * V], d[s], probs.data(), order.data());
+            bad += t % 4 == 3 && ids[1] != -1;
+            sampled_apart += ids[1] != ids[0];
+            e->decode_pick(tok, slot, pos, 4, nullptr, 0, d, ids2);  // no logits asked for
+            for (int s = 0; s < 4; ++s) bad += ids2[s] != ids[s];
+        }
+        CHECK(bad == 0);
+        CHECK(sampled_apart > 0);  // the draws are not all the greedy token
+    }
+}

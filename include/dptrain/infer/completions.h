@@ -130,6 +130,8 @@ class CompletionEngine {
     // A step's rows, reused; out_first_/out_n_: each stepped sequence's logits rows.
     std::vector<int> rows_tok_, rows_slot_, rows_pos_, out_rows_, out_first_, out_n_, from_;
     std::vector<float> logits_;
+    std::vector<TokenDraw> draws_;  // an out row's rule and draw (kNoDraw: scored only)
+    std::vector<int> ids_;          // an out row's token picked by the decoder
     std::vector<Running*> stepped_;
     size_t first_slot_ = 0;  // the batch's rotation, a step more each step
     std::thread thread_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dptrain/core/rng.h"
+#include "dptrain/core/token_draw.h"
 #include "dptrain/infer/inference_model.h"
 
 #include <cstdint>
@@ -11,16 +12,18 @@
 
 namespace dptrain {
 
-// Temperature 0: argmax; else softmax(logits / T) within top_k and top_p. One random stream per
-// picker, so a request's draws do not depend on its neighbours.
+// Temperature 0: argmax; else softmax(logits / T) within top_k and top_p (core/token_draw.h). One
+// random stream per picker, so a request's draws do not depend on its neighbours.
 class TokenPicker {
   public:
     TokenPicker(int vocab_size, double temperature, int top_k, double top_p, uint64_t seed);
+    // The next token's rule and draw (one uniform taken where the temperature is above 0), for a
+    // decoder that picks itself (Decoder::decode_pick); pick(z) is pick_token(z, next_draw()).
+    TokenDraw next_draw();
     int pick(const float* logits);
 
   private:
-    int V_, k_;
-    double temperature_, top_p_;
+    TokenDraw rule_;  // u unset
     std::vector<float> probs_;
     std::vector<int> order_;
     Rng rng_;

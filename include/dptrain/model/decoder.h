@@ -2,6 +2,7 @@
 // own key/value cache. Not for: training (Model), or choosing the rows of a call.
 #pragma once
 
+#include "dptrain/core/token_draw.h"
 #include "dptrain/model/gpt.h"
 
 #include <memory>
@@ -22,8 +23,25 @@ class Decoder {
     // (n, V), or out_rows' (n_out, V), the same bits whatever else shares the call. Host memory.
     virtual void decode(const int* tok, const int* slot, const int* pos, int n, float* logits,
                         const int* out_rows = nullptr, int n_out = 0) = 0;
+    // decode's call, then out row r's next token by draws[r] (core/token_draw.h) in ids[r] (-1
+    // where draws[r] asks none): the ids cpu::pick_token takes from decode's logits, though a GPU
+    // picks them where the logits are and hands back only the ids. logits (null: not wanted) gets
+    // decode's. out_rows null: every row is an out row.
+    virtual void decode_pick(const int* tok, const int* slot, const int* pos, int n, const int* out_rows, int n_out,
+                             const TokenDraw* draws, int* ids, float* logits = nullptr);
     // "the CPU", "the CPU, bf16 weights" or "GPU 0", for banners.
     virtual std::string where() const = 0;
+    virtual int vocab_size() const = 0;  // a logits row's values
+    // A GPU's decoder replays one CUDA graph a row count; off, it launches kernel by kernel (a
+    // benchmark's reference). False: this decoder has no graphs (the CPU's).
+    virtual bool set_graphs(bool on) {
+        (void)on;
+        return false;
+    }
+
+  private:
+    std::vector<float> pick_logits_, pick_probs_;  // decode_pick's on the host, grown once
+    std::vector<int> pick_order_;
 };
 
 // A run of this many rows of one slot (a prompt) gets one sgemm (cuBLAS call) of its own, shorter

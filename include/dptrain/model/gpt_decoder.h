@@ -18,6 +18,7 @@ class GptDecoder : public CpuDecoder {
     // Decoder's contract; in fp32 Gpt::forward's model, each position computed once.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) override;
+    int vocab_size() const override { return cfg_.vocab_size; }
 
   private:
     GptConfig cfg_;

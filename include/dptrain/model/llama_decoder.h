@@ -19,6 +19,7 @@ class LlamaDecoder : public CpuDecoder {
     // Decoder's contract; in fp32 Llama::forward's model, each position computed once.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) override;
+    int vocab_size() const override { return cfg_.vocab_size; }
     // Bytes of the key/value cache reserve allocated.
     size_t cache_bytes() const { return (kcache_.size() + vcache_.size()) * sizeof(float); }
 

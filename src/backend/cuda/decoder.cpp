@@ -3,6 +3,7 @@
 #include "dptrain/backend/cuda/decoder.h"
 
 #include "check.h"
+#include "dptrain/backend/cpu/ops.h"
 #include "dptrain/backend/cuda/gpt_decoder.h"
 #include "dptrain/backend/cuda/llama_decoder.h"
 #include "dptrain/core/error.h"
@@ -16,8 +17,9 @@ namespace {
 constexpr double kGiB = 1073741824.0;
 }
 
-CudaDecoder::CudaDecoder(const char* model, size_t P, size_t widest, int device, Precision weights)
-    : device_(device), P_(P), ctx_(std::make_unique<cuda::Context>(device)) {
+CudaDecoder::CudaDecoder(const char* model, size_t P, size_t widest, int device, Precision weights, int T, int C,
+                         int V)
+    : device_(device), P_(P), ctx_(std::make_unique<cuda::Context>(device)), T_(T), C_(C), V_(V) {
     size_t free_bytes = 0, total_bytes = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const double need = 4.0 * (double)P_;
@@ -59,21 +61,34 @@ float* CudaDecoder::alloc(size_t n, std::vector<void*>& into, const std::string&
     return static_cast<float*>(p);
 }
 
+void CudaDecoder::free_graphs() {
+    for (cudaGraphExec_t& g : graphs_)
+        if (g) cudaGraphExecDestroy(g), g = nullptr;
+    graphs_.clear();
+}
+
 void CudaDecoder::free_cache() {
+    free_graphs();  // they hold the buffers' addresses
     for (void* p : cache_) cudaFree(p);
     cache_.clear();
-    logits_ = nullptr;
-    rows_dev_ = nullptr;
+    logits_ = gather_ = nullptr;
+    rows_dev_ = ids_dev_ = nullptr;
+    draws_dev_ = nullptr;
     slots_ = rows_ = 0;
 }
 
-void CudaDecoder::begin_reserve(int slots, int max_rows, int V, const std::string& need) {
+void CudaDecoder::begin_reserve(int slots, int max_rows, const std::string& need) {
     if (slots <= 0 || max_rows <= 0) throw std::invalid_argument("CudaDecoder::reserve: slots and rows must be positive");
     CUDA_CHECK(cudaSetDevice(device_));
     free_cache();
+    const size_t R = max_rows;
+    static_assert(sizeof(int) == sizeof(float) && sizeof(TokenDraw) % sizeof(float) == 0, "buffers counted in floats");
     try {
-        logits_ = alloc((size_t)max_rows * V, cache_, need);
-        rows_dev_ = reinterpret_cast<int*>(alloc(3 * (size_t)max_rows, cache_, need));  // an int has a float's size
+        logits_ = alloc(R * V_, cache_, need);
+        gather_ = alloc(R * C_, cache_, need);
+        rows_dev_ = reinterpret_cast<int*>(alloc(3 * R, cache_, need));
+        ids_dev_ = reinterpret_cast<int*>(alloc(R, cache_, need));
+        draws_dev_ = reinterpret_cast<TokenDraw*>(alloc(R * sizeof(TokenDraw) / sizeof(float), cache_, need));
     } catch (...) {
         free_cache();
         throw;
@@ -83,6 +98,10 @@ void CudaDecoder::begin_reserve(int slots, int max_rows, int V, const std::strin
 void CudaDecoder::end_reserve(int slots, int max_rows) {
     ints_.assign(3 * (size_t)max_rows, 0);
     prompts_.reserve(max_rows / kDecodePromptRows + 1);
+    host_row_.resize(V_);
+    probs_.resize(V_);
+    order_.resize(V_);
+    graphs_.assign((size_t)max_rows + 1, nullptr);
     slots_ = slots;
     rows_ = max_rows;
 }
@@ -98,8 +117,8 @@ void CudaDecoder::set_params(const float* params) {
 
 std::string CudaDecoder::where() const { return strfmt("GPU %d%s", device_, w16_ ? ", bf16 weights" : ""); }
 
-bool CudaDecoder::begin_call(const int* tok, const int* slot, const int* pos, int n, int V, int T,
-                             const int* out_rows, int n_out) {
+bool CudaDecoder::begin_call(const int* tok, const int* slot, const int* pos, int n, const int* out_rows, int n_out) {
+    const int V = V_, T = T_;
     if (!params_set_) throw std::logic_error("CudaDecoder::decode before set_params");
     if (n > rows_) throw std::invalid_argument("CudaDecoder::decode: more rows than reserve allowed");
     for (int i = 0; i < n; ++i) {  // the CPU decoders' checks and messages
@@ -146,22 +165,77 @@ void CudaDecoder::product(float* out, const float* inp, size_t w, const float* b
     rows(done, n - done);
 }
 
-void CudaDecoder::head(float* logits, const float* normed, float* spare, int n, const int* out_rows, int n_out,
-                       size_t head, int C, int V) {
+const float* CudaDecoder::run_layers(int n) {
+    if (!graphs_on_ || !prompts_.empty()) return layers(n);  // a prompt's products go through cuBLAS
+    cudaStream_t s = ctx_->stream();
+    cudaGraphExec_t& exec = graphs_[n];
+    if (!exec) {
+        // Thread-local capture: serving's HTTP threads make no CUDA calls that would join it.
+        CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        try {
+            normed_ = layers(n);
+        } catch (...) {
+            cudaStreamEndCapture(s, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            throw;
+        }
+        CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+        const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        CUDA_CHECK(rc);
+        ++captured_;
+    }
+    CUDA_CHECK(cudaGraphLaunch(exec, s));
+    return normed_;
+}
+
+int CudaDecoder::head(const float* normed, int n, const int* out_rows, int n_out) {
     cudaStream_t s = ctx_->stream();
     const float* rows = normed;
     int m = n;
     if (out_rows) {  // the rows whose logits are wanted, gathered as on the CPU
         for (int r = 0; r < n_out; ++r)
-            CUDA_CHECK(cudaMemcpyAsync(spare + (size_t)r * C, normed + (size_t)out_rows[r] * C, C * sizeof(float),
+            CUDA_CHECK(cudaMemcpyAsync(gather_ + (size_t)r * C_, normed + (size_t)out_rows[r] * C_, C_ * sizeof(float),
                                        cudaMemcpyDeviceToDevice, s));
-        rows = spare;
+        rows = gather_;
         m = n_out;
     }
-    if (w16_) cuda::matmul_forward_rows(logits_, rows, w16_ + head, nullptr, m, C, V, s);
-    else cuda::matmul_forward_rows(logits_, rows, params_ + head, nullptr, m, C, V, s);
-    CUDA_CHECK(cudaMemcpyAsync(logits, logits_, (size_t)m * V * sizeof(float), cudaMemcpyDeviceToHost, s));
+    if (w16_) cuda::matmul_forward_rows(logits_, rows, w16_ + head_at_, nullptr, m, C_, V_, s);
+    else cuda::matmul_forward_rows(logits_, rows, params_ + head_at_, nullptr, m, C_, V_, s);
+    return m;
+}
+
+void CudaDecoder::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
+                         int n_out) {
+    if (!begin_call(tok, slot, pos, n, out_rows, n_out)) return;
+    cudaStream_t s = ctx_->stream();
+    const int m = head(run_layers(n), n, out_rows, n_out);
+    CUDA_CHECK(cudaMemcpyAsync(logits, logits_, (size_t)m * V_ * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void CudaDecoder::decode_pick(const int* tok, const int* slot, const int* pos, int n, const int* out_rows, int n_out,
+                              const TokenDraw* draws, int* ids, float* logits) {
+    if (!begin_call(tok, slot, pos, n, out_rows, n_out)) return;
+    cudaStream_t s = ctx_->stream();
+    const int m = head(run_layers(n), n, out_rows, n_out);
+    CUDA_CHECK(cudaMemcpyAsync(draws_dev_, draws, (size_t)m * sizeof(TokenDraw), cudaMemcpyHostToDevice, s));
+    cuda::pick_tokens(ids_dev_, logits_, m, V_, draws_dev_, s);
+    CUDA_CHECK(cudaMemcpyAsync(ids, ids_dev_, (size_t)m * sizeof(int), cudaMemcpyDeviceToHost, s));
+    if (logits)
+        CUDA_CHECK(cudaMemcpyAsync(logits, logits_, (size_t)m * V_ * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int r = 0; r < m; ++r) {  // cut by top_k or top_p: the CPU's sort, on this row alone
+        if (ids[r] != cuda::kPickOnHost) continue;
+        const float* z = logits ? logits + (size_t)r * V_ : host_row_.data();
+        if (!logits) {
+            CUDA_CHECK(cudaMemcpyAsync(host_row_.data(), logits_ + (size_t)r * V_, V_ * sizeof(float),
+                                       cudaMemcpyDeviceToHost, s));
+            CUDA_CHECK(cudaStreamSynchronize(s));
+        }
+        ids[r] = cpu::pick_token(z, draws[r], probs_.data(), order_.data());
+    }
 }
 
 std::unique_ptr<Decoder> make_cuda_decoder(const GptConfig& cfg, int device, Precision weights) {

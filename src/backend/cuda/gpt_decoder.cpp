@@ -21,7 +21,8 @@ GptConfig decoding(GptConfig cfg) {
 }
 
 CudaGptDecoder::CudaGptDecoder(const GptConfig& cfg, int device, Precision weights)
-    : CudaDecoder("GPT", Gpt::count_params(decoding(cfg)), 4 * (size_t)cfg.n_embd * cfg.n_embd, device, weights),
+    : CudaDecoder("GPT", Gpt::count_params(decoding(cfg)), 4 * (size_t)cfg.n_embd * cfg.n_embd, device, weights,
+                  cfg.block_size, cfg.n_embd, cfg.vocab_size),
       cfg_(decoding(cfg)) {
     const Gpt layout(cfg_, 0);
     wte_ = layout.layout().find("wte").offset;
@@ -29,6 +30,7 @@ CudaGptDecoder::CudaGptDecoder(const GptConfig& cfg, int device, Precision weigh
     lnfw_ = layout.layout().find("lnf.weight").offset;
     lnfb_ = layout.layout().find("lnf.bias").offset;
     lv_ = layout.layer_views();
+    set_head(wte_);  // tied
 }
 
 void CudaGptDecoder::reserve(int slots, int max_rows) {
@@ -38,7 +40,7 @@ void CudaGptDecoder::reserve(int slots, int max_rows) {
                                     "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
                                     "cpu), or serve fewer sequences at once (serve's --max-batch)",
                                     slots, slots == 1 ? "" : "s", 8.0 * L * slots * T * C / kGiB, R);
-    begin_reserve(slots, max_rows, cfg_.vocab_size, need);
+    begin_reserve(slots, max_rows, need);
     try {
         k_ = alloc(L * slots * T * C, cache_, need);
         v_ = alloc(L * slots * T * C, cache_, need);
@@ -61,10 +63,8 @@ void CudaGptDecoder::reserve(int slots, int max_rows) {
     end_reserve(slots, max_rows);
 }
 
-void CudaGptDecoder::decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows,
-                            int n_out) {
-    const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, V = cfg_.vocab_size;
-    if (!begin_call(tok, slot, pos, n, V, T, out_rows, n_out)) return;
+const float* CudaGptDecoder::layers(int n) {
+    const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head;
     cudaStream_t s = ctx_->stream();
     const float* P = params_;
     float *x = x_, *ln = ln_, *y = y_, *fc = fc_, *qkv = qkv_;
@@ -85,7 +85,7 @@ void CudaGptDecoder::decode(const int* tok, const int* slot, const int* pos, int
         cuda::residual_forward(x, x, ln, nC, s);
     }
     cuda::layernorm_forward(ln, mean_, rstd_, x, P + lnfw_, P + lnfb_, n, C, s);
-    head(logits, ln, y, n, out_rows, n_out, wte_, C, V);
+    return ln;
 }
 
 } // namespace dptrain

@@ -23,14 +23,15 @@ GptConfig decoding(const GptConfig& cfg) {
 }
 
 CudaLlamaDecoder::CudaLlamaDecoder(const GptConfig& cfg, int device, Precision weights)
-    : CudaDecoder("Llama", Llama::count_params(cfg), llama_widest_matrix(decoding(cfg)), device, weights),
+    : CudaDecoder("Llama", Llama::count_params(cfg), llama_widest_matrix(decoding(cfg)), device, weights,
+                  cfg.block_size, cfg.n_embd, cfg.vocab_size),
       cfg_(decoding(cfg)) {
     const Llama layout(cfg_, 0);
     hs_ = cfg_.n_embd / cfg_.n_head;
     qkv_w_ = (cfg_.n_head + 2 * cfg_.n_kv_head) * hs_;
     wte_ = layout.wte();
     lnfw_ = layout.lnf();
-    head_ = layout.head();
+    set_head(layout.head());
     lv_ = layout.layer_views();
     const size_t half = (size_t)cfg_.block_size * hs_ / 2;
     std::vector<float> cos(half), sin(half);
@@ -61,7 +62,7 @@ void CudaLlamaDecoder::reserve(int slots, int max_rows) {
                                     "and room for %zu rows, and an allocation failed; decode on the CPU (--device "
                                     "cpu), or serve fewer sequences at once (serve's --max-batch)",
                                     slots, slots == 1 ? "" : "s", 8.0 * (double)cache / kGiB, R);
-    begin_reserve(slots, max_rows, cfg_.vocab_size, need);
+    begin_reserve(slots, max_rows, need);
     try {
         k_ = alloc(cache, cache_, need);
         v_ = alloc(cache, cache_, need);
@@ -83,12 +84,10 @@ void CudaLlamaDecoder::reserve(int slots, int max_rows) {
     end_reserve(slots, max_rows);
 }
 
-void CudaLlamaDecoder::decode(const int* tok, const int* slot, const int* pos, int n, float* logits,
-                              const int* out_rows, int n_out) {
+const float* CudaLlamaDecoder::layers(int n) {
     const int T = cfg_.block_size, C = cfg_.n_embd, L = cfg_.n_layer, NH = cfg_.n_head, KV = cfg_.n_kv_head;
-    const int V = cfg_.vocab_size, F = cfg_.ffn_hidden;
+    const int F = cfg_.ffn_hidden;
     const float eps = cfg_.norm_eps;
-    if (!begin_call(tok, slot, pos, n, V, T, out_rows, n_out)) return;
     cudaStream_t s = ctx_->stream();
     const float* P = params_;
     float *x = x_, *ln = ln_, *y = y_, *qkv = qkv_;
@@ -111,7 +110,7 @@ void CudaLlamaDecoder::decode(const int* tok, const int* slot, const int* pos, i
         cuda::residual_forward(x, x, ln, nC, s);
     }
     cuda::rmsnorm_forward(ln, rstd_, x, P + lnfw_, n, C, eps, s);
-    head(logits, ln, y, n, out_rows, n_out, head_, C, V);
+    return ln;
 }
 
 } // namespace dptrain

@@ -341,9 +341,11 @@ const char* bench_usage() {
            "           same products as bare OpenBLAS sgemm calls: the floor of gradient accumulation's cost\n"
            "       dptrain-bench decode [--checkpoint PATH [--text FILE]] [--vocab 50257] [--block-size 1024]\n"
            "                        [--n-layer 12] [--n-head 12] [--n-embd 768] [--tokens 100]\n"
-           "                        [--prompt-tokens 4] [--repeats 3] [--threads 1]\n"
-           "           the CPU decoder with fp32 beside bf16 weights: greedy tokens/s and where they part;\n"
-           "           with --text, every window's next-token loss and argmax under both\n"
+           "                        [--prompt-tokens 4] [--repeats 3] [--threads 1] [--streams 8]\n"
+           "                        [--device cpu|cuda|auto]\n"
+           "           a decoder with fp32 beside bf16 weights: greedy tokens/s for one sequence and for\n"
+           "           --streams together (on a GPU also kernel by kernel against its CUDA graphs), and\n"
+           "           where the two part; with --text, every window's next-token loss and argmax under both\n"
            "Exit 2 (with one line on stderr) for a bad argument.\n";
 }
 

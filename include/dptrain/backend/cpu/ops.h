@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dptrain/core/bf16.h"
+#include "dptrain/core/token_draw.h"
 
 #include <string>
 
@@ -126,5 +127,9 @@ void swiglu_backward(float* dinp, const float* inp, const float* dout, long N, i
 // out = a + b, N values; backward: da += dout, db += dout.
 void residual_forward(float* out, const float* a, const float* b, long N);
 void residual_backward(float* da, float* db, const float* dout, long N);
+
+// A row's token by d's rule (token_draw.h) from its logits z (at least d.vocab values); probs and
+// order hold d.vocab values each (scratch). -1 where d.temperature < 0.
+int pick_token(const float* z, const TokenDraw& d, float* probs, int* order);
 
 } // namespace dptrain::cpu

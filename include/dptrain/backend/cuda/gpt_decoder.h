@@ -17,11 +17,10 @@ class CudaGptDecoder : public CudaDecoder {
     CudaGptDecoder(const GptConfig& cfg, int device, Precision weights = Precision::fp32);
 
     void reserve(int slots, int max_rows) override;
-    // Decoder's contract; checked as on the CPU before anything is queued.
-    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
-                int n_out = 0) override;
 
   private:
+    const float* layers(int n) override;
+
     GptConfig cfg_;
     size_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
     std::vector<Gpt::LayerViews> lv_;

@@ -17,13 +17,13 @@ class CudaLlamaDecoder : public CudaDecoder {
     ~CudaLlamaDecoder() override;
 
     void reserve(int slots, int max_rows) override;
-    void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
-                int n_out = 0) override;
 
   private:
+    const float* layers(int n) override;
+
     GptConfig cfg_;  // resolved (llama_resolved)
     int hs_ = 0, qkv_w_ = 0;
-    size_t wte_ = 0, lnfw_ = 0, head_ = 0;
+    size_t wte_ = 0, lnfw_ = 0;
     std::vector<Llama::LayerViews> lv_;
     std::vector<void*> fixed_;                   // the angle table's buffers
     float *cos_ = nullptr, *sin_ = nullptr;      // (T, hs/2)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dptrain/core/bf16.h"
+#include "dptrain/core/token_draw.h"
 
 #include <cstddef>
 #include <string>
@@ -296,6 +297,12 @@ void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, c
                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 // out = a + b over N values; backward: da += dout, db += dout.
+// ids (n) of the rows of logits (n, stride) by draws (n), all on the device: cpu::pick_token's
+// rule and ids where a draw is greedy or samples the whole vocabulary; a row that top_k or top_p
+// cuts gets kPickOnHost (its caller picks it with cpu::pick_token), one that asks none -1.
+constexpr int kPickOnHost = -2;
+void pick_tokens(int* ids, const float* logits, int n, int stride, const TokenDraw* draws, cudaStream_t stream);
+
 void residual_forward(float* out, const float* a, const float* b, long N, cudaStream_t stream);
 void residual_backward(float* da, float* db, const float* dout, long N, cudaStream_t stream);
 

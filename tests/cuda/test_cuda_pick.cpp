@@ -1,0 +1,248 @@
+// Picking tokens where the logits are, and decoding through CUDA graphs: cuda::pick_tokens against
+// cpu::pick_token (greedy, sampling over the whole vocabulary, rows left to the host, rows asking
+// none), a GPU decoder's decode_pick against the CPU's rule on its own logits, and decode's graphs
+// against launching kernel by kernel, bit for bit.
+#include "../decode_batching.h"
+#include "helpers.h"
+
+#include "dptrain/backend/cpu/ops.h"
+#include "dptrain/backend/cuda/decoder.h"
+#include "dptrain/model/decoder.h"
+#include "dptrain/model/model.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace dptrain;
+using cudatest::DeviceBuffer;
+using cudatest::randn;
+
+namespace {
+
+TokenDraw draw(int vocab, double temperature, double u, int top_k = 0, double top_p = 1.0) {
+    TokenDraw d;
+    d.vocab = vocab;
+    d.temperature = temperature;
+    d.u = u;
+    d.top_k = top_k;
+    d.top_p = top_p;
+    return d;
+}
+
+// Rows of logits (n, stride), each with its draw; the GPU's ids against the CPU's, and the count of
+// rows the GPU left to the host.
+struct PickCase {
+    int stride = 0;
+    std::vector<float> logits;
+    std::vector<TokenDraw> draws;
+};
+
+int gpu_cpu_differences(const PickCase& c, int* left_to_host) {
+    const int n = (int)c.draws.size();
+    DeviceBuffer<float> d_logits(c.logits);
+    DeviceBuffer<TokenDraw> d_draws(c.draws);
+    DeviceBuffer<int> d_ids(std::vector<int>(n, -7));
+    cuda::pick_tokens(d_ids, d_logits, n, c.stride, d_draws, nullptr);
+    const std::vector<int> got = d_ids.get();
+    std::vector<float> probs(c.stride);
+    std::vector<int> order(c.stride);
+    int differ = 0;
+    *left_to_host = 0;
+    for (int r = 0; r < n; ++r) {
+        const int want = cpu::pick_token(c.logits.data() + (size_t)r * c.stride, c.draws[r], probs.data(), order.data());
+        if (got[r] == cuda::kPickOnHost) {
+            ++*left_to_host;
+            continue;
+        }
+        if (got[r] != want) {
+            ++differ;
+            if (differ <= 5) WARN("row " << r << ": GPU " << got[r] << ", CPU " << want << " (temperature "
+                                         << c.draws[r].temperature << ", u " << c.draws[r].u << ")");
+        }
+    }
+    return differ;
+}
+
+} // namespace
+
+// The same token from the same logits and draw: the CPU sums the mass in id order one by one, the
+// GPU by 256 chunks in id order; the two sums differ in their last bits only, so a draw lands on
+// another token only where u sits within ~1e-15 of a boundary, never in these draws.
+TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, left to the host, none", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    for (int V : {1, 7, 255, 256, 1000, 50257}) {
+        INFO("vocab " << V);
+        PickCase c;
+        c.stride = V + 47;  // a padded row: ids past vocab are never drawn
+        const int n = 64;
+        c.logits = randn((size_t)n * c.stride, 5000 + V, 3.0f);
+        for (int r = 0; r < n; ++r) {
+            float* z = c.logits.data() + (size_t)r * c.stride;
+            for (int i = V; i < c.stride; ++i) z[i] = 100.0f;  // would win, were they read
+            if (r % 8 == 1 && V > 3) z[V / 2] = z[V - 1] = 50.0f;  // a tie for the largest: the first wins
+            if (r % 8 == 2) for (int i = 0; i < V; i += 3) z[i] = -INFINITY;  // masked ids: never drawn
+        }
+        const double us[] = {0.0, 1e-9, 0.25, 0.5, 0.75, 0.999999, 1.0 - 1e-12};
+        int cut = 0;  // rows whose top-k cuts the vocabulary
+        for (int r = 0; r < n; ++r) {
+            const double u = us[r % 7];
+            switch (r % 6) {
+            case 0: c.draws.push_back(draw(V, 0.0, 0)); break;
+            case 1: c.draws.push_back(draw(V, 1.0, u)); break;
+            case 2: c.draws.push_back(draw(V, 0.7, u)); break;
+            case 3: c.draws.push_back(draw(V, 2.5, u)); break;
+            case 4: c.draws.push_back(draw(V, 0.8, u, V > 1 ? V / 2 : 0)), cut += V > 1; break;  // the host's
+            default: c.draws.push_back(draw(V, -1.0, 0)); break;                  // none asked
+            }
+        }
+        int left = 0;
+        CHECK(gpu_cpu_differences(c, &left) == 0);
+        CHECK(left == cut);
+    }
+    // Many draws over one row: each token's share follows its probability (the CPU's rule, which
+    // tests/unit/test_sampling.cpp holds to the softmax) and every draw equals the CPU's.
+    PickCase c;
+    c.stride = 5;
+    const std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f, 2.0f};
+    const int n = 4096;
+    for (int r = 0; r < n; ++r) {
+        c.logits.insert(c.logits.end(), row.begin(), row.end());
+        c.draws.push_back(draw(5, 1.0, (r + 0.5) / n));
+    }
+    int left = 0;
+    CHECK(gpu_cpu_differences(c, &left) == 0);
+    CHECK(left == 0);
+    // top_p below 1 also goes to the host.
+    c.draws.assign(n, draw(5, 1.0, 0.5, 0, 0.9));
+    CHECK(gpu_cpu_differences(c, &left) == 0);
+    CHECK(left == n);
+}
+
+namespace {
+
+GptConfig small(DecoderArch arch) {
+    GptConfig c;
+    c.vocab_size = 515;
+    c.block_size = 40;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_embd = 96;
+    c.arch = arch;
+    if (arch == DecoderArch::llama) {
+        c.n_kv_head = 2;
+        c.tie_embeddings = false;
+    }
+    return c;
+}
+
+std::vector<float> params_for(const GptConfig& c) {
+    const auto m = make_cpu_lm(c, 0);
+    std::vector<float> p(m->num_params());
+    m->init(p.data(), 77);
+    const auto noise = randn(p.size(), 78, 0.2f);  // logits far from uniform
+    for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+    return p;
+}
+
+// Two slots: a prompt of 6 in slot 0, then a row of each slot a call (every third call slot 0's
+// alone) to the block's end; the logits of every call, in order.
+std::vector<std::vector<float>> decode_all(Decoder& d, const GptConfig& c) {
+    const int V = c.vocab_size, T = c.block_size;
+    std::vector<std::vector<float>> out;
+    std::vector<int> tok(6), slot(6, 0), pos(6);
+    for (int i = 0; i < 6; ++i) tok[i] = (i * 37 + 5) % V, pos[i] = i;
+    out.emplace_back((size_t)6 * V);
+    d.decode(tok.data(), slot.data(), pos.data(), 6, out.back().data());
+    for (int p = 6, q = 0; p < T; ++p) {
+        const int n = p % 3 == 0 ? 1 : 2;
+        const int t2[2] = {(p * 11) % V, (p * 13 + 1) % V}, s2[2] = {0, 1}, p2[2] = {p, q};
+        q += n - 1;
+        out.emplace_back((size_t)n * V);
+        d.decode(t2, s2, p2, n, out.back().data());
+    }
+    return out;
+}
+
+} // namespace
+
+// A graph replays the kernels it captured with the arguments they had: a row count's graph serves
+// every call of that count, its positions and slots read from the device. The same bits as launching
+// each kernel, call after call, and one capture per row count (6, 2 and 1 here).
+TEST_CASE("The GPU decoders' CUDA graphs give the bits of launching kernel by kernel", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    for (DecoderArch arch : {DecoderArch::gpt2, DecoderArch::llama}) {
+        INFO((arch == DecoderArch::llama ? "llama" : "gpt"));
+        const GptConfig c = small(arch);
+        const std::vector<float> p = params_for(c);
+        auto graphed = make_cuda_decoder(c, 0), eager = make_cuda_decoder(c, 0);
+        auto* g = dynamic_cast<CudaDecoder*>(graphed.get());
+        auto* e = dynamic_cast<CudaDecoder*>(eager.get());
+        REQUIRE(g != nullptr);
+        REQUIRE(e != nullptr);
+        e->set_graphs(false);
+        for (Decoder* d : {graphed.get(), eager.get()}) {
+            d->reserve(2, c.block_size);
+            d->set_params(p.data());
+        }
+        const auto want = decode_all(*eager, c), got = decode_all(*graphed, c);
+        int bad = 0;
+        for (size_t k = 0; k < want.size(); ++k) bad += cudatest::bit_mismatches("logits", got[k], want[k]);
+        CHECK(bad == 0);
+        CHECK(g->graphs_captured() == 3);
+        CHECK(e->graphs_captured() == 0);
+        // A new reservation frees the graphs with the buffers they name; the next calls capture anew.
+        graphed->reserve(2, c.block_size);
+        const auto again = decode_all(*graphed, c);
+        for (size_t k = 0; k < want.size(); ++k) bad += cudatest::bit_mismatches("logits after reserve", again[k], want[k]);
+        CHECK(bad == 0);
+        CHECK(g->graphs_captured() == 6);
+        // A batch's rows keep their bits through the graphs too.
+        CHECK(decode_batching::rows_batched_differently(*graphed, c.vocab_size, c.block_size, 3, 2) == 0);
+    }
+}
+
+// decode_pick: the ids cpu::pick_token takes from the logits decode_pick hands back (the device's
+// own), for greedy rows, sampled ones and top-k rows (picked on the host), the same with and without
+// the logits asked for, and rows asking none -1.
+TEST_CASE("The GPU decoders' decode_pick picks the CPU rule's ids from their own logits", "[cuda]") {
+    REQUIRE_GPU_OR_SKIP();
+    for (DecoderArch arch : {DecoderArch::gpt2, DecoderArch::llama}) {
+        INFO((arch == DecoderArch::llama ? "llama" : "gpt"));
+        const GptConfig c = small(arch);
+        const int V = c.vocab_size, slots = 4;
+        const std::vector<float> p = params_for(c);
+        auto d = make_cuda_decoder(c, 0), twin = make_cuda_decoder(c, 0);
+        for (Decoder* x : {d.get(), twin.get()}) {
+            x->reserve(slots, c.block_size);
+            x->set_params(p.data());
+        }
+        std::vector<float> probs(V);
+        std::vector<int> order(V);
+        int bad = 0, host_rows = 0;
+        for (int step = 0; step < 20; ++step) {
+            std::vector<int> tok(slots), slot(slots), pos(slots, step);
+            std::vector<TokenDraw> draws(slots);
+            for (int s = 0; s < slots; ++s) {
+                tok[s] = (step * 31 + s * 7) % V, slot[s] = s;
+                const double u = std::fmod(0.137 * (step + 1) * (s + 1), 1.0);
+                draws[s] = s == 0 ? draw(V - 3, 0.0, 0) : s == 1 ? draw(V - 3, 0.9, u)
+                         : s == 2 ? draw(V - 3, 1.1, u, 20) : draw(V, -1.0, 0);
+            }
+            std::vector<float> logits((size_t)slots * V);
+            std::vector<int> ids(slots, -9), ids2(slots, -9);
+            d->decode_pick(tok.data(), slot.data(), pos.data(), slots, nullptr, 0, draws.data(), ids.data(),
+                           logits.data());
+            twin->decode_pick(tok.data(), slot.data(), pos.data(), slots, nullptr, 0, draws.data(), ids2.data());
+            for (int s = 0; s < slots; ++s) {
+                const int want = cpu::pick_token(logits.data() + (size_t)s * V, draws[s], probs.data(), order.data());
+                bad += ids[s] != want;
+                bad += ids2[s] != ids[s];
+            }
+            host_rows += draws[2].top_k > 0;
+        }
+        CHECK(bad == 0);
+        CHECK(host_rows == 20);
+    }
+}
