@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 using namespace dptrain;
@@ -65,59 +67,89 @@ int gpu_cpu_differences(const PickCase& c, int* left_to_host) {
     return differ;
 }
 
+// How many of the most likely ids the CPU's nucleus (top_p over the whole vocabulary) holds: a
+// whole sort, the probabilities rounded to float and summed in that order against the unrounded
+// mass, as cpu::pick_token does.
+int nucleus(const float* z, int V, double temperature, double top_p) {
+    std::vector<int> order(V);
+    for (int i = 0; i < V; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return z[a] > z[b]; });
+    const float top = z[order[0]];
+    double sum = 0, acc = 0;
+    for (int i = 0; i < V; ++i) sum += std::exp((z[i] - top) / temperature);
+    for (int n = 0; n < V; ++n)
+        if ((acc += (float)std::exp((z[order[n]] - top) / temperature)) >= top_p * sum) return n + 1;
+    return V;
+}
+
+// Whether pick_tokens leaves a row to the host: a top_k above its 2,048 sorted ids, or a nucleus
+// over the whole vocabulary wider than them.
+bool for_the_host(const float* z, const TokenDraw& d) {
+    const int k = d.top_k > 0 ? std::min(d.top_k, d.vocab) : d.vocab;
+    if (!(d.temperature > 0)) return false;
+    if (k < d.vocab) return k > 2048;
+    return d.top_p < 1.0 && d.vocab > 2048 && nucleus(z, d.vocab, d.temperature, d.top_p) > 2048;
+}
+
 } // namespace
 
-// The same token from the same logits and draw: the CPU sums the mass in id order one by one, the
-// GPU by 256 chunks in id order; the two sums differ in their last bits only, so a draw lands on
-// another token only where u sits within ~1e-15 of a boundary, never in these draws.
-TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, left to the host, none", "[cuda]") {
+// The same token from the same logits and draw. Over the whole vocabulary the CPU sums the mass in
+// id order one by one, the GPU by chunks in id order; a top-k or nucleus row is sorted on both
+// (the GPU: its 2,048 most likely ids by a radix select and a bitonic sort, equal logits by id;
+// the CPU's partial sort orders equal logits its own way, so no cut row here has two). The sums
+// differ in their last bits only: a draw lands on another token only where u sits within ~1e-15
+// of a boundary, never in these draws.
+TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, top-k, nucleus, none", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    for (int V : {1, 7, 255, 256, 1000, 50257}) {
+    for (int V : {1, 7, 255, 256, 1000, 2048, 2049, 50257}) {
         INFO("vocab " << V);
         PickCase c;
         c.stride = V + 47;  // a padded row: ids past vocab are never drawn
-        const int n = 64;
+        const int n = 70;
         c.logits = randn((size_t)n * c.stride, 5000 + V, 3.0f);
+        const double us[] = {0.0, 1e-9, 0.25, 0.5, 0.75, 0.999999, 1.0 - 1e-12};
+        int host = 0;
         for (int r = 0; r < n; ++r) {
             float* z = c.logits.data() + (size_t)r * c.stride;
             for (int i = V; i < c.stride; ++i) z[i] = 100.0f;  // would win, were they read
-            if (r % 8 == 1 && V > 3) z[V / 2] = z[V - 1] = 50.0f;  // a tie for the largest: the first wins
+            const int kind = r % 7;
+            if (r % 8 == 1 && kind <= 3 && V > 3) z[V / 2] = z[V - 1] = 50.0f;  // a tie for the largest: the first
             if (r % 8 == 2) for (int i = 0; i < V; i += 3) z[i] = -INFINITY;  // masked ids: never drawn
-        }
-        const double us[] = {0.0, 1e-9, 0.25, 0.5, 0.75, 0.999999, 1.0 - 1e-12};
-        int cut = 0;  // rows whose top-k cuts the vocabulary
-        for (int r = 0; r < n; ++r) {
-            const double u = us[r % 7];
-            switch (r % 6) {
+            const double u = us[r % 5];
+            switch (kind) {
             case 0: c.draws.push_back(draw(V, 0.0, 0)); break;
             case 1: c.draws.push_back(draw(V, 1.0, u)); break;
             case 2: c.draws.push_back(draw(V, 0.7, u)); break;
             case 3: c.draws.push_back(draw(V, 2.5, u)); break;
-            case 4: c.draws.push_back(draw(V, 0.8, u, V > 1 ? V / 2 : 0)), cut += V > 1; break;  // the host's
-            default: c.draws.push_back(draw(V, -1.0, 0)); break;                  // none asked
+            case 4: c.draws.push_back(draw(V, 0.8, u, std::min(V / 2, 40))); break;
+            case 5: c.draws.push_back(draw(V, 1.0, u, 3000)); break;  // the host's beyond 2,048
+            case 6: c.draws.push_back(draw(V, 1.0, u, 0, r % 2 ? 0.99 : 0.5)); break;
+            default: c.draws.push_back(draw(V, -1.0, 0)); break;  // none asked
             }
+            host += for_the_host(z, c.draws.back());
         }
         int left = 0;
         CHECK(gpu_cpu_differences(c, &left) == 0);
-        CHECK(left == cut);
+        CHECK(left == host);
     }
     // Many draws over one row: each token's share follows its probability (the CPU's rule, which
-    // tests/unit/test_sampling.cpp holds to the softmax) and every draw equals the CPU's.
+    // tests/unit/test_sampling.cpp holds to the softmax) and every draw equals the CPU's; the same
+    // row's top 3 and its nucleus too.
     PickCase c;
     c.stride = 5;
-    const std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f, 2.0f};
+    const std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f, 2.5f};
     const int n = 4096;
     for (int r = 0; r < n; ++r) {
         c.logits.insert(c.logits.end(), row.begin(), row.end());
         c.draws.push_back(draw(5, 1.0, (r + 0.5) / n));
     }
     int left = 0;
-    CHECK(gpu_cpu_differences(c, &left) == 0);
-    CHECK(left == 0);
-    // top_p below 1 also goes to the host.
-    c.draws.assign(n, draw(5, 1.0, 0.5, 0, 0.9));
-    CHECK(gpu_cpu_differences(c, &left) == 0);
-    CHECK(left == n);
+    for (auto [k, p] : {std::pair{0, 1.0}, std::pair{3, 1.0}, std::pair{0, 0.9}, std::pair{2, 0.6}}) {
+        INFO("top_k " << k << ", top_p " << p);
+        for (int r = 0; r < n; ++r) c.draws[r] = draw(5, 1.0, (r + 0.5) / n, k, p);
+        CHECK(gpu_cpu_differences(c, &left) == 0);
+        CHECK(left == 0);
+    }
 }
 
 namespace {

@@ -226,7 +226,7 @@ void CudaDecoder::decode_pick(const int* tok, const int* slot, const int* pos, i
     if (logits)
         CUDA_CHECK(cudaMemcpyAsync(logits, logits_, (size_t)m * V_ * sizeof(float), cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
-    for (int r = 0; r < m; ++r) {  // cut by top_k or top_p: the CPU's sort, on this row alone
+    for (int r = 0; r < m; ++r) {  // a cut wider than the device sorts: the CPU's, on this row alone
         if (ids[r] != cuda::kPickOnHost) continue;
         const float* z = logits ? logits + (size_t)r * V_ : host_row_.data();
         if (!logits) {

@@ -1,6 +1,7 @@
 // matmul_forward_rows, the CUDA twin of src/backend/cpu/matmul_rows.cpp: each output's additions
-// in an order fixed by C alone, so a row's bits do not depend on the call's other rows (cuBLAS picks
-// kernel and split by row count); bf16 weights widened as read. Not for: training or prompts (cuBLAS).
+// in an order fixed by C (and whether the matrix starts on 16 bytes) alone, so a row's bits do not
+// depend on the call's other rows (cuBLAS picks kernel and split by row count); bf16 weights
+// widened as read. Why: docs/GPU.md, "Note [matmul_rows order]". Not for: training or prompts.
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -47,12 +48,68 @@ __global__ void matmul_forward_rows_kernel(float* out, const float* inp, const W
     }
 }
 
+// Eight consecutive weights of one row, widened: two float4 loads, or one 16-byte load of bf16.
+__device__ inline void load8(float (&w)[8], const float* p) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+}
+__device__ inline void load8(float (&w)[8], const uint16_t* p) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const unsigned u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) w[2 * e] = __uint_as_float(u[e] << 16), w[2 * e + 1] = __uint_as_float(u[e] & 0xFFFF0000u);
+}
+
+// The wide form, where C is a multiple of 8 and the rows and weights start on 16 bytes: lane l
+// takes the eight elements from 8 (l + 32 j), j = 0, 1, ..., in order (one FMA chain), then
+// warp_sum as above. A row's order is still fixed by C alone, and the same for fp32 and bf16
+// weights (bf16 is the fp32 form's bits on the widened weights); each weight load is 16 bytes a
+// lane, a warp's 512 bytes of bf16 (256 as 2-byte loads).
+template <class W>
+__global__ void matmul_forward_rows_wide_kernel(float* out, const float* inp, const W* weight, const float* bias,
+                                                int B, int C, int OC) {
+    const long o = (long)blockIdx.x * kWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (o >= OC) return;
+    const W* w = weight + o * C;
+    const float b = bias ? bias[o] : 0.0f;
+    for (int r0 = 0; r0 < B; r0 += kRowsAtOnce) {
+        const int rows = min(kRowsAtOnce, B - r0);
+        const float* x = inp + (long)r0 * C;
+        float acc[kRowsAtOnce];
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = 0.0f;
+#pragma unroll 2
+        for (int c = 8 * lane; c < C; c += 256) {
+            float wv[8];
+            load8(wv, w + c);
+#pragma unroll
+            for (int r = 0; r < kRowsAtOnce; ++r) {
+                if (r >= rows) continue;
+                float xv[8];
+                load8(xv, x + (long)r * C + c);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) {
+            const float s = warp_sum(acc[r]);
+            if (lane == 0 && r < rows) out[(long)(r0 + r) * OC + o] = s + b;
+        }
+    }
+}
+
 template <class W>
 void rows(float* out, const float* inp, const W* weight, const float* bias, int B, int C, int OC, cudaStream_t stream) {
     CUDA_REQUIRE(B >= 0 && C > 0 && OC >= 0);
     if (B == 0 || OC == 0) return;
     const unsigned blocks = (unsigned)((OC + kWarps - 1) / kWarps);
-    matmul_forward_rows_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
+    // Fixed for a matrix and width: a row's path, and so its bits, do not change between calls.
+    if (C % 8 == 0 && aligned16(inp) && aligned16(weight))
+        matmul_forward_rows_wide_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
+    else
+        matmul_forward_rows_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,7 +1,7 @@
 // cuda::pick_tokens, the CUDA twin of cpu::pick_token (src/backend/cpu/pick.cpp): a row's next
-// token where its logits are, so a decoder hands back ids, not rows of V floats. Greedy and
-// whole-vocabulary sampling here; a row cut by top_k or top_p is left to the host (kPickOnHost).
-// Not for: the random stream (the draw's u comes from the host's TokenPicker).
+// token where its logits are, so a decoder hands back ids, not rows of V floats: greedy, sampling
+// over the whole vocabulary, and rows cut by top_k or top_p up to 2,048 sorted ids (wider ones are
+// left to the host: kPickOnHost). Not for: the random stream (u comes from the host's TokenPicker).
 #include "dptrain/backend/cuda/ops.h"
 
 #include "check.h"
@@ -106,12 +106,168 @@ __global__ void pick_tokens_kernel(int* ids, const float* logits, int stride, co
     ids[row] = last;
 }
 
+// Rows cut by top_k or top_p: the kMaxSorted most likely at most, sorted on the device.
+constexpr int kCutThreads = 1024;
+constexpr int kMaxSorted = 2048;  // a power of 2: the bitonic sort's width
+
+// Unsigned keys in the floats' order (larger float, larger key).
+__device__ inline unsigned order_key(float x) {
+    const unsigned u = __float_as_uint(x);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Sorted descending, a key before its id: the larger logit first, and of equal logits the
+// smaller id first (the CPU's partial_sort leaves equal logits in an order of its own).
+__device__ inline unsigned long long sort_key(unsigned key, int id) {
+    return ((unsigned long long)key << 32) | (unsigned)(0xFFFFFFFFu - (unsigned)id);
+}
+__device__ inline int id_of(unsigned long long k) { return (int)(0xFFFFFFFFu - (unsigned)(k & 0xFFFFFFFFu)); }
+
+// This thread's offset in the block's order of `count`s (thread 0's first), and their total.
+__device__ int block_offset(int count, int* scan, int* total) {
+    const int t = threadIdx.x;
+    scan[t] = count;
+    __syncthreads();
+    for (int o = 1; o < kCutThreads; o <<= 1) {  // Hillis-Steele: inclusive sums
+        const int v = t >= o ? scan[t - o] : 0;
+        __syncthreads();
+        scan[t] += v;
+        __syncthreads();
+    }
+    *total = scan[kCutThreads - 1];
+    const int off = scan[t] - count;
+    __syncthreads();  // every thread read scan before it is written again
+    return off;
+}
+
+// One block a row that top_k or top_p cuts; other rows are pick_tokens_kernel's. The CPU's rule on
+// the M most likely ids (M = top_k, or the kMaxSorted largest for a nucleus over the whole
+// vocabulary): found by a radix select on the logits' keys, a byte a pass; gathered in id order;
+// sorted by a bitonic sort; their probabilities in that order, the nucleus and the draw by thread 0
+// in the CPU's order. A row whose top_k exceeds kMaxSorted, or whose nucleus reaches past its
+// kMaxSorted most likely ids, keeps kPickOnHost.
+__global__ void pick_cut_kernel(int* ids, const float* logits, int stride, const TokenDraw* draws) {
+    __shared__ unsigned long long keys[kMaxSorted];
+    __shared__ float probs[kMaxSorted];
+    __shared__ double sums[kCutThreads];
+    __shared__ int scan[kCutThreads];
+    __shared__ int hist[256];
+    __shared__ unsigned prefix_s;
+    __shared__ int remaining_s;
+    const int row = blockIdx.x, t = threadIdx.x;
+    const TokenDraw d = draws[row];
+    const int V = d.vocab, k = d.top_k > 0 ? min(d.top_k, V) : V;
+    if (!(d.temperature > 0) || (k == V && d.top_p >= 1.0)) return;  // not cut
+    const int M = k < V ? k : min(V, kMaxSorted);
+    if (M > kMaxSorted) return;
+    const float* z = logits + (size_t)row * stride;
+    const int chunk = (V + kCutThreads - 1) / kCutThreads;
+    const int lo = min(V, t * chunk), hi = min(V, lo + chunk);
+
+    // 1. The M-th largest key K, a byte at a time from the top: `remaining` of the M lie at K.
+    unsigned prefix = 0, mask = 0;
+    int remaining = M;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = t; i < 256; i += kCutThreads) hist[i] = 0;
+        __syncthreads();
+        for (int i = lo; i < hi; ++i) {
+            const unsigned key = order_key(z[i]);
+            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+        }
+        __syncthreads();
+        if (t == 0) {
+            int above = 0, digit = 255;
+            for (; digit > 0 && above + hist[digit] < remaining; --digit) above += hist[digit];
+            prefix_s = prefix | ((unsigned)digit << shift);
+            remaining_s = remaining - above;
+        }
+        __syncthreads();
+        prefix = prefix_s;
+        remaining = remaining_s;
+        mask |= 255u << shift;
+        __syncthreads();  // prefix_s read by all before thread 0 writes it again
+    }
+    const unsigned K = prefix;
+
+    // 2. Gathered: every key above K, then the first `remaining` equal to K in id order.
+    int above = 0, equal = 0;
+    for (int i = lo; i < hi; ++i) {
+        const unsigned key = order_key(z[i]);
+        above += key > K;
+        equal += key == K;
+    }
+    int total_above = 0, total_equal = 0;
+    int at_above = block_offset(above, scan, &total_above);
+    int at_equal = block_offset(equal, scan, &total_equal);
+    for (int i = lo; i < hi; ++i) {
+        const unsigned key = order_key(z[i]);
+        if (key > K) keys[at_above++] = sort_key(key, i);
+        else if (key == K && at_equal < remaining) keys[total_above + at_equal++] = sort_key(key, i);
+    }
+    int width = 1;
+    while (width < M) width <<= 1;
+    for (int i = M + t; i < width; i += kCutThreads) keys[i] = 0;  // below every real key
+    __syncthreads();
+
+    // 3. Bitonic sort, descending.
+    for (int size = 2; size <= width; size <<= 1)
+        for (int half = size >> 1; half > 0; half >>= 1) {
+            for (int i = t; i < width; i += kCutThreads) {
+                const int j = i ^ half;
+                if (j <= i) continue;
+                const unsigned long long a = keys[i], b = keys[j];
+                if ((i & size) == 0 ? a < b : a > b) keys[i] = b, keys[j] = a;
+            }
+            __syncthreads();
+        }
+
+    // 4. Probabilities in sorted order; over the whole vocabulary the mass unrounded (the CPU's
+    // sum for top_p without top_k), in id order by chunks.
+    const float top = z[id_of(keys[0])];
+    for (int i = t; i < M; i += kCutThreads) probs[i] = prob(z, id_of(keys[i]), top, d.temperature);
+    double mass = 0;
+    if (k == V)
+        for (int i = lo; i < hi; ++i) mass += exp((double)(z[i] - top) / d.temperature);
+    sums[t] = mass;
+    __syncthreads();
+    if (t != 0) return;
+
+    // 5. The CPU's nucleus and draw, in its order.
+    double sum = 0;
+    if (k < V) {
+        for (int i = 0; i < M; ++i) sum += probs[i];
+    } else {
+        for (int i = 0; i < kCutThreads; ++i) sum += sums[i];
+    }
+    int n = M;
+    if (d.top_p < 1.0) {
+        double acc = 0;
+        bool reached = false;
+        for (n = 0; n < M && !reached;) {
+            acc += probs[n++];
+            reached = acc >= d.top_p * sum;
+        }
+        if (!reached && k == V && M < V) return;  // the nucleus is wider than the sorted ids
+        sum = acc;
+    }
+    const double target = d.u * sum;
+    double acc = 0;
+    for (int i = 0; i < n; ++i)
+        if ((acc += probs[i]) >= target) {
+            ids[row] = id_of(keys[i]);
+            return;
+        }
+    ids[row] = id_of(keys[n - 1]);
+}
+
 } // namespace
 
 void pick_tokens(int* ids, const float* logits, int n, int stride, const TokenDraw* draws, cudaStream_t stream) {
     CUDA_REQUIRE(n >= 0 && stride > 0);
     if (n == 0) return;
     pick_tokens_kernel<<<(unsigned)n, kPickThreads, 0, stream>>>(ids, logits, stride, draws);
+    CUDA_CHECK(cudaGetLastError());
+    pick_cut_kernel<<<(unsigned)n, kCutThreads, 0, stream>>>(ids, logits, stride, draws);  // after: it overwrites
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -32,7 +32,7 @@ class CudaDecoder : public Decoder {
     // first call: one launch a token instead of one a kernel.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) final;
-    // The ids picked on the device (cuda::pick_tokens), a row cut by top_k or top_p on the host.
+    // The ids picked on the device (cuda::pick_tokens); a row cut wider than it sorts, on the host.
     void decode_pick(const int* tok, const int* slot, const int* pos, int n, const int* out_rows, int n_out,
                      const TokenDraw* draws, int* ids, float* logits = nullptr) final;
     std::string where() const override;

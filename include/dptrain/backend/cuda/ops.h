@@ -141,7 +141,8 @@ class Resident {
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC, or null). fp32, no TF32.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                     Context& ctx, cudaStream_t stream);
-// A row's bits independent of the call's other rows (decoding): docs/GPU.md, "Note [matmul_rows order]".
+// A row's bits independent of the call's other rows (decoding), where inp starts on 16 bytes
+// (every caller's rows do) or C is not a multiple of 8: docs/GPU.md, "Note [matmul_rows order]".
 void matmul_forward_rows(float* out, const float* inp, const float* weight, const float* bias, int B, int C, int OC,
                          cudaStream_t stream);
 // bf16 weights, widened as read: the fp32 form's bits.
@@ -298,8 +299,8 @@ void flash_attention_backward_bf16(bf16* dinp, float* delta, const bf16* dout, c
 
 // out = a + b over N values; backward: da += dout, db += dout.
 // ids (n) of the rows of logits (n, stride) by draws (n), all on the device: cpu::pick_token's
-// rule and ids where a draw is greedy or samples the whole vocabulary; a row that top_k or top_p
-// cuts gets kPickOnHost (its caller picks it with cpu::pick_token), one that asks none -1.
+// rule and ids; a row whose top_k exceeds 2,048, or whose nucleus is wider than its 2,048 most
+// likely ids, gets kPickOnHost (its caller picks it with cpu::pick_token); one that asks none -1.
 constexpr int kPickOnHost = -2;
 void pick_tokens(int* ids, const float* logits, int n, int stride, const TokenDraw* draws, cudaStream_t stream);
 
