@@ -8,11 +8,12 @@ as dptrain's --precision bf16) and --attention sdpa uses PyTorch's fused attenti
 makes each step N micro-batches of B windows whose gradients add up before one update
 (dptrain's --grad-accum). --arch llama makes it dptrain's --model llama instead: RMSNorm, rotary
 positions (rotate-half, theta 10000), grouped-query attention (--kv-heads), a SwiGLU MLP of
---ffn width, no biases, tied head.
+--ffn width, no biases, tied head. --compile runs the model through torch.compile (PyTorch 2.0 or
+later; its compilation happens in the warm-up steps, outside the timing).
 
 usage: gpt_pytorch.py --threads T --batch B --block T --layers L --heads H --embd C --vocab V --steps N
                       [--accum N] [--device cpu|cuda] [--precision fp32|bf16] [--attention naive|sdpa]
-                      [--arch gpt|llama] [--kv-heads K] [--ffn F]
+                      [--arch gpt|llama] [--kv-heads K] [--ffn F] [--compile]
 """
 import argparse
 import os
@@ -37,6 +38,7 @@ p.add_argument("--attention", choices=("naive", "sdpa"), default="naive")
 p.add_argument("--arch", choices=("gpt", "llama"), default="gpt")
 p.add_argument("--kv-heads", type=int, default=0)
 p.add_argument("--ffn", type=int, default=0)
+p.add_argument("--compile", action="store_true")
 a = p.parse_args()
 # torch.set_num_threads does not reach the BLAS library that Debian's PyTorch calls for its matrix
 # products (OpenBLAS, with its own thread pool): without these the "1 thread" peer multiplied on
@@ -49,6 +51,8 @@ import torch.nn.functional as F  # noqa: E402
 torch.set_num_threads(a.threads)
 if a.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
     p.error(f"--attention sdpa needs PyTorch 2.0 or later (this is {torch.__version__}); use --attention naive")
+if a.compile and not hasattr(torch, "compile"):
+    p.error(f"--compile needs PyTorch 2.0 or later (this is {torch.__version__}); leave it out")
 if a.device == "cuda" and not torch.cuda.is_available():
     p.error("--device cuda: PyTorch sees no GPU")
 torch.manual_seed(0)
@@ -155,6 +159,8 @@ class GPT(nn.Module):
 model = (Llama() if a.arch == "llama" else GPT()).to(dev)
 decay = [q for q in model.parameters() if q.dim() == 2]
 other = [q for q in model.parameters() if q.dim() != 2]
+if a.compile:
+    model = torch.compile(model)  # the same parameters; compiled at the first (warm-up) step
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}], lr=1e-3)
 data = torch.randint(0, V, (16, B, T + 1), device=dev)
 
@@ -184,6 +190,6 @@ for i in range(a.steps):
 sync()
 dt = time.perf_counter() - t0
 where = f"threads={a.threads}" if a.device == "cpu" else \
-    f"{torch.cuda.get_device_name()} {a.precision} attention={a.attention}"
+    f"{torch.cuda.get_device_name()} {a.precision} attention={a.attention}{' compiled' if a.compile else ''}"
 print(f"pytorch {torch.__version__} {a.arch} {where} B={B} T={T} L={L} H={NH} C={C} accum={a.accum}: "
       f"{a.steps * B * T * a.accum / dt:.0f} tokens/s ({1000 * dt / a.steps:.1f} ms/step)")

@@ -7,7 +7,8 @@
 set -u
 logs=${1:?usage: compare_peer.sh LOGDIR}
 echo "dptrain's tokens/s over PyTorch's, bf16 on the same GPU and shapes (matmul, flash: dptrain's"
-echo "attention; torch: PyTorch's unfused attention, torch-sdpa: its fused scaled_dot_product_attention):"
+echo "attention; torch: PyTorch's unfused attention, torch-sdpa: its fused scaled_dot_product_attention,"
+echo "torch-compile: that under torch.compile, where it ran):"
 found=0
 for run in gpt-124m-bf16 gpt-124m-bf16-flash; do
   # "22.6k tok/s" in dptrain's step lines ("step  8/12 ...", not the "step breakdown" after them), "123456 tokens/s" in the peer's: tokens per second.
@@ -22,11 +23,14 @@ for run in gpt-124m-bf16 gpt-124m-bf16-flash; do
   [ $run = gpt-124m-bf16-flash ] && name=flash
   line="ratio $name:"
   peers=""
-  for peer in torch-124m-bf16 torch-124m-bf16-sdpa; do
+  for peer in torch-124m-bf16 torch-124m-bf16-sdpa torch-124m-bf16-compile; do
+    # torch.compile's run comes late in the check, and only where PyTorch has it.
+    [ $peer = torch-124m-bf16-compile ] && [ ! -e "$logs/$peer.log" ] && continue
     t=$(grep -o '[0-9]* tokens/s' "$logs/$peer.log" 2>/dev/null | tail -n1 | awk '{ print $1 }')
     if [ -n "$t" ] && [ "$t" -gt 0 ]; then
       pname=torch
       [ $peer = torch-124m-bf16-sdpa ] && pname=torch-sdpa
+      [ $peer = torch-124m-bf16-compile ] && pname=torch-compile
       line="$line $(awk -v d="$dptrain" -v t="$t" 'BEGIN { printf "%.2f", d / t }') vs $pname,"
       peers="$peers, $pname $t"
     else

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Packs what tests/gpu/run.sh needs on a bare GPU machine (CUDA there, but no MPI, HDF5, Boost or
 # OpenBLAS, and no package registry): builds here with CUDA=1, and puts in build/gpu-pack
-#   bin/   dptrain, dptrain-data, dptrain-ckpt, dptrain-bench, cuda_tests, mpi_tests and the bf16
-#          matmul benchmark, stripped;
+#   bin.tar.gz  bin/: dptrain, dptrain-data, dptrain-ckpt, dptrain-bench, cuda_tests, mpi_tests and
+#          the bf16 matmul benchmark, stripped;
 #   debs/  the Debian packages of every library they load beyond glibc, libstdc++ and CUDA's own
 #          (cuBLAS, the runtime, NCCL: run.sh finds those on the GPU machine), found with ldd and
 #          dpkg -S, plus Open MPI's launcher, daemon and plugins;
@@ -56,7 +56,10 @@ pkgs="$pkgs openmpi-bin libopenmpi3 openmpi-common libpmix2 libhwloc15 libevent-
   libfabric1 libucx0 libpsm2-2 libpsm-infinipath1 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libgfortran5
   libquadmath0 libxnvctrl0 libnuma1 libltdl7 libudev1"
 (cd "$P/debs" && apt-get download $(echo "$pkgs" | tr ' ' '\n' | sort -u) >/dev/null)
-echo "gpu-pack: $(ls "$P/bin" | wc -l) binaries, $(ls "$P/debs" | wc -l) packages, $(du -sh "$P" | cut -f1) in $P, built from $tree"
+# The binaries gzipped (a third of their size; gzip is on every machine): run.sh unpacks them.
+nbin=$(ls "$P/bin" | wc -l)
+tar -czf "$P/bin.tar.gz" -C "$P" bin && rm -rf "$P/bin"
+echo "gpu-pack: $nbin binaries, $(ls "$P/debs" | wc -l) packages, $(du -sh "$P" | cut -f1) in $P, built from $tree"
 # The pack goes to the GPU machine with the tracked tree: both together are kept under 62 MiB, so
 # that the copy stays small and quick.
 size=$(( $(du -sb "$P" | cut -f1) + $(git ls-files -z | xargs -0 cat 2>/dev/null | wc -c) ))

@@ -39,8 +39,16 @@ W=build/gpu-check
 B=build  # where the binaries are
 plain_ld=${LD_LIBRARY_PATH:-}  # the machine's own, for its python3 and PyTorch
 if [ -n "$prebuilt" ]; then
-  [ -d "$prebuilt/bin" ] && [ -d "$prebuilt/debs" ] || { echo "run.sh: $prebuilt is not what tests/gpu/pack.sh writes" >&2; exit 2; }
+  { [ -f "$prebuilt/bin.tar.gz" ] || [ -d "$prebuilt/bin" ]; } && [ -d "$prebuilt/debs" ] ||
+    { echo "run.sh: $prebuilt is not what tests/gpu/pack.sh writes" >&2; exit 2; }
   B=$prebuilt/bin
+  if [ -f "$prebuilt/bin.tar.gz" ]; then  # the binaries, compressed to keep the pack small
+    B=$PWD/$W/packed/bin
+    if [ $dry = 0 ]; then
+      rm -rf "$W/packed" && mkdir -p "$W/packed" && tar -xzf "$prebuilt/bin.tar.gz" -C "$W/packed" ||
+        { echo "run.sh: could not unpack $prebuilt/bin.tar.gz" >&2; exit 2; }
+    fi
+  fi
   # The packed runtime in a private prefix: Open MPI relocated with OPAL_PREFIX and friends.
   D=$PWD/$W/deps
   if [ $dry = 0 ]; then
@@ -108,7 +116,7 @@ say_what_runs_where() {
   echo "the GPU, compared with the CPU's batch of both by gpt-compare-accum), gpt-shard-gpu"
   echo "(--shard-optimizer with the state on the GPU, compared by gpt-compare-shard), gpt-recompute-gpu"
   echo "(--recompute block on the GPU: gpt-train-gpu's checkpoint bit for bit), gpt-124m-* (tokens/s and MFU of a GPT-2"
-  echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16 and --batch-size auto), and in fp32,"
+  echo "124M-shaped model in bf16 with matmul and with flash attention (also at batch 16, 32 and --batch-size auto), and in fp32,"
   echo "on one GPU, against the bf16 peak given by --peak-gflops, one step profiled op by op),"
   echo "torch-124m-* (PyTorch on the same GPU and shapes: the peer; the host step vs-pytorch gives the"
   echo "ratios), gpt-124m-recompute and gpt-124m-accum (--recompute block, and --grad-accum 2 of 4, at that"
@@ -117,6 +125,8 @@ say_what_runs_where() {
   echo "decode-124m-graphs (dptrain-bench decode --device cuda: 1, 8 and 32 sequences, CUDA graphs against"
   echo "kernel by kernel), gpt-sample-gpu (generate --temperature 0.9 picked on the GPU: the CPU's text),"
   echo "serve-gpu (bench/serve_load.py --device cuda: batching on and off, a rollout under load),"
+  echo "torch-attention (PyTorch's fused attention at bench-attention's shape), torch-124m-bf16-compile"
+  echo "(torch.compile's step, the second peer; vs-pytorch-compile the ratios with it),"
   echo "racecheck-flash and memcheck (compute-sanitizer on the flash attention op test and on"
   echo "every op test, where installed)."
 }
@@ -230,6 +240,13 @@ NOTE='^RESULT' \
 step bench-attention GPU 60 bench-build "$BENCH 10 attention"
 NOTE='^RESULT' \
 step bench-decode GPU 60 bench-build "$BENCH 50 decode"
+# The attention kernels' peer: PyTorch's fused causal scaled_dot_product_attention, bf16, at
+# bench-attention's shape, in ms and TFLOP/s (the full and the causal count).
+if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  NOTE='^RESULT' step torch-attention GPU 60 - "$PY bench/attention_pytorch.py"
+else
+  skipped torch-attention GPU "python3 has no PyTorch that sees a GPU"
+fi
 
 # Flash attention's kernels share scratch between a warp's lanes and its WMMA calls: racecheck
 # (compute-sanitizer, the PATH's else the toolkit's) on the small shapes of their op test.
@@ -437,6 +454,16 @@ NOTE='^step' \
 step gpt-124m-bf16-flash-b16 GPU 150 gpt-data \
   "rm -rf $W/g124bf16 && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 16} --precision bf16 \
 --attention flash --run-dir $W/g124bf16"
+# At batch 32, with PyTorch's fused-attention step at the same batch beside it.
+NOTE='^step' \
+step gpt-124m-bf16-flash-b32 GPU 150 gpt-data \
+  "rm -rf $W/g124bf32 && $LAUNCH $B/dptrain ${G124/--batch-size 8/--batch-size 32} --precision bf16 \
+--attention flash --run-dir $W/g124bf32"
+if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  NOTE='tokens/s' step torch-124m-bf16-sdpa-b32 GPU 120 - "$PY bench/gpt_pytorch.py ${T124/--batch 8/--batch 32} --attention sdpa"
+else
+  skipped torch-124m-bf16-sdpa-b32 GPU "python3 has no PyTorch that sees a GPU"
+fi
 # And at --batch-size auto: the largest batch the memory plan fits in 90% of the GPU's free memory
 # (the note line names it); tokens/s and MFU at that batch.
 NOTE='auto:|^step' \
@@ -520,6 +547,17 @@ NOTE='tokens/s|speed-up' step decode-124m-graphs GPU 120 build \
 # on and off) and its rollout under load, with the machine's python3 as the clients.
 NOTE='rollout' step serve-gpu GPU 120 gpt-data \
   "python3 bench/serve_load.py --build $B --device cuda --requests 32 --tokens 64"
+
+# PyTorch's torch.compile of the GPT-2 124M step (fused attention), the second peer, where the
+# machine's PyTorch has it: late in the run, as it compiles for a minute or more (in its warm-up
+# steps, outside its timing); then the ratios again, with it.
+if [ $dry = 1 ] || $PY -c 'import torch, sys; sys.exit(not (torch.cuda.is_available() and hasattr(torch, "compile")))' \
+  2>/dev/null; then
+  NOTE='tokens/s' step torch-124m-bf16-compile GPU 180 - "$PY bench/gpt_pytorch.py $T124 --attention sdpa --compile"
+  NOTE='^ratio' step vs-pytorch-compile host 15 torch-124m-bf16-compile "tests/gpu/compare_peer.sh $W/logs"
+else
+  skipped torch-124m-bf16-compile GPU "python3 has no PyTorch 2 that sees a GPU"
+fi
 
 # Last, with what time is left: the op tests under compute-sanitizer's memcheck (an out-of-bounds
 # access or a misaligned one in a kernel can pass a tolerance; memcheck names it): the PATH's, else
