@@ -46,9 +46,10 @@ std::vector<std::vector<std::pair<int, int>>> decode_calls(int T) {
 TEST_CASE("cuda attention_decode matches the CPU: prompts, single positions, two slots a call, grouped heads",
           "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
-    // hs 12 and 32; T > 64; then 6 query heads over 2 and over 1 key/value heads.
+    // hs 12 and 32; T > 64; then 6 query heads over 2 and over 1 key/value heads; a Llama's head of
+    // 128 over 300 positions (each of the eight warps' shares tens of positions long).
     for (auto [T, NH, KV, hs] : {std::tuple{40, 4, 4, 12}, std::tuple{70, 3, 3, 32}, std::tuple{40, 6, 2, 16},
-                                 std::tuple{70, 6, 1, 12}}) {
+                                 std::tuple{70, 6, 1, 12}, std::tuple{300, 4, 2, 128}}) {
         INFO("T=" << T << " NH=" << NH << " KV=" << KV << " hs=" << hs);
         const int slots = 2, W = (NH + 2 * KV) * hs, C = NH * hs;
         const size_t cache = (size_t)slots * T * KV * hs;
@@ -70,11 +71,12 @@ TEST_CASE("cuda attention_decode matches the CPU: prompts, single positions, two
             DeviceBuffer<int> d_slot(slot), d_pos(pos);
             if (KV == NH) cuda::attention_decode(d_out, d_kc, d_vc, d_qkv, d_slot, d_pos, n, T, C, NH, stream);
             else cuda::attention_decode_grouped(d_out, d_kc, d_vc, d_qkv, d_slot, d_pos, n, T, NH, KV, hs, stream);
-            // The scores are hs-term dot products in order (the CPU's in SIMD lanes, then across
-            // them; a fused multiply-add may round once less), exp is the GPU's expf (2 ulp) against
-            // the CPU's exp_approx (2e-7), the softmax's sum adds in a warp's tree, and the output
-            // sums its terms in the CPU's order: ~1e-6 on values ~1; 1e-5 (1 + |x|). A wrong position,
-            // slot, head offset, group or scale moves an output by ~1e-1.
+            // The scores are hs-term dot products (lanes' strided sums joined by a warp's tree; the
+            // CPU's in SIMD lanes, then across them), exp is the GPU's expf (2 ulp) against the CPU's
+            // exp_approx (2e-7), the softmax's sums add in the block's tree, and the output sums
+            // eight contiguous shares of the positions, then the shares in order: ~1e-6 on values
+            // ~1; 1e-5 (1 + |x|). A wrong position, slot, head offset, group, share or scale moves
+            // an output by ~1e-1.
             bad += mismatches("out", d_out.get(), out, 1e-5, 1e-5);
         }
         CHECK(bad == 0);

@@ -105,17 +105,19 @@ TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, top-k,
         INFO("vocab " << V);
         PickCase c;
         c.stride = V + 47;  // a padded row: ids past vocab are never drawn
-        const int n = 70;
+        const int n = 112;  // 14 rows of each of 8 kinds, each u below twice
         c.logits = randn((size_t)n * c.stride, 5000 + V, 3.0f);
         const double us[] = {0.0, 1e-9, 0.25, 0.5, 0.75, 0.999999, 1.0 - 1e-12};
         int host = 0;
         for (int r = 0; r < n; ++r) {
             float* z = c.logits.data() + (size_t)r * c.stride;
             for (int i = V; i < c.stride; ++i) z[i] = 100.0f;  // would win, were they read
-            const int kind = r % 7;
-            if (r % 8 == 1 && kind <= 3 && V > 3) z[V / 2] = z[V - 1] = 50.0f;  // a tie for the largest: the first
-            if (r % 8 == 2) for (int i = 0; i < V; i += 3) z[i] = -INFINITY;  // masked ids: never drawn
-            const double u = us[r % 5];
+            const int kind = r % 8;
+            // Ties for the largest (the first id wins, sorted or not), and masked ids (never drawn).
+            if ((r % 16 == 1 || r % 16 == 4 || r % 16 == 0) && V > 3) z[V / 2] = z[V - 1] = 50.0f;
+            if (r % 8 == 2 || r % 16 == 6) for (int i = 0; i < V; i += 3) z[i] = -INFINITY;
+            if (r % 16 == 14) z[0] = -0.0f, z[V - 1] = 0.0f;  // -0 and +0 compare equal
+            const double u = us[(r / 8) % 7];
             switch (kind) {
             case 0: c.draws.push_back(draw(V, 0.0, 0)); break;
             case 1: c.draws.push_back(draw(V, 1.0, u)); break;
@@ -123,7 +125,7 @@ TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, top-k,
             case 3: c.draws.push_back(draw(V, 2.5, u)); break;
             case 4: c.draws.push_back(draw(V, 0.8, u, std::min(V / 2, 40))); break;
             case 5: c.draws.push_back(draw(V, 1.0, u, 3000)); break;  // the host's beyond 2,048
-            case 6: c.draws.push_back(draw(V, 1.0, u, 0, r % 2 ? 0.99 : 0.5)); break;
+            case 6: c.draws.push_back(draw(V, 1.0, u, 0, r % 16 == 6 ? 0.99 : 0.5)); break;
             default: c.draws.push_back(draw(V, -1.0, 0)); break;  // none asked
             }
             host += for_the_host(z, c.draws.back());
@@ -132,9 +134,9 @@ TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, top-k,
         CHECK(gpu_cpu_differences(c, &left) == 0);
         CHECK(left == host);
     }
-    // Many draws over one row: each token's share follows its probability (the CPU's rule, which
-    // tests/unit/test_sampling.cpp holds to the softmax) and every draw equals the CPU's; the same
-    // row's top 3 and its nucleus too.
+    // Many draws over one row, u evenly spread: every draw equals the CPU's, so each token's share is
+    // its probability within 1/n (the rule tests/unit/test_sampling.cpp holds to the softmax); the
+    // same row's top 3 and its nuclei too.
     PickCase c;
     c.stride = 5;
     const std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f, 2.5f};
@@ -142,6 +144,19 @@ TEST_CASE("cuda pick_tokens picks cpu::pick_token's ids: greedy, sampled, top-k,
     for (int r = 0; r < n; ++r) {
         c.logits.insert(c.logits.end(), row.begin(), row.end());
         c.draws.push_back(draw(5, 1.0, (r + 0.5) / n));
+    }
+    {
+        DeviceBuffer<float> d_logits(c.logits);
+        DeviceBuffer<TokenDraw> d_draws(c.draws);
+        DeviceBuffer<int> d_ids(std::vector<int>(n, -7));
+        cuda::pick_tokens(d_ids, d_logits, n, c.stride, d_draws, nullptr);
+        const std::vector<int> ids = d_ids.get();
+        double sum = 0;
+        for (float z : row) sum += std::exp((double)z - 2.5);
+        for (int t = 0; t < 5; ++t) {
+            const double share = (double)std::count(ids.begin(), ids.end(), t) / n;
+            CHECK(std::fabs(share - std::exp((double)row[t] - 2.5) / sum) <= 1.5 / n);
+        }
     }
     int left = 0;
     for (auto [k, p] : {std::pair{0, 1.0}, std::pair{3, 1.0}, std::pair{0, 0.9}, std::pair{2, 0.6}}) {
@@ -201,7 +216,8 @@ std::vector<std::vector<float>> decode_all(Decoder& d, const GptConfig& c) {
 
 // A graph replays the kernels it captured with the arguments they had: a row count's graph serves
 // every call of that count, its positions and slots read from the device. The same bits as launching
-// each kernel, call after call, and one capture per row count (6, 2 and 1 here).
+// each kernel, call after call, and one capture per row count up to the slots (2 and 1 here; the
+// prompt's 6 rows are launched kernel by kernel).
 TEST_CASE("The GPU decoders' CUDA graphs give the bits of launching kernel by kernel", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     for (DecoderArch arch : {DecoderArch::gpt2, DecoderArch::llama}) {
@@ -222,28 +238,30 @@ TEST_CASE("The GPU decoders' CUDA graphs give the bits of launching kernel by ke
         int bad = 0;
         for (size_t k = 0; k < want.size(); ++k) bad += cudatest::bit_mismatches("logits", got[k], want[k]);
         CHECK(bad == 0);
-        CHECK(g->graphs_captured() == 3);
+        CHECK(g->graphs_captured() == 2);
         CHECK(e->graphs_captured() == 0);
         // A new reservation frees the graphs with the buffers they name; the next calls capture anew.
         graphed->reserve(2, c.block_size);
         const auto again = decode_all(*graphed, c);
         for (size_t k = 0; k < want.size(); ++k) bad += cudatest::bit_mismatches("logits after reserve", again[k], want[k]);
         CHECK(bad == 0);
-        CHECK(g->graphs_captured() == 6);
+        CHECK(g->graphs_captured() == 4);
         // A batch's rows keep their bits through the graphs too.
         CHECK(decode_batching::rows_batched_differently(*graphed, c.vocab_size, c.block_size, 3, 2) == 0);
     }
 }
 
 // decode_pick: the ids cpu::pick_token takes from the logits decode_pick hands back (the device's
-// own), for greedy rows, sampled ones and top-k rows (picked on the host), the same with and without
-// the logits asked for, and rows asking none -1.
+// own), for greedy rows, sampled ones, a top-k row sorted on the device and one wider than it sorts
+// (k 2,100 of 2,600: picked on the host, from the logits asked for or from its own copy of the row),
+// the same with and without the logits asked for, and a row asking none -1.
 TEST_CASE("The GPU decoders' decode_pick picks the CPU rule's ids from their own logits", "[cuda]") {
     REQUIRE_GPU_OR_SKIP();
     for (DecoderArch arch : {DecoderArch::gpt2, DecoderArch::llama}) {
         INFO((arch == DecoderArch::llama ? "llama" : "gpt"));
-        const GptConfig c = small(arch);
-        const int V = c.vocab_size, slots = 4;
+        GptConfig c = small(arch);
+        c.vocab_size = 2600;
+        const int V = c.vocab_size, slots = 5;
         const std::vector<float> p = params_for(c);
         auto d = make_cuda_decoder(c, 0), twin = make_cuda_decoder(c, 0);
         for (Decoder* x : {d.get(), twin.get()}) {
@@ -252,7 +270,7 @@ TEST_CASE("The GPU decoders' decode_pick picks the CPU rule's ids from their own
         }
         std::vector<float> probs(V);
         std::vector<int> order(V);
-        int bad = 0, host_rows = 0;
+        int bad = 0, none = 0;
         for (int step = 0; step < 20; ++step) {
             std::vector<int> tok(slots), slot(slots), pos(slots, step);
             std::vector<TokenDraw> draws(slots);
@@ -260,7 +278,7 @@ TEST_CASE("The GPU decoders' decode_pick picks the CPU rule's ids from their own
                 tok[s] = (step * 31 + s * 7) % V, slot[s] = s;
                 const double u = std::fmod(0.137 * (step + 1) * (s + 1), 1.0);
                 draws[s] = s == 0 ? draw(V - 3, 0.0, 0) : s == 1 ? draw(V - 3, 0.9, u)
-                         : s == 2 ? draw(V - 3, 1.1, u, 20) : draw(V, -1.0, 0);
+                         : s == 2 ? draw(V - 3, 1.1, u, 20) : s == 3 ? draw(V - 3, 1.2, u, 2100) : draw(V, -1.0, 0);
             }
             std::vector<float> logits((size_t)slots * V);
             std::vector<int> ids(slots, -9), ids2(slots, -9);
@@ -272,9 +290,9 @@ TEST_CASE("The GPU decoders' decode_pick picks the CPU rule's ids from their own
                 bad += ids[s] != want;
                 bad += ids2[s] != ids[s];
             }
-            host_rows += draws[2].top_k > 0;
+            none += ids[4] == -1;
         }
         CHECK(bad == 0);
-        CHECK(host_rows == 20);
+        CHECK(none == 20);
     }
 }

@@ -43,7 +43,9 @@ strip "$P"/bin/*
 # Which source the binaries are: run.sh prints it, and compares the tree it runs in with the
 # tracked files' digests in TREE (the GPU machine may have no .git of this tree to ask).
 echo "$tree" >"$P/STAMP"
-git ls-files -z | xargs -0 sha256sum >"$P/TREE"
+# The digests are of the committed files the binaries were built from (the copy in $S), not of
+# the working tree, which may have moved on since.
+git ls-tree -r -z --name-only HEAD | (cd "$S" && xargs -0 sha256sum) >"$P/TREE"
 
 # The packages of the libraries the binaries load (CUDA's come from the GPU machine itself).
 libs=$(for b in "$P"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// { print $3 }' | sort -u |

@@ -35,9 +35,10 @@ int pick_token(const float* z, const TokenDraw& d, float* probs, int* order) {
     if (d.temperature == 0) return (int)(std::max_element(z, z + V) - z);
     if (k == V && d.top_p >= 1.0) return pick_in_id_order(z, V, d.temperature, d.u, probs);
     // Sorted in growing prefixes (each one pass keeping the m largest) until top_k or top_p is
-    // met, not the whole vocabulary.
+    // met, not the whole vocabulary. Equal logits in id order: partial_sort's own order of equals
+    // is its library's, and cuda::pick_tokens sorts them so.
     std::iota(order, order + V, 0);
-    const auto larger = [&](int a, int b) { return z[a] > z[b]; };
+    const auto larger = [&](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
     double sum = 0;
     int m = k;
     if (k == V) {

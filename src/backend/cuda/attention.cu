@@ -5,6 +5,8 @@
 
 #include "check.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace dptrain::cuda {
@@ -133,38 +135,79 @@ __global__ void decode_cache_kernel(float* kcache, float* vcache, const float* q
     vcache[at] = qkv[(size_t)i * W + (size_t)NH * hs + KC + c];
 }
 
-// One warp a (row, head), as the CPU twin's loop body: lane scores j = lane, lane + 32, ... (an
-// hs-term dot in order), the softmax over 0..pos, then lane c sums weight * value in order. Query
-// head h reads key/value head h / (NH / KV).
+// A block of kDecodeWarps warps a (row, head): one warp's sequential walk over the positions kept
+// one stream's token waiting on memory latency (a position's value rows read one after another).
+// Order of work, fixed by pos alone (so a row's bits are the same alone or batched):
+//   1. warp w scores positions j = w, w + kDecodeWarps, ...: lanes split the hs-term dot (lane c
+//      takes c, c + 32, ...), warp_sum joins them;
+//   2. the maximum and the exp-sum over 0..pos: each thread over j = t, t + blockDim, ..., then a
+//      fixed tree over the block (block_reduce);
+//   3. warp w sums weight * value over its contiguous share of the positions, lanes over c; the
+//      warps' partial outputs are then added in warp order.
+// Query head h reads key/value head h / (NH / KV).
+constexpr int kDecodeWarps = 8;
+
+// Over the block's threads, a fixed tree: every thread gets the result. red holds kDecodeWarps.
+template <bool Max>
+__device__ float block_reduce(float x, float* red) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    x = Max ? warp_max(x) : warp_sum(x);
+    if (lane == 0) red[w] = x;
+    __syncthreads();
+    float r = red[0];
+    for (int k = 1; k < kDecodeWarps; ++k) r = Max ? fmaxf(r, red[k]) : r + red[k];
+    __syncthreads();  // red is read by all before it is written again
+    return r;
+}
+
 __global__ void attention_decode_kernel(float* out, const float* kcache, const float* vcache, const float* qkv,
                                         const int* slot, const int* pos, int T, int NH, int KV, int hs, float scale) {
-    extern __shared__ float scores[];
-    const int i = blockIdx.x / NH, h = blockIdx.x % NH, p = pos[i], lane = threadIdx.x;
+    extern __shared__ float scores[];  // (max(T + 4, kDecodeWarps hs)): the scores, then the partial outputs
+    __shared__ float red[kDecodeWarps];
+    const int i = blockIdx.x / NH, h = blockIdx.x % NH, p = pos[i];
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int KC = KV * hs, W = (NH + 2 * KV) * hs, g = h / (NH / KV);
     const float* q = qkv + (size_t)i * W + h * hs;
     const float* k = kcache + (size_t)slot[i] * T * KC + g * hs;
     const float* v = vcache + (size_t)slot[i] * T * KC + g * hs;
-    float maxv = -INFINITY;
-    for (int j = lane; j <= p; j += 32) {
+    for (int j = w; j <= p; j += kDecodeWarps) {
         float d = 0.0f;
-        for (int c = 0; c < hs; ++c) d += q[c] * k[(size_t)j * KC + c];
-        scores[j] = d * scale;
-        maxv = fmaxf(maxv, scores[j]);
+        for (int c = lane; c < hs; c += 32) d += q[c] * k[(size_t)j * KC + c];
+        d = warp_sum(d);
+        if (lane == 0) scores[j] = d * scale;
     }
-    maxv = warp_max(maxv);
+    __syncthreads();
+    float m = -INFINITY;
+    for (int j = t; j <= p; j += blockDim.x) m = fmaxf(m, scores[j]);
+    m = block_reduce<true>(m, red);
     float sum = 0.0f;
-    for (int j = lane; j <= p; j += 32) {
-        const float e = expf(scores[j] - maxv);
+    for (int j = t; j <= p; j += blockDim.x) {
+        const float e = expf(scores[j] - m);
         scores[j] = e;
         sum += e;
     }
-    const float inv = 1.0f / warp_sum(sum);
-    __syncwarp();  // every lane's scores written before any lane reads them all
+    const float inv = 1.0f / block_reduce<false>(sum, red);  // its barrier orders the exps before the reads
+    const int share = (p + kDecodeWarps) / kDecodeWarps, j0 = w * share, j1 = min(p + 1, j0 + share);
+    float acc[kMaxDecodeHead / 32];  // lane's outputs c = lane, lane + 32, ...
+#pragma unroll
+    for (int r = 0; r < kMaxDecodeHead / 32; ++r) acc[r] = 0.0f;
+    for (int j = j0; j < j1; ++j) {
+        const float a = scores[j] * inv;
+#pragma unroll
+        for (int r = 0; r < kMaxDecodeHead / 32; ++r)
+            if (lane + 32 * r < hs) acc[r] += a * v[(size_t)j * KC + lane + 32 * r];
+    }
+    __syncthreads();  // every warp done with the scores: their room takes the partial outputs
+    float* part = scores + (size_t)w * hs;
+#pragma unroll
+    for (int r = 0; r < kMaxDecodeHead / 32; ++r)
+        if (lane + 32 * r < hs) part[lane + 32 * r] = acc[r];
+    __syncthreads();
     float* o = out + (size_t)i * NH * hs + h * hs;
-    for (int c = lane; c < hs; c += 32) {
-        float acc = 0.0f;
-        for (int j = 0; j <= p; ++j) acc += scores[j] * inv * v[(size_t)j * KC + c];
-        o[c] = acc;
+    for (int c = t; c < hs; c += blockDim.x) {
+        float x = scores[c];
+        for (int k2 = 1; k2 < kDecodeWarps; ++k2) x += scores[(size_t)k2 * hs + c];
+        o[c] = x;
     }
 }
 
@@ -177,11 +220,11 @@ void attention_decode_grouped(float* out, float* kcache, float* vcache, const fl
                                                                               KV, hs);
     CUDA_CHECK(cudaGetLastError());
     const float scale = 1.0f / sqrtf((float)hs);
-    // 4 floats of slack: the unrolled sum's remainder reads up to 12 bytes past T (compute-sanitizer
-    // caught it; values past pos are never used).
-    const size_t scores_bytes = ((size_t)T + 4) * sizeof(float);
-    attention_decode_kernel<<<(unsigned)n * NH, 32, scores_bytes, stream>>>(out, kcache, vcache, qkv, slot, pos, T, NH,
-                                                                             KV, hs, scale);
+    // The scores (4 floats of slack kept from the one-warp form), then the warps' partial outputs.
+    const size_t scores_bytes = std::max<size_t>((size_t)T + 4, (size_t)kDecodeWarps * hs) * sizeof(float);
+    CUDA_REQUIRE(hs <= kMaxDecodeHead && scores_bytes <= 48 * 1024);
+    attention_decode_kernel<<<(unsigned)n * NH, kDecodeWarps * 32, scores_bytes, stream>>>(
+        out, kcache, vcache, qkv, slot, pos, T, NH, KV, hs, scale);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -101,7 +101,7 @@ void CudaDecoder::end_reserve(int slots, int max_rows) {
     host_row_.resize(V_);
     probs_.resize(V_);
     order_.resize(V_);
-    graphs_.assign((size_t)max_rows + 1, nullptr);
+    graphs_.assign((size_t)slots + 1, nullptr);
     slots_ = slots;
     rows_ = max_rows;
 }
@@ -166,7 +166,9 @@ void CudaDecoder::product(float* out, const float* inp, size_t w, const float* b
 }
 
 const float* CudaDecoder::run_layers(int n) {
-    if (!graphs_on_ || !prompts_.empty()) return layers(n);  // a prompt's products go through cuBLAS
+    // A prompt's products go through cuBLAS; a call of more rows than slots holds a short prompt (a
+    // graph for each such count would be captured once and rarely replayed).
+    if (!graphs_on_ || !prompts_.empty() || n > slots_) return layers(n);
     cudaStream_t s = ctx_->stream();
     cudaGraphExec_t& exec = graphs_[n];
     if (!exec) {
@@ -183,6 +185,7 @@ const float* CudaDecoder::run_layers(int n) {
         CUDA_CHECK(cudaStreamEndCapture(s, &graph));
         const cudaError_t rc = cudaGraphInstantiate(&exec, graph, 0);
         cudaGraphDestroy(graph);
+        if (rc != cudaSuccess) exec = nullptr;  // never launched
         CUDA_CHECK(rc);
         ++captured_;
     }

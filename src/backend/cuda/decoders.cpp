@@ -15,11 +15,14 @@ std::unique_ptr<Decoder> make_decoder(DeviceKind want, const GptConfig& cfg, Pre
         if (want == DeviceKind::cuda) throw UserError(strfmt("--device cuda: no GPU (%s); use --device cpu", why.c_str()));
         return make_cpu_decoder(cfg, weights);
     }
-    if (cfg.block_size > cuda::kMaxDecodeContext) {  // the GPU's decoding attention holds its scores in shared memory
+    // The GPU's decoding attention holds a row's scores in shared memory, and a head's outputs in
+    // eight values a lane.
+    const int head = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
+    if (cfg.block_size > cuda::kMaxDecodeContext || head > cuda::kMaxDecodeHead) {
         if (want == DeviceKind::cuda)
-            throw UserError(strfmt("--device cuda decodes contexts of up to %d tokens, and this model's is %d; use "
-                                   "--device cpu",
-                                   cuda::kMaxDecodeContext, cfg.block_size));
+            throw UserError(strfmt("--device cuda decodes contexts of up to %d tokens and heads of up to %d values, "
+                                   "and this model's are %d and %d; use --device cpu",
+                                   cuda::kMaxDecodeContext, cuda::kMaxDecodeHead, cfg.block_size, head));
         return make_cpu_decoder(cfg, weights);
     }
     return make_cuda_decoder(cfg, cuda::bind_device(host_rank, host_size), weights);

@@ -106,7 +106,9 @@ void rows(float* out, const float* inp, const W* weight, const float* bias, int 
     if (B == 0 || OC == 0) return;
     const unsigned blocks = (unsigned)((OC + kWarps - 1) / kWarps);
     // Fixed for a matrix and width: a row's path, and so its bits, do not change between calls.
-    if (C % 8 == 0 && aligned16(inp) && aligned16(weight))
+    // The weights start on eight elements' bytes, so that fp32 and bf16 weights at one offset of a
+    // (256-byte aligned) buffer take the same path, and the same order.
+    if (C % 8 == 0 && aligned16(inp) && (uintptr_t)weight % (8 * sizeof(W)) == 0)
         matmul_forward_rows_wide_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);
     else
         matmul_forward_rows_kernel<<<blocks, kWarps * 32, 0, stream>>>(out, inp, weight, bias, B, C, OC);

@@ -110,14 +110,14 @@ __global__ void pick_tokens_kernel(int* ids, const float* logits, int stride, co
 constexpr int kCutThreads = 1024;
 constexpr int kMaxSorted = 2048;  // a power of 2: the bitonic sort's width
 
-// Unsigned keys in the floats' order (larger float, larger key).
+// Unsigned keys in the floats' order (larger float, larger key); -0 is +0, as the CPU compares.
 __device__ inline unsigned order_key(float x) {
-    const unsigned u = __float_as_uint(x);
+    const unsigned u = __float_as_uint(x == 0.0f ? 0.0f : x);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 // Sorted descending, a key before its id: the larger logit first, and of equal logits the
-// smaller id first (the CPU's partial_sort leaves equal logits in an order of its own).
+// smaller id first (as cpu::pick_token's sort).
 __device__ inline unsigned long long sort_key(unsigned key, int id) {
     return ((unsigned long long)key << 32) | (unsigned)(0xFFFFFFFFu - (unsigned)id);
 }
@@ -146,7 +146,7 @@ __device__ int block_offset(int count, int* scan, int* total) {
 // sorted by a bitonic sort; their probabilities in that order, the nucleus and the draw by thread 0
 // in the CPU's order. A row whose top_k exceeds kMaxSorted, or whose nucleus reaches past its
 // kMaxSorted most likely ids, keeps kPickOnHost.
-__global__ void pick_cut_kernel(int* ids, const float* logits, int stride, const TokenDraw* draws) {
+__global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const float* logits, int stride, const TokenDraw* draws) {
     __shared__ unsigned long long keys[kMaxSorted];
     __shared__ float probs[kMaxSorted];
     __shared__ double sums[kCutThreads];

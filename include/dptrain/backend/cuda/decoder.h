@@ -27,9 +27,9 @@ class CudaDecoder : public Decoder {
 
     // Copied (and rounded) before it returns: the caller may refill them at once.
     void set_params(const float* params) override;
-    // Decoder's contract; checked as on the CPU before anything is queued. A call with no prompt
-    // run (kDecodePromptRows) replays its row count's CUDA graph of the layers, captured at its
-    // first call: one launch a token instead of one a kernel.
+    // Decoder's contract; checked as on the CPU before anything is queued. A call of at most one
+    // row a slot and no prompt run (kDecodePromptRows) replays its row count's CUDA graph of the
+    // layers, captured at its first call: one launch a token instead of one a kernel.
     void decode(const int* tok, const int* slot, const int* pos, int n, float* logits, const int* out_rows = nullptr,
                 int n_out = 0) final;
     // The ids picked on the device (cuda::pick_tokens); a row cut wider than it sorts, on the host.
@@ -105,7 +105,7 @@ class CudaDecoder : public Decoder {
     std::vector<int> order_;
     bool graphs_on_ = true;
     int captured_ = 0;
-    std::vector<cudaGraphExec_t> graphs_;  // by row count (null: none yet)
+    std::vector<cudaGraphExec_t> graphs_;  // by row count, up to slots_ (null: none yet)
     const float* normed_ = nullptr;        // what the graphs' layers return
 };
 

@@ -271,9 +271,12 @@ void attention_forward(float* out, float* att, const float* inp, int B, int T, i
 // dinp (B,T,3C) written (=); datt (B,NH,T,T) scratch.
 void attention_backward(float* dinp, float* datt, const float* dout, const float* inp, const float* att, int B, int T,
                         int C, int NH, bool tf32, Context& ctx, cudaStream_t stream);
-// The longest context attention_decode takes: its scores in 48 KiB of shared memory.
+// The longest context attention_decode takes: its scores in 48 KiB of shared memory; and the
+// widest head (its eight warps' partial outputs, eight values a lane).
 constexpr int kMaxDecodeContext = 12284;
-// cpu::attention_decode's twin; slot and pos on the device. T <= kMaxDecodeContext.
+constexpr int kMaxDecodeHead = 256;
+// cpu::attention_decode's twin; slot and pos on the device. T <= kMaxDecodeContext, C / NH <=
+// kMaxDecodeHead.
 void attention_decode(float* out, float* kcache, float* vcache, const float* qkv, const int* slot, const int* pos,
                       int n, int T, int C, int NH, cudaStream_t stream);
 // cpu::attention_decode_grouped's twin: qkv (n, (NH+2KV)*hs), caches (slots, T, KV*hs), out (n, NH*hs);
