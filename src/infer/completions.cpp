@@ -286,8 +286,10 @@ void CompletionEngine::run() {
     }
 }
 
-void CompletionEngine::step(const std::vector<Running*>& batch) {
-    const int V = cfg_.vocab_size, budget = cfg_.block_size + slots_, out_budget = slots_ + kScoreRows;
+// The step's rows (each stepped sequence's uncached positions, as many as fit) and out rows with
+// their draws; true where some row's logits must come back (a scored prompt, or logprobs asked).
+bool CompletionEngine::gather_rows(const std::vector<Running*>& batch) {
+    const int budget = cfg_.block_size + slots_, out_budget = slots_ + kScoreRows;
     rows_tok_.clear();
     rows_slot_.clear();
     rows_pos_.clear();
@@ -297,7 +299,7 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
     from_.clear();
     stepped_.clear();
     draws_.clear();
-    bool wants_logits = false;  // the rows' logits come back only where logprobs are asked for
+    bool wants_logits = false;
     for (Running* r : batch) {
         if (r->c->max_tokens == 0 && !r->scoring()) {  // echo alone: nothing to compute
             finish_unscored(*r);
@@ -328,6 +330,12 @@ void CompletionEngine::step(const std::vector<Running*>& batch) {
         r->cached = to;
         stepped_.push_back(r);
     }
+    return wants_logits;
+}
+
+void CompletionEngine::step(const std::vector<Running*>& batch) {
+    const int V = cfg_.vocab_size;
+    const bool wants_logits = gather_rows(batch);
     if (stepped_.empty()) return;
     decoder_->decode_pick(rows_tok_.data(), rows_slot_.data(), rows_pos_.data(), (int)rows_tok_.size(),
                           out_rows_.data(), (int)out_rows_.size(), draws_.data(), ids_.data(),

@@ -53,7 +53,8 @@ int gpu_cpu_differences(const PickCase& c, int* left_to_host) {
     int differ = 0;
     *left_to_host = 0;
     for (int r = 0; r < n; ++r) {
-        const int want = cpu::pick_token(c.logits.data() + (size_t)r * c.stride, c.draws[r], probs.data(), order.data());
+        const float* z = c.logits.data() + (size_t)r * c.stride;
+        const int want = cpu::pick_token(z, c.draws[r], probs.data(), order.data());
         if (got[r] == cuda::kPickOnHost) {
             ++*left_to_host;
             continue;
@@ -243,7 +244,8 @@ TEST_CASE("The GPU decoders' CUDA graphs give the bits of launching kernel by ke
         // A new reservation frees the graphs with the buffers they name; the next calls capture anew.
         graphed->reserve(2, c.block_size);
         const auto again = decode_all(*graphed, c);
-        for (size_t k = 0; k < want.size(); ++k) bad += cudatest::bit_mismatches("logits after reserve", again[k], want[k]);
+        for (size_t k = 0; k < want.size(); ++k)
+            bad += cudatest::bit_mismatches("logits after reserve", again[k], want[k]);
         CHECK(bad == 0);
         CHECK(g->graphs_captured() == 4);
         // A batch's rows keep their bits through the graphs too.

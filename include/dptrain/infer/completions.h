@@ -106,6 +106,7 @@ class CompletionEngine {
     void run();
     void admit_locked();
     void swap(std::unique_lock<std::mutex>& lk);  // releases lk while installing
+    bool gather_rows(const std::vector<Running*>& batch);
     void step(const std::vector<Running*>& batch);
     void score(Running& r, const float* logits, int from, int n);
     void emit(Running& r, int token, const float* logits);

@@ -124,7 +124,7 @@ __device__ inline unsigned long long sort_key(unsigned key, int id) {
 __device__ inline int id_of(unsigned long long k) { return (int)(0xFFFFFFFFu - (unsigned)(k & 0xFFFFFFFFu)); }
 
 // This thread's offset in the block's order of `count`s (thread 0's first), and their total.
-__device__ int block_offset(int count, int* scan, int* total) {
+__device__ __forceinline__ int block_offset(int count, int* scan, int* total) {
     const int t = threadIdx.x;
     scan[t] = count;
     __syncthreads();
@@ -140,33 +140,15 @@ __device__ int block_offset(int count, int* scan, int* total) {
     return off;
 }
 
-// One block a row that top_k or top_p cuts; other rows are pick_tokens_kernel's. The CPU's rule on
-// the M most likely ids (M = top_k, or the kMaxSorted largest for a nucleus over the whole
-// vocabulary): found by a radix select on the logits' keys, a byte a pass; gathered in id order;
-// sorted by a bitonic sort; their probabilities in that order, the nucleus and the draw by thread 0
-// in the CPU's order. A row whose top_k exceeds kMaxSorted, or whose nucleus reaches past its
-// kMaxSorted most likely ids, keeps kPickOnHost.
-__global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const float* logits, int stride, const TokenDraw* draws) {
-    __shared__ unsigned long long keys[kMaxSorted];
-    __shared__ float probs[kMaxSorted];
-    __shared__ double sums[kCutThreads];
-    __shared__ int scan[kCutThreads];
-    __shared__ int hist[256];
+// The M-th largest key K among the row's (thread t's ids [lo, hi)), a byte a pass from the top;
+// *remaining: how many of the M largest equal K.
+__device__ __forceinline__ unsigned kth_largest_key(const float* z, int lo, int hi, int M, int* hist,
+                                                    int* remaining) {
     __shared__ unsigned prefix_s;
     __shared__ int remaining_s;
-    const int row = blockIdx.x, t = threadIdx.x;
-    const TokenDraw d = draws[row];
-    const int V = d.vocab, k = d.top_k > 0 ? min(d.top_k, V) : V;
-    if (!(d.temperature > 0) || (k == V && d.top_p >= 1.0)) return;  // not cut
-    const int M = k < V ? k : min(V, kMaxSorted);
-    if (M > kMaxSorted) return;
-    const float* z = logits + (size_t)row * stride;
-    const int chunk = (V + kCutThreads - 1) / kCutThreads;
-    const int lo = min(V, t * chunk), hi = min(V, lo + chunk);
-
-    // 1. The M-th largest key K, a byte at a time from the top: `remaining` of the M lie at K.
+    const int t = threadIdx.x;
     unsigned prefix = 0, mask = 0;
-    int remaining = M;
+    int left = M;
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = t; i < 256; i += kCutThreads) hist[i] = 0;
         __syncthreads();
@@ -177,19 +159,24 @@ __global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const f
         __syncthreads();
         if (t == 0) {
             int above = 0, digit = 255;
-            for (; digit > 0 && above + hist[digit] < remaining; --digit) above += hist[digit];
+            for (; digit > 0 && above + hist[digit] < left; --digit) above += hist[digit];
             prefix_s = prefix | ((unsigned)digit << shift);
-            remaining_s = remaining - above;
+            remaining_s = left - above;
         }
         __syncthreads();
         prefix = prefix_s;
-        remaining = remaining_s;
+        left = remaining_s;
         mask |= 255u << shift;
         __syncthreads();  // prefix_s read by all before thread 0 writes it again
     }
-    const unsigned K = prefix;
+    *remaining = left;
+    return prefix;
+}
 
-    // 2. Gathered: every key above K, then the first `remaining` equal to K in id order.
+// keys[0, M): every key above K, then the first `remaining` equal to K in id order; zeros (below
+// every real key) up to the next power of 2, which it returns.
+__device__ __forceinline__ int gather_largest(unsigned long long* keys, const float* z, int lo, int hi, unsigned K,
+                                              int remaining, int M, int* scan) {
     int above = 0, equal = 0;
     for (int i = lo; i < hi; ++i) {
         const unsigned key = order_key(z[i]);
@@ -206,13 +193,16 @@ __global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const f
     }
     int width = 1;
     while (width < M) width <<= 1;
-    for (int i = M + t; i < width; i += kCutThreads) keys[i] = 0;  // below every real key
+    for (int i = M + (int)threadIdx.x; i < width; i += kCutThreads) keys[i] = 0;
     __syncthreads();
+    return width;
+}
 
-    // 3. Bitonic sort, descending.
+// keys[0, width) sorted descending (width a power of 2).
+__device__ __forceinline__ void bitonic_sort_desc(unsigned long long* keys, int width) {
     for (int size = 2; size <= width; size <<= 1)
         for (int half = size >> 1; half > 0; half >>= 1) {
-            for (int i = t; i < width; i += kCutThreads) {
+            for (int i = threadIdx.x; i < width; i += kCutThreads) {
                 const int j = i ^ half;
                 if (j <= i) continue;
                 const unsigned long long a = keys[i], b = keys[j];
@@ -220,25 +210,19 @@ __global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const f
             }
             __syncthreads();
         }
+}
 
-    // 4. Probabilities in sorted order; over the whole vocabulary the mass unrounded (the CPU's
-    // sum for top_p without top_k), in id order by chunks.
-    const float top = z[id_of(keys[0])];
-    for (int i = t; i < M; i += kCutThreads) probs[i] = prob(z, id_of(keys[i]), top, d.temperature);
-    double mass = 0;
-    if (k == V)
-        for (int i = lo; i < hi; ++i) mass += exp((double)(z[i] - top) / d.temperature);
-    sums[t] = mass;
-    __syncthreads();
-    if (t != 0) return;
-
-    // 5. The CPU's nucleus and draw, in its order.
+// Thread 0's part: cpu::pick_token's nucleus and draw over the M sorted ids, in its order. The mass
+// is their sum where top_k cuts, else the whole vocabulary's (the chunks' sums, in order). A nucleus
+// reaching past the sorted ids leaves the row as it is (kPickOnHost).
+__device__ __forceinline__ void draw_sorted(int* id, const unsigned long long* keys, const float* probs,
+                                            const double* sums, int M, bool top_k_cuts, bool all_sorted,
+                                            const TokenDraw& d) {
     double sum = 0;
-    if (k < V) {
+    if (top_k_cuts)
         for (int i = 0; i < M; ++i) sum += probs[i];
-    } else {
+    else
         for (int i = 0; i < kCutThreads; ++i) sum += sums[i];
-    }
     int n = M;
     if (d.top_p < 1.0) {
         double acc = 0;
@@ -247,17 +231,54 @@ __global__ void __launch_bounds__(kCutThreads) pick_cut_kernel(int* ids, const f
             acc += probs[n++];
             reached = acc >= d.top_p * sum;
         }
-        if (!reached && k == V && M < V) return;  // the nucleus is wider than the sorted ids
+        if (!reached && !top_k_cuts && !all_sorted) return;  // the nucleus is wider than the sorted ids
         sum = acc;
     }
     const double target = d.u * sum;
     double acc = 0;
     for (int i = 0; i < n; ++i)
         if ((acc += probs[i]) >= target) {
-            ids[row] = id_of(keys[i]);
+            *id = id_of(keys[i]);
             return;
         }
-    ids[row] = id_of(keys[n - 1]);
+    *id = id_of(keys[n - 1]);
+}
+
+// One block a row that top_k or top_p cuts; other rows are pick_tokens_kernel's. The CPU's rule on
+// the M most likely ids (M = top_k, or the kMaxSorted largest for a nucleus over the whole
+// vocabulary): found by a radix select on the logits' keys, gathered in id order, sorted by a
+// bitonic sort, their probabilities in that order, then the nucleus and the draw by thread 0. A
+// row whose top_k exceeds kMaxSorted, or whose nucleus reaches past its kMaxSorted most likely ids,
+// keeps kPickOnHost.
+__global__ void __launch_bounds__(kCutThreads, 1) pick_cut_kernel(int* ids, const float* logits, int stride,
+                                                               const TokenDraw* draws) {
+    __shared__ unsigned long long keys[kMaxSorted];
+    __shared__ float probs[kMaxSorted];
+    __shared__ double sums[kCutThreads];
+    __shared__ int scan[kCutThreads];
+    __shared__ int hist[256];
+    const int row = blockIdx.x, t = threadIdx.x;
+    const TokenDraw d = draws[row];
+    const int V = d.vocab, k = d.top_k > 0 ? min(d.top_k, V) : V;
+    if (!(d.temperature > 0) || (k == V && d.top_p >= 1.0)) return;  // not cut
+    const int M = k < V ? k : min(V, kMaxSorted);
+    if (M > kMaxSorted) return;
+    const float* z = logits + (size_t)row * stride;
+    const int chunk = (V + kCutThreads - 1) / kCutThreads;
+    const int lo = min(V, t * chunk), hi = min(V, lo + chunk);
+    int remaining = 0;
+    const unsigned K = kth_largest_key(z, lo, hi, M, hist, &remaining);
+    bitonic_sort_desc(keys, gather_largest(keys, z, lo, hi, K, remaining, M, scan));
+    // Probabilities in sorted order; over the whole vocabulary the mass unrounded (the CPU's sum
+    // for top_p without top_k), in id order by chunks.
+    const float top = z[id_of(keys[0])];
+    for (int i = t; i < M; i += kCutThreads) probs[i] = prob(z, id_of(keys[i]), top, d.temperature);
+    double mass = 0;
+    if (k == V)
+        for (int i = lo; i < hi; ++i) mass += exp((double)(z[i] - top) / d.temperature);
+    sums[t] = mass;
+    __syncthreads();
+    if (t == 0) draw_sorted(&ids[row], keys, probs, sums, M, k < V, M == V, d);
 }
 
 } // namespace
