@@ -135,8 +135,8 @@ __global__ void decode_cache_kernel(float* kcache, float* vcache, const float* q
     vcache[at] = qkv[(size_t)i * W + (size_t)NH * hs + KC + c];
 }
 
-// A block of kDecodeWarps warps a (row, head): one warp's sequential walk over the positions kept
-// one stream's token waiting on memory latency (a position's value rows read one after another).
+// A block of kDecodeWarps warps a (row, head), where one warp walked every position in turn (a
+// position's value rows read one after another; docs/SERVING.md, "Note [decoding on the GPU]").
 // Order of work, fixed by pos alone (so a row's bits are the same alone or batched):
 //   1. warp w scores positions j = w, w + kDecodeWarps, ...: lanes split the hs-term dot (lane c
 //      takes c, c + 32, ...), warp_sum joins them;

@@ -23,12 +23,53 @@ __device__ inline float prob(const float* z, int i, float top, double temperatur
     return (float)exp((double)(z[i] - top) / temperature);
 }
 
+// The first largest of the row's ids over the block (thread t's are [lo, hi)), by a fixed tree;
+// every thread gets its value (*top) and id.
+__device__ __forceinline__ int first_largest(const float* z, int lo, int hi, float* top) {
+    __shared__ float best_v[kPickThreads];
+    __shared__ int best_i[kPickThreads];
+    const int t = threadIdx.x;
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int i = lo; i < hi; ++i)
+        if (i == lo || z[i] > bv) bv = z[i], bi = i;
+    best_v[t] = bv;
+    best_i[t] = bi;
+    __syncthreads();
+    for (int s = kPickThreads / 2; s > 0; s >>= 1) {
+        if (t < s && beats(best_v[t + s], best_i[t + s], best_v[t], best_i[t]))
+            best_v[t] = best_v[t + s], best_i[t] = best_i[t + s];
+        __syncthreads();
+    }
+    *top = best_v[0];
+    return best_i[0];
+}
+
+// Thread 0's part of a whole-vocabulary draw: the chunks' sums added in order, the chunk where u's
+// mass falls (*chosen, with the mass before it), or where rounding left u past the end, the last
+// drawable id written at once (*chosen -1).
+__device__ __forceinline__ void find_chunk(int* id, const double* sums, const int* last_pos, double u, int* chosen,
+                                           double* before, double* target) {
+    double total = 0;
+    for (int k = 0; k < kPickThreads; ++k) total += sums[k];
+    *target = u * total;
+    double acc = 0;
+    *chosen = -1;
+    for (int k = 0; k < kPickThreads && *chosen < 0; ++k) {
+        if (sums[k] > 0 && acc + sums[k] >= *target) *chosen = k, *before = acc;
+        acc += sums[k];
+    }
+    if (*chosen >= 0) return;
+    int at = 0;  // as on the CPU
+    for (int k = kPickThreads - 1; k >= 0 && at == 0; --k)
+        if (last_pos[k] >= 0) at = last_pos[k];
+    *id = at;
+}
+
 // One block a row; thread t owns the ids [t * chunk, (t + 1) * chunk), so that the cumulative mass
 // runs in id order as the CPU's does: each thread's sum of its ids in order, the chunks' sums added
 // in order by thread 0, which finds the chunk where u's mass falls; that chunk's thread walks it.
 __global__ void pick_tokens_kernel(int* ids, const float* logits, int stride, const TokenDraw* draws) {
-    __shared__ float best_v[kPickThreads];
-    __shared__ int best_i[kPickThreads];
     __shared__ double sums[kPickThreads];
     __shared__ int last_pos[kPickThreads];
     __shared__ int chosen;
@@ -44,23 +85,12 @@ __global__ void pick_tokens_kernel(int* ids, const float* logits, int stride, co
     const float* z = logits + (size_t)row * stride;
     const int chunk = (V + kPickThreads - 1) / kPickThreads;
     const int lo = min(V, t * chunk), hi = min(V, lo + chunk);
-    float bv = -INFINITY;
-    int bi = INT_MAX;
-    for (int i = lo; i < hi; ++i)
-        if (i == lo || z[i] > bv) bv = z[i], bi = i;
-    best_v[t] = bv;
-    best_i[t] = bi;
-    __syncthreads();
-    for (int s = kPickThreads / 2; s > 0; s >>= 1) {  // a fixed tree: the first largest wins
-        if (t < s && beats(best_v[t + s], best_i[t + s], best_v[t], best_i[t]))
-            best_v[t] = best_v[t + s], best_i[t] = best_i[t + s];
-        __syncthreads();
-    }
+    float top = 0;
+    const int largest = first_largest(z, lo, hi, &top);
     if (d.temperature == 0) {
-        if (t == 0) ids[row] = best_i[0];
+        if (t == 0) ids[row] = largest;
         return;
     }
-    const float top = best_v[0];
     double sum = 0;
     int last = -1;
     for (int i = lo; i < hi; ++i) {
@@ -71,26 +101,7 @@ __global__ void pick_tokens_kernel(int* ids, const float* logits, int stride, co
     sums[t] = sum;
     last_pos[t] = last;
     __syncthreads();
-    if (t == 0) {
-        double total = 0;
-        for (int k = 0; k < kPickThreads; ++k) total += sums[k];
-        target = d.u * total;
-        double acc = 0;
-        chosen = -1;
-        for (int k = 0; k < kPickThreads && chosen < 0; ++k) {
-            if (sums[k] > 0 && acc + sums[k] >= target) chosen = k, chosen_from = acc;
-            acc += sums[k];
-        }
-        if (chosen < 0) {  // rounding left u past the end: the last drawable id, as on the CPU
-            int at = 0;
-            for (int k = kPickThreads - 1; k >= 0; --k)
-                if (last_pos[k] >= 0) {
-                    at = last_pos[k];
-                    break;
-                }
-            ids[row] = at;
-        }
-    }
+    if (t == 0) find_chunk(&ids[row], sums, last_pos, d.u, &chosen, &chosen_from, &target);
     __syncthreads();
     if (t != chosen) return;
     double acc = chosen_from;  // the mass of the ids before this chunk
